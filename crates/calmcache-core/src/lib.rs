@@ -1,8 +1,33 @@
-//! calmcache-core: the cache engine behind calmcache, free of any HTTP server types.
+//! calmcache-core: the cache engine behind calmcache, free of any HTTP server
+//! types so it can be embedded in any application.
 //!
 //! # Layout
-//! - [`policy`]: the refresh policies (none, lock, PER/XFetch, SUS) as pure decisions.
+//! - [`key`]: cache keys (owned and borrowed, hashing alike).
+//! - [`cache_control`]: `Cache-Control` directive parsing (RFC 9111 §5.2).
+//! - [`freshness`]: storability, freshness lifetime and age (RFC 9111 §3, §4.2; RFC 5861).
+//! - [`object`]: stored objects and their metadata.
+//! - [`tier`]: the storage trait; [`memory`]: the RAM tier.
+//! - [`flight`]: single-flight coalescing with leader/follower and abandonment.
+//! - [`policy`]: refresh decisions (none, lock, PER/XFetch, SUS, stale windows).
+//! - [`status`]: the `Cache-Status` vocabulary.
 
+#![warn(missing_docs)]
+
+pub mod cache_control;
+pub mod flight;
+pub mod freshness;
+pub mod key;
+pub mod memory;
+pub mod object;
 pub mod policy;
+pub mod status;
+pub mod tier;
 
-pub use policy::RefreshMode;
+pub use flight::{FetchPermit, Flights, Lookup, WaitError, Waiter};
+pub use freshness::{Exchange, Freshness, NotStorable, StoreRules};
+pub use key::{CacheKey, KeyRef};
+pub use memory::MemoryTier;
+pub use object::{CachedObject, ObjectMeta};
+pub use policy::{decide, Decision, RefreshMode, RefreshPolicy};
+pub use status::CacheStatus;
+pub use tier::{CacheError, Tier};

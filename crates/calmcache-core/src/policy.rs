@@ -1,4 +1,17 @@
-//! Refresh policies: when a cached object is served, refreshed early, or fetched.
+//! Refresh policies: what to do with a cached object at a given instant.
+//!
+//! [`decide`] is a pure function of `(policy, meta, now, rng)`; the proxy acts on
+//! its [`Decision`]. XFetch (Vattani, Chierichetti, Lowenstein, VLDB 2015):
+//! refresh early when `now - delta * beta * ln(rand()) >= expiry`, i.e. when
+//! `delta * beta * -ln(rand()) >= time left`. SUS (seed 002) uses
+//! `delta = max(fetch time, 10% of the lifetime)` and refreshes in the background.
+
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::time::Instant;
+
+use crate::object::ObjectMeta;
 
 /// How a route refreshes objects that are about to expire or have expired.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -7,7 +20,7 @@ pub enum RefreshMode {
     None,
     /// One fetch per key at a time; others wait for it.
     Lock,
-    /// XFetch (Vattani et al., VLDB 2015): probabilistic early refresh in the request's path.
+    /// XFetch: probabilistic early refresh in the request's own path.
     Per,
     /// PER with delta = max(fetch time, 10% of TTL), refreshed in the background.
     Sus,
@@ -23,4 +36,80 @@ impl RefreshMode {
             RefreshMode::Sus => "sus",
         }
     }
+
+    /// Misses and expiries go through single-flight (all but `none`).
+    pub fn coalesces(self) -> bool {
+        self != RefreshMode::None
+    }
 }
+
+/// A route's refresh settings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RefreshPolicy {
+    /// Which algorithm.
+    pub mode: RefreshMode,
+    /// XFetch's beta: above 1 favours earlier refreshes.
+    pub beta: f64,
+}
+
+/// What to do with a cached object now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Fresh: serve it.
+    Fresh,
+    /// Fresh, but this request drew an early refresh (PER): fetch in its own path.
+    RefreshInPath,
+    /// Fresh, and an early refresh is due (SUS): serve it and refresh in the background.
+    RefreshInBackground,
+    /// Stale inside stale-while-revalidate: serve it and refresh in the background.
+    StaleWhileRevalidate,
+    /// Stale past what may be served: fetch. The copy only backs stale-if-error.
+    Expired,
+}
+
+/// Decides what to do with the object described by `meta` at `now`.
+pub fn decide<R: Rng + ?Sized>(
+    policy: &RefreshPolicy,
+    meta: &ObjectMeta,
+    now: Instant,
+    rng: &mut R,
+) -> Decision {
+    if !meta.is_fresh(now) {
+        return if meta.within_stale_while_revalidate(now) {
+            Decision::StaleWhileRevalidate
+        } else {
+            Decision::Expired
+        };
+    }
+    let delta = match policy.mode {
+        RefreshMode::None | RefreshMode::Lock => return Decision::Fresh,
+        RefreshMode::Per => meta.fetch_time,
+        RefreshMode::Sus => meta.fetch_time.max(meta.freshness.lifetime / 10),
+    };
+    let left = meta.expires_at().saturating_duration_since(now);
+    if !draws_early_refresh(delta, policy.beta, left, rng) {
+        return Decision::Fresh;
+    }
+    match policy.mode {
+        RefreshMode::Sus => Decision::RefreshInBackground,
+        _ => Decision::RefreshInPath,
+    }
+}
+
+/// XFetch's test: `delta * beta * -ln(u) >= left`, u uniform in (0, 1].
+pub fn draws_early_refresh<R: Rng + ?Sized>(
+    delta: Duration,
+    beta: f64,
+    left: Duration,
+    rng: &mut R,
+) -> bool {
+    if delta.is_zero() {
+        return false;
+    }
+    let u: f64 = 1.0 - rng.random::<f64>();
+    delta.as_secs_f64() * beta * -u.ln() >= left.as_secs_f64()
+}
+
+#[cfg(test)]
+#[path = "policy_tests.rs"]
+mod tests;

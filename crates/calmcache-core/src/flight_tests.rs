@@ -1,0 +1,60 @@
+#![allow(clippy::unwrap_used)]
+use super::*;
+
+fn key(p: &str) -> CacheKey {
+    CacheKey::new("http", "h", p)
+}
+
+#[tokio::test]
+async fn one_leader_many_followers_get_its_value() {
+    let flights: Flights<u32> = Flights::new();
+    let Lookup::Leader(permit) = flights.join(&key("/a")) else {
+        panic!("first is leader")
+    };
+    let mut waiters = Vec::new();
+    for _ in 0..200 {
+        match flights.join(&key("/a")) {
+            Lookup::Follower(w) => waiters.push(tokio::spawn(w.wait(Duration::from_secs(5)))),
+            Lookup::Leader(_) => panic!("only one leader"),
+        }
+    }
+    permit.finish(7);
+    for w in waiters {
+        assert_eq!(w.await.unwrap(), Ok(7));
+    }
+    assert_eq!(flights.in_flight(), 0);
+}
+
+#[tokio::test]
+async fn a_dropped_leader_wakes_its_followers() {
+    let flights: Flights<u32> = Flights::new();
+    let permit = flights.try_lead(&key("/a")).unwrap();
+    let Lookup::Follower(w) = flights.join(&key("/a")) else {
+        panic!("follower")
+    };
+    let waiting = tokio::spawn(w.wait(Duration::from_secs(5)));
+    drop(permit);
+    assert_eq!(waiting.await.unwrap(), Err(WaitError::Abandoned));
+    assert_eq!(flights.in_flight(), 0, "no lock is leaked");
+    assert!(flights.try_lead(&key("/a")).is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn followers_give_up_after_the_lock_timeout() {
+    let flights: Flights<u32> = Flights::new();
+    let _permit = flights.try_lead(&key("/a")).unwrap();
+    let Lookup::Follower(w) = flights.join(&key("/a")) else {
+        panic!("follower")
+    };
+    assert_eq!(
+        w.wait(Duration::from_secs(5)).await,
+        Err(WaitError::Timeout)
+    );
+}
+
+#[tokio::test]
+async fn distinct_keys_do_not_wait_for_each_other() {
+    let flights: Flights<u32> = Flights::new();
+    let _a = flights.try_lead(&key("/a")).unwrap();
+    assert!(flights.try_lead(&key("/b")).is_some());
+}

@@ -1,0 +1,177 @@
+#![allow(clippy::unwrap_used)]
+use super::*;
+use http::HeaderValue;
+
+fn t(secs: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + secs)
+}
+
+fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for (k, v) in pairs {
+        h.append(*k, HeaderValue::from_str(v).unwrap());
+    }
+    h
+}
+
+fn eval(h: &HeaderMap, rules: StoreRules) -> Result<Freshness, NotStorable> {
+    eval_auth(h, rules, false)
+}
+
+fn eval_auth(h: &HeaderMap, rules: StoreRules, auth: bool) -> Result<Freshness, NotStorable> {
+    let ex = Exchange {
+        request_has_authorization: auth,
+        status: 200,
+        headers: h,
+        request_time: t(0),
+        response_time: t(0),
+    };
+    evaluate(&ex, &rules)
+}
+
+fn ttl(secs: u64) -> StoreRules {
+    StoreRules {
+        ttl: Some(Duration::from_secs(secs)),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn s_maxage_beats_max_age_beats_expires_beats_ttl() {
+    // RFC 9111 §4.2.1: "If the cache is shared and the s-maxage response directive
+    // is present, use its value, or ... max-age ..., or Expires minus Date".
+    let date = httpdate::fmt_http_date(t(0));
+    let expires = httpdate::fmt_http_date(t(30));
+    let h = headers(&[
+        ("cache-control", "max-age=20, s-maxage=10"),
+        ("date", &date),
+        ("expires", &expires),
+    ]);
+    assert_eq!(eval(&h, ttl(5)).unwrap().lifetime, Duration::from_secs(10));
+    let h = headers(&[
+        ("cache-control", "max-age=20"),
+        ("date", &date),
+        ("expires", &expires),
+    ]);
+    assert_eq!(eval(&h, ttl(5)).unwrap().lifetime, Duration::from_secs(20));
+    let h = headers(&[("date", &date), ("expires", &expires)]);
+    assert_eq!(eval(&h, ttl(5)).unwrap().lifetime, Duration::from_secs(30));
+    let h = headers(&[("date", &date)]);
+    assert_eq!(eval(&h, ttl(5)).unwrap().lifetime, Duration::from_secs(5));
+}
+
+#[test]
+fn override_origin_uses_the_route_ttl() {
+    let h = headers(&[("cache-control", "max-age=600")]);
+    let rules = StoreRules {
+        override_origin: true,
+        ..ttl(1)
+    };
+    assert_eq!(eval(&h, rules).unwrap().lifetime, Duration::from_secs(1));
+}
+
+#[test]
+fn invalid_expires_means_already_expired() {
+    // RFC 9111 §5.3: "A cache recipient MUST interpret invalid date formats,
+    // especially the value "0", as representing a time in the past".
+    let h = headers(&[("expires", "0")]);
+    assert_eq!(eval(&h, ttl(5)), Err(NotStorable::NoFreshness));
+}
+
+#[test]
+fn personalised_responses_are_not_shared() {
+    for (h, why) in [
+        (headers(&[("set-cookie", "s=1")]), NotStorable::SetCookie),
+        (
+            headers(&[("cache-control", "private, max-age=60")]),
+            NotStorable::Private,
+        ),
+        (
+            headers(&[("cache-control", "no-store")]),
+            NotStorable::NoStore,
+        ),
+        (headers(&[("vary", "Cookie")]), NotStorable::Vary),
+    ] {
+        assert_eq!(eval(&h, ttl(5)), Err(why));
+    }
+}
+
+#[test]
+fn authorised_requests_are_shared_only_when_the_response_allows() {
+    // RFC 9111 §3.5: public, s-maxage or must-revalidate allow it.
+    let plain = headers(&[("cache-control", "max-age=60")]);
+    assert_eq!(
+        eval_auth(&plain, ttl(5), true),
+        Err(NotStorable::Authorization)
+    );
+    for cc in [
+        "public, max-age=60",
+        "s-maxage=60",
+        "must-revalidate, max-age=60",
+    ] {
+        let h = headers(&[("cache-control", cc)]);
+        assert!(eval_auth(&h, ttl(5), true).is_ok(), "{cc}");
+    }
+}
+
+#[test]
+fn age_is_corrected_per_rfc_9111_4_2_3() {
+    // apparent_age = response_time - date = 4; corrected_age_value = age + delay = 3 + 2.
+    let h = headers(&[
+        ("date", &httpdate::fmt_http_date(t(0))),
+        ("age", "3"),
+        ("cache-control", "max-age=60"),
+    ]);
+    let ex = Exchange {
+        request_has_authorization: false,
+        status: 200,
+        headers: &h,
+        request_time: t(2),
+        response_time: t(4),
+    };
+    let f = evaluate(&ex, &StoreRules::default()).unwrap();
+    assert_eq!(f.initial_age, Duration::from_secs(5));
+    assert_eq!(f.fresh_for(), Duration::from_secs(55));
+}
+
+#[test]
+fn stale_windows_come_from_the_origin_then_the_route() {
+    let route = StoreRules {
+        stale_while_revalidate: Duration::from_secs(10),
+        stale_if_error: Duration::from_secs(60),
+        ..ttl(1)
+    };
+    let f = eval(&headers(&[]), route).unwrap();
+    assert_eq!(f.stale_while_revalidate, Duration::from_secs(10));
+    let f = eval(
+        &headers(&[("cache-control", "max-age=1, stale-while-revalidate=3")]),
+        route,
+    )
+    .unwrap();
+    assert_eq!(f.stale_while_revalidate, Duration::from_secs(3));
+    assert_eq!(f.stale_if_error, Duration::from_secs(60));
+    // RFC 9111 §4.2.4: must-revalidate forbids serving stale without validation.
+    let f = eval(
+        &headers(&[("cache-control", "max-age=1, must-revalidate")]),
+        route,
+    )
+    .unwrap();
+    assert_eq!(f.stale_while_revalidate, Duration::ZERO);
+    assert_eq!(f.stale_if_error, Duration::ZERO);
+}
+
+#[test]
+fn partial_and_informational_responses_are_not_stored() {
+    let h = headers(&[("cache-control", "max-age=60")]);
+    let ex = Exchange {
+        request_has_authorization: false,
+        status: 206,
+        headers: &h,
+        request_time: t(0),
+        response_time: t(0),
+    };
+    assert_eq!(
+        evaluate(&ex, &StoreRules::default()),
+        Err(NotStorable::Status)
+    );
+}

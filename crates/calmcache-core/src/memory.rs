@@ -1,0 +1,108 @@
+//! The memory tier: objects in RAM, bounded in bytes, evicted by quick_cache's
+//! scan-resistant CLOCK-PRO/S3-FIFO-like policy.
+//!
+//! Lookups take one shard's read lock, never a global one, and hand out an
+//! `Arc` to the object: serving a hit copies no body bytes.
+
+use std::sync::Arc;
+
+use quick_cache::sync::Cache;
+use quick_cache::{OptionsBuilder, Weighter};
+
+use crate::key::{CacheKey, KeyRef};
+use crate::object::CachedObject;
+use crate::tier::{CacheError, Tier};
+
+#[derive(Clone)]
+struct ObjectWeighter;
+
+impl Weighter<CacheKey, Arc<CachedObject>> for ObjectWeighter {
+    fn weight(&self, key: &CacheKey, obj: &Arc<CachedObject>) -> u64 {
+        (key.weight() + obj.weight()) as u64
+    }
+}
+
+/// A RAM zone bounded by `max_size` bytes of keys, headers and bodies.
+pub struct MemoryTier {
+    cache: Cache<CacheKey, Arc<CachedObject>, ObjectWeighter>,
+    max_size: u64,
+    max_object_size: u64,
+}
+
+impl MemoryTier {
+    /// A zone holding at most `max_size` bytes; objects above `max_object_size`
+    /// are refused (the proxy streams them through uncached).
+    pub fn new(max_size: u64, max_object_size: u64) -> Self {
+        let max_object_size = max_object_size.clamp(1, max_size.max(1));
+        // Each shard holds capacity/shards and refuses items above its share, so
+        // keep at least four largest objects per shard.
+        let shards = (max_size / max_object_size.saturating_mul(4)).clamp(1, 64);
+        let shards = 1u64 << (63 - shards.leading_zeros());
+        // Shard capacities round up; take the rounding off so the sum never
+        // exceeds max_size.
+        let capacity = max_size.saturating_sub(shards).max(1);
+        let estimated_items = (capacity / 4096).clamp(64, 1 << 22) as usize;
+        let options = OptionsBuilder::new()
+            .shards(shards as usize)
+            .estimated_items_capacity(estimated_items)
+            .weight_capacity(capacity)
+            .build();
+        let cache = match options {
+            Ok(options) => Cache::with_options(
+                options,
+                ObjectWeighter,
+                Default::default(),
+                Default::default(),
+            ),
+            // Only reachable with a zero capacity, which the clamps above rule out.
+            Err(_) => Cache::with_weighter(estimated_items, capacity, ObjectWeighter),
+        };
+        MemoryTier {
+            cache,
+            max_size,
+            max_object_size,
+        }
+    }
+}
+
+impl Tier for MemoryTier {
+    fn get(&self, key: &KeyRef<'_>) -> Option<Arc<CachedObject>> {
+        self.cache.get(key)
+    }
+
+    fn insert(&self, key: CacheKey, object: Arc<CachedObject>) -> Result<(), CacheError> {
+        let weight = (key.weight() + object.weight()) as u64;
+        if weight > self.max_object_size {
+            return Err(CacheError::TooLarge {
+                size: weight,
+                limit: self.max_object_size,
+            });
+        }
+        self.cache.insert(key, object);
+        Ok(())
+    }
+
+    fn remove(&self, key: &KeyRef<'_>) -> bool {
+        self.cache.remove(key).is_some()
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.cache.weight()
+    }
+
+    fn objects(&self) -> u64 {
+        self.cache.len() as u64
+    }
+
+    fn max_size(&self) -> u64 {
+        self.max_size
+    }
+
+    fn max_object_size(&self) -> u64 {
+        self.max_object_size
+    }
+}
+
+#[cfg(test)]
+#[path = "memory_tests.rs"]
+mod tests;

@@ -1,0 +1,113 @@
+//! A stored response: its metadata (freshness, timing) and its shared body.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use tokio::time::Instant;
+
+use crate::freshness::Freshness;
+
+/// Everything the cache needs to decide about an object, without its body.
+#[derive(Clone, Debug)]
+pub struct ObjectMeta {
+    /// When it was stored (monotonic; `tokio` time so tests can pause the clock).
+    pub stored_at: Instant,
+    /// Freshness computed when it was stored.
+    pub freshness: Freshness,
+    /// How long the origin took to produce it: the delta of XFetch/SUS.
+    pub fetch_time: Duration,
+}
+
+impl ObjectMeta {
+    /// How long it has been in the cache at `now`.
+    pub fn resident(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.stored_at)
+    }
+
+    /// RFC 9111 §4.2.3: current_age = corrected_initial_age + resident_time.
+    pub fn age(&self, now: Instant) -> Duration {
+        self.freshness.initial_age + self.resident(now)
+    }
+
+    /// The instant it stops being fresh.
+    pub fn expires_at(&self) -> Instant {
+        self.stored_at + self.freshness.fresh_for()
+    }
+
+    /// Seconds of freshness left at `now`; negative once stale.
+    pub fn ttl_left(&self, now: Instant) -> f64 {
+        self.freshness.ttl_left(self.resident(now))
+    }
+
+    /// Still inside its freshness lifetime.
+    pub fn is_fresh(&self, now: Instant) -> bool {
+        now < self.expires_at()
+    }
+
+    /// Stale, but inside the stale-while-revalidate window.
+    pub fn within_stale_while_revalidate(&self, now: Instant) -> bool {
+        now < self.expires_at() + self.freshness.stale_while_revalidate
+    }
+
+    /// Stale, but inside the stale-if-error window.
+    pub fn within_stale_if_error(&self, now: Instant) -> bool {
+        now < self.expires_at() + self.freshness.stale_if_error
+    }
+
+    /// Past every window: worth nothing any more, may be dropped.
+    pub fn is_dead(&self, now: Instant) -> bool {
+        let keep = self
+            .freshness
+            .stale_while_revalidate
+            .max(self.freshness.stale_if_error);
+        now >= self.expires_at() + keep
+    }
+}
+
+/// A complete stored response. Shared as `Arc<CachedObject>`; the body is
+/// reference-counted so serving it never copies it.
+#[derive(Debug)]
+pub struct CachedObject {
+    /// Freshness and timing.
+    pub meta: ObjectMeta,
+    /// Response status.
+    pub status: StatusCode,
+    /// End-to-end response headers as received (hop-by-hop already removed).
+    pub headers: HeaderMap,
+    /// The whole body.
+    pub body: Bytes,
+    /// Bytes this object costs a zone, computed once (eviction asks often).
+    weight: usize,
+}
+
+/// Fixed per-object bookkeeping cost charged to a zone on top of header and body bytes.
+pub const OBJECT_OVERHEAD: usize = 256;
+
+impl CachedObject {
+    /// Assembles an object and computes its weight.
+    pub fn new(meta: ObjectMeta, status: StatusCode, headers: HeaderMap, body: Bytes) -> Self {
+        let weight = weigh(&headers, body.len());
+        CachedObject {
+            meta,
+            status,
+            headers,
+            body,
+            weight,
+        }
+    }
+
+    /// Bytes this object costs a memory zone: headers, body and bookkeeping.
+    pub fn weight(&self) -> usize {
+        self.weight
+    }
+}
+
+/// Header and body bytes plus bookkeeping; what [`CachedObject::weight`] reports.
+pub fn weigh(headers: &HeaderMap, body_len: usize) -> usize {
+    let headers: usize = headers
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 32)
+        .sum();
+    headers + body_len + OBJECT_OVERHEAD
+}

@@ -1,0 +1,108 @@
+#![allow(clippy::unwrap_used)]
+use super::*;
+use crate::freshness::Freshness;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+fn meta(now: Instant, lifetime_ms: u64, fetch_ms: u64, swr_ms: u64) -> ObjectMeta {
+    ObjectMeta {
+        stored_at: now,
+        freshness: Freshness {
+            lifetime: Duration::from_millis(lifetime_ms),
+            initial_age: Duration::ZERO,
+            stale_while_revalidate: Duration::from_millis(swr_ms),
+            stale_if_error: Duration::ZERO,
+            stale_forbidden: false,
+        },
+        fetch_time: Duration::from_millis(fetch_ms),
+    }
+}
+
+fn policy(mode: RefreshMode) -> RefreshPolicy {
+    RefreshPolicy { mode, beta: 1.0 }
+}
+
+/// Share of 10,000 seeded draws at `at_ms` after storing that refresh early.
+fn early_share(mode: RefreshMode, m: &ObjectMeta, at_ms: u64) -> f64 {
+    let mut rng = StdRng::seed_from_u64(42);
+    let at = m.stored_at + Duration::from_millis(at_ms);
+    let early = (0..10_000)
+        .filter(|_| {
+            matches!(
+                decide(&policy(mode), m, at, &mut rng),
+                Decision::RefreshInPath | Decision::RefreshInBackground
+            )
+        })
+        .count();
+    early as f64 / 10_000.0
+}
+
+#[tokio::test(start_paused = true)]
+async fn none_and_lock_never_refresh_early() {
+    let m = meta(Instant::now(), 1000, 900, 0);
+    assert_eq!(early_share(RefreshMode::None, &m, 999), 0.0);
+    assert_eq!(early_share(RefreshMode::Lock, &m, 999), 0.0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn per_probability_follows_exp_of_minus_left_over_delta() {
+    // P(refresh) = P(-ln u >= left/delta) = exp(-left/delta).
+    let m = meta(Instant::now(), 30_000, 100, 0);
+    let share = early_share(RefreshMode::Per, &m, 29_900); // left = delta
+    assert!((share - (-1.0f64).exp()).abs() < 0.02, "share {share}");
+    // 1 s before expiry with a 100 ms fetch: exp(-10), almost never.
+    assert!(early_share(RefreshMode::Per, &m, 29_000) < 0.001);
+}
+
+#[tokio::test(start_paused = true)]
+async fn sus_widens_delta_to_ten_percent_of_the_ttl() {
+    // Seed 002: 30 s TTL, 100 ms fetch -> delta = 3 s, so 1 s before expiry
+    // the chance is exp(-1/3), not PER's exp(-10).
+    let m = meta(Instant::now(), 30_000, 100, 0);
+    let share = early_share(RefreshMode::Sus, &m, 29_000);
+    assert!(
+        (share - (-1.0f64 / 3.0).exp()).abs() < 0.02,
+        "share {share}"
+    );
+    let mut rng = StdRng::seed_from_u64(1);
+    let near = m.stored_at + Duration::from_millis(29_999);
+    let decisions: Vec<_> = (0..100)
+        .map(|_| decide(&policy(RefreshMode::Sus), &m, near, &mut rng))
+        .collect();
+    assert!(decisions.contains(&Decision::RefreshInBackground));
+    assert!(
+        !decisions.contains(&Decision::RefreshInPath),
+        "SUS never refreshes in the request's path"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn expiry_is_precise_and_stale_windows_apply() {
+    let start = Instant::now();
+    let m = meta(start, 1000, 10, 500);
+    let mut rng = StdRng::seed_from_u64(7);
+    let lock = policy(RefreshMode::Lock);
+    tokio::time::advance(Duration::from_millis(999)).await;
+    assert_eq!(decide(&lock, &m, Instant::now(), &mut rng), Decision::Fresh);
+    tokio::time::advance(Duration::from_millis(1)).await;
+    assert_eq!(
+        decide(&lock, &m, Instant::now(), &mut rng),
+        Decision::StaleWhileRevalidate
+    );
+    tokio::time::advance(Duration::from_millis(500)).await;
+    assert_eq!(
+        decide(&lock, &m, Instant::now(), &mut rng),
+        Decision::Expired
+    );
+}
+
+#[test]
+fn zero_delta_never_refreshes() {
+    let mut rng = StdRng::seed_from_u64(3);
+    assert!(!draws_early_refresh(
+        Duration::ZERO,
+        1.0,
+        Duration::ZERO,
+        &mut rng
+    ));
+}
