@@ -110,15 +110,23 @@ pub fn evaluate(exchange: &Exchange<'_>, rules: &StoreRules) -> Result<Freshness
     let headers = exchange.headers;
     let cc = CacheControl::parse(header_strs(headers, CACHE_CONTROL));
     check_storable(exchange, &cc)?;
-    let lifetime = if rules.override_origin {
-        rules.ttl
+    let explicit = if rules.override_origin {
+        None
     } else {
-        explicit_lifetime(headers, &cc).or(rules.ttl)
+        explicit_lifetime(headers, &cc)
     };
-    let lifetime = lifetime.ok_or(NotStorable::NoFreshness)?;
+    let (lifetime, initial_age) = match explicit {
+        Some(lifetime) => (lifetime, corrected_initial_age(exchange)),
+        // The route's ttl counts from receipt, as NGINX's proxy_cache_valid and
+        // Varnish's default_ttl do; only an Age from a cache upstream is charged.
+        None => (
+            rules.ttl.ok_or(NotStorable::NoFreshness)?,
+            age_value(headers),
+        ),
+    };
     let freshness = Freshness {
         lifetime,
-        initial_age: corrected_initial_age(exchange),
+        initial_age,
         stale_while_revalidate: stale_window(
             &cc,
             cc.stale_while_revalidate,
@@ -193,15 +201,18 @@ fn explicit_lifetime(headers: &HeaderMap, cc: &CacheControl) -> Option<Duration>
 fn corrected_initial_age(exchange: &Exchange<'_>) -> Duration {
     let headers = exchange.headers;
     let date = headers.get(DATE).and_then(|d| parse_date(d.as_bytes()));
+    // Date has one-second resolution: the response was made somewhere in
+    // [date, date + 1 s). Take the youngest age consistent with it, or every
+    // sub-second lifetime would lose a random fraction of a second.
     let apparent_age = date
-        .and_then(|d| exchange.response_time.duration_since(d).ok())
+        .and_then(|d| {
+            exchange
+                .response_time
+                .duration_since(d + DATE_RESOLUTION)
+                .ok()
+        })
         .unwrap_or(Duration::ZERO);
-    let age_value = headers
-        .get(AGE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .map(Duration::from_secs)
-        .unwrap_or(Duration::ZERO);
+    let age_value = age_value(headers);
     let response_delay = exchange
         .response_time
         .duration_since(exchange.request_time)
@@ -227,6 +238,18 @@ fn stale_window(
         None => route,
     }
 }
+
+/// The `Age` header's delta-seconds (RFC 9111 §5.1), zero when absent or invalid.
+fn age_value(headers: &HeaderMap) -> Duration {
+    headers
+        .get(AGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map(Duration::from_secs)
+        .unwrap_or(Duration::ZERO)
+}
+
+const DATE_RESOLUTION: Duration = Duration::from_secs(1);
 
 fn header_strs(headers: &HeaderMap, name: http::header::HeaderName) -> impl Iterator<Item = &str> {
     headers

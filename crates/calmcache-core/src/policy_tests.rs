@@ -50,20 +50,23 @@ async fn per_probability_follows_exp_of_minus_left_over_delta() {
     let m = meta(Instant::now(), 30_000, 100, 0);
     let share = early_share(RefreshMode::Per, &m, 29_900); // left = delta
     assert!((share - (-1.0f64).exp()).abs() < 0.02, "share {share}");
-    // 1 s before expiry with a 100 ms fetch: exp(-10), almost never.
-    assert!(early_share(RefreshMode::Per, &m, 29_000) < 0.001);
+    // Outside the last delta the draw is not made at all: a hot key is
+    // refreshed one delta before expiry, not ln(rate * delta) deltas before.
+    assert_eq!(early_share(RefreshMode::Per, &m, 29_850), 0.0);
+    assert!(early_share(RefreshMode::Per, &m, 29_990) > 0.85);
 }
 
 #[tokio::test(start_paused = true)]
 async fn sus_widens_delta_to_ten_percent_of_the_ttl() {
     // Seed 002: 30 s TTL, 100 ms fetch -> delta = 3 s, so 1 s before expiry
-    // the chance is exp(-1/3), not PER's exp(-10).
+    // the chance is exp(-1/3), where PER's window has not even opened.
     let m = meta(Instant::now(), 30_000, 100, 0);
     let share = early_share(RefreshMode::Sus, &m, 29_000);
     assert!(
         (share - (-1.0f64 / 3.0).exp()).abs() < 0.02,
         "share {share}"
     );
+    assert_eq!(early_share(RefreshMode::Per, &m, 29_000), 0.0);
     let mut rng = StdRng::seed_from_u64(1);
     let near = m.stored_at + Duration::from_millis(29_999);
     let decisions: Vec<_> = (0..100)

@@ -2,5 +2,31 @@
 //!
 //! # Layout
 //! - [`config`]: config file -> raw (serde) -> validated [`config::Config`].
+//! - [`server`]: listeners, connections, graceful stop; [`start`] runs a proxy.
+//! - [`state`]: routes bound to upstreams and zones, the single-flight table.
+//! - [`proxy`]: the request path (lookup, refresh decision, serve or fetch).
+//! - [`fill`]: fetching from the origin and storing.
+//! - [`upstream`]: keepalive pools, round robin, timeouts, refresh slots.
+//! - [`headers`]: hop-by-hop, `X-Forwarded-*`, `Age`, `Cache-Status`.
+//! - [`body`]: response bodies (shared cached bytes or streams), body timeouts.
+//! - [`error`]: proxy errors and their status codes.
+//! - [`stats`]: counters; [`admin`]: `GET /status`.
+//! - [`warm`]: keeping `warm` paths fresh without traffic.
+//! - [`origin`]: the bundled slow origin; [`demo`]: `calmcache demo`.
 
+pub mod admin;
+pub mod body;
 pub mod config;
+pub mod demo;
+pub mod error;
+pub mod fill;
+pub mod headers;
+pub mod origin;
+pub mod proxy;
+pub mod server;
+pub mod state;
+pub mod stats;
+pub mod upstream;
+pub mod warm;
+
+pub use server::{start, Running, StartError};

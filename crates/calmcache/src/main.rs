@@ -1,1 +1,216 @@
-fn main() {}
+//! The `calmcache` command: `serve`, `check`, `demo`, `origin`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use calmcache::config::Config;
+use calmcache::{demo, origin};
+use clap::{Parser, Subcommand};
+
+/// A caching reverse proxy that keeps slow origins calm.
+#[derive(Parser, Debug)]
+#[command(name = "calmcache", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the proxy from a config file.
+    Serve {
+        /// The TOML config (see config.example.toml).
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Validate a config: every problem with its TOML path (exit 2), or a summary (exit 0).
+    Check {
+        /// The TOML config.
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Start a bundled slow origin and calmcache in front of it, no file needed.
+    Demo {
+        /// Where the proxy listens.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        /// Where the admin listener (GET /status) listens.
+        #[arg(long, default_value = "127.0.0.1:9090")]
+        admin: SocketAddr,
+        /// Where the bundled origin listens.
+        #[arg(long, default_value = "127.0.0.1:8081")]
+        origin: SocketAddr,
+    },
+    /// Run only the bundled slow origin (for benchmarks and experiments).
+    Origin {
+        /// Where it listens.
+        #[arg(long, default_value = "127.0.0.1:8081")]
+        listen: SocketAddr,
+        /// Milliseconds of busy CPU work per page.
+        #[arg(long, default_value_t = 180)]
+        cpu_ms: u64,
+        /// Milliseconds of idle wait per page, after the CPU work.
+        #[arg(long, default_value_t = 0)]
+        sleep_ms: u64,
+        /// Pages computed at once; the rest queue.
+        #[arg(long, default_value_t = 1)]
+        workers: usize,
+        /// Pad each page to at least this many bytes.
+        #[arg(long, default_value_t = 0)]
+        body_bytes: usize,
+        /// Send this Cache-Control header.
+        #[arg(long)]
+        cache_control: Option<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let result = match cli.command {
+        Command::Check { config } => return check(&config),
+        Command::Serve { config } => serve(&config),
+        Command::Demo {
+            listen,
+            admin,
+            origin,
+        } => run_demo(demo::DemoOptions {
+            listen,
+            admin,
+            origin,
+        }),
+        Command::Origin {
+            listen,
+            cpu_ms,
+            sleep_ms,
+            workers,
+            body_bytes,
+            cache_control,
+        } => {
+            let opts = origin::OriginOptions {
+                listen,
+                cpu: Duration::from_millis(cpu_ms),
+                sleep: Duration::from_millis(sleep_ms),
+                workers,
+                body_bytes,
+                cache_control,
+            };
+            run_origin(opts)
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("calmcache: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CALMCACHE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn check(path: &std::path::Path) -> ExitCode {
+    match Config::from_file(path) {
+        Ok(config) => {
+            println!("{}", config.summary());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}
+
+fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.max(1))
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+fn serve(path: &std::path::Path) -> anyhow::Result<()> {
+    let config = match Config::from_file(path) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(e.exit_code());
+        }
+    };
+    runtime(config.server.threads)?.block_on(async {
+        let running = calmcache::start(&config).await?;
+        for addr in &running.proxy_addrs {
+            tracing::info!(%addr, "calmcache listening");
+        }
+        if let Some(addr) = running.admin_addr {
+            tracing::info!(%addr, "admin listening (GET /status)");
+        }
+        stop_signal().await;
+        tracing::info!("stopping: finishing open requests");
+        running.shutdown(Duration::from_secs(10)).await;
+        Ok(())
+    })
+}
+
+fn run_demo(opts: demo::DemoOptions) -> anyhow::Result<()> {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    runtime(threads)?.block_on(async {
+        let origin = origin::start(demo::origin_options(&opts)).await?;
+        let config = demo::config(opts.listen, opts.admin, origin.addr)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let running = calmcache::start(&config).await?;
+        let proxy = running.proxy_addrs.first().copied().unwrap_or(opts.listen);
+        println!(
+            "{}",
+            demo::banner(proxy, running.admin_addr.unwrap_or(opts.admin), origin.addr)
+        );
+        stop_signal().await;
+        origin.stop();
+        running.shutdown(Duration::from_secs(5)).await;
+        Ok(())
+    })
+}
+
+fn run_origin(opts: origin::OriginOptions) -> anyhow::Result<()> {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    runtime(threads)?.block_on(async {
+        let origin = origin::start(opts).await?;
+        println!("http://{}/", origin.addr);
+        stop_signal().await;
+        origin.stop();
+        Ok(())
+    })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn stop_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

@@ -1,0 +1,129 @@
+//! The admin listener: `GET /status` returns JSON counters, totals and per
+//! route and zone. (The dashboard and Prometheus metrics build on this.)
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use http::header::{self, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use serde::Serialize;
+
+use crate::body::ResponseBody;
+use crate::state::Proxy;
+use crate::stats::ActivitySnapshot;
+
+/// The `/status` document.
+#[derive(Serialize, Debug)]
+pub struct Status {
+    /// Sum over all routes.
+    pub totals: ActivitySnapshot,
+    /// Per route, by name.
+    pub routes: BTreeMap<String, RouteStatus>,
+    /// Per zone, by name.
+    pub zones: BTreeMap<String, ZoneStatus>,
+    /// Fetches in flight right now.
+    pub fetches_in_flight: usize,
+}
+
+/// One route's counters.
+#[derive(Serialize, Debug)]
+pub struct RouteStatus {
+    /// Upstream name.
+    pub upstream: String,
+    /// Zone name, if caching.
+    pub zone: Option<String>,
+    /// Refresh policy.
+    pub refresh: &'static str,
+    /// Counters.
+    #[serde(flatten)]
+    pub activity: ActivitySnapshot,
+}
+
+/// One zone's counters (the sum of its routes) and occupancy.
+#[derive(Serialize, Debug)]
+pub struct ZoneStatus {
+    /// Bytes in use.
+    pub size_bytes: u64,
+    /// Configured bound.
+    pub max_size_bytes: u64,
+    /// Objects held.
+    pub objects: u64,
+    /// Counters of the routes using this zone.
+    #[serde(flatten)]
+    pub activity: ActivitySnapshot,
+}
+
+/// Builds the status document.
+pub fn status(proxy: &Proxy) -> Status {
+    let mut totals = ActivitySnapshot::default();
+    let mut routes = BTreeMap::new();
+    let mut zones: BTreeMap<String, ZoneStatus> = proxy
+        .zones
+        .iter()
+        .map(|z| {
+            let zs = ZoneStatus {
+                size_bytes: z.tier.size_bytes(),
+                max_size_bytes: z.tier.max_size(),
+                objects: z.tier.objects(),
+                activity: ActivitySnapshot::default(),
+            };
+            (z.name.clone(), zs)
+        })
+        .collect();
+    for route in &proxy.routes {
+        let snap = route.activity.snapshot();
+        totals += &snap;
+        if let Some(zone) = route.zone.as_ref().and_then(|z| zones.get_mut(&z.name)) {
+            zone.activity += &snap;
+        }
+        let rs = RouteStatus {
+            upstream: route.upstream.name.clone(),
+            zone: route.zone.as_ref().map(|z| z.name.clone()),
+            refresh: route.policy.mode.as_str(),
+            activity: snap,
+        };
+        routes.insert(route.cfg.name.clone(), rs);
+    }
+    Status {
+        totals,
+        routes,
+        zones,
+        fetches_in_flight: proxy.flights.in_flight(),
+    }
+}
+
+/// Serves the admin endpoints.
+pub async fn handle(
+    proxy: Arc<Proxy>,
+    req: Request<Incoming>,
+) -> Result<Response<ResponseBody>, Infallible> {
+    let resp = match (req.method(), req.uri().path()) {
+        (&Method::GET, "/status") => match serde_json::to_vec_pretty(&status(&proxy)) {
+            Ok(json) => with_type(Response::new(ResponseBody::full(json)), "application/json"),
+            Err(e) => plain(StatusCode::INTERNAL_SERVER_ERROR, format!("status: {e}\n")),
+        },
+        (_, "/status") => plain(StatusCode::METHOD_NOT_ALLOWED, "use GET\n".into()),
+        _ => plain(StatusCode::NOT_FOUND, "not found; try GET /status\n".into()),
+    };
+    Ok(resp)
+}
+
+fn plain(status: StatusCode, text: String) -> Response<ResponseBody> {
+    let mut resp = with_type(
+        Response::new(ResponseBody::full(text)),
+        "text/plain; charset=utf-8",
+    );
+    *resp.status_mut() = status;
+    resp
+}
+
+fn with_type(
+    mut resp: Response<ResponseBody>,
+    content_type: &'static str,
+) -> Response<ResponseBody> {
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
+}

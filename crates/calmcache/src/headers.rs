@@ -1,0 +1,116 @@
+//! Header rewriting: hop-by-hop removal (RFC 9110 §7.6.1), `X-Forwarded-*`,
+//! and the cache's own `Age` and `Cache-Status` (RFC 9111 §5.1, RFC 9211).
+
+use std::net::IpAddr;
+
+use calmcache_core::CacheStatus;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+/// The RFC 9211 `Cache-Status` header.
+pub static CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
+
+/// Headers that describe one connection, never forwarded (RFC 9110 §7.6.1).
+const HOP_BY_HOP: [&HeaderName; 8] = [
+    &header::CONNECTION,
+    &KEEP_ALIVE,
+    &PROXY_CONNECTION,
+    &header::PROXY_AUTHENTICATE,
+    &header::PROXY_AUTHORIZATION,
+    &header::TE,
+    &header::TRAILER,
+    &header::TRANSFER_ENCODING,
+];
+
+/// Removes hop-by-hop headers, including those the `Connection` header names.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+    headers.remove(header::UPGRADE);
+}
+
+/// Appends the client address to `X-Forwarded-For` and sets `X-Forwarded-Proto`.
+pub fn add_forwarded(headers: &mut HeaderMap, client: IpAddr, proto: &'static str) {
+    let value = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
+        Some(prior) => format!("{prior}, {client}"),
+        None => client.to_string(),
+    };
+    if let Ok(value) = HeaderValue::from_str(&value) {
+        headers.insert(X_FORWARDED_FOR.clone(), value);
+    }
+    headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(proto));
+}
+
+/// Sets `Cache-Status: calmcache; <params>[; ttl=<seconds left>]`.
+pub fn set_cache_status(headers: &mut HeaderMap, status: CacheStatus, ttl: Option<f64>) {
+    let params = status.header_params();
+    let value = match ttl {
+        Some(ttl) => HeaderValue::from_str(&format!("calmcache; {params}; ttl={ttl:.1}")),
+        None => HeaderValue::from_str(&format!("calmcache; {params}")),
+    };
+    if let Ok(value) = value {
+        headers.insert(CACHE_STATUS.clone(), value);
+    }
+}
+
+/// Sets `Age` in whole seconds (RFC 9111 §5.1).
+pub fn set_age(headers: &mut HeaderMap, age_secs: u64) {
+    headers.insert(header::AGE, HeaderValue::from(age_secs));
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_and_connection_named_headers_are_removed() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, X-Secret"),
+        );
+        h.insert("x-secret", HeaderValue::from_static("1"));
+        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html"));
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1);
+        assert!(h.contains_key(header::CONTENT_TYPE));
+    }
+
+    #[test]
+    fn forwarded_for_appends() {
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", HeaderValue::from_static("10.0.0.1"));
+        add_forwarded(&mut h, "127.0.0.1".parse().unwrap(), "http");
+        assert_eq!(h["x-forwarded-for"], "10.0.0.1, 127.0.0.1");
+        assert_eq!(h["x-forwarded-proto"], "http");
+    }
+
+    #[test]
+    fn cache_status_carries_ttl() {
+        let mut h = HeaderMap::new();
+        set_cache_status(&mut h, CacheStatus::Hit, Some(0.61));
+        assert_eq!(h["cache-status"], "calmcache; hit; ttl=0.6");
+        set_cache_status(&mut h, CacheStatus::MissStored, None);
+        assert_eq!(h["cache-status"], "calmcache; fwd=miss; stored");
+    }
+}

@@ -1,0 +1,190 @@
+//! The bundled slow origin: a stand-in for the WordPress page of seed 003 (and
+//! the 100 ms "DB query" of seed 002), used by `calmcache demo`, the benchmarks
+//! and anyone who wants to see calmcache work.
+//!
+//! Every GET burns `cpu` of busy work on one of `workers` threads (requests
+//! queue for a worker), then waits `sleep`, then answers a page carrying the
+//! time and a request counter. `GET /__origin/stats` tells how many requests it
+//! served; `POST /__origin/reset` zeroes the count.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use http::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use http::{Method, Request, Response};
+use hyper::body::Incoming;
+use tokio::sync::{watch, Semaphore};
+
+use crate::body::ResponseBody;
+use crate::server::{accept_loop, bind, StartError};
+
+/// How the origin behaves.
+#[derive(Clone, Debug)]
+pub struct OriginOptions {
+    /// Where it listens.
+    pub listen: SocketAddr,
+    /// Busy CPU work per page.
+    pub cpu: Duration,
+    /// Idle wait per page after the CPU work (a database round trip).
+    pub sleep: Duration,
+    /// Threads doing CPU work at once.
+    pub workers: usize,
+    /// Pad each page to at least this many bytes.
+    pub body_bytes: usize,
+    /// `Cache-Control` to send, if any.
+    pub cache_control: Option<String>,
+}
+
+/// Request counters.
+#[derive(Default, Debug)]
+pub struct OriginStats {
+    /// Pages served (not counting `/__origin/*`).
+    pub requests: AtomicU64,
+    /// Pages being produced now.
+    pub in_flight: AtomicU64,
+}
+
+/// A running origin.
+pub struct RunningOrigin {
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// Its counters.
+    pub stats: Arc<OriginStats>,
+    stop: watch::Sender<bool>,
+}
+
+impl RunningOrigin {
+    /// Stops accepting connections.
+    pub fn stop(&self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+struct Origin {
+    opts: OriginOptions,
+    stats: Arc<OriginStats>,
+    workers: Semaphore,
+}
+
+/// Binds and starts the origin on the current runtime.
+pub async fn start(opts: OriginOptions) -> Result<RunningOrigin, StartError> {
+    let listener = bind(opts.listen)?;
+    let addr = listener.local_addr().unwrap_or(opts.listen);
+    let stats = Arc::new(OriginStats::default());
+    let workers = Semaphore::new(opts.workers.max(1));
+    let origin = Arc::new(Origin {
+        opts,
+        stats: stats.clone(),
+        workers,
+    });
+    let (stop, stopped) = watch::channel(false);
+    let serve = move |req: Request<Incoming>, _peer: SocketAddr| handle(origin.clone(), req);
+    tokio::spawn(accept_loop(listener, stopped, serve));
+    Ok(RunningOrigin { addr, stats, stop })
+}
+
+async fn handle(
+    origin: Arc<Origin>,
+    req: Request<Incoming>,
+) -> Result<Response<ResponseBody>, Infallible> {
+    let stats = &origin.stats;
+    match (req.method(), req.uri().path()) {
+        (_, "/__origin/stats") => {
+            let json = format!(
+                "{{\"requests\": {}, \"in_flight\": {}}}\n",
+                stats.requests.load(Ordering::Relaxed),
+                stats.in_flight.load(Ordering::Relaxed)
+            );
+            return Ok(typed(json, "application/json"));
+        }
+        (&Method::POST, "/__origin/reset") => {
+            stats.requests.store(0, Ordering::Relaxed);
+            return Ok(typed("reset\n".to_string(), "text/plain"));
+        }
+        _ => {}
+    }
+    let n = stats.requests.fetch_add(1, Ordering::Relaxed) + 1;
+    stats.in_flight.fetch_add(1, Ordering::Relaxed);
+    if !origin.opts.cpu.is_zero() {
+        // The permit is held by this task while a blocking thread burns CPU, so
+        // at most `workers` pages are computed at once and the rest queue.
+        if let Ok(_worker) = origin.workers.acquire().await {
+            let cpu = origin.opts.cpu;
+            let _ = tokio::task::spawn_blocking(move || burn(cpu)).await;
+        }
+    }
+    if !origin.opts.sleep.is_zero() {
+        tokio::time::sleep(origin.opts.sleep).await;
+    }
+    stats.in_flight.fetch_sub(1, Ordering::Relaxed);
+    let mut resp = typed(
+        page(req.uri().path(), n, origin.opts.body_bytes),
+        "text/html; charset=utf-8",
+    );
+    if let Some(cc) = origin
+        .opts
+        .cache_control
+        .as_deref()
+        .and_then(|cc| HeaderValue::from_str(cc).ok())
+    {
+        resp.headers_mut().insert(CACHE_CONTROL, cc);
+    }
+    Ok(resp)
+}
+
+/// Busy work for `cpu` of wall time on this thread.
+fn burn(cpu: Duration) {
+    let start = std::time::Instant::now();
+    let mut x = 0u64;
+    while start.elapsed() < cpu {
+        for i in 0..10_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
+        }
+    }
+    std::hint::black_box(x);
+}
+
+fn page(path: &str, n: u64, min_bytes: usize) -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let path: String = path
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || "/-_.".contains(*c))
+        .collect();
+    let mut html = format!(
+        "<!doctype html>\n<html><head><title>calmcache origin</title></head><body>\n\
+         <h1>A slow page: {path}</h1>\n<p>Generated at {}.{:03} (unix time), request #{n} to the origin.</p>\n",
+        now.as_secs(),
+        now.subsec_millis()
+    );
+    if html.len() + 15 < min_bytes {
+        html.push_str("<!--");
+        html.extend(std::iter::repeat_n('x', min_bytes - html.len() - 15));
+        html.push_str("-->\n");
+    }
+    html.push_str("</body></html>\n");
+    html
+}
+
+fn typed(body: String, content_type: &'static str) -> Response<ResponseBody> {
+    let mut resp = Response::new(ResponseBody::full(body));
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_are_padded_to_the_asked_size() {
+        assert_eq!(page("/a", 1, 1024).len(), 1024);
+        assert_eq!(page("/a", 1, 102_400).len(), 102_400);
+        assert!(page("/a", 1, 0).contains("request #1"));
+    }
+}

@@ -1,0 +1,361 @@
+//! The request path: route, look up, decide, answer from the cache or fetch.
+//!
+//! ```text
+//! handle ─ route_for ─┬─ no zone / not GET|HEAD ─────────────── pass (stream both ways)
+//!                     └─ tier.get(KeyRef) ─┬─ hit ─ decide ─┬─ Fresh ─────────────── serve
+//!                                          │                ├─ RefreshInBackground ─ serve + refresh task
+//!                                          │                ├─ StaleWhileRevalidate ─ serve + refresh task
+//!                                          │                ├─ RefreshInPath ─────── fill in own path (PER)
+//!                                          │                └─ Expired ───────────┐
+//!                                          └─ miss ───────────────────────────────┴─ fetch: join flight,
+//!                                               leader spawns fill; followers wait (lock_timeout)
+//! ```
+//! Invariant: a hit takes no lock but one quick_cache shard read lock, does no
+//! I/O, and shares the body `Bytes` instead of copying it.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use calmcache_core::{
+    decide, CacheKey, CacheStatus, CachedObject, Decision, KeyRef, Lookup, RefreshMode,
+};
+use http::header::{self, HeaderValue};
+use http::{HeaderMap, Method, Request, Response};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use tokio::time::Instant;
+
+use crate::body::{ResponseBody, TimeoutBody};
+use crate::error::{ErrorKind, ProxyError};
+use crate::fill::{fill, FetchRequest, FillReply};
+use crate::headers::{add_forwarded, set_age, set_cache_status, strip_hop_by_hop};
+use crate::state::{FillOutcome, Proxy, Route};
+
+const SCHEME: &str = "http";
+
+/// Answers one client request. Never fails: errors become 4xx/5xx responses.
+pub async fn handle(
+    proxy: Arc<Proxy>,
+    req: Request<Incoming>,
+    client: SocketAddr,
+) -> Result<Response<ResponseBody>, Infallible> {
+    let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
+    let Some(route) = proxy.route_for(pq).cloned() else {
+        let e = ProxyError::downstream(ErrorKind::NoRoute, pq);
+        return Ok(error_response(&e));
+    };
+    let cacheable = matches!(*req.method(), Method::GET | Method::HEAD);
+    let zone = match (&route.zone, cacheable) {
+        (Some(zone), true) => zone.clone(),
+        _ => return Ok(pass(&route, req, client).await),
+    };
+    let head_only = req.method() == Method::HEAD;
+    let host = host_of(&req);
+    let key_ref = KeyRef::new(SCHEME, host, pq);
+    let Some(object) = zone.tier.get(&key_ref) else {
+        let key = key_ref.to_owned_key();
+        return Ok(fetch(
+            &proxy,
+            &route,
+            key,
+            fetch_request(&req, client),
+            None,
+            head_only,
+        )
+        .await);
+    };
+    let now = Instant::now();
+    let answer = |status| serve(&route, &object, status, head_only, now);
+    // A separate statement: the thread-local RNG must not live across an await.
+    let decision = decide(&route.policy, &object.meta, now, &mut rand::rng());
+    match decision {
+        Decision::Fresh => Ok(answer(CacheStatus::Hit)),
+        Decision::RefreshInBackground => {
+            route.activity.early_refreshes.inc();
+            let key = key_ref.to_owned_key();
+            refresh_in_background(&proxy, &route, key, fetch_request(&req, client), &object);
+            Ok(answer(CacheStatus::HitRefreshEarly))
+        }
+        Decision::StaleWhileRevalidate => {
+            let key = key_ref.to_owned_key();
+            refresh_in_background(&proxy, &route, key, fetch_request(&req, client), &object);
+            Ok(answer(CacheStatus::StaleWhileRevalidate))
+        }
+        Decision::RefreshInPath => {
+            let key = key_ref.to_owned_key();
+            let Some(permit) = proxy.flights.try_lead(&key) else {
+                // Someone is already refreshing; the copy is still fresh.
+                return Ok(answer(CacheStatus::Hit));
+            };
+            route.activity.early_refreshes.inc();
+            let task = fill(
+                route.clone(),
+                key,
+                fetch_request(&req, client),
+                Some(permit),
+                Some(object.clone()),
+            );
+            let reply = tokio::spawn(task).await;
+            Ok(reply_response(
+                &route,
+                reply,
+                CacheStatus::RefreshedEarly,
+                head_only,
+            ))
+        }
+        Decision::Expired => {
+            let key = key_ref.to_owned_key();
+            Ok(fetch(
+                &proxy,
+                &route,
+                key,
+                fetch_request(&req, client),
+                Some(object.clone()),
+                head_only,
+            )
+            .await)
+        }
+    }
+}
+
+/// A miss or an expired object: fetch it, coalescing with others unless the
+/// policy is `none`.
+async fn fetch(
+    proxy: &Proxy,
+    route: &Arc<Route>,
+    key: CacheKey,
+    request: FetchRequest,
+    stale: Option<Arc<CachedObject>>,
+    head_only: bool,
+) -> Response<ResponseBody> {
+    let (stored, collapsed) = match stale {
+        Some(_) => (CacheStatus::ExpiredStored, CacheStatus::ExpiredCollapsed),
+        None => (CacheStatus::MissStored, CacheStatus::MissCollapsed),
+    };
+    if !route.policy.mode.coalesces() {
+        let reply = tokio::spawn(fill(route.clone(), key, request, None, stale)).await;
+        return reply_response(route, reply, stored, head_only);
+    }
+    let waiter = match proxy.flights.join(&key) {
+        Lookup::Leader(permit) => {
+            // A fill may have finished between our lookup and joining.
+            if let Some(object) = fresh_copy(route, &key) {
+                permit.finish(FillOutcome::Stored(object.clone()));
+                return serve(route, &object, CacheStatus::Hit, head_only, Instant::now());
+            }
+            let reply = tokio::spawn(fill(route.clone(), key, request, Some(permit), stale)).await;
+            return reply_response(route, reply, stored, head_only);
+        }
+        Lookup::Follower(waiter) => waiter,
+    };
+    // SUS answers every request at once: while the refresh is in flight, the
+    // copy that just expired is served (unless the origin forbade stale use).
+    if let Some(copy) = stale
+        .as_ref()
+        .filter(|s| route.policy.mode == RefreshMode::Sus && !s.meta.freshness.stale_forbidden)
+    {
+        return serve(
+            route,
+            copy,
+            CacheStatus::StaleWhileRevalidate,
+            head_only,
+            Instant::now(),
+        );
+    }
+    match waiter.wait(route.lock_timeout()).await {
+        Ok(FillOutcome::Stored(object)) => {
+            serve(route, &object, collapsed, head_only, Instant::now())
+        }
+        Ok(FillOutcome::Failed(e)) => {
+            match stale.filter(|s| s.meta.within_stale_if_error(Instant::now())) {
+                Some(copy) => serve(
+                    route,
+                    &copy,
+                    CacheStatus::StaleIfError,
+                    head_only,
+                    Instant::now(),
+                ),
+                None => {
+                    route.activity.record(collapsed);
+                    error_response(&e)
+                }
+            }
+        }
+        // Not storable, leader gone, or lock_timeout: fetch for ourselves.
+        Ok(FillOutcome::NotStored) | Err(_) => {
+            let reply = tokio::spawn(fill(route.clone(), key, request, None, stale)).await;
+            reply_response(route, reply, stored, head_only)
+        }
+    }
+}
+
+fn fresh_copy(route: &Route, key: &CacheKey) -> Option<Arc<CachedObject>> {
+    let zone = route.zone.as_ref()?;
+    zone.tier
+        .get(&key.as_ref())
+        .filter(|o| o.meta.is_fresh(Instant::now()))
+}
+
+/// Starts one background refresh of `key` unless one is in flight or the
+/// upstream's `refresh_concurrency` is used up (then it is skipped and counted).
+pub fn refresh_in_background(
+    proxy: &Arc<Proxy>,
+    route: &Arc<Route>,
+    key: CacheKey,
+    request: FetchRequest,
+    current: &Arc<CachedObject>,
+) {
+    let Some(slot) = route.upstream.try_refresh_slot() else {
+        route.activity.refreshes_skipped.inc();
+        return;
+    };
+    let Some(permit) = proxy.flights.try_lead(&key) else {
+        return;
+    };
+    route.activity.background_refreshes.inc();
+    let task = fill(
+        route.clone(),
+        key,
+        request,
+        Some(permit),
+        Some(current.clone()),
+    );
+    tokio::spawn(async move {
+        let _slot = slot;
+        task.await
+    });
+}
+
+/// Answers from a stored object: shared body, fresh `Age` and `Cache-Status`.
+fn serve(
+    route: &Route,
+    object: &CachedObject,
+    status: CacheStatus,
+    head_only: bool,
+    now: Instant,
+) -> Response<ResponseBody> {
+    let body = if head_only {
+        ResponseBody::empty()
+    } else {
+        ResponseBody::Full(Some(object.body.clone()))
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = object.status;
+    *resp.headers_mut() = object.headers.clone();
+    set_age(resp.headers_mut(), object.meta.age(now).as_secs());
+    set_cache_status(resp.headers_mut(), status, Some(object.meta.ttl_left(now)));
+    route.activity.record(status);
+    if !head_only {
+        route
+            .activity
+            .bytes_from_cache
+            .add(object.body.len() as u64);
+    }
+    resp
+}
+
+fn reply_response(
+    route: &Route,
+    reply: Result<FillReply, tokio::task::JoinError>,
+    stored: CacheStatus,
+    head_only: bool,
+) -> Response<ResponseBody> {
+    let now = Instant::now();
+    match reply {
+        Ok(FillReply::Stored(object)) => serve(route, &object, stored, head_only, now),
+        Ok(FillReply::Stale(object)) => {
+            serve(route, &object, CacheStatus::StaleIfError, head_only, now)
+        }
+        Ok(FillReply::Relay(mut resp)) => {
+            if head_only {
+                *resp.body_mut() = ResponseBody::empty();
+            }
+            set_cache_status(resp.headers_mut(), CacheStatus::MissNotStored, None);
+            route.activity.record(CacheStatus::MissNotStored);
+            resp
+        }
+        Ok(FillReply::Failed(e)) => {
+            route.activity.record(CacheStatus::MissNotStored);
+            error_response(&e)
+        }
+        Err(join) => {
+            tracing::error!(error = %join, "fill task failed");
+            route.activity.record(CacheStatus::MissNotStored);
+            let e = ProxyError::upstream(ErrorKind::Broken, &route.upstream.name, join);
+            error_response(&e)
+        }
+    }
+}
+
+/// Proxies without caching, streaming both bodies.
+async fn pass(route: &Route, req: Request<Incoming>, client: SocketAddr) -> Response<ResponseBody> {
+    route.activity.record(CacheStatus::Bypass);
+    route.activity.upstream_requests.inc();
+    let upstream = &route.upstream;
+    let (mut parts, body) = req.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    add_forwarded(&mut parts.headers, client.ip(), SCHEME);
+    let body = TimeoutBody::new(body, upstream.send_timeout)
+        .map_err(Into::into)
+        .boxed();
+    match upstream.send(Request::from_parts(parts, body)).await {
+        Ok(resp) => {
+            let (mut parts, body) = resp.into_parts();
+            strip_hop_by_hop(&mut parts.headers);
+            set_cache_status(&mut parts.headers, CacheStatus::Bypass, None);
+            let body = ResponseBody::stream(TimeoutBody::new(body, upstream.read_timeout));
+            Response::from_parts(parts, body)
+        }
+        Err(e) => {
+            route.activity.upstream_errors.inc();
+            tracing::warn!(upstream = %upstream.name, error = %e, "origin request failed");
+            error_response(&e)
+        }
+    }
+}
+
+/// The request a fill sends on behalf of this client.
+fn fetch_request(req: &Request<Incoming>, client: SocketAddr) -> FetchRequest {
+    let mut headers: HeaderMap = req.headers().clone();
+    strip_hop_by_hop(&mut headers);
+    for name in [
+        header::IF_NONE_MATCH,
+        header::IF_MODIFIED_SINCE,
+        header::IF_MATCH,
+        header::IF_UNMODIFIED_SINCE,
+        header::IF_RANGE,
+        header::RANGE,
+    ] {
+        headers.remove(name);
+    }
+    add_forwarded(&mut headers, client.ip(), SCHEME);
+    FetchRequest {
+        path_and_query: req
+            .uri()
+            .path_and_query()
+            .map_or("/", |pq| pq.as_str())
+            .to_string(),
+        has_authorization: headers.contains_key(header::AUTHORIZATION),
+        headers,
+    }
+}
+
+fn host_of(req: &Request<Incoming>) -> &str {
+    req.headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()))
+        .unwrap_or("")
+}
+
+/// A short error page; the one place errors meet clients.
+pub fn error_response(e: &ProxyError) -> Response<ResponseBody> {
+    let mut resp = Response::new(ResponseBody::full(e.body()));
+    *resp.status_mut() = e.status();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
+}

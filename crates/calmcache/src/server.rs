@@ -1,0 +1,186 @@
+//! Listeners and connections: bind, accept, serve HTTP/1.1 with keepalive,
+//! and stop gracefully.
+//!
+//! [`start`] binds every listener first (a taken port is an error before
+//! anything runs), then spawns the accept loops, the admin listener and the
+//! warm-up tasks on the current Tokio runtime.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::Request;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::config::Config;
+use crate::state::Proxy;
+use crate::{admin, proxy, warm};
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}{hint}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+        /// Advice for the common cases.
+        hint: &'static str,
+    },
+    /// The config could not be turned into a running proxy.
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// A started proxy: its bound addresses and the handle that stops it.
+pub struct Running {
+    /// The proxy's listening addresses, in config order (real ports when 0 was asked).
+    pub proxy_addrs: Vec<SocketAddr>,
+    /// The admin listener's address, if configured.
+    pub admin_addr: Option<SocketAddr>,
+    /// The shared state (for tests and the demo).
+    pub proxy: Arc<Proxy>,
+    stop: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+}
+
+impl Running {
+    /// Stops accepting, lets open requests finish (up to `grace`), then returns.
+    pub async fn shutdown(mut self, grace: Duration) {
+        let _ = self.stop.send(true);
+        let all = async { while self.tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(grace, all).await.is_err() {
+            tracing::warn!("connections still open after {grace:?}; closing them");
+            self.tasks.abort_all();
+        }
+    }
+}
+
+/// Binds every listener and starts serving on the current runtime.
+pub async fn start(config: &Config) -> Result<Running, StartError> {
+    let proxy = Proxy::new(config).map_err(StartError::Setup)?;
+    let listeners = config
+        .server
+        .listen
+        .iter()
+        .map(|a| bind(*a))
+        .collect::<Result<Vec<_>, _>>()?;
+    let admin_listener = config.admin.as_ref().map(|a| bind(a.listen)).transpose()?;
+    let proxy_addrs: Vec<SocketAddr> = listeners
+        .iter()
+        .filter_map(|l| l.local_addr().ok())
+        .collect();
+    let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
+    let (stop, stopped) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+    for listener in listeners {
+        let proxy = proxy.clone();
+        let serve =
+            move |req: Request<Incoming>, peer: SocketAddr| proxy::handle(proxy.clone(), req, peer);
+        tasks.spawn(accept_loop(listener, stopped.clone(), serve));
+    }
+    if let Some(listener) = admin_listener {
+        let proxy = proxy.clone();
+        let serve =
+            move |req: Request<Incoming>, _peer: SocketAddr| admin::handle(proxy.clone(), req);
+        tasks.spawn(accept_loop(listener, stopped.clone(), serve));
+    }
+    if let Some(first) = proxy_addrs.first() {
+        warm::start(&proxy, *first, stopped.clone());
+    }
+    Ok(Running {
+        proxy_addrs,
+        admin_addr,
+        proxy,
+        stop,
+        tasks,
+    })
+}
+
+/// Binds with a deep backlog and `SO_REUSEADDR`, as NGINX does.
+pub(crate) fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
+    let to_err = |source: std::io::Error| {
+        let hint = match source.kind() {
+            std::io::ErrorKind::AddrInUse => {
+                " (another process holds this port; choose another address)"
+            }
+            std::io::ErrorKind::PermissionDenied => " (ports below 1024 need privileges)",
+            _ => "",
+        };
+        StartError::Bind { addr, source, hint }
+    };
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )
+    .map_err(to_err)?;
+    socket.set_reuse_address(true).map_err(to_err)?;
+    socket.set_nonblocking(true).map_err(to_err)?;
+    socket.bind(&addr.into()).map_err(to_err)?;
+    socket.listen(4096).map_err(to_err)?;
+    TcpListener::from_std(socket.into()).map_err(to_err)
+}
+
+pub(crate) async fn accept_loop<S, F, B>(
+    listener: TcpListener,
+    mut stopped: watch::Receiver<bool>,
+    serve: S,
+) where
+    S: Fn(Request<Incoming>, SocketAddr) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Result<hyper::Response<B>, std::convert::Infallible>> + Send + 'static,
+    B: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let graceful = GracefulShutdown::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => serve_connection(stream, peer, serve.clone(), &graceful),
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = stopped.changed() => break,
+        }
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+fn serve_connection<S, F, B>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    serve: S,
+    graceful: &GracefulShutdown,
+) where
+    S: Fn(Request<Incoming>, SocketAddr) -> F + Send + Sync + 'static,
+    F: Future<Output = Result<hyper::Response<B>, std::convert::Infallible>> + Send + 'static,
+    B: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let _ = stream.set_nodelay(true);
+    let service = service_fn(move |req| serve(req, peer));
+    let conn = hyper::server::conn::http1::Builder::new()
+        .keep_alive(true)
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(75))
+        .serve_connection(TokioIo::new(stream), service);
+    let conn = graceful.watch(conn);
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(peer = %peer, error = %e, "connection ended with an error");
+        }
+    });
+}

@@ -1,0 +1,125 @@
+//! The running proxy's shared state, built once from a validated config:
+//! routes bound to their upstream and zone, the single-flight table, counters.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use calmcache_core::{CachedObject, Flights, MemoryTier, RefreshPolicy, StoreRules, Tier};
+
+use crate::config::{Config, RouteConfig, ZoneKind};
+use crate::error::ProxyError;
+use crate::stats::Activity;
+use crate::upstream::Upstream;
+
+/// What a fetch in flight tells the requests that waited for it.
+#[derive(Clone, Debug)]
+pub enum FillOutcome {
+    /// Stored: serve this.
+    Stored(Arc<CachedObject>),
+    /// Fetched but not storable (or too large): fetch for yourself.
+    NotStored,
+    /// The origin failed: answer with this error, or a stale copy if allowed.
+    Failed(ProxyError),
+}
+
+/// A cache zone and its storage.
+pub struct Zone {
+    /// The config name.
+    pub name: String,
+    /// Where objects live.
+    pub tier: Box<dyn Tier>,
+}
+
+/// A route bound to its upstream and zone.
+pub struct Route {
+    /// The validated config of this route.
+    pub cfg: RouteConfig,
+    /// Where misses go.
+    pub upstream: Arc<Upstream>,
+    /// Where objects are kept; `None` proxies without caching.
+    pub zone: Option<Arc<Zone>>,
+    /// Refresh algorithm and beta.
+    pub policy: RefreshPolicy,
+    /// Counters.
+    pub activity: Activity,
+}
+
+impl Route {
+    /// The storing rules for a response with `status`.
+    pub fn store_rules(&self, status: u16) -> StoreRules {
+        StoreRules {
+            ttl: self.cfg.ttl.get(status),
+            override_origin: self.cfg.override_origin,
+            stale_while_revalidate: self.cfg.stale_while_revalidate,
+            stale_if_error: self.cfg.stale_if_error,
+        }
+    }
+
+    /// How long a follower waits for a fetch in flight.
+    pub fn lock_timeout(&self) -> Duration {
+        self.cfg.lock_timeout
+    }
+}
+
+/// Everything a request handler needs.
+pub struct Proxy {
+    /// Routes in config order; the first match wins.
+    pub routes: Vec<Arc<Route>>,
+    /// Zones in config order.
+    pub zones: Vec<Arc<Zone>>,
+    /// Upstreams in config order.
+    pub upstreams: Vec<Arc<Upstream>>,
+    /// Fetches in flight, shared by misses, refreshes and warm-up.
+    pub flights: Flights<FillOutcome>,
+}
+
+impl Proxy {
+    /// Binds routes to upstreams and zones.
+    pub fn new(config: &Config) -> Result<Arc<Self>, String> {
+        let upstreams = config
+            .upstreams
+            .iter()
+            .map(|u| Upstream::new(u).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        let zones: Vec<Arc<Zone>> = config
+            .zones
+            .iter()
+            .map(|z| {
+                let tier: Box<dyn Tier> = match z.kind {
+                    ZoneKind::Memory => Box::new(MemoryTier::new(z.max_size, z.max_object_size)),
+                };
+                Arc::new(Zone {
+                    name: z.name.clone(),
+                    tier,
+                })
+            })
+            .collect();
+        let routes = config
+            .routes
+            .iter()
+            .map(|r| {
+                Arc::new(Route {
+                    cfg: r.clone(),
+                    upstream: upstreams[r.upstream].clone(),
+                    zone: r.zone.map(|z| zones[z].clone()),
+                    policy: RefreshPolicy {
+                        mode: r.refresh,
+                        beta: r.per_beta,
+                    },
+                    activity: Activity::default(),
+                })
+            })
+            .collect();
+        Ok(Arc::new(Proxy {
+            routes,
+            zones,
+            upstreams,
+            flights: Flights::new(),
+        }))
+    }
+
+    /// The first route matching `path_and_query`.
+    pub fn route_for(&self, path_and_query: &str) -> Option<&Arc<Route>> {
+        self.routes.iter().find(|r| r.cfg.matches(path_and_query))
+    }
+}

@@ -1,0 +1,138 @@
+//! Activity counters per route and per zone, read by `GET /status`.
+//!
+//! Plain relaxed atomics: counting costs a hit no lock.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use calmcache_core::CacheStatus;
+use serde::Serialize;
+
+/// A counter bumped from any worker.
+#[derive(Default, Debug)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds one.
+    pub fn inc(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds `n`.
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Current value.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// What a route (or a zone) has done since start.
+#[derive(Default, Debug)]
+pub struct Activity {
+    /// Requests answered.
+    pub requests: Counter,
+    /// Answered fresh from the cache.
+    pub hits: Counter,
+    /// Not in the cache, or expired: the client waited for the origin.
+    pub misses: Counter,
+    /// Answered with a stale copy (stale-while-revalidate or stale-if-error).
+    pub stale_served: Counter,
+    /// Waited for another request's fetch instead of going upstream.
+    pub coalesced_waits: Counter,
+    /// Early refreshes drawn (PER in the request's path, SUS in the background).
+    pub early_refreshes: Counter,
+    /// Refreshes run in the background (SUS, stale-while-revalidate, warm).
+    pub background_refreshes: Counter,
+    /// Background refreshes skipped because `refresh_concurrency` was full.
+    pub refreshes_skipped: Counter,
+    /// Requests sent to the origin.
+    pub upstream_requests: Counter,
+    /// Origin requests that failed (refused, timeout, broken) or answered 5xx.
+    pub upstream_errors: Counter,
+    /// Passed through without caching (method, no zone).
+    pub bypass: Counter,
+    /// Body bytes sent to clients from the cache.
+    pub bytes_from_cache: Counter,
+    /// Objects stored.
+    pub stores: Counter,
+}
+
+impl Activity {
+    /// Counts one answered request by how it was produced.
+    pub fn record(&self, status: CacheStatus) {
+        self.requests.inc();
+        match status {
+            CacheStatus::Hit | CacheStatus::HitRefreshEarly => self.hits.inc(),
+            CacheStatus::StaleWhileRevalidate | CacheStatus::StaleIfError => {
+                self.stale_served.inc()
+            }
+            CacheStatus::MissCollapsed | CacheStatus::ExpiredCollapsed => {
+                self.misses.inc();
+                self.coalesced_waits.inc();
+            }
+            CacheStatus::MissStored
+            | CacheStatus::MissNotStored
+            | CacheStatus::ExpiredStored
+            | CacheStatus::RefreshedEarly => self.misses.inc(),
+            CacheStatus::Bypass => self.bypass.inc(),
+        }
+    }
+
+    /// A JSON-ready copy.
+    pub fn snapshot(&self) -> ActivitySnapshot {
+        ActivitySnapshot {
+            requests: self.requests.get(),
+            hits: self.hits.get(),
+            misses: self.misses.get(),
+            stale_served: self.stale_served.get(),
+            coalesced_waits: self.coalesced_waits.get(),
+            early_refreshes: self.early_refreshes.get(),
+            background_refreshes: self.background_refreshes.get(),
+            refreshes_skipped: self.refreshes_skipped.get(),
+            upstream_requests: self.upstream_requests.get(),
+            upstream_errors: self.upstream_errors.get(),
+            bypass: self.bypass.get(),
+            bytes_from_cache: self.bytes_from_cache.get(),
+            stores: self.stores.get(),
+        }
+    }
+}
+
+/// Counter values at one instant, as served by `/status`.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct ActivitySnapshot {
+    pub requests: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub stale_served: u64,
+    pub coalesced_waits: u64,
+    pub early_refreshes: u64,
+    pub background_refreshes: u64,
+    pub refreshes_skipped: u64,
+    pub upstream_requests: u64,
+    pub upstream_errors: u64,
+    pub bypass: u64,
+    pub bytes_from_cache: u64,
+    pub stores: u64,
+}
+
+impl std::ops::AddAssign<&ActivitySnapshot> for ActivitySnapshot {
+    fn add_assign(&mut self, o: &ActivitySnapshot) {
+        self.requests += o.requests;
+        self.hits += o.hits;
+        self.misses += o.misses;
+        self.stale_served += o.stale_served;
+        self.coalesced_waits += o.coalesced_waits;
+        self.early_refreshes += o.early_refreshes;
+        self.background_refreshes += o.background_refreshes;
+        self.refreshes_skipped += o.refreshes_skipped;
+        self.upstream_requests += o.upstream_requests;
+        self.upstream_errors += o.upstream_errors;
+        self.bypass += o.bypass;
+        self.bytes_from_cache += o.bytes_from_cache;
+        self.stores += o.stores;
+    }
+}

@@ -1,0 +1,139 @@
+//! Upstreams: round robin over an upstream's servers, a bounded keepalive pool
+//! per server, timeouts, and the slots that bound background refreshes.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{Request, Response, Uri};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::body::StreamBody;
+use crate::config::UpstreamConfig;
+use crate::error::{ErrorKind, ProxyError};
+
+/// One named upstream: its servers and the shared connection pool.
+pub struct Upstream {
+    /// The config name, for logs and status.
+    pub name: String,
+    servers: Vec<Authority>,
+    next: AtomicUsize,
+    client: Client<HttpConnector, StreamBody>,
+    /// Longest wait for a response head, and between two body frames.
+    pub read_timeout: Duration,
+    /// Longest wait between two frames of a request body being sent.
+    pub send_timeout: Duration,
+    refresh_slots: Arc<Semaphore>,
+}
+
+impl Upstream {
+    /// Builds the pool for `cfg`. Server names were validated as `host:port`.
+    pub fn new(cfg: &UpstreamConfig) -> Result<Self, String> {
+        let servers = cfg
+            .servers
+            .iter()
+            .map(|s| {
+                s.parse::<Authority>()
+                    .map_err(|e| format!("upstream {}: server {s:?}: {e}", cfg.name))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(cfg.connect_timeout));
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(cfg.keepalive)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .set_host(false)
+            .build(connector);
+        Ok(Upstream {
+            name: cfg.name.clone(),
+            servers,
+            next: AtomicUsize::new(0),
+            client,
+            read_timeout: cfg.read_timeout,
+            send_timeout: cfg.send_timeout,
+            refresh_slots: Arc::new(Semaphore::new(cfg.refresh_concurrency)),
+        })
+    }
+
+    fn pick(&self) -> &Authority {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.servers.len();
+        &self.servers[i]
+    }
+
+    /// Sends `req` (whose URI carries only path and query) to the next server and
+    /// waits up to `read_timeout` for the response head.
+    pub async fn send(
+        &self,
+        mut req: Request<StreamBody>,
+    ) -> Result<Response<Incoming>, ProxyError> {
+        let server = self.pick();
+        let pq = req
+            .uri()
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(Scheme::HTTP);
+        parts.authority = Some(server.clone());
+        parts.path_and_query = Some(pq);
+        *req.uri_mut() =
+            Uri::from_parts(parts).map_err(|e| ProxyError::downstream(ErrorKind::BadRequest, e))?;
+        match tokio::time::timeout(self.read_timeout, self.client.request(req)).await {
+            Err(_) => Err(ProxyError::upstream(
+                ErrorKind::ReadTimeout,
+                server.as_str(),
+                format!("no response within read_timeout {:?}", self.read_timeout),
+            )),
+            Ok(Err(e)) => Err(classify(&e, server.as_str())),
+            Ok(Ok(resp)) => Ok(resp),
+        }
+    }
+
+    /// A slot for one background refresh, or `None` when `refresh_concurrency` are running.
+    pub fn try_refresh_slot(&self) -> Option<OwnedSemaphorePermit> {
+        self.refresh_slots.clone().try_acquire_owned().ok()
+    }
+}
+
+fn classify(e: &hyper_util::client::legacy::Error, server: &str) -> ProxyError {
+    let cause = cause_chain(e);
+    if e.is_connect() {
+        let timed_out = source_io_kind(e) == Some(std::io::ErrorKind::TimedOut);
+        let kind = if timed_out {
+            ErrorKind::ConnectTimeout
+        } else {
+            ErrorKind::ConnectFailed
+        };
+        return ProxyError::upstream(kind, server, cause);
+    }
+    ProxyError::upstream(ErrorKind::Broken, server, cause)
+}
+
+fn source_io_kind(e: &(dyn std::error::Error + 'static)) -> Option<std::io::ErrorKind> {
+    let mut cur = e.source();
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return Some(io.kind());
+        }
+        cur = err.source();
+    }
+    None
+}
+
+/// "outer: inner: innermost", for logs.
+pub fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(err) = cur {
+        out.push_str(": ");
+        out.push_str(&err.to_string());
+        cur = err.source();
+    }
+    out
+}

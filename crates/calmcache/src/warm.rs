@@ -1,0 +1,100 @@
+//! Warm-up: the paper's "external re-computation". Each `warm` path of a route
+//! is fetched at start and refreshed ahead of every expiry (SUS's delta before
+//! it), whether or not anyone asks, so even the first visitor after a quiet
+//! hour gets a hit.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use calmcache_core::CacheKey;
+use http::header::{HeaderValue, HOST, USER_AGENT};
+use http::HeaderMap;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::fill::{fill, warm_refresh_in, FetchRequest, FillReply};
+use crate::state::{Proxy, Route};
+
+const MIN_INTERVAL: Duration = Duration::from_millis(10);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Spawns one task per warm path; they end when `stopped` turns true.
+pub fn start(proxy: &Arc<Proxy>, listen: SocketAddr, stopped: watch::Receiver<bool>) {
+    for route in proxy.routes.iter().filter(|r| r.zone.is_some()) {
+        let host = route
+            .cfg
+            .warm_host
+            .clone()
+            .unwrap_or_else(|| listen.to_string());
+        for path in &route.cfg.warm {
+            let task = keep_warm(
+                proxy.clone(),
+                route.clone(),
+                host.clone(),
+                path.clone(),
+                stopped.clone(),
+            );
+            tokio::spawn(task);
+        }
+    }
+}
+
+async fn keep_warm(
+    proxy: Arc<Proxy>,
+    route: Arc<Route>,
+    host: String,
+    path: String,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let key = CacheKey::new("http", &host, &path);
+    let request = warm_request(&host, &path);
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        let wait = match proxy.flights.try_lead(&key) {
+            // Someone else is fetching it right now; look again shortly.
+            None => Duration::from_millis(100),
+            Some(permit) => {
+                route.activity.background_refreshes.inc();
+                let current = route.zone.as_ref().and_then(|z| z.tier.get(&key.as_ref()));
+                match fill(
+                    route.clone(),
+                    key.clone(),
+                    request.clone(),
+                    Some(permit),
+                    current,
+                )
+                .await
+                {
+                    FillReply::Stored(object) => {
+                        backoff = Duration::from_secs(1);
+                        warm_refresh_in(&object, Instant::now()).max(MIN_INTERVAL)
+                    }
+                    _ => {
+                        tracing::warn!(route = %route.cfg.name, path = %path, retry_in = ?backoff, "warm fetch did not store");
+                        let wait = backoff;
+                        backoff = (backoff * 2).min(MAX_BACKOFF);
+                        wait
+                    }
+                }
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stopped.changed() => return,
+        }
+    }
+}
+
+fn warm_request(host: &str, path: &str) -> FetchRequest {
+    let mut headers = HeaderMap::new();
+    if let Ok(host) = HeaderValue::from_str(host) {
+        headers.insert(HOST, host);
+    }
+    headers.insert(USER_AGENT, HeaderValue::from_static("calmcache-warm"));
+    FetchRequest {
+        path_and_query: path.to_string(),
+        headers,
+        has_authorization: false,
+    }
+}
