@@ -116,7 +116,8 @@ fn authorised_requests_are_shared_only_when_the_response_allows() {
 
 #[test]
 fn age_is_corrected_per_rfc_9111_4_2_3() {
-    // apparent_age = response_time - date = 4; corrected_age_value = age + delay = 3 + 2.
+    // corrected_age_value = age + response_delay = 3 + 2 = 5 beats
+    // apparent_age = response_time - date (less Date's 1 s resolution) = 3.
     let h = headers(&[
         ("date", &httpdate::fmt_http_date(t(0))),
         ("age", "3"),
@@ -132,6 +133,35 @@ fn age_is_corrected_per_rfc_9111_4_2_3() {
     let f = evaluate(&ex, &StoreRules::default()).unwrap();
     assert_eq!(f.initial_age, Duration::from_secs(5));
     assert_eq!(f.fresh_for(), Duration::from_secs(55));
+    // Without Age, an old Date dominates: apparent_age = 10 - 1.
+    let h = headers(&[
+        ("date", &httpdate::fmt_http_date(t(0))),
+        ("cache-control", "max-age=60"),
+    ]);
+    let ex = Exchange {
+        response_time: t(10),
+        request_time: t(10),
+        headers: &h,
+        ..ex
+    };
+    let f = evaluate(&ex, &StoreRules::default()).unwrap();
+    assert_eq!(f.initial_age, Duration::from_secs(9));
+}
+
+#[test]
+fn route_ttl_counts_from_receipt() {
+    // A 1 s microcache must not lose the origin's think time or Date's rounding.
+    let h = headers(&[("date", &httpdate::fmt_http_date(t(0)))]);
+    let ex = Exchange {
+        request_has_authorization: false,
+        status: 200,
+        headers: &h,
+        request_time: t(0),
+        response_time: t(1),
+    };
+    let f = evaluate(&ex, &ttl(1)).unwrap();
+    assert_eq!(f.initial_age, Duration::ZERO);
+    assert_eq!(f.fresh_for(), Duration::from_secs(1));
 }
 
 #[test]

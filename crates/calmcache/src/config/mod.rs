@@ -1,1 +1,220 @@
-//! placeholder
+//! The config file: read once at start-up, turned into the typed [`Config`]
+//! the rest of the proxy uses.
+//!
+//! ```text
+//!  config.toml
+//!      │  toml + serde, raw.rs
+//!      ▼
+//!  RawConfig   #[serde(deny_unknown_fields)]; every key optional; durations and
+//!      │       sizes kept as text. A TOML syntax error, unknown key or wrong
+//!      │       type stops here: one Problem, with its TOML path and line.
+//!      │  validate.rs
+//!      ▼
+//!  Config      typed and validated: defaults applied, "5s" -> Duration,
+//!              "256MiB" -> u64, names resolved to indexes. Every semantic
+//!              problem is collected, so one run shows all of them.
+//! ```
+//!
+//! This module must not bind sockets, resolve host names or build caches: it
+//! only says what the user asked for. Errors are [`ConfigError`], whose
+//! [`ConfigError::exit_code`] is 2.
+//!
+//! # Layout
+//! - `mod.rs`: the typed config (public API) and the load functions.
+//! - `raw.rs`: the serde structs, i.e. the key names users write.
+//! - `units.rs`: duration (`"500ms"`) and size (`"64MiB"`) literals.
+//! - `validate.rs`: raw -> typed, defaults, every semantic check.
+//! - `suggest.rs`: "did you mean" for misspelt names.
+//! - `error.rs`: [`ConfigError`], [`Problem`] and how they print.
+//! - `summary.rs`: [`Config::summary`], the one-line "config ok" report.
+
+mod error;
+mod raw;
+mod suggest;
+mod summary;
+mod units;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use calmcache_core::RefreshMode;
+
+pub use error::{ConfigError, Problem};
+
+/// A validated config: every default applied, every reference resolved.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where the proxy accepts client traffic.
+    pub server: ServerConfig,
+    /// The admin API and dashboard; `None` turns them off.
+    pub admin: Option<AdminConfig>,
+    /// Named origin pools, sorted by name; routes refer to them by index.
+    pub upstreams: Vec<UpstreamConfig>,
+    /// Named caches, sorted by name; routes refer to them by index.
+    pub zones: Vec<ZoneConfig>,
+    /// Routes in file order; the first that matches a request handles it.
+    pub routes: Vec<RouteConfig>,
+}
+
+/// `[server]`: the client-facing listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// Addresses to accept client connections on; never empty. Port 0 asks
+    /// the OS for a free port (tests use it).
+    pub listen: Vec<SocketAddr>,
+    /// Worker threads; defaults to the number of cores, at least 1.
+    pub threads: usize,
+}
+
+/// `[admin]`: the admin API and dashboard listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminConfig {
+    /// Address of the admin API; keep it off the public interface.
+    pub listen: SocketAddr,
+}
+
+/// `[upstreams.<name>]`: a pool of origin servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamConfig {
+    /// The table key, used by routes and in metrics labels.
+    pub name: String,
+    /// `host:port` of each server, never empty; host names are resolved by
+    /// the upstream pool, not here.
+    pub servers: Vec<String>,
+    /// Idle keep-alive connections kept per server (default 32).
+    pub keepalive: usize,
+    /// Limit on establishing a TCP connection (default 5s).
+    pub connect_timeout: Duration,
+    /// Limit on waiting for response bytes from the origin (default 60s).
+    pub read_timeout: Duration,
+    /// Limit on sending the request to the origin (default 60s).
+    pub send_timeout: Duration,
+    /// Background refreshes in flight at once against this upstream
+    /// (default 8, at least 1), so refreshing never floods the origin.
+    pub refresh_concurrency: usize,
+}
+
+/// The storage behind a zone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ZoneKind {
+    /// Objects live in process memory and are lost on restart.
+    Memory,
+}
+
+impl ZoneKind {
+    /// Every kind, in the spelling the config uses.
+    pub const ALL: [ZoneKind; 1] = [ZoneKind::Memory];
+
+    /// The config spelling of this kind.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ZoneKind::Memory => "memory",
+        }
+    }
+}
+
+/// `[zones.<name>]`: a cache that routes store responses in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZoneConfig {
+    /// The table key, used by routes and in metrics labels.
+    pub name: String,
+    /// Where objects are stored.
+    pub kind: ZoneKind,
+    /// Capacity in bytes, above 0.
+    pub max_size: u64,
+    /// Largest single object stored, in bytes: above 0 and at most
+    /// `max_size`, so one response cannot evict the whole zone.
+    pub max_object_size: u64,
+}
+
+/// Per-status TTLs that a route applies to responses (`ttl = { 200 = "1s", any = "5s" }`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TtlTable {
+    by_status: BTreeMap<u16, Duration>,
+    any: Option<Duration>,
+}
+
+impl TtlTable {
+    /// The TTL for `status`: its own entry first, then the `any` entry.
+    pub fn get(&self, status: u16) -> Option<Duration> {
+        self.by_status.get(&status).copied().or(self.any)
+    }
+
+    /// True when the route sets no TTL at all (origin headers decide).
+    pub fn is_empty(&self) -> bool {
+        self.by_status.is_empty() && self.any.is_none()
+    }
+}
+
+/// `[[routes]]`: which requests go to which upstream, and how they are cached.
+#[derive(Debug, Clone)]
+pub struct RouteConfig {
+    /// Label for metrics and logs; `route<index>` when not set; unique.
+    pub name: String,
+    /// Regex on the path and query; `None` matches every request.
+    pub matcher: Option<regex::Regex>,
+    /// Index into [`Config::upstreams`].
+    pub upstream: usize,
+    /// Index into [`Config::zones`]; `None` proxies without caching.
+    pub zone: Option<usize>,
+    /// TTLs set by the route, per status.
+    pub ttl: TtlTable,
+    /// When true, `ttl` wins over the origin's Cache-Control; otherwise it
+    /// only applies when the origin gives no freshness information.
+    pub override_origin: bool,
+    /// How objects about to expire are refreshed (default SUS).
+    pub refresh: RefreshMode,
+    /// The XFetch beta for PER and SUS: above 1 refreshes earlier (default 1.0).
+    pub per_beta: f64,
+    /// How long past expiry a stale object may be served while it is
+    /// refreshed (RFC 5861 `stale-while-revalidate`; default 0s).
+    pub stale_while_revalidate: Duration,
+    /// How long past expiry a stale object may be served when the origin
+    /// fails (RFC 5861 `stale-if-error`; default 0s).
+    pub stale_if_error: Duration,
+    /// How long a request waits for another request's fetch of the same key
+    /// before fetching itself (default 5s).
+    pub lock_timeout: Duration,
+    /// Paths (each starting with `/`) fetched at start-up to fill the zone.
+    pub warm: Vec<String>,
+    /// Host header for warm fetches; `None` means the first `server.listen` address.
+    pub warm_host: Option<String>,
+}
+
+impl RouteConfig {
+    /// Whether this route handles a request for `path_and_query`.
+    pub fn matches(&self, path_and_query: &str) -> bool {
+        match &self.matcher {
+            Some(matcher) => matcher.is_match(path_and_query),
+            None => true,
+        }
+    }
+}
+
+impl Config {
+    /// Reads and validates the config file at `path`.
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::from_toml(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates config `text`; `source` names it in messages
+    /// (usually the file path).
+    pub fn from_toml(text: &str, source: &str) -> Result<Config, ConfigError> {
+        let invalid = |problems| ConfigError::Invalid {
+            source_name: source.to_owned(),
+            problems,
+        };
+        let raw = raw::parse(text).map_err(|problem| invalid(vec![problem]))?;
+        validate::validate(raw).map_err(invalid)
+    }
+}
