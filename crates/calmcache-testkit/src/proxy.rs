@@ -1,0 +1,104 @@
+//! An in-process calmcache on `127.0.0.1:0`, configured by a few lines of TOML.
+//!
+//! ```ignore
+//! let proxy = Proxy::new(&origin).route(r#"refresh = "lock""#).start().await;
+//! let reply = get(&proxy.url("/a")).await;
+//! ```
+
+use std::time::Duration;
+
+use calmcache::config::Config;
+use calmcache::Running;
+
+/// Builds a proxy with one upstream (the origin), one memory zone and one route.
+pub struct Proxy {
+    origin: std::net::SocketAddr,
+    route: String,
+    upstream: String,
+    zone_size: String,
+    max_object_size: String,
+}
+
+impl Proxy {
+    /// A proxy in front of `origin` with a 1 s ttl for 200s and the defaults.
+    pub fn new(origin: &crate::Origin) -> Proxy {
+        Proxy {
+            origin: origin.addr(),
+            route: String::new(),
+            upstream: String::new(),
+            zone_size: "64MiB".into(),
+            max_object_size: "1MiB".into(),
+        }
+    }
+
+    /// Extra keys for the route, e.g. `refresh = "lock"`.
+    pub fn route(mut self, keys: &str) -> Proxy {
+        self.route.push_str(keys);
+        self.route.push('\n');
+        self
+    }
+
+    /// Extra keys for the upstream, e.g. `read_timeout = "200ms"`.
+    pub fn upstream(mut self, keys: &str) -> Proxy {
+        self.upstream.push_str(keys);
+        self.upstream.push('\n');
+        self
+    }
+
+    /// The zone's `max_size` and `max_object_size`.
+    pub fn zone(mut self, max_size: &str, max_object_size: &str) -> Proxy {
+        self.zone_size = max_size.into();
+        self.max_object_size = max_object_size.into();
+        self
+    }
+
+    /// The config this builder produces.
+    pub fn toml(&self) -> String {
+        let ttl = if self.route.contains("ttl") { "" } else { "ttl = { 200 = \"1s\" }\n" };
+        format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nthreads = 2\n\n[admin]\nlisten = \"127.0.0.1:0\"\n\n\
+             [upstreams.origin]\nservers = [\"{}\"]\n{}\n\
+             [zones.ram]\nkind = \"memory\"\nmax_size = \"{}\"\nmax_object_size = \"{}\"\n\n\
+             [[routes]]\nname = \"test\"\nupstream = \"origin\"\nzone = \"ram\"\n{ttl}{}",
+            self.origin, self.upstream, self.zone_size, self.max_object_size, self.route
+        )
+    }
+
+    /// Starts it on the current runtime.
+    pub async fn start(self) -> RunningProxy {
+        let text = self.toml();
+        let config = Config::from_toml(&text, "<test>").unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let running = calmcache::start(&config).await.expect("start proxy");
+        RunningProxy { running: Some(running) }
+    }
+}
+
+/// A started proxy; shut down on drop of the runtime or with [`RunningProxy::stop`].
+pub struct RunningProxy {
+    running: Option<Running>,
+}
+
+impl RunningProxy {
+    fn running(&self) -> &Running {
+        self.running.as_ref().expect("running")
+    }
+
+    /// `http://127.0.0.1:PORT{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.running().proxy_addrs[0])
+    }
+
+    /// The admin `/status` JSON.
+    pub async fn status(&self) -> serde_json::Value {
+        let addr = self.running().admin_addr.expect("admin");
+        let reply = crate::get(&format!("http://{addr}/status")).await;
+        serde_json::from_str(&reply.body).expect("status json")
+    }
+
+    /// Stops it gracefully.
+    pub async fn stop(mut self) {
+        if let Some(running) = self.running.take() {
+            running.shutdown(Duration::from_secs(2)).await;
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! [`RawConfig`]: the config file exactly as written, deserialized by serde.
+//!
+//! Owns the key names (a public interface: renaming one breaks users' files)
+//! and the TOML/serde error for a file that does not fit them. Every key is
+//! optional here and durations and sizes stay text: defaults, ranges and
+//! cross references belong to `validate.rs`, so that it can report all of
+//! them at once instead of serde stopping at the first.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+
+use super::error::{toml_key, Problem};
+use super::suggest;
+
+/// The whole file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConfig {
+    pub(crate) server: Option<RawServer>,
+    pub(crate) admin: Option<RawAdmin>,
+    #[serde(default)]
+    pub(crate) upstreams: BTreeMap<String, RawUpstream>,
+    #[serde(default)]
+    pub(crate) zones: BTreeMap<String, RawZone>,
+    #[serde(default)]
+    pub(crate) routes: Vec<RawRoute>,
+}
+
+/// `[server]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawServer {
+    pub(crate) listen: Option<Vec<String>>,
+    // Signed so that `threads = 0` or `-1` is a validation problem reported
+    // with the others rather than a serde error that hides them.
+    pub(crate) threads: Option<i64>,
+}
+
+/// `[admin]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAdmin {
+    pub(crate) listen: Option<String>,
+}
+
+/// `[upstreams.<name>]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawUpstream {
+    pub(crate) servers: Option<Vec<String>>,
+    pub(crate) keepalive: Option<i64>,
+    pub(crate) connect_timeout: Option<Text>,
+    pub(crate) read_timeout: Option<Text>,
+    pub(crate) send_timeout: Option<Text>,
+    pub(crate) refresh_concurrency: Option<i64>,
+}
+
+/// `[zones.<name>]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawZone {
+    pub(crate) kind: Option<String>,
+    pub(crate) max_size: Option<Text>,
+    pub(crate) max_object_size: Option<Text>,
+}
+
+/// `[[routes]]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRoute {
+    pub(crate) name: Option<String>,
+    #[serde(rename = "match")]
+    pub(crate) pattern: Option<String>,
+    pub(crate) upstream: Option<String>,
+    pub(crate) zone: Option<String>,
+    // Keys are status codes or "any"; checked in validate.rs.
+    #[serde(default)]
+    pub(crate) ttl: BTreeMap<String, Text>,
+    pub(crate) override_origin: Option<bool>,
+    pub(crate) refresh: Option<String>,
+    pub(crate) per_beta: Option<f64>,
+    pub(crate) stale_while_revalidate: Option<Text>,
+    pub(crate) stale_if_error: Option<Text>,
+    pub(crate) lock_timeout: Option<Text>,
+    #[serde(default)]
+    pub(crate) warm: Vec<String>,
+    pub(crate) warm_host: Option<String>,
+}
+
+/// A duration or size as written. A number is kept too (not refused by
+/// serde) so that `read_timeout = 60` is reported as `60 is not a duration`
+/// alongside every other problem.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Text {
+    /// A TOML string, e.g. `"60s"`.
+    Str(String),
+    /// A bare TOML number, e.g. `60`: always wrong, but worth explaining.
+    Number(String),
+}
+
+impl fmt::Display for Text {
+    /// As the user wrote it: strings quoted, numbers bare.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Text::Str(text) => write!(f, "{text:?}"),
+            Text::Number(text) => f.write_str(text),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(TextVisitor)
+    }
+}
+
+struct TextVisitor;
+
+impl Visitor<'_> for TextVisitor {
+    type Value = Text;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(r#"a quoted duration or size such as "5s" or "64MiB""#)
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Text, E> {
+        Ok(Text::Str(value.to_owned()))
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Text, E> {
+        Ok(Text::Number(value.to_string()))
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Text, E> {
+        Ok(Text::Number(value.to_string()))
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Text, E> {
+        Ok(Text::Number(value.to_string()))
+    }
+}
+
+/// Parses `text` as TOML into a [`RawConfig`]. Serde stops at the first
+/// error, so this yields one [`Problem`], with the TOML path of the key
+/// serde was reading and the line and column when toml knows them.
+pub(crate) fn parse(text: &str) -> Result<RawConfig, Problem> {
+    serde_path_to_error::deserialize(toml::Deserializer::new(text)).map_err(|error| {
+        let path = toml_path(error.path());
+        let inner = error.into_inner();
+        // toml puts some details on a second line; a problem is one line.
+        let lines: Vec<&str> = inner.message().lines().map(str::trim).collect();
+        let mut message = lines.join(": ");
+        if let Some(span) = inner.span() {
+            let (line, column) = line_column(text, span.start);
+            message = format!("{message} (line {line}, column {column})");
+        }
+        let problem = Problem::new(path, message);
+        match unknown_field_hint(inner.message()) {
+            Some(hint) => problem.hint(hint),
+            None => problem,
+        }
+    })
+}
+
+/// The path as a user would write it in TOML: `routes[0].ttl.200`,
+/// `upstreams."my.app".servers`; empty for the document itself.
+fn toml_path(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut out = String::new();
+    for segment in path.iter() {
+        match segment {
+            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(&toml_key(key));
+            }
+            Segment::Unknown => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push('?');
+            }
+        }
+    }
+    out
+}
+
+/// 1-based line and column (in characters) of byte `offset` in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, before[line_start..].chars().count() + 1)
+}
+
+/// For serde's "unknown field `zonee`, expected one of `name`, `zone`, ..."
+/// message: `did you mean "zone"?` when one expected field is a near miss.
+fn unknown_field_hint(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (unknown, expected) = rest.split_once('`')?;
+    // Every other back-quoted word in the message is an expected field.
+    let fields = expected.split('`').skip(1).step_by(2);
+    let near = suggest::closest(unknown, fields)?;
+    Some(format!("did you mean {near:?}?"))
+}

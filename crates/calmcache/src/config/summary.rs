@@ -1,0 +1,68 @@
+//! [`Config::summary`]: the one line printed when a config is accepted
+//! (`calmcache check`, start-up log), so a user can see what the proxy
+//! understood without reading the file again.
+
+use super::units::format_size;
+use super::{Config, RouteConfig, UpstreamConfig, ZoneConfig};
+
+impl Config {
+    /// One line describing the config, e.g. `ok: listen 127.0.0.1:8080;
+    /// admin 127.0.0.1:9090; 1 upstream (app: 1 server); 1 zone (ram: memory
+    /// 256 MiB); 2 routes (api -> app via ram, refresh sus; route1 -> app, no cache)`.
+    pub fn summary(&self) -> String {
+        let listen: Vec<String> = self.server.listen.iter().map(|a| a.to_string()).collect();
+        let mut parts = vec![format!("listen {}", listen.join(", "))];
+        if let Some(admin) = &self.admin {
+            parts.push(format!("admin {}", admin.listen));
+        }
+        parts.push(counted(&self.upstreams, "upstream", ", ", upstream_line));
+        parts.push(counted(&self.zones, "zone", ", ", zone_line));
+        parts.push(counted(&self.routes, "route", "; ", |r| self.route_line(r)));
+        format!("ok: {}", parts.join("; "))
+    }
+
+    fn route_line(&self, route: &RouteConfig) -> String {
+        let upstream = self
+            .upstreams
+            .get(route.upstream)
+            .map_or("?", |u| u.name.as_str());
+        let zone = route.zone.and_then(|zone| self.zones.get(zone));
+        match zone {
+            Some(zone) => format!(
+                "{} -> {upstream} via {}, refresh {}",
+                route.name,
+                zone.name,
+                route.refresh.as_str()
+            ),
+            None => format!("{} -> {upstream}, no cache", route.name),
+        }
+    }
+}
+
+fn upstream_line(upstream: &UpstreamConfig) -> String {
+    let count = upstream.servers.len();
+    format!("{}: {count} {}", upstream.name, plural(count, "server"))
+}
+
+fn zone_line(zone: &ZoneConfig) -> String {
+    let size = format_size(zone.max_size);
+    format!("{}: {} {size}", zone.name, zone.kind.as_str())
+}
+
+/// `"2 routes (a; b)"`, or just `"0 zones"` when there is nothing to list.
+fn counted<T>(items: &[T], noun: &str, separator: &str, line: impl Fn(&T) -> String) -> String {
+    let head = format!("{} {}", items.len(), plural(items.len(), noun));
+    if items.is_empty() {
+        return head;
+    }
+    let lines: Vec<String> = items.iter().map(line).collect();
+    format!("{head} ({})", lines.join(separator))
+}
+
+fn plural(count: usize, noun: &str) -> String {
+    if count == 1 {
+        noun.to_owned()
+    } else {
+        format!("{noun}s")
+    }
+}

@@ -1,0 +1,731 @@
+//! Tests for the config pipeline: units, the valid path, defaults, and one
+//! test per problem kind pinning its TOML path and wording.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use calmcache_core::RefreshMode;
+
+use super::suggest::{closest, edit_distance};
+use super::units::{format_size, parse_duration, parse_size, GIB, KIB, MIB};
+use super::{Config, ConfigError, Problem, ZoneKind};
+
+const EXAMPLE: &str = include_str!("../../../../config.example.toml");
+
+/// The shortest valid config: one listener, one upstream, one route.
+const MINIMAL: &str = r#"
+[server]
+listen = ["127.0.0.1:0"]
+
+[upstreams.app]
+servers = ["127.0.0.1:8081"]
+
+[[routes]]
+upstream = "app"
+"#;
+
+/// A valid config with two zones whose last section is a route, so a test
+/// can append route keys.
+fn with_route(keys: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1:0"]
+
+[upstreams.app]
+servers = ["127.0.0.1:8081"]
+
+[zones.ssd]
+kind = "memory"
+max_size = "1MiB"
+
+[zones.disk]
+kind = "memory"
+max_size = "8MiB"
+
+[[routes]]
+upstream = "app"
+{keys}
+"#
+    )
+}
+
+fn load(text: &str) -> Config {
+    match Config::from_toml(text, "test.toml") {
+        Ok(config) => config,
+        Err(error) => panic!("expected a valid config, got:\n{error}"),
+    }
+}
+
+fn problems(text: &str) -> Vec<Problem> {
+    match Config::from_toml(text, "test.toml") {
+        Err(ConfigError::Invalid { problems, .. }) => problems,
+        other => panic!("expected an invalid config, got {other:?}"),
+    }
+}
+
+fn only_problem(text: &str) -> Problem {
+    let mut found = problems(text);
+    assert_eq!(found.len(), 1, "expected one problem, got {found:#?}");
+    found.remove(0)
+}
+
+fn paths(problems: &[Problem]) -> Vec<&str> {
+    problems.iter().map(|p| p.path.as_str()).collect()
+}
+
+// ---- units ----
+
+#[test]
+fn durations_parse_exactly() {
+    let cases = [
+        ("0s", Duration::ZERO),
+        ("500ms", Duration::from_millis(500)),
+        ("5s", Duration::from_secs(5)),
+        ("0.5s", Duration::from_millis(500)),
+        ("0.001s", Duration::from_millis(1)),
+        ("1.5m", Duration::from_secs(90)),
+        ("2h", Duration::from_secs(7200)),
+        ("0.1h", Duration::from_secs(360)),
+        ("1.25ms", Duration::from_micros(1250)),
+        (" 10 s ", Duration::from_secs(10)),
+    ];
+    for (text, want) in cases {
+        assert_eq!(parse_duration(text), Ok(want), "{text:?}");
+    }
+}
+
+#[test]
+fn bad_durations_are_explained() {
+    let bad = parse_duration("60").unwrap_err();
+    assert_eq!(bad.message, r#""60" is not a duration"#);
+    assert_eq!(bad.hint, r#"write e.g. "60s", "500ms""#);
+
+    let unit = parse_duration("1d").unwrap_err();
+    assert!(unit.hint.starts_with("units are ms, s, m, h"), "{unit:?}");
+
+    let negative = parse_duration("-1s").unwrap_err();
+    assert_eq!(negative.message, r#""-1s" is negative"#);
+
+    for text in [
+        "", "s", ".5s", "1.s", "1..5s", "1e3s", "5S", "five s", "+1s",
+    ] {
+        assert!(parse_duration(text).is_err(), "{text:?} should not parse");
+    }
+    let huge = parse_duration("99999999999999999999999h").unwrap_err();
+    assert!(huge.message.contains("too large"), "{huge:?}");
+}
+
+#[test]
+fn sizes_parse_in_binary_units() {
+    let cases = [
+        ("0B", 0),
+        ("1B", 1),
+        ("512KiB", 512 * KIB),
+        ("256MiB", 256 * MIB),
+        ("2GiB", 2 * GIB),
+        ("16 MiB", 16 * MIB),
+    ];
+    for (text, want) in cases {
+        assert_eq!(parse_size(text), Ok(want), "{text:?}");
+    }
+}
+
+#[test]
+fn bad_sizes_are_explained() {
+    let no_unit = parse_size("256").unwrap_err();
+    assert_eq!(no_unit.message, r#""256" is not a size"#);
+
+    for text in ["256MB", "1GB", "64kb", "64mib", "1K"] {
+        assert_eq!(
+            parse_size(text).unwrap_err().hint,
+            "use KiB/MiB/GiB",
+            "{text:?}"
+        );
+    }
+    let fraction = parse_size("1.5GiB").unwrap_err();
+    assert!(
+        fraction.hint.starts_with("sizes are whole numbers"),
+        "{fraction:?}"
+    );
+    assert!(parse_size("1TiB")
+        .unwrap_err()
+        .hint
+        .starts_with("units are B, KiB"));
+    assert!(parse_size("-1MiB").is_err());
+    assert!(parse_size("99999999999GiB")
+        .unwrap_err()
+        .message
+        .contains("too large"));
+}
+
+#[test]
+fn sizes_format_in_the_largest_exact_unit() {
+    assert_eq!(format_size(256 * MIB), "256 MiB");
+    assert_eq!(format_size(2 * GIB), "2 GiB");
+    assert_eq!(format_size(1536 * KIB), "1536 KiB");
+    assert_eq!(format_size(1000), "1000 B");
+    assert_eq!(format_size(0), "0 B");
+}
+
+#[test]
+fn near_misses_are_suggested() {
+    assert_eq!(edit_distance("sdd", "ssd"), 1);
+    assert_eq!(edit_distance("", "abc"), 3);
+    assert_eq!(edit_distance("kitten", "sitting"), 3);
+    assert_eq!(closest("sdd", ["disk", "ssd"]), Some("ssd"));
+    assert_eq!(closest("SSD", ["disk", "ssd"]), Some("ssd"));
+    assert_eq!(closest("zonee", ["name", "zone"]), Some("zone"));
+    assert_eq!(closest("memory", ["disk", "ssd"]), None);
+}
+
+// ---- valid configs ----
+
+#[test]
+fn full_config_is_typed() {
+    let config = load(&with_route(
+        r#"
+name = "api"
+match = '^/api/'
+zone = "ssd"
+ttl = { 200 = "1s", 404 = "10s", any = "5s" }
+override_origin = true
+refresh = "per"
+per_beta = 2.5
+stale_while_revalidate = "10s"
+stale_if_error = "1h"
+lock_timeout = "250ms"
+warm = ["/", "/feed/"]
+warm_host = "example.com"
+"#,
+    ));
+    assert_eq!(config.zones[0].name, "disk"); // sorted by name
+    let route = &config.routes[0];
+    assert_eq!(route.name, "api");
+    assert!(route.matches("/api/users?id=1"));
+    assert!(!route.matches("/static/app.js"));
+    assert_eq!(config.upstreams[route.upstream].name, "app");
+    assert_eq!(
+        route.zone.map(|z| config.zones[z].name.as_str()),
+        Some("ssd")
+    );
+    assert_eq!(route.ttl.get(200), Some(Duration::from_secs(1)));
+    assert_eq!(route.ttl.get(404), Some(Duration::from_secs(10)));
+    assert_eq!(route.ttl.get(500), Some(Duration::from_secs(5)));
+    assert!(route.override_origin);
+    assert_eq!(route.refresh, RefreshMode::Per);
+    assert_eq!(route.per_beta, 2.5);
+    assert_eq!(route.stale_while_revalidate, Duration::from_secs(10));
+    assert_eq!(route.stale_if_error, Duration::from_secs(3600));
+    assert_eq!(route.lock_timeout, Duration::from_millis(250));
+    assert_eq!(route.warm, ["/", "/feed/"]);
+    assert_eq!(route.warm_host.as_deref(), Some("example.com"));
+}
+
+#[test]
+fn defaults_are_applied() {
+    let config = load(MINIMAL);
+    assert_eq!(config.server.listen, ["127.0.0.1:0".parse().unwrap()]);
+    assert!(config.server.threads >= 1);
+    assert!(config.admin.is_none());
+    assert!(config.zones.is_empty());
+
+    let upstream = &config.upstreams[0];
+    assert_eq!(upstream.keepalive, 32);
+    assert_eq!(upstream.connect_timeout, Duration::from_secs(5));
+    assert_eq!(upstream.read_timeout, Duration::from_secs(60));
+    assert_eq!(upstream.send_timeout, Duration::from_secs(60));
+    assert_eq!(upstream.refresh_concurrency, 8);
+
+    let route = &config.routes[0];
+    assert_eq!(route.name, "route0");
+    assert!(route.matcher.is_none());
+    assert!(route.matches("/anything?at=all"));
+    assert_eq!(route.zone, None);
+    assert!(route.ttl.is_empty());
+    assert_eq!(route.ttl.get(200), None);
+    assert!(!route.override_origin);
+    assert_eq!(route.refresh, RefreshMode::Sus);
+    assert_eq!(route.per_beta, 1.0);
+    assert_eq!(route.stale_while_revalidate, Duration::ZERO);
+    assert_eq!(route.stale_if_error, Duration::ZERO);
+    assert_eq!(route.lock_timeout, Duration::from_secs(5));
+    assert!(route.warm.is_empty());
+    assert_eq!(route.warm_host, None);
+}
+
+#[test]
+fn max_object_size_defaults_to_an_eighth_capped_at_64_mib() {
+    let config = load(&with_route(""));
+    let sizes: Vec<(u64, u64)> = config
+        .zones
+        .iter()
+        .map(|z| (z.max_size, z.max_object_size))
+        .collect();
+    assert_eq!(sizes, [(8 * MIB, MIB), (MIB, 128 * KIB)]);
+
+    let big = MINIMAL.replace(
+        "[[routes]]",
+        "[zones.big]\nkind = \"memory\"\nmax_size = \"4GiB\"\n\n[[routes]]",
+    );
+    let zone = &load(&big).zones[0];
+    assert_eq!(zone.kind, ZoneKind::Memory);
+    assert_eq!(zone.max_object_size, 64 * MIB);
+}
+
+#[test]
+fn summary_is_one_line() {
+    let text = r#"
+[server]
+listen = ["127.0.0.1:8080"]
+[admin]
+listen = "127.0.0.1:9090"
+[upstreams.app]
+servers = ["127.0.0.1:8081"]
+[zones.ram]
+kind = "memory"
+max_size = "256MiB"
+[[routes]]
+name = "api"
+match = '^/api/'
+upstream = "app"
+zone = "ram"
+[[routes]]
+upstream = "app"
+"#;
+    assert_eq!(
+        load(text).summary(),
+        "ok: listen 127.0.0.1:8080; admin 127.0.0.1:9090; 1 upstream (app: 1 server); \
+         1 zone (ram: memory 256 MiB); 2 routes (api -> app via ram, refresh sus; \
+         route1 -> app, no cache)"
+    );
+    assert_eq!(
+        load(MINIMAL).summary(),
+        "ok: listen 127.0.0.1:0; 1 upstream (app: 1 server); 0 zones; 1 route (route0 -> app, no cache)"
+    );
+}
+
+#[test]
+fn example_file_parses_and_shows_the_defaults() {
+    let example = load(EXAMPLE);
+    let minimal = load(MINIMAL);
+    assert_eq!(
+        example.upstreams[0],
+        super::UpstreamConfig {
+            name: "app".into(),
+            servers: vec!["127.0.0.1:8081".into()],
+            ..minimal.upstreams[0].clone()
+        }
+    );
+    let zone = &example.zones[0];
+    assert_eq!((zone.max_size, zone.max_object_size), (256 * MIB, 32 * MIB));
+    let (documented, default) = (&example.routes[0], &minimal.routes[0]);
+    assert_eq!(documented.refresh, default.refresh);
+    assert_eq!(documented.override_origin, default.override_origin);
+    assert_eq!(documented.per_beta, default.per_beta);
+    assert_eq!(
+        documented.stale_while_revalidate,
+        default.stale_while_revalidate
+    );
+    assert_eq!(documented.stale_if_error, default.stale_if_error);
+    assert_eq!(documented.lock_timeout, default.lock_timeout);
+    assert_eq!(documented.warm, default.warm);
+    assert_eq!(example.routes[1].name, "route1");
+}
+
+#[test]
+fn ttl_prefers_the_exact_status() {
+    let config = load(&with_route(r#"ttl = { 200 = "1s", any = "5s" }"#));
+    let ttl = &config.routes[0].ttl;
+    assert!(!ttl.is_empty());
+    assert_eq!(ttl.get(200), Some(Duration::from_secs(1)));
+    assert_eq!(ttl.get(301), Some(Duration::from_secs(5)));
+    let only_status = load(&with_route(r#"ttl = { 200 = "1s" }"#));
+    assert_eq!(only_status.routes[0].ttl.get(404), None);
+}
+
+// ---- parse errors: one problem, with its path ----
+
+#[test]
+fn unknown_key_names_its_path() {
+    let problem = only_problem(&with_route(r#"zonee = "ssd""#));
+    assert_eq!(problem.path, "routes[0].zonee");
+    assert!(
+        problem.message.starts_with("unknown field `zonee`"),
+        "{problem:?}"
+    );
+    assert!(
+        problem.message.contains("(line 18, column 1)"),
+        "{problem:?}"
+    );
+    assert_eq!(problem.hint.as_deref(), Some(r#"did you mean "zone"?"#));
+}
+
+#[test]
+fn unknown_section_names_its_path() {
+    let problem = only_problem(&format!("{MINIMAL}\n[cache]\nsize = 1\n"));
+    assert_eq!(problem.path, "cache");
+    assert!(
+        problem.message.starts_with("unknown field `cache`"),
+        "{problem:?}"
+    );
+}
+
+#[test]
+fn wrong_type_names_its_path() {
+    let text = MINIMAL.replace("servers = [\"127.0.0.1:8081\"]", "keepalive = \"many\"");
+    let problem = only_problem(&text);
+    assert_eq!(problem.path, "upstreams.app.keepalive");
+    assert!(problem.message.contains("invalid type"), "{problem:?}");
+}
+
+#[test]
+fn syntax_error_has_a_line() {
+    let problem = only_problem("[server]\nlisten = [\"127.0.0.1:0\"\n");
+    assert_eq!(problem.path, "");
+    assert_eq!(
+        problem.message,
+        "invalid array: expected `]` (line 3, column 1)"
+    );
+    assert!(!problem.message.contains('\n'), "{problem:?}");
+}
+
+// ---- validation errors: every one, with its path ----
+
+#[test]
+fn missing_and_empty_server_listen() {
+    let missing = MINIMAL.replace("listen = [\"127.0.0.1:0\"]", "threads = 2");
+    assert_eq!(only_problem(&missing).path, "server.listen");
+    assert_eq!(only_problem(&missing).message, "missing required key");
+    let no_section = MINIMAL.replace("[server]\nlisten = [\"127.0.0.1:0\"]", "");
+    assert_eq!(only_problem(&no_section).path, "server.listen");
+    let empty = MINIMAL.replace("[\"127.0.0.1:0\"]", "[]");
+    assert_eq!(only_problem(&empty).message, "must not be empty");
+}
+
+#[test]
+fn bad_socket_addresses() {
+    let text = MINIMAL.replace(
+        "[\"127.0.0.1:0\"]",
+        "[\"127.0.0.1:8080\", \"localhost:8080\", \"127.0.0.1:8080\"]",
+    );
+    let found = problems(&text);
+    assert_eq!(paths(&found), ["server.listen[1]", "server.listen[2]"]);
+    assert_eq!(
+        found[0].message,
+        r#""localhost:8080" is not an IP address and port"#
+    );
+    assert_eq!(found[1].message, "127.0.0.1:8080 is listed twice");
+
+    let admin = format!("{MINIMAL}\n[admin]\nlisten = \"9090\"\n");
+    assert_eq!(only_problem(&admin).path, "admin.listen");
+    let no_listen = format!("{MINIMAL}\n[admin]\n");
+    assert_eq!(only_problem(&no_listen).message, "missing required key");
+}
+
+#[test]
+fn threads_must_be_positive() {
+    let text = MINIMAL.replace("[server]", "[server]\nthreads = 0");
+    let problem = only_problem(&text);
+    assert_eq!(problem.path, "server.threads");
+    assert_eq!(problem.message, "must be at least 1, got 0");
+}
+
+#[test]
+fn upstreams_are_required_and_checked() {
+    let none = "[server]\nlisten = [\"127.0.0.1:0\"]\n[[routes]]\nupstream = \"app\"\n";
+    let found = problems(none);
+    assert_eq!(paths(&found), ["upstreams", "routes[0].upstream"]);
+    assert_eq!(found[1].hint.as_deref(), Some("no upstreams are defined"));
+
+    let empty = MINIMAL.replace("[\"127.0.0.1:8081\"]", "[]");
+    assert_eq!(only_problem(&empty).path, "upstreams.app.servers");
+
+    let scheme = MINIMAL.replace("\"127.0.0.1:8081\"", "\"http://127.0.0.1:8081\"");
+    let problem = only_problem(&scheme);
+    assert_eq!(problem.path, "upstreams.app.servers[0]");
+    assert_eq!(
+        problem.message,
+        r#""http://127.0.0.1:8081" is not host:port"#
+    );
+    assert_eq!(
+        problem.hint.as_deref(),
+        Some("write host:port without a scheme")
+    );
+
+    for bad in [
+        "origin",
+        "origin:0",
+        "origin:http",
+        ":80",
+        "::1:80",
+        "a b:80",
+        "o:80/x",
+    ] {
+        let text = MINIMAL.replace("127.0.0.1:8081", bad);
+        assert_eq!(
+            only_problem(&text).path,
+            "upstreams.app.servers[0]",
+            "{bad}"
+        );
+    }
+    for good in ["origin.internal:8081", "[::1]:8081", "10.0.0.1:80"] {
+        load(&MINIMAL.replace("127.0.0.1:8081", good));
+    }
+}
+
+#[test]
+fn upstream_paths_quote_unusual_names() {
+    let text = MINIMAL
+        .replace("[upstreams.app]", "[upstreams.\"my.app\"]")
+        .replace("[\"127.0.0.1:8081\"]", "[]")
+        .replace("upstream = \"app\"", "upstream = \"my.app\"");
+    assert_eq!(only_problem(&text).path, r#"upstreams."my.app".servers"#);
+}
+
+#[test]
+fn bad_duration_names_its_path() {
+    let text = MINIMAL.replace(
+        "[\"127.0.0.1:8081\"]",
+        "[\"127.0.0.1:8081\"]\nread_timeout = \"60\"",
+    );
+    let problem = only_problem(&text);
+    assert_eq!(problem.path, "upstreams.app.read_timeout");
+    assert_eq!(
+        format!("test.toml: {problem}"),
+        r#"test.toml: upstreams.app.read_timeout: "60" is not a duration (hint: write e.g. "60s", "500ms")"#
+    );
+
+    let bare = MINIMAL.replace(
+        "[\"127.0.0.1:8081\"]",
+        "[\"127.0.0.1:8081\"]\nconnect_timeout = 5",
+    );
+    let problem = only_problem(&bare);
+    assert_eq!(problem.path, "upstreams.app.connect_timeout");
+    assert_eq!(problem.message, "5 is not a duration");
+    assert!(problem
+        .hint
+        .unwrap()
+        .starts_with(r#"add a unit and quotes, e.g. "5s""#));
+}
+
+#[test]
+fn upstream_counts_are_checked() {
+    let text = MINIMAL.replace(
+        "[\"127.0.0.1:8081\"]",
+        "[\"127.0.0.1:8081\"]\nkeepalive = -1\nrefresh_concurrency = 0",
+    );
+    let found = problems(&text);
+    assert_eq!(
+        paths(&found),
+        [
+            "upstreams.app.keepalive",
+            "upstreams.app.refresh_concurrency"
+        ]
+    );
+    let zero_keepalive = MINIMAL.replace(
+        "[\"127.0.0.1:8081\"]",
+        "[\"127.0.0.1:8081\"]\nkeepalive = 0",
+    );
+    assert_eq!(load(&zero_keepalive).upstreams[0].keepalive, 0);
+}
+
+#[test]
+fn zone_problems() {
+    let zone =
+        |keys: &str| MINIMAL.replace("[[routes]]", &format!("[zones.ram]\n{keys}\n[[routes]]"));
+
+    let kind = only_problem(&zone("kind = \"disk\"\nmax_size = \"1MiB\""));
+    assert_eq!(kind.path, "zones.ram.kind");
+    assert_eq!(kind.message, r#"unknown zone kind "disk""#);
+    assert_eq!(kind.hint.as_deref(), Some("allowed kinds: memory"));
+    let kind = only_problem(&zone("max_size = \"1MiB\""));
+    assert_eq!(
+        (kind.path.as_str(), kind.message.as_str()),
+        ("zones.ram.kind", "missing required key")
+    );
+
+    let size = only_problem(&zone("kind = \"memory\""));
+    assert_eq!(size.path, "zones.ram.max_size");
+    let size = only_problem(&zone("kind = \"memory\"\nmax_size = \"256MB\""));
+    assert_eq!(size.path, "zones.ram.max_size");
+    assert_eq!(size.hint.as_deref(), Some("use KiB/MiB/GiB"));
+    let size = only_problem(&zone("kind = \"memory\"\nmax_size = \"0B\""));
+    assert_eq!(size.message, "must be above 0");
+    let size = only_problem(&zone("kind = \"memory\"\nmax_size = 1024"));
+    assert_eq!(size.message, "1024 is not a size");
+
+    let object = only_problem(&zone(
+        "kind = \"memory\"\nmax_size = \"1MiB\"\nmax_object_size = \"2MiB\"",
+    ));
+    assert_eq!(object.path, "zones.ram.max_object_size");
+    assert_eq!(object.message, "2 MiB is larger than max_size (1 MiB)");
+    let object = only_problem(&zone(
+        "kind = \"memory\"\nmax_size = \"1MiB\"\nmax_object_size = \"0KiB\"",
+    ));
+    assert_eq!(object.path, "zones.ram.max_object_size");
+}
+
+#[test]
+fn no_routes() {
+    let text = MINIMAL.replace("[[routes]]\nupstream = \"app\"\n", "");
+    assert_eq!(only_problem(&text).path, "routes");
+}
+
+#[test]
+fn unknown_names_list_what_exists() {
+    let upstream = only_problem(&MINIMAL.replace("upstream = \"app\"", "upstream = \"origin\""));
+    assert_eq!(upstream.path, "routes[0].upstream");
+    assert_eq!(upstream.message, r#"no upstream named "origin""#);
+    assert_eq!(upstream.hint.as_deref(), Some("upstreams: app"));
+
+    let zone = only_problem(&with_route(r#"zone = "sdd""#));
+    assert_eq!(zone.path, "routes[0].zone");
+    assert_eq!(zone.message, r#"no zone named "sdd""#);
+    assert_eq!(
+        zone.hint.as_deref(),
+        Some(r#"did you mean "ssd"? zones: disk, ssd"#)
+    );
+
+    let far = only_problem(&with_route(r#"zone = "tape""#));
+    assert_eq!(far.hint.as_deref(), Some("zones: disk, ssd"));
+    let none = only_problem(&format!("{MINIMAL}zone = \"ram\"\n"));
+    assert_eq!(none.hint.as_deref(), Some("no zones are defined"));
+
+    let missing = only_problem(&with_route("").replace("upstream = \"app\"", ""));
+    assert_eq!(missing.path, "routes[0].upstream");
+    assert_eq!(
+        missing.hint.as_deref(),
+        Some(r#"e.g. upstream = "app"; upstreams: app"#)
+    );
+}
+
+#[test]
+fn bad_regex_gives_the_reason() {
+    let problem = only_problem(&with_route("match = '^/api/('"));
+    assert_eq!(problem.path, "routes[0].match");
+    assert_eq!(
+        problem.message,
+        r#"invalid regex "^/api/(": unclosed group"#
+    );
+}
+
+#[test]
+fn bad_ttl_keys_and_values() {
+    let found = problems(&with_route(
+        r#"ttl = { 200 = "1s", 700 = "1s", abc = "1s", "2xx" = "1s", 404 = "soon" }"#,
+    ));
+    assert_eq!(
+        paths(&found),
+        [
+            "routes[0].ttl.2xx",
+            "routes[0].ttl.404",
+            "routes[0].ttl.700",
+            "routes[0].ttl.abc"
+        ]
+    );
+    assert_eq!(found[0].message, r#""2xx" is not a status code"#);
+    assert_eq!(found[1].message, r#""soon" is not a duration"#);
+}
+
+#[test]
+fn refresh_and_per_beta() {
+    let mode = only_problem(&with_route(r#"refresh = "suss""#));
+    assert_eq!(mode.path, "routes[0].refresh");
+    assert_eq!(
+        mode.hint.as_deref(),
+        Some(r#"did you mean "sus"? modes: none, lock, per, sus"#)
+    );
+    for beta in ["0.0", "-1.0", "nan", "inf"] {
+        let problem = only_problem(&with_route(&format!("per_beta = {beta}")));
+        assert_eq!(problem.path, "routes[0].per_beta", "{beta}");
+    }
+    assert_eq!(load(&with_route("per_beta = 2")).routes[0].per_beta, 2.0);
+}
+
+#[test]
+fn route_names_must_be_unique() {
+    let text = format!(
+        "{}\n[[routes]]\nname = \"route0\"\nupstream = \"app\"\n[[routes]]\nname = \"\"\nupstream = \"app\"\n",
+        with_route("")
+    );
+    let found = problems(&text);
+    assert_eq!(paths(&found), ["routes[2].name", "routes[1].name"]);
+    assert_eq!(found[0].message, "must not be empty");
+    assert_eq!(
+        found[1].message,
+        r#"route name "route0" is already used by routes[0]"#
+    );
+}
+
+#[test]
+fn warm_needs_a_zone_and_paths() {
+    let problem = only_problem(&with_route(r#"warm = ["/"]"#));
+    assert_eq!(problem.path, "routes[0].warm");
+    assert_eq!(
+        problem.hint.as_deref(),
+        Some(r#"set zone = "disk" on this route, or remove warm"#)
+    );
+    let path = only_problem(&with_route("zone = \"ssd\"\nwarm = [\"/\", \"feed/\"]"));
+    assert_eq!(path.path, "routes[0].warm[1]");
+    assert_eq!(path.message, r#""feed/" does not start with '/'"#);
+    let host = only_problem(&with_route(
+        "zone = \"ssd\"\nwarm_host = \"http://example.com\"",
+    ));
+    assert_eq!(host.path, "routes[0].warm_host");
+}
+
+// ---- reporting ----
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let text = r#"
+[server]
+listen = ["nowhere"]
+threads = 0
+
+[upstreams.app]
+servers = ["http://127.0.0.1:8081"]
+read_timeout = "60"
+
+[zones.ssd]
+kind = "memory"
+max_size = "1GB"
+
+[[routes]]
+upstream = "ap"
+zone = "sdd"
+match = "("
+
+[[routes]]
+upstream = "app"
+warm = ["feed"]
+"#;
+    let error = Config::from_toml(text, "calm.toml").unwrap_err();
+    assert_eq!(error.exit_code(), 2);
+    let want = [
+        r#"calm.toml: server.listen[0]: "nowhere" is not an IP address and port (hint: write e.g. "127.0.0.1:8080" or "[::1]:8080"; host names are not allowed here)"#,
+        "calm.toml: server.threads: must be at least 1, got 0",
+        r#"calm.toml: upstreams.app.servers[0]: "http://127.0.0.1:8081" is not host:port (hint: write host:port without a scheme)"#,
+        r#"calm.toml: upstreams.app.read_timeout: "60" is not a duration (hint: write e.g. "60s", "500ms")"#,
+        r#"calm.toml: zones.ssd.max_size: "1GB" is not a size (hint: use KiB/MiB/GiB)"#,
+        r#"calm.toml: routes[0].match: invalid regex "(": unclosed group"#,
+        r#"calm.toml: routes[0].upstream: no upstream named "ap" (hint: did you mean "app"? upstreams: app)"#,
+        r#"calm.toml: routes[0].zone: no zone named "sdd" (hint: did you mean "ssd"? zones: ssd)"#,
+        r#"calm.toml: routes[1].warm: warming needs a zone to fill (hint: set zone = "ssd" on this route, or remove warm)"#,
+        r#"calm.toml: routes[1].warm[0]: "feed" does not start with '/' (hint: write a path and query, e.g. "/feed/?page=1")"#,
+    ];
+    assert_eq!(error.to_string(), want.join("\n"));
+}
+
+#[test]
+fn missing_file_is_an_io_error() {
+    let error = Config::from_file(Path::new("/nonexistent/calmcache.toml")).unwrap_err();
+    assert!(matches!(error, ConfigError::Io { .. }), "{error:?}");
+    assert_eq!(error.exit_code(), 2);
+    assert!(error
+        .to_string()
+        .starts_with("/nonexistent/calmcache.toml: cannot read config"));
+}

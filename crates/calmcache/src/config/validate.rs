@@ -1,0 +1,351 @@
+//! Validation: [`RawConfig`] -> [`Config`], collecting every problem.
+//!
+//! Owns the defaults, the ranges and the cross references (routes -> upstreams
+//! and zones). It must not stop at the first problem: each check records a
+//! [`Problem`] with its TOML path and carries on with a placeholder value, so
+//! one run tells the user everything to fix. The placeholders never escape:
+//! any problem turns the whole result into `Err`.
+//!
+//! Route checks live in `validate/routes.rs`.
+
+mod routes;
+
+use std::collections::BTreeMap;
+use std::net::{Ipv6Addr, SocketAddr};
+use std::time::Duration;
+
+use super::error::{toml_key, Problem};
+use super::raw::{RawAdmin, RawConfig, RawServer, RawUpstream, RawZone, Text};
+use super::units::{self, BadValue, DURATION_HINT, MIB, SIZE_HINT};
+use super::{suggest, AdminConfig, Config, ServerConfig, UpstreamConfig, ZoneConfig, ZoneKind};
+
+const DEFAULT_KEEPALIVE: usize = 32;
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(60);
+const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
+const DEFAULT_REFRESH_CONCURRENCY: usize = 8;
+/// Cap on the default `max_object_size` (the default is otherwise 1/8 of the zone).
+const DEFAULT_MAX_OBJECT_SIZE_CAP: u64 = 64 * MIB;
+
+/// Checks `raw` and builds the typed config, or returns every problem found.
+pub(crate) fn validate(raw: RawConfig) -> Result<Config, Vec<Problem>> {
+    let mut check = Checker::default();
+    let server = check.server(raw.server.unwrap_or_default());
+    let admin = raw.admin.map(|admin| check.admin(admin, &server));
+    let upstreams = check.upstreams(raw.upstreams);
+    let zones: Vec<ZoneConfig> = raw
+        .zones
+        .into_iter()
+        .map(|(name, zone)| check.zone(name, zone))
+        .collect();
+    let routes = check.routes(raw.routes, &upstreams, &zones);
+    if !check.problems.is_empty() {
+        return Err(check.problems);
+    }
+    Ok(Config {
+        server,
+        admin,
+        upstreams,
+        zones,
+        routes,
+    })
+}
+
+/// Collects problems while the checks run.
+#[derive(Default)]
+struct Checker {
+    problems: Vec<Problem>,
+}
+
+impl Checker {
+    fn report(&mut self, problem: Problem) {
+        self.problems.push(problem);
+    }
+
+    fn missing(&mut self, path: &str, example: &str) {
+        self.report(Problem::new(path, "missing required key").hint(format!("e.g. {example}")));
+    }
+
+    fn server(&mut self, raw: RawServer) -> ServerConfig {
+        let listen = match raw.listen {
+            None => {
+                self.missing("server.listen", r#"listen = ["127.0.0.1:8080"]"#);
+                Vec::new()
+            }
+            Some(listen) => self.listen_addrs(listen),
+        };
+        let threads = match raw.threads {
+            None => default_threads(),
+            Some(threads) => self.count("server.threads", Some(threads), 1, 1),
+        };
+        ServerConfig { listen, threads }
+    }
+
+    fn listen_addrs(&mut self, raw: Vec<String>) -> Vec<SocketAddr> {
+        if raw.is_empty() {
+            let problem = Problem::new("server.listen", "must not be empty");
+            self.report(problem.hint(r#"e.g. listen = ["127.0.0.1:8080"]"#));
+        }
+        let mut listen: Vec<SocketAddr> = Vec::new();
+        for (i, text) in raw.iter().enumerate() {
+            let path = format!("server.listen[{i}]");
+            let Some(addr) = self.socket_addr(&path, text) else {
+                continue;
+            };
+            // Port 0 binds a fresh port each time, so repeating it is fine.
+            if addr.port() != 0 && listen.contains(&addr) {
+                self.report(Problem::new(path, format!("{addr} is listed twice")));
+            }
+            listen.push(addr);
+        }
+        listen
+    }
+
+    fn admin(&mut self, raw: RawAdmin, server: &ServerConfig) -> AdminConfig {
+        let placeholder = SocketAddr::from(([127, 0, 0, 1], 0));
+        let Some(text) = raw.listen else {
+            self.missing(
+                "admin.listen",
+                r#"listen = "127.0.0.1:9090", or remove [admin]"#,
+            );
+            return AdminConfig {
+                listen: placeholder,
+            };
+        };
+        let listen = self
+            .socket_addr("admin.listen", &text)
+            .unwrap_or(placeholder);
+        if listen.port() != 0 && server.listen.contains(&listen) {
+            let problem =
+                Problem::new("admin.listen", format!("{listen} is also in server.listen"));
+            self.report(problem.hint("give the admin API its own port"));
+        }
+        AdminConfig { listen }
+    }
+
+    fn socket_addr(&mut self, path: &str, text: &str) -> Option<SocketAddr> {
+        let addr = text.parse::<SocketAddr>().ok();
+        if addr.is_none() {
+            let problem = Problem::new(path, format!("{text:?} is not an IP address and port"));
+            self.report(problem.hint(
+                r#"write e.g. "127.0.0.1:8080" or "[::1]:8080"; host names are not allowed here"#,
+            ));
+        }
+        addr
+    }
+
+    fn upstreams(&mut self, raw: BTreeMap<String, RawUpstream>) -> Vec<UpstreamConfig> {
+        if raw.is_empty() {
+            let problem = Problem::new("upstreams", "no upstreams defined");
+            self.report(
+                problem.hint(r#"add e.g. [upstreams.app] with servers = ["127.0.0.1:8081"]"#),
+            );
+        }
+        raw.into_iter()
+            .map(|(name, upstream)| self.upstream(name, upstream))
+            .collect()
+    }
+
+    fn upstream(&mut self, name: String, raw: RawUpstream) -> UpstreamConfig {
+        let path = format!("upstreams.{}", toml_key(&name));
+        let at = |key: &str| format!("{path}.{key}");
+        UpstreamConfig {
+            servers: self.servers(&at("servers"), raw.servers),
+            keepalive: self.count(&at("keepalive"), raw.keepalive, DEFAULT_KEEPALIVE, 0),
+            connect_timeout: self.duration(
+                &at("connect_timeout"),
+                raw.connect_timeout.as_ref(),
+                DEFAULT_CONNECT_TIMEOUT,
+            ),
+            read_timeout: self.duration(
+                &at("read_timeout"),
+                raw.read_timeout.as_ref(),
+                DEFAULT_READ_TIMEOUT,
+            ),
+            send_timeout: self.duration(
+                &at("send_timeout"),
+                raw.send_timeout.as_ref(),
+                DEFAULT_SEND_TIMEOUT,
+            ),
+            refresh_concurrency: self.count(
+                &at("refresh_concurrency"),
+                raw.refresh_concurrency,
+                DEFAULT_REFRESH_CONCURRENCY,
+                1,
+            ),
+            name,
+        }
+    }
+
+    fn servers(&mut self, path: &str, raw: Option<Vec<String>>) -> Vec<String> {
+        let example = r#"servers = ["127.0.0.1:8081"]"#;
+        let Some(servers) = raw else {
+            self.missing(path, example);
+            return Vec::new();
+        };
+        if servers.is_empty() {
+            self.report(Problem::new(path, "must not be empty").hint(format!("e.g. {example}")));
+        }
+        for (i, server) in servers.iter().enumerate() {
+            if let Err(bad) = check_host_port(server) {
+                self.bad_value(format!("{path}[{i}]"), bad);
+            }
+        }
+        servers
+    }
+
+    fn zone(&mut self, name: String, raw: RawZone) -> ZoneConfig {
+        let path = format!("zones.{}", toml_key(&name));
+        let at = |key: &str| format!("{path}.{key}");
+        let kind = self.zone_kind(&at("kind"), raw.kind.as_deref());
+        let max_size = match &raw.max_size {
+            None => {
+                self.missing(&at("max_size"), r#"max_size = "256MiB""#);
+                None
+            }
+            Some(text) => self.positive_size(&at("max_size"), text),
+        };
+        let max_object_size = match &raw.max_object_size {
+            None => max_size.map(default_max_object_size),
+            Some(text) => self.positive_size(&at("max_object_size"), text),
+        };
+        if let (Some(max), Some(object)) = (max_size, max_object_size) {
+            if object > max {
+                let message = format!(
+                    "{} is larger than max_size ({})",
+                    units::format_size(object),
+                    units::format_size(max)
+                );
+                let problem = Problem::new(at("max_object_size"), message);
+                self.report(problem.hint("an object must fit in its zone"));
+            }
+        }
+        ZoneConfig {
+            name,
+            kind,
+            max_size: max_size.unwrap_or(0),
+            max_object_size: max_object_size.unwrap_or(0),
+        }
+    }
+
+    fn zone_kind(&mut self, path: &str, raw: Option<&str>) -> ZoneKind {
+        let kinds: Vec<&str> = ZoneKind::ALL.iter().map(|kind| kind.as_str()).collect();
+        let Some(text) = raw else {
+            self.missing(path, r#"kind = "memory""#);
+            return ZoneKind::Memory;
+        };
+        if let Some(kind) = ZoneKind::ALL.iter().find(|kind| kind.as_str() == text) {
+            return *kind;
+        }
+        let problem = Problem::new(path, format!("unknown zone kind {text:?}"));
+        self.report(problem.hint(suggest::names_hint("allowed kinds", text, &kinds)));
+        ZoneKind::Memory
+    }
+
+    /// A size above 0, or `None` after reporting why not.
+    fn positive_size(&mut self, path: &str, text: &Text) -> Option<u64> {
+        let size = match text {
+            Text::Str(text) => units::parse_size(text),
+            Text::Number(_) => Err(BadValue {
+                message: format!("{text} is not a size"),
+                hint: SIZE_HINT.to_owned(),
+            }),
+        };
+        match size {
+            Ok(0) => {
+                self.report(Problem::new(path, "must be above 0").hint(SIZE_HINT));
+                None
+            }
+            Ok(size) => Some(size),
+            Err(bad) => {
+                self.bad_value(path, bad);
+                None
+            }
+        }
+    }
+
+    /// The duration at `path`, `default` when absent or (after reporting) invalid.
+    fn duration(&mut self, path: &str, raw: Option<&Text>, default: Duration) -> Duration {
+        let parsed = match raw {
+            None => return default,
+            Some(Text::Str(text)) => units::parse_duration(text),
+            // A bare number is most likely seconds with the unit forgotten.
+            Some(Text::Number(number)) => Err(BadValue {
+                message: format!("{number} is not a duration"),
+                hint: format!(r#"add a unit and quotes, e.g. "{number}s"; {DURATION_HINT}"#),
+            }),
+        };
+        parsed.unwrap_or_else(|bad| {
+            self.bad_value(path, bad);
+            default
+        })
+    }
+
+    /// A count at `path` of at least `min`, `default` when absent or invalid.
+    fn count(&mut self, path: &str, raw: Option<i64>, default: usize, min: usize) -> usize {
+        let Some(value) = raw else {
+            return default;
+        };
+        match usize::try_from(value) {
+            Ok(count) if count >= min => count,
+            _ => {
+                self.report(Problem::new(
+                    path,
+                    format!("must be at least {min}, got {value}"),
+                ));
+                default
+            }
+        }
+    }
+
+    fn bad_value(&mut self, path: impl Into<String>, bad: BadValue) {
+        self.report(Problem::new(path, bad.message).hint(bad.hint));
+    }
+}
+
+/// One worker per core; 1 if the OS cannot tell.
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
+/// An eighth of the zone, capped at 64 MiB: big enough for most responses,
+/// small enough that one object cannot evict most of the zone.
+fn default_max_object_size(max_size: u64) -> u64 {
+    (max_size / 8).clamp(1, DEFAULT_MAX_OBJECT_SIZE_CAP)
+}
+
+/// Accepts `host:port` (`[v6]:port` for IPv6); the host is resolved later.
+fn check_host_port(text: &str) -> Result<(), BadValue> {
+    let bad = |hint: &str| {
+        Err(BadValue {
+            message: format!("{text:?} is not host:port"),
+            hint: hint.to_owned(),
+        })
+    };
+    if text.contains("://") {
+        return bad("write host:port without a scheme");
+    }
+    if text.contains('/') {
+        return bad("write host:port without a path; routes decide the path");
+    }
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return bad(r#"add the port, e.g. "127.0.0.1:8081""#);
+    };
+    if !matches!(port.parse::<u16>(), Ok(1..)) {
+        return bad("the port must be 1 to 65535");
+    }
+    if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return match v6.parse::<Ipv6Addr>() {
+            Ok(_) => Ok(()),
+            Err(_) => bad(r#"write IPv6 addresses in brackets, e.g. "[::1]:8081""#),
+        };
+    }
+    let host_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
+    if host.contains(':') {
+        return bad(r#"write IPv6 addresses in brackets, e.g. "[::1]:8081""#);
+    }
+    if host.is_empty() || !host.chars().all(host_char) {
+        return bad(r#"the host must be a name or IP address, e.g. "origin.internal:8081""#);
+    }
+    Ok(())
+}

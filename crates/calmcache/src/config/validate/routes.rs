@@ -1,0 +1,260 @@
+//! Route checks: `[[routes]]` -> [`RouteConfig`].
+//!
+//! Owns the route defaults and the route -> upstream / zone references,
+//! which become indexes into [`Config::upstreams`](crate::config::Config::upstreams) and
+//! `zones`. Like the rest of validation it reports and carries on.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use calmcache_core::RefreshMode;
+use regex::Regex;
+
+use super::Checker;
+use crate::config::error::{toml_key, Problem};
+use crate::config::raw::{RawRoute, Text};
+use crate::config::{suggest, RouteConfig, TtlTable, UpstreamConfig, ZoneConfig};
+
+const DEFAULT_REFRESH: RefreshMode = RefreshMode::Sus;
+const DEFAULT_PER_BETA: f64 = 1.0;
+const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+const REFRESH_MODES: [RefreshMode; 4] = [
+    RefreshMode::None,
+    RefreshMode::Lock,
+    RefreshMode::Per,
+    RefreshMode::Sus,
+];
+
+/// The names routes may refer to, in index order.
+struct Names<'a> {
+    upstreams: Vec<&'a str>,
+    zones: Vec<&'a str>,
+}
+
+impl Checker {
+    pub(super) fn routes(
+        &mut self,
+        raw: Vec<RawRoute>,
+        upstreams: &[UpstreamConfig],
+        zones: &[ZoneConfig],
+    ) -> Vec<RouteConfig> {
+        if raw.is_empty() {
+            let problem = Problem::new("routes", "no routes defined; every request would fail");
+            self.report(problem.hint(r#"add a [[routes]] section with upstream = "<name>""#));
+        }
+        let names = Names {
+            upstreams: upstreams.iter().map(|u| u.name.as_str()).collect(),
+            zones: zones.iter().map(|z| z.name.as_str()).collect(),
+        };
+        let routes: Vec<RouteConfig> = raw
+            .into_iter()
+            .enumerate()
+            .map(|(index, route)| self.route(index, route, &names))
+            .collect();
+        self.unique_names(&routes);
+        routes
+    }
+
+    fn route(&mut self, index: usize, raw: RawRoute, names: &Names<'_>) -> RouteConfig {
+        let path = format!("routes[{index}]");
+        let at = |key: &str| format!("{path}.{key}");
+        // Checked in the order of the keys in the example file, so problems
+        // come out in a predictable order.
+        let name = self.route_name(&at("name"), index, raw.name.clone());
+        let matcher = raw
+            .pattern
+            .as_ref()
+            .and_then(|pattern| self.regex(&at("match"), pattern));
+        let upstream = self.route_upstream(&at("upstream"), raw.upstream.as_deref(), names);
+        let zone = raw
+            .zone
+            .as_ref()
+            .and_then(|name| self.resolve(at("zone"), "zone", name, &names.zones));
+        RouteConfig {
+            name,
+            matcher,
+            // 0 is a placeholder: a missing upstream was reported above.
+            upstream: upstream.unwrap_or(0),
+            zone,
+            ttl: self.ttl(&at("ttl"), &raw.ttl),
+            override_origin: raw.override_origin.unwrap_or(false),
+            refresh: self.refresh(&at("refresh"), raw.refresh.as_deref()),
+            per_beta: self.per_beta(&at("per_beta"), raw.per_beta),
+            stale_while_revalidate: self.duration(
+                &at("stale_while_revalidate"),
+                raw.stale_while_revalidate.as_ref(),
+                Duration::ZERO,
+            ),
+            stale_if_error: self.duration(
+                &at("stale_if_error"),
+                raw.stale_if_error.as_ref(),
+                Duration::ZERO,
+            ),
+            lock_timeout: self.duration(
+                &at("lock_timeout"),
+                raw.lock_timeout.as_ref(),
+                DEFAULT_LOCK_TIMEOUT,
+            ),
+            warm: self.warm(&path, &raw, names),
+            warm_host: self.warm_host(&at("warm_host"), raw.warm_host),
+        }
+    }
+
+    fn route_upstream(
+        &mut self,
+        path: &str,
+        raw: Option<&str>,
+        names: &Names<'_>,
+    ) -> Option<usize> {
+        if let Some(name) = raw {
+            return self.resolve(path.to_owned(), "upstream", name, &names.upstreams);
+        }
+        let hint = match names.upstreams.first() {
+            Some(first) => format!(
+                "e.g. upstream = {first:?}; upstreams: {}",
+                names.upstreams.join(", ")
+            ),
+            None => "define an [upstreams.<name>] and name it here".to_owned(),
+        };
+        self.report(Problem::new(path, "missing required key").hint(hint));
+        None
+    }
+
+    fn route_name(&mut self, path: &str, index: usize, raw: Option<String>) -> String {
+        match raw {
+            Some(name) if name.trim().is_empty() => {
+                let problem = Problem::new(path, "must not be empty");
+                self.report(problem.hint("remove it to get the default name"));
+                name
+            }
+            Some(name) => name,
+            None => format!("route{index}"),
+        }
+    }
+
+    /// Route names label metrics, so two routes must not share one.
+    fn unique_names(&mut self, routes: &[RouteConfig]) {
+        let mut first_use: HashMap<&str, usize> = HashMap::new();
+        for (index, route) in routes.iter().enumerate() {
+            let Some(first) = first_use.get(route.name.as_str()) else {
+                first_use.insert(&route.name, index);
+                continue;
+            };
+            let message = format!(
+                "route name {:?} is already used by routes[{first}]",
+                route.name
+            );
+            let problem = Problem::new(format!("routes[{index}].name"), message);
+            self.report(problem.hint("route names label metrics and must be unique"));
+        }
+    }
+
+    /// The index of `name` in `names`, or `None` after reporting it.
+    fn resolve(&mut self, path: String, what: &str, name: &str, names: &[&str]) -> Option<usize> {
+        let found = names.iter().position(|candidate| *candidate == name);
+        if found.is_none() {
+            let hint = suggest::names_hint(&format!("{what}s"), name, names);
+            self.report(Problem::new(path, format!("no {what} named {name:?}")).hint(hint));
+        }
+        found
+    }
+
+    fn regex(&mut self, path: &str, pattern: &str) -> Option<Regex> {
+        match Regex::new(pattern) {
+            Ok(regex) => Some(regex),
+            Err(error) => {
+                let message = format!("invalid regex {pattern:?}: {}", regex_reason(&error));
+                self.report(Problem::new(path, message));
+                None
+            }
+        }
+    }
+
+    fn ttl(&mut self, path: &str, raw: &BTreeMap<String, Text>) -> TtlTable {
+        let mut table = TtlTable::default();
+        for (key, value) in raw {
+            let at = format!("{path}.{}", toml_key(key));
+            let ttl = self.duration(&at, Some(value), Duration::ZERO);
+            if key == "any" {
+                table.any = Some(ttl);
+                continue;
+            }
+            match key.parse::<u16>() {
+                Ok(status @ 100..=599) => {
+                    table.by_status.insert(status, ttl);
+                }
+                _ => {
+                    let problem = Problem::new(at, format!("{key:?} is not a status code"));
+                    self.report(problem.hint(r#"keys are status codes 100 to 599, or "any""#));
+                }
+            }
+        }
+        table
+    }
+
+    fn refresh(&mut self, path: &str, raw: Option<&str>) -> RefreshMode {
+        let Some(text) = raw else {
+            return DEFAULT_REFRESH;
+        };
+        if let Some(mode) = REFRESH_MODES.iter().find(|mode| mode.as_str() == text) {
+            return *mode;
+        }
+        let modes: Vec<&str> = REFRESH_MODES.iter().map(|mode| mode.as_str()).collect();
+        let problem = Problem::new(path, format!("unknown refresh mode {text:?}"));
+        self.report(problem.hint(suggest::names_hint("modes", text, &modes)));
+        DEFAULT_REFRESH
+    }
+
+    fn per_beta(&mut self, path: &str, raw: Option<f64>) -> f64 {
+        let beta = raw.unwrap_or(DEFAULT_PER_BETA);
+        if beta.is_finite() && beta > 0.0 {
+            return beta;
+        }
+        let problem = Problem::new(path, format!("must be a finite number above 0, got {beta}"));
+        self.report(problem.hint("1.0 is the XFetch default; above 1 refreshes earlier"));
+        DEFAULT_PER_BETA
+    }
+
+    /// Warm paths must be origin-form (`/...`) and need a zone to fill.
+    fn warm(&mut self, path: &str, raw: &RawRoute, names: &Names<'_>) -> Vec<String> {
+        if !raw.warm.is_empty() && raw.zone.is_none() {
+            let problem = Problem::new(format!("{path}.warm"), "warming needs a zone to fill");
+            let hint = match names.zones.first() {
+                Some(zone) => format!("set zone = {zone:?} on this route, or remove warm"),
+                None => "define a [zones.<name>] and set zone on this route, or remove warm".into(),
+            };
+            self.report(problem.hint(hint));
+        }
+        for (i, target) in raw.warm.iter().enumerate() {
+            if !target.starts_with('/') {
+                let problem = Problem::new(
+                    format!("{path}.warm[{i}]"),
+                    format!("{target:?} does not start with '/'"),
+                );
+                self.report(problem.hint(r#"write a path and query, e.g. "/feed/?page=1""#));
+            }
+        }
+        raw.warm.clone()
+    }
+
+    fn warm_host(&mut self, path: &str, raw: Option<String>) -> Option<String> {
+        let host = raw?;
+        let bad = host.is_empty() || host.contains(|c: char| c == '/' || c.is_whitespace());
+        if bad {
+            let problem = Problem::new(path, format!("{host:?} is not a host"));
+            self.report(problem.hint(r#"write a Host header value, e.g. "example.com""#));
+        }
+        Some(host)
+    }
+}
+
+/// The regex crate's multi-line message reduced to its `error:` line, so a
+/// problem stays on one line.
+fn regex_reason(error: &regex::Error) -> String {
+    let text = error.to_string();
+    let reason = text
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("error: "))
+        .map(str::to_owned);
+    reason.unwrap_or_else(|| text.split_whitespace().collect::<Vec<_>>().join(" "))
+}
