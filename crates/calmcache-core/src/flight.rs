@@ -20,6 +20,7 @@ use crate::key::CacheKey;
 const SHARDS: usize = 64;
 
 type Slot<T> = watch::Receiver<Option<Outcome<T>>>;
+type Shard<T> = Mutex<HashMap<CacheKey, Slot<T>>>;
 
 /// What a leader hands its followers.
 #[derive(Clone, Debug)]
@@ -45,7 +46,7 @@ pub struct Flights<T> {
 }
 
 struct Inner<T> {
-    shards: Box<[Mutex<HashMap<CacheKey, Slot<T>>>]>,
+    shards: Box<[Shard<T>]>,
     hasher: RandomState,
 }
 

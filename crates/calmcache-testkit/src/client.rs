@@ -29,7 +29,10 @@ impl Reply {
 
     /// A header as text, or "".
     pub fn header(&self, name: &str) -> &str {
-        self.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
     }
 }
 
@@ -44,10 +47,16 @@ pub async fn get_with(method: Method, url: &str, headers: &[(&str, &str)]) -> Re
     let authority = uri.authority().expect("authority").to_string();
     let started = Instant::now();
     let stream = TcpStream::connect(&authority).await.expect("connect");
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("handshake");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
     tokio::spawn(conn);
-    let mut req = Request::builder().method(method).uri(uri.path_and_query().map_or("/", |p| p.as_str()));
-    req = req.header("host", authority);
+    let mut req = Request::builder()
+        .method(method)
+        .uri(uri.path_and_query().map_or("/", |p| p.as_str()));
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        req = req.header("host", authority);
+    }
     for (k, v) in headers {
         req = req.header(*k, *v);
     }

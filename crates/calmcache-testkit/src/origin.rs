@@ -60,7 +60,9 @@ impl Origin {
             // Connections live in this set: aborting the server task closes them all.
             let mut conns = JoinSet::new();
             loop {
-                let Ok((stream, _)) = listener.accept().await else { continue };
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
                 let c = c.clone();
                 let svc = service_fn(move |req| respond(c.clone(), req));
                 conns.spawn(async move {
@@ -70,7 +72,11 @@ impl Origin {
                 });
             }
         });
-        Origin { addr, counts, server: Some(server) }
+        Origin {
+            addr,
+            counts,
+            server: Some(server),
+        }
     }
 
     /// `host:port`, for the proxy's `servers`.
@@ -107,10 +113,18 @@ fn number(headers: &HeaderMap, name: &str) -> Option<u64> {
     headers.get(name)?.to_str().ok()?.parse().ok()
 }
 
-async fn respond(counts: Arc<Counts>, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn respond(
+    counts: Arc<Counts>,
+    req: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
     let path = req.uri().path().to_string();
     let n = counts.total.fetch_add(1, Ordering::SeqCst) + 1;
-    *counts.by_path.lock().expect("counts lock").entry(path.clone()).or_default() += 1;
+    *counts
+        .by_path
+        .lock()
+        .expect("counts lock")
+        .entry(path.clone())
+        .or_default() += 1;
     let h = req.headers();
     if let Some(ms) = number(h, "x-origin-delay-ms") {
         tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -122,10 +136,15 @@ async fn respond(counts: Arc<Counts>, req: Request<Incoming>) -> Result<Response
         }
     }
     let mut resp = Response::new(Full::new(Bytes::from(body)));
-    if let Some(status) = number(h, "x-origin-status").and_then(|s| StatusCode::from_u16(s as u16).ok()) {
+    if let Some(status) =
+        number(h, "x-origin-status").and_then(|s| StatusCode::from_u16(s as u16).ok())
+    {
         *resp.status_mut() = status;
     }
-    for (from, to) in [("x-origin-cache-control", "cache-control"), ("x-origin-set-cookie", "set-cookie")] {
+    for (from, to) in [
+        ("x-origin-cache-control", "cache-control"),
+        ("x-origin-set-cookie", "set-cookie"),
+    ] {
         if let Some(v) = h.get(from) {
             resp.headers_mut().insert(to, v.clone());
         }

@@ -54,7 +54,11 @@ impl Proxy {
 
     /// The config this builder produces.
     pub fn toml(&self) -> String {
-        let ttl = if self.route.contains("ttl") { "" } else { "ttl = { 200 = \"1s\" }\n" };
+        let ttl = if self.route.contains("ttl") {
+            ""
+        } else {
+            "ttl = { 200 = \"1s\" }\n"
+        };
         format!(
             "[server]\nlisten = [\"127.0.0.1:0\"]\nthreads = 2\n\n[admin]\nlisten = \"127.0.0.1:0\"\n\n\
              [upstreams.origin]\nservers = [\"{}\"]\n{}\n\
@@ -69,7 +73,9 @@ impl Proxy {
         let text = self.toml();
         let config = Config::from_toml(&text, "<test>").unwrap_or_else(|e| panic!("{e}\n{text}"));
         let running = calmcache::start(&config).await.expect("start proxy");
-        RunningProxy { running: Some(running) }
+        RunningProxy {
+            running: Some(running),
+        }
     }
 }
 

@@ -1,0 +1,169 @@
+//! What is shared and what is not; the headers a cached answer carries.
+
+use std::time::Duration;
+
+use calmcache_testkit::{get, get_with, Origin, Proxy};
+use http::Method;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hit_carries_cache_status_and_age() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .route("ttl = { 200 = \"10s\" }")
+        .start()
+        .await;
+    let url = proxy.url("/a?x=1");
+    let miss = get(&url).await;
+    assert_eq!(miss.cache_status(), "calmcache; fwd=miss; stored; ttl=10.0");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let hit = get(&url).await;
+    assert!(
+        hit.cache_status().starts_with("calmcache; hit; ttl=8."),
+        "{}",
+        hit.cache_status()
+    );
+    assert_eq!(hit.header("age"), "1");
+    assert_eq!(hit.body, miss.body);
+    assert_eq!(origin.hits(), 1);
+    // The query is part of the key.
+    get(&proxy.url("/a?x=2")).await;
+    assert_eq!(origin.hits(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn head_is_answered_from_the_cache_without_a_body() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .route("ttl = { 200 = \"10s\" }")
+        .start()
+        .await;
+    let url = proxy.url("/h");
+    let head = get_with(Method::HEAD, &url, &[]).await;
+    assert_eq!(head.status, 200);
+    assert!(head.body.is_empty());
+    let get_reply = get(&url).await;
+    assert!(
+        get_reply.cache_status().contains("hit"),
+        "HEAD filled the cache with a GET"
+    );
+    assert_eq!(
+        head.header("content-length"),
+        get_reply.body.len().to_string()
+    );
+    assert_eq!(origin.hits(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_cookie_responses_are_never_shared() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin).start().await;
+    let url = proxy.url("/login");
+    for _ in 0..3 {
+        let r = get_with(Method::GET, &url, &[("x-origin-set-cookie", "session=abc")]).await;
+        assert_eq!(r.header("set-cookie"), "session=abc");
+        assert_eq!(r.cache_status(), "calmcache; fwd=miss");
+    }
+    assert_eq!(origin.hits(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_and_no_store_responses_are_never_shared() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin).start().await;
+    for cc in ["private, max-age=60", "no-store"] {
+        let url = proxy.url(&format!("/{}", cc.len()));
+        get_with(Method::GET, &url, &[("x-origin-cache-control", cc)]).await;
+        get_with(Method::GET, &url, &[("x-origin-cache-control", cc)]).await;
+    }
+    assert_eq!(origin.hits(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authorized_requests_are_shared_only_when_the_response_allows() {
+    // RFC 9111 §3.5.
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin).start().await;
+    let auth = ("authorization", "Bearer secret");
+    let url = proxy.url("/me");
+    get_with(Method::GET, &url, &[auth]).await;
+    get_with(Method::GET, &url, &[auth]).await;
+    assert_eq!(
+        origin.hits_for("/me"),
+        2,
+        "not shared without public/s-maxage"
+    );
+    let url = proxy.url("/catalog");
+    let public = ("x-origin-cache-control", "public, max-age=60");
+    get_with(Method::GET, &url, &[auth, public]).await;
+    let r = get_with(Method::GET, &url, &[auth, public]).await;
+    assert!(r.cache_status().contains("hit"));
+    assert_eq!(
+        origin.hits_for("/catalog"),
+        1,
+        "shared when the response says public"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn origin_max_age_beats_the_route_ttl_unless_overridden() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .route("ttl = { 200 = \"1s\" }")
+        .start()
+        .await;
+    let r = get_with(
+        Method::GET,
+        &proxy.url("/m"),
+        &[("x-origin-cache-control", "max-age=60")],
+    )
+    .await;
+    assert!(
+        r.cache_status().ends_with("ttl=60.0"),
+        "{}",
+        r.cache_status()
+    );
+    let proxy = Proxy::new(&origin)
+        .route("ttl = { 200 = \"1s\" }\noverride_origin = true")
+        .start()
+        .await;
+    let r = get_with(
+        Method::GET,
+        &proxy.url("/m"),
+        &[("x-origin-cache-control", "max-age=60")],
+    )
+    .await;
+    assert!(
+        r.cache_status().ends_with("ttl=1.0"),
+        "{}",
+        r.cache_status()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_over_the_zone_limit_stream_through_uncached() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin).zone("4MiB", "64KiB").start().await;
+    let url = proxy.url("/big");
+    let big = ("x-origin-body-bytes", "300000");
+    let r = get_with(Method::GET, &url, &[big]).await;
+    assert_eq!(r.body.len(), 300_000, "the whole body arrives");
+    assert_eq!(r.cache_status(), "calmcache; fwd=miss");
+    get_with(Method::GET, &url, &[big]).await;
+    assert_eq!(origin.hits(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hop_by_hop_headers_are_dropped_and_forwarding_headers_added() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin).start().await;
+    // POST is not cacheable: passed through, streaming.
+    let r = get_with(
+        Method::POST,
+        &proxy.url("/form"),
+        &[("connection", "keep-alive, x-private")],
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.cache_status(), "calmcache; fwd=bypass");
+    assert_eq!(origin.hits(), 1);
+}

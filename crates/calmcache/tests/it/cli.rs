@@ -1,0 +1,156 @@
+//! The binary: `check` exit codes and messages, `demo` banner and taken ports.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_calmcache");
+
+fn write_config(text: &str) -> tempfile_path::TempPath {
+    tempfile_path::TempPath::new(text)
+}
+
+mod tempfile_path {
+    /// A file under the target temp dir, removed on drop.
+    pub struct TempPath(pub std::path::PathBuf);
+    impl TempPath {
+        pub fn new(text: &str) -> Self {
+            static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let path = std::env::temp_dir()
+                .join(format!("calmcache-test-{}-{n}.toml", std::process::id()));
+            std::fs::write(&path, text).unwrap();
+            TempPath(path)
+        }
+    }
+    impl Drop for TempPath {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
+#[test]
+fn check_reports_every_problem_with_its_path_and_exits_2() {
+    let cfg = write_config(
+        r#"
+[server]
+listen = ["127.0.0.1:8080"]
+[upstreams.app]
+servers = ["127.0.0.1:8081"]
+read_timeout = "60"
+[zones.ssd]
+kind = "memory"
+max_size = "1MiB"
+[[routes]]
+upstream = "app"
+[[routes]]
+upstream = "nope"
+zone = "sdd"
+match = '(unclosed'
+"#,
+    );
+    let out = Command::new(BIN)
+        .args(["check", "--config"])
+        .arg(&cfg.0)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for needle in [
+        "upstreams.app.read_timeout",
+        "routes[1].upstream",
+        "routes[1].zone",
+        "did you mean \"ssd\"",
+        "routes[1].match",
+    ] {
+        assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
+    }
+}
+
+#[test]
+fn check_prints_a_summary_for_a_good_config() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config.example.toml");
+    let out = Command::new(BIN)
+        .args(["check", "--config", example])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(summary.lines().count(), 1);
+    assert!(summary.starts_with("ok"), "{summary}");
+}
+
+#[test]
+fn unknown_keys_are_errors_with_their_path() {
+    let cfg = write_config("[server]\nlisten = [\"127.0.0.1:8080\"]\nlisten_typo = 1\n");
+    let out = Command::new(BIN)
+        .args(["check", "--config"])
+        .arg(&cfg.0)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("server.listen_typo"));
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn demo_prints_the_proxy_url_first_and_serves_cached_pages() {
+    let (p, a, o) = (free_port(), free_port(), free_port());
+    let mut child = Command::new(BIN)
+        .args([
+            "demo",
+            "--listen",
+            &format!("127.0.0.1:{p}"),
+            "--admin",
+            &format!("127.0.0.1:{a}"),
+        ])
+        .args(["--origin", &format!("127.0.0.1:{o}")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(first.trim(), format!("http://127.0.0.1:{p}/"));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let reply = rt.block_on(calmcache_testkit::get(&format!("http://127.0.0.1:{p}/")));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(reply.status, 200);
+    assert!(reply.body.contains("Generated at"));
+    assert!(reply.cache_status().starts_with("calmcache;"));
+}
+
+#[test]
+fn demo_on_a_taken_port_is_a_clear_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = Command::new(BIN)
+        .args([
+            "demo",
+            "--listen",
+            &addr,
+            "--admin",
+            &format!("127.0.0.1:{}", free_port()),
+        ])
+        .args(["--origin", &format!("127.0.0.1:{}", free_port())])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+}

@@ -1,0 +1,224 @@
+//! Refresh policies against a stampede: one origin fetch per expiry, nobody stranded.
+
+use std::time::Duration;
+
+use calmcache_testkit::{get, get_with, Origin, Proxy};
+use http::Method;
+
+use crate::{burst, CLIENTS};
+
+const SLOW: (&str, &str) = ("x-origin-delay-ms", "300");
+
+/// Stores `/hot`, lets it expire, then sends 200 concurrent requests.
+async fn stampede_on_expired(policy: &str) -> (Origin, Vec<calmcache_testkit::Reply>) {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .route(&format!(
+            "refresh = \"{policy}\"\nttl = {{ 200 = \"500ms\" }}"
+        ))
+        .start()
+        .await;
+    let url = proxy.url("/hot");
+    let first = get_with(Method::GET, &url, &[SLOW]).await;
+    assert!(
+        first.cache_status().contains("fwd=miss; stored"),
+        "{}",
+        first.cache_status()
+    );
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let replies = burst(&url, CLIENTS, &[SLOW]).await;
+    (origin, replies)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_sends_one_fetch_for_200_requests_on_an_expired_key() {
+    let (origin, replies) = stampede_on_expired("lock").await;
+    assert_eq!(origin.hits(), 2, "one fill, one refresh");
+    assert!(replies.iter().all(|r| r.status == 200));
+    let collapsed = replies
+        .iter()
+        .filter(|r| r.cache_status().contains("collapsed"))
+        .count();
+    assert!(
+        collapsed >= CLIENTS - 10,
+        "most waited for the leader: {collapsed}"
+    );
+    assert!(
+        replies.iter().all(|r| r.body.contains("n=2")),
+        "everyone got the new copy"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_sends_one_fetch_for_200_requests_on_an_expired_key() {
+    let (origin, replies) = stampede_on_expired("per").await;
+    assert_eq!(origin.hits(), 2);
+    assert!(replies
+        .iter()
+        .all(|r| r.status == 200 && r.body.contains("n=2")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sus_sends_one_fetch_and_keeps_answering_from_the_copy() {
+    let (origin, replies) = stampede_on_expired("sus").await;
+    assert_eq!(origin.hits(), 2);
+    // The one request that drew the fetch waits; the others get the copy at once.
+    let waited: Vec<_> = replies
+        .iter()
+        .filter(|r| !r.cache_status().contains("hit"))
+        .collect();
+    assert_eq!(
+        waited.len(),
+        1,
+        "only the leader waits under sus: {:?}",
+        waited.iter().map(|r| r.cache_status()).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn none_lets_the_stampede_through() {
+    // The contrast that makes the other tests meaningful.
+    let (origin, _) = stampede_on_expired("none").await;
+    assert!(
+        origin.hits() > 10,
+        "none should stampede, origin saw {}",
+        origin.hits()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_while_revalidate_serves_stale_and_refreshes_once() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .route("refresh = \"lock\"\nttl = { 200 = \"300ms\" }\nstale_while_revalidate = \"10s\"")
+        .start()
+        .await;
+    let url = proxy.url("/page");
+    get_with(Method::GET, &url, &[SLOW]).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let replies = burst(&url, 50, &[SLOW]).await;
+    for r in &replies {
+        assert!(
+            r.cache_status().contains("detail=stale-while-revalidate"),
+            "{}",
+            r.cache_status()
+        );
+        assert!(r.body.contains("n=1"), "stale copy served");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(origin.hits(), 2, "exactly one background refresh");
+    let fresh = get(&url).await;
+    assert!(fresh.body.contains("n=2") && fresh.cache_status().contains("hit"));
+    let status = proxy.status().await;
+    assert_eq!(status["totals"]["stale_served"], 50);
+    assert_eq!(status["totals"]["background_refreshes"], 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sus_refreshes_early_in_the_background() {
+    // A 1 s object is refreshed before it expires; clients keep getting hits.
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .route("refresh = \"sus\"\nttl = { 200 = \"1s\" }")
+        .start()
+        .await;
+    let url = proxy.url("/early");
+    get(&url).await;
+    let mut early = 0;
+    for _ in 0..300 {
+        let r = get(&url).await;
+        assert!(
+            r.cache_status().contains("hit") || r.cache_status().contains("fwd=stale"),
+            "{}",
+            r.cache_status()
+        );
+        early += r.cache_status().contains("refresh-early") as usize;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(early >= 1, "an early refresh was drawn");
+    let status = proxy.status().await;
+    assert!(status["totals"]["early_refreshes"].as_u64().unwrap() >= 1);
+    assert!(
+        status["totals"]["misses"].as_u64().unwrap() <= 2,
+        "{status}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_leader_does_not_strand_its_waiters() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .route("refresh = \"lock\"")
+        .start()
+        .await;
+    let url = proxy.url("/slow");
+    let leader = {
+        let url = url.clone();
+        tokio::spawn(
+            async move { get_with(Method::GET, &url, &[("x-origin-delay-ms", "500")]).await },
+        )
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    leader.abort(); // the client goes away mid-fetch
+    let follower = get_with(Method::GET, &url, &[("x-origin-delay-ms", "500")]).await;
+    assert_eq!(follower.status, 200);
+    assert!(
+        follower.cache_status().contains("collapsed"),
+        "{}",
+        follower.cache_status()
+    );
+    assert_eq!(origin.hits(), 1, "the fetch went on without its client");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn followers_stop_waiting_after_lock_timeout() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .route("refresh = \"lock\"\nlock_timeout = \"100ms\"")
+        .start()
+        .await;
+    let url = proxy.url("/stuck");
+    let u = url.clone();
+    let leader =
+        tokio::spawn(
+            async move { get_with(Method::GET, &u, &[("x-origin-delay-ms", "1000")]).await },
+        );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let follower = get_with(Method::GET, &url, &[("x-origin-delay-ms", "10")]).await;
+    assert_eq!(follower.status, 200);
+    // It went to the origin itself (10 ms) instead of waiting out the leader's second.
+    assert!(
+        follower.elapsed < Duration::from_millis(900),
+        "gave up after lock_timeout: {:?}",
+        follower.elapsed
+    );
+    assert!(follower.body.contains("n=2"), "{}", follower.body);
+    assert_eq!(leader.await.unwrap().status, 200);
+    assert_eq!(origin.hits(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warm_paths_are_fetched_before_anyone_asks_and_kept_fresh() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .route("refresh = \"sus\"\nttl = { 200 = \"400ms\" }\nwarm = [\"/\", \"/feed/\"]\nwarm_host = \"warm.test\"")
+        .start()
+        .await;
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    assert!(
+        origin.hits_for("/feed/") >= 3,
+        "refreshed ahead of each expiry: {}",
+        origin.hits_for("/feed/")
+    );
+    assert!(
+        origin.hits_for("/feed/") <= 5,
+        "about one per lifetime: {}",
+        origin.hits_for("/feed/")
+    );
+    let r = get_with(Method::GET, &proxy.url("/feed/"), &[("host", "warm.test")]).await;
+    assert!(
+        r.cache_status().contains("hit"),
+        "first visitor gets a hit: {}",
+        r.cache_status()
+    );
+}
