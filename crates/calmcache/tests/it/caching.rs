@@ -107,36 +107,17 @@ async fn authorized_requests_are_shared_only_when_the_response_allows() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn origin_max_age_beats_the_route_ttl_unless_overridden() {
     let origin = Origin::start().await;
-    let proxy = Proxy::new(&origin)
-        .route("ttl = { 200 = \"1s\" }")
-        .start()
-        .await;
-    let r = get_with(
-        Method::GET,
-        &proxy.url("/m"),
-        &[("x-origin-cache-control", "max-age=60")],
-    )
-    .await;
-    assert!(
-        r.cache_status().ends_with("ttl=60.0"),
-        "{}",
-        r.cache_status()
-    );
-    let proxy = Proxy::new(&origin)
-        .route("ttl = { 200 = \"1s\" }\noverride_origin = true")
-        .start()
-        .await;
-    let r = get_with(
-        Method::GET,
-        &proxy.url("/m"),
-        &[("x-origin-cache-control", "max-age=60")],
-    )
-    .await;
-    assert!(
-        r.cache_status().ends_with("ttl=1.0"),
-        "{}",
-        r.cache_status()
-    );
+    for (extra, expected) in [("", "ttl=60.0"), ("override_origin = true", "ttl=1.0")] {
+        let route = format!("ttl = {{ 200 = \"1s\" }}\n{extra}");
+        let proxy = Proxy::new(&origin).route(&route).start().await;
+        let max_age = ("x-origin-cache-control", "max-age=60");
+        let r = get_with(Method::GET, &proxy.url("/m"), &[max_age]).await;
+        assert!(
+            r.cache_status().ends_with(expected),
+            "{extra}: {}",
+            r.cache_status()
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
