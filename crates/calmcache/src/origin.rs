@@ -161,12 +161,15 @@ fn page(path: &str, n: u64, min_bytes: usize) -> String {
         now.as_secs(),
         now.subsec_millis()
     );
-    if html.len() + 15 < min_bytes {
+    const TAIL: &str = "</body></html>\n";
+    // "<!--" + padding + "-->\n" + TAIL brings the page to exactly min_bytes.
+    let fixed = html.len() + 4 + 4 + TAIL.len();
+    if fixed < min_bytes {
         html.push_str("<!--");
-        html.extend(std::iter::repeat_n('x', min_bytes - html.len() - 15));
+        html.extend(std::iter::repeat_n('x', min_bytes - fixed));
         html.push_str("-->\n");
     }
-    html.push_str("</body></html>\n");
+    html.push_str(TAIL);
     html
 }
 

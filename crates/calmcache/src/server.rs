@@ -51,43 +51,71 @@ pub struct Running {
     pub proxy: Arc<Proxy>,
     stop: watch::Sender<bool>,
     tasks: JoinSet<()>,
+    workers: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Running {
     /// Stops accepting, lets open requests finish (up to `grace`), then returns.
     pub async fn shutdown(mut self, grace: Duration) {
         let _ = self.stop.send(true);
-        let all = async { while self.tasks.join_next().await.is_some() {} };
+        let workers = std::mem::take(&mut self.workers);
+        let all = async {
+            while self.tasks.join_next().await.is_some() {}
+            let joined = tokio::task::spawn_blocking(move || {
+                workers.into_iter().for_each(|w| drop(w.join()));
+            });
+            let _ = joined.await;
+        };
         if tokio::time::timeout(grace, all).await.is_err() {
+            // Worker threads end with the process; their connections close then.
             tracing::warn!("connections still open after {grace:?}; closing them");
             self.tasks.abort_all();
         }
     }
 }
 
-/// Binds every listener and starts serving on the current runtime.
+/// Binds every listener, then serves: `server.threads` worker threads, each
+/// with its own single-threaded runtime and its own `SO_REUSEPORT` socket per
+/// listen address (the kernel spreads connections; no work stealing, no
+/// cross-thread wakeups on the hit path). The admin listener and warm-up run
+/// on the calling runtime.
 pub async fn start(config: &Config) -> Result<Running, StartError> {
     let proxy = Proxy::new(config).map_err(StartError::Setup)?;
-    let listeners = config
-        .server
-        .listen
-        .iter()
-        .map(|a| bind(*a))
-        .collect::<Result<Vec<_>, _>>()?;
-    let admin_listener = config.admin.as_ref().map(|a| bind(a.listen)).transpose()?;
-    let proxy_addrs: Vec<SocketAddr> = listeners
-        .iter()
-        .filter_map(|l| l.local_addr().ok())
-        .collect();
+    let threads = config.server.threads.max(1);
+    let mut per_thread: Vec<Vec<std::net::TcpListener>> =
+        (0..threads).map(|_| Vec::new()).collect();
+    let mut proxy_addrs = Vec::new();
+    for addr in &config.server.listen {
+        // SO_REUSEPORT would let a second calmcache share a port that is
+        // already taken instead of failing clearly: probe it exclusively first.
+        if addr.port() != 0 {
+            drop(bind_std(*addr, Sharing::Exclusive)?);
+        }
+        // The first socket learns the real port (when 0 was asked); the rest join it.
+        let first = bind_std(*addr, Sharing::PerWorker)?;
+        let actual = first.local_addr().unwrap_or(*addr);
+        proxy_addrs.push(actual);
+        per_thread[0].push(first);
+        for sockets in per_thread.iter_mut().skip(1) {
+            sockets.push(bind_std(actual, Sharing::PerWorker)?);
+        }
+    }
+    let admin_listener = match &config.admin {
+        Some(a) => Some(bind(a.listen)?),
+        None => None,
+    };
     let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
     let (stop, stopped) = watch::channel(false);
-    let mut tasks = JoinSet::new();
-    for listener in listeners {
-        let proxy = proxy.clone();
-        let serve =
-            move |req: Request<Incoming>, peer: SocketAddr| proxy::handle(proxy.clone(), req, peer);
-        tasks.spawn(accept_loop(listener, stopped.clone(), serve));
+    let mut workers = Vec::with_capacity(threads);
+    for (i, sockets) in per_thread.into_iter().enumerate() {
+        let (proxy, stopped) = (proxy.clone(), stopped.clone());
+        let worker = std::thread::Builder::new()
+            .name(format!("calmcache-worker-{i}"))
+            .spawn(move || run_worker(proxy, sockets, stopped))
+            .map_err(|e| StartError::Setup(format!("cannot start worker thread: {e}")))?;
+        workers.push(worker);
     }
+    let mut tasks = JoinSet::new();
     if let Some(listener) = admin_listener {
         let proxy = proxy.clone();
         let serve =
@@ -103,21 +131,55 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         proxy,
         stop,
         tasks,
+        workers,
     })
 }
 
-/// Binds with a deep backlog and `SO_REUSEADDR`, as NGINX does.
-pub(crate) fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
-    let to_err = |source: std::io::Error| {
-        let hint = match source.kind() {
-            std::io::ErrorKind::AddrInUse => {
-                " (another process holds this port; choose another address)"
-            }
-            std::io::ErrorKind::PermissionDenied => " (ports below 1024 need privileges)",
-            _ => "",
-        };
-        StartError::Bind { addr, source, hint }
+/// One worker thread: a current-thread runtime serving its own sockets.
+fn run_worker(
+    proxy: Arc<Proxy>,
+    sockets: Vec<std::net::TcpListener>,
+    stopped: watch::Receiver<bool>,
+) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "worker runtime failed to start");
+            return;
+        }
     };
+    runtime.block_on(async move {
+        let mut loops = JoinSet::new();
+        for socket in sockets {
+            let Ok(listener) = TcpListener::from_std(socket) else {
+                tracing::error!("worker could not adopt its listening socket");
+                continue;
+            };
+            let proxy = proxy.clone();
+            let serve = move |req: Request<Incoming>, peer: SocketAddr| {
+                proxy::handle(proxy.clone(), req, peer)
+            };
+            loops.spawn(accept_loop(listener, stopped.clone(), serve));
+        }
+        while loops.join_next().await.is_some() {}
+    });
+}
+
+/// How a listening socket is shared.
+#[derive(Clone, Copy)]
+enum Sharing {
+    /// Only this socket on the address (admin, origin, and the probe in `start`).
+    Exclusive,
+    /// One socket per worker on the same address (`SO_REUSEPORT`).
+    PerWorker,
+}
+
+/// Binds with a deep backlog and `SO_REUSEADDR`, as NGINX does.
+fn bind_std(addr: SocketAddr, sharing: Sharing) -> Result<std::net::TcpListener, StartError> {
+    let to_err = |source: std::io::Error| bind_error(addr, source);
     let socket = socket2::Socket::new(
         socket2::Domain::for_address(addr),
         socket2::Type::STREAM,
@@ -125,10 +187,34 @@ pub(crate) fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
     )
     .map_err(to_err)?;
     socket.set_reuse_address(true).map_err(to_err)?;
+    #[cfg(unix)]
+    if let Sharing::PerWorker = sharing {
+        socket.set_reuse_port(true).map_err(to_err)?;
+    }
     socket.set_nonblocking(true).map_err(to_err)?;
     socket.bind(&addr.into()).map_err(to_err)?;
     socket.listen(4096).map_err(to_err)?;
-    TcpListener::from_std(socket.into()).map_err(to_err)
+    Ok(socket.into())
+}
+
+fn bind_error(addr: SocketAddr, source: std::io::Error) -> StartError {
+    let hint = match source.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            " (another process holds this port; choose another address)"
+        }
+        std::io::ErrorKind::PermissionDenied => " (ports below 1024 need privileges)",
+        _ => "",
+    };
+    StartError::Bind { addr, source, hint }
+}
+
+fn to_tokio(socket: std::net::TcpListener, addr: SocketAddr) -> Result<TcpListener, StartError> {
+    TcpListener::from_std(socket).map_err(|e| bind_error(addr, e))
+}
+
+/// Binds one listener on the current runtime (admin, bundled origin).
+pub(crate) fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
+    to_tokio(bind_std(addr, Sharing::Exclusive)?, addr)
 }
 
 pub(crate) async fn accept_loop<S, F, B>(
