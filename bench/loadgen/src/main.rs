@@ -217,6 +217,7 @@ struct Summary {
     error_kinds: BTreeMap<String, u64>,
     max_dispatch_lag_ms: f64,
     mean_dispatch_lag_ms: f64,
+    connections_opened: u64,
 }
 
 /// `expected` is the number of counted requests scheduled; any that produced
@@ -441,13 +442,8 @@ async fn run(args: Args) -> Result<Summary> {
     let _ = tokio::time::timeout_at(hard_stop + Duration::from_secs(1), collect).await;
     stop.store(true, Ordering::Relaxed);
     let _ = dispatcher.join();
-    let summary = summarize(&records, schedule.counted_total(), args.miss_threshold_ms);
-    if !args.json {
-        eprintln!(
-            "connections opened: {}",
-            pool.opened.load(Ordering::Relaxed)
-        );
-    }
+    let mut summary = summarize(&records, schedule.counted_total(), args.miss_threshold_ms);
+    summary.connections_opened = pool.opened.load(Ordering::Relaxed);
     Ok(summary)
 }
 
@@ -470,6 +466,7 @@ fn to_json(args: &Args, s: &Summary) -> serde_json::Value {
         "mean_ms": round3(s.mean_ms),
         "max_dispatch_lag_ms": round3(s.max_dispatch_lag_ms),
         "mean_dispatch_lag_ms": round3(s.mean_dispatch_lag_ms),
+        "connections_opened": s.connections_opened,
         "status": s.status,
         "cache_status": s.cache_status,
         "error_kinds": s.error_kinds,
@@ -512,8 +509,8 @@ fn print_table(args: &Args, s: &Summary) {
         println!("  {v:>8}  {k}");
     }
     println!(
-        "dispatch lag (generator health): mean {:.2} ms, max {:.2} ms",
-        s.mean_dispatch_lag_ms, s.max_dispatch_lag_ms
+        "dispatch lag (generator health): mean {:.2} ms, max {:.2} ms; connections opened: {}",
+        s.mean_dispatch_lag_ms, s.max_dispatch_lag_ms, s.connections_opened
     );
 }
 
