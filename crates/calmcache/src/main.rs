@@ -148,7 +148,9 @@ fn serve(path: &std::path::Path) -> anyhow::Result<()> {
             std::process::exit(e.exit_code());
         }
     };
-    runtime(config.server.threads)?.block_on(async {
+    // The proxy's own worker threads are started by `calmcache::start`; this
+    // runtime only carries the admin listener, warm-up and signals.
+    runtime(1)?.block_on(async {
         let running = calmcache::start(&config).await?;
         for addr in &running.proxy_addrs {
             tracing::info!(%addr, "calmcache listening");
