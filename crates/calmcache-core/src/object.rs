@@ -40,6 +40,17 @@ impl ObjectMeta {
         self.freshness.ttl_left(self.resident(now))
     }
 
+    /// SUS's delta (seed 002): the fetch time, but at least 10% of the lifetime.
+    pub fn sus_delta(&self) -> Duration {
+        self.fetch_time.max(self.freshness.lifetime / 10)
+    }
+
+    /// Expired less than one SUS delta ago: a refresh started in the window
+    /// may still be landing, so SUS keeps answering from this copy.
+    pub fn within_refresh_landing(&self, now: Instant) -> bool {
+        now < self.expires_at() + self.sus_delta()
+    }
+
     /// Still inside its freshness lifetime.
     pub fn is_fresh(&self, now: Instant) -> bool {
         now < self.expires_at()

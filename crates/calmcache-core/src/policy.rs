@@ -85,7 +85,7 @@ pub fn decide<R: Rng + ?Sized>(
     let delta = match policy.mode {
         RefreshMode::None | RefreshMode::Lock => return Decision::Fresh,
         RefreshMode::Per => meta.fetch_time,
-        RefreshMode::Sus => meta.fetch_time.max(meta.freshness.lifetime / 10),
+        RefreshMode::Sus => meta.sus_delta(),
     };
     let left = meta.expires_at().saturating_duration_since(now);
     if !draws_early_refresh(delta, policy.beta, left, rng) {

@@ -10,6 +10,8 @@ pub enum CacheStatus {
     HitRefreshEarly,
     /// Served stale inside stale-while-revalidate; a background refresh runs.
     StaleWhileRevalidate,
+    /// Served just-expired under SUS while the refresh of it is in flight.
+    StaleRefreshInFlight,
     /// Served stale because the origin failed (stale-if-error).
     StaleIfError,
     /// Not in the cache: fetched, and stored.
@@ -35,6 +37,7 @@ impl CacheStatus {
             CacheStatus::Hit => "hit",
             CacheStatus::HitRefreshEarly => "hit-refresh-early",
             CacheStatus::StaleWhileRevalidate => "stale-while-revalidate",
+            CacheStatus::StaleRefreshInFlight => "stale-refresh-in-flight",
             CacheStatus::StaleIfError => "stale-if-error",
             CacheStatus::MissStored => "miss-stored",
             CacheStatus::MissNotStored => "miss",
@@ -50,7 +53,10 @@ impl CacheStatus {
     pub fn served_from_cache(self) -> bool {
         matches!(
             self,
-            CacheStatus::Hit | CacheStatus::HitRefreshEarly | CacheStatus::StaleWhileRevalidate
+            CacheStatus::Hit
+                | CacheStatus::HitRefreshEarly
+                | CacheStatus::StaleWhileRevalidate
+                | CacheStatus::StaleRefreshInFlight
         )
     }
 
@@ -61,6 +67,7 @@ impl CacheStatus {
             CacheStatus::Hit => "hit",
             CacheStatus::HitRefreshEarly => "hit; detail=refresh-early",
             CacheStatus::StaleWhileRevalidate => "hit; detail=stale-while-revalidate",
+            CacheStatus::StaleRefreshInFlight => "hit; detail=refresh-in-flight",
             CacheStatus::StaleIfError => "fwd=stale; detail=stale-if-error",
             CacheStatus::MissStored => "fwd=miss; stored",
             CacheStatus::MissNotStored => "fwd=miss",

@@ -213,7 +213,7 @@ fn concat(mut chunks: Vec<Bytes>, total: usize) -> Bytes {
 /// How long to wait before refreshing a warmed object: SUS's delta before expiry.
 pub fn warm_refresh_in(object: &CachedObject, now: Instant) -> Duration {
     let meta = &object.meta;
-    let lead = meta.fetch_time.max(meta.freshness.lifetime / 10);
+    let lead = meta.sus_delta();
     meta.expires_at()
         .saturating_duration_since(now)
         .saturating_sub(lead)

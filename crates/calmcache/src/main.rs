@@ -173,10 +173,8 @@ fn run_demo(opts: demo::DemoOptions) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let running = calmcache::start(&config).await?;
         let proxy = running.proxy_addrs.first().copied().unwrap_or(opts.listen);
-        println!(
-            "{}",
-            demo::banner(proxy, running.admin_addr.unwrap_or(opts.admin), origin.addr)
-        );
+        let admin = running.admin_addr.unwrap_or(opts.admin);
+        say(&demo::banner(proxy, admin, origin.addr));
         stop_signal().await;
         origin.stop();
         running.shutdown(Duration::from_secs(5)).await;
@@ -188,11 +186,19 @@ fn run_origin(opts: origin::OriginOptions) -> anyhow::Result<()> {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     runtime(threads)?.block_on(async {
         let origin = origin::start(opts).await?;
-        println!("http://{}/", origin.addr);
+        say(&format!("http://{}/", origin.addr));
         stop_signal().await;
         origin.stop();
         Ok(())
     })
+}
+
+/// Prints to stdout; a reader that went away (`calmcache demo | head -1`) is
+/// not a reason to stop serving, so write errors are ignored.
+fn say(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}").and_then(|()| out.flush());
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -149,16 +149,19 @@ async fn fetch(
         }
         Lookup::Follower(waiter) => waiter,
     };
-    // SUS answers every request at once: while the refresh is in flight, the
-    // copy that just expired is served (unless the origin forbade stale use).
-    if let Some(copy) = stale
-        .as_ref()
-        .filter(|s| route.policy.mode == RefreshMode::Sus && !s.meta.freshness.stale_forbidden)
-    {
+    // SUS answers every request at once: while the refresh is in flight, a
+    // copy that expired less than one delta ago is served (unless the origin
+    // forbade stale use); an older one waits like `lock`.
+    let landing = |s: &&Arc<CachedObject>| {
+        route.policy.mode == RefreshMode::Sus
+            && !s.meta.freshness.stale_forbidden
+            && s.meta.within_refresh_landing(Instant::now())
+    };
+    if let Some(copy) = stale.as_ref().filter(landing) {
         return serve(
             route,
             copy,
-            CacheStatus::StaleWhileRevalidate,
+            CacheStatus::StaleRefreshInFlight,
             head_only,
             Instant::now(),
         );

@@ -65,9 +65,9 @@ impl Activity {
         self.requests.inc();
         match status {
             CacheStatus::Hit | CacheStatus::HitRefreshEarly => self.hits.inc(),
-            CacheStatus::StaleWhileRevalidate | CacheStatus::StaleIfError => {
-                self.stale_served.inc()
-            }
+            CacheStatus::StaleWhileRevalidate
+            | CacheStatus::StaleRefreshInFlight
+            | CacheStatus::StaleIfError => self.stale_served.inc(),
             CacheStatus::MissCollapsed | CacheStatus::ExpiredCollapsed => {
                 self.misses.inc();
                 self.coalesced_waits.inc();

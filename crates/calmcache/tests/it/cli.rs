@@ -121,16 +121,20 @@ fn demo_prints_the_proxy_url_first_and_serves_cached_pages() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // Regression: the demo used to panic on a closed stdout ("failed printing
+    // to stdout") when its reader stopped after the first line, killing the
+    // origin under a running proxy. Read one line and close the pipe on purpose.
     let mut first = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut first)
         .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
     assert_eq!(first.trim(), format!("http://127.0.0.1:{p}/"));
     let rt = tokio::runtime::Runtime::new().unwrap();
     let reply = rt.block_on(calmcache_testkit::get(&format!("http://127.0.0.1:{p}/")));
     let _ = child.kill();
     let _ = child.wait();
-    assert_eq!(reply.status, 200);
+    assert_eq!(reply.status, 200, "{reply:?}");
     assert!(reply.body.contains("Generated at"));
     assert!(reply.cache_status().starts_with("calmcache;"));
 }

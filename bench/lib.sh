@@ -1,0 +1,549 @@
+# shellcheck shell=bash
+# Shared helpers for the calmcache benchmarks (bench/microcache, bench/stampede,
+# bench/hits). Source it; do not run it.
+#
+# Everything it starts is tracked and killed on exit (trap), every wait is
+# bounded, and all traffic stays on 127.0.0.1.
+#
+# Environment knobs:
+#   BENCH_NO_BUILD=1   use the existing target/release binaries
+#   BENCH_KEEP_TMP=1   keep the temp dir (configs, logs, cache dirs) after exit
+#                      (it is always kept when the script fails, not when
+#                      it is interrupted)
+#   BENCH_RESULTS=DIR  where raw results go (default bench/results/NAME-DATE)
+#   BENCH_CALMCACHE=F  another calmcache binary (e.g. a stand-in origin for
+#                      testing the NGINX/Varnish rows of a script)
+
+BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_DIR="$(cd "$BENCH_DIR/.." && pwd)"
+CALMCACHE="${BENCH_CALMCACHE:-$REPO_DIR/target/release/calmcache}"
+LOADGEN="$REPO_DIR/target/release/loadgen"
+
+BENCH_PIDS=()
+BENCH_PORTS=()
+BENCH_TMP=""
+BENCH_SEQ=0
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() {
+	log "ERROR: $*"
+	exit 1
+}
+
+# ---------------------------------------------------------------- setup ----
+
+# bench_init NAME: temp dir, results dir, exit trap, fd limit.
+bench_init() {
+	local name="$1"
+	BENCH_TMP="$(mktemp -d "/tmp/calmcache-bench-$name.XXXXXX")"
+	# nginx workers run as nobody and varnish's jail as varnish/vcache: they
+	# must be able to reach their dirs under here.
+	chmod 0755 "$BENCH_TMP"
+	BENCH_RESULTS="${BENCH_RESULTS:-$BENCH_DIR/results/$name-$(date +%Y%m%d-%H%M%S)}"
+	mkdir -p "$BENCH_RESULTS"
+	trap bench_cleanup EXIT
+	trap 'log "interrupted"; exit 130' INT TERM
+	ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+}
+
+bench_cleanup() {
+	local rc=$?
+	stop_all
+	if [[ -n "$BENCH_TMP" && -d "$BENCH_TMP" ]]; then
+		if [[ "${BENCH_KEEP_TMP:-0}" == 1 || ($rc -ne 0 && $rc -ne 130) ]]; then
+			log "kept temp dir $BENCH_TMP (logs, configs)"
+		else
+			rm -rf "$BENCH_TMP"
+		fi
+	fi
+	return "$rc"
+}
+
+# ensure_tools: install nginx, varnish, wrk, ab, curl when absent (Debian).
+ensure_tools() {
+	local missing=()
+	command -v nginx >/dev/null || missing+=(nginx)
+	command -v varnishd >/dev/null || missing+=(varnish)
+	command -v wrk >/dev/null || missing+=(wrk)
+	command -v ab >/dev/null || missing+=(apache2-utils)
+	command -v curl >/dev/null || missing+=(curl)
+	command -v ss >/dev/null || missing+=(iproute2)
+	if ((${#missing[@]})); then
+		log "installing ${missing[*]}"
+		local sudo=""
+		[[ $EUID -ne 0 ]] && sudo="sudo"
+		$sudo apt-get update
+		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y "${missing[@]}"
+	fi
+	# Debian starts the packaged services on install; ours run on their own
+	# ports and configs, so the system ones are left alone.
+}
+
+# build_release: calmcache and loadgen release binaries, and check that the
+# proxy has the subcommands the benchmarks use.
+build_release() {
+	if [[ "${BENCH_NO_BUILD:-0}" != 1 ]]; then
+		log "cargo build --release -p calmcache -p calmcache-loadgen"
+		(cd "$REPO_DIR" && cargo build --release -p calmcache -p calmcache-loadgen) >&2
+	fi
+	[[ -x "$CALMCACHE" ]] || die "$CALMCACHE missing (build failed?)"
+	[[ -x "$LOADGEN" ]] || die "$LOADGEN missing (build failed?)"
+	local help
+	help="$("$CALMCACHE" --help 2>&1 || true)"
+	if ! grep -qw origin <<<"$help" || ! grep -qw serve <<<"$help"; then
+		die "target/release/calmcache has no 'origin'/'serve' subcommands yet"
+	fi
+}
+
+# print_versions: versions of everything measured, to stdout and the results dir.
+print_versions() {
+	local rev dirty=""
+	rev="$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+	if [[ -n "$(git -C "$REPO_DIR" status --porcelain --untracked-files=no 2>/dev/null)" ]]; then
+		dirty="-dirty"
+	fi
+	{
+		echo "## versions"
+		echo "calmcache   git $rev$dirty ($("$CALMCACHE" --version 2>/dev/null || echo '?'))"
+		echo "nginx       $(nginx -v 2>&1 | sed 's/^nginx version: //')"
+		echo "varnishd    $(varnishd -V 2>&1 | head -1)"
+		echo "wrk         $(wrk -v 2>&1 | head -1 | awk '{print $2}')"
+		echo "rustc       $(rustc --version 2>/dev/null || echo '?')"
+		echo "kernel      $(uname -sr)"
+		echo "cpu         $(nproc) x $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+		echo "date        $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	} | tee "$BENCH_RESULTS/versions.txt"
+}
+
+# ---------------------------------------------------------- processes ----
+
+# spawn NAME CMD...: run CMD in the background, log to $BENCH_TMP/NAME.log,
+# remember its pid (in SPAWNED_PID too).
+spawn() {
+	local name="$1"
+	shift
+	"$@" >"$BENCH_TMP/$name.log" 2>&1 &
+	SPAWNED_PID=$!
+	BENCH_PIDS+=("$SPAWNED_PID")
+}
+
+# stop_pid PID: TERM, up to 5 s grace, then KILL.
+stop_pid() {
+	local pid="$1" i
+	kill -0 "$pid" 2>/dev/null || {
+		wait "$pid" 2>/dev/null || true
+		return 0
+	}
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < 50; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+}
+
+# stop_all: stop everything this script started (newest first).
+stop_all() {
+	local i
+	for ((i = ${#BENCH_PIDS[@]} - 1; i >= 0; i--)); do
+		stop_pid "${BENCH_PIDS[$i]}"
+	done
+	BENCH_PIDS=()
+	BENCH_PORTS=()
+}
+
+# free_port: a loopback TCP port nobody listens on and we have not handed out.
+free_port() {
+	local port tries used
+	used="$(ss -Htan 2>/dev/null | awk '{n=split($4,a,":"); print a[n]}')"
+	for ((tries = 0; tries < 200; tries++)); do
+		# below the kernel's ephemeral range (32768+), so no outgoing socket takes it
+		port=$((20000 + RANDOM % 12000))
+		grep -qx "$port" <<<"$used" && continue
+		[[ " ${BENCH_PORTS[*]} " == *" $port "* ]] && continue
+		BENCH_PORTS+=("$port")
+		echo "$port"
+		return 0
+	done
+	die "no free port found"
+}
+
+# wait_http URL PID [SECONDS]: until URL answers (any HTTP status), or die
+# with the log of the process if it exits or the time runs out.
+wait_http() {
+	local url="$1" pid="$2" secs="${3:-15}" i
+	for ((i = 0; i < secs * 10; i++)); do
+		if curl -s -o /dev/null -m 2 "$url"; then
+			return 0
+		fi
+		if ! kill -0 "$pid" 2>/dev/null; then
+			log "process $pid exited while waiting for $url"
+			tail -n 30 "$BENCH_TMP"/*.log >&2 || true
+			die "start-up failed"
+		fi
+		sleep 0.1
+	done
+	tail -n 30 "$BENCH_TMP"/*.log >&2 || true
+	die "$url did not answer within ${secs}s"
+}
+
+# fetch_header URL HEADER: value of one response header of a GET (empty if none).
+fetch_header() {
+	curl -s -m 10 -o /dev/null -D - "$1" | tr -d '\r' |
+		awk -v h="$(tr '[:upper:]' '[:lower:]' <<<"$2")" 'BEGIN{FS=": "} tolower($1)==h {sub(/^[^:]*: /,""); print; exit}'
+}
+
+# cache_header URL: the first of Cache-Status / X-Cache-Status / X-Cache.
+cache_header() {
+	curl -s -m 10 -o /dev/null -D - "$1" | tr -d '\r' |
+		awk 'tolower($0) ~ /^(cache-status|x-cache-status|x-cache):/ {print; exit}'
+}
+
+# ------------------------------------------------------------- origin ----
+
+# start_origin ARGS...: `calmcache origin` on a free port; sets ORIGIN_PORT.
+start_origin() {
+	ORIGIN_PORT="$(free_port)"
+	spawn origin "$CALMCACHE" origin --listen "127.0.0.1:$ORIGIN_PORT" "$@"
+	ORIGIN_PID=$SPAWNED_PID
+	wait_http "http://127.0.0.1:$ORIGIN_PORT/__origin/stats" "$ORIGIN_PID"
+}
+
+origin_stats() {
+	curl -s -m 5 "http://127.0.0.1:$ORIGIN_PORT/__origin/stats" ||
+		die "origin on port $ORIGIN_PORT does not answer /__origin/stats (curl exit $?)"
+}
+
+# origin_requests: GETs the origin has served since the last reset.
+origin_requests() {
+	origin_stats | sed -n 's/.*"requests"[[:space:]]*:[[:space:]]*\([0-9]*\).*/\1/p'
+}
+
+origin_reset() {
+	curl -s -m 5 -o /dev/null -X POST "http://127.0.0.1:$ORIGIN_PORT/__origin/reset" ||
+		die "origin on port $ORIGIN_PORT does not answer /__origin/reset (curl exit $?)"
+}
+
+# wait_origin_idle: until no request is in flight at the origin (max 10 s), so
+# a fill triggered by a readiness probe does not leak into the next count.
+wait_origin_idle() {
+	local i
+	for ((i = 0; i < 100; i++)); do
+		origin_stats | grep -Eq '"in_flight"[[:space:]]*:[[:space:]]*0([^0-9]|$)' && return 0
+		sleep 0.1
+	done
+	log "origin still busy after 10 s"
+}
+
+# ---------------------------------------------------------- calmcache ----
+
+# start_calmcache ORIGIN_PORT ROUTE_TOML: calmcache serve with a memory zone;
+# ROUTE_TOML is appended to the single [[routes]] table (upstream "app",
+# zone "ram" unless ROUTE_TOML says `#nozone`). Sets PROXY_PORT, ADMIN_PORT.
+start_calmcache() {
+	local origin_port="$1" route="$2" dir zone_line='zone = "ram"'
+	PROXY_PORT="$(free_port)"
+	ADMIN_PORT="$(free_port)"
+	BENCH_SEQ=$((BENCH_SEQ + 1))
+	dir="$BENCH_TMP/calmcache-$BENCH_SEQ"
+	mkdir -p "$dir"
+	[[ "$route" == *"#nozone"* ]] && zone_line=""
+	cat >"$dir/calmcache.toml" <<EOF
+[server]
+listen = ["127.0.0.1:$PROXY_PORT"]
+threads = 2
+
+[admin]
+listen = "127.0.0.1:$ADMIN_PORT"
+
+[upstreams.app]
+servers = ["127.0.0.1:$origin_port"]
+keepalive = 32
+
+[zones.ram]
+kind = "memory"
+max_size = "256MiB"
+max_object_size = "16MiB"
+
+[[routes]]
+upstream = "app"
+$zone_line
+$route
+EOF
+	PROXY_CONFIG="$dir/calmcache.toml"
+	spawn calmcache "$CALMCACHE" serve --config "$PROXY_CONFIG"
+	PROXY_PID=$SPAWNED_PID
+	wait_http "http://127.0.0.1:$ADMIN_PORT/status" "$PROXY_PID"
+}
+
+# calm_status: the admin counters (JSON) of the running calmcache.
+calm_status() { curl -s -m 5 "http://127.0.0.1:$ADMIN_PORT/status" || true; }
+
+# -------------------------------------------------------------- nginx ----
+
+# start_nginx MODE ORIGIN_PORT [TTL]: nginx with its own config; sets PROXY_PORT.
+# NGINX_SENDFILE=off turns sendfile off (faster for small cached bodies here).
+#   proxy    proxy_pass only (no cache)
+#   cache    proxy_cache + proxy_cache_valid 200 TTL
+#   lockbg   cache + proxy_cache_lock + use_stale updating + background_update
+#   honor    proxy_cache, freshness from the origin's Cache-Control
+#   ceiling  `return 200` with a 1 KB body (no upstream)
+start_nginx() {
+	local mode="$1" origin_port="$2" ttl="${3:-1s}" dir loc
+	PROXY_PORT="$(free_port)"
+	BENCH_SEQ=$((BENCH_SEQ + 1))
+	dir="$BENCH_TMP/nginx-$BENCH_SEQ"
+	mkdir -p "$dir/cache" "$dir/tmp"
+	chmod 0755 "$dir" "$dir/tmp"
+	local proxy='proxy_pass http://app;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";'
+	# shellcheck disable=SC2016 # $upstream_cache_status is an nginx variable
+	local cache='proxy_cache calm;
+            add_header X-Cache-Status $upstream_cache_status always;'
+	case "$mode" in
+	proxy) loc="$proxy" ;;
+	cache) loc="$proxy
+            $cache
+            proxy_cache_valid 200 $ttl;" ;;
+	lockbg) loc="$proxy
+            $cache
+            proxy_cache_valid 200 $ttl;
+            proxy_cache_lock on;
+            proxy_cache_use_stale updating;
+            proxy_cache_background_update on;" ;;
+	honor) loc="$proxy
+            $cache" ;;
+	ceiling) loc="default_type text/html;
+            return 200 \"$(head -c 1024 /dev/zero | tr '\0' 'x')\";" ;;
+	*) die "unknown nginx mode $mode" ;;
+	esac
+	cat >"$dir/nginx.conf" <<EOF
+worker_processes 2;
+worker_rlimit_nofile 65536;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 8192; }
+http {
+    access_log off;
+    sendfile ${NGINX_SENDFILE:-on};
+    tcp_nopush off;   # Debian's default 'on' stalls cached hits over ~64 KB by 40 ms
+    tcp_nodelay on;
+    keepalive_timeout 75s;
+    keepalive_requests 1000000;
+    client_body_temp_path $dir/tmp/body;
+    proxy_temp_path $dir/tmp/proxy;
+    fastcgi_temp_path $dir/tmp/fastcgi;
+    uwsgi_temp_path $dir/tmp/uwsgi;
+    scgi_temp_path $dir/tmp/scgi;
+    proxy_cache_path $dir/cache levels=1:2 keys_zone=calm:16m max_size=1g inactive=10m use_temp_path=off;
+    upstream app {
+        server 127.0.0.1:$origin_port;
+        keepalive 32;
+        keepalive_requests 1000000;
+    }
+    server {
+        listen 127.0.0.1:$PROXY_PORT;
+        location / {
+            $loc
+        }
+    }
+}
+EOF
+	PROXY_CONFIG="$dir/nginx.conf"
+	spawn "nginx-$BENCH_SEQ" nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;'
+	PROXY_PID=$SPAWNED_PID
+	wait_listen "$PROXY_PORT" "$PROXY_PID"
+}
+
+# wait_listen PORT PID: until something listens on 127.0.0.1:PORT (max 15 s).
+wait_listen() {
+	local port="$1" pid="$2" i
+	for ((i = 0; i < 150; i++)); do
+		if ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; then
+			return 0
+		fi
+		if ! kill -0 "$pid" 2>/dev/null; then
+			tail -n 30 "$BENCH_TMP"/*.log >&2 || true
+			die "process $pid exited before listening on $port"
+		fi
+		sleep 0.1
+	done
+	die "nothing listens on $port after 15 s"
+}
+
+# ------------------------------------------------------------ varnish ----
+
+# start_varnish MODE ORIGIN_PORT [TTL GRACE]: varnishd in the foreground with a
+# generated VCL and a 256 MB malloc store; sets PROXY_PORT. It adds
+# `X-Cache: HIT|MISS` (HIT = served from a cached object, fresh or in grace).
+#   grace    beresp.ttl = TTL, beresp.grace = GRACE, whatever the origin says
+#   honor    freshness from the origin's Cache-Control (built-in VCL)
+start_varnish() {
+	local mode="$1" origin_port="$2" ttl="${3:-1s}" grace="${4:-10s}" dir be_resp=""
+	PROXY_PORT="$(free_port)"
+	BENCH_SEQ=$((BENCH_SEQ + 1))
+	dir="$BENCH_TMP/varnish-$BENCH_SEQ"
+	mkdir -p "$dir"
+	chmod 0755 "$dir"
+	case "$mode" in
+	grace) be_resp="set beresp.ttl = $ttl; set beresp.grace = $grace;" ;;
+	honor) be_resp="" ;;
+	*) die "unknown varnish mode $mode" ;;
+	esac
+	cat >"$dir/default.vcl" <<EOF
+vcl 4.1;
+backend default {
+    .host = "127.0.0.1";
+    .port = "$origin_port";
+}
+sub vcl_backend_response {
+    $be_resp
+}
+sub vcl_deliver {
+    if (obj.hits > 0) {
+        set resp.http.X-Cache = "HIT";
+    } else {
+        set resp.http.X-Cache = "MISS";
+    }
+}
+EOF
+	PROXY_CONFIG="$dir/default.vcl"
+	# As root, varnishd's default jail (-j unix) drops to the packaged
+	# 'varnish'/'vcache' users, which works here; '-j none' is the fallback
+	# where those users do not exist.
+	local jail=()
+	if [[ $EUID -eq 0 ]] && ! getent passwd vcache >/dev/null; then
+		jail=(-j none)
+	fi
+	spawn "varnish-$BENCH_SEQ" varnishd -F "${jail[@]}" -a "127.0.0.1:$PROXY_PORT" \
+		-T 127.0.0.1:0 -n "$dir/work" -f "$dir/default.vcl" -s malloc,256m
+	PROXY_PID=$SPAWNED_PID
+	wait_listen "$PROXY_PORT" "$PROXY_PID"
+}
+
+# -------------------------------------------------------------- tools ----
+
+# background_cpu: percent of all CPUs busy over 0.5 s, measured while none of
+# our processes run: other people's builds or benchmarks spoil the figures.
+background_cpu() {
+	local a b
+	a="$(head -1 /proc/stat)"
+	sleep 0.5
+	b="$(head -1 /proc/stat)"
+	awk -v a="$a" -v b="$b" 'BEGIN {
+		n = split(a, x, " "); split(b, y, " ")
+		for (i = 2; i <= n; i++) { d = y[i] - x[i]; tot += d; if (i == 5 || i == 6) idle += d }
+		printf "%.0f\n", (tot > 0 ? 100 * (1 - idle / tot) : 0)
+	}'
+}
+
+# check_quiet LABEL: measure background CPU (sets BG_CPU) and warn when the
+# machine is not quiet enough to measure.
+check_quiet() {
+	stop_all
+	BG_CPU="$(background_cpu)"
+	if ((BG_CPU > 10)); then
+		log "WARNING: $1: ${BG_CPU}% of the CPUs busy before the run (someone else is using the machine): figures unreliable"
+	fi
+}
+
+# warn_if_noisy RAW_TSV COLUMN: summary warning if any row had background CPU.
+warn_if_noisy() {
+	local worst
+	worst="$(awk -F'\t' -v c="$2" 'NR > 1 && $c + 0 > m {m = $c + 0} END {print m + 0}' "$1")"
+	if ((worst > 10)); then
+		echo "WARNING: up to ${worst}% of the CPUs were busy with other work before some rows (column bg_cpu in raw.tsv): rerun on a quiet machine before quoting these figures"
+	fi
+}
+
+# run_bounded SECONDS OUTFILE CMD...: CMD with stdout+stderr to OUTFILE, killed
+# after SECONDS; run in the background and waited for, so that a TERM or INT
+# to the script is handled at once (bash defers traps while a foreground
+# child runs). Returns CMD's exit status.
+run_bounded() {
+	local secs="$1" out="$2" pid rc=0
+	shift 2
+	timeout "$secs" "$@" >"$out" 2>&1 &
+	pid=$!
+	BENCH_PIDS+=("$pid")
+	wait "$pid" || rc=$?
+	return "$rc"
+}
+
+# run_wrk OUTFILE SECONDS THREADS CONNS URL: wrk with --latency, bounded.
+# The 10 s socket timeout keeps wrk from dropping slow requests (its default
+# of 2 s would hide the origin-alone row's 3 s latencies as "timeouts").
+run_wrk() {
+	local out="$1" secs="$2" threads="$3" conns="$4" url="$5" rc=0
+	run_bounded $((secs + 30)) "$out" wrk -t"$threads" -c"$conns" -d"${secs}s" --timeout 10s --latency "$url" || rc=$?
+	if ((rc != 0)); then log "wrk exited with $rc (see $out)"; fi
+}
+
+# wrk_parse FILE: "rps mean_ms stdev_ms p99_ms max_ms errors", from wrk --latency output.
+wrk_parse() {
+	awk '
+	function ms(v,   n, u) {
+		n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+		if (u == "us") return n / 1000
+		if (u == "ms") return n
+		if (u == "s") return n * 1000
+		if (u == "m") return n * 60000
+		if (u == "h") return n * 3600000
+		return n
+	}
+	$1 == "Latency" && NF >= 4 { mean = ms($2); sd = ms($3); mx = ms($4) }
+	$1 == "99%" { p99 = ms($2) }
+	$1 == "Requests/sec:" { rps = $2 }
+	/Socket errors:/ { gsub(/,/, ""); err += $4 + $6 + $8 + $10 }
+	/Non-2xx or 3xx responses:/ { err += $NF }
+	END {
+		if (rps == "") { print "NA NA NA NA NA NA"; exit }
+		printf "%.1f %.3f %.3f %.3f %.3f %d\n", rps, mean, sd, p99, mx, err
+	}' "$1"
+}
+
+# json_num KEY: a top-level number from a one-line JSON object on stdin.
+json_num() {
+	sed -n "s/.*\"$1\"[[:space:]]*:[[:space:]]*\(-\{0,1\}[0-9.eE+-]*\).*/\1/p" | head -1
+}
+
+# json_obj KEY: a flat {...} object value from one-line JSON on stdin.
+json_obj() {
+	sed -n "s/.*\"$1\"[[:space:]]*:[[:space:]]*\({[^}]*}\).*/\1/p" | head -1
+}
+
+# filter_rows WANTED ROW...: the ROWs named in the comma list WANTED (all if empty).
+filter_rows() {
+	local wanted="$1" r
+	shift
+	for r in "$@"; do
+		if [[ -z "$wanted" || ",$wanted," == *",$r,"* ]]; then echo "$r"; fi
+	done
+}
+
+# median: median of the numbers on stdin (NA ignored; NA if none).
+median() {
+	grep -Ev '^(NA|)$' | sort -g | awk '{v[NR] = $1} END {
+		if (NR == 0) { print "NA"; exit }
+		if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2
+	}'
+}
+
+# ratio A B [DIGITS]: A / B, or NA.
+ratio() {
+	awk -v a="$1" -v b="$2" -v d="${3:-2}" 'BEGIN {
+		if (a == "NA" || b == "NA" || b + 0 == 0) print "NA"; else printf "%.*f\n", d, a / b
+	}'
+}
+
+# fmt_ms MS: 0.123 -> "0.12 ms", 1234 -> "1.23 s".
+fmt_ms() {
+	awk -v v="$1" 'BEGIN {
+		if (v == "NA") print "NA"
+		else if (v >= 1000) printf "%.2f s\n", v / 1000
+		else if (v >= 100) printf "%.0f ms\n", v
+		else printf "%.2f ms\n", v
+	}'
+}
