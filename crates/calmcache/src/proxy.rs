@@ -329,6 +329,9 @@ fn fetch_request(req: &Request<Incoming>, client: SocketAddr) -> FetchRequest {
         header::IF_UNMODIFIED_SINCE,
         header::IF_RANGE,
         header::RANGE,
+        // A fill sends no body: a GET's own body stays with its client.
+        header::CONTENT_LENGTH,
+        header::EXPECT,
     ] {
         headers.remove(name);
     }

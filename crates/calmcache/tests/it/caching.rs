@@ -148,3 +148,24 @@ async fn hop_by_hop_headers_are_dropped_and_forwarding_headers_added() {
     assert_eq!(r.cache_status(), "calmcache; fwd=bypass");
     assert_eq!(origin.hits(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_with_a_body_does_not_hang_the_fill() {
+    // A GET's body stays with its client: the fill sends none and must not
+    // announce one (the proxy drops Content-Length and Expect from fills).
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin).start().await;
+    let addr = proxy.url("").trim_start_matches("http://").to_string();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let request = format!("GET /with-body HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    let read = stream.read_to_string(&mut response);
+    tokio::time::timeout(Duration::from_secs(5), read)
+        .await
+        .expect("answered")
+        .unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.contains("fwd=miss; stored"), "{response}");
+}
