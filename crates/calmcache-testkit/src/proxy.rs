@@ -1,6 +1,6 @@
 //! An in-process calmcache on `127.0.0.1:0`, configured by a few lines of TOML.
 //!
-//! ```ignore
+//! ```text
 //! let proxy = Proxy::new(&origin).route(r#"refresh = "lock""#).start().await;
 //! let reply = get(&proxy.url("/a")).await;
 //! ```

@@ -14,6 +14,16 @@ use std::time::Duration;
 /// Concurrency for load loops: enough to stampede, bounded.
 pub const CLIENTS: usize = 200;
 
+/// The `ttl=` parameter of a reply's `Cache-Status`.
+pub fn ttl_of(reply: &calmcache_testkit::Reply) -> f64 {
+    let status = reply.cache_status();
+    let ttl = status
+        .split("ttl=")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no ttl in {status:?}"));
+    ttl.split(';').next().unwrap().trim().parse().unwrap()
+}
+
 /// Sends `n` concurrent GETs with `headers` and returns every reply.
 pub async fn burst(
     url: &str,
