@@ -72,14 +72,18 @@ pub async fn handle(
     match decision {
         Decision::Fresh => Ok(answer(CacheStatus::Hit)),
         Decision::RefreshInBackground => {
-            route.activity.early_refreshes.inc();
-            let key = key_ref.to_owned_key();
-            refresh_in_background(&proxy, &route, key, fetch_request(&req, client), &object);
-            Ok(answer(CacheStatus::HitRefreshEarly))
+            // Inside the window most requests draw; only the one that starts
+            // the refresh pays for building its request.
+            let request = || fetch_request(&req, client);
+            if refresh_in_background(&proxy, &route, key_ref, request, &object) {
+                route.activity.early_refreshes.inc();
+                return Ok(answer(CacheStatus::HitRefreshEarly));
+            }
+            Ok(answer(CacheStatus::Hit))
         }
         Decision::StaleWhileRevalidate => {
-            let key = key_ref.to_owned_key();
-            refresh_in_background(&proxy, &route, key, fetch_request(&req, client), &object);
+            let request = || fetch_request(&req, client);
+            refresh_in_background(&proxy, &route, key_ref, request, &object);
             Ok(answer(CacheStatus::StaleWhileRevalidate))
         }
         Decision::RefreshInPath => {
@@ -201,26 +205,28 @@ fn fresh_copy(route: &Route, key: &CacheKey) -> Option<Arc<CachedObject>> {
 }
 
 /// Starts one background refresh of `key` unless one is in flight or the
-/// upstream's `refresh_concurrency` is used up (then it is skipped and counted).
+/// upstream's `refresh_concurrency` is used up (then it is skipped and
+/// counted). True when this call started it.
 pub fn refresh_in_background(
     proxy: &Arc<Proxy>,
     route: &Arc<Route>,
-    key: CacheKey,
-    request: FetchRequest,
+    key: KeyRef<'_>,
+    request: impl FnOnce() -> FetchRequest,
     current: &Arc<CachedObject>,
-) {
+) -> bool {
     let Some(slot) = route.upstream.try_refresh_slot() else {
         route.activity.refreshes_skipped.inc();
-        return;
+        return false;
     };
+    let key = key.to_owned_key();
     let Some(permit) = proxy.flights.try_lead(&key) else {
-        return;
+        return false;
     };
     route.activity.background_refreshes.inc();
     let task = fill(
         route.clone(),
         key,
-        request,
+        request(),
         Some(permit),
         Some(current.clone()),
     );
@@ -228,6 +234,7 @@ pub fn refresh_in_background(
         let _slot = slot;
         task.await
     });
+    true
 }
 
 /// Answers from a stored object: shared body, fresh `Age` and `Cache-Status`.

@@ -41,7 +41,8 @@ pub struct Activity {
     pub stale_served: Counter,
     /// Waited for another request's fetch instead of going upstream.
     pub coalesced_waits: Counter,
-    /// Early refreshes drawn (PER in the request's path, SUS in the background).
+    /// Early refreshes started (PER in the request's path, SUS in the background);
+    /// a draw while the key is already being refreshed does not count.
     pub early_refreshes: Counter,
     /// Refreshes run in the background (SUS, stale-while-revalidate, warm).
     pub background_refreshes: Counter,
