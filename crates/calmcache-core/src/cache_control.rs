@@ -73,7 +73,7 @@ impl CacheControl {
 }
 
 /// RFC 9111 §1.2.2: delta-seconds; values past 2^31 are capped there.
-fn delta_seconds(s: &str) -> Option<Duration> {
+pub(crate) fn delta_seconds(s: &str) -> Option<Duration> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }

@@ -94,11 +94,6 @@ pub struct Freshness {
 }
 
 impl Freshness {
-    /// Time left fresh once the object has been resident `resident` (negative when stale).
-    pub fn ttl_left(&self, resident: Duration) -> f64 {
-        self.lifetime.as_secs_f64() - self.initial_age.as_secs_f64() - resident.as_secs_f64()
-    }
-
     /// How long after being stored the object stops being fresh.
     pub fn fresh_for(&self) -> Duration {
         self.lifetime.saturating_sub(self.initial_age)
@@ -113,7 +108,7 @@ pub fn evaluate(exchange: &Exchange<'_>, rules: &StoreRules) -> Result<Freshness
     let explicit = if rules.override_origin {
         None
     } else {
-        explicit_lifetime(headers, &cc)
+        explicit_lifetime(headers, &cc, exchange.response_time)
     };
     let (lifetime, initial_age) = match explicit {
         Some(lifetime) => (lifetime, corrected_initial_age(exchange)),
@@ -183,7 +178,11 @@ fn check_storable(exchange: &Exchange<'_>, cc: &CacheControl) -> Result<(), NotS
 }
 
 /// RFC 9111 §4.2.1: s-maxage, then max-age, then Expires minus Date.
-fn explicit_lifetime(headers: &HeaderMap, cc: &CacheControl) -> Option<Duration> {
+fn explicit_lifetime(
+    headers: &HeaderMap,
+    cc: &CacheControl,
+    response_time: SystemTime,
+) -> Option<Duration> {
     if let Some(d) = cc.s_maxage.or(cc.max_age) {
         return Some(d);
     }
@@ -193,7 +192,7 @@ fn explicit_lifetime(headers: &HeaderMap, cc: &CacheControl) -> Option<Duration>
         return Some(Duration::ZERO);
     };
     let date = headers.get(DATE).and_then(|d| parse_date(d.as_bytes()));
-    let base = date.unwrap_or_else(SystemTime::now);
+    let base = date.unwrap_or(response_time);
     Some(expires.duration_since(base).unwrap_or(Duration::ZERO))
 }
 
@@ -217,7 +216,7 @@ fn corrected_initial_age(exchange: &Exchange<'_>) -> Duration {
         .response_time
         .duration_since(exchange.request_time)
         .unwrap_or(Duration::ZERO);
-    apparent_age.max(age_value + response_delay)
+    apparent_age.max(age_value.saturating_add(response_delay))
 }
 
 /// The origin's own window wins when it sends one; stale service is forbidden by
@@ -239,13 +238,13 @@ fn stale_window(
     }
 }
 
-/// The `Age` header's delta-seconds (RFC 9111 §5.1), zero when absent or invalid.
+/// The `Age` header's delta-seconds (RFC 9111 §5.1, capped per §1.2.2), zero
+/// when absent or invalid.
 fn age_value(headers: &HeaderMap) -> Duration {
     headers
         .get(AGE)
         .and_then(|v| v.to_str().ok())
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .map(Duration::from_secs)
+        .and_then(|s| crate::cache_control::delta_seconds(s.trim()))
         .unwrap_or(Duration::ZERO)
 }
 

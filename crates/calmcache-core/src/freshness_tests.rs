@@ -205,3 +205,40 @@ fn partial_and_informational_responses_are_not_stored() {
         Err(NotStorable::Status)
     );
 }
+
+#[test]
+fn a_huge_age_is_capped_not_a_panic() {
+    // Regression: an Age near u64::MAX overflowed Duration addition (RFC 9111
+    // §1.2.2 caps delta-seconds at 2^31), panicking the fill or every hit.
+    let h = headers(&[
+        ("age", "18446744073709551615"),
+        ("cache-control", "max-age=60"),
+    ]);
+    let ex = Exchange {
+        request_has_authorization: false,
+        status: 200,
+        headers: &h,
+        request_time: t(0),
+        response_time: t(5),
+    };
+    let rules = StoreRules {
+        stale_if_error: Duration::from_secs(60),
+        ..ttl(1)
+    };
+    assert_eq!(evaluate(&ex, &rules).unwrap().fresh_for(), Duration::ZERO);
+    let rules = StoreRules {
+        stale_if_error: Duration::from_secs(60),
+        ..ttl(1)
+    };
+    let h = headers(&[("age", "18446744073709551615")]);
+    let f = evaluate(&Exchange { headers: &h, ..ex }, &rules).unwrap();
+    assert_eq!(f.initial_age, Duration::from_secs(2_147_483_648));
+    let meta = crate::object::ObjectMeta {
+        stored_at: tokio::time::Instant::now(),
+        freshness: f,
+        fetch_time: Duration::ZERO,
+    };
+    let later = meta.stored_at + Duration::from_secs(3600);
+    assert!(meta.age(later) >= Duration::from_secs(2_147_483_648));
+    assert!(meta.ttl_left(later) < 0.0);
+}

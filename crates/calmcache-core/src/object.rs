@@ -27,17 +27,19 @@ impl ObjectMeta {
 
     /// RFC 9111 §4.2.3: current_age = corrected_initial_age + resident_time.
     pub fn age(&self, now: Instant) -> Duration {
-        self.freshness.initial_age + self.resident(now)
+        self.freshness
+            .initial_age
+            .saturating_add(self.resident(now))
     }
 
     /// The instant it stops being fresh.
     pub fn expires_at(&self) -> Instant {
-        self.stored_at + self.freshness.fresh_for()
+        later(self.stored_at, self.freshness.fresh_for())
     }
 
     /// Seconds of freshness left at `now`; negative once stale.
     pub fn ttl_left(&self, now: Instant) -> f64 {
-        self.freshness.ttl_left(self.resident(now))
+        self.freshness.fresh_for().as_secs_f64() - self.resident(now).as_secs_f64()
     }
 
     /// SUS's delta (seed 002): the fetch time, but at least 10% of the lifetime.
@@ -48,7 +50,7 @@ impl ObjectMeta {
     /// Expired less than one SUS delta ago: a refresh started in the window
     /// may still be landing, so SUS keeps answering from this copy.
     pub fn within_refresh_landing(&self, now: Instant) -> bool {
-        now < self.expires_at() + self.sus_delta()
+        now < later(self.expires_at(), self.sus_delta())
     }
 
     /// Still inside its freshness lifetime.
@@ -58,12 +60,12 @@ impl ObjectMeta {
 
     /// Stale, but inside the stale-while-revalidate window.
     pub fn within_stale_while_revalidate(&self, now: Instant) -> bool {
-        now < self.expires_at() + self.freshness.stale_while_revalidate
+        now < later(self.expires_at(), self.freshness.stale_while_revalidate)
     }
 
     /// Stale, but inside the stale-if-error window.
     pub fn within_stale_if_error(&self, now: Instant) -> bool {
-        now < self.expires_at() + self.freshness.stale_if_error
+        now < later(self.expires_at(), self.freshness.stale_if_error)
     }
 
     /// Past every window: worth nothing any more, may be dropped.
@@ -72,8 +74,15 @@ impl ObjectMeta {
             .freshness
             .stale_while_revalidate
             .max(self.freshness.stale_if_error);
-        now >= self.expires_at() + keep
+        now >= later(self.expires_at(), keep)
     }
+}
+
+/// `at + d`, saturating at about 30 years: windows come from the origin
+/// (capped at 2^31 s) and the config, and must never overflow an `Instant`.
+fn later(at: Instant, d: Duration) -> Instant {
+    const FAR: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+    at.checked_add(d.min(FAR)).unwrap_or(at)
 }
 
 /// A complete stored response. Shared as `Arc<CachedObject>`; the body is

@@ -88,10 +88,17 @@ impl Body for ResponseBody {
 pub struct BodyTimeout(pub Duration);
 
 /// Wraps a body so that waiting longer than `limit` for the next frame is an error.
+///
+/// The clock runs only while the peer keeps us waiting: it starts at the
+/// first poll that finds no frame ready, not when a frame was handed on, so a
+/// slow reader on the other side (which delays our polls) never counts
+/// against the sender.
 pub struct TimeoutBody<B> {
     inner: B,
     limit: Duration,
     timer: Pin<Box<Sleep>>,
+    /// A wait is in progress and `timer` is armed for it.
+    waiting: bool,
 }
 
 impl<B> TimeoutBody<B> {
@@ -101,6 +108,7 @@ impl<B> TimeoutBody<B> {
             inner,
             limit,
             timer: Box::pin(sleep(limit)),
+            waiting: false,
         }
     }
 }
@@ -119,9 +127,13 @@ where
     ) -> Poll<Option<Result<Frame<B::Data>, BoxError>>> {
         let this = &mut *self;
         if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            this.waiting = false;
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        if !this.waiting {
+            this.waiting = true;
             let deadline = Instant::now() + this.limit;
             this.timer.as_mut().reset(deadline);
-            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
         }
         ready!(this.timer.as_mut().poll(cx));
         Poll::Ready(Some(Err(Box::new(BodyTimeout(this.limit)))))
@@ -172,5 +184,53 @@ where
 
     fn is_end_stream(&self) -> bool {
         self.prefix.is_empty() && self.rest.is_end_stream()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use tokio::sync::mpsc;
+
+    /// A body fed by a channel, so the test decides when frames arrive.
+    struct Chan(mpsc::Receiver<Bytes>);
+
+    impl Body for Chan {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            self.0.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_reader_does_not_count_against_the_sender() {
+        // Regression: the clock used to start when a frame was handed on, so a
+        // reader that paused longer than the limit cut the stream short.
+        let (tx, rx) = mpsc::channel(4);
+        tx.send(Bytes::from_static(b"a")).await.unwrap();
+        let sender = tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(5500)).await;
+            sender.send(Bytes::from_static(b"b")).await.unwrap();
+        });
+        let mut body = TimeoutBody::new(Chan(rx), Duration::from_secs(1));
+        assert_eq!(
+            body.frame().await.unwrap().unwrap().into_data().unwrap(),
+            "a"
+        );
+        tokio::time::sleep(Duration::from_secs(5)).await; // the reader dawdles
+        assert_eq!(
+            body.frame().await.unwrap().unwrap().into_data().unwrap(),
+            "b"
+        );
+        // Now the sender stalls for longer than the limit: that is an error.
+        let stalled = body.frame().await.unwrap();
+        assert!(stalled.unwrap_err().is::<BodyTimeout>());
+        drop(tx);
     }
 }

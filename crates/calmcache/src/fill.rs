@@ -11,7 +11,8 @@ use std::time::{Duration, SystemTime};
 use bytes::{Bytes, BytesMut};
 use calmcache_core::{freshness, CacheKey, CachedObject, Exchange, FetchPermit, ObjectMeta};
 use http::header::CONTENT_LENGTH;
-use http::{HeaderMap, HeaderValue, Method, Request, Response};
+use http::uri::PathAndQuery;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use tokio::time::Instant;
@@ -24,8 +25,8 @@ use crate::state::{FillOutcome, Route};
 /// The request a fill sends upstream: always a GET for the whole object.
 #[derive(Clone, Debug)]
 pub struct FetchRequest {
-    /// Path and query.
-    pub path_and_query: String,
+    /// Path and query, already parsed (nothing to re-parse or fall back on).
+    pub path_and_query: PathAndQuery,
     /// Headers to send: the client's end-to-end headers with `X-Forwarded-*`,
     /// without conditionals or `Range` (the cache wants the whole 200).
     pub headers: HeaderMap,
@@ -110,21 +111,41 @@ pub async fn fill(
         }
     };
     // The stored length is exact; HEAD answers from the cache rely on it.
-    parts
-        .headers
-        .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    // RFC 9110 §8.6: never on 204 or 304.
+    if !matches!(parts.status.as_u16(), 204 | 304) {
+        parts
+            .headers
+            .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    }
     let meta = ObjectMeta {
         stored_at: Instant::now(),
         freshness: fresh,
         fetch_time: started.elapsed(),
     };
-    let object = Arc::new(CachedObject::new(meta, parts.status, parts.headers, body));
-    match zone.tier.insert(key.clone(), object.clone()) {
-        Ok(()) => route.activity.stores.inc(),
-        Err(e) => tracing::debug!(key = %key, zone = %zone.name, error = %e, "not stored"),
+    let headers = detach_headers(&parts.headers);
+    let object = Arc::new(CachedObject::new(meta, parts.status, headers, body));
+    if let Err(e) = zone.tier.insert(key.clone(), object.clone()) {
+        // Headers and bookkeeping pushed it over the zone's limit: relay it.
+        tracing::debug!(key = %key, zone = %zone.name, error = %e, "not stored");
+        finish(permit, FillOutcome::NotStored);
+        let body = ResponseBody::full(object.body.clone());
+        return FillReply::Relay(Response::from_parts(parts, body));
     }
+    route.activity.stores.inc();
     finish(permit, FillOutcome::Stored(object.clone()));
     FillReply::Stored(object)
+}
+
+/// Copies header values out of hyper's read buffer: a stored value that
+/// sliced it would pin the whole buffer (8 KiB or more) in the zone.
+fn detach_headers(headers: &HeaderMap) -> HeaderMap {
+    let mut out = HeaderMap::with_capacity(headers.len() + 2);
+    for (name, value) in headers {
+        if let Ok(copy) = HeaderValue::from_bytes(value.as_bytes()) {
+            out.append(name.clone(), copy);
+        }
+    }
+    out
 }
 
 fn upstream_request(fetch: &FetchRequest) -> Request<crate::body::StreamBody> {
@@ -134,9 +155,7 @@ fn upstream_request(fetch: &FetchRequest) -> Request<crate::body::StreamBody> {
             .boxed(),
     );
     *req.method_mut() = Method::GET;
-    if let Ok(uri) = fetch.path_and_query.parse() {
-        *req.uri_mut() = uri;
-    }
+    *req.uri_mut() = Uri::from(fetch.path_and_query.clone());
     *req.headers_mut() = fetch.headers.clone();
     req
 }
@@ -199,10 +218,10 @@ async fn collect_limited(
 }
 
 /// One chunk is kept as is (no copy); several are joined once.
-fn concat(mut chunks: Vec<Bytes>, total: usize) -> Bytes {
-    if chunks.len() == 1 {
-        return chunks.pop().unwrap_or_default();
-    }
+/// Joins the chunks into one exactly-sized buffer. Always a copy: a chunk is
+/// a slice of hyper's read buffer, and keeping it would pin that whole buffer
+/// in the zone while the zone counts only the slice.
+fn concat(chunks: Vec<Bytes>, total: usize) -> Bytes {
     let mut buf = BytesMut::with_capacity(total);
     for c in chunks {
         buf.extend_from_slice(&c);

@@ -21,6 +21,7 @@ use calmcache_core::{
     decide, CacheKey, CacheStatus, CachedObject, Decision, KeyRef, Lookup, RefreshMode,
 };
 use http::header::{self, HeaderValue};
+use http::uri::PathAndQuery;
 use http::{HeaderMap, Method, Request, Response};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -32,7 +33,8 @@ use crate::fill::{fill, FetchRequest, FillReply};
 use crate::headers::{add_forwarded, set_age, set_cache_status, strip_hop_by_hop};
 use crate::state::{FillOutcome, Proxy, Route};
 
-const SCHEME: &str = "http";
+/// The scheme in cache keys and `X-Forwarded-Proto` (TLS comes with issue 6).
+pub(crate) const SCHEME: &str = "http";
 
 /// Answers one client request. Never fails: errors become 4xx/5xx responses.
 pub async fn handle(
@@ -347,8 +349,8 @@ fn fetch_request(req: &Request<Incoming>, client: SocketAddr) -> FetchRequest {
         path_and_query: req
             .uri()
             .path_and_query()
-            .map_or("/", |pq| pq.as_str())
-            .to_string(),
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/")),
         has_authorization: headers.contains_key(header::AUTHORIZATION),
         headers,
     }

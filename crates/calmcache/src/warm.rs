@@ -14,7 +14,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::fill::{fill, warm_refresh_in, FetchRequest, FillReply};
+use crate::proxy::SCHEME;
 use crate::state::{Proxy, Route};
+use http::uri::PathAndQuery;
 
 const MIN_INTERVAL: Duration = Duration::from_millis(10);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -47,8 +49,14 @@ async fn keep_warm(
     path: String,
     mut stopped: watch::Receiver<bool>,
 ) {
-    let key = CacheKey::new("http", &host, &path);
-    let request = warm_request(&host, &path);
+    let key = CacheKey::new(SCHEME, &host, &path);
+    let request = match warm_request(&host, &path) {
+        Ok(request) => request,
+        Err(e) => {
+            tracing::error!(route = %route.cfg.name, path = %path, error = %e, "warm path is not a valid path; not warming it");
+            return;
+        }
+    };
     let mut backoff = Duration::from_secs(1);
     loop {
         let wait = match proxy.flights.try_lead(&key) {
@@ -86,15 +94,15 @@ async fn keep_warm(
     }
 }
 
-fn warm_request(host: &str, path: &str) -> FetchRequest {
+fn warm_request(host: &str, path: &str) -> Result<FetchRequest, http::uri::InvalidUri> {
     let mut headers = HeaderMap::new();
     if let Ok(host) = HeaderValue::from_str(host) {
         headers.insert(HOST, host);
     }
     headers.insert(USER_AGENT, HeaderValue::from_static("calmcache-warm"));
-    FetchRequest {
-        path_and_query: path.to_string(),
+    Ok(FetchRequest {
+        path_and_query: PathAndQuery::try_from(path)?,
         headers,
         has_authorization: false,
-    }
+    })
 }
