@@ -6,7 +6,8 @@
 //! origin failed before it could report) wakes its waiters with
 //! [`WaitError::Abandoned`]: nobody hangs and no entry is leaked.
 //!
-//! Touched only on misses and refreshes, never on a cache hit.
+//! Touched on misses and refreshes only: a plain hit never comes here; a hit
+//! that draws an early or stale refresh tries to lead one.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};

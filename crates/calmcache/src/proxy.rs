@@ -11,7 +11,9 @@
 //!                                               leader spawns fill; followers wait (lock_timeout)
 //! ```
 //! Invariant: a hit takes no lock but one quick_cache shard read lock, does no
-//! I/O, and shares the body `Bytes` instead of copying it.
+//! I/O, and shares the body `Bytes` instead of copying it. Only a hit that
+//! draws a refresh (the last delta of life, or stale-while-revalidate) goes on
+//! to try a refresh slot and the single-flight table.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -31,26 +33,29 @@ use crate::body::{ResponseBody, TimeoutBody};
 use crate::error::{ErrorKind, ProxyError};
 use crate::fill::{fill, FetchRequest, FillReply};
 use crate::headers::{add_forwarded, set_age, set_cache_status, strip_hop_by_hop};
-use crate::state::{FillOutcome, Proxy, Route};
+use crate::state::{FillOutcome, Proxy, Route, Worker};
 
 /// The scheme in cache keys and `X-Forwarded-Proto` (TLS comes with issue 6).
 pub(crate) const SCHEME: &str = "http";
 
 /// Answers one client request. Never fails: errors become 4xx/5xx responses.
 pub async fn handle(
-    proxy: Arc<Proxy>,
+    worker: Arc<Worker>,
     req: Request<Incoming>,
     client: SocketAddr,
 ) -> Result<Response<ResponseBody>, Infallible> {
+    // Borrowed, not cloned: no reference count shared by all threads is
+    // touched on a hit (the `worker` Arc is this thread's own).
+    let proxy = &worker.proxy;
     let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
-    let Some(route) = proxy.route_for(pq).cloned() else {
+    let Some(route) = worker.route_for(pq) else {
         let e = ProxyError::downstream(ErrorKind::NoRoute, pq);
-        return Ok(error_response(&e));
+        return Ok(error_response(&e, CacheStatus::Bypass));
     };
     let cacheable = matches!(*req.method(), Method::GET | Method::HEAD);
     let zone = match (&route.zone, cacheable) {
-        (Some(zone), true) => zone.clone(),
-        _ => return Ok(pass(&route, req, client).await),
+        (Some(zone), true) => zone,
+        _ => return Ok(pass(route, req, client).await),
     };
     let head_only = req.method() == Method::HEAD;
     let host = host_of(&req);
@@ -58,8 +63,8 @@ pub async fn handle(
     let Some(object) = zone.tier.get(&key_ref) else {
         let key = key_ref.to_owned_key();
         return Ok(fetch(
-            &proxy,
-            &route,
+            proxy,
+            route,
             key,
             fetch_request(&req, client),
             None,
@@ -68,7 +73,7 @@ pub async fn handle(
         .await);
     };
     let now = Instant::now();
-    let answer = |status| serve(&route, &object, status, head_only, now);
+    let answer = |status| serve(route, &object, status, head_only, now);
     // A separate statement: the thread-local RNG must not live across an await.
     let decision = decide(&route.policy, &object.meta, now, &mut rand::rng());
     match decision {
@@ -77,7 +82,7 @@ pub async fn handle(
             // Inside the window most requests draw; only the one that starts
             // the refresh pays for building its request.
             let request = || fetch_request(&req, client);
-            if refresh_in_background(&proxy, &route, key_ref, request, &object) {
+            if refresh_in_background(proxy, route, key_ref, request, &object) {
                 route.activity.early_refreshes.inc();
                 return Ok(answer(CacheStatus::HitRefreshEarly));
             }
@@ -85,7 +90,7 @@ pub async fn handle(
         }
         Decision::StaleWhileRevalidate => {
             let request = || fetch_request(&req, client);
-            refresh_in_background(&proxy, &route, key_ref, request, &object);
+            refresh_in_background(proxy, route, key_ref, request, &object);
             Ok(answer(CacheStatus::StaleWhileRevalidate))
         }
         Decision::RefreshInPath => {
@@ -104,7 +109,7 @@ pub async fn handle(
             );
             let reply = tokio::spawn(task).await;
             Ok(reply_response(
-                &route,
+                route,
                 reply,
                 CacheStatus::RefreshedEarly,
                 head_only,
@@ -113,8 +118,8 @@ pub async fn handle(
         Decision::Expired => {
             let key = key_ref.to_owned_key();
             Ok(fetch(
-                &proxy,
-                &route,
+                proxy,
+                route,
                 key,
                 fetch_request(&req, client),
                 Some(object.clone()),
@@ -187,7 +192,7 @@ async fn fetch(
                 ),
                 None => {
                     route.activity.record(collapsed);
-                    error_response(&e)
+                    error_response(&e, collapsed)
                 }
             }
         }
@@ -250,7 +255,7 @@ fn serve(
     let body = if head_only {
         ResponseBody::empty()
     } else {
-        ResponseBody::Full(Some(object.body.clone()))
+        ResponseBody::full(object.body.clone())
     };
     let mut resp = Response::new(body);
     *resp.status_mut() = object.status;
@@ -289,13 +294,13 @@ fn reply_response(
         }
         Ok(FillReply::Failed(e)) => {
             route.activity.record(CacheStatus::MissNotStored);
-            error_response(&e)
+            error_response(&e, CacheStatus::MissNotStored)
         }
         Err(join) => {
             tracing::error!(error = %join, "fill task failed");
             route.activity.record(CacheStatus::MissNotStored);
             let e = ProxyError::upstream(ErrorKind::Broken, &route.upstream.name, join);
-            error_response(&e)
+            error_response(&e, CacheStatus::MissNotStored)
         }
     }
 }
@@ -322,7 +327,7 @@ async fn pass(route: &Route, req: Request<Incoming>, client: SocketAddr) -> Resp
         Err(e) => {
             route.activity.upstream_errors.inc();
             tracing::warn!(upstream = %upstream.name, error = %e, "origin request failed");
-            error_response(&e)
+            error_response(&e, CacheStatus::Bypass)
         }
     }
 }
@@ -365,9 +370,10 @@ fn host_of(req: &Request<Incoming>) -> &str {
 }
 
 /// A short error page; the one place errors meet clients.
-pub fn error_response(e: &ProxyError) -> Response<ResponseBody> {
+pub fn error_response(e: &ProxyError, status: CacheStatus) -> Response<ResponseBody> {
     let mut resp = Response::new(ResponseBody::full(e.body()));
     *resp.status_mut() = e.status();
+    set_cache_status(resp.headers_mut(), status, None);
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),

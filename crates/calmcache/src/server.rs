@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::config::Config;
-use crate::state::Proxy;
+use crate::state::{Proxy, Worker};
 use crate::{admin, proxy, warm};
 
 /// Why the proxy could not start.
@@ -151,6 +151,7 @@ fn run_worker(
             return;
         }
     };
+    let worker = Arc::new(Worker::new(proxy));
     runtime.block_on(async move {
         let mut loops = JoinSet::new();
         for socket in sockets {
@@ -158,9 +159,9 @@ fn run_worker(
                 tracing::error!("worker could not adopt its listening socket");
                 continue;
             };
-            let proxy = proxy.clone();
+            let worker = worker.clone();
             let serve = move |req: Request<Incoming>, peer: SocketAddr| {
-                proxy::handle(proxy.clone(), req, peer)
+                proxy::handle(worker.clone(), req, peer)
             };
             loops.spawn(accept_loop(listener, stopped.clone(), serve));
         }

@@ -117,9 +117,31 @@ impl Proxy {
             flights: Flights::new(),
         }))
     }
+}
+
+/// One worker thread's view of the proxy: the shared state plus its own
+/// copies of the route regexes. A `Regex` shared by threads takes a mutex-guarded
+/// scratch pool on every match from all but its first thread; a clone per
+/// worker keeps route matching lock-free on the hit path.
+pub struct Worker {
+    /// The shared state.
+    pub proxy: Arc<Proxy>,
+    matchers: Vec<Option<regex::Regex>>,
+}
+
+impl Worker {
+    /// Clones the route regexes for one thread.
+    pub fn new(proxy: Arc<Proxy>) -> Self {
+        let matchers = proxy.routes.iter().map(|r| r.cfg.matcher.clone()).collect();
+        Worker { proxy, matchers }
+    }
 
     /// The first route matching `path_and_query`.
     pub fn route_for(&self, path_and_query: &str) -> Option<&Arc<Route>> {
-        self.routes.iter().find(|r| r.cfg.matches(path_and_query))
+        let mut matchers = self.matchers.iter();
+        self.proxy.routes.iter().find(|_| match matchers.next() {
+            Some(Some(regex)) => regex.is_match(path_and_query),
+            _ => true,
+        })
     }
 }

@@ -24,7 +24,8 @@ pub struct Upstream {
     servers: Vec<Authority>,
     next: AtomicUsize,
     client: Client<HttpConnector, StreamBody>,
-    /// Longest wait for a response head, and between two body frames.
+    /// Longest wait for a response head (counted from sending the request, so a
+    /// request body upload counts too), and between two response body frames.
     pub read_timeout: Duration,
     /// Longest wait between two frames of a request body being sent.
     pub send_timeout: Duration,
