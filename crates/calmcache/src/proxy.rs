@@ -107,13 +107,7 @@ pub async fn handle(
                 Some(permit),
                 Some(object.clone()),
             );
-            let reply = tokio::spawn(task).await;
-            Ok(reply_response(
-                route,
-                reply,
-                CacheStatus::RefreshedEarly,
-                head_only,
-            ))
+            Ok(answer_fill(route, task, CacheStatus::RefreshedEarly, head_only).await)
         }
         Decision::Expired => {
             let key = key_ref.to_owned_key();
@@ -145,8 +139,8 @@ async fn fetch(
         None => (CacheStatus::MissStored, CacheStatus::MissCollapsed),
     };
     if !route.policy.mode.coalesces() {
-        let reply = tokio::spawn(fill(route.clone(), key, request, None, stale)).await;
-        return reply_response(route, reply, stored, head_only);
+        let task = fill(route.clone(), key, request, None, stale);
+        return answer_fill(route, task, stored, head_only).await;
     }
     let waiter = match proxy.flights.join(&key) {
         Lookup::Leader(permit) => {
@@ -155,8 +149,8 @@ async fn fetch(
                 permit.finish(FillOutcome::Stored(object.clone()));
                 return serve(route, &object, CacheStatus::Hit, head_only, Instant::now());
             }
-            let reply = tokio::spawn(fill(route.clone(), key, request, Some(permit), stale)).await;
-            return reply_response(route, reply, stored, head_only);
+            let task = fill(route.clone(), key, request, Some(permit), stale);
+            return answer_fill(route, task, stored, head_only).await;
         }
         Lookup::Follower(waiter) => waiter,
     };
@@ -198,8 +192,8 @@ async fn fetch(
         }
         // Not storable, leader gone, or lock_timeout: fetch for ourselves.
         Ok(FillOutcome::NotStored) | Err(_) => {
-            let reply = tokio::spawn(fill(route.clone(), key, request, None, stale)).await;
-            reply_response(route, reply, stored, head_only)
+            let task = fill(route.clone(), key, request, None, stale);
+            answer_fill(route, task, stored, head_only).await
         }
     }
 }
@@ -272,12 +266,15 @@ fn serve(
     resp
 }
 
-fn reply_response(
+/// Runs a fill in its own task, so a client that goes away does not cancel a
+/// fetch others wait for, and answers this client from its reply.
+async fn answer_fill(
     route: &Route,
-    reply: Result<FillReply, tokio::task::JoinError>,
+    task: impl std::future::Future<Output = FillReply> + Send + 'static,
     stored: CacheStatus,
     head_only: bool,
 ) -> Response<ResponseBody> {
+    let reply = tokio::spawn(task).await;
     let now = Instant::now();
     match reply {
         Ok(FillReply::Stored(object)) => serve(route, &object, stored, head_only, now),
