@@ -67,15 +67,6 @@ impl ObjectMeta {
     pub fn within_stale_if_error(&self, now: Instant) -> bool {
         now < later(self.expires_at(), self.freshness.stale_if_error)
     }
-
-    /// Past every window: worth nothing any more, may be dropped.
-    pub fn is_dead(&self, now: Instant) -> bool {
-        let keep = self
-            .freshness
-            .stale_while_revalidate
-            .max(self.freshness.stale_if_error);
-        now >= later(self.expires_at(), keep)
-    }
 }
 
 /// `at + d`, saturating at about 30 years: windows come from the origin

@@ -49,17 +49,6 @@ impl CacheStatus {
         }
     }
 
-    /// True when the client got its answer without waiting for the origin.
-    pub fn served_from_cache(self) -> bool {
-        matches!(
-            self,
-            CacheStatus::Hit
-                | CacheStatus::HitRefreshEarly
-                | CacheStatus::StaleWhileRevalidate
-                | CacheStatus::StaleRefreshInFlight
-        )
-    }
-
     /// The RFC 9211 parameters after the cache name, without `ttl` (added by the
     /// caller, who knows the object): e.g. `hit`, `fwd=miss; stored`.
     pub fn header_params(self) -> &'static str {

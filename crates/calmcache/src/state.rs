@@ -67,8 +67,6 @@ pub struct Proxy {
     pub routes: Vec<Arc<Route>>,
     /// Zones in config order.
     pub zones: Vec<Arc<Zone>>,
-    /// Upstreams in config order.
-    pub upstreams: Vec<Arc<Upstream>>,
     /// Fetches in flight, shared by misses, refreshes and warm-up.
     pub flights: Flights<FillOutcome>,
 }
@@ -113,7 +111,6 @@ impl Proxy {
         Ok(Arc::new(Proxy {
             routes,
             zones,
-            upstreams,
             flights: Flights::new(),
         }))
     }

@@ -1,37 +1,32 @@
 //! The binary: `check` exit codes and messages, `demo` banner and taken ports.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 const BIN: &str = env!("CARGO_BIN_EXE_calmcache");
 
-fn write_config(text: &str) -> tempfile_path::TempPath {
-    tempfile_path::TempPath::new(text)
+/// Runs `calmcache check` on `text`, written to a temp file removed afterwards.
+fn check(text: &str) -> Output {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::SeqCst);
+    let path = std::env::temp_dir().join(format!("calmcache-test-{}-{n}.toml", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    let out = check_file(path.to_str().unwrap());
+    let _ = std::fs::remove_file(&path);
+    out
 }
 
-mod tempfile_path {
-    /// A file under the target temp dir, removed on drop.
-    pub struct TempPath(pub std::path::PathBuf);
-    impl TempPath {
-        pub fn new(text: &str) -> Self {
-            static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-            let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let path = std::env::temp_dir()
-                .join(format!("calmcache-test-{}-{n}.toml", std::process::id()));
-            std::fs::write(&path, text).unwrap();
-            TempPath(path)
-        }
-    }
-    impl Drop for TempPath {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
+fn check_file(path: &str) -> Output {
+    Command::new(BIN)
+        .args(["check", "--config", path])
+        .output()
+        .unwrap()
 }
 
 #[test]
 fn check_reports_every_problem_with_its_path_and_exits_2() {
-    let cfg = write_config(
+    let out = check(
         r#"
 [server]
 listen = ["127.0.0.1:8080"]
@@ -49,11 +44,6 @@ zone = "sdd"
 match = '(unclosed'
 "#,
     );
-    let out = Command::new(BIN)
-        .args(["check", "--config"])
-        .arg(&cfg.0)
-        .output()
-        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     for needle in [
@@ -70,10 +60,7 @@ match = '(unclosed'
 #[test]
 fn check_prints_a_summary_for_a_good_config() {
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config.example.toml");
-    let out = Command::new(BIN)
-        .args(["check", "--config", example])
-        .output()
-        .unwrap();
+    let out = check_file(example);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -87,12 +74,7 @@ fn check_prints_a_summary_for_a_good_config() {
 
 #[test]
 fn unknown_keys_are_errors_with_their_path() {
-    let cfg = write_config("[server]\nlisten = [\"127.0.0.1:8080\"]\nlisten_typo = 1\n");
-    let out = Command::new(BIN)
-        .args(["check", "--config"])
-        .arg(&cfg.0)
-        .output()
-        .unwrap();
+    let out = check("[server]\nlisten = [\"127.0.0.1:8080\"]\nlisten_typo = 1\n");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("server.listen_typo"));
 }
