@@ -9,6 +9,10 @@
 //! - [`upstream`]: keepalive pools, round robin, timeouts, refresh slots.
 //! - [`headers`]: hop-by-hop, `X-Forwarded-*`, `Age`, `Cache-Status`.
 //! - [`body`]: response bodies (shared cached bytes or streams), body timeouts.
+//! - [`compress`]: br/gzip encodings made once per stored object.
+//! - [`conditions`]: `bypass` / `no_store` request conditions.
+//! - [`key_template`]: cache key templates (`$scheme$host$uri$is_args$args`).
+//! - [`range`]: `Range` / `If-Range` answered from stored responses.
 //! - [`error`]: proxy errors and their status codes.
 //! - [`stats`]: counters; [`admin`]: `GET /status`.
 //! - [`warm`]: keeping `warm` paths fresh without traffic.
@@ -16,13 +20,17 @@
 
 pub mod admin;
 pub mod body;
+pub mod compress;
+pub mod conditions;
 pub mod config;
 pub mod demo;
 pub mod error;
 pub mod fill;
 pub mod headers;
+pub mod key_template;
 pub mod origin;
 pub mod proxy;
+pub mod range;
 pub mod server;
 pub mod state;
 pub mod stats;
