@@ -1,2 +1,630 @@
 //! Cache key templates (`key = "$scheme$host$uri$is_args$args"`), compiled
 //! once from the config and rendered per request.
+//!
+//! Owns the variable names and what each reads from a request. It must not
+//! decide what is cached: the proxy asks for a key and looks it up.
+//!
+//! Variables follow NGINX's names and meaning, with the differences noted:
+//!
+//! | variable | value |
+//! |---|---|
+//! | `$scheme` | `http` or `https` |
+//! | `$host` | the Host header lower-cased, port kept as sent; empty if absent |
+//! | `$uri` | the path as sent, without the query |
+//! | `$args` | the query string without `?` |
+//! | `$is_args` | `?` when the query is non-empty, else empty |
+//! | `$request_uri` | the path and query as sent |
+//! | `$method` | the request method, e.g. `GET` |
+//! | `$arg_NAME` | the raw value of the first query argument `NAME`; empty if absent |
+//! | `$http_NAME` | request header `NAME` (`_` for `-`), several field lines joined with `, ` |
+//! | `$cookie_NAME` | the value of cookie `NAME`; empty if absent |
+//!
+//! Differences from NGINX:
+//! - `$uri` is the path exactly as the client sent it: not percent-decoded,
+//!   no `.`/`..` or `//` normalisation. NGINX decodes and normalises, so there
+//!   `/a%2Fb` and `/a/b` may share a key; here they never do.
+//! - `$arg_NAME` and `$cookie_NAME` compare names case-sensitively and do
+//!   not percent-decode them: `?Page=2` does not set `$arg_page`.
+//! - Variable names are lower-case: `$HOST` is an error, not `$host`.
+//!
+//! A name is `[A-Za-z0-9_]+` and runs as far as it can, so `$urix` is the
+//! (unknown) variable `urix`; write `${uri}x` for `$uri` followed by `x`.
+//! Every other character is literal text. A `$` not followed by a name is an
+//! error (there is no escape for a literal `$`).
+
+use std::fmt::Write as _;
+
+use http::{HeaderMap, HeaderName, Method};
+
+use crate::config::suggest;
+
+/// The variables without a `NAME` part, as written after `$`.
+const FIXED: [&str; 7] = [
+    "scheme",
+    "host",
+    "uri",
+    "args",
+    "is_args",
+    "request_uri",
+    "method",
+];
+
+/// The variables that take a `NAME`, as written after `$` (before the `_`).
+const PREFIXED: [&str; 3] = ["arg", "http", "cookie"];
+
+/// A compiled `key` template: literal text and variables.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyTemplate {
+    /// As written in the config.
+    text: String,
+    /// What to render, in order; never empty.
+    parts: Vec<Part>,
+}
+
+/// One piece of a template.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Part {
+    Literal(String),
+    Scheme,
+    Host,
+    Uri,
+    Args,
+    IsArgs,
+    RequestUri,
+    Method,
+    /// `$arg_NAME`: the name as written (case-sensitive).
+    Arg(String),
+    /// `$http_NAME`: the header, `_` already turned into `-`.
+    Http(HeaderName),
+    /// `$cookie_NAME`: the name as written (case-sensitive).
+    Cookie(String),
+}
+
+/// The parts of [`KeyTemplate::DEFAULT`].
+const DEFAULT_PARTS: [Part; 5] = [
+    Part::Scheme,
+    Part::Host,
+    Part::Uri,
+    Part::IsArgs,
+    Part::Args,
+];
+
+/// The request parts a template reads.
+pub struct RequestView<'a> {
+    /// `http` or `https`.
+    pub scheme: &'a str,
+    /// The request method.
+    pub method: &'a Method,
+    /// The Host header (or the URI authority) as sent, port included;
+    /// empty if absent. Rendering lower-cases it.
+    pub host: &'a str,
+    /// The request target in origin form, e.g. `/a/b?c=d`.
+    pub path_and_query: &'a str,
+    /// The request headers.
+    pub headers: &'a HeaderMap,
+}
+
+impl RequestView<'_> {
+    /// The path without the query.
+    fn path(&self) -> &str {
+        self.path_and_query
+            .split_once('?')
+            .map_or(self.path_and_query, |(path, _)| path)
+    }
+
+    /// The query without `?`; empty when there is none.
+    fn query(&self) -> &str {
+        self.path_and_query
+            .split_once('?')
+            .map_or("", |(_, query)| query)
+    }
+}
+
+impl KeyTemplate {
+    /// The template used when a route sets no `key`.
+    pub const DEFAULT: &'static str = "$scheme$host$uri$is_args$args";
+
+    /// Compiles `text`. The error names the problem, e.g.
+    /// `unknown variable "$hots" (did you mean "$host"?)`.
+    pub fn parse(text: &str) -> Result<KeyTemplate, String> {
+        if text.is_empty() {
+            return Err("empty template".to_owned());
+        }
+        let mut parts = Vec::new();
+        let mut literal = String::new();
+        let mut rest = text;
+        while let Some(dollar) = rest.find('$') {
+            literal.push_str(&rest[..dollar]);
+            let (name, after) = variable_name(&rest[dollar..])?;
+            if !literal.is_empty() {
+                parts.push(Part::Literal(std::mem::take(&mut literal)));
+            }
+            parts.push(variable(name)?);
+            rest = after;
+        }
+        literal.push_str(rest);
+        if !literal.is_empty() {
+            parts.push(Part::Literal(literal));
+        }
+        if parts.iter().all(|part| matches!(part, Part::Literal(_))) {
+            return Err(format!(
+                "{text:?} has no variables, so every request would share one cached response"
+            ));
+        }
+        Ok(KeyTemplate {
+            text: text.to_owned(),
+            parts,
+        })
+    }
+
+    /// True for the default template (however it is spelt, e.g. with
+    /// braces): the proxy may then key on (scheme, host, path_and_query)
+    /// without rendering.
+    pub fn is_default(&self) -> bool {
+        self.parts == DEFAULT_PARTS
+    }
+
+    /// The template text as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Renders the key for `req` into `out` (cleared first), so callers can
+    /// reuse a buffer.
+    pub fn render(&self, req: &RequestView<'_>, out: &mut String) {
+        out.clear();
+        for part in &self.parts {
+            match part {
+                Part::Literal(text) => out.push_str(text),
+                Part::Scheme => out.push_str(req.scheme),
+                Part::Host => out.extend(req.host.chars().map(|c| c.to_ascii_lowercase())),
+                Part::Uri => out.push_str(req.path()),
+                Part::Args => out.push_str(req.query()),
+                Part::IsArgs => {
+                    if !req.query().is_empty() {
+                        out.push('?');
+                    }
+                }
+                Part::RequestUri => out.push_str(req.path_and_query),
+                Part::Method => out.push_str(req.method.as_str()),
+                Part::Arg(name) => out.push_str(arg_value(req.query(), name).unwrap_or("")),
+                Part::Http(name) => push_header(out, req.headers, name),
+                Part::Cookie(name) => {
+                    if let Some(value) = cookie_value(req.headers, name) {
+                        push_bytes(out, value);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Default for KeyTemplate {
+    /// The [`KeyTemplate::DEFAULT`] template.
+    fn default() -> Self {
+        KeyTemplate {
+            text: KeyTemplate::DEFAULT.to_owned(),
+            parts: DEFAULT_PARTS.to_vec(),
+        }
+    }
+}
+
+/// Splits `$name...` or `${name}...` (`text` starts with `$`) into the name
+/// and the text after it.
+fn variable_name(text: &str) -> Result<(&str, &str), String> {
+    let body = text.get(1..).unwrap_or("");
+    if let Some(braced) = body.strip_prefix('{') {
+        let Some((name, after)) = braced.split_once('}') else {
+            return Err(format!("{text:?}: \"${{\" is missing its closing \"}}\""));
+        };
+        if name.is_empty() {
+            return Err(r#""${}" needs a variable name"#.to_owned());
+        }
+        if !name.bytes().all(is_name_byte) {
+            return Err(format!(
+                "\"${{{name}}}\" is not a variable name (letters, digits and \"_\" only)"
+            ));
+        }
+        return Ok((name, after));
+    }
+    let end = body
+        .bytes()
+        .position(|b| !is_name_byte(b))
+        .unwrap_or(body.len());
+    if end == 0 {
+        let shown: String = text.chars().take(8).collect();
+        return Err(format!(
+            "\"$\" must be followed by a variable name, at {shown:?}"
+        ));
+    }
+    // Name bytes are ASCII, so `end` is a char boundary.
+    Ok(body.split_at(end))
+}
+
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// The part for variable `name` (without `$`).
+fn variable(name: &str) -> Result<Part, String> {
+    let fixed = match name {
+        "scheme" => Some(Part::Scheme),
+        "host" => Some(Part::Host),
+        "uri" => Some(Part::Uri),
+        "args" => Some(Part::Args),
+        "is_args" => Some(Part::IsArgs),
+        "request_uri" => Some(Part::RequestUri),
+        "method" => Some(Part::Method),
+        _ => None,
+    };
+    if let Some(part) = fixed {
+        return Ok(part);
+    }
+    for prefix in PREFIXED {
+        let Some(rest) = name
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.strip_prefix('_'))
+        else {
+            continue;
+        };
+        if rest.is_empty() {
+            return Err(format!("\"${prefix}_\" needs a name"));
+        }
+        return match prefix {
+            "arg" => Ok(Part::Arg(rest.to_owned())),
+            "cookie" => Ok(Part::Cookie(rest.to_owned())),
+            _ => header_name(rest).map(Part::Http),
+        };
+    }
+    Err(unknown_variable(name))
+}
+
+/// `$http_x_forwarded_for` -> `x-forwarded-for`.
+fn header_name(rest: &str) -> Result<HeaderName, String> {
+    let lower: String = rest
+        .chars()
+        .map(|c| {
+            if c == '_' {
+                '-'
+            } else {
+                c.to_ascii_lowercase()
+            }
+        })
+        .collect();
+    HeaderName::from_bytes(lower.as_bytes())
+        .map_err(|_| format!("\"$http_{rest}\" does not name a header"))
+}
+
+/// `unknown variable "$hots" (did you mean "$host"?)`; prefixed variables
+/// are suggested with their name kept (`$args_page` -> `$arg_page`).
+fn unknown_variable(name: &str) -> String {
+    let near_prefixed = name.split_once('_').and_then(|(prefix, rest)| {
+        let near = match prefix {
+            "header" => Some("http"),
+            _ => suggest::closest(prefix, PREFIXED),
+        };
+        near.filter(|_| !rest.is_empty())
+            .map(|near| format!("{near}_{rest}"))
+    });
+    let near = near_prefixed.or_else(|| suggest::closest(name, FIXED).map(str::to_owned));
+    match near {
+        Some(near) => format!("unknown variable \"${name}\" (did you mean \"${near}\"?)"),
+        None => format!("unknown variable \"${name}\""),
+    }
+}
+
+/// The raw value of the first argument `name` in `query`: `""` for a bare
+/// `name`, `None` if absent.
+fn arg_value<'q>(query: &'q str, name: &str) -> Option<&'q str> {
+    query
+        .split('&')
+        .find_map(|pair| match pair.split_once('=') {
+            Some((key, value)) if key == name => Some(value),
+            None if pair == name => Some(""),
+            _ => None,
+        })
+}
+
+/// Every field line of header `name`, joined with `, `.
+fn push_header(out: &mut String, headers: &HeaderMap, name: &HeaderName) {
+    for (i, value) in headers.get_all(name).iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        push_bytes(out, value.as_bytes());
+    }
+}
+
+/// The value of the first cookie called `name` in the Cookie header(s).
+fn cookie_value<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h [u8]> {
+    headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .flat_map(|line| line.as_bytes().split(|b| *b == b';'))
+        .find_map(|pair| {
+            let pair = pair.trim_ascii_start();
+            let eq = pair.iter().position(|b| *b == b'=')?;
+            let (key, value) = pair.split_at(eq);
+            (key == name.as_bytes()).then(|| value.get(1..).unwrap_or(b"").trim_ascii_end())
+        })
+}
+
+/// Header bytes as text: UTF-8 as is; any other byte as `\xNN`, so that
+/// different values never render the same.
+fn push_bytes(out: &mut String, bytes: &[u8]) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) if !text.contains('\\') => out.push_str(text),
+        _ => {
+            for &b in bytes {
+                if b.is_ascii() && b != b'\\' {
+                    out.push(char::from(b));
+                } else {
+                    // Writing to a String cannot fail.
+                    let _ = write!(out, "\\x{b:02x}");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn render(template: &str, target: &str, headers: &[(&str, &str)]) -> String {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            map.append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        let req = RequestView {
+            scheme: "https",
+            method: &Method::GET,
+            host: "Example.COM:8443",
+            path_and_query: target,
+            headers: &map,
+        };
+        let mut out = String::from("left over");
+        KeyTemplate::parse(template).unwrap().render(&req, &mut out);
+        out
+    }
+
+    fn error(template: &str) -> String {
+        KeyTemplate::parse(template).unwrap_err()
+    }
+
+    #[test]
+    fn default_template() {
+        let default = KeyTemplate::default();
+        assert_eq!(KeyTemplate::parse(KeyTemplate::DEFAULT).unwrap(), default);
+        assert!(default.is_default());
+        assert_eq!(default.as_str(), "$scheme$host$uri$is_args$args");
+        let braced = KeyTemplate::parse("${scheme}${host}${uri}${is_args}${args}").unwrap();
+        assert!(braced.is_default());
+        assert_eq!(braced.as_str(), "${scheme}${host}${uri}${is_args}${args}");
+        for other in ["$scheme$host$request_uri", "$scheme$host$uri$is_args$args|"] {
+            assert!(!KeyTemplate::parse(other).unwrap().is_default(), "{other}");
+        }
+        assert_eq!(
+            render(KeyTemplate::DEFAULT, "/a/b?c=d", &[]),
+            "httpsexample.com:8443/a/b?c=d"
+        );
+        assert_eq!(
+            render(KeyTemplate::DEFAULT, "/a/b", &[]),
+            "httpsexample.com:8443/a/b"
+        );
+    }
+
+    #[test]
+    fn request_line_variables() {
+        assert_eq!(render("$scheme", "/", &[]), "https");
+        assert_eq!(render("$host", "/", &[]), "example.com:8443");
+        assert_eq!(render("$method", "/", &[]), "GET");
+        assert_eq!(render("$uri", "/a%2Fb/../c?x=1", &[]), "/a%2Fb/../c");
+        assert_eq!(render("$args", "/a?x=1&y=%20", &[]), "x=1&y=%20");
+        assert_eq!(render("$args", "/a", &[]), "");
+        assert_eq!(render("$is_args", "/a?x", &[]), "?");
+        assert_eq!(render("$is_args", "/a?", &[]), "");
+        assert_eq!(render("$is_args", "/a", &[]), "");
+        assert_eq!(render("$request_uri", "/a?x=1", &[]), "/a?x=1");
+        assert_eq!(render("$request_uri", "/a?", &[]), "/a?");
+    }
+
+    #[test]
+    fn empty_host_when_absent() {
+        let headers = HeaderMap::new();
+        let req = RequestView {
+            scheme: "http",
+            method: &Method::HEAD,
+            host: "",
+            path_and_query: "/",
+            headers: &headers,
+        };
+        let mut out = String::new();
+        let template = KeyTemplate::parse("$method|$host|$uri").unwrap();
+        template.render(&req, &mut out);
+        assert_eq!(out, "HEAD||/");
+    }
+
+    #[test]
+    fn arg_variables() {
+        let query = "/p?page=2&Sort=asc&bare&page=3&e%20n=x&empty=";
+        assert_eq!(render("$arg_page", query, &[]), "2");
+        assert_eq!(render("$arg_Sort", query, &[]), "asc");
+        assert_eq!(render("[$arg_sort]", query, &[]), "[]");
+        assert_eq!(render("[$arg_bare]", query, &[]), "[]");
+        assert_eq!(render("[$arg_empty]", query, &[]), "[]");
+        assert_eq!(render("[$arg_missing]", query, &[]), "[]");
+        assert_eq!(render("[$arg_page]", "/p", &[]), "[]");
+        assert_eq!(render("$arg_q", "/s?q=a%20b+c", &[]), "a%20b+c");
+    }
+
+    #[test]
+    fn http_variables() {
+        let headers = [
+            ("accept-language", "de"),
+            ("x-device", "mobile"),
+            ("x-device", "tablet"),
+        ];
+        assert_eq!(render("$http_accept_language", "/", &headers), "de");
+        assert_eq!(render("$http_X_Device", "/", &headers), "mobile, tablet");
+        assert_eq!(render("[$http_authorization]", "/", &headers), "[]");
+    }
+
+    #[test]
+    fn header_bytes_that_are_not_utf8_stay_distinct() {
+        let mut map = HeaderMap::new();
+        map.insert("x-a", http::HeaderValue::from_bytes(b"caf\xe9").unwrap());
+        map.insert("x-b", http::HeaderValue::from_bytes(b"caf\xe8").unwrap());
+        map.insert("x-c", http::HeaderValue::from_static("caf\\xe9"));
+        let req = RequestView {
+            scheme: "http",
+            method: &Method::GET,
+            host: "h",
+            path_and_query: "/",
+            headers: &map,
+        };
+        let mut outs = Vec::new();
+        for template in ["$http_x_a", "$http_x_b", "$http_x_c"] {
+            let mut out = String::new();
+            KeyTemplate::parse(template).unwrap().render(&req, &mut out);
+            outs.push(out);
+        }
+        assert_eq!(outs, ["caf\\xe9", "caf\\xe8", "caf\\x5cxe9"]);
+    }
+
+    #[test]
+    fn cookie_variables() {
+        let headers = [
+            ("cookie", "session=abc; lang=de"),
+            ("cookie", "theme=dark;lang=fr"),
+        ];
+        assert_eq!(render("$cookie_session", "/", &headers), "abc");
+        assert_eq!(render("$cookie_lang", "/", &headers), "de");
+        assert_eq!(render("$cookie_theme", "/", &headers), "dark");
+        assert_eq!(render("[$cookie_Theme]", "/", &headers), "[]");
+        assert_eq!(render("[$cookie_sess]", "/", &headers), "[]");
+        assert_eq!(render("[$cookie_session]", "/", &[]), "[]");
+    }
+
+    #[test]
+    fn braces_and_literals() {
+        assert_eq!(render("${uri}x", "/a?b", &[]), "/ax");
+        assert_eq!(render("${arg_b}_$uri", "/a?b=1", &[]), "1_/a");
+        assert_eq!(render("v2:$uri:{}é", "/a", &[]), "v2:/a:{}é");
+        assert_eq!(render("$uri$uri", "/a", &[]), "/a/a");
+        assert_eq!(render("$uri-$method", "/a", &[]), "/a-GET");
+    }
+
+    #[test]
+    fn render_reuses_the_buffer() {
+        let template = KeyTemplate::parse("$uri").unwrap();
+        let headers = HeaderMap::new();
+        let mut out = String::with_capacity(64);
+        for path in ["/long/path/here", "/b"] {
+            let req = RequestView {
+                scheme: "http",
+                method: &Method::GET,
+                host: "h",
+                path_and_query: path,
+                headers: &headers,
+            };
+            template.render(&req, &mut out);
+        }
+        assert_eq!(out, "/b");
+    }
+
+    #[test]
+    fn odd_templates_and_requests_never_panic() {
+        let templates = [
+            "$",
+            "${",
+            "}",
+            "$$",
+            "$$$",
+            "${é}",
+            "é$",
+            "$é",
+            "${uri}}",
+            "{$uri}",
+            "${${uri}}",
+            "$uri${",
+            "$arg_é",
+            "${arg_}",
+            "$http_x__y",
+            "$cookie_a$cookie_",
+        ];
+        for template in templates {
+            if let Ok(compiled) = KeyTemplate::parse(template) {
+                for target in ["", "?", "??", "/é?é=é&&=&é", "&="] {
+                    render(compiled.as_str(), target, &[("cookie", ";=;a;=b")]);
+                }
+            }
+        }
+        assert_eq!(render("${uri}}", "/a", &[]), "/a}");
+        assert_eq!(render("$http_x__y", "/", &[("x--y", "v")]), "v");
+        assert_eq!(render("[$cookie_a]", "/", &[("cookie", ";=;a;=b")]), "[]");
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        assert_eq!(error(""), "empty template");
+        assert_eq!(
+            error("$scheme$hots$uri"),
+            r#"unknown variable "$hots" (did you mean "$host"?)"#
+        );
+        assert_eq!(
+            error("$HOST"),
+            r#"unknown variable "$HOST" (did you mean "$host"?)"#
+        );
+        assert_eq!(
+            error("$urix"),
+            r#"unknown variable "$urix" (did you mean "$uri"?)"#
+        );
+        assert_eq!(
+            error("$args_page"),
+            r#"unknown variable "$args_page" (did you mean "$arg_page"?)"#
+        );
+        assert_eq!(
+            error("$header_accept"),
+            r#"unknown variable "$header_accept" (did you mean "$http_accept"?)"#
+        );
+        assert_eq!(
+            error("$is_argz"),
+            r#"unknown variable "$is_argz" (did you mean "$is_args"?)"#
+        );
+        assert_eq!(error("$zzz"), r#"unknown variable "$zzz""#);
+        assert_eq!(error("$arg_"), r#""$arg_" needs a name"#);
+        assert_eq!(error("${http_}"), r#""$http_" needs a name"#);
+        assert_eq!(error("$cookie_"), r#""$cookie_" needs a name"#);
+        assert_eq!(
+            error("$uri${host"),
+            r#""${host": "${" is missing its closing "}""#
+        );
+        assert_eq!(error("${}"), r#""${}" needs a variable name"#);
+        assert_eq!(
+            error("${ho-st}"),
+            r#""${ho-st}" is not a variable name (letters, digits and "_" only)"#
+        );
+        assert_eq!(
+            error("$uri$"),
+            r#""$" must be followed by a variable name, at "$""#
+        );
+        assert_eq!(
+            error("$uri/$-x"),
+            r#""$" must be followed by a variable name, at "$-x""#
+        );
+        assert_eq!(
+            error("$uri$é"),
+            r#""$" must be followed by a variable name, at "$é""#
+        );
+        assert_eq!(
+            error("static"),
+            r#""static" has no variables, so every request would share one cached response"#
+        );
+    }
+}

@@ -30,7 +30,7 @@
 
 mod error;
 mod raw;
-mod suggest;
+pub(crate) mod suggest;
 mod summary;
 mod units;
 mod validate;
@@ -44,6 +44,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use calmcache_core::RefreshMode;
+
+use crate::compress::Coding;
+use crate::conditions::Condition;
+use crate::key_template::KeyTemplate;
 
 pub use error::{ConfigError, Problem};
 
@@ -152,6 +156,31 @@ impl TtlTable {
     }
 }
 
+/// Whether a route obeys the client's request `Cache-Control` and `Pragma`
+/// (`no-cache`, `max-age=0`, `no-store`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientCacheControl {
+    /// Obey them, as RFC 9111 asks of a shared cache (the default).
+    Honor,
+    /// Ignore them, so a reload in a browser cannot send every request to
+    /// the origin.
+    Ignore,
+}
+
+impl ClientCacheControl {
+    /// Every value, in the spelling the config uses.
+    pub const ALL: [ClientCacheControl; 2] =
+        [ClientCacheControl::Honor, ClientCacheControl::Ignore];
+
+    /// The config spelling of this value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientCacheControl::Honor => "honor",
+            ClientCacheControl::Ignore => "ignore",
+        }
+    }
+}
+
 /// `[[routes]]`: which requests go to which upstream, and how they are cached.
 #[derive(Debug, Clone)]
 pub struct RouteConfig {
@@ -163,11 +192,32 @@ pub struct RouteConfig {
     pub upstream: usize,
     /// Index into [`Config::zones`]; `None` proxies without caching.
     pub zone: Option<usize>,
+    /// The cache key template (default [`KeyTemplate::DEFAULT`]).
+    pub key: KeyTemplate,
+    /// Requests matching any of these skip the cache lookup and go to the
+    /// origin; the response is still stored if storable (NGINX
+    /// `proxy_cache_bypass`). Default empty.
+    pub bypass: Vec<Condition>,
+    /// Responses to requests matching any of these are not stored (NGINX
+    /// `proxy_no_cache`). Default empty.
+    pub no_store: Vec<Condition>,
     /// TTLs set by the route, per status.
     pub ttl: TtlTable,
     /// When true, `ttl` wins over the origin's Cache-Control; otherwise it
     /// only applies when the origin gives no freshness information.
     pub override_origin: bool,
+    /// RFC 9111 §4.2.2 heuristic freshness for responses without explicit
+    /// freshness: this fraction of (Date - Last-Modified), within 0..=1;
+    /// 0 turns heuristics off (default 0.1).
+    pub heuristic_fraction: f64,
+    /// Cap on heuristic freshness (default 1 day).
+    pub heuristic_max: Duration,
+    /// Whether request Cache-Control / Pragma directives from clients are
+    /// obeyed (default honor).
+    pub client_cache_control: ClientCacheControl,
+    /// When true (the default), a HEAD miss is fetched as GET and stored
+    /// (NGINX `proxy_cache_convert_head`); when false HEAD passes through.
+    pub convert_head: bool,
     /// How objects about to expire are refreshed (default SUS).
     pub refresh: RefreshMode,
     /// The XFetch beta for PER and SUS: above 1 refreshes earlier (default 1.0).
@@ -185,6 +235,16 @@ pub struct RouteConfig {
     pub warm: Vec<String>,
     /// Host header for warm fetches; `None` means the first `server.listen` address.
     pub warm_host: Option<String>,
+    /// Codings calmcache makes itself for stored objects, in config order,
+    /// without duplicates (default none).
+    pub compress: Vec<Coding>,
+    /// RFC 9213: when true, `CDN-Cache-Control` and `Calmcache-Cache-Control`
+    /// from the origin are passed on to clients (default false: they are
+    /// meant for this cache only).
+    pub forward_targeted_cache_control: bool,
+    /// Add `key="..."` to the Cache-Status header (RFC 9211 §2.7). Default
+    /// false, because keys can reveal cookies and headers.
+    pub cache_status_key: bool,
 }
 
 impl RouteConfig {

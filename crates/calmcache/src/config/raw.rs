@@ -76,10 +76,19 @@ pub(crate) struct RawRoute {
     pub(crate) pattern: Option<String>,
     pub(crate) upstream: Option<String>,
     pub(crate) zone: Option<String>,
+    pub(crate) key: Option<String>,
+    #[serde(default)]
+    pub(crate) bypass: Vec<String>,
+    #[serde(default)]
+    pub(crate) no_store: Vec<String>,
     // Keys are status codes or "any"; checked in validate.rs.
     #[serde(default)]
     pub(crate) ttl: BTreeMap<String, Text>,
     pub(crate) override_origin: Option<bool>,
+    pub(crate) heuristic_fraction: Option<f64>,
+    pub(crate) heuristic_max: Option<Text>,
+    pub(crate) client_cache_control: Option<String>,
+    pub(crate) convert_head: Option<bool>,
     pub(crate) refresh: Option<String>,
     pub(crate) per_beta: Option<f64>,
     pub(crate) stale_while_revalidate: Option<Text>,
@@ -88,6 +97,10 @@ pub(crate) struct RawRoute {
     #[serde(default)]
     pub(crate) warm: Vec<String>,
     pub(crate) warm_host: Option<String>,
+    #[serde(default)]
+    pub(crate) compress: Vec<String>,
+    pub(crate) forward_targeted_cache_control: Option<bool>,
+    pub(crate) cache_status_key: Option<bool>,
 }
 
 /// A duration or size as written. A number is kept too (not refused by

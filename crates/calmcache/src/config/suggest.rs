@@ -33,19 +33,26 @@ pub(crate) fn closest<'a>(
         .map(|(_, candidate)| candidate)
 }
 
-/// Levenshtein distance in characters (insert, delete, substitute).
+/// Edit distance in characters: insert, delete, substitute, or swap two
+/// neighbours (optimal string alignment), so `hots` is one edit from `host`.
 pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    // One row of the classic table; `row[j]` = distance(a[..i], b[..j]).
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitute = diagonal + usize::from(ca != *cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitute.min(row[j] + 1).min(diagonal + 1);
+    // Three rows of the classic table: `row[j]` = distance(a[..i], b[..j]),
+    // `prev` for i - 1 and `prev2` for i - 2 (for swaps).
+    let mut prev2: Vec<usize> = Vec::new();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for i in 1..=a.len() {
+        let mut row = vec![i; b.len() + 1];
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (prev[j - 1] + cost).min(prev[j] + 1).min(row[j - 1] + 1);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(prev2[j - 2] + 1);
+            }
+            row[j] = best;
         }
+        prev2 = std::mem::replace(&mut prev, row);
     }
-    row[b.len()]
+    prev[b.len()]
 }

@@ -9,6 +9,8 @@ impl Config {
     /// One line describing the config, e.g. `ok: listen 127.0.0.1:8080;
     /// admin 127.0.0.1:9090; 1 upstream (app: 1 server); 1 zone (ram: memory
     /// 256 MiB); 2 routes (api -> app via ram, refresh sus; route1 -> app, no cache)`.
+    /// A cached route also names the cache settings it changes from their
+    /// defaults (`key`, `bypass`, `no_store`, `compress`).
     pub fn summary(&self) -> String {
         let listen: Vec<String> = self.server.listen.iter().map(|a| a.to_string()).collect();
         let mut parts = vec![format!("listen {}", listen.join(", "))];
@@ -29,14 +31,36 @@ impl Config {
         let zone = route.zone.and_then(|zone| self.zones.get(zone));
         match zone {
             Some(zone) => format!(
-                "{} -> {upstream} via {}, refresh {}",
+                "{} -> {upstream} via {}, refresh {}{}",
                 route.name,
                 zone.name,
-                route.refresh.as_str()
+                route.refresh.as_str(),
+                cache_features(route)
             ),
             None => format!("{} -> {upstream}, no cache", route.name),
         }
     }
+}
+
+/// The cache settings a route changes from their defaults, each after a
+/// comma, e.g. `, key "$host$uri", bypass 2, no_store 2, compress br+gzip`;
+/// empty for a route with the defaults, to keep the line short.
+fn cache_features(route: &RouteConfig) -> String {
+    let mut out = String::new();
+    if !route.key.is_default() {
+        out.push_str(&format!(", key {:?}", route.key.as_str()));
+    }
+    if !route.bypass.is_empty() {
+        out.push_str(&format!(", bypass {}", route.bypass.len()));
+    }
+    if !route.no_store.is_empty() {
+        out.push_str(&format!(", no_store {}", route.no_store.len()));
+    }
+    if !route.compress.is_empty() {
+        let codings: Vec<&str> = route.compress.iter().map(|c| c.as_str()).collect();
+        out.push_str(&format!(", compress {}", codings.join("+")));
+    }
+    out
 }
 
 fn upstream_line(upstream: &UpstreamConfig) -> String {

@@ -10,7 +10,10 @@ use calmcache_core::RefreshMode;
 
 use super::suggest::{closest, edit_distance};
 use super::units::{format_size, parse_duration, parse_size, GIB, KIB, MIB};
-use super::{Config, ConfigError, Problem, ZoneKind};
+use super::{ClientCacheControl, Config, ConfigError, Problem, ZoneKind};
+use crate::compress::Coding;
+use crate::conditions::Condition;
+use crate::key_template::KeyTemplate;
 
 const EXAMPLE: &str = include_str!("../../../../config.example.toml");
 
@@ -91,6 +94,11 @@ fn durations_parse_exactly() {
         ("0.1h", Duration::from_secs(360)),
         ("1.25ms", Duration::from_micros(1250)),
         (" 10 s ", Duration::from_secs(10)),
+        ("1d", Duration::from_secs(86_400)),
+        ("0.5d", Duration::from_secs(43_200)),
+        ("7d", Duration::from_secs(7 * 86_400)),
+        ("0.00000000000001d", Duration::ZERO),
+        ("0.0000000001d", Duration::from_nanos(8_640)),
     ];
     for (text, want) in cases {
         assert_eq!(parse_duration(text), Ok(want), "{text:?}");
@@ -103,14 +111,17 @@ fn bad_durations_are_explained() {
     assert_eq!(bad.message, r#""60" is not a duration"#);
     assert_eq!(bad.hint, r#"write e.g. "60s", "500ms""#);
 
-    let unit = parse_duration("1d").unwrap_err();
-    assert!(unit.hint.starts_with("units are ms, s, m, h"), "{unit:?}");
+    let unit = parse_duration("1w").unwrap_err();
+    assert!(
+        unit.hint.starts_with("units are ms, s, m, h, d;"),
+        "{unit:?}"
+    );
 
     let negative = parse_duration("-1s").unwrap_err();
     assert_eq!(negative.message, r#""-1s" is negative"#);
 
     for text in [
-        "", "s", ".5s", "1.s", "1..5s", "1e3s", "5S", "five s", "+1s",
+        "", "s", ".5s", "1.s", "1..5s", "1e3s", "5S", "five s", "+1s", "1D", "1 day",
     ] {
         assert!(parse_duration(text).is_err(), "{text:?} should not parse");
     }
@@ -175,6 +186,11 @@ fn near_misses_are_suggested() {
     assert_eq!(edit_distance("sdd", "ssd"), 1);
     assert_eq!(edit_distance("", "abc"), 3);
     assert_eq!(edit_distance("kitten", "sitting"), 3);
+    assert_eq!(edit_distance("hots", "host"), 1);
+    assert_eq!(edit_distance("ca", "abc"), 3);
+    assert_eq!(edit_distance("abc", ""), 3);
+    assert_eq!(edit_distance("zoen", "zone"), 1);
+    assert_eq!(closest("hots", ["host", "uri"]), Some("host"));
     assert_eq!(closest("sdd", ["disk", "ssd"]), Some("ssd"));
     assert_eq!(closest("SSD", ["disk", "ssd"]), Some("ssd"));
     assert_eq!(closest("zonee", ["name", "zone"]), Some("zone"));
@@ -199,6 +215,16 @@ stale_if_error = "1h"
 lock_timeout = "250ms"
 warm = ["/", "/feed/"]
 warm_host = "example.com"
+key = "$scheme$host$uri$is_args$args|${cookie_lang}"
+bypass = ["cookie:wordpress_logged_in", "header:Authorization", "arg:preview"]
+no_store = ["cookie:wordpress_logged_in"]
+client_cache_control = "ignore"
+convert_head = false
+compress = ["gzip", "br"]
+heuristic_fraction = 0.25
+heuristic_max = "12h"
+forward_targeted_cache_control = true
+cache_status_key = true
 "#,
     ));
     assert_eq!(config.zones[0].name, "disk"); // sorted by name
@@ -222,6 +248,30 @@ warm_host = "example.com"
     assert_eq!(route.lock_timeout, Duration::from_millis(250));
     assert_eq!(route.warm, ["/", "/feed/"]);
     assert_eq!(route.warm_host.as_deref(), Some("example.com"));
+    assert_eq!(
+        route.key.as_str(),
+        "$scheme$host$uri$is_args$args|${cookie_lang}"
+    );
+    assert!(!route.key.is_default());
+    assert_eq!(
+        route.bypass,
+        [
+            Condition::Cookie("wordpress_logged_in".into()),
+            Condition::Header(http::header::AUTHORIZATION),
+            Condition::Arg("preview".into()),
+        ]
+    );
+    assert_eq!(
+        route.no_store,
+        [Condition::Cookie("wordpress_logged_in".into())]
+    );
+    assert_eq!(route.client_cache_control, ClientCacheControl::Ignore);
+    assert!(!route.convert_head);
+    assert_eq!(route.compress, [Coding::Gzip, Coding::Br]);
+    assert_eq!(route.heuristic_fraction, 0.25);
+    assert_eq!(route.heuristic_max, Duration::from_secs(12 * 3600));
+    assert!(route.forward_targeted_cache_control);
+    assert!(route.cache_status_key);
 }
 
 #[test]
@@ -254,6 +304,18 @@ fn defaults_are_applied() {
     assert_eq!(route.lock_timeout, Duration::from_secs(5));
     assert!(route.warm.is_empty());
     assert_eq!(route.warm_host, None);
+    assert_eq!(route.key, KeyTemplate::default());
+    assert!(route.key.is_default());
+    assert_eq!(route.key.as_str(), "$scheme$host$uri$is_args$args");
+    assert!(route.bypass.is_empty());
+    assert!(route.no_store.is_empty());
+    assert_eq!(route.client_cache_control, ClientCacheControl::Honor);
+    assert!(route.convert_head);
+    assert!(route.compress.is_empty());
+    assert_eq!(route.heuristic_fraction, 0.1);
+    assert_eq!(route.heuristic_max, Duration::from_secs(86_400));
+    assert!(!route.forward_targeted_cache_control);
+    assert!(!route.cache_status_key);
 }
 
 #[test]
@@ -308,6 +370,31 @@ upstream = "app"
 }
 
 #[test]
+fn summary_names_changed_cache_settings() {
+    let config = load(&with_route(
+        r#"
+zone = "ssd"
+key = "$host$uri"
+bypass = ["cookie:a", "arg:b"]
+no_store = ["cookie:a"]
+compress = ["br", "gzip"]
+"#,
+    ));
+    assert_eq!(
+        config.summary(),
+        "ok: listen 127.0.0.1:0; 1 upstream (app: 1 server); \
+         2 zones (disk: memory 8 MiB, ssd: memory 1 MiB); 1 route (route0 -> app via ssd, \
+         refresh sus, key \"$host$uri\", bypass 2, no_store 1, compress br+gzip)"
+    );
+    let braced_default = load(&with_route(
+        "zone = \"ssd\"\nkey = \"${scheme}${host}${uri}${is_args}${args}\"",
+    ));
+    assert!(braced_default
+        .summary()
+        .ends_with("(route0 -> app via ssd, refresh sus)"));
+}
+
+#[test]
 fn example_file_parses_and_shows_the_defaults() {
     let example = load(EXAMPLE);
     let minimal = load(MINIMAL);
@@ -332,7 +419,49 @@ fn example_file_parses_and_shows_the_defaults() {
     assert_eq!(documented.stale_if_error, default.stale_if_error);
     assert_eq!(documented.lock_timeout, default.lock_timeout);
     assert_eq!(documented.warm, default.warm);
+    assert_eq!(documented.key, default.key);
+    assert_eq!(documented.bypass, default.bypass);
+    assert_eq!(documented.no_store, default.no_store);
+    assert_eq!(
+        documented.client_cache_control,
+        default.client_cache_control
+    );
+    assert_eq!(documented.convert_head, default.convert_head);
+    assert_eq!(documented.compress, default.compress);
+    assert_eq!(documented.heuristic_fraction, default.heuristic_fraction);
+    assert_eq!(documented.heuristic_max, default.heuristic_max);
+    assert_eq!(
+        documented.forward_targeted_cache_control,
+        default.forward_targeted_cache_control
+    );
+    assert_eq!(documented.cache_status_key, default.cache_status_key);
     assert_eq!(example.routes[1].name, "route1");
+}
+
+/// The WordPress lines the example file shows commented out are valid.
+#[test]
+fn example_wordpress_lines_are_valid() {
+    let lines: Vec<&str> = EXAMPLE
+        .lines()
+        .filter_map(|line| line.strip_prefix("# "))
+        .filter(|line| {
+            ["key = ", "bypass = ", "no_store = "]
+                .iter()
+                .any(|key| line.starts_with(key))
+        })
+        .collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    let config = load(&with_route(&format!(
+        "zone = \"ssd\"\n{}",
+        lines.join("\n")
+    )));
+    let route = &config.routes[0];
+    assert!(route.key.is_default());
+    assert_eq!(route.bypass.len(), 5);
+    assert_eq!(route.bypass, route.no_store);
+    assert!(route
+        .bypass
+        .contains(&Condition::Cookie("wp-postpass".into())));
 }
 
 #[test]
@@ -675,6 +804,173 @@ fn warm_needs_a_zone_and_paths() {
         "zone = \"ssd\"\nwarm_host = \"http://example.com\"",
     ));
     assert_eq!(host.path, "routes[0].warm_host");
+}
+
+#[test]
+fn bad_key_templates() {
+    let problem = only_problem(&with_route(r#"key = "$scheme$hots$uri""#));
+    assert_eq!(problem.path, "routes[0].key");
+    assert_eq!(
+        problem.message,
+        r#"unknown variable "$hots" (did you mean "$host"?)"#
+    );
+    assert_eq!(
+        problem.hint.as_deref(),
+        Some(
+            "variables: $scheme, $host, $uri, $args, $is_args, $request_uri, $method, \
+             $arg_NAME, $http_NAME, $cookie_NAME"
+        )
+    );
+    let cases = [
+        (r#"key = "$uri$arg_""#, r#""$arg_" needs a name"#),
+        (
+            r#"key = "${uri""#,
+            r#""${uri": "${" is missing its closing "}""#,
+        ),
+        (
+            r#"key = "$uri$""#,
+            r#""$" must be followed by a variable name, at "$""#,
+        ),
+        (
+            r#"key = "v1""#,
+            r#""v1" has no variables, so every request would share one cached response"#,
+        ),
+    ];
+    for (keys, message) in cases {
+        let problem = only_problem(&with_route(keys));
+        assert_eq!(problem.path, "routes[0].key", "{keys}");
+        assert_eq!(problem.message, message, "{keys}");
+    }
+    let empty = only_problem(&with_route("key = \"\""));
+    assert_eq!(
+        format!("{empty}"),
+        r#"routes[0].key: empty template (hint: remove it for the default "$scheme$host$uri$is_args$args")"#
+    );
+}
+
+#[test]
+fn bad_conditions_name_their_index() {
+    let text = format!(
+        "{}\n[[routes]]\nupstream = \"app\"\n{}\n{}\n",
+        with_route(""),
+        r#"bypass = ["cookie:a", "header:Authorization", "cookies:x", "header:authorization"]"#,
+        r#"no_store = ["arg:", "header:bad name", "preview"]"#,
+    );
+    let found = problems(&text);
+    assert_eq!(
+        paths(&found),
+        [
+            "routes[1].bypass[2]",
+            "routes[1].bypass[3]",
+            "routes[1].no_store[0]",
+            "routes[1].no_store[1]",
+            "routes[1].no_store[2]",
+        ]
+    );
+    assert_eq!(
+        found[0].to_string(),
+        r#"routes[1].bypass[2]: "cookies:x": unknown condition kind "cookies" (expected "cookie", "header" or "arg") (hint: e.g. "cookie:wordpress_logged_in" (a name prefix), "header:Authorization", "arg:preview")"#
+    );
+    assert_eq!(
+        found[1].message,
+        r#""header:authorization" is listed twice"#
+    );
+    assert_eq!(found[1].hint, None);
+    assert_eq!(found[2].message, r#""arg:": the arg name is empty"#);
+    assert_eq!(
+        found[3].message,
+        r#""header:bad name": "bad name" is not a valid header name"#
+    );
+    assert_eq!(
+        found[4].message,
+        r#""preview" is not a condition (expected "cookie:NAME", "header:NAME" or "arg:NAME")"#
+    );
+}
+
+#[test]
+fn bad_client_cache_control() {
+    let problem = only_problem(&with_route(r#"client_cache_control = "honour""#));
+    assert_eq!(problem.path, "routes[0].client_cache_control");
+    assert_eq!(problem.message, r#"unknown client_cache_control "honour""#);
+    assert_eq!(
+        problem.hint.as_deref(),
+        Some(r#"did you mean "honor"? values: honor, ignore"#)
+    );
+    let honor = load(&with_route(r#"client_cache_control = "honor""#));
+    assert_eq!(
+        honor.routes[0].client_cache_control,
+        ClientCacheControl::Honor
+    );
+    assert_eq!(ClientCacheControl::Ignore.as_str(), "ignore");
+    let typed = only_problem(&with_route("client_cache_control = true"));
+    assert_eq!(typed.path, "routes[0].client_cache_control");
+}
+
+#[test]
+fn bad_compress_codings() {
+    let found = problems(&with_route(r#"compress = ["br", "zstd", "BR", "gzip"]"#));
+    assert_eq!(
+        found.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        [
+            r#"routes[0].compress[1]: "zstd" is not a coding calmcache can make (expected "br" or "gzip")"#,
+            r#"routes[0].compress[2]: "BR" is listed twice"#,
+        ]
+    );
+    let typed = only_problem(&with_route(r#"compress = "gzip""#));
+    assert_eq!(typed.path, "routes[0].compress");
+    assert!(typed.message.contains("invalid type"), "{typed:?}");
+}
+
+#[test]
+fn heuristic_fraction_and_max() {
+    for (value, shown) in [
+        ("1.5", "1.5"),
+        ("-0.1", "-0.1"),
+        ("2", "2"),
+        ("nan", "NaN"),
+        ("inf", "inf"),
+    ] {
+        let problem = only_problem(&with_route(&format!("heuristic_fraction = {value}")));
+        assert_eq!(problem.path, "routes[0].heuristic_fraction", "{value}");
+        assert_eq!(problem.message, format!("{shown} is outside 0..=1"));
+        assert_eq!(
+            problem.hint.as_deref(),
+            Some("0.1 is the usual fraction; 0 turns heuristic freshness off")
+        );
+    }
+    for (value, want) in [("0", 0.0), ("0.0", 0.0), ("-0.0", 0.0), ("1", 1.0)] {
+        let route = &load(&with_route(&format!("heuristic_fraction = {value}"))).routes[0];
+        assert_eq!(route.heuristic_fraction, want, "{value}");
+        assert!(route.heuristic_fraction.is_sign_positive(), "{value}");
+    }
+
+    let max = only_problem(&with_route(r#"heuristic_max = "1 week""#));
+    assert_eq!(max.path, "routes[0].heuristic_max");
+    assert_eq!(max.message, r#""1 week" is not a duration"#);
+    let bare = only_problem(&with_route("heuristic_max = 86400"));
+    assert_eq!(bare.message, "86400 is not a duration");
+    let route = &load(&with_route(r#"heuristic_max = "0s""#)).routes[0];
+    assert_eq!(route.heuristic_max, Duration::ZERO);
+}
+
+#[test]
+fn boolean_route_keys_take_booleans() {
+    for key in [
+        "convert_head",
+        "forward_targeted_cache_control",
+        "cache_status_key",
+    ] {
+        let problem = only_problem(&with_route(&format!("{key} = \"yes\"")));
+        assert_eq!(problem.path, format!("routes[0].{key}"));
+        assert!(problem.message.contains("invalid type"), "{problem:?}");
+    }
+}
+
+#[test]
+fn new_route_key_typos_are_suggested() {
+    let problem = only_problem(&with_route(r#"nostore = ["cookie:a"]"#));
+    assert_eq!(problem.path, "routes[0].nostore");
+    assert_eq!(problem.hint.as_deref(), Some(r#"did you mean "no_store"?"#));
 }
 
 // ---- reporting ----

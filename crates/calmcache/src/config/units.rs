@@ -1,4 +1,4 @@
-//! Duration and size literals: `"500ms"`, `"1.5s"`, `"2h"`, `"256MiB"`.
+//! Duration and size literals: `"500ms"`, `"1.5s"`, `"2h"`, `"1d"`, `"256MiB"`.
 //!
 //! Owns the grammar of those literals and the wording of their errors. It
 //! knows nothing about TOML paths: `validate.rs` attaches the path to the
@@ -30,8 +30,8 @@ pub(crate) const SIZE_HINT: &str = r#"write e.g. "64MiB", "512KiB""#;
 const NANOS_PER_MS: u128 = 1_000_000;
 const NANOS_PER_SEC: u128 = 1_000 * NANOS_PER_MS;
 // Digits past this many after the point are below a nanosecond even for
-// hours (1e-12 h = 3.6 ns), and more would overflow the u128 arithmetic.
-const MAX_FRACTION_DIGITS: usize = 12;
+// days (1e-14 d = 0.864 ns); the product (below 1e14 * 8.64e13) fits a u128.
+const MAX_FRACTION_DIGITS: usize = 14;
 
 /// 1 KiB, the unit sizes are usually written in.
 pub(crate) const KIB: u64 = 1 << 10;
@@ -40,8 +40,8 @@ pub(crate) const MIB: u64 = 1 << 20;
 /// 1 GiB.
 pub(crate) const GIB: u64 = 1 << 30;
 
-/// Parses a non-negative decimal number followed by `ms`, `s`, `m` or `h`,
-/// e.g. `"0.5s"`. Arithmetic is exact to the nanosecond (no float rounding).
+/// Parses a non-negative decimal number followed by `ms`, `s`, `m`, `h` or
+/// `d` (24 hours), e.g. `"0.5s"`. Arithmetic is exact to the nanosecond (no float rounding).
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, BadValue> {
     let not_a_duration = |hint: &str| BadValue::new(format!("{text:?} is not a duration"), hint);
     let (number, unit) = split_unit(text);
@@ -56,9 +56,10 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, BadValue> {
         "s" => NANOS_PER_SEC,
         "m" => 60 * NANOS_PER_SEC,
         "h" => 3_600 * NANOS_PER_SEC,
+        "d" => 86_400 * NANOS_PER_SEC,
         "" => return Err(not_a_duration(DURATION_HINT)),
         _ => {
-            let hint = format!("units are ms, s, m, h; {DURATION_HINT}");
+            let hint = format!("units are ms, s, m, h, d; {DURATION_HINT}");
             return Err(not_a_duration(&hint));
         }
     };

@@ -11,13 +11,27 @@ use calmcache_core::RefreshMode;
 use regex::Regex;
 
 use super::Checker;
+use crate::compress::Coding;
+use crate::conditions::Condition;
 use crate::config::error::{toml_key, Problem};
 use crate::config::raw::{RawRoute, Text};
-use crate::config::{suggest, RouteConfig, TtlTable, UpstreamConfig, ZoneConfig};
+use crate::config::{
+    suggest, ClientCacheControl, RouteConfig, TtlTable, UpstreamConfig, ZoneConfig,
+};
+use crate::key_template::KeyTemplate;
 
 const DEFAULT_REFRESH: RefreshMode = RefreshMode::Sus;
 const DEFAULT_PER_BETA: f64 = 1.0;
 const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+const DEFAULT_HEURISTIC_FRACTION: f64 = 0.1;
+const DEFAULT_HEURISTIC_MAX: Duration = Duration::from_secs(86_400);
+const DEFAULT_CLIENT_CACHE_CONTROL: ClientCacheControl = ClientCacheControl::Honor;
+/// The hint for a `key` template that does not compile.
+const KEY_HINT: &str = "variables: $scheme, $host, $uri, $args, $is_args, $request_uri, \
+                        $method, $arg_NAME, $http_NAME, $cookie_NAME";
+/// The hint for a `bypass` / `no_store` entry that does not parse.
+const CONDITION_HINT: &str =
+    r#"e.g. "cookie:wordpress_logged_in" (a name prefix), "header:Authorization", "arg:preview""#;
 const REFRESH_MODES: [RefreshMode; 4] = [
     RefreshMode::None,
     RefreshMode::Lock,
@@ -76,8 +90,23 @@ impl Checker {
             // 0 is a placeholder: a missing upstream was reported above.
             upstream: upstream.unwrap_or(0),
             zone,
+            key: self.key(&at("key"), raw.key.as_deref()),
+            bypass: self.conditions(&at("bypass"), &raw.bypass),
+            no_store: self.conditions(&at("no_store"), &raw.no_store),
             ttl: self.ttl(&at("ttl"), &raw.ttl),
             override_origin: raw.override_origin.unwrap_or(false),
+            heuristic_fraction: self
+                .heuristic_fraction(&at("heuristic_fraction"), raw.heuristic_fraction),
+            heuristic_max: self.duration(
+                &at("heuristic_max"),
+                raw.heuristic_max.as_ref(),
+                DEFAULT_HEURISTIC_MAX,
+            ),
+            client_cache_control: self.client_cache_control(
+                &at("client_cache_control"),
+                raw.client_cache_control.as_deref(),
+            ),
+            convert_head: raw.convert_head.unwrap_or(true),
             refresh: self.refresh(&at("refresh"), raw.refresh.as_deref()),
             per_beta: self.per_beta(&at("per_beta"), raw.per_beta),
             stale_while_revalidate: self.duration(
@@ -97,6 +126,9 @@ impl Checker {
             ),
             warm: self.warm(&path, &raw, names),
             warm_host: self.warm_host(&at("warm_host"), raw.warm_host),
+            compress: self.compress(&at("compress"), &raw.compress),
+            forward_targeted_cache_control: raw.forward_targeted_cache_control.unwrap_or(false),
+            cache_status_key: raw.cache_status_key.unwrap_or(false),
         }
     }
 
@@ -192,6 +224,84 @@ impl Checker {
         table
     }
 
+    fn key(&mut self, path: &str, raw: Option<&str>) -> KeyTemplate {
+        let Some(text) = raw else {
+            return KeyTemplate::default();
+        };
+        KeyTemplate::parse(text).unwrap_or_else(|message| {
+            let hint = if text.is_empty() {
+                format!("remove it for the default {:?}", KeyTemplate::DEFAULT)
+            } else {
+                KEY_HINT.to_owned()
+            };
+            self.report(Problem::new(path, message).hint(hint));
+            KeyTemplate::default()
+        })
+    }
+
+    /// `bypass` / `no_store`: each entry parsed, none listed twice.
+    fn conditions(&mut self, path: &str, raw: &[String]) -> Vec<Condition> {
+        let mut conditions: Vec<Condition> = Vec::new();
+        for (i, text) in raw.iter().enumerate() {
+            let at = format!("{path}[{i}]");
+            match Condition::parse(text) {
+                Ok(condition) if conditions.contains(&condition) => {
+                    self.report(Problem::new(at, format!("{text:?} is listed twice")));
+                }
+                Ok(condition) => conditions.push(condition),
+                Err(message) => self.report(Problem::new(at, message).hint(CONDITION_HINT)),
+            }
+        }
+        conditions
+    }
+
+    fn heuristic_fraction(&mut self, path: &str, raw: Option<f64>) -> f64 {
+        let fraction = raw.unwrap_or(DEFAULT_HEURISTIC_FRACTION);
+        if (0.0..=1.0).contains(&fraction) {
+            // `abs` turns -0.0 into 0.0, so no caller sees a negative zero.
+            return fraction.abs();
+        }
+        let problem = Problem::new(path, format!("{fraction} is outside 0..=1"));
+        self.report(problem.hint("0.1 is the usual fraction; 0 turns heuristic freshness off"));
+        DEFAULT_HEURISTIC_FRACTION
+    }
+
+    fn client_cache_control(&mut self, path: &str, raw: Option<&str>) -> ClientCacheControl {
+        let Some(text) = raw else {
+            return DEFAULT_CLIENT_CACHE_CONTROL;
+        };
+        let all = ClientCacheControl::ALL;
+        if let Some(value) = all.iter().find(|value| value.as_str() == text) {
+            return *value;
+        }
+        let values: Vec<&str> = all.iter().map(|value| value.as_str()).collect();
+        let problem = Problem::new(path, format!("unknown client_cache_control {text:?}"));
+        self.report(problem.hint(suggest::names_hint("values", text, &values)));
+        DEFAULT_CLIENT_CACHE_CONTROL
+    }
+
+    /// `compress`: known codings, none listed twice, in config order.
+    fn compress(&mut self, path: &str, raw: &[String]) -> Vec<Coding> {
+        let mut codings: Vec<Coding> = Vec::new();
+        for (i, text) in raw.iter().enumerate() {
+            let at = format!("{path}[{i}]");
+            match Coding::parse(text) {
+                Some(coding) if codings.contains(&coding) => {
+                    self.report(Problem::new(at, format!("{text:?} is listed twice")));
+                }
+                Some(coding) => codings.push(coding),
+                None => {
+                    let message = format!(
+                        "{text:?} is not a coding calmcache can make ({})",
+                        expected_codings()
+                    );
+                    self.report(Problem::new(at, message));
+                }
+            }
+        }
+        codings
+    }
+
     fn refresh(&mut self, path: &str, raw: Option<&str>) -> RefreshMode {
         let Some(text) = raw else {
             return DEFAULT_REFRESH;
@@ -257,4 +367,17 @@ fn regex_reason(error: &regex::Error) -> String {
         .find_map(|line| line.trim().strip_prefix("error: "))
         .map(str::to_owned);
     reason.unwrap_or_else(|| text.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// `expected "br" or "gzip"`, from [`Coding::ALL`].
+fn expected_codings() -> String {
+    let quoted: Vec<String> = Coding::ALL
+        .iter()
+        .map(|coding| format!("{:?}", coding.as_str()))
+        .collect();
+    match quoted.split_last() {
+        Some((last, [])) => format!("expected {last}"),
+        Some((last, rest)) => format!("expected {} or {last}", rest.join(", ")),
+        None => "none are available".to_owned(),
+    }
 }
