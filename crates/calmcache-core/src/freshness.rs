@@ -1,12 +1,13 @@
 //! Whether a response may be stored, and for how long it stays fresh: RFC 9111
-//! §3 (storing), §4.2.1 (freshness lifetime) and §4.2.3 (age), RFC 5861 windows.
+//! §3 (storing), §4.2.1 (freshness lifetime), §4.2.2 (heuristic freshness) and
+//! §4.2.3 (age), RFC 5861 windows, RFC 9213 targeted fields.
 //!
 //! Pure arithmetic over header values and wall-clock times; the caller supplies
 //! the times so tests need no clock.
 
 use std::time::{Duration, SystemTime};
 
-use http::header::{AGE, CACHE_CONTROL, DATE, EXPIRES, SET_COOKIE, VARY};
+use http::header::{AGE, DATE, ETAG, EXPIRES, LAST_MODIFIED, SET_COOKIE, VARY};
 use http::HeaderMap;
 
 use crate::cache_control::CacheControl;
@@ -22,6 +23,11 @@ pub struct StoreRules {
     pub stale_while_revalidate: Duration,
     /// The route's `stale_if_error` window.
     pub stale_if_error: Duration,
+    /// RFC 9111 §4.2.2: the fraction of `Date - Last-Modified` a response without
+    /// explicit freshness stays fresh; 0 turns heuristics off.
+    pub heuristic_fraction: f64,
+    /// The cap on heuristic freshness.
+    pub heuristic_max: Duration,
 }
 
 /// One request/response exchange with the origin, as the cache sees it.
@@ -52,9 +58,9 @@ pub enum NotStorable {
     SetCookie,
     /// The request carried `Authorization` and the response did not allow sharing.
     Authorization,
-    /// The response varies on request headers.
-    Vary,
-    /// A status we do not cache (1xx, 206) or one with no freshness at all.
+    /// `Vary: *`: no later request can ever match it (RFC 9111 §4.1).
+    VaryStar,
+    /// A status we do not cache (1xx, 206, 304) or one with no freshness at all.
     Status,
     /// Nothing gives it a freshness lifetime above zero.
     NoFreshness,
@@ -69,7 +75,7 @@ impl NotStorable {
             NotStorable::NoCache => "no-cache",
             NotStorable::SetCookie => "set-cookie",
             NotStorable::Authorization => "authorization",
-            NotStorable::Vary => "vary",
+            NotStorable::VaryStar => "vary-star",
             NotStorable::Status => "status",
             NotStorable::NoFreshness => "no-freshness",
         }
@@ -89,8 +95,29 @@ pub struct Freshness {
     /// RFC 5861 §4: serve stale when the origin fails.
     pub stale_if_error: Duration,
     /// RFC 9111 §4.2.4: must-revalidate, proxy-revalidate or s-maxage forbid
-    /// serving it stale beyond the windows the origin explicitly granted.
+    /// serving it stale beyond the windows the origin explicitly granted;
+    /// §5.2.2.4 no-cache forbids any use without revalidation.
     pub stale_forbidden: bool,
+    /// RFC 8246 `immutable`: while fresh, client reloads need not revalidate.
+    pub immutable: bool,
+}
+
+/// A storable response: its freshness and the fields that must not be kept
+/// (`private="..."`, `no-cache="..."`), lower-cased.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Storable {
+    /// Freshness of the stored response.
+    pub freshness: Freshness,
+    /// Header fields to drop from the stored copy.
+    pub strip_fields: Vec<String>,
+}
+
+/// RFC 9110 §15.1: statuses a cache may store with heuristic freshness.
+pub fn heuristically_cacheable(status: u16) -> bool {
+    matches!(
+        status,
+        200 | 203 | 204 | 206 | 300 | 301 | 308 | 404 | 405 | 410 | 414 | 501
+    )
 }
 
 impl Freshness {
@@ -101,26 +128,34 @@ impl Freshness {
 }
 
 /// Decides whether `exchange` may be stored by a shared cache and, if so, its freshness.
-pub fn evaluate(exchange: &Exchange<'_>, rules: &StoreRules) -> Result<Freshness, NotStorable> {
+pub fn evaluate(exchange: &Exchange<'_>, rules: &StoreRules) -> Result<Storable, NotStorable> {
     let headers = exchange.headers;
-    let cc = CacheControl::parse(header_strs(headers, CACHE_CONTROL));
-    check_storable(exchange, &cc)?;
+    let (cc, targeted) = CacheControl::for_response(headers);
+    let strip_fields = check_storable(exchange, &cc)?;
     let explicit = if rules.override_origin {
         None
     } else {
-        explicit_lifetime(headers, &cc, exchange.response_time)
+        explicit_lifetime(headers, &cc, targeted, exchange.response_time)
     };
+    let status = exchange.status;
     let (lifetime, initial_age) = match explicit {
         Some(lifetime) => (lifetime, corrected_initial_age(exchange)),
         // The route's ttl counts from receipt, as NGINX's proxy_cache_valid and
         // Varnish's default_ttl do; only an Age from a cache upstream is charged.
-        None => (
-            rules.ttl.ok_or(NotStorable::NoFreshness)?,
-            age_value(headers),
-        ),
+        None => match rules.ttl {
+            Some(ttl) => (ttl, age_value(headers)),
+            None if heuristically_cacheable(status) || cc.public => (
+                heuristic_lifetime(headers, exchange.response_time, rules)
+                    .unwrap_or(Duration::ZERO),
+                corrected_initial_age(exchange),
+            ),
+            None => return Err(NotStorable::NoFreshness),
+        },
     };
+    let no_cache = cc.no_cache && !rules.override_origin;
     let freshness = Freshness {
-        lifetime,
+        // §5.2.2.4: no-cache = stored, but never used without revalidation.
+        lifetime: if no_cache { Duration::ZERO } else { lifetime },
         initial_age,
         stale_while_revalidate: stale_window(
             &cc,
@@ -130,21 +165,35 @@ pub fn evaluate(exchange: &Exchange<'_>, rules: &StoreRules) -> Result<Freshness
         ),
         stale_if_error: stale_window(&cc, cc.stale_if_error, rules, rules.stale_if_error),
         stale_forbidden: !rules.override_origin && cc.forbids_stale(),
+        immutable: cc.immutable,
     };
+    // A response that is stale on arrival is still worth keeping when it has a
+    // validator: the next request revalidates it (a 304 costs no body).
+    let has_validator = headers.contains_key(ETAG) || headers.contains_key(LAST_MODIFIED);
     if freshness.fresh_for().is_zero()
         && freshness.stale_while_revalidate.is_zero()
         && freshness.stale_if_error.is_zero()
+        && !has_validator
     {
-        return Err(NotStorable::NoFreshness);
+        return Err(if no_cache {
+            NotStorable::NoCache
+        } else {
+            NotStorable::NoFreshness
+        });
     }
-    Ok(freshness)
+    Ok(Storable {
+        freshness,
+        strip_fields,
+    })
 }
 
-/// RFC 9111 §3: what a shared cache must not store.
-fn check_storable(exchange: &Exchange<'_>, cc: &CacheControl) -> Result<(), NotStorable> {
+/// RFC 9111 §3: what a shared cache must not store. Returns the fields that
+/// may not be kept with the stored response.
+fn check_storable(exchange: &Exchange<'_>, cc: &CacheControl) -> Result<Vec<String>, NotStorable> {
     let status = exchange.status;
-    // 206 needs range-aware storage; 1xx are not final responses.
-    if !(200..600).contains(&status) || status == 206 {
+    // 206 needs range-aware storage, 304 only updates a stored response (§4.3.4),
+    // 1xx are not final responses.
+    if !(200..600).contains(&status) || status == 206 || status == 304 {
         return Err(NotStorable::Status);
     }
     if cc.no_store {
@@ -153,10 +202,12 @@ fn check_storable(exchange: &Exchange<'_>, cc: &CacheControl) -> Result<(), NotS
     if cc.private {
         return Err(NotStorable::Private);
     }
-    if cc.no_cache {
-        return Err(NotStorable::NoCache);
-    }
-    if exchange.headers.contains_key(SET_COOKIE) {
+    // §5.2.2.7 private="f": a shared cache must not store f; §5.2.2.4
+    // no-cache="f": f must not be reused without revalidation. Dropping f from
+    // the stored copy satisfies both.
+    let mut strip: Vec<String> = cc.private_fields.clone();
+    strip.extend(cc.no_cache_fields.iter().cloned());
+    if exchange.headers.contains_key(SET_COOKIE) && !strip.iter().any(|f| f == "set-cookie") {
         return Err(NotStorable::SetCookie);
     }
     // §3.5: a shared cache may reuse an answer to an authorised request only when
@@ -166,25 +217,53 @@ fn check_storable(exchange: &Exchange<'_>, cc: &CacheControl) -> Result<(), NotS
     {
         return Err(NotStorable::Authorization);
     }
+    // §4.1: "Vary: *" always fails to match.
     if exchange
         .headers
         .get_all(VARY)
         .iter()
-        .any(|v| !v.as_bytes().trim_ascii().is_empty())
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|name| name.trim() == "*")
     {
-        return Err(NotStorable::Vary);
+        return Err(NotStorable::VaryStar);
     }
-    Ok(())
+    Ok(strip)
+}
+
+/// RFC 9111 §4.2.2: a fraction of the time since Last-Modified, capped.
+fn heuristic_lifetime(
+    headers: &HeaderMap,
+    response_time: SystemTime,
+    rules: &StoreRules,
+) -> Option<Duration> {
+    if rules.heuristic_fraction.is_nan() || rules.heuristic_fraction <= 0.0 {
+        return None;
+    }
+    let modified = parse_date(headers.get(LAST_MODIFIED)?.as_bytes())?;
+    let date = headers
+        .get(DATE)
+        .and_then(|d| parse_date(d.as_bytes()))
+        .unwrap_or(response_time);
+    let since = date.duration_since(modified).ok()?;
+    let lifetime = Duration::try_from_secs_f64(since.as_secs_f64() * rules.heuristic_fraction)
+        .unwrap_or(rules.heuristic_max);
+    Some(lifetime.min(rules.heuristic_max))
 }
 
 /// RFC 9111 §4.2.1: s-maxage, then max-age, then Expires minus Date.
 fn explicit_lifetime(
     headers: &HeaderMap,
     cc: &CacheControl,
+    targeted: bool,
     response_time: SystemTime,
 ) -> Option<Duration> {
     if let Some(d) = cc.s_maxage.or(cc.max_age) {
         return Some(d);
+    }
+    // RFC 9213 §2.1: a targeted field replaces Cache-Control and Expires.
+    if targeted {
+        return None;
     }
     let expires = headers.get(EXPIRES)?;
     // §5.3: an invalid Expires (e.g. "0") means already expired.
@@ -250,14 +329,8 @@ fn age_value(headers: &HeaderMap) -> Duration {
 
 const DATE_RESOLUTION: Duration = Duration::from_secs(1);
 
-fn header_strs(headers: &HeaderMap, name: http::header::HeaderName) -> impl Iterator<Item = &str> {
-    headers
-        .get_all(name)
-        .into_iter()
-        .filter_map(|v| v.to_str().ok())
-}
-
-fn parse_date(bytes: &[u8]) -> Option<SystemTime> {
+/// An HTTP-date (RFC 9110 §5.6.7) from a header value.
+pub fn parse_date(bytes: &[u8]) -> Option<SystemTime> {
     httpdate::parse_http_date(std::str::from_utf8(bytes).ok()?).ok()
 }
 

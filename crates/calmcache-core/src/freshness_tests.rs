@@ -26,7 +26,7 @@ fn eval_auth(h: &HeaderMap, rules: StoreRules, auth: bool) -> Result<Freshness, 
         request_time: t(0),
         response_time: t(0),
     };
-    evaluate(&ex, &rules)
+    evaluate(&ex, &rules).map(|s| s.freshness)
 }
 
 fn ttl(secs: u64) -> StoreRules {
@@ -90,7 +90,7 @@ fn personalised_responses_are_not_shared() {
             headers(&[("cache-control", "no-store")]),
             NotStorable::NoStore,
         ),
-        (headers(&[("vary", "Cookie")]), NotStorable::Vary),
+        (headers(&[("vary", "Cookie, *")]), NotStorable::VaryStar),
     ] {
         assert_eq!(eval(&h, ttl(5)), Err(why));
     }
@@ -130,7 +130,7 @@ fn age_is_corrected_per_rfc_9111_4_2_3() {
         request_time: t(2),
         response_time: t(4),
     };
-    let f = evaluate(&ex, &StoreRules::default()).unwrap();
+    let f = evaluate(&ex, &StoreRules::default()).unwrap().freshness;
     assert_eq!(f.initial_age, Duration::from_secs(5));
     assert_eq!(f.fresh_for(), Duration::from_secs(55));
     // Without Age, an old Date dominates: apparent_age = 10 - 1.
@@ -144,7 +144,7 @@ fn age_is_corrected_per_rfc_9111_4_2_3() {
         headers: &h,
         ..ex
     };
-    let f = evaluate(&ex, &StoreRules::default()).unwrap();
+    let f = evaluate(&ex, &StoreRules::default()).unwrap().freshness;
     assert_eq!(f.initial_age, Duration::from_secs(9));
 }
 
@@ -159,7 +159,7 @@ fn route_ttl_counts_from_receipt() {
         request_time: t(0),
         response_time: t(1),
     };
-    let f = evaluate(&ex, &ttl(1)).unwrap();
+    let f = evaluate(&ex, &ttl(1)).unwrap().freshness;
     assert_eq!(f.initial_age, Duration::ZERO);
     assert_eq!(f.fresh_for(), Duration::from_secs(1));
 }
@@ -225,13 +225,18 @@ fn a_huge_age_is_capped_not_a_panic() {
         stale_if_error: Duration::from_secs(60),
         ..ttl(1)
     };
-    assert_eq!(evaluate(&ex, &rules).unwrap().fresh_for(), Duration::ZERO);
+    assert_eq!(
+        evaluate(&ex, &rules).unwrap().freshness.fresh_for(),
+        Duration::ZERO
+    );
     let rules = StoreRules {
         stale_if_error: Duration::from_secs(60),
         ..ttl(1)
     };
     let h = headers(&[("age", "18446744073709551615")]);
-    let f = evaluate(&Exchange { headers: &h, ..ex }, &rules).unwrap();
+    let f = evaluate(&Exchange { headers: &h, ..ex }, &rules)
+        .unwrap()
+        .freshness;
     assert_eq!(f.initial_age, Duration::from_secs(2_147_483_648));
     let meta = crate::object::ObjectMeta {
         stored_at: tokio::time::Instant::now(),
@@ -241,4 +246,143 @@ fn a_huge_age_is_capped_not_a_panic() {
     let later = meta.stored_at + Duration::from_secs(3600);
     assert!(meta.age(later) >= Duration::from_secs(2_147_483_648));
     assert!(meta.ttl_left(later) < 0.0);
+}
+
+fn heuristics() -> StoreRules {
+    StoreRules {
+        heuristic_fraction: 0.1,
+        heuristic_max: Duration::from_secs(86_400),
+        ..Default::default()
+    }
+}
+
+fn with_status(h: &HeaderMap, status: u16, rules: StoreRules) -> Result<Storable, NotStorable> {
+    let ex = Exchange {
+        request_has_authorization: false,
+        status,
+        headers: h,
+        request_time: t(0),
+        response_time: t(0),
+    };
+    evaluate(&ex, &rules)
+}
+
+#[test]
+fn heuristic_freshness_only_for_heuristically_cacheable_statuses() {
+    // RFC 9111 §4.2.2: 10% of the time since Last-Modified; RFC 9110 §15.1 lists
+    // the statuses that may use it.
+    let h = headers(&[
+        ("date", &httpdate::fmt_http_date(t(36_000))),
+        ("last-modified", &httpdate::fmt_http_date(t(0))),
+    ]);
+    for status in [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501] {
+        let s = with_status(&h, status, heuristics()).unwrap();
+        assert_eq!(s.freshness.lifetime, Duration::from_secs(3_600), "{status}");
+    }
+    for status in [201, 302, 307, 400, 403, 500, 502, 503] {
+        assert_eq!(
+            with_status(&h, status, heuristics()),
+            Err(NotStorable::NoFreshness),
+            "{status}"
+        );
+    }
+    // `public` makes any status storable (RFC 9111 §3).
+    let p = headers(&[
+        ("cache-control", "public"),
+        ("date", &httpdate::fmt_http_date(t(36_000))),
+        ("last-modified", &httpdate::fmt_http_date(t(0))),
+    ]);
+    assert!(with_status(&p, 302, heuristics()).is_ok());
+    // Capped, and off with a zero fraction (then kept only as a validator).
+    let capped = StoreRules {
+        heuristic_max: Duration::from_secs(60),
+        ..heuristics()
+    };
+    assert_eq!(
+        with_status(&h, 200, capped).unwrap().freshness.lifetime,
+        Duration::from_secs(60)
+    );
+    let off = with_status(&h, 200, StoreRules::default()).unwrap();
+    assert_eq!(off.freshness.fresh_for(), Duration::ZERO);
+}
+
+#[test]
+fn route_ttl_comes_before_heuristics() {
+    let h = headers(&[("last-modified", &httpdate::fmt_http_date(t(0)))]);
+    let rules = StoreRules {
+        ttl: Some(Duration::from_secs(2)),
+        ..heuristics()
+    };
+    let s = with_status(&h, 200, rules).unwrap();
+    assert_eq!(s.freshness.lifetime, Duration::from_secs(2));
+}
+
+#[test]
+fn no_cache_is_stored_for_revalidation_only_with_a_validator() {
+    // RFC 9111 §5.2.2.4: no-cache may be stored but must be validated on every use.
+    let h = headers(&[("cache-control", "no-cache, max-age=60"), ("etag", "\"a\"")]);
+    let f = eval(&h, ttl(5)).unwrap();
+    assert_eq!(f.fresh_for(), Duration::ZERO);
+    assert!(f.stale_forbidden);
+    let h = headers(&[("cache-control", "no-cache, max-age=60")]);
+    assert_eq!(eval(&h, ttl(5)), Err(NotStorable::NoCache));
+}
+
+#[test]
+fn stale_on_arrival_is_kept_when_it_can_be_revalidated() {
+    // RFC 9111 §4.3: a stored stale response can be validated with ETag/Last-Modified.
+    let h = headers(&[("cache-control", "max-age=0"), ("etag", "\"a\"")]);
+    assert_eq!(eval(&h, ttl(5)).unwrap().fresh_for(), Duration::ZERO);
+    let h = headers(&[("cache-control", "max-age=0")]);
+    assert_eq!(eval(&h, ttl(5)), Err(NotStorable::NoFreshness));
+}
+
+#[test]
+fn qualified_private_and_no_cache_strip_their_fields() {
+    // RFC 9111 §5.2.2.7 and §5.2.2.4 with field names.
+    let h = headers(&[
+        (
+            "cache-control",
+            "private=\"x-user\", no-cache=\"Set-Cookie\", max-age=60",
+        ),
+        ("set-cookie", "s=1"),
+    ]);
+    let s = with_status(&h, 200, StoreRules::default()).unwrap();
+    assert_eq!(s.strip_fields, ["x-user", "set-cookie"]);
+    assert_eq!(s.freshness.lifetime, Duration::from_secs(60));
+}
+
+#[test]
+fn targeted_fields_replace_cache_control_and_expires() {
+    // RFC 9213 §2.1.
+    let h = headers(&[
+        ("cache-control", "no-store"),
+        ("cdn-cache-control", "max-age=60"),
+    ]);
+    assert_eq!(eval(&h, ttl(5)).unwrap().lifetime, Duration::from_secs(60));
+    let h = headers(&[
+        ("cache-control", "max-age=60"),
+        ("cdn-cache-control", "no-store"),
+    ]);
+    assert_eq!(eval(&h, ttl(5)), Err(NotStorable::NoStore));
+    // Expires is ignored when a targeted field is used: the route ttl applies.
+    let h = headers(&[
+        ("expires", &httpdate::fmt_http_date(t(600))),
+        ("date", &httpdate::fmt_http_date(t(0))),
+        ("cdn-cache-control", "public"),
+    ]);
+    assert_eq!(eval(&h, ttl(5)).unwrap().lifetime, Duration::from_secs(5));
+}
+
+#[test]
+fn not_modified_is_never_stored() {
+    // RFC 9111 §4.3.4: a 304 only updates a stored response.
+    let h = headers(&[("cache-control", "max-age=60")]);
+    assert_eq!(with_status(&h, 304, ttl(5)), Err(NotStorable::Status));
+}
+
+#[test]
+fn immutable_is_carried() {
+    let h = headers(&[("cache-control", "max-age=60, immutable")]);
+    assert!(eval(&h, ttl(5)).unwrap().immutable);
 }

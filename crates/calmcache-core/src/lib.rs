@@ -23,11 +23,12 @@ pub mod policy;
 pub mod status;
 pub mod tier;
 
+pub use cache_control::{CacheControl, RequestCacheControl};
 pub use flight::{FetchPermit, Flights, Lookup, WaitError, Waiter};
-pub use freshness::{Exchange, Freshness, NotStorable, StoreRules};
+pub use freshness::{Exchange, Freshness, NotStorable, Storable, StoreRules};
 pub use key::{CacheKey, KeyRef};
 pub use memory::MemoryTier;
-pub use object::{CachedObject, ObjectMeta};
+pub use object::{CachedObject, Encoded, ObjectMeta, VaryIndex};
 pub use policy::{decide, Decision, RefreshMode, RefreshPolicy};
-pub use status::CacheStatus;
+pub use status::{CacheStatus, Fwd, Report};
 pub use tier::{CacheError, Tier};

@@ -15,6 +15,7 @@ fn object(body_len: usize) -> Arc<CachedObject> {
             stale_while_revalidate: Duration::ZERO,
             stale_if_error: Duration::ZERO,
             stale_forbidden: false,
+            immutable: false,
         },
         fetch_time: Duration::from_millis(5),
     };

@@ -1,8 +1,15 @@
-//! A stored response: its metadata (freshness, timing) and its shared body.
+//! A stored response: its metadata (freshness, timing), its shared body and
+//! encodings, and the Vary bookkeeping (RFC 9111 §4.1).
+//!
+//! Under a URI's primary key sits either a response (no `Vary`) or a
+//! [`VaryIndex`] marker naming the request headers its variants differ by;
+//! each variant then lives under the primary key extended with those
+//! headers' normalised values.
 
 use std::time::Duration;
 
 use bytes::Bytes;
+use http::header::HeaderName;
 use http::{HeaderMap, StatusCode};
 use tokio::time::Instant;
 
@@ -88,8 +95,39 @@ pub struct CachedObject {
     pub headers: HeaderMap,
     /// The whole body.
     pub body: Bytes,
+    /// The body compressed by calmcache, in the route's order of preference.
+    pub encodings: Vec<Encoded>,
+    /// For a variant: the normalised request header values it was selected
+    /// by (part of its key), so a follower of a fill can tell whether the
+    /// response it got is its own variant.
+    pub variant: Option<Box<str>>,
+    /// Set on a marker: this entry is not a response but the list of
+    /// request headers the URI's responses vary on.
+    pub vary_index: Option<VaryIndex>,
+    /// Headers calmcache keeps but does not forward (RFC 9213 targeted fields).
+    pub has_targeted: bool,
     /// Bytes this object costs a zone, computed once (eviction asks often).
     weight: usize,
+}
+
+/// One compressed form of a body.
+#[derive(Clone, Debug)]
+pub struct Encoded {
+    /// The `Content-Encoding` token, e.g. `br`.
+    pub coding: &'static str,
+    /// The encoded bytes.
+    pub body: Bytes,
+}
+
+/// What a Vary marker records: a generation id (variants of an older
+/// marker become unreachable when it is replaced or invalidated) and the
+/// request header names, lower-cased and sorted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VaryIndex {
+    /// Generation, part of every variant key under this marker.
+    pub id: u64,
+    /// Request header names the variants differ by.
+    pub names: Vec<HeaderName>,
 }
 
 /// Fixed per-object bookkeeping cost charged to a zone on top of header and body bytes.
@@ -98,14 +136,78 @@ pub const OBJECT_OVERHEAD: usize = 256;
 impl CachedObject {
     /// Assembles an object and computes its weight.
     pub fn new(meta: ObjectMeta, status: StatusCode, headers: HeaderMap, body: Bytes) -> Self {
-        let weight = weigh(&headers, body.len());
+        Self::assemble(meta, status, headers, body, Vec::new(), None)
+    }
+
+    /// Assembles a response with its encodings and, for a variant, the
+    /// request values it was selected by.
+    pub fn assemble(
+        meta: ObjectMeta,
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Bytes,
+        encodings: Vec<Encoded>,
+        variant: Option<Box<str>>,
+    ) -> Self {
+        let encoded: usize = encodings.iter().map(|e| e.body.len()).sum();
+        let weight =
+            weigh(&headers, body.len() + encoded) + variant.as_ref().map_or(0, |v| v.len());
+        let has_targeted = crate::cache_control::TARGETED
+            .iter()
+            .any(|name| headers.contains_key(*name));
         CachedObject {
             meta,
             status,
             headers,
             body,
+            encodings,
+            variant,
+            vary_index: None,
+            has_targeted,
             weight,
         }
+    }
+
+    /// A Vary marker for a URI whose responses vary on `index.names`.
+    pub fn marker(meta: ObjectMeta, index: VaryIndex) -> Self {
+        let weight = OBJECT_OVERHEAD
+            + index
+                .names
+                .iter()
+                .map(|n| n.as_str().len() + 32)
+                .sum::<usize>();
+        CachedObject {
+            meta,
+            status: StatusCode::OK,
+            headers: HeaderMap::new(),
+            body: Bytes::new(),
+            encodings: Vec::new(),
+            variant: None,
+            vary_index: Some(index),
+            has_targeted: false,
+            weight,
+        }
+    }
+
+    /// The same response with new metadata and headers (a 304 merged into
+    /// it, RFC 9111 §4.3.4): body and encodings are shared, not copied.
+    pub fn freshened(&self, meta: ObjectMeta, headers: HeaderMap) -> Self {
+        Self::assemble(
+            meta,
+            self.status,
+            headers,
+            self.body.clone(),
+            self.encodings.clone(),
+            self.variant.clone(),
+        )
+    }
+
+    /// The encoded body for `coding`, if calmcache made one.
+    pub fn encoding(&self, coding: &str) -> Option<&Bytes> {
+        self.encodings
+            .iter()
+            .find(|e| e.coding == coding)
+            .map(|e| &e.body)
     }
 
     /// Bytes this object costs a memory zone: headers, body and bookkeeping.

@@ -13,6 +13,7 @@ fn meta(now: Instant, lifetime_ms: u64, fetch_ms: u64, swr_ms: u64) -> ObjectMet
             stale_while_revalidate: Duration::from_millis(swr_ms),
             stale_if_error: Duration::ZERO,
             stale_forbidden: false,
+            immutable: false,
         },
         fetch_time: Duration::from_millis(fetch_ms),
     }

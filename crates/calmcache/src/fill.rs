@@ -4,23 +4,38 @@
 //! A fill runs in its own task (see `proxy.rs`), so a client that goes away does
 //! not cancel a fetch that other waiters need. It reports to followers through
 //! its [`FetchPermit`] and to the request that started it through [`FillReply`].
+//!
+//! ```text
+//! fill ─ send (GET; validators of the stale copy, RFC 9111 §4.3.1)
+//!   ├─ error / 5xx with a stale-if-error copy ─────────── Stale
+//!   ├─ 304 for the stale copy ─ merge headers (§4.3.4) ─┐
+//!   ├─ 200.. ─ evaluate ─ not storable ───────────────── Relay (stream)
+//!   │                  └─ collect ≤ max_object_size ────┴─ store ─ Stored
+//!   └─ too large ────────────────────────────────────────── Relay (prefix + rest)
+//! store: Vary marker + variant key (vary.rs), compress once (compress.rs), insert
+//! ```
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::{Bytes, BytesMut};
-use calmcache_core::{freshness, CacheKey, CachedObject, Exchange, FetchPermit, ObjectMeta};
-use http::header::CONTENT_LENGTH;
+use calmcache_core::{
+    freshness, CacheKey, CachedObject, Encoded, Exchange, FetchPermit, NotStorable, ObjectMeta,
+    Storable, VaryIndex,
+};
+use http::header::{CONTENT_LENGTH, VARY};
 use http::uri::PathAndQuery;
-use http::{HeaderMap, HeaderValue, Method, Request, Response, Uri};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use crate::body::{BoxError, PrefixedBody, ResponseBody, TimeoutBody};
+use crate::conditional;
 use crate::error::{ErrorKind, ProxyError};
 use crate::headers::strip_hop_by_hop;
-use crate::state::{FillOutcome, Route};
+use crate::state::{FillOutcome, Route, Zone};
+use crate::vary;
 
 /// The request a fill sends upstream: always a GET for the whole object.
 #[derive(Clone, Debug)]
@@ -32,24 +47,54 @@ pub struct FetchRequest {
     pub headers: HeaderMap,
     /// The client sent `Authorization` (RFC 9111 §3.5).
     pub has_authorization: bool,
+    /// False when the request or a `no_store` condition forbids storing.
+    pub store: bool,
+}
+
+/// Why a response was relayed instead of stored (`Cache-Status` detail).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotStored {
+    /// The response itself says so.
+    Response(NotStorable),
+    /// Over the zone's `max_object_size`.
+    TooLarge,
+    /// The request (`no-store`) or a `no_store` condition said so.
+    Request,
+    /// The route has no zone.
+    NoZone,
+}
+
+impl NotStored {
+    /// The `detail` token.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotStored::Response(why) => why.as_str(),
+            NotStored::TooLarge => "too-large",
+            NotStored::Request => "no-store-request",
+            NotStored::NoZone => "no-zone",
+        }
+    }
 }
 
 /// What the request that started a fill gets.
 pub enum FillReply {
-    /// Stored; serve it.
-    Stored(Arc<CachedObject>),
-    /// Not storable or too large: relay this response (hop-by-hop removed).
-    Relay(Response<ResponseBody>),
+    /// Stored; serve it. `u16` is the origin's status (304 on a revalidation).
+    Stored(Arc<CachedObject>, u16),
+    /// Not stored: relay this response (hop-by-hop removed).
+    Relay(Response<ResponseBody>, NotStored),
     /// The origin failed and this copy is inside stale-if-error.
     Stale(Arc<CachedObject>),
     /// The origin failed and there is no usable copy.
     Failed(ProxyError),
 }
 
-/// Fetches `fetch` for `key`, stores it if allowed, and reports to followers.
+/// Fetches `fetch` for the URI keyed `primary`, stores it if allowed (under
+/// `primary` or, when the response varies, under its variant key), and
+/// reports to followers. `stale` is the stored copy this fetch replaces: its
+/// validators make the request conditional, and it backs stale-if-error.
 pub async fn fill(
     route: Arc<Route>,
-    key: CacheKey,
+    primary: CacheKey,
     fetch: FetchRequest,
     permit: Option<FetchPermit<FillOutcome>>,
     stale: Option<Arc<CachedObject>>,
@@ -58,7 +103,13 @@ pub async fn fill(
     let request_time = SystemTime::now();
     let upstream = &route.upstream;
     route.activity.upstream_requests.inc();
-    let result = upstream.send(upstream_request(&fetch)).await;
+    let revalidating = stale
+        .as_ref()
+        .filter(|s| conditional::has_validator(&s.headers))
+        .cloned();
+    let result = upstream
+        .send(upstream_request(&fetch, revalidating.as_deref()))
+        .await;
     let usable_stale = stale.filter(|s| s.meta.within_stale_if_error(Instant::now()));
     let resp = match result {
         Ok(resp) if resp.status().is_server_error() && usable_stale.is_some() => {
@@ -73,7 +124,7 @@ pub async fn fill(
         Ok(resp) => resp,
         Err(e) => {
             route.activity.upstream_errors.inc();
-            tracing::warn!(upstream = %upstream.name, key = %key, error = %e, "origin fetch failed");
+            tracing::warn!(upstream = %upstream.name, key = %primary, error = %e, "origin fetch failed");
             return fail(permit, e, usable_stale);
         }
     };
@@ -82,18 +133,74 @@ pub async fn fill(
     }
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
+    let response_time = SystemTime::now();
+    let origin_status = parts.status.as_u16();
+    let zone = match (&route.zone, fetch.store) {
+        (Some(zone), true) => zone,
+        (zone, _) => {
+            finish(permit, FillOutcome::NotStored);
+            let why = if zone.is_none() {
+                NotStored::NoZone
+            } else {
+                NotStored::Request
+            };
+            let body = ResponseBody::stream(TimeoutBody::new(body, upstream.read_timeout));
+            return FillReply::Relay(Response::from_parts(parts, body), why);
+        }
+    };
+    // RFC 9111 §4.3.4: a 304 freshens the stored response it validates.
+    if parts.status == StatusCode::NOT_MODIFIED {
+        if let Some(old) =
+            revalidating.filter(|s| conditional::applies_to(&parts.headers, &s.headers))
+        {
+            let merged = conditional::merge_not_modified(&old.headers, &parts.headers, &[]);
+            let exchange = Exchange {
+                request_has_authorization: fetch.has_authorization,
+                status: old.status.as_u16(),
+                headers: &merged,
+                request_time,
+                response_time,
+            };
+            return match freshness::evaluate(&exchange, &route.store_rules(exchange.status)) {
+                Ok(storable) => {
+                    let stored = Stored {
+                        status: old.status,
+                        headers: detach_headers(&merged, &storable.strip_fields),
+                        body: old.body.clone(),
+                        encodings: Some(old.encodings.clone()),
+                    };
+                    store(
+                        &route, zone, &primary, &fetch, stored, storable, started, permit, 304,
+                    )
+                    .await
+                }
+                Err(why) => {
+                    // The origin now forbids storing it: drop the copy, relay it.
+                    finish(permit, FillOutcome::NotStored);
+                    let mut resp = Response::new(ResponseBody::full(old.body.clone()));
+                    *resp.status_mut() = old.status;
+                    *resp.headers_mut() = merged;
+                    FillReply::Relay(resp, NotStored::Response(why))
+                }
+            };
+        }
+    }
     let exchange = Exchange {
         request_has_authorization: fetch.has_authorization,
-        status: parts.status.as_u16(),
+        status: origin_status,
         headers: &parts.headers,
         request_time,
-        response_time: SystemTime::now(),
+        response_time,
     };
-    let rules = route.store_rules(parts.status.as_u16());
+    let rules = route.store_rules(origin_status);
     let body = TimeoutBody::new(body, upstream.read_timeout);
-    let (Some(zone), Ok(fresh)) = (&route.zone, freshness::evaluate(&exchange, &rules)) else {
-        finish(permit, FillOutcome::NotStored);
-        return FillReply::Relay(Response::from_parts(parts, ResponseBody::stream(body)));
+    let storable = match freshness::evaluate(&exchange, &rules) {
+        Ok(storable) => storable,
+        Err(why) => {
+            finish(permit, FillOutcome::NotStored);
+            let resp = Response::from_parts(parts, ResponseBody::stream(body));
+            return FillReply::Relay(resp, NotStored::Response(why));
+        }
     };
     let limit = zone.tier.max_object_size() as usize;
     let body = match collect_limited(body, limit, &parts.headers).await {
@@ -101,46 +208,178 @@ pub async fn fill(
         Collected::TooLarge(prefix, rest) => {
             finish(permit, FillOutcome::NotStored);
             let body = ResponseBody::stream(PrefixedBody::new(prefix, rest));
-            return FillReply::Relay(Response::from_parts(parts, body));
+            return FillReply::Relay(Response::from_parts(parts, body), NotStored::TooLarge);
         }
         Collected::Failed(e) => {
             route.activity.upstream_errors.inc();
             let e = ProxyError::upstream(ErrorKind::Broken, &upstream.name, e);
-            tracing::warn!(upstream = %upstream.name, key = %key, error = %e, "origin body failed");
+            tracing::warn!(upstream = %upstream.name, key = %primary, error = %e, "origin body failed");
             return fail(permit, e, usable_stale);
         }
     };
     // The stored length is exact; HEAD answers from the cache rely on it.
     // RFC 9110 §8.6: never on 204 or 304.
-    if !matches!(parts.status.as_u16(), 204 | 304) {
+    if !matches!(origin_status, 204 | 304) {
         parts
             .headers
             .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
     }
+    let stored = Stored {
+        status: parts.status,
+        headers: detach_headers(&parts.headers, &storable.strip_fields),
+        body,
+        encodings: None,
+    };
+    store(
+        &route,
+        zone,
+        &primary,
+        &fetch,
+        stored,
+        storable,
+        started,
+        permit,
+        origin_status,
+    )
+    .await
+}
+
+/// A response ready to store.
+struct Stored {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+    /// Encodings to reuse (a freshened copy); `None` makes them anew.
+    encodings: Option<Vec<Encoded>>,
+}
+
+/// Stores a response under its key (the primary key, or its variant key
+/// under a Vary marker), compressing it first when the route asks.
+#[allow(clippy::too_many_arguments)]
+async fn store(
+    route: &Route,
+    zone: &Zone,
+    primary: &CacheKey,
+    fetch: &FetchRequest,
+    mut stored: Stored,
+    storable: Storable,
+    started: Instant,
+    permit: Option<FetchPermit<FillOutcome>>,
+    origin_status: u16,
+) -> FillReply {
+    let compresses = !route.cfg.compress.is_empty();
+    let encodings = match stored.encodings.take() {
+        Some(encodings) => encodings,
+        None => encode(route, &stored.headers, &stored.body).await,
+    };
+    if !encodings.is_empty() {
+        add_vary_accept_encoding(&mut stored.headers);
+    }
     let meta = ObjectMeta {
         stored_at: Instant::now(),
-        freshness: fresh,
+        freshness: storable.freshness,
         fetch_time: started.elapsed(),
     };
-    let headers = detach_headers(&parts.headers);
-    let object = Arc::new(CachedObject::new(meta, parts.status, headers, body));
+    let names = vary::names(&stored.headers, compresses);
+    let (key, variant) = if names.is_empty() {
+        (primary.clone(), None)
+    } else {
+        let id = marker_for(zone, primary, names.clone(), &meta);
+        let secondary = vary::secondary(&names, &fetch.headers);
+        let key = vary::variant_key(&primary.as_ref(), id, &secondary);
+        (key, Some(secondary.into_boxed_str()))
+    };
+    let object = Arc::new(CachedObject::assemble(
+        meta,
+        stored.status,
+        stored.headers,
+        stored.body,
+        encodings,
+        variant,
+    ));
     if let Err(e) = zone.tier.insert(key.clone(), object.clone()) {
         // Headers and bookkeeping pushed it over the zone's limit: relay it.
         tracing::debug!(key = %key, zone = %zone.name, error = %e, "not stored");
         finish(permit, FillOutcome::NotStored);
-        let body = ResponseBody::full(object.body.clone());
-        return FillReply::Relay(Response::from_parts(parts, body));
+        let mut resp = Response::new(ResponseBody::full(object.body.clone()));
+        *resp.status_mut() = object.status;
+        *resp.headers_mut() = object.headers.clone();
+        return FillReply::Relay(resp, NotStored::TooLarge);
     }
     route.activity.stores.inc();
-    finish(permit, FillOutcome::Stored(object.clone()));
-    FillReply::Stored(object)
+    finish(permit, FillOutcome::Stored(object.clone(), origin_status));
+    FillReply::Stored(object, origin_status)
 }
 
-/// Copies header values out of hyper's read buffer: a stored value that
-/// sliced it would pin the whole buffer (8 KiB or more) in the zone.
-fn detach_headers(headers: &HeaderMap) -> HeaderMap {
+/// The generation id of the Vary marker under `primary` for `names`,
+/// replacing a marker for other names (or a plain response) with a new one.
+fn marker_for(zone: &Zone, primary: &CacheKey, names: Vec<HeaderName>, meta: &ObjectMeta) -> u64 {
+    if let Some(index) = zone
+        .tier
+        .get(&primary.as_ref())
+        .and_then(|o| o.vary_index.clone())
+        .filter(|index| index.names == names)
+    {
+        return index.id;
+    }
+    let id = rand::random::<u64>();
+    let marker = CachedObject::marker(meta.clone(), VaryIndex { id, names });
+    if let Err(e) = zone.tier.insert(primary.clone(), Arc::new(marker)) {
+        tracing::debug!(key = %primary, error = %e, "vary marker not stored");
+    }
+    id
+}
+
+/// Compresses a compressible body once per configured coding, on a blocking
+/// thread (never on the async workers).
+async fn encode(route: &Route, headers: &HeaderMap, body: &Bytes) -> Vec<Encoded> {
+    let codings = route.cfg.compress.clone();
+    if codings.is_empty()
+        || body.len() < crate::compress::MIN_SIZE
+        || !crate::compress::compressible(headers)
+    {
+        return Vec::new();
+    }
+    let body = body.clone();
+    let encoded =
+        tokio::task::spawn_blocking(move || crate::compress::encode_all(&codings, &body)).await;
+    match encoded {
+        Ok(list) => list
+            .into_iter()
+            .map(|(coding, body)| Encoded {
+                coding: coding.as_str(),
+                body,
+            })
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "compression task failed; storing uncompressed only");
+            Vec::new()
+        }
+    }
+}
+
+/// Adds `Accept-Encoding` to `Vary` unless it is there.
+fn add_vary_accept_encoding(headers: &mut HeaderMap) {
+    let present = headers
+        .get_all(VARY)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|n| n.trim().eq_ignore_ascii_case("accept-encoding"));
+    if !present {
+        headers.append(VARY, HeaderValue::from_static("Accept-Encoding"));
+    }
+}
+
+/// Copies header values out of hyper's read buffer (a stored value that
+/// sliced it would pin the whole buffer, 8 KiB or more, in the zone) and
+/// drops the fields that must not be stored (`private="..."`, `no-cache="..."`).
+fn detach_headers(headers: &HeaderMap, strip: &[String]) -> HeaderMap {
     let mut out = HeaderMap::with_capacity(headers.len() + 2);
     for (name, value) in headers {
+        if strip.iter().any(|s| s == name.as_str()) {
+            continue;
+        }
         if let Ok(copy) = HeaderValue::from_bytes(value.as_bytes()) {
             out.append(name.clone(), copy);
         }
@@ -148,7 +387,10 @@ fn detach_headers(headers: &HeaderMap) -> HeaderMap {
     out
 }
 
-fn upstream_request(fetch: &FetchRequest) -> Request<crate::body::StreamBody> {
+fn upstream_request(
+    fetch: &FetchRequest,
+    revalidating: Option<&CachedObject>,
+) -> Request<crate::body::StreamBody> {
     let mut req = Request::new(
         Empty::<Bytes>::new()
             .map_err(|never| match never {})
@@ -157,6 +399,9 @@ fn upstream_request(fetch: &FetchRequest) -> Request<crate::body::StreamBody> {
     *req.method_mut() = Method::GET;
     *req.uri_mut() = Uri::from(fetch.path_and_query.clone());
     *req.headers_mut() = fetch.headers.clone();
+    if let Some(stale) = revalidating {
+        conditional::add_validators(req.headers_mut(), &stale.headers);
+    }
     req
 }
 
@@ -217,7 +462,6 @@ async fn collect_limited(
     Collected::Complete(concat(chunks, total))
 }
 
-/// One chunk is kept as is (no copy); several are joined once.
 /// Joins the chunks into one exactly-sized buffer. Always a copy: a chunk is
 /// a slice of hyper's read buffer, and keeping it would pin that whole buffer
 /// in the zone while the zone counts only the slice.

@@ -3,7 +3,7 @@
 
 use std::net::IpAddr;
 
-use calmcache_core::CacheStatus;
+use calmcache_core::Report;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 /// The RFC 9211 `Cache-Status` header.
@@ -55,14 +55,18 @@ pub fn add_forwarded(headers: &mut HeaderMap, client: IpAddr, proto: &'static st
     headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(proto));
 }
 
-/// Sets `Cache-Status: calmcache; <params>[; ttl=<seconds left>]`.
-pub fn set_cache_status(headers: &mut HeaderMap, status: CacheStatus, ttl: Option<f64>) {
-    let params = status.header_params();
-    let value = match ttl {
-        Some(ttl) => HeaderValue::from_str(&format!("calmcache; {params}; ttl={ttl:.1}")),
-        None => HeaderValue::from_str(&format!("calmcache; {params}")),
-    };
-    if let Ok(value) = value {
+/// Adds our `Cache-Status` member after any an upstream cache put there
+/// (RFC 9211 §2: the last member is the cache closest to the client).
+pub fn set_cache_status(headers: &mut HeaderMap, report: &Report, key: Option<&str>) {
+    let mut value = String::with_capacity(64);
+    for prior in headers.get_all(&CACHE_STATUS) {
+        if let Ok(prior) = prior.to_str() {
+            value.push_str(prior);
+            value.push_str(", ");
+        }
+    }
+    report.write_member(key, &mut value);
+    if let Ok(value) = HeaderValue::from_str(&value) {
         headers.insert(CACHE_STATUS.clone(), value);
     }
 }
@@ -106,11 +110,15 @@ mod tests {
     }
 
     #[test]
-    fn cache_status_carries_ttl() {
+    fn cache_status_is_appended_after_upstream_members() {
+        // RFC 9211 §2: members are ordered from the origin to the client.
         let mut h = HeaderMap::new();
-        set_cache_status(&mut h, CacheStatus::Hit, Some(0.61));
-        assert_eq!(h["cache-status"], "calmcache; hit; ttl=0.6");
-        set_cache_status(&mut h, CacheStatus::MissStored, None);
-        assert_eq!(h["cache-status"], "calmcache; fwd=miss; stored");
+        h.insert("cache-status", HeaderValue::from_static("upstream; hit"));
+        let report = calmcache_core::Report {
+            ttl: Some(3),
+            ..calmcache_core::CacheStatus::Hit.report()
+        };
+        set_cache_status(&mut h, &report, None);
+        assert_eq!(h["cache-status"], "upstream; hit, calmcache; hit; ttl=3");
     }
 }

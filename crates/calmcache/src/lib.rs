@@ -13,6 +13,10 @@
 //! - [`conditions`]: `bypass` / `no_store` request conditions.
 //! - [`key_template`]: cache key templates (`$scheme$host$uri$is_args$args`).
 //! - [`range`]: `Range` / `If-Range` answered from stored responses.
+//! - [`conditional`]: client preconditions, 304s, revalidation and 304 merging.
+//! - [`invalidate`]: unsafe methods invalidating stored URIs (RFC 9111 §4.4).
+//! - [`lookup`]: primary keys and Vary resolution; [`vary`]: secondary keys.
+//! - [`respond`]: building client responses from stored objects and relays.
 //! - [`error`]: proxy errors and their status codes.
 //! - [`stats`]: counters; [`admin`]: `GET /status`.
 //! - [`warm`]: keeping `warm` paths fresh without traffic.
@@ -21,20 +25,25 @@
 pub mod admin;
 pub mod body;
 pub mod compress;
+pub mod conditional;
 pub mod conditions;
 pub mod config;
 pub mod demo;
 pub mod error;
 pub mod fill;
 pub mod headers;
+pub mod invalidate;
 pub mod key_template;
+pub mod lookup;
 pub mod origin;
 pub mod proxy;
 pub mod range;
+pub mod respond;
 pub mod server;
 pub mod state;
 pub mod stats;
 pub mod upstream;
+pub mod vary;
 pub mod warm;
 
 pub use server::{start, Running, StartError};

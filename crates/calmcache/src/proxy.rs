@@ -1,26 +1,31 @@
 //! The request path: route, look up, decide, answer from the cache or fetch.
 //!
 //! ```text
-//! handle ─ route_for ─┬─ no zone / not GET|HEAD ─────────────── pass (stream both ways)
-//!                     └─ tier.get(KeyRef) ─┬─ hit ─ decide ─┬─ Fresh ─────────────── serve
-//!                                          │                ├─ RefreshInBackground ─ serve + refresh task
-//!                                          │                ├─ StaleWhileRevalidate ─ serve + refresh task
-//!                                          │                ├─ RefreshInPath ─────── fill in own path (PER)
-//!                                          │                └─ Expired ───────────┐
-//!                                          └─ miss ───────────────────────────────┴─ fetch: join flight,
-//!                                               leader spawns fill; followers wait (lock_timeout)
+//! handle ─ route_for ─┬─ no zone / method not GET|HEAD ─── pass (stream both ways;
+//!                     │                                    unsafe methods invalidate, RFC 9111 §4.4)
+//!                     ├─ bypass condition ────────────────── fetch (no lookup, no coalescing)
+//!                     └─ lookup (key template, Vary) ─┬─ hit ─ request directives force? ─ fetch (fwd=request)
+//!                                                     │        └ decide ─┬─ Fresh ─────────────── serve
+//!                                                     │                  ├─ RefreshInBackground ─ serve + refresh task
+//!                                                     │                  ├─ StaleWhileRevalidate ─ serve + refresh task
+//!                                                     │                  ├─ RefreshInPath ─────── fill in own path (PER)
+//!                                                     │                  └─ Expired ─ max-stale? serve : ┐
+//!                                                     └─ miss (uri-miss / vary-miss) ───────────────────┴─ fetch: join flight,
+//!                                                          leader spawns fill (conditional when the copy has validators);
+//!                                                          followers wait (lock_timeout)
 //! ```
-//! Invariant: a hit takes no lock but one quick_cache shard read lock, does no
-//! I/O, and shares the body `Bytes` instead of copying it. Only a hit that
-//! draws a refresh (the last delta of life, or stale-while-revalidate) goes on
-//! to try a refresh slot and the single-flight table.
+//! Invariant: a plain hit takes no lock but one quick_cache shard read lock,
+//! does no I/O, and shares the body `Bytes` instead of copying it. Only a hit
+//! that draws a refresh (the last delta of life, or stale-while-revalidate)
+//! goes on to try a refresh slot and the single-flight table.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use calmcache_core::{
-    decide, CacheKey, CacheStatus, CachedObject, Decision, KeyRef, Lookup, RefreshMode,
+    decide, CacheKey, CacheStatus, CachedObject, Decision, Fwd, KeyRef, Lookup, RefreshMode,
+    Report, RequestCacheControl,
 };
 use http::header::{self, HeaderValue};
 use http::uri::PathAndQuery;
@@ -30,13 +35,80 @@ use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use crate::body::{ResponseBody, TimeoutBody};
+use crate::conditions::any_match;
 use crate::error::{ErrorKind, ProxyError};
-use crate::fill::{fill, FetchRequest, FillReply};
-use crate::headers::{add_forwarded, set_age, set_cache_status, strip_hop_by_hop};
-use crate::state::{FillOutcome, Proxy, Route, Worker};
+use crate::fill::{fill, FetchRequest, FillReply, NotStored};
+use crate::headers::{add_forwarded, set_cache_status, strip_hop_by_hop};
+use crate::lookup::{lookup, PrimaryKey};
+use crate::respond::{error_response, only_if_cached, relay, serve, Ask};
+use crate::state::{FillOutcome, Proxy, Route, Worker, Zone};
 
 /// The scheme in cache keys and `X-Forwarded-Proto` (TLS comes with issue 6).
 pub(crate) const SCHEME: &str = "http";
+
+/// Why a request goes to the origin; decides its `Cache-Status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Why {
+    /// Nothing stored (`uri-miss`) or no matching variant (`vary-miss`).
+    Miss(Fwd),
+    /// The stored copy is stale.
+    Stale,
+    /// The client's request directives asked for it.
+    Request,
+    /// A `bypass` condition matched.
+    Bypass,
+}
+
+impl Why {
+    fn fwd(self) -> Fwd {
+        match self {
+            Why::Miss(fwd) => fwd,
+            Why::Stale => Fwd::Stale,
+            Why::Request => Fwd::Request,
+            Why::Bypass => Fwd::Bypass,
+        }
+    }
+
+    /// The report of a response this fetch stored; `origin` is the origin's status.
+    fn stored(self, origin: u16) -> Report {
+        let report = match (self, origin) {
+            (Why::Bypass, _) => Report {
+                stored: true,
+                ..CacheStatus::Bypass.report()
+            },
+            (_, 304) => CacheStatus::Revalidated.report(),
+            (Why::Miss(_), _) => CacheStatus::MissStored.report(),
+            (Why::Stale, _) => CacheStatus::ExpiredStored.report(),
+            (Why::Request, _) => CacheStatus::RequestForced.report(),
+        };
+        report.fwd(self.fwd()).fwd_status(origin)
+    }
+
+    /// The report of a request that waited for another's fetch.
+    fn collapsed(self, origin: u16) -> Report {
+        let report = match self {
+            Why::Miss(_) => CacheStatus::MissCollapsed.report(),
+            Why::Stale => CacheStatus::ExpiredCollapsed.report(),
+            Why::Request | Why::Bypass => Report {
+                collapsed: true,
+                ..CacheStatus::RequestForced.report()
+            },
+        };
+        report.fwd(self.fwd()).fwd_status(origin)
+    }
+
+    /// The report of a response relayed without storing.
+    fn not_stored(self, origin: u16, why: NotStored) -> Report {
+        let report = match self {
+            Why::Bypass => CacheStatus::Bypass.report(),
+            _ => CacheStatus::MissNotStored.report(),
+        };
+        report
+            .fwd(self.fwd())
+            .fwd_status(origin)
+            .detail(why.as_str())
+    }
+}
 
 /// Answers one client request. Never fails: errors become 4xx/5xx responses.
 pub async fn handle(
@@ -50,30 +122,75 @@ pub async fn handle(
     let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
     let Some(route) = worker.route_for(pq) else {
         let e = ProxyError::downstream(ErrorKind::NoRoute, pq);
-        return Ok(error_response(&e, CacheStatus::Bypass));
+        return Ok(error_response(&e, &CacheStatus::Bypass.report()));
     };
-    let cacheable = matches!(*req.method(), Method::GET | Method::HEAD);
-    let zone = match (&route.zone, cacheable) {
-        (Some(zone), true) => zone,
-        _ => return Ok(pass(route, req, client).await),
+    let method = req.method();
+    let zone = match (&route.zone, method) {
+        (Some(zone), &Method::GET | &Method::HEAD) => zone,
+        (None, _) => return Ok(pass(proxy, route, req, client, Fwd::Bypass).await),
+        (Some(_), _) => return Ok(pass(proxy, route, req, client, Fwd::Method).await),
     };
-    let head_only = req.method() == Method::HEAD;
+    let head_only = method == Method::HEAD;
+    let headers = req.headers();
     let host = host_of(&req);
-    let key_ref = KeyRef::new(SCHEME, host, pq);
-    let Some(object) = zone.tier.get(&key_ref) else {
-        let key = key_ref.to_owned_key();
-        return Ok(fetch(
-            proxy,
-            route,
-            key,
-            fetch_request(&req, client),
-            None,
-            head_only,
-        )
-        .await);
+    let primary = PrimaryKey::of(route, method, host, pq, headers);
+    let key_ref = primary.key_ref();
+    let ask = Ask {
+        head_only,
+        headers,
+        key: route
+            .cfg
+            .cache_status_key
+            .then(|| key_ref.to_owned_key().as_str().to_owned()),
+    };
+    if !route.cfg.bypass.is_empty() && any_match(&route.cfg.bypass, headers, req.uri().query()) {
+        let request = fetch_request(route, &req, client, None);
+        let task = fill(route.clone(), key_ref.to_owned_key(), request, None, None);
+        return Ok(answer_fill(route, task, Why::Bypass, &ask).await);
+    }
+    let rcc = if route.honors_client_cache_control() {
+        RequestCacheControl::from_headers(headers)
+    } else {
+        RequestCacheControl::default()
+    };
+    let found = lookup(zone, &key_ref, headers);
+    let flight =
+        |found_variant: Option<CacheKey>| found_variant.unwrap_or_else(|| key_ref.to_owned_key());
+    let Some(object) = found.object else {
+        if rcc.only_if_cached {
+            return Ok(only_if_cached(route, found.fwd));
+        }
+        if head_only && !route.cfg.convert_head {
+            return Ok(pass(proxy, route, req, client, found.fwd).await);
+        }
+        let fetch = Fetch {
+            primary: key_ref.to_owned_key(),
+            flight: flight(found.variant),
+            request: fetch_request(route, &req, client, Some(&rcc)),
+            stale: None,
+            why: Why::Miss(found.fwd),
+            since: None,
+        };
+        return Ok(fetch.run(proxy, route, zone, &ask).await);
     };
     let now = Instant::now();
-    let answer = |status| serve(route, &object, status, head_only, now);
+    if !rcc.is_empty() {
+        if let Some(resp) = request_directives(route, &rcc, &object, &ask, now) {
+            return Ok(resp);
+        }
+        if forces_fetch(&rcc, &object, now) {
+            let fetch = Fetch {
+                primary: key_ref.to_owned_key(),
+                flight: flight(found.variant),
+                request: fetch_request(route, &req, client, Some(&rcc)),
+                stale: Some(object.clone()),
+                why: Why::Request,
+                since: Some(now),
+            };
+            return Ok(fetch.run(proxy, route, zone, &ask).await);
+        }
+    }
+    let answer = |status: CacheStatus| serve(route, &object, status.report(), &ask, now);
     // A separate statement: the thread-local RNG must not live across an await.
     let decision = decide(&route.policy, &object.meta, now, &mut rand::rng());
     match decision {
@@ -81,20 +198,22 @@ pub async fn handle(
         Decision::RefreshInBackground => {
             // Inside the window most requests draw; only the one that starts
             // the refresh pays for building its request.
-            let request = || fetch_request(&req, client);
-            if refresh_in_background(proxy, route, key_ref, request, &object) {
+            let flight_key = found.variant.clone();
+            let request = || fetch_request(route, &req, client, None);
+            if refresh_in_background(proxy, route, key_ref, flight_key, request, &object) {
                 route.activity.early_refreshes.inc();
                 return Ok(answer(CacheStatus::HitRefreshEarly));
             }
             Ok(answer(CacheStatus::Hit))
         }
         Decision::StaleWhileRevalidate => {
-            let request = || fetch_request(&req, client);
-            refresh_in_background(proxy, route, key_ref, request, &object);
+            let flight_key = found.variant.clone();
+            let request = || fetch_request(route, &req, client, None);
+            refresh_in_background(proxy, route, key_ref, flight_key, request, &object);
             Ok(answer(CacheStatus::StaleWhileRevalidate))
         }
         Decision::RefreshInPath => {
-            let key = key_ref.to_owned_key();
+            let key = flight(found.variant);
             let Some(permit) = proxy.flights.try_lead(&key) else {
                 // Someone is already refreshing; the copy is still fresh.
                 return Ok(answer(CacheStatus::Hit));
@@ -102,116 +221,235 @@ pub async fn handle(
             route.activity.early_refreshes.inc();
             let task = fill(
                 route.clone(),
-                key,
-                fetch_request(&req, client),
+                key_ref.to_owned_key(),
+                fetch_request(route, &req, client, Some(&rcc)),
                 Some(permit),
                 Some(object.clone()),
             );
-            Ok(answer_fill(route, task, CacheStatus::RefreshedEarly, head_only).await)
-        }
-        Decision::Expired => {
-            let key = key_ref.to_owned_key();
-            Ok(fetch(
-                proxy,
-                route,
-                key,
-                fetch_request(&req, client),
-                Some(object.clone()),
-                head_only,
-            )
-            .await)
-        }
-    }
-}
-
-/// A miss or an expired object: fetch it, coalescing with others unless the
-/// policy is `none`.
-async fn fetch(
-    proxy: &Proxy,
-    route: &Arc<Route>,
-    key: CacheKey,
-    request: FetchRequest,
-    stale: Option<Arc<CachedObject>>,
-    head_only: bool,
-) -> Response<ResponseBody> {
-    let (stored, collapsed) = match stale {
-        Some(_) => (CacheStatus::ExpiredStored, CacheStatus::ExpiredCollapsed),
-        None => (CacheStatus::MissStored, CacheStatus::MissCollapsed),
-    };
-    if !route.policy.mode.coalesces() {
-        let task = fill(route.clone(), key, request, None, stale);
-        return answer_fill(route, task, stored, head_only).await;
-    }
-    let waiter = match proxy.flights.join(&key) {
-        Lookup::Leader(permit) => {
-            // A fill may have finished between our lookup and joining.
-            if let Some(object) = fresh_copy(route, &key) {
-                permit.finish(FillOutcome::Stored(object.clone()));
-                return serve(route, &object, CacheStatus::Hit, head_only, Instant::now());
-            }
-            let task = fill(route.clone(), key, request, Some(permit), stale);
-            return answer_fill(route, task, stored, head_only).await;
-        }
-        Lookup::Follower(waiter) => waiter,
-    };
-    // SUS answers every request at once: while the refresh is in flight, a
-    // copy that expired less than one delta ago is served (unless the origin
-    // forbade stale use); an older one waits like `lock`.
-    let landing = |s: &&Arc<CachedObject>| {
-        route.policy.mode == RefreshMode::Sus
-            && !s.meta.freshness.stale_forbidden
-            && s.meta.within_refresh_landing(Instant::now())
-    };
-    if let Some(copy) = stale.as_ref().filter(landing) {
-        return serve(
-            route,
-            copy,
-            CacheStatus::StaleRefreshInFlight,
-            head_only,
-            Instant::now(),
-        );
-    }
-    match waiter.wait(route.lock_timeout()).await {
-        Ok(FillOutcome::Stored(object)) => {
-            serve(route, &object, collapsed, head_only, Instant::now())
-        }
-        Ok(FillOutcome::Failed(e)) => {
-            match stale.filter(|s| s.meta.within_stale_if_error(Instant::now())) {
-                Some(copy) => serve(
-                    route,
-                    &copy,
-                    CacheStatus::StaleIfError,
-                    head_only,
-                    Instant::now(),
-                ),
-                None => {
-                    route.activity.record(collapsed);
-                    error_response(&e, collapsed)
+            let mut resp = answer_fill(route, task, Why::Stale, &ask).await;
+            if let Some(v) = resp.headers().get(&crate::headers::CACHE_STATUS).cloned() {
+                // PER's in-path refresh of a fresh copy: say so.
+                let text = v
+                    .to_str()
+                    .unwrap_or_default()
+                    .replace("fwd=stale", "fwd=stale; detail=refresh-early");
+                if let Ok(v) = HeaderValue::from_str(&text) {
+                    resp.headers_mut()
+                        .insert(crate::headers::CACHE_STATUS.clone(), v);
                 }
             }
+            Ok(resp)
         }
-        // Not storable, leader gone, or lock_timeout: fetch for ourselves.
-        Ok(FillOutcome::NotStored) | Err(_) => {
-            let task = fill(route.clone(), key, request, None, stale);
-            answer_fill(route, task, stored, head_only).await
+        Decision::Expired => {
+            if rcc
+                .max_stale
+                .is_some_and(|limit| allows_stale(limit, &object, now))
+            {
+                return Ok(serve(
+                    route,
+                    &object,
+                    CacheStatus::Hit.report().detail("max-stale"),
+                    &ask,
+                    now,
+                ));
+            }
+            if rcc.only_if_cached {
+                return Ok(only_if_cached(route, Fwd::Stale));
+            }
+            let fetch = Fetch {
+                primary: key_ref.to_owned_key(),
+                flight: flight(found.variant),
+                request: fetch_request(route, &req, client, Some(&rcc)),
+                stale: Some(object.clone()),
+                why: Why::Stale,
+                since: None,
+            };
+            Ok(fetch.run(proxy, route, zone, &ask).await)
         }
     }
 }
 
-fn fresh_copy(route: &Route, key: &CacheKey) -> Option<Arc<CachedObject>> {
-    let zone = route.zone.as_ref()?;
-    zone.tier
-        .get(&key.as_ref())
-        .filter(|o| o.meta.is_fresh(Instant::now()))
+/// RFC 9111 §5.2.1.7 `only-if-cached`: a stored response is used when it is
+/// fresh enough for the other directives (or stale within `max-stale`), else 504.
+fn request_directives(
+    route: &Route,
+    rcc: &RequestCacheControl,
+    object: &Arc<CachedObject>,
+    ask: &Ask<'_>,
+    now: Instant,
+) -> Option<Response<ResponseBody>> {
+    if !rcc.only_if_cached {
+        return None;
+    }
+    let fresh = object.meta.is_fresh(now) && !forces_fetch(rcc, object, now);
+    let stale_ok = rcc
+        .max_stale
+        .is_some_and(|limit| allows_stale(limit, object, now));
+    Some(if fresh || stale_ok {
+        serve(route, object, CacheStatus::Hit.report(), ask, now)
+    } else {
+        only_if_cached(route, Fwd::Stale)
+    })
 }
 
-/// Starts one background refresh of `key` unless one is in flight or the
-/// upstream's `refresh_concurrency` is used up (then it is skipped and
-/// counted). True when this call started it.
+/// RFC 9111 §5.2.1: the request's `no-cache`, `max-age` and `min-fresh`
+/// rule out the stored copy. `immutable` (RFC 8246) copies stay in use while
+/// fresh: a reload has nothing to learn from the origin.
+fn forces_fetch(rcc: &RequestCacheControl, object: &CachedObject, now: Instant) -> bool {
+    let meta = &object.meta;
+    if meta.freshness.immutable && meta.is_fresh(now) {
+        return false;
+    }
+    rcc.no_cache
+        || rcc.max_age.is_some_and(|max| meta.age(now) > max)
+        || rcc
+            .min_fresh
+            .is_some_and(|min| meta.ttl_left(now) < min.as_secs_f64())
+}
+
+/// RFC 9111 §5.2.1.2 `max-stale[=N]`: stale by at most N (any, without N),
+/// unless the response forbids stale use (§4.2.4).
+fn allows_stale(limit: Option<std::time::Duration>, object: &CachedObject, now: Instant) -> bool {
+    if object.meta.freshness.stale_forbidden {
+        return false;
+    }
+    limit.is_none_or(|limit| -object.meta.ttl_left(now) <= limit.as_secs_f64())
+}
+
+/// A fetch from the origin for a request that could not be answered from the cache.
+struct Fetch {
+    /// The URI's primary key (where a Vary marker or the response lives).
+    primary: CacheKey,
+    /// The key requests coalesce on: the variant key when known.
+    flight: CacheKey,
+    request: FetchRequest,
+    /// The stored copy being replaced: revalidated, and backing stale-if-error.
+    stale: Option<Arc<CachedObject>>,
+    why: Why,
+    /// For a forced fetch: when the request arrived. A copy stored since
+    /// then is as good as our own fetch.
+    since: Option<Instant>,
+}
+
+impl Fetch {
+    /// Fetches, coalescing with other requests for the same key unless the
+    /// policy is `none`.
+    async fn run(
+        self,
+        proxy: &Proxy,
+        route: &Arc<Route>,
+        zone: &Zone,
+        ask: &Ask<'_>,
+    ) -> Response<ResponseBody> {
+        let Fetch {
+            primary,
+            flight,
+            request,
+            stale,
+            why,
+            since,
+        } = self;
+        if !route.policy.mode.coalesces() {
+            let task = fill(route.clone(), primary, request, None, stale);
+            return answer_fill(route, task, why, ask).await;
+        }
+        let waiter = match proxy.flights.join(&flight) {
+            Lookup::Leader(permit) => {
+                // A fill may have finished between our lookup and joining.
+                if let Some(object) = usable_copy(zone, &flight, since) {
+                    permit.finish(FillOutcome::Stored(object.clone(), object.status.as_u16()));
+                    return serve(
+                        route,
+                        &object,
+                        CacheStatus::Hit.report(),
+                        ask,
+                        Instant::now(),
+                    );
+                }
+                let task = fill(route.clone(), primary, request, Some(permit), stale);
+                return answer_fill(route, task, why, ask).await;
+            }
+            Lookup::Follower(waiter) => waiter,
+        };
+        // SUS answers every request at once: while the refresh is in flight, a
+        // copy that expired less than one delta ago is served (unless the origin
+        // forbade stale use); an older one waits like `lock`.
+        let landing = |s: &&Arc<CachedObject>| {
+            why == Why::Stale
+                && route.policy.mode == RefreshMode::Sus
+                && !s.meta.freshness.stale_forbidden
+                && s.meta.within_refresh_landing(Instant::now())
+        };
+        if let Some(copy) = stale.as_ref().filter(landing) {
+            let report = CacheStatus::StaleRefreshInFlight.report();
+            return serve(route, copy, report, ask, Instant::now());
+        }
+        match waiter.wait(route.lock_timeout()).await {
+            Ok(FillOutcome::Stored(object, origin))
+                if same_variant(zone, &primary, ask.headers, &object) =>
+            {
+                serve(route, &object, why.collapsed(origin), ask, Instant::now())
+            }
+            Ok(FillOutcome::Failed(e)) => {
+                match stale.filter(|s| s.meta.within_stale_if_error(Instant::now())) {
+                    Some(copy) => {
+                        let report = CacheStatus::StaleIfError.report();
+                        serve(route, &copy, report, ask, Instant::now())
+                    }
+                    None => {
+                        let report = why.collapsed(e.status().as_u16());
+                        route.activity.record(&report);
+                        error_response(&e, &report)
+                    }
+                }
+            }
+            // Another variant, not storable, leader gone, or lock_timeout:
+            // fetch for ourselves.
+            Ok(_) | Err(_) => {
+                let task = fill(route.clone(), primary, request, None, stale);
+                answer_fill(route, task, why, ask).await
+            }
+        }
+    }
+}
+
+/// A copy under `key` this request may use instead of fetching: fresh, or
+/// for a forced fetch, stored after the request arrived.
+fn usable_copy(zone: &Zone, key: &CacheKey, since: Option<Instant>) -> Option<Arc<CachedObject>> {
+    let now = Instant::now();
+    zone.tier.get(&key.as_ref()).filter(|o| {
+        o.vary_index.is_none()
+            && match since {
+                Some(since) => o.meta.stored_at >= since,
+                None => o.meta.is_fresh(now),
+            }
+    })
+}
+
+/// True when a fill's object is the variant this request selects: a
+/// follower of a fetch for a URI whose responses vary may need another.
+fn same_variant(
+    zone: &Zone,
+    primary: &CacheKey,
+    request: &HeaderMap,
+    object: &Arc<CachedObject>,
+) -> bool {
+    if object.variant.is_none() {
+        return true;
+    }
+    lookup(zone, &primary.as_ref(), request)
+        .object
+        .is_some_and(|mine| Arc::ptr_eq(&mine, object))
+}
+
+/// Starts one background refresh unless one is in flight or the upstream's
+/// `refresh_concurrency` is used up (then it is skipped and counted). True
+/// when this call started it.
 pub fn refresh_in_background(
     proxy: &Arc<Proxy>,
     route: &Arc<Route>,
-    key: KeyRef<'_>,
+    primary: KeyRef<'_>,
+    variant: Option<CacheKey>,
     request: impl FnOnce() -> FetchRequest,
     current: &Arc<CachedObject>,
 ) -> bool {
@@ -219,14 +457,14 @@ pub fn refresh_in_background(
         route.activity.refreshes_skipped.inc();
         return false;
     };
-    let key = key.to_owned_key();
+    let key = variant.unwrap_or_else(|| primary.to_owned_key());
     let Some(permit) = proxy.flights.try_lead(&key) else {
         return false;
     };
     route.activity.background_refreshes.inc();
     let task = fill(
         route.clone(),
-        key,
+        primary.to_owned_key(),
         request(),
         Some(permit),
         Some(current.clone()),
@@ -238,75 +476,63 @@ pub fn refresh_in_background(
     true
 }
 
-/// Answers from a stored object: shared body, fresh `Age` and `Cache-Status`.
-fn serve(
-    route: &Route,
-    object: &CachedObject,
-    status: CacheStatus,
-    head_only: bool,
-    now: Instant,
-) -> Response<ResponseBody> {
-    let body = if head_only {
-        ResponseBody::empty()
-    } else {
-        ResponseBody::full(object.body.clone())
-    };
-    let mut resp = Response::new(body);
-    *resp.status_mut() = object.status;
-    *resp.headers_mut() = object.headers.clone();
-    set_age(resp.headers_mut(), object.meta.age(now).as_secs());
-    set_cache_status(resp.headers_mut(), status, Some(object.meta.ttl_left(now)));
-    route.activity.record(status);
-    if !head_only {
-        route
-            .activity
-            .bytes_from_cache
-            .add(object.body.len() as u64);
-    }
-    resp
-}
-
 /// Runs a fill in its own task, so a client that goes away does not cancel a
 /// fetch others wait for, and answers this client from its reply.
 async fn answer_fill(
     route: &Route,
     task: impl std::future::Future<Output = FillReply> + Send + 'static,
-    stored: CacheStatus,
-    head_only: bool,
+    why: Why,
+    ask: &Ask<'_>,
 ) -> Response<ResponseBody> {
     let reply = tokio::spawn(task).await;
     let now = Instant::now();
     match reply {
-        Ok(FillReply::Stored(object)) => serve(route, &object, stored, head_only, now),
-        Ok(FillReply::Stale(object)) => {
-            serve(route, &object, CacheStatus::StaleIfError, head_only, now)
+        Ok(FillReply::Stored(object, origin)) => {
+            serve(route, &object, why.stored(origin), ask, now)
         }
-        Ok(FillReply::Relay(mut resp)) => {
-            if head_only {
-                *resp.body_mut() = ResponseBody::empty();
-            }
-            set_cache_status(resp.headers_mut(), CacheStatus::MissNotStored, None);
-            route.activity.record(CacheStatus::MissNotStored);
-            resp
+        Ok(FillReply::Stale(object)) => {
+            serve(route, &object, CacheStatus::StaleIfError.report(), ask, now)
+        }
+        Ok(FillReply::Relay(resp, not_stored)) => {
+            let report = why.not_stored(resp.status().as_u16(), not_stored);
+            relay(route, resp, report, ask)
         }
         Ok(FillReply::Failed(e)) => {
-            route.activity.record(CacheStatus::MissNotStored);
-            error_response(&e, CacheStatus::MissNotStored)
+            let report = why.not_stored(e.status().as_u16(), NotStored::Request);
+            let report = Report {
+                detail: None,
+                ..report
+            };
+            route.activity.record(&report);
+            error_response(&e, &report)
         }
         Err(join) => {
             tracing::error!(error = %join, "fill task failed");
-            route.activity.record(CacheStatus::MissNotStored);
+            let report = CacheStatus::MissNotStored.report().fwd(why.fwd());
+            route.activity.record(&report);
             let e = ProxyError::upstream(ErrorKind::Broken, &route.upstream.name, join);
-            error_response(&e, CacheStatus::MissNotStored)
+            error_response(&e, &report)
         }
     }
 }
 
-/// Proxies without caching, streaming both bodies.
-async fn pass(route: &Route, req: Request<Incoming>, client: SocketAddr) -> Response<ResponseBody> {
-    route.activity.record(CacheStatus::Bypass);
+/// Proxies without caching, streaming both bodies. A non-error answer to an
+/// unsafe method invalidates the URIs it names (RFC 9111 §4.4).
+async fn pass(
+    proxy: &Proxy,
+    route: &Route,
+    req: Request<Incoming>,
+    client: SocketAddr,
+    fwd: Fwd,
+) -> Response<ResponseBody> {
+    let report = match fwd {
+        Fwd::Bypass => CacheStatus::Bypass.report(),
+        Fwd::Method => CacheStatus::Bypass.report().fwd(Fwd::Method),
+        other => CacheStatus::MissNotStored.report().fwd(other),
+    };
     route.activity.upstream_requests.inc();
     let upstream = &route.upstream;
+    let invalidation = crate::invalidate::Target::of(&req);
     let (mut parts, body) = req.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     add_forwarded(&mut parts.headers, client.ip(), SCHEME);
@@ -316,21 +542,34 @@ async fn pass(route: &Route, req: Request<Incoming>, client: SocketAddr) -> Resp
     match upstream.send(Request::from_parts(parts, body)).await {
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
+            if let Some(target) = invalidation {
+                target.apply(proxy, parts.status, &parts.headers);
+            }
             strip_hop_by_hop(&mut parts.headers);
-            set_cache_status(&mut parts.headers, CacheStatus::Bypass, None);
+            let report = report.fwd_status(parts.status.as_u16());
+            set_cache_status(&mut parts.headers, &report, None);
+            route.activity.record(&report);
             let body = ResponseBody::stream(TimeoutBody::new(body, upstream.read_timeout));
             Response::from_parts(parts, body)
         }
         Err(e) => {
             route.activity.upstream_errors.inc();
             tracing::warn!(upstream = %upstream.name, error = %e, "origin request failed");
-            error_response(&e, CacheStatus::Bypass)
+            route.activity.record(&report);
+            error_response(&e, &report)
         }
     }
 }
 
-/// The request a fill sends on behalf of this client.
-fn fetch_request(req: &Request<Incoming>, client: SocketAddr) -> FetchRequest {
+/// The request a fill sends on behalf of this client: its end-to-end headers
+/// without conditionals or Range (the cache wants the whole 200), with
+/// `Accept-Encoding` normalised (or dropped when the route compresses).
+fn fetch_request(
+    route: &Route,
+    req: &Request<Incoming>,
+    client: SocketAddr,
+    rcc: Option<&RequestCacheControl>,
+) -> FetchRequest {
     let mut headers: HeaderMap = req.headers().clone();
     strip_hop_by_hop(&mut headers);
     for name in [
@@ -346,7 +585,19 @@ fn fetch_request(req: &Request<Incoming>, client: SocketAddr) -> FetchRequest {
     ] {
         headers.remove(name);
     }
+    let accept = crate::compress::normalise_accept_encoding(
+        req.headers().get_all(header::ACCEPT_ENCODING).iter(),
+    );
+    if route.cfg.compress.is_empty() && !accept.is_empty() {
+        headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static(accept));
+    } else {
+        headers.remove(header::ACCEPT_ENCODING);
+    }
     add_forwarded(&mut headers, client.ip(), SCHEME);
+    let forbidden_by_request = rcc.is_some_and(|r| r.no_store);
+    let forbidden_by_route = !route.cfg.no_store.is_empty()
+        && any_match(&route.cfg.no_store, req.headers(), req.uri().query());
+    let store = !forbidden_by_request && !forbidden_by_route;
     FetchRequest {
         path_and_query: req
             .uri()
@@ -355,25 +606,15 @@ fn fetch_request(req: &Request<Incoming>, client: SocketAddr) -> FetchRequest {
             .unwrap_or_else(|| PathAndQuery::from_static("/")),
         has_authorization: headers.contains_key(header::AUTHORIZATION),
         headers,
+        store,
     }
 }
 
-fn host_of(req: &Request<Incoming>) -> &str {
+/// The `Host` the client asked for.
+pub(crate) fn host_of<B>(req: &Request<B>) -> &str {
     req.headers()
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .or_else(|| req.uri().authority().map(|a| a.as_str()))
         .unwrap_or("")
-}
-
-/// A short error page; the one place errors meet clients.
-pub fn error_response(e: &ProxyError, status: CacheStatus) -> Response<ResponseBody> {
-    let mut resp = Response::new(ResponseBody::full(e.body()));
-    *resp.status_mut() = e.status();
-    set_cache_status(resp.headers_mut(), status, None);
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    resp
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use calmcache_core::{CachedObject, Flights, MemoryTier, RefreshPolicy, StoreRules, Tier};
 
-use crate::config::{Config, RouteConfig, ZoneKind};
+use crate::config::{ClientCacheControl, Config, RouteConfig, ZoneKind};
 use crate::error::ProxyError;
 use crate::stats::Activity;
 use crate::upstream::Upstream;
@@ -14,8 +14,8 @@ use crate::upstream::Upstream;
 /// What a fetch in flight tells the requests that waited for it.
 #[derive(Clone, Debug)]
 pub enum FillOutcome {
-    /// Stored: serve this.
-    Stored(Arc<CachedObject>),
+    /// Stored: serve this (the origin answered with the `u16`, 304 on a revalidation).
+    Stored(Arc<CachedObject>, u16),
     /// Fetched but not storable (or too large): fetch for yourself.
     NotStored,
     /// The origin failed: answer with this error, or a stale copy if allowed.
@@ -52,7 +52,14 @@ impl Route {
             override_origin: self.cfg.override_origin,
             stale_while_revalidate: self.cfg.stale_while_revalidate,
             stale_if_error: self.cfg.stale_if_error,
+            heuristic_fraction: self.cfg.heuristic_fraction,
+            heuristic_max: self.cfg.heuristic_max,
         }
+    }
+
+    /// Whether clients' request directives are obeyed.
+    pub fn honors_client_cache_control(&self) -> bool {
+        self.cfg.client_cache_control == ClientCacheControl::Honor
     }
 
     /// How long a follower waits for a fetch in flight.

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use calmcache_core::CacheStatus;
+use calmcache_core::{CacheStatus, Report};
 use serde::Serialize;
 
 /// A counter bumped from any worker.
@@ -56,25 +56,30 @@ pub struct Activity {
     pub bytes_from_cache: Counter,
     /// Objects stored.
     pub stores: Counter,
+    /// Stored URIs removed after an unsafe method (RFC 9111 §4.4).
+    pub invalidations: Counter,
 }
 
 impl Activity {
     /// Counts one answered request by how it was produced.
-    pub fn record(&self, status: CacheStatus) {
-        match status {
+    pub fn record(&self, report: &Report) {
+        match report.status {
             CacheStatus::Hit | CacheStatus::HitRefreshEarly => self.hits.inc(),
             CacheStatus::StaleWhileRevalidate
             | CacheStatus::StaleRefreshInFlight
             | CacheStatus::StaleIfError => self.stale_served.inc(),
-            CacheStatus::MissCollapsed | CacheStatus::ExpiredCollapsed => {
-                self.misses.inc();
-                self.coalesced_waits.inc();
-            }
             CacheStatus::MissStored
             | CacheStatus::MissNotStored
+            | CacheStatus::MissCollapsed
             | CacheStatus::ExpiredStored
+            | CacheStatus::ExpiredCollapsed
+            | CacheStatus::Revalidated
+            | CacheStatus::RequestForced
             | CacheStatus::RefreshedEarly => self.misses.inc(),
             CacheStatus::Bypass => self.bypass.inc(),
+        }
+        if report.collapsed {
+            self.coalesced_waits.inc();
         }
     }
 
@@ -99,6 +104,7 @@ impl Activity {
             bypass,
             bytes_from_cache: self.bytes_from_cache.get(),
             stores: self.stores.get(),
+            invalidations: self.invalidations.get(),
         }
     }
 }
@@ -120,6 +126,7 @@ pub struct ActivitySnapshot {
     pub bypass: u64,
     pub bytes_from_cache: u64,
     pub stores: u64,
+    pub invalidations: u64,
 }
 
 impl std::ops::AddAssign<&ActivitySnapshot> for ActivitySnapshot {
@@ -128,6 +135,7 @@ impl std::ops::AddAssign<&ActivitySnapshot> for ActivitySnapshot {
         self.hits += o.hits;
         self.misses += o.misses;
         self.stale_served += o.stale_served;
+        self.invalidations += o.invalidations;
         self.coalesced_waits += o.coalesced_waits;
         self.early_refreshes += o.early_refreshes;
         self.background_refreshes += o.background_refreshes;
@@ -157,12 +165,14 @@ mod tests {
             CacheStatus::MissCollapsed,
             CacheStatus::ExpiredStored,
             CacheStatus::ExpiredCollapsed,
+            CacheStatus::Revalidated,
+            CacheStatus::RequestForced,
             CacheStatus::RefreshedEarly,
             CacheStatus::Bypass,
         ];
         let activity = Activity::default();
         for status in all {
-            activity.record(status);
+            activity.record(&status.report());
         }
         let snap = activity.snapshot();
         assert_eq!(snap.requests, all.len() as u64);

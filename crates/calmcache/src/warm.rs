@@ -74,7 +74,7 @@ async fn keep_warm(
                 )
                 .await
                 {
-                    FillReply::Stored(object) => {
+                    FillReply::Stored(object, _) => {
                         backoff = Duration::from_secs(1);
                         warm_refresh_in(&object, Instant::now()).max(MIN_INTERVAL)
                     }
@@ -104,5 +104,6 @@ fn warm_request(host: &str, path: &str) -> Result<FetchRequest, http::uri::Inval
         path_and_query: PathAndQuery::try_from(path)?,
         headers,
         has_authorization: false,
+        store: true,
     })
 }

@@ -1,0 +1,101 @@
+//! Invalidation after unsafe methods (RFC 9111 §4.4): a non-error response to
+//! POST, PUT, DELETE, PATCH (any method not known to be safe) removes the
+//! stored responses for the target URI and for same-origin `Location` and
+//! `Content-Location` URIs. Removing a URI's primary entry removes all its
+//! variants with it: they hang off the Vary marker's generation.
+
+use http::header::{CONTENT_LOCATION, LOCATION};
+use http::{HeaderMap, Method, Request, StatusCode, Uri};
+
+use crate::lookup::PrimaryKey;
+use crate::proxy::host_of;
+use crate::state::Proxy;
+
+/// What an unsafe request may invalidate, captured before its body is sent.
+pub struct Target {
+    host: String,
+    path_and_query: String,
+    headers: HeaderMap,
+}
+
+impl Target {
+    /// `Some` for a request whose method is not safe (RFC 9110 §9.2.1).
+    pub fn of<B>(req: &Request<B>) -> Option<Target> {
+        if matches!(
+            *req.method(),
+            Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+        ) {
+            return None;
+        }
+        Some(Target {
+            host: host_of(req).to_owned(),
+            path_and_query: req
+                .uri()
+                .path_and_query()
+                .map_or("/", |pq| pq.as_str())
+                .to_owned(),
+            headers: req.headers().clone(),
+        })
+    }
+
+    /// Invalidates after the response arrived with `status` and `headers`.
+    pub fn apply(&self, proxy: &Proxy, status: StatusCode, headers: &HeaderMap) {
+        // §4.4: "a non-error status code" (2xx or 3xx).
+        if !(status.is_success() || status.is_redirection()) {
+            return;
+        }
+        self.remove(proxy, &self.path_and_query);
+        for name in [LOCATION, CONTENT_LOCATION] {
+            let Some(value) = headers.get(name).and_then(|v| v.to_str().ok()) else {
+                continue;
+            };
+            if let Some(pq) = self.same_origin_path(value) {
+                self.remove(proxy, &pq);
+            }
+        }
+    }
+
+    /// The path and query of `reference` when it names this origin
+    /// (§4.4: only same-origin URIs, to stop denial-of-service by a third party).
+    fn same_origin_path(&self, reference: &str) -> Option<String> {
+        let uri: Uri = reference.parse().ok()?;
+        match uri.authority() {
+            None if reference.starts_with('/') => Some(
+                uri.path_and_query()
+                    .map_or("/", |pq| pq.as_str())
+                    .to_owned(),
+            ),
+            Some(authority)
+                if authority.as_str().eq_ignore_ascii_case(&self.host)
+                    && uri.scheme_str().is_none_or(|s| s == crate::proxy::SCHEME) =>
+            {
+                Some(
+                    uri.path_and_query()
+                        .map_or("/", |pq| pq.as_str())
+                        .to_owned(),
+                )
+            }
+            _ => None,
+        }
+    }
+
+    fn remove(&self, proxy: &Proxy, path_and_query: &str) {
+        let Some(route) = proxy.routes.iter().find(|r| r.cfg.matches(path_and_query)) else {
+            return;
+        };
+        let Some(zone) = &route.zone else {
+            return;
+        };
+        let key = PrimaryKey::of(
+            route,
+            &Method::GET,
+            &self.host,
+            path_and_query,
+            &self.headers,
+        );
+        if zone.tier.remove(&key.key_ref()) {
+            route.activity.invalidations.inc();
+            tracing::debug!(route = %route.cfg.name, path = %path_and_query, "invalidated");
+        }
+    }
+}

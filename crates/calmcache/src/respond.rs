@@ -1,0 +1,184 @@
+//! Building client responses: from a stored object (content coding, client
+//! preconditions, ranges, targeted fields, `Age`, `Cache-Status`), from a
+//! relayed origin response, or from an error.
+
+use calmcache_core::{CacheStatus, CachedObject, Report};
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Response, StatusCode};
+use tokio::time::Instant;
+
+use crate::body::ResponseBody;
+use crate::compress::{self, Coding};
+use crate::conditional::{self, Precondition};
+use crate::error::ProxyError;
+use crate::headers::{set_age, set_cache_status};
+use crate::range;
+use crate::state::Route;
+
+/// What a response depends on in the request.
+pub struct Ask<'a> {
+    /// HEAD: headers only.
+    pub head_only: bool,
+    /// The client's request headers (preconditions, Range, Accept-Encoding).
+    pub headers: &'a HeaderMap,
+    /// The cache key for `Cache-Status`, when the route shows it.
+    pub key: Option<String>,
+}
+
+impl Ask<'_> {
+    /// A GET carrying `Range`.
+    pub fn wants_range(&self) -> bool {
+        !self.head_only && self.headers.contains_key(header::RANGE)
+    }
+}
+
+/// Answers from a stored object: shared body, fresh `Age` and `Cache-Status`.
+pub fn serve(
+    route: &Route,
+    object: &CachedObject,
+    mut report: Report,
+    ask: &Ask<'_>,
+    now: Instant,
+) -> Response<ResponseBody> {
+    // Truncated toward zero: RFC 9211 §2.5 ttl is an integer.
+    report.ttl = Some(object.meta.ttl_left(now) as i64);
+    let mut status = object.status;
+    let mut headers = object.headers.clone();
+    let mut body = object.body.clone();
+    if !object.encodings.is_empty() {
+        if let Some((coding, encoded)) = pick_encoding(object, ask.headers) {
+            body = encoded;
+            headers.insert(
+                header::CONTENT_ENCODING,
+                HeaderValue::from_static(coding.as_str()),
+            );
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+            // RFC 9110 §8.8.3: another encoding is another representation.
+            if let Some(weak) = headers.get(header::ETAG).and_then(compress::weak_etag) {
+                headers.insert(header::ETAG, weak);
+            }
+        }
+    }
+    if object.has_targeted && !route.cfg.forward_targeted_cache_control {
+        for name in calmcache_core::cache_control::TARGETED {
+            headers.remove(name);
+        }
+    }
+    set_age(&mut headers, object.meta.age(now).as_secs());
+    if conditional::has_preconditions(ask.headers) {
+        match conditional::evaluate(ask.headers, &headers) {
+            Precondition::Proceed => {}
+            Precondition::NotModified => {
+                status = StatusCode::NOT_MODIFIED;
+                conditional::not_modified_headers(&mut headers);
+                body = bytes::Bytes::new();
+            }
+            Precondition::Failed => {
+                status = StatusCode::PRECONDITION_FAILED;
+                conditional::not_modified_headers(&mut headers);
+                headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
+                body = bytes::Bytes::new();
+            }
+        }
+    }
+    if status == StatusCode::OK && ask.wants_range() {
+        let plan = range::plan(ask.headers, &headers, body.len() as u64);
+        body = range::render(&plan, &mut status, &mut headers, &body);
+    }
+    set_cache_status(&mut headers, &report, ask.key.as_deref());
+    route.activity.record(&report);
+    let body = if ask.head_only {
+        ResponseBody::empty()
+    } else {
+        route.activity.bytes_from_cache.add(body.len() as u64);
+        ResponseBody::full(body)
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = status;
+    *resp.headers_mut() = headers;
+    resp
+}
+
+/// The encoding of `object` the client's `Accept-Encoding` prefers, if any.
+fn pick_encoding(object: &CachedObject, request: &HeaderMap) -> Option<(Coding, bytes::Bytes)> {
+    let available: Vec<Coding> = object
+        .encodings
+        .iter()
+        .filter_map(|e| Coding::parse(e.coding))
+        .collect();
+    let coding = compress::negotiate(request.get_all(header::ACCEPT_ENCODING).iter(), &available)?;
+    Some((coding, object.encoding(coding.as_str())?.clone()))
+}
+
+/// Relays an origin response that was not stored, answering the client's
+/// preconditions from it when they match (the upstream request carried none).
+pub fn relay(
+    route: &Route,
+    mut resp: Response<ResponseBody>,
+    report: Report,
+    ask: &Ask<'_>,
+) -> Response<ResponseBody> {
+    if resp.status() == StatusCode::OK && conditional::has_preconditions(ask.headers) {
+        let answer = conditional::evaluate(ask.headers, resp.headers());
+        if answer != Precondition::Proceed {
+            let not_modified = answer == Precondition::NotModified;
+            *resp.status_mut() = if not_modified {
+                StatusCode::NOT_MODIFIED
+            } else {
+                StatusCode::PRECONDITION_FAILED
+            };
+            conditional::not_modified_headers(resp.headers_mut());
+            if !not_modified {
+                resp.headers_mut()
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(0));
+            }
+            *resp.body_mut() = ResponseBody::empty();
+        }
+    }
+    if ask.head_only {
+        *resp.body_mut() = ResponseBody::empty();
+    }
+    if !route.cfg.forward_targeted_cache_control {
+        for name in calmcache_core::cache_control::TARGETED {
+            resp.headers_mut().remove(name);
+        }
+    }
+    set_cache_status(resp.headers_mut(), &report, ask.key.as_deref());
+    route.activity.record(&report);
+    resp
+}
+
+/// A short error page; the one place errors meet clients.
+pub fn error_response(e: &ProxyError, report: &Report) -> Response<ResponseBody> {
+    plain(
+        e.status(),
+        bytes::Bytes::from_static(e.body().as_bytes()),
+        report,
+    )
+}
+
+/// A 504 for `only-if-cached` with nothing usable stored (RFC 9111 §5.2.1.7).
+pub fn only_if_cached(route: &Route, fwd: calmcache_core::Fwd) -> Response<ResponseBody> {
+    let mut report = CacheStatus::MissNotStored
+        .report()
+        .fwd(fwd)
+        .detail("only-if-cached");
+    report.stored = false;
+    route.activity.record(&report);
+    plain(
+        StatusCode::GATEWAY_TIMEOUT,
+        bytes::Bytes::from_static(b"not in cache (only-if-cached)\n"),
+        &report,
+    )
+}
+
+fn plain(status: StatusCode, body: bytes::Bytes, report: &Report) -> Response<ResponseBody> {
+    let mut resp = Response::new(ResponseBody::full(body));
+    *resp.status_mut() = status;
+    set_cache_status(resp.headers_mut(), report, None);
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
+}
