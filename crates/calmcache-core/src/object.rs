@@ -44,9 +44,10 @@ impl ObjectMeta {
         later(self.stored_at, self.freshness.fresh_for())
     }
 
-    /// Seconds of freshness left at `now`; negative once stale.
+    /// Seconds of freshness left at `now` (lifetime minus current age);
+    /// negative once stale, by how stale it is.
     pub fn ttl_left(&self, now: Instant) -> f64 {
-        self.freshness.fresh_for().as_secs_f64() - self.resident(now).as_secs_f64()
+        self.freshness.lifetime.as_secs_f64() - self.age(now).as_secs_f64()
     }
 
     /// SUS's delta (seed 002): the fetch time, but at least 10% of the lifetime.

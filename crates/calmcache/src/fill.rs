@@ -82,8 +82,9 @@ pub enum FillReply {
     Stored(Arc<CachedObject>, u16),
     /// Not stored: relay this response (hop-by-hop removed).
     Relay(Response<ResponseBody>, NotStored),
-    /// The origin failed and this copy is inside stale-if-error.
-    Stale(Arc<CachedObject>),
+    /// The origin failed (with this status, when it answered) and this copy
+    /// is inside stale-if-error.
+    Stale(Arc<CachedObject>, Option<u16>),
     /// The origin failed and there is no usable copy.
     Failed(ProxyError),
 }
@@ -114,18 +115,19 @@ pub async fn fill(
     let resp = match result {
         Ok(resp) if resp.status().is_server_error() && usable_stale.is_some() => {
             route.activity.upstream_errors.inc();
+            let status = resp.status().as_u16();
             let e = ProxyError::upstream(
                 ErrorKind::Broken,
                 &upstream.name,
-                format!("origin answered {}", resp.status()),
+                format!("origin answered {status}"),
             );
-            return fail(permit, e, usable_stale);
+            return fail(permit, e, usable_stale, Some(status));
         }
         Ok(resp) => resp,
         Err(e) => {
             route.activity.upstream_errors.inc();
             tracing::warn!(upstream = %upstream.name, key = %primary, error = %e, "origin fetch failed");
-            return fail(permit, e, usable_stale);
+            return fail(permit, e, usable_stale, None);
         }
     };
     if resp.status().is_server_error() {
@@ -214,7 +216,7 @@ pub async fn fill(
             route.activity.upstream_errors.inc();
             let e = ProxyError::upstream(ErrorKind::Broken, &upstream.name, e);
             tracing::warn!(upstream = %upstream.name, key = %primary, error = %e, "origin body failed");
-            return fail(permit, e, usable_stale);
+            return fail(permit, e, usable_stale, None);
         }
     };
     // The stored length is exact; HEAD answers from the cache rely on it.
@@ -415,10 +417,11 @@ fn fail(
     permit: Option<FetchPermit<FillOutcome>>,
     e: ProxyError,
     stale: Option<Arc<CachedObject>>,
+    origin_status: Option<u16>,
 ) -> FillReply {
     finish(permit, FillOutcome::Failed(e.clone()));
     match stale {
-        Some(object) => FillReply::Stale(object),
+        Some(object) => FillReply::Stale(object, origin_status),
         None => FillReply::Failed(e),
     }
 }

@@ -490,8 +490,10 @@ async fn answer_fill(
         Ok(FillReply::Stored(object, origin)) => {
             serve(route, &object, why.stored(origin), ask, now)
         }
-        Ok(FillReply::Stale(object)) => {
-            serve(route, &object, CacheStatus::StaleIfError.report(), ask, now)
+        Ok(FillReply::Stale(object, origin)) => {
+            let mut report = CacheStatus::StaleIfError.report();
+            report.fwd_status = origin;
+            serve(route, &object, report, ask, now)
         }
         Ok(FillReply::Relay(resp, not_stored)) => {
             let report = why.not_stored(resp.status().as_u16(), not_stored);

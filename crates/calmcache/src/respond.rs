@@ -40,8 +40,8 @@ pub fn serve(
     ask: &Ask<'_>,
     now: Instant,
 ) -> Response<ResponseBody> {
-    // Truncated toward zero: RFC 9211 §2.5 ttl is an integer.
-    report.ttl = Some(object.meta.ttl_left(now) as i64);
+    // RFC 9211 §2.5: ttl is an integer; rounded to the nearest second.
+    report.ttl = Some(object.meta.ttl_left(now).round() as i64);
     let mut status = object.status;
     let mut headers = object.headers.clone();
     let mut body = object.body.clone();

@@ -39,23 +39,28 @@ pub fn secondary(names: &[HeaderName], request: &HeaderMap) -> String {
     for name in names {
         out.push_str(name.as_str());
         let mut values = request.get_all(name).iter().peekable();
+        // Accept-Encoding is reduced to the coding chosen; "none" is the same
+        // selection whether the header is absent or accepts nothing we make
+        // (fills forward the reduced value and drop an empty one).
+        if name == ACCEPT_ENCODING {
+            out.push(':');
+            out.push_str(crate::compress::normalise_accept_encoding(values));
+            out.push('\n');
+            continue;
+        }
         if values.peek().is_none() {
             out.push_str("!\n");
             continue;
         }
         out.push(':');
-        if name == ACCEPT_ENCODING {
-            out.push_str(crate::compress::normalise_accept_encoding(values));
-        } else {
-            let mut first = true;
-            for value in values {
-                for item in String::from_utf8_lossy(value.as_bytes()).split(',') {
-                    if !first {
-                        out.push(',');
-                    }
-                    first = false;
-                    out.push_str(item.trim());
+        let mut first = true;
+        for value in values {
+            for item in String::from_utf8_lossy(value.as_bytes()).split(',') {
+                if !first {
+                    out.push(',');
                 }
+                first = false;
+                out.push_str(item.trim());
             }
         }
         out.push('\n');
@@ -124,6 +129,8 @@ mod tests {
         assert_eq!(a, b);
         let c = secondary(&n, &h(&[("accept-encoding", "gzip")]));
         assert_ne!(a, c);
+        let none = secondary(&n, &HeaderMap::new());
+        assert_eq!(none, secondary(&n, &h(&[("accept-encoding", "identity")])));
     }
 
     #[test]
