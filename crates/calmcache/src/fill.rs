@@ -407,6 +407,31 @@ fn upstream_request(
     req
 }
 
+/// Sends a range request on to the origin with the client's `Range` and
+/// `If-Range` (RFC 9110 §14.2), for an object too large to store: the client
+/// gets the origin's 206 instead of the whole body.
+pub async fn fetch_range(
+    route: &Route,
+    fetch: &FetchRequest,
+    client: &HeaderMap,
+) -> Result<Response<ResponseBody>, ProxyError> {
+    let upstream = &route.upstream;
+    route.activity.upstream_requests.inc();
+    let mut req = upstream_request(fetch, None);
+    for name in [http::header::RANGE, http::header::IF_RANGE] {
+        if let Some(value) = client.get(&name) {
+            req.headers_mut().insert(name, value.clone());
+        }
+    }
+    let resp = upstream.send(req).await.inspect_err(|_| {
+        route.activity.upstream_errors.inc();
+    })?;
+    let (mut parts, body) = resp.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    let body = ResponseBody::stream(TimeoutBody::new(body, upstream.read_timeout));
+    Ok(Response::from_parts(parts, body))
+}
+
 fn finish(permit: Option<FetchPermit<FillOutcome>>, outcome: FillOutcome) {
     if let Some(permit) = permit {
         permit.finish(outcome);

@@ -146,7 +146,7 @@ pub async fn handle(
     if !route.cfg.bypass.is_empty() && any_match(&route.cfg.bypass, headers, req.uri().query()) {
         let request = fetch_request(route, &req, client, None);
         let task = fill(route.clone(), key_ref.to_owned_key(), request, None, None);
-        return Ok(answer_fill(route, task, Why::Bypass, &ask).await);
+        return Ok(answer_fill(route, task, Why::Bypass, &ask, None).await);
     }
     let rcc = if route.honors_client_cache_control() {
         RequestCacheControl::from_headers(headers)
@@ -226,7 +226,7 @@ pub async fn handle(
                 Some(permit),
                 Some(object.clone()),
             );
-            let mut resp = answer_fill(route, task, Why::Stale, &ask).await;
+            let mut resp = answer_fill(route, task, Why::Stale, &ask, None).await;
             if let Some(v) = resp.headers().get(&crate::headers::CACHE_STATUS).cloned() {
                 // PER's in-path refresh of a fresh copy: say so.
                 let text = v
@@ -349,9 +349,13 @@ impl Fetch {
             why,
             since,
         } = self;
+        // A range request whose object turns out too large to store is sent
+        // on with its Range instead of relaying the whole body.
+        let ranged = ask.wants_range().then(|| request.clone());
+        let answer = |task| answer_fill(route, task, why, ask, ranged.clone());
         if !route.policy.mode.coalesces() {
             let task = fill(route.clone(), primary, request, None, stale);
-            return answer_fill(route, task, why, ask).await;
+            return answer(task).await;
         }
         let waiter = match proxy.flights.join(&flight) {
             Lookup::Leader(permit) => {
@@ -367,7 +371,7 @@ impl Fetch {
                     );
                 }
                 let task = fill(route.clone(), primary, request, Some(permit), stale);
-                return answer_fill(route, task, why, ask).await;
+                return answer(task).await;
             }
             Lookup::Follower(waiter) => waiter,
         };
@@ -407,7 +411,7 @@ impl Fetch {
             // fetch for ourselves.
             Ok(_) | Err(_) => {
                 let task = fill(route.clone(), primary, request, None, stale);
-                answer_fill(route, task, why, ask).await
+                answer(task).await
             }
         }
     }
@@ -483,8 +487,25 @@ async fn answer_fill(
     task: impl std::future::Future<Output = FillReply> + Send + 'static,
     why: Why,
     ask: &Ask<'_>,
+    ranged: Option<FetchRequest>,
 ) -> Response<ResponseBody> {
-    let reply = tokio::spawn(task).await;
+    let reply = match (tokio::spawn(task).await, ranged) {
+        (Ok(FillReply::Relay(resp, NotStored::TooLarge)), Some(request)) => {
+            drop(resp);
+            return match crate::fill::fetch_range(route, &request, ask.headers).await {
+                Ok(resp) => {
+                    let report = why.not_stored(resp.status().as_u16(), NotStored::TooLarge);
+                    relay(route, resp, report, ask)
+                }
+                Err(e) => {
+                    let report = CacheStatus::MissNotStored.report().fwd(why.fwd());
+                    route.activity.record(&report);
+                    error_response(&e, &report)
+                }
+            };
+        }
+        (reply, _) => reply,
+    };
     let now = Instant::now();
     match reply {
         Ok(FillReply::Stored(object, origin)) => {
