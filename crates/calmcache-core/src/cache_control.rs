@@ -121,8 +121,21 @@ fn targeted(headers: &HeaderMap, name: &HeaderName) -> Option<CacheControl> {
     let mut members = 0;
     for value in values {
         let text = value.to_str().ok()?;
-        for (key, arg) in split(text) {
-            if !is_sf_key(&key) || arg.as_deref().is_some_and(|a| !is_sf_bare_item(a)) {
+        for (key, arg, quoted) in split(text) {
+            if !is_sf_key(&key)
+                || arg
+                    .as_deref()
+                    .is_some_and(|a| !quoted && !is_sf_bare_item(a))
+            {
+                return None;
+            }
+            // RFC 9213 §2.1: a directive whose value has the wrong type (a
+            // string where an integer belongs) makes the field invalid.
+            let integer = matches!(
+                key.as_str(),
+                "max-age" | "s-maxage" | "stale-while-revalidate" | "stale-if-error"
+            );
+            if integer && (quoted || arg.as_deref().is_some_and(|a| delta_seconds(a).is_none())) {
                 return None;
             }
             members += 1;
@@ -216,11 +229,11 @@ fn strs<'a>(headers: &'a HeaderMap, name: &HeaderName) -> impl Iterator<Item = &
 /// quoted strings (a comma inside `no-cache="a, b"` does not split) and
 /// unescaping `\"` in them.
 pub fn directives(value: &str) -> impl Iterator<Item = (String, Option<String>)> + '_ {
-    split(value).map(|(name, arg)| (name.to_ascii_lowercase(), arg))
+    split(value).map(|(name, arg, _)| (name.to_ascii_lowercase(), arg))
 }
 
-/// [`directives`] with names as written.
-fn split(value: &str) -> impl Iterator<Item = (String, Option<String>)> + '_ {
+/// [`directives`] with names as written, and whether the argument was quoted.
+fn split(value: &str) -> impl Iterator<Item = (String, Option<String>, bool)> + '_ {
     let mut rest = value;
     std::iter::from_fn(move || loop {
         rest = rest.trim_start_matches([' ', '\t', ',']);
@@ -230,16 +243,17 @@ fn split(value: &str) -> impl Iterator<Item = (String, Option<String>)> + '_ {
         let end = rest.find([',', '=']).unwrap_or(rest.len());
         let name = rest[..end].trim().to_owned();
         rest = &rest[end..];
-        let arg = match rest.strip_prefix('=') {
+        let (arg, quoted) = match rest.strip_prefix('=') {
             Some(after) => {
-                let (arg, tail) = argument(after.trim_start());
+                let after = after.trim_start();
+                let (arg, tail) = argument(after);
                 rest = tail;
-                Some(arg)
+                (Some(arg), after.starts_with('"'))
             }
-            None => None,
+            None => (None, false),
         };
         if !name.is_empty() {
-            return Some((name, arg));
+            return Some((name, arg, quoted));
         }
     })
 }

@@ -318,14 +318,23 @@ fn stale_window(
 }
 
 /// The `Age` header's delta-seconds (RFC 9111 §5.1, capped per §1.2.2), zero
-/// when absent or invalid.
+/// when absent. Only the first field line counts, and of a list in it only
+/// the first member (`Age: 7200, 0` is 7200 s old); a first member that is
+/// not a delta-seconds makes the response count as stale (as old as can be).
 fn age_value(headers: &HeaderMap) -> Duration {
-    headers
-        .get(AGE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|s| crate::cache_control::delta_seconds(s.trim()))
-        .unwrap_or(Duration::ZERO)
+    let Some(value) = headers.get(AGE) else {
+        return Duration::ZERO;
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(|s| s.split(',').next())
+        .and_then(|first| crate::cache_control::delta_seconds(first.trim()))
+        .unwrap_or(MAX_AGE)
 }
+
+/// RFC 9111 §1.2.2: delta-seconds past 2^31 are capped there.
+const MAX_AGE: Duration = Duration::from_secs(2_147_483_648);
 
 const DATE_RESOLUTION: Duration = Duration::from_secs(1);
 

@@ -386,3 +386,20 @@ fn immutable_is_carried() {
     let h = headers(&[("cache-control", "max-age=60, immutable")]);
     assert!(eval(&h, ttl(5)).unwrap().immutable);
 }
+
+#[test]
+fn age_lists_and_invalid_ages() {
+    // RFC 9111 §5.1: Age is a single delta-seconds; of a list only the first
+    // member counts, and an unparseable one is treated as stale.
+    for (age, fresh) in [
+        ("7200, 0", false),
+        ("0, 7200", true),
+        ("old", false),
+        ("0", true),
+    ] {
+        let h = headers(&[("cache-control", "max-age=3600"), ("age", age)]);
+        // Stale on arrival without a validator: not stored at all.
+        let stored_fresh = eval(&h, StoreRules::default()).is_ok_and(|f| !f.fresh_for().is_zero());
+        assert_eq!(stored_fresh, fresh, "Age: {age}");
+    }
+}

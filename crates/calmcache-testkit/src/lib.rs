@@ -1,15 +1,21 @@
-//! Test fixtures for calmcache: a steerable origin that counts its requests,
-//! an in-process proxy built from a few lines of TOML, and a small client.
+//! Test fixtures for calmcache: a steerable origin that counts and records its
+//! requests, an in-process proxy built from a few lines of TOML, and a small
+//! client.
 //!
 //! # Layout
-//! - [`origin`]: [`Origin`], steered per request by `x-origin-*` headers.
+//! - [`origin`]: [`Origin`], steered per request by `x-origin-*` headers,
+//!   answering conditionals like a real server; [`RecordedRequest`]s.
 //! - [`proxy`]: [`Proxy`], a running calmcache on `127.0.0.1:0` with its admin listener.
-//! - [`client`]: [`get`] and [`Reply`], one request with timing.
+//! - [`client`]: [`request`], [`get`] and [`Reply`] (with the parsed
+//!   `Cache-Status`, [`CacheStatusParams`]), one request with timing.
+//! - [`date`]: IMF-fixdate formatting and parsing.
 
 pub mod client;
+pub mod date;
 pub mod origin;
 pub mod proxy;
 
-pub use client::{get, get_with, Reply};
-pub use origin::Origin;
+pub use client::{get, get_with, request, request_with_body, CacheStatusParams, Reply};
+pub use date::{http_date, http_date_ago, http_date_in, parse_http_date};
+pub use origin::{Origin, RecordedRequest};
 pub use proxy::Proxy;

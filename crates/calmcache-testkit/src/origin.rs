@@ -1,14 +1,40 @@
-//! A steerable origin on a free loopback port that counts what reaches it.
+//! A steerable origin on a free loopback port that counts and records what
+//! reaches it.
 //!
 //! Each request may steer its response with headers (the proxy forwards them,
-//! also on background refreshes):
+//! also on background refreshes and revalidations):
 //! - `x-origin-delay-ms: N`: wait N ms before answering;
 //! - `x-origin-status: N`: answer with status N;
 //! - `x-origin-cache-control: V`: send `Cache-Control: V`;
 //! - `x-origin-set-cookie: V`: send `Set-Cookie: V`;
-//! - `x-origin-body-bytes: N`: pad the body to N bytes.
+//! - `x-origin-header: Name: value`: add the field line `Name: value` to the
+//!   response, verbatim (repeatable: each line adds one field line). Use it for
+//!   `ETag`, `Last-Modified`, `Vary`, `Expires`, `Date`, `Age`,
+//!   `Content-Type`, `Location`, `Content-Location`, `CDN-Cache-Control`,
+//!   `Calmcache-Cache-Control`, `Cache-Status`... A `Date` given this way
+//!   replaces the automatic one;
+//! - `x-origin-body: text`: the body is exactly `text`;
+//! - `x-origin-body-bytes: N`: pad the body to N bytes (with `.`);
+//! - `x-origin-ignore-conditionals: 1`: never answer 304 (see below).
 //!
-//! The body is `path=<path> n=<count>` so a test can tell versions apart.
+//! Without `x-origin-body` the body is `path=<path> n=<count>`, `count` being
+//! the number of requests this origin has received so far, so a test can tell
+//! versions apart.
+//!
+//! Any method is answered the same way; a `HEAD` gets the headers (with the
+//! `Content-Length` of the body a GET would get) and no body. A request body is
+//! read and dropped.
+//!
+//! Conditional requests are evaluated as a real server does (RFC 9110
+//! §13.1.2, §13.1.3, §13.2.2), for GET and HEAD when the response would be a
+//! 200: if it carries an `ETag` and the request's `If-None-Match` matches it
+//! (weak comparison; `*` matches any), or there is no `If-None-Match` and
+//! `If-Modified-Since` is at or after its `Last-Modified`, the answer is a 304
+//! with the response's headers and no body. It is counted like any other.
+//!
+//! Every request is recorded: [`Origin::requests_for`] returns method, path
+//! and query, and headers, so a test can assert what the proxy sent (a
+//! validator, no `Range`, a GET for a HEAD...).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -18,18 +44,52 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, Request, Response, StatusCode};
-use http_body_util::Full;
+use http::header::{CONTENT_LENGTH, ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
+use crate::date::parse_http_date;
+
+/// One request as the origin received it.
+#[derive(Clone, Debug)]
+pub struct RecordedRequest {
+    /// Request method.
+    pub method: Method,
+    /// Path and query, e.g. `/a?x=1`.
+    pub path_and_query: String,
+    /// Request headers as received.
+    pub headers: HeaderMap,
+}
+
+impl RecordedRequest {
+    /// The path without the query.
+    pub fn path(&self) -> &str {
+        self.path_and_query
+            .split_once('?')
+            .map_or(self.path_and_query.as_str(), |(p, _)| p)
+    }
+
+    /// A header as text (the first field line), or `None` when absent.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// True when the request carried `name`.
+    pub fn has_header(&self, name: &str) -> bool {
+        self.headers.contains_key(name)
+    }
+}
+
 #[derive(Default)]
 struct Counts {
     total: AtomicU64,
     by_path: Mutex<HashMap<String, u64>>,
+    requests: Mutex<Vec<RecordedRequest>>,
 }
 
 /// A running origin; stops (refusing connections and closing open ones) on drop.
@@ -89,10 +149,25 @@ impl Origin {
         self.counts.total.load(Ordering::SeqCst)
     }
 
-    /// Requests for one path.
+    /// Requests for one path (the query is not part of it).
     pub fn hits_for(&self, path: &str) -> u64 {
         let by_path = self.counts.by_path.lock().expect("counts lock");
         by_path.get(path).copied().unwrap_or(0)
+    }
+
+    /// Every request received so far, oldest first.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.counts.requests.lock().expect("requests lock").clone()
+    }
+
+    /// The requests for one path (the query is not part of it), oldest first.
+    pub fn requests_for(&self, path: &str) -> Vec<RecordedRequest> {
+        let requests = self.counts.requests.lock().expect("requests lock");
+        requests
+            .iter()
+            .filter(|r| r.path() == path)
+            .cloned()
+            .collect()
     }
 
     /// Stops: new connections are refused and open ones are closed.
@@ -110,14 +185,15 @@ impl Drop for Origin {
 }
 
 fn number(headers: &HeaderMap, name: &str) -> Option<u64> {
-    headers.get(name)?.to_str().ok()?.parse().ok()
+    headers.get(name)?.to_str().ok()?.trim().parse().ok()
 }
 
 async fn respond(
     counts: Arc<Counts>,
     req: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
-    let path = req.uri().path().to_string();
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().to_string();
     let n = counts.total.fetch_add(1, Ordering::SeqCst) + 1;
     *counts
         .by_path
@@ -125,29 +201,220 @@ async fn respond(
         .expect("counts lock")
         .entry(path.clone())
         .or_default() += 1;
-    let h = req.headers();
+    counts
+        .requests
+        .lock()
+        .expect("requests lock")
+        .push(RecordedRequest {
+            method: parts.method.clone(),
+            path_and_query: parts
+                .uri
+                .path_and_query()
+                .map_or_else(|| path.clone(), |pq| pq.as_str().to_string()),
+            headers: parts.headers.clone(),
+        });
+    // Read and drop a request body, so the connection stays usable.
+    let _ = body.collect().await;
+    let h = &parts.headers;
     if let Some(ms) = number(h, "x-origin-delay-ms") {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
-    let mut body = format!("path={path} n={n}");
+    let mut body = match h.get("x-origin-body") {
+        Some(text) => String::from_utf8_lossy(text.as_bytes()).into_owned(),
+        None => format!("path={path} n={n}"),
+    };
     if let Some(size) = number(h, "x-origin-body-bytes") {
         while body.len() < size as usize {
             body.push('.');
         }
     }
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
-    if let Some(status) =
-        number(h, "x-origin-status").and_then(|s| StatusCode::from_u16(s as u16).ok())
-    {
-        *resp.status_mut() = status;
-    }
+    let status = number(h, "x-origin-status")
+        .and_then(|s| u16::try_from(s).ok())
+        .and_then(|s| StatusCode::from_u16(s).ok())
+        .unwrap_or(StatusCode::OK);
+    let mut headers = HeaderMap::new();
     for (from, to) in [
         ("x-origin-cache-control", "cache-control"),
         ("x-origin-set-cookie", "set-cookie"),
     ] {
         if let Some(v) = h.get(from) {
-            resp.headers_mut().insert(to, v.clone());
+            headers.insert(to, v.clone());
         }
     }
+    for line in h.get_all("x-origin-header") {
+        let Some((name, value)) = std::str::from_utf8(line.as_bytes())
+            .ok()
+            .and_then(|l| l.split_once(':'))
+        else {
+            continue;
+        };
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.trim().as_bytes()),
+            HeaderValue::from_str(value.trim()),
+        ) {
+            headers.append(name, value);
+        }
+    }
+    let conditional = matches!(parts.method, Method::GET | Method::HEAD)
+        && status == StatusCode::OK
+        && !matches!(h.get("x-origin-ignore-conditionals"), Some(v) if v == "1");
+    if conditional && not_modified(h, &headers) {
+        let mut resp = Response::new(Full::new(Bytes::new()));
+        *resp.status_mut() = StatusCode::NOT_MODIFIED;
+        headers.remove(CONTENT_LENGTH);
+        *resp.headers_mut() = headers;
+        return Ok(resp);
+    }
+    if parts.method == Method::HEAD {
+        headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+        body.clear();
+    }
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = status;
+    *resp.headers_mut() = headers;
     Ok(resp)
+}
+
+/// RFC 9110 §13.1.2 and §13.1.3, in the precedence of §13.2.2.
+fn not_modified(request: &HeaderMap, response: &HeaderMap) -> bool {
+    let inm: Vec<&str> = request
+        .get_all(IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect();
+    if !inm.is_empty() {
+        let Some(etag) = response.get(ETAG).and_then(|v| v.to_str().ok()) else {
+            return inm.contains(&"*");
+        };
+        let weak = |t: &str| t.trim().trim_start_matches("W/").to_string();
+        return inm.iter().any(|t| *t == "*" || weak(t) == weak(etag));
+    }
+    let date = |map: &HeaderMap, name| {
+        map.get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+            .and_then(|v| parse_http_date(v.trim()))
+    };
+    match (
+        date(request, IF_MODIFIED_SINCE),
+        date(response, LAST_MODIFIED),
+    ) {
+        (Some(since), Some(modified)) => since >= modified,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::Method;
+
+    use super::Origin;
+    use crate::client::request;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn steering_headers_shape_the_answer() {
+        let origin = Origin::start().await;
+        let url = format!("http://{}/a?x=1", origin.addr());
+        let date = "Sun, 06 Nov 1994 08:49:37 GMT";
+        let r = request(
+            Method::GET,
+            &url,
+            &[
+                ("x-origin-header", "ETag: \"v1\""),
+                ("x-origin-header", &format!("Date: {date}")),
+                ("x-origin-header", "Vary: A"),
+                ("x-origin-header", "Vary: B"),
+                ("x-origin-body", "0123456789"),
+                ("x-origin-status", "203"),
+            ],
+        )
+        .await;
+        assert_eq!(r.status, 203);
+        assert_eq!(r.body, "0123456789");
+        assert_eq!(r.header("etag"), "\"v1\"");
+        assert_eq!(r.header_all("date"), [date], "one Date, the test's");
+        assert_eq!(r.header_all("vary"), ["A", "B"]);
+        let seen = origin.requests_for("/a");
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].path_and_query, "/a?x=1");
+        assert_eq!(seen[0].method, Method::GET);
+        assert_eq!(origin.hits_for("/a"), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn head_and_other_methods_are_answered() {
+        let origin = Origin::start().await;
+        let url = format!("http://{}/h", origin.addr());
+        let head = request(Method::HEAD, &url, &[("x-origin-body", "hello")]).await;
+        assert_eq!(head.status, 200);
+        assert!(head.bytes.is_empty());
+        assert_eq!(head.header("content-length"), "5");
+        for m in [Method::POST, Method::PUT, Method::DELETE, Method::PATCH] {
+            let r = request(m.clone(), &url, &[]).await;
+            assert_eq!(r.status, 200, "{m}");
+        }
+        let methods: Vec<Method> = origin
+            .requests_for("/h")
+            .into_iter()
+            .map(|r| r.method)
+            .collect();
+        assert_eq!(
+            methods,
+            [
+                Method::HEAD,
+                Method::POST,
+                Method::PUT,
+                Method::DELETE,
+                Method::PATCH
+            ]
+        );
+    }
+
+    /// The status of a GET of `url` with these headers; a 304 must have no
+    /// body and keep the ETag.
+    async fn status_of(url: &str, headers: &[(&str, &str)]) -> u16 {
+        let mut all = vec![
+            ("x-origin-header", "ETag: \"v1\""),
+            (
+                "x-origin-header",
+                "Last-Modified: Sun, 06 Nov 1994 08:49:37 GMT",
+            ),
+        ];
+        all.extend_from_slice(headers);
+        let r = request(Method::GET, url, &all).await;
+        if r.status == 304 {
+            assert!(r.bytes.is_empty());
+            assert_eq!(r.header("etag"), "\"v1\"");
+        }
+        r.status.as_u16()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn conditionals_are_answered_like_a_real_server() {
+        let origin = Origin::start().await;
+        let url = format!("http://{}/c", origin.addr());
+        let lm = "Sun, 06 Nov 1994 08:49:37 GMT";
+        let before = "Sat, 05 Nov 1994 08:49:37 GMT";
+        let inm = "if-none-match";
+        let ims = "if-modified-since";
+        for (headers, want) in [
+            (vec![(inm, "\"v1\"")], 304),
+            (vec![(inm, "W/\"v1\"")], 304),
+            (vec![(inm, "\"x\", \"v1\"")], 304),
+            (vec![(inm, "*")], 304),
+            (vec![(inm, "\"v2\"")], 200),
+            (vec![(inm, "\"v2\""), (ims, lm)], 200),
+            (vec![(ims, lm)], 304),
+            (vec![(ims, before)], 200),
+            (
+                vec![(inm, "\"v1\""), ("x-origin-ignore-conditionals", "1")],
+                200,
+            ),
+        ] {
+            assert_eq!(status_of(&url, &headers).await, want, "{headers:?}");
+        }
+        assert_eq!(origin.hits_for("/c"), 9, "every request counts");
+    }
 }

@@ -4,6 +4,10 @@
 //! let proxy = Proxy::new(&origin).route(r#"refresh = "lock""#).start().await;
 //! let reply = get(&proxy.url("/a")).await;
 //! ```
+//!
+//! The route gets `ttl = { 200 = "1s" }` unless its keys set a `ttl` or the
+//! builder is told [`Proxy::no_default_ttl`]: RFC tests want the origin's
+//! headers alone to decide freshness.
 
 use std::time::Duration;
 
@@ -17,6 +21,8 @@ pub struct Proxy {
     upstream: String,
     zone_size: String,
     max_object_size: String,
+    default_ttl: bool,
+    zone: bool,
 }
 
 impl Proxy {
@@ -28,6 +34,8 @@ impl Proxy {
             upstream: String::new(),
             zone_size: "64MiB".into(),
             max_object_size: "1MiB".into(),
+            default_ttl: true,
+            zone: true,
         }
     }
 
@@ -52,18 +60,32 @@ impl Proxy {
         self
     }
 
+    /// No route `ttl` unless the route keys give one: only the origin's
+    /// headers (and heuristics) make a response fresh.
+    pub fn no_default_ttl(mut self) -> Proxy {
+        self.default_ttl = false;
+        self
+    }
+
+    /// A route without a zone: every request is proxied without caching.
+    pub fn no_zone(mut self) -> Proxy {
+        self.zone = false;
+        self
+    }
+
     /// The config this builder produces.
     pub fn toml(&self) -> String {
-        let ttl = if self.route.contains("ttl") {
+        let ttl = if !self.default_ttl || self.route.contains("ttl") {
             ""
         } else {
             "ttl = { 200 = \"1s\" }\n"
         };
+        let zone = if self.zone { "zone = \"ram\"\n" } else { "" };
         format!(
             "[server]\nlisten = [\"127.0.0.1:0\"]\nthreads = 2\n\n[admin]\nlisten = \"127.0.0.1:0\"\n\n\
              [upstreams.origin]\nservers = [\"{}\"]\n{}\n\
              [zones.ram]\nkind = \"memory\"\nmax_size = \"{}\"\nmax_object_size = \"{}\"\n\n\
-             [[routes]]\nname = \"test\"\nupstream = \"origin\"\nzone = \"ram\"\n{ttl}{}",
+             [[routes]]\nname = \"test\"\nupstream = \"origin\"\n{zone}{ttl}{}",
             self.origin, self.upstream, self.zone_size, self.max_object_size, self.route
         )
     }
@@ -87,6 +109,11 @@ pub struct RunningProxy {
 impl RunningProxy {
     fn running(&self) -> &Running {
         self.running.as_ref().expect("running")
+    }
+
+    /// `127.0.0.1:PORT`: the `Host` clients send, and the host of same-origin URLs.
+    pub fn host(&self) -> String {
+        self.running().proxy_addrs[0].to_string()
     }
 
     /// `http://127.0.0.1:PORT{path}`.

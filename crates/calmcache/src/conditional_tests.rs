@@ -18,12 +18,13 @@ fn preconditions_in_rfc_9110_order() {
     let stored = h(&[("etag", "\"v1\""), ("last-modified", LM)]);
     let weak = h(&[("etag", "W/\"v1\""), ("last-modified", LM)]);
     use Precondition::*;
-    let cases: &[(
-        &str,
-        &[(&'static str, &'static str)],
-        &HeaderMap,
+    type Case<'a> = (
+        &'a str,
+        &'a [(&'static str, &'static str)],
+        &'a HeaderMap,
         Precondition,
-    )] = &[
+    );
+    let cases: &[Case] = &[
         (
             "§13.1.2 If-None-Match matches",
             &[("if-none-match", "\"v1\"")],

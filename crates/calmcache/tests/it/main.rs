@@ -1,27 +1,61 @@
 //! Integration tests: real sockets on 127.0.0.1, a steerable origin that counts
-//! its requests, calmcache started in-process (and as a process for the CLI).
+//! and records its requests, calmcache started in-process (and as a process
+//! for the CLI).
+//!
+//! The `rfc_*` files, `compress.rs` and `key_bypass.rs` are table-driven (see
+//! `cases.rs`): every case names the RFC section it checks, and a failure
+//! lists every failed case with its section.
 
 #![allow(clippy::unwrap_used)]
 
 mod caching;
+mod cases;
 mod cli;
+mod compress;
 mod errors;
+mod key_bypass;
 mod refresh;
+mod rfc_age;
+mod rfc_cache_status;
+mod rfc_directives;
+mod rfc_freshness;
+mod rfc_head;
+mod rfc_invalidation;
+mod rfc_range;
+mod rfc_request_directives;
+mod rfc_targeted;
+mod rfc_validation;
+mod rfc_vary;
 mod zone;
 
 use std::time::Duration;
 
+use calmcache_testkit::proxy::RunningProxy;
+use calmcache_testkit::{Origin, Proxy};
+
 /// Concurrency for load loops: enough to stampede, bounded.
 pub const CLIENTS: usize = 200;
 
-/// The `ttl=` parameter of a reply's `Cache-Status`.
+/// How long RFC cases wait for `max-age=1` objects to go stale.
+pub const STALE_WAIT: Duration = Duration::from_millis(1500);
+
+/// The `ttl=` parameter of a reply's `Cache-Status`, in seconds.
 pub fn ttl_of(reply: &calmcache_testkit::Reply) -> f64 {
-    let status = reply.cache_status();
-    let ttl = status
-        .split("ttl=")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no ttl in {status:?}"));
-    ttl.split(';').next().unwrap().trim().parse().unwrap()
+    reply
+        .cache_status_params()
+        .ttl()
+        .unwrap_or_else(|| panic!("no ttl in {:?}", reply.cache_status()))
+}
+
+/// A proxy for RFC cases: no route `ttl` (the origin's headers decide),
+/// `refresh = "lock"`, and `keys` for the route.
+pub async fn rfc_proxy(origin: &Origin, keys: &str) -> RunningProxy {
+    Proxy::new(origin)
+        .no_default_ttl()
+        .route("refresh = \"lock\"")
+        .route(keys)
+        .start()
+        .await
 }
 
 /// Sends `n` concurrent GETs with `headers` and returns every reply.

@@ -21,7 +21,7 @@ async fn stampede_on_expired(policy: &str) -> (Origin, Vec<calmcache_testkit::Re
     let url = proxy.url("/hot");
     let first = get_with(Method::GET, &url, &[SLOW]).await;
     assert!(
-        first.cache_status().contains("fwd=miss; stored"),
+        first.cache_status_params().has("stored"),
         "{}",
         first.cache_status()
     );
