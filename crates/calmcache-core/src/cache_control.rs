@@ -40,6 +40,8 @@ pub struct CacheControl {
     pub no_transform: bool,
     /// `immutable` (RFC 8246): the body never changes while fresh.
     pub immutable: bool,
+    /// `must-understand` (§5.2.2.3): store despite no-store if the status is understood.
+    pub must_understand: bool,
     /// `stale-while-revalidate=N` (RFC 5861 §3).
     pub stale_while_revalidate: Option<Duration>,
     /// `stale-if-error=N` (RFC 5861 §4).
@@ -78,6 +80,7 @@ impl CacheControl {
             "proxy-revalidate" => self.proxy_revalidate = true,
             "no-transform" => self.no_transform = true,
             "immutable" => self.immutable = true,
+            "must-understand" => self.must_understand = true,
             "stale-while-revalidate" => first(&mut self.stale_while_revalidate, seconds()),
             "stale-if-error" => first(&mut self.stale_if_error, seconds()),
             _ => {}

@@ -196,7 +196,9 @@ fn check_storable(exchange: &Exchange<'_>, cc: &CacheControl) -> Result<Vec<Stri
     if !(200..600).contains(&status) || status == 206 || status == 304 {
         return Err(NotStorable::Status);
     }
-    if cc.no_store {
+    // §5.2.2.3 must-understand: a cache that understands the status may
+    // store it despite no-store.
+    if cc.no_store && !(cc.must_understand && understood(status)) {
         return Err(NotStorable::NoStore);
     }
     if cc.private {
@@ -229,6 +231,11 @@ fn check_storable(exchange: &Exchange<'_>, cc: &CacheControl) -> Result<Vec<Stri
         return Err(NotStorable::VaryStar);
     }
     Ok(strip)
+}
+
+/// Final statuses defined by RFC 9110 §15, whose caching semantics calmcache knows.
+fn understood(status: u16) -> bool {
+    matches!(status, 200..=206 | 300..=303 | 305 | 307 | 308 | 400..=417 | 421 | 422 | 426 | 500..=505)
 }
 
 /// RFC 9111 §4.2.2: a fraction of the time since Last-Modified, capped.
@@ -265,7 +272,12 @@ fn explicit_lifetime(
     if targeted {
         return None;
     }
-    let expires = headers.get(EXPIRES)?;
+    let mut lines = headers.get_all(EXPIRES).iter();
+    let expires = lines.next()?;
+    // More than one Expires: invalid, so already expired (§5.3, §4.2.1).
+    if lines.next().is_some() {
+        return Some(Duration::ZERO);
+    }
     // §5.3: an invalid Expires (e.g. "0") means already expired.
     let Some(expires) = parse_date(expires.as_bytes()) else {
         return Some(Duration::ZERO);
@@ -319,8 +331,8 @@ fn stale_window(
 
 /// The `Age` header's delta-seconds (RFC 9111 §5.1, capped per §1.2.2), zero
 /// when absent. Only the first field line counts, and of a list in it only
-/// the first member (`Age: 7200, 0` is 7200 s old); a first member that is
-/// not a delta-seconds makes the response count as stale (as old as can be).
+/// the first member (`Age: 7200, 0` is 7200 s old); one that is not a
+/// delta-seconds (`abc`, `-1`, `1.5`) is ignored (§1.2.2).
 fn age_value(headers: &HeaderMap) -> Duration {
     let Some(value) = headers.get(AGE) else {
         return Duration::ZERO;
@@ -330,17 +342,88 @@ fn age_value(headers: &HeaderMap) -> Duration {
         .ok()
         .and_then(|s| s.split(',').next())
         .and_then(|first| crate::cache_control::delta_seconds(first.trim()))
-        .unwrap_or(MAX_AGE)
+        .unwrap_or(Duration::ZERO)
 }
-
-/// RFC 9111 §1.2.2: delta-seconds past 2^31 are capped there.
-const MAX_AGE: Duration = Duration::from_secs(2_147_483_648);
 
 const DATE_RESOLUTION: Duration = Duration::from_secs(1);
 
-/// An HTTP-date (RFC 9110 §5.6.7) from a header value.
+/// An HTTP-date (RFC 9110 §5.6.7) from a header value. RFC 9111 §4.2: "a
+/// cache recipient SHOULD match the field value case-insensitively", so an
+/// IMF-fixdate or asctime date the strict parser refuses is read again with
+/// names in any case and the weekday not checked against the date. The
+/// layout itself stays strict: dashes, missing commas, extra spaces or a
+/// one-digit hour make a date invalid.
 pub fn parse_date(bytes: &[u8]) -> Option<SystemTime> {
-    httpdate::parse_http_date(std::str::from_utf8(bytes).ok()?).ok()
+    let text = std::str::from_utf8(bytes).ok()?.trim();
+    httpdate::parse_http_date(text)
+        .ok()
+        .or_else(|| lenient_date(text))
+}
+
+fn lenient_date(text: &str) -> Option<SystemTime> {
+    const WEEKDAYS: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
+    const MONTHS: [&str; 12] = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ];
+    let b = text.as_bytes();
+    let at = |i: usize, c: u8| b.get(i) == Some(&c);
+    let weekday = text
+        .get(0..3)
+        .is_some_and(|w| WEEKDAYS.iter().any(|d| d.eq_ignore_ascii_case(w)));
+    if !weekday {
+        return None;
+    }
+    let (day, month, year, time) = if b.len() == 29
+        && at(3, b',')
+        && [4, 7, 11, 16, 25].iter().all(|&i| at(i, b' '))
+        && text[26..].eq_ignore_ascii_case("GMT")
+    {
+        // IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT"
+        (&text[5..7], &text[8..11], &text[12..16], &text[17..25])
+    } else if b.len() == 24 && [3, 7, 10, 19].iter().all(|&i| at(i, b' ')) {
+        // asctime: "Sun Nov  6 08:49:37 1994"
+        let day = &text[8..10];
+        (
+            day.strip_prefix(' ').unwrap_or(day),
+            &text[4..7],
+            &text[20..24],
+            &text[11..19],
+        )
+    } else {
+        return None;
+    };
+    let digits = |t: &str, n: usize| t.len() == n && t.bytes().all(|c| c.is_ascii_digit());
+    let month = MONTHS.iter().position(|m| m.eq_ignore_ascii_case(month))? as i64 + 1;
+    let tb = time.as_bytes();
+    if !(digits(day, 2) || digits(day, 1))
+        || !digits(year, 4)
+        || !(digits(&time[0..2], 2)
+            && tb[2] == b':'
+            && digits(&time[3..5], 2)
+            && tb[5] == b':'
+            && digits(&time[6..8], 2))
+    {
+        return None;
+    }
+    let num = |t: &str| t.parse::<i64>().ok();
+    let (day, year) = (num(day)?, num(year)?);
+    let (h, m, sec) = (num(&time[0..2])?, num(&time[3..5])?, num(&time[6..8])?);
+    if !(1..=31).contains(&day) || h > 23 || m > 59 || sec > 60 {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let (y, mo) = if month <= 2 {
+        (year - 1, month + 9)
+    } else {
+        (year, month - 3)
+    };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * mo + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = u64::try_from(days * 86_400 + h * 3600 + m * 60 + sec).ok()?;
+    SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(secs))
 }
 
 #[cfg(test)]

@@ -390,11 +390,13 @@ fn immutable_is_carried() {
 #[test]
 fn age_lists_and_invalid_ages() {
     // RFC 9111 §5.1: Age is a single delta-seconds; of a list only the first
-    // member counts, and an unparseable one is treated as stale.
+    // member counts, and an unparseable one is ignored (§1.2.2).
     for (age, fresh) in [
         ("7200, 0", false),
         ("0, 7200", true),
-        ("old", false),
+        ("old", true),
+        ("-7200", true),
+        ("7200.0", true),
         ("0", true),
     ] {
         let h = headers(&[("cache-control", "max-age=3600"), ("age", age)]);
@@ -402,4 +404,56 @@ fn age_lists_and_invalid_ages() {
         let stored_fresh = eval(&h, StoreRules::default()).is_ok_and(|f| !f.fresh_for().is_zero());
         assert_eq!(stored_fresh, fresh, "Age: {age}");
     }
+}
+
+#[test]
+fn dates_are_read_leniently() {
+    // RFC 9111 §4.2: match dates case-insensitively; RFC 9110 §5.6.7 layouts
+    // stay strict.
+    let want = httpdate::parse_http_date("Thu, 18 Aug 2050 02:01:18 GMT").unwrap();
+    for text in [
+        "Thu, 18 Aug 2050 02:01:18 GMT",
+        "THU, 18 Aug 2050 02:01:18 GMT",
+        "Thu, 18 AUG 2050 02:01:18 GMT",
+        "Thu, 18 Aug 2050 02:01:18 gMT",
+        "Thu Aug 18 02:01:18 2050",
+        "Mon Aug 18 02:01:18 2050",
+    ] {
+        assert_eq!(parse_date(text.as_bytes()), Some(want), "{text}");
+    }
+    assert!(parse_date(b"Thu Aug  8 02:01:18 2050").is_some());
+    for bad in [
+        "0",
+        "",
+        "Thu, 32 Aug 2050 02:01:18 GMT",
+        "Thu, 18 Foo 2050 02:01:18 GMT",
+        "Thu, 18 Aug 2050 25:00:00 GMT",
+        "Thu, 18 Aug 2050 02:01:18 CET",
+        "Thu, 18 Aug 50 02:01:18 GMT",
+        "Thu 18 Aug 2050 02:01:18 GMT",
+        "Thu, 18  Aug 2050 02:01:18 GMT",
+        "Thu, 18-Aug-2050 02:01:18 GMT",
+        "Thu, 18 Aug 2050 2:01:18 GMT",
+    ] {
+        assert_eq!(parse_date(bad.as_bytes()), None, "{bad}");
+    }
+}
+
+#[test]
+fn must_understand_overrides_no_store_for_known_statuses() {
+    // RFC 9111 §5.2.2.3.
+    let h = headers(&[("cache-control", "max-age=60, no-store, must-understand")]);
+    assert!(with_status(&h, 200, StoreRules::default()).is_ok());
+    assert_eq!(
+        with_status(&h, 599, StoreRules::default()),
+        Err(NotStorable::NoStore)
+    );
+}
+
+#[test]
+fn several_expires_lines_mean_expired() {
+    // RFC 9111 §4.2.1 / §5.3: a duplicated Expires is invalid.
+    let future = httpdate::fmt_http_date(t(600));
+    let h = headers(&[("expires", &future), ("expires", &future)]);
+    assert_eq!(eval(&h, ttl(5)), Err(NotStorable::NoFreshness));
 }

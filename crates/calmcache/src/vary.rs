@@ -53,16 +53,23 @@ pub fn secondary(names: &[HeaderName], request: &HeaderMap) -> String {
             continue;
         }
         out.push(':');
-        let mut first = true;
-        for value in values {
-            for item in String::from_utf8_lossy(value.as_bytes()).split(',') {
-                if !first {
-                    out.push(',');
-                }
-                first = false;
-                out.push_str(item.trim());
+        let mut items: Vec<String> = values
+            .flat_map(|v| {
+                String::from_utf8_lossy(v.as_bytes())
+                    .split(',')
+                    .map(|item| item.trim().to_owned())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        // Language tags are case-insensitive (RFC 4647) and, at equal
+        // weight, unordered: `en, de` and `De, EN` select alike.
+        if name == http::header::ACCEPT_LANGUAGE {
+            for item in &mut items {
+                item.make_ascii_lowercase();
             }
+            items.sort();
         }
+        out.push_str(&items.join(","));
         out.push('\n');
     }
     out
@@ -119,6 +126,8 @@ mod tests {
         let empty = secondary(&n, &h(&[("accept-language", "")]));
         assert_ne!(absent, empty);
         assert_ne!(a, secondary(&n, &h(&[("accept-language", "de")])));
+        // Language lists: case and order do not matter.
+        assert_eq!(a, secondary(&n, &h(&[("accept-language", "FR, en")])));
     }
 
     #[test]
