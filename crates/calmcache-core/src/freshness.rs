@@ -201,6 +201,10 @@ fn check_storable(exchange: &Exchange<'_>, cc: &CacheControl) -> Result<Vec<Stri
     if cc.no_store && !(cc.must_understand && understood(status)) {
         return Err(NotStorable::NoStore);
     }
+    // ... and must not store a status it does not understand.
+    if cc.must_understand && !understood(status) {
+        return Err(NotStorable::Status);
+    }
     if cc.private {
         return Err(NotStorable::Private);
     }
@@ -365,6 +369,10 @@ fn lenient_date(text: &str) -> Option<SystemTime> {
     const MONTHS: [&str; 12] = [
         "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
     ];
+    // Fixed byte positions below: only ASCII text has them on char boundaries.
+    if !text.is_ascii() {
+        return None;
+    }
     let b = text.as_bytes();
     let at = |i: usize, c: u8| b.get(i) == Some(&c);
     let weekday = text

@@ -434,6 +434,9 @@ fn dates_are_read_leniently() {
         "Thu, 18  Aug 2050 02:01:18 GMT",
         "Thu, 18-Aug-2050 02:01:18 GMT",
         "Thu, 18 Aug 2050 2:01:18 GMT",
+        // Multi-byte text of the right length must not split a character.
+        "Sun, 06 Nov 1994 1é:00:0 GMT",
+        "Sun Nov  6 0é:49:3 1994",
     ] {
         assert_eq!(parse_date(bad.as_bytes()), None, "{bad}");
     }
@@ -447,6 +450,11 @@ fn must_understand_overrides_no_store_for_known_statuses() {
     assert_eq!(
         with_status(&h, 599, StoreRules::default()),
         Err(NotStorable::NoStore)
+    );
+    let h = headers(&[("cache-control", "max-age=60, must-understand")]);
+    assert_eq!(
+        with_status(&h, 599, StoreRules::default()),
+        Err(NotStorable::Status)
     );
 }
 

@@ -171,9 +171,12 @@ pub fn applies_to(not_modified: &HeaderMap, stored: &HeaderMap) -> bool {
 /// RFC 9111 §3.2 / §4.3.4: the stored headers updated with those of a 304:
 /// each field the 304 carries replaces the stored one, except Content-Length
 /// (it describes the 304, not the stored body) and `skip` (fields that must
-/// not be stored, lower-cased).
+/// not be stored, lower-cased). The stored `Age` is dropped.
 pub fn merge_not_modified(stored: &HeaderMap, update: &HeaderMap, skip: &[String]) -> HeaderMap {
     let mut merged = stored.clone();
+    // The stored Age described the first response; the 304's own Age (or
+    // none) describes the freshened one (RFC 9111 §4.2.3).
+    merged.remove(header::AGE);
     let replaced = |name: &HeaderName| {
         *name != header::CONTENT_LENGTH && !skip.iter().any(|s| s == name.as_str())
     };

@@ -49,6 +49,9 @@ pub struct FetchRequest {
     pub has_authorization: bool,
     /// False when the request or a `no_store` condition forbids storing.
     pub store: bool,
+    /// The client's own request headers: a variant is selected by these
+    /// (RFC 9111 §4.1), as lookups are, not by the rewritten upstream ones.
+    pub selecting: HeaderMap,
 }
 
 /// Why a response was relayed instead of stored (`Cache-Status` detail).
@@ -104,13 +107,28 @@ pub async fn fill(
     let request_time = SystemTime::now();
     let upstream = &route.upstream;
     route.activity.upstream_requests.inc();
-    let revalidating = stale
+    // Validators only when a 304 can be used: with storing allowed (a 304
+    // must never reach a client that sent no conditional).
+    let mut revalidating = stale
         .as_ref()
-        .filter(|s| conditional::has_validator(&s.headers))
+        .filter(|s| fetch.store && route.zone.is_some() && conditional::has_validator(&s.headers))
         .cloned();
-    let result = upstream
+    let mut result = upstream
         .send(upstream_request(&fetch, revalidating.as_deref()))
         .await;
+    // RFC 9111 §4.3.3: a 304 that does not match the stored copy (another
+    // ETag) cannot update it; ask again without conditionals.
+    let mismatched = |r: &Result<Response<Incoming>, ProxyError>,
+                      old: &Option<Arc<CachedObject>>| {
+        matches!((r, old), (Ok(resp), Some(old))
+            if resp.status() == StatusCode::NOT_MODIFIED
+                && !conditional::applies_to(resp.headers(), &old.headers))
+    };
+    if mismatched(&result, &revalidating) {
+        revalidating = None;
+        route.activity.upstream_requests.inc();
+        result = upstream.send(upstream_request(&fetch, None)).await;
+    }
     let usable_stale = stale.filter(|s| s.meta.within_stale_if_error(Instant::now()));
     let resp = match result {
         Ok(resp) if resp.status().is_server_error() && usable_stale.is_some() => {
@@ -152,9 +170,7 @@ pub async fn fill(
     };
     // RFC 9111 §4.3.4: a 304 freshens the stored response it validates.
     if parts.status == StatusCode::NOT_MODIFIED {
-        if let Some(old) =
-            revalidating.filter(|s| conditional::applies_to(&parts.headers, &s.headers))
-        {
+        if let Some(old) = revalidating {
             let merged = conditional::merge_not_modified(&old.headers, &parts.headers, &[]);
             let exchange = Exchange {
                 request_has_authorization: fetch.has_authorization,
@@ -177,7 +193,9 @@ pub async fn fill(
                     .await
                 }
                 Err(why) => {
-                    // The origin now forbids storing it: drop the copy, relay it.
+                    // The origin now forbids storing it: drop the copy (and
+                    // its siblings under the URI), relay it.
+                    zone.tier.remove(&primary.as_ref());
                     finish(permit, FillOutcome::NotStored);
                     let mut resp = Response::new(ResponseBody::full(old.body.clone()));
                     *resp.status_mut() = old.status;
@@ -287,7 +305,7 @@ async fn store(
         (primary.clone(), None)
     } else {
         let id = marker_for(zone, primary, names.clone(), &meta);
-        let secondary = vary::secondary(&names, &fetch.headers);
+        let secondary = vary::secondary(&names, &fetch.selecting);
         let key = vary::variant_key(&primary.as_ref(), id, &secondary);
         (key, Some(secondary.into_boxed_str()))
     };

@@ -58,6 +58,11 @@ impl Target {
     /// The path and query of `reference` when it names this origin
     /// (§4.4: only same-origin URIs, to stop denial-of-service by a third party).
     fn same_origin_path(&self, reference: &str) -> Option<String> {
+        if !reference.starts_with('/') && !reference.contains("://") {
+            // A relative reference (RFC 3986 §5.2): against the request's path.
+            let base = self.path_and_query.split('?').next().unwrap_or("/");
+            return Some(resolve(base, reference));
+        }
         let uri: Uri = reference.parse().ok()?;
         match uri.authority() {
             None if reference.starts_with('/') => Some(
@@ -96,6 +101,67 @@ impl Target {
         if zone.tier.remove(&key.key_ref()) {
             route.activity.invalidations.inc();
             tracing::debug!(route = %route.cfg.name, path = %path_and_query, "invalidated");
+        }
+    }
+}
+
+/// Resolves a relative path reference against `base` (RFC 3986 §5.2.2-5.2.4,
+/// path-only): merged with the base's directory, dot segments removed.
+fn resolve(base: &str, reference: &str) -> String {
+    let (reference, query) = match reference.split_once('?') {
+        Some((r, q)) => (r, Some(q)),
+        None => (reference, None),
+    };
+    let dir = &base[..base.rfind('/').map_or(0, |i| i + 1)];
+    let merged = format!("{dir}{reference}");
+    let mut out: Vec<&str> = Vec::new();
+    let segments: Vec<&str> = merged.split('/').collect();
+    let last = segments.len().saturating_sub(1);
+    for (i, segment) in segments.iter().enumerate() {
+        match *segment {
+            "." => {}
+            ".." => {
+                if out.len() > 1 {
+                    out.pop();
+                }
+            }
+            s => out.push(s),
+        }
+        // A trailing "." or ".." leaves a directory path.
+        if i == last && matches!(*segment, "." | "..") {
+            out.push("");
+        }
+    }
+    let mut path = out.join("/");
+    if !path.starts_with('/') {
+        path.insert(0, '/');
+    }
+    match query {
+        Some(q) => format!("{path}?{q}"),
+        None => path,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resolve;
+
+    #[test]
+    fn relative_references_resolve_against_the_request_path() {
+        // RFC 3986 §5.4.1 examples, path part (base /b/c/d;p).
+        let base = "/b/c/d;p";
+        for (reference, want) in [
+            ("g", "/b/c/g"),
+            ("./g", "/b/c/g"),
+            ("g/", "/b/c/g/"),
+            ("g?y", "/b/c/g?y"),
+            (".", "/b/c/"),
+            ("..", "/b/"),
+            ("../g", "/b/g"),
+            ("../..", "/"),
+            ("../../../g", "/g"),
+        ] {
+            assert_eq!(resolve(base, reference), want, "{reference}");
         }
     }
 }

@@ -36,7 +36,7 @@ impl<'a> PrimaryKey<'a> {
         path_and_query: &'a str,
         headers: &HeaderMap,
     ) -> PrimaryKey<'a> {
-        if route.cfg.key.is_default() {
+        if route.key_is_default {
             let host = if host.bytes().any(|b| b.is_ascii_uppercase()) {
                 Cow::Owned(host.to_ascii_lowercase())
             } else {
@@ -67,6 +67,20 @@ impl<'a> PrimaryKey<'a> {
                 path_and_query,
             } => KeyRef::new(SCHEME, host, path_and_query),
             PrimaryKey::Rendered(text) => KeyRef::new("", "", text),
+        }
+    }
+}
+
+impl std::fmt::Display for PrimaryKey<'_> {
+    /// The key as `Cache-Status` shows it: `http://host/path?query`, or the
+    /// rendered template.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PrimaryKey::Parts {
+                host,
+                path_and_query,
+            } => write!(f, "{SCHEME}://{host}{path_and_query}"),
+            PrimaryKey::Rendered(text) => f.write_str(text),
         }
     }
 }

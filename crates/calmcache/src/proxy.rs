@@ -57,13 +57,15 @@ enum Why {
     Request,
     /// A `bypass` condition matched.
     Bypass,
+    /// PER: a fresh copy drew an early refresh in this request's path.
+    Early,
 }
 
 impl Why {
     fn fwd(self) -> Fwd {
         match self {
             Why::Miss(fwd) => fwd,
-            Why::Stale => Fwd::Stale,
+            Why::Stale | Why::Early => Fwd::Stale,
             Why::Request => Fwd::Request,
             Why::Bypass => Fwd::Bypass,
         }
@@ -79,6 +81,7 @@ impl Why {
             (_, 304) => CacheStatus::Revalidated.report(),
             (Why::Miss(_), _) => CacheStatus::MissStored.report(),
             (Why::Stale, _) => CacheStatus::ExpiredStored.report(),
+            (Why::Early, _) => CacheStatus::RefreshedEarly.report(),
             (Why::Request, _) => CacheStatus::RequestForced.report(),
         };
         report.fwd(self.fwd()).fwd_status(origin)
@@ -88,13 +91,22 @@ impl Why {
     fn collapsed(self, origin: u16) -> Report {
         let report = match self {
             Why::Miss(_) => CacheStatus::MissCollapsed.report(),
-            Why::Stale => CacheStatus::ExpiredCollapsed.report(),
+            Why::Stale | Why::Early => CacheStatus::ExpiredCollapsed.report(),
             Why::Request | Why::Bypass => Report {
                 collapsed: true,
                 ..CacheStatus::RequestForced.report()
             },
         };
         report.fwd(self.fwd()).fwd_status(origin)
+    }
+
+    /// The report of a request whose fetch failed without an origin answer.
+    fn failed(self) -> Report {
+        let report = match self {
+            Why::Bypass => CacheStatus::Bypass.report(),
+            _ => CacheStatus::MissNotStored.report(),
+        };
+        report.fwd(self.fwd())
     }
 
     /// The report of a response relayed without storing.
@@ -138,10 +150,7 @@ pub async fn handle(
     let ask = Ask {
         head_only,
         headers,
-        key: route
-            .cfg
-            .cache_status_key
-            .then(|| key_ref.to_owned_key().as_str().to_owned()),
+        key: route.cfg.cache_status_key.then(|| primary.to_string()),
     };
     if !route.cfg.bypass.is_empty() && any_match(&route.cfg.bypass, headers, req.uri().query()) {
         let request = fetch_request(route, &req, client, None);
@@ -179,6 +188,9 @@ pub async fn handle(
             return Ok(resp);
         }
         if forces_fetch(&rcc, &object, now) {
+            if head_only && !route.cfg.convert_head {
+                return Ok(pass(proxy, route, req, client, Fwd::Request).await);
+            }
             let fetch = Fetch {
                 primary: key_ref.to_owned_key(),
                 flight: flight(found.variant),
@@ -226,19 +238,7 @@ pub async fn handle(
                 Some(permit),
                 Some(object.clone()),
             );
-            let mut resp = answer_fill(route, task, Why::Stale, &ask, None).await;
-            if let Some(v) = resp.headers().get(&crate::headers::CACHE_STATUS).cloned() {
-                // PER's in-path refresh of a fresh copy: say so.
-                let text = v
-                    .to_str()
-                    .unwrap_or_default()
-                    .replace("fwd=stale", "fwd=stale; detail=refresh-early");
-                if let Ok(v) = HeaderValue::from_str(&text) {
-                    resp.headers_mut()
-                        .insert(crate::headers::CACHE_STATUS.clone(), v);
-                }
-            }
-            Ok(resp)
+            Ok(answer_fill(route, task, Why::Early, &ask, None).await)
         }
         Decision::Expired => {
             if rcc
@@ -255,6 +255,9 @@ pub async fn handle(
             }
             if rcc.only_if_cached {
                 return Ok(only_if_cached(route, Fwd::Stale));
+            }
+            if head_only && !route.cfg.convert_head {
+                return Ok(pass(proxy, route, req, client, Fwd::Stale).await);
             }
             let fetch = Fetch {
                 primary: key_ref.to_owned_key(),
@@ -333,7 +336,8 @@ struct Fetch {
 
 impl Fetch {
     /// Fetches, coalescing with other requests for the same key unless the
-    /// policy is `none`.
+    /// policy is `none` or this request may not store what it fetches (its
+    /// followers could not use it).
     async fn run(
         self,
         proxy: &Proxy,
@@ -343,7 +347,7 @@ impl Fetch {
     ) -> Response<ResponseBody> {
         let Fetch {
             primary,
-            flight,
+            mut flight,
             request,
             stale,
             why,
@@ -353,67 +357,78 @@ impl Fetch {
         // on with its Range instead of relaying the whole body.
         let ranged = ask.wants_range().then(|| request.clone());
         let answer = |task| answer_fill(route, task, why, ask, ranged.clone());
-        if !route.policy.mode.coalesces() {
+        if !route.policy.mode.coalesces() || !request.store {
             let task = fill(route.clone(), primary, request, None, stale);
             return answer(task).await;
         }
-        let waiter = match proxy.flights.join(&flight) {
-            Lookup::Leader(permit) => {
-                // A fill may have finished between our lookup and joining.
-                if let Some(object) = usable_copy(zone, &flight, since) {
-                    permit.finish(FillOutcome::Stored(object.clone(), object.status.as_u16()));
-                    return serve(
-                        route,
-                        &object,
-                        CacheStatus::Hit.report(),
-                        ask,
-                        Instant::now(),
-                    );
-                }
-                let task = fill(route.clone(), primary, request, Some(permit), stale);
-                return answer(task).await;
-            }
-            Lookup::Follower(waiter) => waiter,
-        };
-        // SUS answers every request at once: while the refresh is in flight, a
-        // copy that expired less than one delta ago is served (unless the origin
-        // forbade stale use); an older one waits like `lock`.
-        let landing = |s: &&Arc<CachedObject>| {
-            why == Why::Stale
-                && route.policy.mode == RefreshMode::Sus
-                && !s.meta.freshness.stale_forbidden
-                && s.meta.within_refresh_landing(Instant::now())
-        };
-        if let Some(copy) = stale.as_ref().filter(landing) {
-            let report = CacheStatus::StaleRefreshInFlight.report();
-            return serve(route, copy, report, ask, Instant::now());
-        }
-        match waiter.wait(route.lock_timeout()).await {
-            Ok(FillOutcome::Stored(object, origin))
-                if same_variant(zone, &primary, ask.headers, &object) =>
-            {
-                serve(route, &object, why.collapsed(origin), ask, Instant::now())
-            }
-            Ok(FillOutcome::Failed(e)) => {
-                match stale.filter(|s| s.meta.within_stale_if_error(Instant::now())) {
-                    Some(copy) => {
-                        let report = CacheStatus::StaleIfError.report();
-                        serve(route, &copy, report, ask, Instant::now())
+        // Twice at most: a follower of a URI's first fetch may learn from it
+        // that the URI varies and that its variant is another one; it then
+        // joins that variant's flight.
+        for attempt in 0..2 {
+            let waiter = match proxy.flights.join(&flight) {
+                Lookup::Leader(permit) => {
+                    // A fill may have finished between our lookup and joining.
+                    if let Some(object) = usable_copy(zone, &flight, since) {
+                        let origin = object.status.as_u16();
+                        permit.finish(FillOutcome::Stored(object.clone(), origin));
+                        let report = CacheStatus::Hit.report();
+                        return serve(route, &object, report, ask, Instant::now());
                     }
-                    None => {
-                        let report = why.collapsed(e.status().as_u16());
-                        route.activity.record(&report);
-                        error_response(&e, &report)
+                    let task = fill(route.clone(), primary, request, Some(permit), stale);
+                    return answer(task).await;
+                }
+                Lookup::Follower(waiter) => waiter,
+            };
+            // SUS answers every request at once: while the refresh is in flight, a
+            // copy that expired less than one delta ago is served (unless the origin
+            // forbade stale use); an older one waits like `lock`.
+            let landing = |s: &&Arc<CachedObject>| {
+                why == Why::Stale
+                    && route.policy.mode == RefreshMode::Sus
+                    && !s.meta.freshness.stale_forbidden
+                    && s.meta.within_refresh_landing(Instant::now())
+            };
+            if let Some(copy) = stale.as_ref().filter(landing) {
+                let report = CacheStatus::StaleRefreshInFlight.report();
+                return serve(route, copy, report, ask, Instant::now());
+            }
+            match waiter.wait(route.lock_timeout()).await {
+                Ok(FillOutcome::Stored(object, origin)) => {
+                    if object.variant.is_none() {
+                        return serve(route, &object, why.collapsed(origin), ask, Instant::now());
+                    }
+                    let found = lookup(zone, &primary.as_ref(), ask.headers);
+                    if let Some(mine) = found.object {
+                        let report = why.collapsed(origin);
+                        return serve(route, &mine, report, ask, Instant::now());
+                    }
+                    match found.variant {
+                        Some(variant) if attempt == 0 && variant != flight => flight = variant,
+                        _ => break,
                     }
                 }
-            }
-            // Another variant, not storable, leader gone, or lock_timeout:
-            // fetch for ourselves.
-            Ok(_) | Err(_) => {
-                let task = fill(route.clone(), primary, request, None, stale);
-                answer(task).await
+                Ok(FillOutcome::Failed(e)) => {
+                    return match stale.filter(|s| s.meta.within_stale_if_error(Instant::now())) {
+                        Some(copy) => {
+                            let report = CacheStatus::StaleIfError.report();
+                            serve(route, &copy, report, ask, Instant::now())
+                        }
+                        None => {
+                            let report = Report {
+                                collapsed: true,
+                                ..why.failed()
+                            };
+                            route.activity.record(&report);
+                            error_response(&e, &report)
+                        }
+                    };
+                }
+                // Not storable, leader gone, or lock_timeout: fetch for ourselves.
+                Ok(FillOutcome::NotStored) | Err(_) => break,
             }
         }
+        let task = fill(route.clone(), primary, request, None, stale);
+        answer(task).await
     }
 }
 
@@ -428,22 +443,6 @@ fn usable_copy(zone: &Zone, key: &CacheKey, since: Option<Instant>) -> Option<Ar
                 None => o.meta.is_fresh(now),
             }
     })
-}
-
-/// True when a fill's object is the variant this request selects: a
-/// follower of a fetch for a URI whose responses vary may need another.
-fn same_variant(
-    zone: &Zone,
-    primary: &CacheKey,
-    request: &HeaderMap,
-    object: &Arc<CachedObject>,
-) -> bool {
-    if object.variant.is_none() {
-        return true;
-    }
-    lookup(zone, &primary.as_ref(), request)
-        .object
-        .is_some_and(|mine| Arc::ptr_eq(&mine, object))
 }
 
 /// Starts one background refresh unless one is in flight or the upstream's
@@ -498,7 +497,7 @@ async fn answer_fill(
                     relay(route, resp, report, ask)
                 }
                 Err(e) => {
-                    let report = CacheStatus::MissNotStored.report().fwd(why.fwd());
+                    let report = why.failed();
                     route.activity.record(&report);
                     error_response(&e, &report)
                 }
@@ -531,7 +530,7 @@ async fn answer_fill(
         }
         Err(join) => {
             tracing::error!(error = %join, "fill task failed");
-            let report = CacheStatus::MissNotStored.report().fwd(why.fwd());
+            let report = why.failed();
             route.activity.record(&report);
             let e = ProxyError::upstream(ErrorKind::Broken, &route.upstream.name, join);
             error_response(&e, &report)
@@ -569,6 +568,11 @@ async fn pass(
                 target.apply(proxy, parts.status, &parts.headers);
             }
             strip_hop_by_hop(&mut parts.headers);
+            if !route.cfg.forward_targeted_cache_control {
+                for name in calmcache_core::cache_control::TARGETED {
+                    parts.headers.remove(name);
+                }
+            }
             let report = report.fwd_status(parts.status.as_u16());
             set_cache_status(&mut parts.headers, &report, None);
             route.activity.record(&report);
@@ -630,6 +634,7 @@ fn fetch_request(
         has_authorization: headers.contains_key(header::AUTHORIZATION),
         headers,
         store,
+        selecting: req.headers().clone(),
     }
 }
 

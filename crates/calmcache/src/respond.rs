@@ -65,7 +65,9 @@ pub fn serve(
         }
     }
     set_age(&mut headers, object.meta.age(now).as_secs());
-    if conditional::has_preconditions(ask.headers) {
+    // RFC 9110 §13.2.1: preconditions are ignored when the response would
+    // not be a 2xx.
+    if status.is_success() && conditional::has_preconditions(ask.headers) {
         match conditional::evaluate(ask.headers, &headers) {
             Precondition::Proceed => {}
             Precondition::NotModified => {

@@ -40,6 +40,8 @@ pub struct Route {
     pub zone: Option<Arc<Zone>>,
     /// Refresh algorithm and beta.
     pub policy: RefreshPolicy,
+    /// `key` is the default template: keys are built without rendering.
+    pub key_is_default: bool,
     /// Counters.
     pub activity: Activity,
 }
@@ -111,6 +113,7 @@ impl Proxy {
                         mode: r.refresh,
                         beta: r.per_beta,
                     },
+                    key_is_default: r.key.is_default(),
                     activity: Activity::default(),
                 })
             })

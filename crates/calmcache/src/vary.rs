@@ -61,13 +61,13 @@ pub fn secondary(names: &[HeaderName], request: &HeaderMap) -> String {
                     .collect::<Vec<_>>()
             })
             .collect();
-        // Language tags are case-insensitive (RFC 4647) and, at equal
-        // weight, unordered: `en, de` and `De, EN` select alike.
+        // Language tags are case-insensitive (RFC 4647): `De, EN` and
+        // `de, en` select alike. Their order is kept: origins break ties
+        // between equal weights by it.
         if name == http::header::ACCEPT_LANGUAGE {
             for item in &mut items {
                 item.make_ascii_lowercase();
             }
-            items.sort();
         }
         out.push_str(&items.join(","));
         out.push('\n');
@@ -126,8 +126,9 @@ mod tests {
         let empty = secondary(&n, &h(&[("accept-language", "")]));
         assert_ne!(absent, empty);
         assert_ne!(a, secondary(&n, &h(&[("accept-language", "de")])));
-        // Language lists: case and order do not matter.
-        assert_eq!(a, secondary(&n, &h(&[("accept-language", "FR, en")])));
+        // Language lists: case does not matter, order does.
+        assert_eq!(a, secondary(&n, &h(&[("accept-language", "EN, Fr")])));
+        assert_ne!(a, secondary(&n, &h(&[("accept-language", "fr, en")])));
     }
 
     #[test]

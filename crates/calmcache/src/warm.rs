@@ -7,14 +7,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use calmcache_core::CacheKey;
 use http::header::{HeaderValue, HOST, USER_AGENT};
 use http::HeaderMap;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::fill::{fill, warm_refresh_in, FetchRequest, FillReply};
-use crate::proxy::SCHEME;
+use crate::lookup::PrimaryKey;
 use crate::state::{Proxy, Route};
 use http::uri::PathAndQuery;
 
@@ -49,7 +48,6 @@ async fn keep_warm(
     path: String,
     mut stopped: watch::Receiver<bool>,
 ) {
-    let key = CacheKey::new(SCHEME, &host, &path);
     let request = match warm_request(&host, &path) {
         Ok(request) => request,
         Err(e) => {
@@ -57,6 +55,10 @@ async fn keep_warm(
             return;
         }
     };
+    // The key a client request for this path would have (key template, host case).
+    let key = PrimaryKey::of(&route, &http::Method::GET, &host, &path, &request.selecting)
+        .key_ref()
+        .to_owned_key();
     let mut backoff = Duration::from_secs(1);
     loop {
         let wait = match proxy.flights.try_lead(&key) {
@@ -102,6 +104,7 @@ fn warm_request(host: &str, path: &str) -> Result<FetchRequest, http::uri::Inval
     headers.insert(USER_AGENT, HeaderValue::from_static("calmcache-warm"));
     Ok(FetchRequest {
         path_and_query: PathAndQuery::try_from(path)?,
+        selecting: headers.clone(),
         headers,
         has_authorization: false,
         store: true,

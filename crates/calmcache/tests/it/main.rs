@@ -12,6 +12,7 @@ mod caching;
 mod cases;
 mod cli;
 mod compress;
+mod edge_cases;
 mod errors;
 mod key_bypass;
 mod refresh;
