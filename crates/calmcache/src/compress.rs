@@ -861,41 +861,4 @@ mod tests {
             let _ = compressible(&map);
         }
     }
-
-    /// Not a test: prints encode times for a 100 KB HTML-like body. Run with
-    /// `cargo test -p calmcache --release --lib compress::tests::bench -- --ignored --nocapture`.
-    #[test]
-    #[ignore = "timing; run by hand in release mode"]
-    fn bench_encode_100k() {
-        for len in [MIN_SIZE, 1024] {
-            let small = html(len);
-            for coding in Coding::ALL {
-                let size = encode(coding, &small).unwrap().len();
-                println!("{}: {} -> {size} bytes", coding.as_str(), small.len());
-            }
-        }
-        let page = html(100_000);
-        for coding in Coding::ALL {
-            let mut times: Vec<std::time::Duration> = (0..15)
-                .map(|_| {
-                    let start = std::time::Instant::now();
-                    let out = encode(coding, &page).unwrap();
-                    let elapsed = start.elapsed();
-                    std::hint::black_box(out);
-                    elapsed
-                })
-                .collect();
-            times.sort();
-            let size = encode(coding, &page).unwrap().len();
-            println!(
-                "{}: median {:?} (min {:?}), {} -> {} bytes ({:.1}%)",
-                coding.as_str(),
-                times[times.len() / 2],
-                times[0],
-                page.len(),
-                size,
-                size as f64 * 100.0 / page.len() as f64
-            );
-        }
-    }
 }

@@ -147,3 +147,32 @@ async fn a_304_does_not_carry_the_first_responses_age() {
     let age: u64 = hit.header("age").parse().unwrap();
     assert!(age < 60, "age {age}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_on_an_object_too_large_to_store_is_passed_through() {
+    // RFC 9110 §14.2 through a cache that cannot keep the whole object: the
+    // first fetch (without Range) finds it too large, so the client's Range
+    // goes to the origin instead of the whole body coming back.
+    let origin = Origin::start().await;
+    let proxy = calmcache_testkit::Proxy::new(&origin)
+        .no_default_ttl()
+        .zone("64MiB", "2KiB")
+        .start()
+        .await;
+    let url = proxy.url("/big");
+    let steer = [
+        ("x-origin-cache-control", "max-age=60"),
+        ("x-origin-body-bytes", "10000"),
+        ("range", "bytes=0-9"),
+    ];
+    let r = get_with(Method::GET, &url, &steer).await;
+    assert!(
+        r.cache_status_params().param("detail") == Some("too-large"),
+        "{}",
+        r.cache_status()
+    );
+    let seen = origin.requests_for("/big");
+    assert_eq!(seen.len(), 2, "one full fetch, then the ranged one");
+    assert!(!seen[0].headers.contains_key("range"));
+    assert_eq!(seen[1].headers["range"], "bytes=0-9");
+}
