@@ -66,7 +66,12 @@ async fn keep_warm(
             None => Duration::from_millis(100),
             Some(permit) => {
                 route.activity.background_refreshes.inc();
-                let current = route.zone.as_ref().and_then(|z| z.tier.get(&key.as_ref()));
+                // A Vary marker is not a response: nothing to revalidate.
+                let current = route
+                    .zone
+                    .as_ref()
+                    .and_then(|z| z.tier.get(&key.as_ref()))
+                    .filter(|o| o.vary_index.is_none());
                 match fill(
                     route.clone(),
                     key.clone(),
