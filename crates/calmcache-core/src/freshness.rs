@@ -416,7 +416,14 @@ fn lenient_date(text: &str) -> Option<SystemTime> {
     let num = |t: &str| t.parse::<i64>().ok();
     let (day, year) = (num(day)?, num(year)?);
     let (h, m, sec) = (num(&time[0..2])?, num(&time[3..5])?, num(&time[6..8])?);
-    if !(1..=31).contains(&day) || h > 23 || m > 59 || sec > 60 {
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days_in_month = match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    if !(1..=days_in_month).contains(&day) || h > 23 || m > 59 || sec > 59 {
         return None;
     }
     // Days from the civil date (Howard Hinnant's algorithm).

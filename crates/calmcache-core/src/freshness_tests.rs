@@ -434,6 +434,8 @@ fn dates_are_read_leniently() {
         "Thu, 18  Aug 2050 02:01:18 GMT",
         "Thu, 18-Aug-2050 02:01:18 GMT",
         "Thu, 18 Aug 2050 2:01:18 GMT",
+        "MON, 31 Feb 2025 00:00:00 GMT",
+        "Thu, 18 Aug 2050 02:01:60 gmt",
         // Multi-byte text of the right length must not split a character.
         "Sun, 06 Nov 1994 1é:00:0 GMT",
         "Sun Nov  6 0é:49:3 1994",

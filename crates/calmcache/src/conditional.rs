@@ -82,12 +82,13 @@ fn date(request: &HeaderMap, name: &HeaderName) -> Option<SystemTime> {
 /// RFC 9110 §8.8.3.2: `*` matches any current representation; otherwise the
 /// list is compared with strong (If-Match) or weak (If-None-Match) comparison.
 fn matches_any(list: &str, etag: Option<&str>, strong: bool) -> bool {
-    let Some(etag) = etag.map(str::trim) else {
-        return false;
-    };
+    // A stored response is a current representation, with or without an ETag.
     if list.trim() == "*" {
         return true;
     }
+    let Some(etag) = etag.map(str::trim) else {
+        return false;
+    };
     entity_tags(list).any(|tag| {
         if strong {
             !is_weak(tag) && !is_weak(etag) && tag == etag
@@ -148,6 +149,22 @@ pub fn add_validators(request: &mut HeaderMap, stored: &HeaderMap) {
     if let Some(modified) = stored.get(header::LAST_MODIFIED) {
         request.insert(header::IF_MODIFIED_SINCE, modified.clone());
     }
+}
+
+/// The headers of a 412 made from a stored response: nothing that would let
+/// a downstream cache keep it or take it for the representation.
+pub fn precondition_failed_headers(headers: &mut HeaderMap) {
+    not_modified_headers(headers);
+    for name in [
+        header::CACHE_CONTROL,
+        header::EXPIRES,
+        header::ETAG,
+        header::LAST_MODIFIED,
+        header::VARY,
+    ] {
+        headers.remove(name);
+    }
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
 }
 
 /// True when a stored response can be revalidated at all.

@@ -129,6 +129,15 @@ fn preconditions_in_rfc_9110_order() {
         evaluate(&h(&[("if-none-match", "\"v1\"")]), &HeaderMap::new()),
         Proceed
     );
+    // §13.1.1-2: "*" matches any current representation, ETag or not.
+    assert_eq!(
+        evaluate(&h(&[("if-none-match", "*")]), &HeaderMap::new()),
+        NotModified
+    );
+    assert_eq!(
+        evaluate(&h(&[("if-match", "*")]), &HeaderMap::new()),
+        Proceed
+    );
 }
 
 #[test]

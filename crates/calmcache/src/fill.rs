@@ -104,14 +104,21 @@ pub async fn fill(
     stale: Option<Arc<CachedObject>>,
 ) -> FillReply {
     let started = Instant::now();
-    let request_time = SystemTime::now();
+    let mut request_time = SystemTime::now();
     let upstream = &route.upstream;
     route.activity.upstream_requests.inc();
     // Validators only when a 304 can be used: with storing allowed (a 304
     // must never reach a client that sent no conditional).
     let mut revalidating = stale
         .as_ref()
-        .filter(|s| fetch.store && route.zone.is_some() && conditional::has_validator(&s.headers))
+        .filter(|s| {
+            // An authorised request's answer could not refresh a shared copy
+            // (RFC 9111 §3.5): it fetches whole and leaves the copy alone.
+            fetch.store
+                && !fetch.has_authorization
+                && route.zone.is_some()
+                && conditional::has_validator(&s.headers)
+        })
         .cloned();
     let mut result = upstream
         .send(upstream_request(&fetch, revalidating.as_deref()))
@@ -126,10 +133,25 @@ pub async fn fill(
     };
     if mismatched(&result, &revalidating) {
         revalidating = None;
+        request_time = SystemTime::now();
         route.activity.upstream_requests.inc();
         result = upstream.send(upstream_request(&fetch, None)).await;
     }
     let usable_stale = stale.filter(|s| s.meta.within_stale_if_error(Instant::now()));
+    // A 304 to a request without our validators (fills strip the client's)
+    // is an origin fault, never something to hand a client that may have
+    // sent no conditional.
+    if revalidating.is_none()
+        && matches!(&result, Ok(resp) if resp.status() == StatusCode::NOT_MODIFIED)
+    {
+        route.activity.upstream_errors.inc();
+        let e = ProxyError::upstream(
+            ErrorKind::Broken,
+            &upstream.name,
+            "origin answered 304 to an unconditional request",
+        );
+        return fail(permit, e, usable_stale, Some(304));
+    }
     let resp = match result {
         Ok(resp) if resp.status().is_server_error() && usable_stale.is_some() => {
             route.activity.upstream_errors.inc();
@@ -195,7 +217,16 @@ pub async fn fill(
                 Err(why) => {
                     // The origin now forbids storing it: drop the copy (and
                     // its siblings under the URI), relay it.
-                    zone.tier.remove(&primary.as_ref());
+                    if matches!(
+                        why,
+                        NotStorable::NoStore
+                            | NotStorable::Private
+                            | NotStorable::NoCache
+                            | NotStorable::VaryStar
+                            | NotStorable::NoFreshness
+                    ) {
+                        zone.tier.remove(&primary.as_ref());
+                    }
                     finish(permit, FillOutcome::NotStored);
                     let mut resp = Response::new(ResponseBody::full(old.body.clone()));
                     *resp.status_mut() = old.status;

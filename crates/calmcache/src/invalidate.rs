@@ -58,30 +58,42 @@ impl Target {
     /// The path and query of `reference` when it names this origin
     /// (§4.4: only same-origin URIs, to stop denial-of-service by a third party).
     fn same_origin_path(&self, reference: &str) -> Option<String> {
-        if !reference.starts_with('/') && !reference.contains("://") {
-            // A relative reference (RFC 3986 §5.2): against the request's path.
-            let base = self.path_and_query.split('?').next().unwrap_or("/");
-            return Some(resolve(base, reference));
+        // RFC 3986 §5.2.2: the fragment is never part of the target.
+        let reference = reference.split('#').next().unwrap_or("");
+        let base = self.path_and_query.split('?').next().unwrap_or("/");
+        if let Some(rest) = reference.strip_prefix("//") {
+            // Network-path reference: same host (any port spelling as sent).
+            let (authority, path) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+            if !authority.eq_ignore_ascii_case(&self.host) {
+                return None;
+            }
+            return Some(if path.is_empty() {
+                "/".to_owned()
+            } else {
+                resolve("", path)
+            });
         }
-        let uri: Uri = reference.parse().ok()?;
-        match uri.authority() {
-            None if reference.starts_with('/') => Some(
+        if has_scheme(reference) {
+            let uri: Uri = reference.parse().ok()?;
+            let authority = uri.authority()?;
+            let same = authority.as_str().eq_ignore_ascii_case(&self.host)
+                && uri.scheme_str() == Some(crate::proxy::SCHEME);
+            return same.then(|| {
                 uri.path_and_query()
                     .map_or("/", |pq| pq.as_str())
-                    .to_owned(),
-            ),
-            Some(authority)
-                if authority.as_str().eq_ignore_ascii_case(&self.host)
-                    && uri.scheme_str().is_none_or(|s| s == crate::proxy::SCHEME) =>
-            {
-                Some(
-                    uri.path_and_query()
-                        .map_or("/", |pq| pq.as_str())
-                        .to_owned(),
-                )
-            }
-            _ => None,
+                    .to_owned()
+            });
         }
+        if reference.is_empty() {
+            return Some(self.path_and_query.clone());
+        }
+        if reference.starts_with('?') {
+            return Some(format!("{base}{reference}"));
+        }
+        if reference.starts_with('/') {
+            return Some(resolve("", reference));
+        }
+        Some(resolve(base, reference))
     }
 
     fn remove(&self, proxy: &Proxy, path_and_query: &str) {
@@ -103,6 +115,17 @@ impl Target {
             tracing::debug!(route = %route.cfg.name, path = %path_and_query, "invalidated");
         }
     }
+}
+
+/// RFC 3986 §3.1: `scheme ":"`, scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ).
+fn has_scheme(reference: &str) -> bool {
+    let Some((scheme, _)) = reference.split_once(':') else {
+        return false;
+    };
+    let mut bytes = scheme.bytes();
+    bytes.next().is_some_and(|b| b.is_ascii_alphabetic())
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+        && !scheme.contains('/')
 }
 
 /// Resolves a relative path reference against `base` (RFC 3986 §5.2.2-5.2.4,
@@ -144,7 +167,7 @@ fn resolve(base: &str, reference: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::resolve;
+    use super::{resolve, Target};
 
     #[test]
     fn relative_references_resolve_against_the_request_path() {
@@ -162,6 +185,36 @@ mod tests {
             ("../../../g", "/g"),
         ] {
             assert_eq!(resolve(base, reference), want, "{reference}");
+        }
+    }
+
+    #[test]
+    fn references_of_every_form() {
+        // RFC 3986 §5.4.1, from a request for /b/c/d;p?q on host "a".
+        let target = Target {
+            host: "a".into(),
+            path_and_query: "/b/c/d;p?q".into(),
+            headers: http::HeaderMap::new(),
+        };
+        for (reference, want) in [
+            ("g#s", Some("/b/c/g")),
+            ("?y", Some("/b/c/d;p?y")),
+            ("", Some("/b/c/d;p?q")),
+            ("#s", Some("/b/c/d;p?q")),
+            ("//a/g", Some("/g")),
+            ("//other/g", None),
+            ("http://a/g?x", Some("/g?x")),
+            ("http://other/g", None),
+            ("https://a/g", None),
+            ("mailto:x@a", None),
+            ("/g", Some("/g")),
+            ("é/../x", Some("/b/c/x")),
+        ] {
+            assert_eq!(
+                target.same_origin_path(reference).as_deref(),
+                want,
+                "{reference:?}"
+            );
         }
     }
 }

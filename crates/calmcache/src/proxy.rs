@@ -78,10 +78,10 @@ impl Why {
                 stored: true,
                 ..CacheStatus::Bypass.report()
             },
+            (Why::Early, _) => CacheStatus::RefreshedEarly.report(),
             (_, 304) => CacheStatus::Revalidated.report(),
             (Why::Miss(_), _) => CacheStatus::MissStored.report(),
             (Why::Stale, _) => CacheStatus::ExpiredStored.report(),
-            (Why::Early, _) => CacheStatus::RefreshedEarly.report(),
             (Why::Request, _) => CacheStatus::RequestForced.report(),
         };
         report.fwd(self.fwd()).fwd_status(origin)
@@ -226,7 +226,11 @@ pub async fn handle(
         }
         Decision::RefreshInPath => {
             let key = flight(found.variant);
-            let Some(permit) = proxy.flights.try_lead(&key) else {
+            // A HEAD the route passes through does not refresh (the copy is fresh).
+            let permit = (!head_only || route.cfg.convert_head)
+                .then(|| proxy.flights.try_lead(&key))
+                .flatten();
+            let Some(permit) = permit else {
                 // Someone is already refreshing; the copy is still fresh.
                 return Ok(answer(CacheStatus::Hit));
             };
@@ -364,6 +368,7 @@ impl Fetch {
         // Twice at most: a follower of a URI's first fetch may learn from it
         // that the URI varies and that its variant is another one; it then
         // joins that variant's flight.
+        let deadline = Instant::now() + route.lock_timeout();
         for attempt in 0..2 {
             let waiter = match proxy.flights.join(&flight) {
                 Lookup::Leader(permit) => {
@@ -392,7 +397,11 @@ impl Fetch {
                 let report = CacheStatus::StaleRefreshInFlight.report();
                 return serve(route, copy, report, ask, Instant::now());
             }
-            match waiter.wait(route.lock_timeout()).await {
+            // One lock_timeout in all, whichever flights it waits on.
+            match waiter
+                .wait(deadline.saturating_duration_since(Instant::now()))
+                .await
+            {
                 Ok(FillOutcome::Stored(object, origin)) => {
                     if object.variant.is_none() {
                         return serve(route, &object, why.collapsed(origin), ask, Instant::now());
@@ -520,11 +529,7 @@ async fn answer_fill(
             relay(route, resp, report, ask)
         }
         Ok(FillReply::Failed(e)) => {
-            let report = why.not_stored(e.status().as_u16(), NotStored::Request);
-            let report = Report {
-                detail: None,
-                ..report
-            };
+            let report = why.failed();
             route.activity.record(&report);
             error_response(&e, &report)
         }

@@ -77,8 +77,7 @@ pub fn serve(
             }
             Precondition::Failed => {
                 status = StatusCode::PRECONDITION_FAILED;
-                conditional::not_modified_headers(&mut headers);
-                headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
+                conditional::precondition_failed_headers(&mut headers);
                 body = bytes::Bytes::new();
             }
         }
@@ -129,10 +128,10 @@ pub fn relay(
             } else {
                 StatusCode::PRECONDITION_FAILED
             };
-            conditional::not_modified_headers(resp.headers_mut());
-            if !not_modified {
-                resp.headers_mut()
-                    .insert(header::CONTENT_LENGTH, HeaderValue::from(0));
+            if not_modified {
+                conditional::not_modified_headers(resp.headers_mut());
+            } else {
+                conditional::precondition_failed_headers(resp.headers_mut());
             }
             *resp.body_mut() = ResponseBody::empty();
         }

@@ -176,3 +176,32 @@ async fn a_range_on_an_object_too_large_to_store_is_passed_through() {
     assert!(!seen[0].headers.contains_key("range"));
     assert_eq!(seen[1].headers["range"], "bytes=0-9");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_authorised_request_leaves_the_shared_copy_alone() {
+    // RFC 9111 §3.5: an answer to an authorised request may not be shared
+    // unless it says so, so it cannot refresh (or evict) the shared copy.
+    let origin = Origin::start().await;
+    let proxy = crate::rfc_proxy(&origin, "").await;
+    let url = proxy.url("/shared");
+    let steer = [
+        ("x-origin-cache-control", "max-age=1"),
+        ("x-origin-header", "ETag: \"s\""),
+    ];
+    get_with(Method::GET, &url, &steer).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let mut authorised = steer.to_vec();
+    authorised.push(("authorization", "Bearer x"));
+    let r = get_with(Method::GET, &url, &authorised).await;
+    assert_eq!(r.status, 200);
+    assert!(!r.body.is_empty());
+    let seen = origin.requests_for("/shared");
+    assert!(
+        !seen[1].headers.contains_key("if-none-match"),
+        "no revalidation on behalf of an authorised request"
+    );
+    // The shared copy is still there (stale, so revalidated by the next
+    // anonymous request rather than refetched).
+    let anon = get_with(Method::GET, &url, &steer).await;
+    assert_eq!(anon.cache_status_params().param("fwd-status"), Some("304"));
+}
