@@ -6,6 +6,8 @@
 //! - [`cache_control`]: `Cache-Control` directive parsing (RFC 9111 §5.2).
 //! - [`freshness`]: storability, freshness lifetime and age (RFC 9111 §3, §4.2; RFC 5861).
 //! - [`object`]: stored objects and their metadata.
+//! - [`disk`]: the disk tier: index, loader, manager, blocking-pool I/O.
+//! - [`disk_format`]: the on-disk file format of one stored object (disk zones).
 //! - [`tier`]: the storage trait; [`memory`]: the RAM tier.
 //! - [`flight`]: single-flight coalescing with leader/follower and abandonment.
 //! - [`policy`]: refresh decisions (none, lock, PER/XFetch, SUS, stale windows).
@@ -14,6 +16,8 @@
 #![warn(missing_docs)]
 
 pub mod cache_control;
+pub mod disk;
+pub mod disk_format;
 pub mod flight;
 pub mod freshness;
 pub mod key;

@@ -17,6 +17,9 @@ pub enum CacheError {
         /// The zone's limit.
         limit: u64,
     },
+    /// The storage failed (a disk zone's I/O error, full or read-only file system).
+    #[error("storage failed: {0}")]
+    Io(String),
 }
 
 /// A place objects are kept: looked up by borrowed key, bounded in bytes.

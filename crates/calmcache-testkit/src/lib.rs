@@ -18,4 +18,4 @@ pub mod proxy;
 pub use client::{get, get_with, request, request_with_body, CacheStatusParams, Reply};
 pub use date::{http_date, http_date_ago, http_date_in, parse_http_date};
 pub use origin::{Origin, RecordedRequest};
-pub use proxy::Proxy;
+pub use proxy::{Proxy, RunningProxy};

@@ -23,6 +23,7 @@ pub struct Proxy {
     max_object_size: String,
     default_ttl: bool,
     zone: bool,
+    disk: Option<String>,
 }
 
 impl Proxy {
@@ -36,6 +37,7 @@ impl Proxy {
             max_object_size: "1MiB".into(),
             default_ttl: true,
             zone: true,
+            disk: None,
         }
     }
 
@@ -67,6 +69,16 @@ impl Proxy {
         self
     }
 
+    /// Makes the zone a disk zone in `path` (with `extra` zone keys, e.g.
+    /// `inactive = "1s"`).
+    pub fn disk_zone(mut self, path: &std::path::Path, extra: &str) -> Proxy {
+        self.disk = Some(format!(
+            "kind = \"disk\"\npath = {:?}\n{extra}\n",
+            path.display().to_string()
+        ));
+        self
+    }
+
     /// A route without a zone: every request is proxied without caching.
     pub fn no_zone(mut self) -> Proxy {
         self.zone = false;
@@ -81,10 +93,11 @@ impl Proxy {
             "ttl = { 200 = \"1s\" }\n"
         };
         let zone = if self.zone { "zone = \"ram\"\n" } else { "" };
+        let kind = self.disk.as_deref().unwrap_or("kind = \"memory\"\n");
         format!(
             "[server]\nlisten = [\"127.0.0.1:0\"]\nthreads = 2\n\n[admin]\nlisten = \"127.0.0.1:0\"\n\n\
              [upstreams.origin]\nservers = [\"{}\"]\n{}\n\
-             [zones.ram]\nkind = \"memory\"\nmax_size = \"{}\"\nmax_object_size = \"{}\"\n\n\
+             [zones.ram]\n{kind}max_size = \"{}\"\nmax_object_size = \"{}\"\n\n\
              [[routes]]\nname = \"test\"\nupstream = \"origin\"\n{zone}{ttl}{}",
             self.origin, self.upstream, self.zone_size, self.max_object_size, self.route
         )

@@ -50,9 +50,47 @@ pub struct ZoneStatus {
     pub max_size_bytes: u64,
     /// Objects held.
     pub objects: u64,
+    /// Disk zones only: evictions, loader progress, disk errors.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk: Option<DiskStatus>,
     /// Counters of the routes using this zone.
     #[serde(flatten)]
     pub activity: ActivitySnapshot,
+}
+
+/// A disk zone's own counters.
+#[derive(Debug, Serialize)]
+pub struct DiskStatus {
+    /// The zone directory.
+    pub path: String,
+    /// Objects removed to stay under max_size / min_free.
+    pub evictions: u64,
+    /// Objects removed after `inactive`.
+    pub inactive_removed: u64,
+    /// I/O errors (reads, writes, the loader): each one served from the origin.
+    pub errors: u64,
+    /// Torn, corrupt or foreign files found and removed.
+    pub broken_files: u64,
+    /// Files indexed by the loader so far.
+    pub loaded: u64,
+    /// The loader has scanned the whole directory.
+    pub loader_done: bool,
+}
+
+impl DiskStatus {
+    fn of(tier: &calmcache_core::disk::DiskTier) -> DiskStatus {
+        use std::sync::atomic::Ordering::Relaxed;
+        let s = tier.stats();
+        DiskStatus {
+            path: tier.config().path.display().to_string(),
+            evictions: s.evictions.load(Relaxed),
+            inactive_removed: s.expired_inactive.load(Relaxed),
+            errors: s.errors.load(Relaxed),
+            broken_files: s.broken_files.load(Relaxed),
+            loaded: s.loaded.load(Relaxed),
+            loader_done: s.loader_done.load(Relaxed),
+        }
+    }
 }
 
 /// Builds the status document.
@@ -64,9 +102,10 @@ pub fn status(proxy: &Proxy) -> Status {
         .iter()
         .map(|z| {
             let zs = ZoneStatus {
-                size_bytes: z.tier.size_bytes(),
-                max_size_bytes: z.tier.max_size(),
-                objects: z.tier.objects(),
+                size_bytes: z.size_bytes(),
+                max_size_bytes: z.max_size(),
+                objects: z.objects(),
+                disk: z.disk().map(|d| DiskStatus::of(d)),
                 activity: ActivitySnapshot::default(),
             };
             (z.name.clone(), zs)

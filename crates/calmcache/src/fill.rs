@@ -61,6 +61,8 @@ pub enum NotStored {
     Response(NotStorable),
     /// Over the zone's `max_object_size`.
     TooLarge,
+    /// The zone's storage failed (disk full, I/O error, read-only).
+    StoreFailed,
     /// The request (`no-store`) or a `no_store` condition said so.
     Request,
     /// The route has no zone.
@@ -73,6 +75,7 @@ impl NotStored {
         match self {
             NotStored::Response(why) => why.as_str(),
             NotStored::TooLarge => "too-large",
+            NotStored::StoreFailed => "store-failed",
             NotStored::Request => "no-store-request",
             NotStored::NoZone => "no-zone",
         }
@@ -225,7 +228,7 @@ pub async fn fill(
                             | NotStorable::VaryStar
                             | NotStorable::NoFreshness
                     ) {
-                        zone.tier.remove(&primary.as_ref());
+                        zone.remove(&primary.as_ref());
                     }
                     finish(permit, FillOutcome::NotStored);
                     let mut resp = Response::new(ResponseBody::full(old.body.clone()));
@@ -253,7 +256,7 @@ pub async fn fill(
             return FillReply::Relay(resp, NotStored::Response(why));
         }
     };
-    let limit = zone.tier.max_object_size() as usize;
+    let limit = zone.max_object_size() as usize;
     let body = match collect_limited(body, limit, &parts.headers).await {
         Collected::Complete(body) => body,
         Collected::TooLarge(prefix, rest) => {
@@ -335,7 +338,7 @@ async fn store(
     let (key, variant) = if names.is_empty() {
         (primary.clone(), None)
     } else {
-        let id = marker_for(zone, primary, names.clone(), &meta);
+        let id = marker_for(zone, primary, names.clone(), &meta).await;
         let secondary = vary::secondary(&names, &fetch.selecting);
         let key = vary::variant_key(&primary.as_ref(), id, &secondary);
         (key, Some(secondary.into_boxed_str()))
@@ -348,14 +351,19 @@ async fn store(
         encodings,
         variant,
     ));
-    if let Err(e) = zone.tier.insert(key.clone(), object.clone()) {
-        // Headers and bookkeeping pushed it over the zone's limit: relay it.
+    if let Err(e) = zone.insert(key.clone(), object.clone()).await {
+        // Headers and bookkeeping pushed it over the zone's limit, or the
+        // disk failed: relay it.
         tracing::debug!(key = %key, zone = %zone.name, error = %e, "not stored");
+        let why = match e {
+            calmcache_core::CacheError::TooLarge { .. } => NotStored::TooLarge,
+            calmcache_core::CacheError::Io(_) => NotStored::StoreFailed,
+        };
         finish(permit, FillOutcome::NotStored);
         let mut resp = Response::new(ResponseBody::full(object.body.clone()));
         *resp.status_mut() = object.status;
         *resp.headers_mut() = object.headers.clone();
-        return FillReply::Relay(resp, NotStored::TooLarge);
+        return FillReply::Relay(resp, why);
     }
     route.activity.stores.inc();
     finish(permit, FillOutcome::Stored(object.clone(), origin_status));
@@ -364,10 +372,15 @@ async fn store(
 
 /// The generation id of the Vary marker under `primary` for `names`,
 /// replacing a marker for other names (or a plain response) with a new one.
-fn marker_for(zone: &Zone, primary: &CacheKey, names: Vec<HeaderName>, meta: &ObjectMeta) -> u64 {
+async fn marker_for(
+    zone: &Zone,
+    primary: &CacheKey,
+    names: Vec<HeaderName>,
+    meta: &ObjectMeta,
+) -> u64 {
     if let Some(index) = zone
-        .tier
         .get(&primary.as_ref())
+        .await
         .and_then(|o| o.vary_index.clone())
         .filter(|index| index.names == names)
     {
@@ -375,7 +388,7 @@ fn marker_for(zone: &Zone, primary: &CacheKey, names: Vec<HeaderName>, meta: &Ob
     }
     let id = rand::random::<u64>();
     let marker = CachedObject::marker(meta.clone(), VaryIndex { id, names });
-    if let Err(e) = zone.tier.insert(primary.clone(), Arc::new(marker)) {
+    if let Err(e) = zone.insert(primary.clone(), Arc::new(marker)).await {
         tracing::debug!(key = %primary, error = %e, "vary marker not stored");
     }
     id

@@ -97,8 +97,8 @@ pub struct Found {
 }
 
 /// Looks `primary` up in `zone`, resolving a Vary marker with `request`'s headers.
-pub fn lookup(zone: &Zone, primary: &KeyRef<'_>, request: &HeaderMap) -> Found {
-    let Some(object) = zone.tier.get(primary) else {
+pub async fn lookup(zone: &Zone, primary: &KeyRef<'_>, request: &HeaderMap) -> Found {
+    let Some(object) = zone.get(primary).await else {
         return Found {
             object: None,
             fwd: Fwd::UriMiss,
@@ -114,7 +114,7 @@ pub fn lookup(zone: &Zone, primary: &KeyRef<'_>, request: &HeaderMap) -> Found {
     };
     let key = vary::variant_key(primary, index.id, &vary::secondary(&index.names, request));
     Found {
-        object: zone.tier.get(&key.as_ref()),
+        object: zone.get(&key.as_ref()).await,
         fwd: Fwd::VaryMiss,
         variant: Some(key),
     }

@@ -162,7 +162,7 @@ pub async fn handle(
     } else {
         RequestCacheControl::default()
     };
-    let found = lookup(zone, &key_ref, headers);
+    let found = lookup(zone, &key_ref, headers).await;
     let flight =
         |found_variant: Option<CacheKey>| found_variant.unwrap_or_else(|| key_ref.to_owned_key());
     let Some(object) = found.object else {
@@ -373,7 +373,7 @@ impl Fetch {
             let waiter = match proxy.flights.join(&flight) {
                 Lookup::Leader(permit) => {
                     // A fill may have finished between our lookup and joining.
-                    if let Some(object) = usable_copy(zone, &flight, since) {
+                    if let Some(object) = usable_copy(zone, &flight, since).await {
                         let origin = object.status.as_u16();
                         permit.finish(FillOutcome::Stored(object.clone(), origin));
                         let report = CacheStatus::Hit.report();
@@ -406,7 +406,7 @@ impl Fetch {
                     if object.variant.is_none() {
                         return serve(route, &object, why.collapsed(origin), ask, Instant::now());
                     }
-                    let found = lookup(zone, &primary.as_ref(), ask.headers);
+                    let found = lookup(zone, &primary.as_ref(), ask.headers).await;
                     if let Some(mine) = found.object {
                         let report = why.collapsed(origin);
                         return serve(route, &mine, report, ask, Instant::now());
@@ -443,9 +443,13 @@ impl Fetch {
 
 /// A copy under `key` this request may use instead of fetching: fresh, or
 /// for a forced fetch, stored after the request arrived.
-fn usable_copy(zone: &Zone, key: &CacheKey, since: Option<Instant>) -> Option<Arc<CachedObject>> {
+async fn usable_copy(
+    zone: &Zone,
+    key: &CacheKey,
+    since: Option<Instant>,
+) -> Option<Arc<CachedObject>> {
     let now = Instant::now();
-    zone.tier.get(&key.as_ref()).filter(|o| {
+    zone.get(&key.as_ref()).await.filter(|o| {
         o.vary_index.is_none()
             && match since {
                 Some(since) => o.meta.stored_at >= since,

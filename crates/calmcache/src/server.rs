@@ -81,6 +81,7 @@ impl Running {
 /// on the calling runtime.
 pub async fn start(config: &Config) -> Result<Running, StartError> {
     let proxy = Proxy::new(config).map_err(StartError::Setup)?;
+    proxy.start_background();
     let threads = config.server.threads.max(1);
     let mut per_thread: Vec<Vec<std::net::TcpListener>> =
         (0..threads).map(|_| Vec::new()).collect();

@@ -4,7 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use calmcache_core::{CachedObject, Flights, MemoryTier, RefreshPolicy, StoreRules, Tier};
+use calmcache_core::disk::{DiskConfig, DiskTier};
+use calmcache_core::{
+    CacheError, CacheKey, CachedObject, Flights, KeyRef, MemoryTier, RefreshPolicy, StoreRules,
+    Tier,
+};
 
 use crate::config::{ClientCacheControl, Config, RouteConfig, ZoneKind};
 use crate::error::ProxyError;
@@ -27,7 +31,82 @@ pub struct Zone {
     /// The config name.
     pub name: String,
     /// Where objects live.
-    pub tier: Box<dyn Tier>,
+    pub store: Store,
+}
+
+/// The storage behind a zone.
+pub enum Store {
+    /// RAM: lookups are synchronous and share the object.
+    Memory(MemoryTier),
+    /// Files: the index is in memory, reads and writes run on blocking threads.
+    Disk(Arc<DiskTier>),
+}
+
+impl Zone {
+    /// The object under `key`, fresh or not. A memory zone answers at once;
+    /// a disk zone reads the file on a blocking thread.
+    pub async fn get(&self, key: &KeyRef<'_>) -> Option<Arc<CachedObject>> {
+        match &self.store {
+            Store::Memory(tier) => tier.get(key),
+            Store::Disk(tier) => tier.get(key).await,
+        }
+    }
+
+    /// Stores or replaces the object under `key`.
+    pub async fn insert(&self, key: CacheKey, object: Arc<CachedObject>) -> Result<(), CacheError> {
+        match &self.store {
+            Store::Memory(tier) => tier.insert(key, object),
+            Store::Disk(tier) => tier.insert(key, object).await,
+        }
+    }
+
+    /// Drops the object under `key`; true when there was one.
+    pub fn remove(&self, key: &KeyRef<'_>) -> bool {
+        match &self.store {
+            Store::Memory(tier) => tier.remove(key),
+            Store::Disk(tier) => tier.remove(key),
+        }
+    }
+
+    /// Bytes in use.
+    pub fn size_bytes(&self) -> u64 {
+        match &self.store {
+            Store::Memory(tier) => tier.size_bytes(),
+            Store::Disk(tier) => tier.size_bytes(),
+        }
+    }
+
+    /// Objects held.
+    pub fn objects(&self) -> u64 {
+        match &self.store {
+            Store::Memory(tier) => tier.objects(),
+            Store::Disk(tier) => tier.objects(),
+        }
+    }
+
+    /// Configured bound in bytes.
+    pub fn max_size(&self) -> u64 {
+        match &self.store {
+            Store::Memory(tier) => tier.max_size(),
+            Store::Disk(tier) => tier.config().max_size,
+        }
+    }
+
+    /// Largest object stored.
+    pub fn max_object_size(&self) -> u64 {
+        match &self.store {
+            Store::Memory(tier) => tier.max_object_size(),
+            Store::Disk(tier) => tier.config().max_object_size,
+        }
+    }
+
+    /// The disk tier, for a disk zone.
+    pub fn disk(&self) -> Option<&Arc<DiskTier>> {
+        match &self.store {
+            Store::Disk(tier) => Some(tier),
+            Store::Memory(_) => None,
+        }
+    }
 }
 
 /// A route bound to its upstream and zone.
@@ -70,6 +149,9 @@ impl Route {
     }
 }
 
+/// How often a disk zone's manager looks at its size and inactivity.
+const DISK_MANAGER_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Everything a request handler needs.
 pub struct Proxy {
     /// Routes in config order; the first match wins.
@@ -81,6 +163,16 @@ pub struct Proxy {
 }
 
 impl Proxy {
+    /// Starts the disk zones' loaders and managers on the current runtime.
+    pub fn start_background(&self) {
+        for zone in &self.zones {
+            if let Some(disk) = zone.disk() {
+                disk.spawn_loader();
+                disk.spawn_manager(DISK_MANAGER_EVERY);
+            }
+        }
+    }
+
     /// Binds routes to upstreams and zones.
     pub fn new(config: &Config) -> Result<Arc<Self>, String> {
         let upstreams = config
@@ -88,19 +180,39 @@ impl Proxy {
             .iter()
             .map(|u| Upstream::new(u).map(Arc::new))
             .collect::<Result<Vec<_>, _>>()?;
-        let zones: Vec<Arc<Zone>> = config
+        let zones = config
             .zones
             .iter()
             .map(|z| {
-                let tier: Box<dyn Tier> = match z.kind {
-                    ZoneKind::Memory => Box::new(MemoryTier::new(z.max_size, z.max_object_size)),
+                let store = match z.kind {
+                    ZoneKind::Memory => {
+                        Store::Memory(MemoryTier::new(z.max_size, z.max_object_size))
+                    }
+                    ZoneKind::Disk => {
+                        let path = z.path.clone().unwrap_or_default();
+                        let disk = DiskConfig {
+                            path: path.clone(),
+                            max_size: z.max_size,
+                            max_object_size: z.max_object_size,
+                            inactive: z.inactive,
+                            min_free: z.min_free,
+                        };
+                        let tier = DiskTier::open(disk).map_err(|e| {
+                            format!(
+                                "zones.{}: cannot use {} as a cache directory: {e}",
+                                z.name,
+                                path.display()
+                            )
+                        })?;
+                        Store::Disk(tier)
+                    }
                 };
-                Arc::new(Zone {
+                Ok(Arc::new(Zone {
                     name: z.name.clone(),
-                    tier,
-                })
+                    store,
+                }))
             })
-            .collect();
+            .collect::<Result<Vec<Arc<Zone>>, String>>()?;
         let routes = config
             .routes
             .iter()

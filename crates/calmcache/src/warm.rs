@@ -67,11 +67,11 @@ async fn keep_warm(
             Some(permit) => {
                 route.activity.background_refreshes.inc();
                 // A Vary marker is not a response: nothing to revalidate.
-                let current = route
-                    .zone
-                    .as_ref()
-                    .and_then(|z| z.tier.get(&key.as_ref()))
-                    .filter(|o| o.vary_index.is_none());
+                let current = match route.zone.as_ref() {
+                    Some(zone) => zone.get(&key.as_ref()).await,
+                    None => None,
+                }
+                .filter(|o| o.vary_index.is_none());
                 match fill(
                     route.clone(),
                     key.clone(),

@@ -109,16 +109,20 @@ pub struct UpstreamConfig {
 pub enum ZoneKind {
     /// Objects live in process memory and are lost on restart.
     Memory,
+    /// Objects live in files under `path`, survive restarts, and are read on
+    /// a blocking thread pool.
+    Disk,
 }
 
 impl ZoneKind {
     /// Every kind, in the spelling the config uses.
-    pub const ALL: [ZoneKind; 1] = [ZoneKind::Memory];
+    pub const ALL: [ZoneKind; 2] = [ZoneKind::Memory, ZoneKind::Disk];
 
     /// The config spelling of this kind.
     pub fn as_str(self) -> &'static str {
         match self {
             ZoneKind::Memory => "memory",
+            ZoneKind::Disk => "disk",
         }
     }
 }
@@ -135,6 +139,13 @@ pub struct ZoneConfig {
     /// Largest single object stored, in bytes: above 0 and at most
     /// `max_size`, so one response cannot evict the whole zone.
     pub max_object_size: u64,
+    /// Disk zones: the directory holding the zone's files (created at start
+    /// if missing); `None` for memory zones.
+    pub path: Option<std::path::PathBuf>,
+    /// Disk zones: objects not used for this long are removed (default 10m).
+    pub inactive: Duration,
+    /// Disk zones: free space the zone leaves on its file system (default 0).
+    pub min_free: u64,
 }
 
 /// Per-status TTLs that a route applies to responses (`ttl = { 200 = "1s", any = "5s" }`).

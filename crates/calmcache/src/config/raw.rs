@@ -65,6 +65,9 @@ pub(crate) struct RawZone {
     pub(crate) kind: Option<String>,
     pub(crate) max_size: Option<Text>,
     pub(crate) max_object_size: Option<Text>,
+    pub(crate) path: Option<String>,
+    pub(crate) inactive: Option<Text>,
+    pub(crate) min_free: Option<Text>,
 }
 
 /// `[[routes]]`

@@ -666,10 +666,50 @@ fn zone_problems() {
     let zone =
         |keys: &str| MINIMAL.replace("[[routes]]", &format!("[zones.ram]\n{keys}\n[[routes]]"));
 
-    let kind = only_problem(&zone("kind = \"disk\"\nmax_size = \"1MiB\""));
+    let kind = only_problem(&zone("kind = \"tape\"\nmax_size = \"1MiB\""));
     assert_eq!(kind.path, "zones.ram.kind");
-    assert_eq!(kind.message, r#"unknown zone kind "disk""#);
-    assert_eq!(kind.hint.as_deref(), Some("allowed kinds: memory"));
+    assert_eq!(kind.message, r#"unknown zone kind "tape""#);
+    assert_eq!(kind.hint.as_deref(), Some("allowed kinds: memory, disk"));
+    // Disk zones need a path; only they take path, inactive and min_free.
+    let path = only_problem(&zone("kind = \"disk\"\nmax_size = \"1MiB\""));
+    assert_eq!(
+        (path.path.as_str(), path.message.as_str()),
+        ("zones.ram.path", "missing required key")
+    );
+    for key in [
+        "path = \"/tmp/x\"",
+        "inactive = \"1m\"",
+        "min_free = \"1GiB\"",
+    ] {
+        let p = only_problem(&zone(&format!(
+            "kind = \"memory\"\nmax_size = \"1MiB\"\n{key}"
+        )));
+        assert_eq!(p.message, "only disk zones take this key", "{key}");
+    }
+    let disk = load(&zone(
+        "kind = \"disk\"\nmax_size = \"1MiB\"\npath = \"/var/cache/c\"\ninactive = \"1h\"\nmin_free = \"2GiB\"",
+    ));
+    let z = &disk.zones[0];
+    assert_eq!(z.kind, ZoneKind::Disk);
+    assert_eq!(
+        z.path.as_deref(),
+        Some(std::path::Path::new("/var/cache/c"))
+    );
+    assert_eq!(z.inactive, std::time::Duration::from_secs(3600));
+    assert_eq!(z.min_free, 2 << 30);
+    let two = MINIMAL.replace(
+        "[[routes]]",
+        "[zones.a]\nkind = \"disk\"\nmax_size = \"1MiB\"\npath = \"/c\"\n[zones.b]\nkind = \"disk\"\nmax_size = \"1MiB\"\npath = \"/c\"\n[[routes]]",
+    );
+    let shared = only_problem(&two);
+    assert_eq!(shared.path, "zones.b.path");
+    assert_eq!(shared.message, r#"/c is also the path of zone "a""#);
+    let defaults = load(&zone("kind = \"disk\"\nmax_size = \"1MiB\"\npath = \"/c\""));
+    assert_eq!(
+        defaults.zones[0].inactive,
+        std::time::Duration::from_secs(600)
+    );
+    assert_eq!(defaults.zones[0].min_free, 0);
     let kind = only_problem(&zone("max_size = \"1MiB\""));
     assert_eq!(
         (kind.path.as_str(), kind.message.as_str()),

@@ -24,6 +24,9 @@ const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(60);
 const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
 const DEFAULT_REFRESH_CONCURRENCY: usize = 8;
+/// Default `inactive` of disk zones (NGINX's proxy_cache_path default too).
+const DEFAULT_INACTIVE: Duration = Duration::from_secs(600);
+
 /// Cap on the default `max_object_size` (the default is otherwise 1/8 of the zone).
 const DEFAULT_MAX_OBJECT_SIZE_CAP: u64 = 64 * MIB;
 
@@ -38,6 +41,7 @@ pub(crate) fn validate(raw: RawConfig) -> Result<Config, Vec<Problem>> {
         .into_iter()
         .map(|(name, zone)| check.zone(name, zone))
         .collect();
+    check.shared_disk_paths(&zones);
     let routes = check.routes(raw.routes, &upstreams, &zones);
     if !check.problems.is_empty() {
         return Err(check.problems);
@@ -220,12 +224,66 @@ impl Checker {
                 self.report(problem.hint("an object must fit in its zone"));
             }
         }
+        let disk = kind == ZoneKind::Disk;
+        let path_buf = match (&raw.path, disk) {
+            (Some(p), true) if p.trim().is_empty() => {
+                self.report(Problem::new(at("path"), "must not be empty"));
+                None
+            }
+            (Some(p), true) => Some(std::path::PathBuf::from(p)),
+            (None, true) => {
+                self.missing(&at("path"), r#"path = "/var/cache/calmcache/ssd""#);
+                None
+            }
+            (Some(_), false) => {
+                self.only_disk(&at("path"));
+                None
+            }
+            (None, false) => None,
+        };
+        if !disk && raw.inactive.is_some() {
+            self.only_disk(&at("inactive"));
+        }
+        if !disk && raw.min_free.is_some() {
+            self.only_disk(&at("min_free"));
+        }
+        let inactive = self.duration(&at("inactive"), raw.inactive.as_ref(), DEFAULT_INACTIVE);
+        let min_free = match &raw.min_free {
+            Some(text) if disk => self.positive_size(&at("min_free"), text).unwrap_or(0),
+            _ => 0,
+        };
         ZoneConfig {
             name,
             kind,
             max_size: max_size.unwrap_or(0),
             max_object_size: max_object_size.unwrap_or(0),
+            path: path_buf,
+            inactive,
+            min_free,
         }
+    }
+
+    /// Two disk zones in one directory would evict and load each other's files.
+    fn shared_disk_paths(&mut self, zones: &[ZoneConfig]) {
+        for (i, zone) in zones.iter().enumerate() {
+            let Some(path) = &zone.path else { continue };
+            if let Some(first) = zones[..i].iter().find(|z| z.path.as_ref() == Some(path)) {
+                let problem = Problem::new(
+                    format!("zones.{}.path", toml_key(&zone.name)),
+                    format!(
+                        "{} is also the path of zone {:?}",
+                        path.display(),
+                        first.name
+                    ),
+                );
+                self.report(problem.hint("each disk zone needs a directory of its own"));
+            }
+        }
+    }
+
+    fn only_disk(&mut self, path: &str) {
+        let problem = Problem::new(path, "only disk zones take this key");
+        self.report(problem.hint(r#"set kind = "disk", or remove the key"#));
     }
 
     fn zone_kind(&mut self, path: &str, raw: Option<&str>) -> ZoneKind {

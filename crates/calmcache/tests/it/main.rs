@@ -12,6 +12,7 @@ mod caching;
 mod cases;
 mod cli;
 mod compress;
+mod disk_zone;
 mod edge_cases;
 mod errors;
 mod key_bypass;

@@ -1,0 +1,467 @@
+//! The disk tier: one file per object under a zone directory, an index of
+//! them in memory, reads and writes on Tokio's blocking thread pool (never on
+//! the async workers), a loader that rebuilds the index at start while the
+//! proxy already serves, and a manager that keeps the zone under `max_size`,
+//! `min_free` and `inactive`.
+//!
+//! ```text
+//! <path>/<h[0..2]>/<h[2..4]>/<h>      h = 16 hex digits of a stable 64-bit key hash
+//! <path>/<h[0..2]>/<h[2..4]>/.tmp-*   writes in progress (removed by the loader)
+//! ```
+//! A file is written to a temp name in its final directory and renamed into
+//! place when complete, so a reader sees a whole object or none. The file
+//! carries its key, metadata, lengths and checksums (`disk_format.rs`): a
+//! torn, corrupt or foreign file is removed, never served. Faults (ENOSPC,
+//! EIO, a read-only or deleted directory) never fail a request: the object
+//! is not stored (or is treated as a miss), the fault is counted and logged,
+//! and the zone works again once the fault clears (directories are
+//! re-created on write).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use crate::disk_format::{self, FormatError};
+use crate::key::{CacheKey, KeyRef};
+use crate::object::CachedObject;
+use crate::tier::CacheError;
+
+const SHARDS: usize = 64;
+
+/// What a disk zone is configured with.
+#[derive(Clone, Debug)]
+pub struct DiskConfig {
+    /// The zone directory (created if missing).
+    pub path: PathBuf,
+    /// Bytes of files the zone may hold.
+    pub max_size: u64,
+    /// Largest object file.
+    pub max_object_size: u64,
+    /// Objects unused this long are removed.
+    pub inactive: Duration,
+    /// Free bytes the zone leaves on its file system.
+    pub min_free: u64,
+}
+
+/// One object in the index: 16 bytes of payload per object.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    /// File length in bytes.
+    size: u64,
+    /// Last use, in seconds since the tier was opened (saturating).
+    last_use: u32,
+    /// Bumped on each rewrite so a late eviction of an old version cannot
+    /// remove the new file's entry.
+    version: u32,
+}
+
+/// Counters of a disk zone, for `/status`.
+#[derive(Debug, Default)]
+pub struct DiskStats {
+    /// Objects removed to stay under `max_size` / `min_free`.
+    pub evictions: AtomicU64,
+    /// Objects removed after `inactive`.
+    pub expired_inactive: AtomicU64,
+    /// I/O errors (reads, writes, removals, the loader).
+    pub errors: AtomicU64,
+    /// Files found broken (torn, corrupt, foreign) and removed.
+    pub broken_files: AtomicU64,
+    /// Files the loader has indexed so far.
+    pub loaded: AtomicU64,
+    /// True once the loader has scanned the whole directory.
+    pub loader_done: AtomicBool,
+}
+
+/// A zone whose objects live in files.
+pub struct DiskTier {
+    config: DiskConfig,
+    shards: Vec<Mutex<HashMap<u64, Entry>>>,
+    bytes: AtomicU64,
+    objects: AtomicU64,
+    versions: AtomicU64,
+    opened: std::time::Instant,
+    stats: DiskStats,
+}
+
+impl DiskTier {
+    /// Opens a zone: creates the directory and checks that a file can be
+    /// written in it, so a bad path fails at start, not at the first request.
+    pub fn open(config: DiskConfig) -> std::io::Result<Arc<DiskTier>> {
+        std::fs::create_dir_all(&config.path)?;
+        let probe = config
+            .path
+            .join(format!(".tmp-probe-{}", std::process::id()));
+        std::fs::write(&probe, b"calmcache")?;
+        std::fs::remove_file(&probe)?;
+        let shards = (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect();
+        Ok(Arc::new(DiskTier {
+            config,
+            shards,
+            bytes: AtomicU64::new(0),
+            objects: AtomicU64::new(0),
+            versions: AtomicU64::new(0),
+            opened: std::time::Instant::now(),
+            stats: DiskStats::default(),
+        }))
+    }
+
+    /// The zone's configuration.
+    pub fn config(&self) -> &DiskConfig {
+        &self.config
+    }
+
+    /// The zone's counters.
+    pub fn stats(&self) -> &DiskStats {
+        &self.stats
+    }
+
+    /// Bytes of object files indexed.
+    pub fn size_bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Objects indexed.
+    pub fn objects(&self) -> u64 {
+        self.objects.load(Ordering::Relaxed)
+    }
+
+    fn now_secs(&self) -> u32 {
+        u32::try_from(self.opened.elapsed().as_secs()).unwrap_or(u32::MAX)
+    }
+
+    fn shard(&self, hash: u64) -> &Mutex<HashMap<u64, Entry>> {
+        &self.shards[(hash as usize) % SHARDS]
+    }
+
+    fn with_shard<R>(&self, hash: u64, f: impl FnOnce(&mut HashMap<u64, Entry>) -> R) -> R {
+        let mut map = match self.shard(hash).lock() {
+            Ok(map) => map,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        f(&mut map)
+    }
+
+    /// The file of the object with key hash `hash`.
+    pub fn file_path(&self, hash: u64) -> PathBuf {
+        let hex = format!("{hash:016x}");
+        self.config.path.join(&hex[0..2]).join(&hex[2..4]).join(hex)
+    }
+
+    /// True when the index holds `key` (no I/O).
+    pub fn contains(&self, key: &KeyRef<'_>) -> bool {
+        let hash = key_hash(key);
+        self.with_shard(hash, |map| map.contains_key(&hash))
+    }
+
+    /// Reads the object under `key` on a blocking thread; a missing, broken
+    /// or foreign file is a miss (and is removed from the index).
+    pub async fn get(self: &Arc<Self>, key: &KeyRef<'_>) -> Option<Arc<CachedObject>> {
+        let hash = key_hash(key);
+        let now = self.now_secs();
+        let version = self.with_shard(hash, |map| {
+            map.get_mut(&hash).map(|e| {
+                e.last_use = now;
+                e.version
+            })
+        })?;
+        let owned = key.to_owned_key();
+        let path = self.file_path(hash);
+        let read = tokio::task::spawn_blocking(move || {
+            disk_format::read_object(&path, Some(&owned.as_ref())).map(|(_, object)| object)
+        })
+        .await;
+        match read {
+            Ok(Ok(object)) => Some(Arc::new(object)),
+            Ok(Err(FormatError::KeyMismatch)) => None,
+            Ok(Err(e)) => {
+                self.note_read_error(&e);
+                self.forget(hash, Some(version), true);
+                None
+            }
+            Err(join) => {
+                tracing::warn!(error = %join, "disk read task failed");
+                None
+            }
+        }
+    }
+
+    fn note_read_error(&self, e: &FormatError) {
+        match e {
+            FormatError::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {}
+            FormatError::Io(io) => {
+                self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(zone = %self.config.path.display(), error = %io, "disk read failed; served from the origin");
+            }
+            other => {
+                self.stats.broken_files.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(zone = %self.config.path.display(), error = ?other, "broken cache file removed");
+            }
+        }
+    }
+
+    /// Writes `object` under `key` on a blocking thread and indexes it.
+    pub async fn insert(
+        self: &Arc<Self>,
+        key: CacheKey,
+        object: Arc<CachedObject>,
+    ) -> Result<(), CacheError> {
+        let weight = object.weight() as u64;
+        if weight > self.config.max_object_size {
+            return Err(CacheError::TooLarge {
+                size: weight,
+                limit: self.config.max_object_size,
+            });
+        }
+        let hash = key_hash(&key.as_ref());
+        let path = self.file_path(hash);
+        let stored_at = SystemTime::now()
+            .checked_sub(object.meta.resident(tokio::time::Instant::now()))
+            .unwrap_or_else(SystemTime::now);
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let written = tokio::task::spawn_blocking(move || {
+            disk_format::write_object(&dir, &path, &key, &object, stored_at)
+        })
+        .await;
+        let size = match written {
+            Ok(Ok(size)) => size,
+            Ok(Err(e)) => {
+                self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(zone = %self.config.path.display(), error = ?e, "disk write failed; not stored");
+                return Err(CacheError::Io(e.to_string()));
+            }
+            Err(join) => return Err(CacheError::Io(join.to_string())),
+        };
+        self.index(hash, size);
+        Ok(())
+    }
+
+    fn index(&self, hash: u64, size: u64) {
+        let version = self.versions.fetch_add(1, Ordering::Relaxed) as u32;
+        let entry = Entry {
+            size,
+            last_use: self.now_secs(),
+            version,
+        };
+        let old = self.with_shard(hash, |map| map.insert(hash, entry));
+        self.bytes.fetch_add(size, Ordering::Relaxed);
+        match old {
+            Some(old) => {
+                self.bytes.fetch_sub(old.size, Ordering::Relaxed);
+            }
+            None => {
+                self.objects.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Removes `key`; its file is unlinked on a blocking thread.
+    pub fn remove(&self, key: &KeyRef<'_>) -> bool {
+        self.forget(key_hash(key), None, true)
+    }
+
+    /// Drops the entry `hash` (only version `version`, if given) and, with
+    /// `unlink`, its file. True when there was an entry.
+    fn forget(&self, hash: u64, version: Option<u32>, unlink: bool) -> bool {
+        let removed = self.with_shard(hash, |map| match map.get(&hash) {
+            Some(e) if version.is_none_or(|v| v == e.version) => map.remove(&hash),
+            _ => None,
+        });
+        let Some(entry) = removed else {
+            return false;
+        };
+        self.bytes.fetch_sub(entry.size, Ordering::Relaxed);
+        self.objects.fetch_sub(1, Ordering::Relaxed);
+        if unlink {
+            let path = self.file_path(hash);
+            // The unlink may race a rewrite of the same key; the version check
+            // above keeps the index right, and a lost file is only a miss.
+            let unlink = move || {
+                let _ = std::fs::remove_file(path);
+            };
+            match tokio::runtime::Handle::try_current() {
+                Ok(handle) => {
+                    handle.spawn_blocking(unlink);
+                }
+                Err(_) => unlink(),
+            }
+        }
+        true
+    }
+
+    /// Scans the zone directory and indexes every valid object file; torn,
+    /// corrupt and foreign files and leftover temp files are removed. Runs
+    /// on the calling (blocking) thread; see [`DiskTier::spawn_loader`].
+    pub fn load(&self) {
+        let mut stack = vec![self.config.path.clone()];
+        while let Some(dir) = stack.pop() {
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) => {
+                    self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot scan cache directory");
+                    continue;
+                }
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                if kind.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                if disk_format::is_temp_name(&entry.file_name()) {
+                    let _ = std::fs::remove_file(&path);
+                    continue;
+                }
+                self.load_file(&path);
+            }
+        }
+        self.stats.loader_done.store(true, Ordering::Relaxed);
+    }
+
+    fn load_file(&self, path: &Path) {
+        match disk_format::read_summary(path) {
+            Ok(summary) => {
+                let hash = key_hash(&summary.key.as_ref());
+                if self.file_path(hash) != path {
+                    // Not where its key belongs (a foreign or moved file).
+                    self.stats.broken_files.fetch_add(1, Ordering::Relaxed);
+                    let _ = std::fs::remove_file(path);
+                    return;
+                }
+                // Requests may have stored a newer copy meanwhile; keep it.
+                if self.with_shard(hash, |map| map.contains_key(&hash)) {
+                    return;
+                }
+                self.index(hash, summary.file_len);
+                self.stats.loaded.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                self.note_read_error(&e);
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+
+    /// Starts the loader on a blocking thread; the zone serves meanwhile
+    /// (an object not indexed yet is a miss).
+    pub fn spawn_loader(self: &Arc<Self>) {
+        let tier = self.clone();
+        tokio::task::spawn_blocking(move || tier.load());
+    }
+
+    /// One pass of the manager: removes objects unused for `inactive`, then
+    /// the least recently used ones until the zone is under `max_size` and
+    /// the file system has `min_free` available. Blocking (file removals).
+    pub fn manage(&self) {
+        let now = self.now_secs();
+        let inactive = u32::try_from(self.config.inactive.as_secs()).unwrap_or(u32::MAX);
+        let mut all: Vec<(u32, u64, u32)> = Vec::new();
+        let mut stale: Vec<(u64, u32)> = Vec::new();
+        for shard in &self.shards {
+            let map = match shard.lock() {
+                Ok(map) => map,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            for (&hash, e) in map.iter() {
+                if now.saturating_sub(e.last_use) >= inactive {
+                    stale.push((hash, e.version));
+                } else {
+                    all.push((e.last_use, hash, e.version));
+                }
+            }
+        }
+        for (hash, version) in stale {
+            if self.forget(hash, Some(version), true) {
+                self.stats.expired_inactive.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let over = |tier: &DiskTier| {
+            tier.size_bytes() > tier.config.max_size
+                || (tier.config.min_free > 0
+                    && available_space(&tier.config.path)
+                        .is_some_and(|free| free < tier.config.min_free))
+        };
+        if !over(self) {
+            return;
+        }
+        all.sort_unstable();
+        // Evict to 95% of max_size at once so the next pass is not right
+        // behind: bounded overfill, few passes.
+        let target = self.config.max_size / 20 * 19;
+        for (_, hash, version) in all {
+            if self.size_bytes() <= target && !over(self) {
+                break;
+            }
+            if self.forget(hash, Some(version), true) {
+                self.stats.evictions.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Runs [`DiskTier::manage`] every `every` on a blocking thread until the
+    /// tier is dropped by everyone else.
+    pub fn spawn_manager(self: &Arc<Self>, every: Duration) {
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(tier) = weak.upgrade() else {
+                    return;
+                };
+                let _ = tokio::task::spawn_blocking(move || tier.manage()).await;
+            }
+        });
+    }
+
+    /// Bytes of index memory per object, measured from the map's capacity.
+    pub fn index_bytes_per_object(&self) -> f64 {
+        let mut capacity = 0usize;
+        for shard in &self.shards {
+            let map = match shard.lock() {
+                Ok(map) => map,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            capacity += map.capacity();
+        }
+        // hashbrown: one control byte per bucket; buckets = capacity * 8 / 7.
+        let slot = std::mem::size_of::<(u64, Entry)>() + 1;
+        let bytes = capacity * 8 / 7 * slot;
+        bytes as f64 / self.objects().max(1) as f64
+    }
+}
+
+/// Free bytes for unprivileged users on the file system holding `path`.
+fn available_space(path: &Path) -> Option<u64> {
+    let stat = rustix::fs::statvfs(path).ok()?;
+    Some(stat.f_bavail.saturating_mul(stat.f_frsize))
+}
+
+/// A stable 64-bit hash of a key's text (`scheme://host/path?query`): FNV-1a
+/// with a final avalanche, the same across runs and builds so file names
+/// found at start map to the same entries.
+pub fn key_hash(key: &KeyRef<'_>) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in [key.scheme, "://", key.host, key.path_and_query] {
+        for &b in part.as_bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    // splitmix64 finaliser: spread FNV's weak low bits over the shard index.
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+#[cfg(test)]
+#[path = "disk_tests.rs"]
+mod tests;

@@ -1,0 +1,217 @@
+#![allow(clippy::unwrap_used)]
+use super::*;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, StatusCode};
+
+use crate::freshness::Freshness;
+use crate::object::ObjectMeta;
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "calmcache-disk-{name}-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn config(path: &Path, max_size: u64) -> DiskConfig {
+    DiskConfig {
+        path: path.to_path_buf(),
+        max_size,
+        max_object_size: max_size,
+        inactive: Duration::from_secs(600),
+        min_free: 0,
+    }
+}
+
+fn object(body: &str) -> Arc<CachedObject> {
+    let meta = ObjectMeta {
+        stored_at: tokio::time::Instant::now(),
+        freshness: Freshness {
+            lifetime: Duration::from_secs(60),
+            initial_age: Duration::ZERO,
+            stale_while_revalidate: Duration::ZERO,
+            stale_if_error: Duration::ZERO,
+            stale_forbidden: false,
+            immutable: false,
+        },
+        fetch_time: Duration::from_millis(5),
+    };
+    let mut headers = HeaderMap::new();
+    headers.insert("content-type", HeaderValue::from_static("text/plain"));
+    Arc::new(CachedObject::new(
+        meta,
+        StatusCode::OK,
+        headers,
+        Bytes::from(body.to_owned()),
+    ))
+}
+
+fn key(path: &str) -> CacheKey {
+    CacheKey::new("http", "example.com", path)
+}
+
+#[tokio::test]
+async fn objects_survive_a_restart() {
+    let dir = scratch("restart");
+    let tier = DiskTier::open(config(&dir, 1 << 20)).unwrap();
+    tier.insert(key("/a"), object("alpha")).await.unwrap();
+    tier.insert(key("/b"), object("beta")).await.unwrap();
+    assert_eq!(tier.objects(), 2);
+    let got = tier.get(&key("/a").as_ref()).await.unwrap();
+    assert_eq!(&got.body[..], b"alpha");
+    drop(tier);
+    // A new process: the loader rebuilds the index from the files.
+    let again = DiskTier::open(config(&dir, 1 << 20)).unwrap();
+    assert_eq!(again.objects(), 0);
+    again.load();
+    assert!(again.stats().loader_done.load(Ordering::Relaxed));
+    assert_eq!(again.objects(), 2);
+    let got = again.get(&key("/b").as_ref()).await.unwrap();
+    assert_eq!(&got.body[..], b"beta");
+    assert_eq!(got.headers["content-type"], "text/plain");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn torn_foreign_and_temp_files_are_removed_never_served() {
+    let dir = scratch("torn");
+    let tier = DiskTier::open(config(&dir, 1 << 20)).unwrap();
+    tier.insert(key("/torn"), object(&"x".repeat(1000)))
+        .await
+        .unwrap();
+    tier.insert(key("/ok"), object("fine")).await.unwrap();
+    let torn = tier.file_path(key_hash(&key("/torn").as_ref()));
+    let len = std::fs::metadata(&torn).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&torn)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let foreign = dir.join("ab").join("cd");
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::fs::write(foreign.join("abcd000000000000"), b"not a cache file").unwrap();
+    let temp = foreign.join(".tmp-left-over");
+    std::fs::write(&temp, b"half").unwrap();
+    drop(tier);
+    let again = DiskTier::open(config(&dir, 1 << 20)).unwrap();
+    again.load();
+    assert_eq!(again.objects(), 1, "only the whole file is indexed");
+    assert!(!torn.exists() && !temp.exists());
+    assert!(!foreign.join("abcd000000000000").exists());
+    assert!(again.get(&key("/torn").as_ref()).await.is_none());
+    assert!(again.stats().broken_files.load(Ordering::Relaxed) >= 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_file_broken_after_indexing_is_a_miss_and_is_forgotten() {
+    let dir = scratch("broken");
+    let tier = DiskTier::open(config(&dir, 1 << 20)).unwrap();
+    tier.insert(key("/b"), object("body")).await.unwrap();
+    let path = tier.file_path(key_hash(&key("/b").as_ref()));
+    std::fs::write(&path, b"garbage").unwrap();
+    assert!(tier.get(&key("/b").as_ref()).await.is_none());
+    assert_eq!(tier.objects(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn the_manager_keeps_the_zone_under_max_size_lru_first() {
+    let dir = scratch("lru");
+    let tier = DiskTier::open(config(&dir, 64 * 1024)).unwrap();
+    let body = "y".repeat(4000);
+    for i in 0..30 {
+        tier.insert(key(&format!("/{i}")), object(&body))
+            .await
+            .unwrap();
+    }
+    assert!(tier.size_bytes() > 64 * 1024);
+    tier.manage();
+    assert!(tier.size_bytes() <= 64 * 1024, "{}", tier.size_bytes());
+    assert!(tier.stats().evictions.load(Ordering::Relaxed) > 0);
+    // Files follow the index.
+    // Unlinks run on blocking threads; give them a moment.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(count_files(&dir), tier.objects() as usize);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn count_files(dir: &Path) -> usize {
+    let mut files = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                files += 1;
+            }
+        }
+    }
+    files
+}
+
+#[tokio::test]
+async fn inactive_objects_are_removed() {
+    let dir = scratch("inactive");
+    let mut cfg = config(&dir, 1 << 20);
+    cfg.inactive = Duration::ZERO;
+    let tier = DiskTier::open(cfg).unwrap();
+    tier.insert(key("/old"), object("old")).await.unwrap();
+    tier.manage();
+    assert_eq!(tier.objects(), 0);
+    assert_eq!(tier.stats().expired_inactive.load(Ordering::Relaxed), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_write_fault_is_counted_not_fatal_and_the_zone_recovers() {
+    let dir = scratch("fault");
+    let tier = DiskTier::open(config(&dir, 1 << 20)).unwrap();
+    // Block the object's directory with a file (root ignores permissions, so
+    // this is how a test makes writes fail): ENOTDIR / EEXIST on write.
+    let k = key("/fault");
+    let path = tier.file_path(key_hash(&k.as_ref()));
+    let shard_dir = path.parent().unwrap().parent().unwrap().to_path_buf();
+    std::fs::create_dir_all(shard_dir.parent().unwrap()).unwrap();
+    std::fs::write(&shard_dir, b"in the way").unwrap();
+    assert!(tier.insert(k.clone(), object("x")).await.is_err());
+    assert_eq!(tier.stats().errors.load(Ordering::Relaxed), 1);
+    assert_eq!(tier.objects(), 0);
+    // The fault clears: the next write works.
+    std::fs::remove_file(&shard_dir).unwrap();
+    tier.insert(k.clone(), object("x")).await.unwrap();
+    assert!(tier.get(&k.as_ref()).await.is_some());
+    // The whole directory deleted under the running zone: recreated on write.
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(tier.get(&k.as_ref()).await.is_none());
+    tier.insert(key("/after"), object("y")).await.unwrap();
+    assert!(tier.get(&key("/after").as_ref()).await.is_some());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_path_that_cannot_be_a_directory_fails_at_open() {
+    let file = scratch("notadir");
+    std::fs::write(&file, b"file").unwrap();
+    assert!(DiskTier::open(config(&file, 1 << 20)).is_err());
+    let _ = std::fs::remove_file(&file);
+}
+
+#[test]
+fn key_hashes_are_stable() {
+    // File names depend on it across restarts and builds.
+    assert_eq!(
+        key_hash(&KeyRef::new("http", "example.com", "/")),
+        key_hash(&CacheKey::new("http", "example.com", "/").as_ref())
+    );
+    assert_eq!(
+        format!("{:016x}", key_hash(&KeyRef::new("", "", ""))).len(),
+        16
+    );
+}

@@ -1,0 +1,229 @@
+//! Disk zones through the proxy: persistence across restarts, torn files,
+//! size limits, and faults on the cache directory that never fail a request.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use calmcache_testkit::{get, Origin, Proxy, RunningProxy};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "calmcache-it-disk-{name}-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Keys without the host, so a restarted proxy on another port finds them.
+async fn disk_proxy(origin: &Origin, dir: &Path, zone_keys: &str) -> RunningProxy {
+    Proxy::new(origin)
+        .disk_zone(dir, zone_keys)
+        .route("ttl = { 200 = \"60s\" }\nkey = \"$uri$is_args$args\"\nrefresh = \"lock\"")
+        .start()
+        .await
+}
+
+async fn wait_for(what: &str, mut ok: impl AsyncFnMut() -> bool) {
+    for _ in 0..100 {
+        if ok().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_are_hits_after_a_restart() {
+    let origin = Origin::start().await;
+    let dir = scratch("restart");
+    let proxy = disk_proxy(&origin, &dir, "").await;
+    for path in ["/a", "/b?x=1", "/c"] {
+        let r = get(&proxy.url(path)).await;
+        assert_eq!(r.cache_status_params().param("fwd"), Some("uri-miss"));
+        assert!(r.cache_status_params().has("stored"));
+    }
+    let hit = get(&proxy.url("/a")).await;
+    assert!(
+        hit.cache_status_params().has("hit"),
+        "{}",
+        hit.cache_status()
+    );
+    proxy.stop().await;
+    assert_eq!(files_in(&dir).len(), 3);
+
+    let before = origin.hits();
+    let proxy = disk_proxy(&origin, &dir, "").await;
+    wait_for("the loader", async || {
+        proxy.status().await["zones"]["ram"]["disk"]["loader_done"] == true
+    })
+    .await;
+    for path in ["/a", "/b?x=1", "/c"] {
+        let r = get(&proxy.url(path)).await;
+        assert!(
+            r.cache_status_params().has("hit"),
+            "{path}: {}",
+            r.cache_status()
+        );
+        assert!(r
+            .body
+            .starts_with(&format!("path={}", path.split('?').next().unwrap())));
+    }
+    assert_eq!(origin.hits(), before, "no origin request after the restart");
+    let status = proxy.status().await;
+    assert_eq!(status["zones"]["ram"]["objects"], 3);
+    assert_eq!(status["zones"]["ram"]["disk"]["loaded"], 3);
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_torn_file_is_removed_and_refetched_never_served() {
+    let origin = Origin::start().await;
+    let dir = scratch("torn");
+    let proxy = disk_proxy(&origin, &dir, "").await;
+    get(&proxy.url("/torn")).await;
+    proxy.stop().await;
+    // kill -9 in the middle of a write, or a disk fault: the file is short.
+    let file = files_in(&dir).pop().unwrap();
+    let len = std::fs::metadata(&file).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_len(len - 10)
+        .unwrap();
+    let proxy = disk_proxy(&origin, &dir, "").await;
+    wait_for("the loader", async || {
+        proxy.status().await["zones"]["ram"]["disk"]["loader_done"] == true
+    })
+    .await;
+    let r = get(&proxy.url("/torn")).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.cache_status_params().param("fwd"), Some("uri-miss"));
+    assert_eq!(
+        proxy.status().await["zones"]["ram"]["disk"]["broken_files"],
+        1
+    );
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_zone_stays_under_max_size() {
+    let origin = Origin::start().await;
+    let dir = scratch("size");
+    let proxy = Proxy::new(&origin)
+        .disk_zone(&dir, "")
+        .zone("256KiB", "64KiB")
+        .route("ttl = { 200 = \"60s\" }\nrefresh = \"lock\"")
+        .start()
+        .await;
+    for i in 0..40 {
+        let r = calmcache_testkit::get_with(
+            http::Method::GET,
+            &proxy.url(&format!("/big/{i}")),
+            &[("x-origin-body-bytes", "20000")],
+        )
+        .await;
+        assert_eq!(r.status, 200);
+    }
+    wait_for("the manager", async || {
+        let s = proxy.status().await;
+        s["zones"]["ram"]["size_bytes"].as_u64().unwrap() <= 256 * 1024
+    })
+    .await;
+    let s = proxy.status().await;
+    assert!(s["zones"]["ram"]["disk"]["evictions"].as_u64().unwrap() > 0);
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_cache_directory_fails_no_request_and_recovers() {
+    let origin = Origin::start().await;
+    let dir = scratch("deleted");
+    let proxy = disk_proxy(&origin, &dir, "").await;
+    get(&proxy.url("/x")).await;
+    std::fs::remove_dir_all(&dir).unwrap();
+    // The stored copy is gone: served from the origin, no error.
+    let r = get(&proxy.url("/x")).await;
+    assert_eq!(r.status, 200, "{}", r.cache_status());
+    // Stored again (the directory is re-created on write), then a hit.
+    let r = get(&proxy.url("/y")).await;
+    assert!(
+        r.cache_status_params().has("stored"),
+        "{}",
+        r.cache_status()
+    );
+    let r = get(&proxy.url("/y")).await;
+    assert!(r.cache_status_params().has("hit"), "{}", r.cache_status());
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_fault_is_served_from_the_origin_and_counted() {
+    let origin = Origin::start().await;
+    let dir = scratch("fault");
+    let proxy = disk_proxy(&origin, &dir, "").await;
+    // Every shard directory blocked by a file: writes fail (as root, permissions would not).
+    for a in 0..256 {
+        std::fs::write(dir.join(format!("{a:02x}")), b"blocked").unwrap();
+    }
+    let r = get(&proxy.url("/z")).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.cache_status_params().param("detail"),
+        Some("store-failed")
+    );
+    assert!(
+        proxy.status().await["zones"]["ram"]["disk"]["errors"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    );
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_unusable_cache_path_is_an_error_at_start() {
+    let file = scratch("file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let text = format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\n[upstreams.o]\nservers = [\"127.0.0.1:9\"]\n[zones.d]\nkind = \"disk\"\nmax_size = \"1MiB\"\npath = {:?}\n[[routes]]\nupstream = \"o\"\nzone = \"d\"\n",
+        file.display().to_string()
+    );
+    let config = calmcache::config::Config::from_toml(&text, "<test>").unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let err = rt.block_on(calmcache::start(&config)).err().unwrap();
+    let message = err.to_string();
+    assert!(
+        message.contains("zones.d") && message.contains("cache directory"),
+        "{message}"
+    );
+    let _ = std::fs::remove_file(&file);
+}
