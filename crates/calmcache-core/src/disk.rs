@@ -83,7 +83,12 @@ pub struct DiskTier {
     versions: AtomicU64,
     opened: std::time::Instant,
     stats: DiskStats,
+    /// Milliseconds since `opened` before which the zone counts as failed.
+    failed_until_ms: AtomicU64,
 }
+
+/// How long a zone stays out of a route's hash ring after an I/O error.
+pub const FAULT_COOLDOWN: Duration = Duration::from_secs(10);
 
 impl DiskTier {
     /// Opens a zone: creates the directory and checks that a file can be
@@ -104,6 +109,7 @@ impl DiskTier {
             versions: AtomicU64::new(0),
             opened: std::time::Instant::now(),
             stats: DiskStats::default(),
+            failed_until_ms: AtomicU64::new(0),
         }))
     }
 
@@ -125,6 +131,24 @@ impl DiskTier {
     /// Objects indexed.
     pub fn objects(&self) -> u64 {
         self.objects.load(Ordering::Relaxed)
+    }
+
+    /// False for [`FAULT_COOLDOWN`] after an I/O error: routes placing keys
+    /// over several zones then leave this one out, and try it again after.
+    pub fn healthy(&self) -> bool {
+        self.elapsed_ms() >= self.failed_until_ms.load(Ordering::Relaxed)
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn fault(&self) {
+        self.stats.errors.fetch_add(1, Ordering::Relaxed);
+        let until = self
+            .elapsed_ms()
+            .saturating_add(FAULT_COOLDOWN.as_millis() as u64);
+        self.failed_until_ms.store(until, Ordering::Relaxed);
     }
 
     fn now_secs(&self) -> u32 {
@@ -191,7 +215,7 @@ impl DiskTier {
         match e {
             FormatError::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {}
             FormatError::Io(io) => {
-                self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                self.fault();
                 tracing::warn!(zone = %self.config.path.display(), error = %io, "disk read failed; served from the origin");
             }
             other => {
@@ -227,7 +251,7 @@ impl DiskTier {
         let size = match written {
             Ok(Ok(size)) => size,
             Ok(Err(e)) => {
-                self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                self.fault();
                 tracing::warn!(zone = %self.config.path.display(), error = ?e, "disk write failed; not stored");
                 return Err(CacheError::Io(e.to_string()));
             }

@@ -182,6 +182,7 @@ async fn a_write_fault_is_counted_not_fatal_and_the_zone_recovers() {
     std::fs::write(&shard_dir, b"in the way").unwrap();
     assert!(tier.insert(k.clone(), object("x")).await.is_err());
     assert_eq!(tier.stats().errors.load(Ordering::Relaxed), 1);
+    assert!(!tier.healthy(), "out of hash rings for a while");
     assert_eq!(tier.objects(), 0);
     // The fault clears: the next write works.
     std::fs::remove_file(&shard_dir).unwrap();

@@ -32,8 +32,11 @@ pub struct Status {
 pub struct RouteStatus {
     /// Upstream name.
     pub upstream: String,
-    /// Zone name, if caching.
+    /// Zone name, if caching (the first of `zones`).
     pub zone: Option<String>,
+    /// Every zone the route places keys in, when it has several.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<String>,
     /// Refresh policy.
     pub refresh: &'static str,
     /// Counters.
@@ -114,12 +117,25 @@ pub fn status(proxy: &Proxy) -> Status {
     for route in &proxy.routes {
         let snap = route.activity.snapshot();
         totals += &snap;
-        if let Some(zone) = route.zone.as_ref().and_then(|z| zones.get_mut(&z.name)) {
+        // A route's counters belong to its zone; a route spread over several
+        // zones is counted per route only (its zones show bytes and objects).
+        let single = route.zones.len() <= 1;
+        if let Some(zone) = route
+            .zone
+            .as_ref()
+            .filter(|_| single)
+            .and_then(|z| zones.get_mut(&z.name))
+        {
             zone.activity += &snap;
         }
         let rs = RouteStatus {
             upstream: route.upstream.name.clone(),
             zone: route.zone.as_ref().map(|z| z.name.clone()),
+            zones: if single {
+                Vec::new()
+            } else {
+                route.zones.iter().map(|(z, _)| z.name.clone()).collect()
+            },
             refresh: route.policy.mode.as_str(),
             activity: snap,
         };

@@ -119,7 +119,7 @@ pub async fn fill(
             // (RFC 9111 §3.5): it fetches whole and leaves the copy alone.
             fetch.store
                 && !fetch.has_authorization
-                && route.zone.is_some()
+                && route.zone_for(&primary.as_ref()).is_some()
                 && conditional::has_validator(&s.headers)
         })
         .cloned();
@@ -180,7 +180,7 @@ pub async fn fill(
     strip_hop_by_hop(&mut parts.headers);
     let response_time = SystemTime::now();
     let origin_status = parts.status.as_u16();
-    let zone = match (&route.zone, fetch.store) {
+    let zone = match (route.zone_for(&primary.as_ref()), fetch.store) {
         (Some(zone), true) => zone,
         (zone, _) => {
             finish(permit, FillOutcome::NotStored);

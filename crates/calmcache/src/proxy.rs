@@ -137,7 +137,7 @@ pub async fn handle(
         return Ok(error_response(&e, &CacheStatus::Bypass.report()));
     };
     let method = req.method();
-    let zone = match (&route.zone, method) {
+    let first_zone = match (&route.zone, method) {
         (Some(zone), &Method::GET | &Method::HEAD) => zone,
         (None, _) => return Ok(pass(proxy, route, req, client, Fwd::Bypass).await),
         (Some(_), _) => return Ok(pass(proxy, route, req, client, Fwd::Method).await),
@@ -147,6 +147,8 @@ pub async fn handle(
     let host = host_of(&req);
     let primary = PrimaryKey::of(route, method, host, pq, headers);
     let key_ref = primary.key_ref();
+    // One zone, or among a route's `zones` the one its hash places the key in.
+    let zone = route.zone_for(&key_ref).unwrap_or(first_zone);
     let ask = Ask {
         head_only,
         headers,

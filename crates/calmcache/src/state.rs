@@ -26,10 +26,26 @@ pub enum FillOutcome {
     Failed(ProxyError),
 }
 
+/// Weighted rendezvous (highest random weight) score of a key for a zone:
+/// `weight / -ln(u)` with `u` uniform in (0, 1) from the key and the zone.
+pub fn rendezvous_score(key_hash: u64, zone_seed: u64, weight: u32) -> f64 {
+    let mut x = key_hash ^ zone_seed;
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    // 53 random bits, never 0 or 1.
+    let u = ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+    f64::from(weight) / -u.ln()
+}
+
 /// A cache zone and its storage.
 pub struct Zone {
     /// The config name.
     pub name: String,
+    /// Stable per-zone seed for hash placement (from the name).
+    pub seed: u64,
     /// Where objects live.
     pub store: Store,
 }
@@ -100,6 +116,14 @@ impl Zone {
         }
     }
 
+    /// False while a disk zone is out after an I/O error.
+    pub fn healthy(&self) -> bool {
+        match &self.store {
+            Store::Memory(_) => true,
+            Store::Disk(tier) => tier.healthy(),
+        }
+    }
+
     /// The disk tier, for a disk zone.
     pub fn disk(&self) -> Option<&Arc<DiskTier>> {
         match &self.store {
@@ -115,8 +139,12 @@ pub struct Route {
     pub cfg: RouteConfig,
     /// Where misses go.
     pub upstream: Arc<Upstream>,
-    /// Where objects are kept; `None` proxies without caching.
+    /// Where objects are kept (the first of `zones`); `None` proxies
+    /// without caching.
     pub zone: Option<Arc<Zone>>,
+    /// Every zone of the route, with its weight; keys are placed by
+    /// [`Route::zone_for`].
+    pub zones: Vec<(Arc<Zone>, u32)>,
     /// Refresh algorithm and beta.
     pub policy: RefreshPolicy,
     /// `key` is the default template: keys are built without rendering.
@@ -141,6 +169,26 @@ impl Route {
     /// Whether clients' request directives are obeyed.
     pub fn honors_client_cache_control(&self) -> bool {
         self.cfg.client_cache_control == ClientCacheControl::Honor
+    }
+
+    /// The zone that holds `key`: the route's only zone, or among several the
+    /// one a weighted rendezvous hash picks (adding a zone moves only its
+    /// share of keys). Zones out on a disk fault are skipped until they
+    /// recover, so their keys go to the others.
+    pub fn zone_for(&self, key: &KeyRef<'_>) -> Option<&Arc<Zone>> {
+        if self.zones.len() <= 1 {
+            return self.zone.as_ref();
+        }
+        let hash = calmcache_core::disk::key_hash(key);
+        let best = |healthy_only: bool| {
+            self.zones
+                .iter()
+                .filter(|(zone, _)| !healthy_only || zone.healthy())
+                .map(|(zone, weight)| (rendezvous_score(hash, zone.seed, *weight), zone))
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, zone)| zone)
+        };
+        best(true).or_else(|| best(false))
     }
 
     /// How long a follower waits for a fetch in flight.
@@ -207,8 +255,10 @@ impl Proxy {
                         Store::Disk(tier)
                     }
                 };
+                let seed = calmcache_core::disk::key_hash(&KeyRef::new("zone", &z.name, ""));
                 Ok(Arc::new(Zone {
                     name: z.name.clone(),
+                    seed,
                     store,
                 }))
             })
@@ -221,6 +271,11 @@ impl Proxy {
                     cfg: r.clone(),
                     upstream: upstreams[r.upstream].clone(),
                     zone: r.zone.map(|z| zones[z].clone()),
+                    zones: r
+                        .zones
+                        .iter()
+                        .map(|&z| (zones[z].clone(), config.zones[z].weight))
+                        .collect(),
                     policy: RefreshPolicy {
                         mode: r.refresh,
                         beta: r.per_beta,
@@ -262,5 +317,70 @@ impl Worker {
             Some(Some(regex)) => regex.is_match(path_and_query),
             _ => true,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rendezvous_score;
+    use calmcache_core::disk::key_hash;
+    use calmcache_core::KeyRef;
+
+    fn seed(name: &str) -> u64 {
+        key_hash(&KeyRef::new("zone", name, ""))
+    }
+
+    fn place(key: u64, zones: &[(u64, u32)]) -> u64 {
+        zones
+            .iter()
+            .map(|&(s, w)| (rendezvous_score(key, s, w), s))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, s)| s)
+            .unwrap_or(0)
+    }
+
+    const KEYS: u64 = 100_000;
+
+    fn keys() -> impl Iterator<Item = u64> {
+        (0..KEYS).map(|i| key_hash(&KeyRef::new("http", "h", &format!("/k/{i}"))))
+    }
+
+    #[test]
+    fn keys_spread_evenly_and_by_weight() {
+        let zones: Vec<(u64, u32)> = ["d1", "d2", "d3", "d4"]
+            .iter()
+            .map(|n| (seed(n), 1))
+            .collect();
+        let mut counts = std::collections::HashMap::new();
+        for k in keys() {
+            *counts.entry(place(k, &zones)).or_insert(0u64) += 1;
+        }
+        for (_, n) in counts {
+            let share = n as f64 / KEYS as f64;
+            assert!((share - 0.25).abs() < 0.01, "share {share}");
+        }
+        // weight 3 against 1: three quarters of the keys.
+        let weighted = [(seed("big"), 3), (seed("small"), 1)];
+        let big = keys()
+            .filter(|&k| place(k, &weighted) == seed("big"))
+            .count();
+        let share = big as f64 / KEYS as f64;
+        assert!((share - 0.75).abs() < 0.01, "share {share}");
+    }
+
+    #[test]
+    fn adding_a_zone_moves_only_its_share() {
+        let three: Vec<(u64, u32)> = ["d1", "d2", "d3"].iter().map(|n| (seed(n), 1)).collect();
+        let mut four = three.clone();
+        four.push((seed("d4"), 1));
+        let moved = keys()
+            .filter(|&k| place(k, &three) != place(k, &four))
+            .count();
+        let share = moved as f64 / KEYS as f64;
+        // Ideal 1/4; every moved key went to the new zone.
+        assert!((share - 0.25).abs() < 0.01, "moved {share}");
+        assert!(keys()
+            .filter(|&k| place(k, &three) != place(k, &four))
+            .all(|k| place(k, &four) == seed("d4")));
     }
 }

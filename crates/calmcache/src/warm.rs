@@ -67,7 +67,7 @@ async fn keep_warm(
             Some(permit) => {
                 route.activity.background_refreshes.inc();
                 // A Vary marker is not a response: nothing to revalidate.
-                let current = match route.zone.as_ref() {
+                let current = match route.zone_for(&key.as_ref()) {
                     Some(zone) => zone.get(&key.as_ref()).await,
                     None => None,
                 }

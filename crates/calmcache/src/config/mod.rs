@@ -146,6 +146,8 @@ pub struct ZoneConfig {
     pub inactive: Duration,
     /// Disk zones: free space the zone leaves on its file system (default 0).
     pub min_free: u64,
+    /// Share of keys this zone takes among a route's `zones` (default 1).
+    pub weight: u32,
 }
 
 /// Per-status TTLs that a route applies to responses (`ttl = { 200 = "1s", any = "5s" }`).
@@ -201,8 +203,12 @@ pub struct RouteConfig {
     pub matcher: Option<regex::Regex>,
     /// Index into [`Config::upstreams`].
     pub upstream: usize,
-    /// Index into [`Config::zones`]; `None` proxies without caching.
+    /// Index into [`Config::zones`]: the route's zone, or the first of its
+    /// `zones`; `None` proxies without caching.
     pub zone: Option<usize>,
+    /// Every zone the route stores in (`zone = "x"` gives one; `zones = [..]`
+    /// several, each key placed in one of them by a weighted rendezvous hash).
+    pub zones: Vec<usize>,
     /// The cache key template (default [`KeyTemplate::DEFAULT`]).
     pub key: KeyTemplate,
     /// Requests matching any of these skip the cache lookup and go to the

@@ -68,6 +68,7 @@ pub(crate) struct RawZone {
     pub(crate) path: Option<String>,
     pub(crate) inactive: Option<Text>,
     pub(crate) min_free: Option<Text>,
+    pub(crate) weight: Option<i64>,
 }
 
 /// `[[routes]]`
@@ -79,6 +80,8 @@ pub(crate) struct RawRoute {
     pub(crate) pattern: Option<String>,
     pub(crate) upstream: Option<String>,
     pub(crate) zone: Option<String>,
+    #[serde(default)]
+    pub(crate) zones: Vec<String>,
     pub(crate) key: Option<String>,
     #[serde(default)]
     pub(crate) bypass: Vec<String>,

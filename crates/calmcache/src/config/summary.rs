@@ -28,17 +28,22 @@ impl Config {
             .upstreams
             .get(route.upstream)
             .map_or("?", |u| u.name.as_str());
-        let zone = route.zone.and_then(|zone| self.zones.get(zone));
-        match zone {
-            Some(zone) => format!(
-                "{} -> {upstream} via {}, refresh {}{}",
-                route.name,
-                zone.name,
-                route.refresh.as_str(),
-                cache_features(route)
-            ),
-            None => format!("{} -> {upstream}, no cache", route.name),
+        let zones: Vec<&str> = route
+            .zones
+            .iter()
+            .filter_map(|&z| self.zones.get(z))
+            .map(|z| z.name.as_str())
+            .collect();
+        if zones.is_empty() {
+            return format!("{} -> {upstream}, no cache", route.name);
         }
+        format!(
+            "{} -> {upstream} via {}, refresh {}{}",
+            route.name,
+            zones.join("+"),
+            route.refresh.as_str(),
+            cache_features(route)
+        )
     }
 }
 
@@ -70,7 +75,15 @@ fn upstream_line(upstream: &UpstreamConfig) -> String {
 
 fn zone_line(zone: &ZoneConfig) -> String {
     let size = format_size(zone.max_size);
-    format!("{}: {} {size}", zone.name, zone.kind.as_str())
+    match &zone.path {
+        Some(path) => format!(
+            "{}: {} {size} at {}",
+            zone.name,
+            zone.kind.as_str(),
+            path.display()
+        ),
+        None => format!("{}: {} {size}", zone.name, zone.kind.as_str()),
+    }
 }
 
 /// `"2 routes (a; b)"`, or just `"0 zones"` when there is nothing to list.

@@ -704,6 +704,22 @@ fn zone_problems() {
     let shared = only_problem(&two);
     assert_eq!(shared.path, "zones.b.path");
     assert_eq!(shared.message, r#"/c is also the path of zone "a""#);
+    // zones = [..]: names resolved, no duplicates, not together with zone.
+    let spread = MINIMAL.replace(
+        "[[routes]]",
+        "[zones.a]\nkind = \"memory\"\nmax_size = \"1MiB\"\n[zones.b]\nkind = \"memory\"\nmax_size = \"1MiB\"\nweight = 3\n[[routes]]\nzones = [\"a\", \"b\"]",
+    );
+    let c = load(&spread);
+    assert_eq!(c.routes[0].zones, [0, 1]);
+    assert_eq!(c.routes[0].zone, Some(0));
+    assert_eq!(c.zones[1].weight, 3);
+    let twice = only_problem(&spread.replace("zones = [\"a\", \"b\"]", "zones = [\"a\", \"a\"]"));
+    assert_eq!(twice.path, "routes[0].zones[1]");
+    let both =
+        only_problem(&spread.replace("zones = [\"a\", \"b\"]", "zone = \"a\"\nzones = [\"b\"]"));
+    assert_eq!(both.message, "a route takes zone or zones, not both");
+    let weight = only_problem(&spread.replace("weight = 3", "weight = 0"));
+    assert_eq!(weight.path, "zones.b.weight");
     let defaults = load(&zone("kind = \"disk\"\nmax_size = \"1MiB\"\npath = \"/c\""));
     assert_eq!(
         defaults.zones[0].inactive,

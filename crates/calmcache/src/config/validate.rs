@@ -252,6 +252,7 @@ impl Checker {
             Some(text) if disk => self.positive_size(&at("min_free"), text).unwrap_or(0),
             _ => 0,
         };
+        let weight = self.count(&at("weight"), raw.weight, 1, 1);
         ZoneConfig {
             name,
             kind,
@@ -260,6 +261,7 @@ impl Checker {
             path: path_buf,
             inactive,
             min_free,
+            weight: u32::try_from(weight).unwrap_or(u32::MAX),
         }
     }
 

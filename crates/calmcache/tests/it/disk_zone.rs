@@ -227,3 +227,56 @@ fn an_unusable_cache_path_is_an_error_at_start() {
     );
     let _ = std::fs::remove_file(&file);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_spread_over_zones_and_a_failed_zone_leaves_the_ring() {
+    let origin = Origin::start().await;
+    let (d1, d2) = (scratch("ring1"), scratch("ring2"));
+    let text = format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\n[admin]\nlisten = \"127.0.0.1:0\"\n\
+         [upstreams.o]\nservers = [\"{}\"]\n\
+         [zones.d1]\nkind = \"disk\"\nmax_size = \"64MiB\"\npath = {:?}\n\
+         [zones.d2]\nkind = \"disk\"\nmax_size = \"64MiB\"\npath = {:?}\n\
+         [[routes]]\nupstream = \"o\"\nzones = [\"d1\", \"d2\"]\nttl = {{ 200 = \"60s\" }}\n",
+        origin.addr(),
+        d1.display().to_string(),
+        d2.display().to_string()
+    );
+    let config = calmcache::config::Config::from_toml(&text, "<test>").unwrap();
+    let running = calmcache::start(&config).await.unwrap();
+    let url = |p: &str| format!("http://{}{p}", running.proxy_addrs[0]);
+    let status = || async {
+        let addr = running.admin_addr.unwrap();
+        let r = get(&format!("http://{addr}/status")).await;
+        serde_json::from_str::<serde_json::Value>(&r.body).unwrap()
+    };
+    for i in 0..200 {
+        assert_eq!(get(&url(&format!("/s/{i}"))).await.status, 200);
+    }
+    let s = status().await;
+    let (n1, n2) = (
+        s["zones"]["d1"]["objects"].as_u64().unwrap(),
+        s["zones"]["d2"]["objects"].as_u64().unwrap(),
+    );
+    assert_eq!(n1 + n2, 200);
+    assert!(n1 > 60 && n2 > 60, "{n1} / {n2}");
+    // d1's disk fails: every shard directory is blocked by a file.
+    std::fs::remove_dir_all(&d1).unwrap();
+    std::fs::create_dir_all(&d1).unwrap();
+    for a in 0..256 {
+        std::fs::write(d1.join(format!("{a:02x}")), b"blocked").unwrap();
+    }
+    // Requests keep succeeding; after the first write error d1 leaves the
+    // ring and new keys are stored in d2.
+    for i in 200..400 {
+        assert_eq!(get(&url(&format!("/s/{i}"))).await.status, 200);
+    }
+    let s = status().await;
+    let errors = s["zones"]["d1"]["disk"]["errors"].as_u64().unwrap();
+    assert!((1..=3).contains(&errors), "d1 errors {errors}");
+    let stored_d2 = s["zones"]["d2"]["objects"].as_u64().unwrap() - n2;
+    assert!(stored_d2 >= 190, "new keys in d2: {stored_d2}");
+    running.shutdown(Duration::from_secs(2)).await;
+    let _ = std::fs::remove_dir_all(&d1);
+    let _ = std::fs::remove_dir_all(&d2);
+}

@@ -80,16 +80,15 @@ impl Checker {
             .as_ref()
             .and_then(|pattern| self.regex(&at("match"), pattern));
         let upstream = self.route_upstream(&at("upstream"), raw.upstream.as_deref(), names);
-        let zone = raw
-            .zone
-            .as_ref()
-            .and_then(|name| self.resolve(at("zone"), "zone", name, &names.zones));
+        let zones = self.route_zones(&at, &raw, names);
+        let zone = zones.first().copied();
         RouteConfig {
             name,
             matcher,
             // 0 is a placeholder: a missing upstream was reported above.
             upstream: upstream.unwrap_or(0),
             zone,
+            zones,
             key: self.key(&at("key"), raw.key.as_deref()),
             bypass: self.conditions(&at("bypass"), &raw.bypass),
             no_store: self.conditions(&at("no_store"), &raw.no_store),
@@ -182,6 +181,37 @@ impl Checker {
     }
 
     /// The index of `name` in `names`, or `None` after reporting it.
+    /// `zone = "x"` or `zones = ["x", "y"]` (not both), each name resolved once.
+    fn route_zones(
+        &mut self,
+        at: &dyn Fn(&str) -> String,
+        raw: &RawRoute,
+        names: &Names<'_>,
+    ) -> Vec<usize> {
+        if let (Some(_), false) = (&raw.zone, raw.zones.is_empty()) {
+            let problem = Problem::new(at("zones"), "a route takes zone or zones, not both");
+            self.report(problem.hint("zones = [\"a\", \"b\"] spreads keys over several zones"));
+        }
+        if let Some(name) = &raw.zone {
+            return self
+                .resolve(at("zone"), "zone", name, &names.zones)
+                .into_iter()
+                .collect();
+        }
+        let mut out: Vec<usize> = Vec::new();
+        for (i, name) in raw.zones.iter().enumerate() {
+            let path = format!("{}[{i}]", at("zones"));
+            match self.resolve(path.clone(), "zone", name, &names.zones) {
+                Some(index) if out.contains(&index) => {
+                    self.report(Problem::new(path, format!("{name:?} is listed twice")));
+                }
+                Some(index) => out.push(index),
+                None => {}
+            }
+        }
+        out
+    }
+
     fn resolve(&mut self, path: String, what: &str, name: &str, names: &[&str]) -> Option<usize> {
         let found = names.iter().position(|candidate| *candidate == name);
         if found.is_none() {
@@ -327,7 +357,7 @@ impl Checker {
 
     /// Warm paths must be origin-form (`/...`) and need a zone to fill.
     fn warm(&mut self, path: &str, raw: &RawRoute, names: &Names<'_>) -> Vec<String> {
-        if !raw.warm.is_empty() && raw.zone.is_none() {
+        if !raw.warm.is_empty() && raw.zone.is_none() && raw.zones.is_empty() {
             let problem = Problem::new(format!("{path}.warm"), "warming needs a zone to fill");
             let hint = match names.zones.first() {
                 Some(zone) => format!("set zone = {zone:?} on this route, or remove warm"),
