@@ -228,7 +228,7 @@ pub async fn fill(
                             | NotStorable::VaryStar
                             | NotStorable::NoFreshness
                     ) {
-                        zone.remove(&primary.as_ref());
+                        route.remove(zone, &primary.as_ref());
                     }
                     finish(permit, FillOutcome::NotStored);
                     let mut resp = Response::new(ResponseBody::full(old.body.clone()));
@@ -365,6 +365,7 @@ async fn store(
         *resp.headers_mut() = object.headers.clone();
         return FillReply::Relay(resp, why);
     }
+    route.stored(&key, &object).await;
     route.activity.stores.inc();
     finish(permit, FillOutcome::Stored(object.clone(), origin_status));
     FillReply::Stored(object, origin_status)

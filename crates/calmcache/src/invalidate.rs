@@ -110,7 +110,7 @@ impl Target {
             path_and_query,
             &self.headers,
         );
-        if zone.remove(&key.key_ref()) {
+        if route.remove(zone, &key.key_ref()) {
             route.activity.invalidations.inc();
             tracing::debug!(route = %route.cfg.name, path = %path_and_query, "invalidated");
         }

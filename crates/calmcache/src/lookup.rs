@@ -97,8 +97,13 @@ pub struct Found {
 }
 
 /// Looks `primary` up in `zone`, resolving a Vary marker with `request`'s headers.
-pub async fn lookup(zone: &Zone, primary: &KeyRef<'_>, request: &HeaderMap) -> Found {
-    let Some(object) = zone.get(primary).await else {
+pub async fn lookup(
+    route: &Route,
+    zone: &Zone,
+    primary: &KeyRef<'_>,
+    request: &HeaderMap,
+) -> Found {
+    let Some(object) = route.get(zone, primary).await else {
         return Found {
             object: None,
             fwd: Fwd::UriMiss,
@@ -114,7 +119,7 @@ pub async fn lookup(zone: &Zone, primary: &KeyRef<'_>, request: &HeaderMap) -> F
     };
     let key = vary::variant_key(primary, index.id, &vary::secondary(&index.names, request));
     Found {
-        object: zone.get(&key.as_ref()).await,
+        object: route.get(zone, &key.as_ref()).await,
         fwd: Fwd::VaryMiss,
         variant: Some(key),
     }

@@ -164,7 +164,7 @@ pub async fn handle(
     } else {
         RequestCacheControl::default()
     };
-    let found = lookup(zone, &key_ref, headers).await;
+    let found = lookup(route, zone, &key_ref, headers).await;
     let flight =
         |found_variant: Option<CacheKey>| found_variant.unwrap_or_else(|| key_ref.to_owned_key());
     let Some(object) = found.object else {
@@ -375,7 +375,7 @@ impl Fetch {
             let waiter = match proxy.flights.join(&flight) {
                 Lookup::Leader(permit) => {
                     // A fill may have finished between our lookup and joining.
-                    if let Some(object) = usable_copy(zone, &flight, since).await {
+                    if let Some(object) = usable_copy(route, zone, &flight, since).await {
                         let origin = object.status.as_u16();
                         permit.finish(FillOutcome::Stored(object.clone(), origin));
                         let report = CacheStatus::Hit.report();
@@ -408,7 +408,7 @@ impl Fetch {
                     if object.variant.is_none() {
                         return serve(route, &object, why.collapsed(origin), ask, Instant::now());
                     }
-                    let found = lookup(zone, &primary.as_ref(), ask.headers).await;
+                    let found = lookup(route, zone, &primary.as_ref(), ask.headers).await;
                     if let Some(mine) = found.object {
                         let report = why.collapsed(origin);
                         return serve(route, &mine, report, ask, Instant::now());
@@ -446,12 +446,13 @@ impl Fetch {
 /// A copy under `key` this request may use instead of fetching: fresh, or
 /// for a forced fetch, stored after the request arrived.
 async fn usable_copy(
+    route: &Route,
     zone: &Zone,
     key: &CacheKey,
     since: Option<Instant>,
 ) -> Option<Arc<CachedObject>> {
     let now = Instant::now();
-    zone.get(&key.as_ref()).await.filter(|o| {
+    route.get(zone, &key.as_ref()).await.filter(|o| {
         o.vary_index.is_none()
             && match since {
                 Some(since) => o.meta.stored_at >= since,

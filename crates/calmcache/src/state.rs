@@ -1,7 +1,8 @@
 //! The running proxy's shared state, built once from a validated config:
 //! routes bound to their upstream and zone, the single-flight table, counters.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use calmcache_core::disk::{DiskConfig, DiskTier};
@@ -145,6 +146,10 @@ pub struct Route {
     /// Every zone of the route, with its weight; keys are placed by
     /// [`Route::zone_for`].
     pub zones: Vec<(Arc<Zone>, u32)>,
+    /// A memory zone in front of the disk zones (`memory = "ram"`).
+    pub memory: Option<Arc<Zone>>,
+    /// Keys hit once on disk recently: a second hit promotes to `memory`.
+    seen_once: Mutex<HashSet<u64>>,
     /// Refresh algorithm and beta.
     pub policy: RefreshPolicy,
     /// `key` is the default template: keys are built without rendering.
@@ -191,11 +196,66 @@ impl Route {
         best(true).or_else(|| best(false))
     }
 
+    /// The object under `key` in `zone`, through the memory front if the
+    /// route has one: a front hit answers from RAM; a disk hit of a key hit
+    /// once before is promoted into the front.
+    pub async fn get(&self, zone: &Zone, key: &KeyRef<'_>) -> Option<Arc<CachedObject>> {
+        let Some(front) = &self.memory else {
+            return zone.get(key).await;
+        };
+        if let Some(object) = front.get(key).await {
+            return Some(object);
+        }
+        let object = zone.get(key).await?;
+        if self.second_hit(calmcache_core::disk::key_hash(key)) {
+            if let Err(e) = front.insert(key.to_owned_key(), object.clone()).await {
+                tracing::debug!(zone = %front.name, error = %e, "not promoted");
+            }
+        }
+        Some(object)
+    }
+
+    /// True on the second sighting of `hash` (a bounded doorkeeper: one-hit
+    /// wonders never enter the front, as in TinyLFU).
+    fn second_hit(&self, hash: u64) -> bool {
+        let mut seen = match self.seen_once.lock() {
+            Ok(seen) => seen,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if seen.remove(&hash) {
+            return true;
+        }
+        if seen.len() >= DOORKEEPER_MAX {
+            seen.clear();
+        }
+        seen.insert(hash);
+        false
+    }
+
+    /// After `object` was stored under `key`: a copy in the memory front is
+    /// replaced, so the front never serves an older version.
+    pub async fn stored(&self, key: &CacheKey, object: &Arc<CachedObject>) {
+        if let Some(front) = &self.memory {
+            if front.get(&key.as_ref()).await.is_some() {
+                let _ = front.insert(key.clone(), object.clone()).await;
+            }
+        }
+    }
+
+    /// Removes `key` from `zone` and from the memory front.
+    pub fn remove(&self, zone: &Zone, key: &KeyRef<'_>) -> bool {
+        let front = self.memory.as_ref().is_some_and(|f| f.remove(key));
+        zone.remove(key) || front
+    }
+
     /// How long a follower waits for a fetch in flight.
     pub fn lock_timeout(&self) -> Duration {
         self.cfg.lock_timeout
     }
 }
+
+/// Keys remembered by a route's doorkeeper before it starts over.
+const DOORKEEPER_MAX: usize = 65_536;
 
 /// How often a disk zone's manager looks at its size and inactivity.
 const DISK_MANAGER_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
@@ -276,6 +336,8 @@ impl Proxy {
                         .iter()
                         .map(|&z| (zones[z].clone(), config.zones[z].weight))
                         .collect(),
+                    memory: r.memory.map(|z| zones[z].clone()),
+                    seen_once: Mutex::new(HashSet::new()),
                     policy: RefreshPolicy {
                         mode: r.refresh,
                         beta: r.per_beta,

@@ -209,6 +209,9 @@ pub struct RouteConfig {
     /// Every zone the route stores in (`zone = "x"` gives one; `zones = [..]`
     /// several, each key placed in one of them by a weighted rendezvous hash).
     pub zones: Vec<usize>,
+    /// A memory zone in front of the route's disk zones: objects hit twice
+    /// are promoted into it and served from RAM.
+    pub memory: Option<usize>,
     /// The cache key template (default [`KeyTemplate::DEFAULT`]).
     pub key: KeyTemplate,
     /// Requests matching any of these skip the cache lookup and go to the

@@ -82,6 +82,7 @@ pub(crate) struct RawRoute {
     pub(crate) zone: Option<String>,
     #[serde(default)]
     pub(crate) zones: Vec<String>,
+    pub(crate) memory: Option<String>,
     pub(crate) key: Option<String>,
     #[serde(default)]
     pub(crate) bypass: Vec<String>,

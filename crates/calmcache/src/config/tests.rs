@@ -720,6 +720,17 @@ fn zone_problems() {
     assert_eq!(both.message, "a route takes zone or zones, not both");
     let weight = only_problem(&spread.replace("weight = 3", "weight = 0"));
     assert_eq!(weight.path, "zones.b.weight");
+    // memory = "ram": a memory zone in front of disk zones only.
+    let front = MINIMAL.replace(
+        "[[routes]]",
+        "[zones.ram]\nkind = \"memory\"\nmax_size = \"1MiB\"\n[zones.d]\nkind = \"disk\"\nmax_size = \"1MiB\"\npath = \"/c\"\n[[routes]]\nzone = \"d\"\nmemory = \"ram\"",
+    );
+    // Zones are sorted by name: d, ram.
+    assert_eq!(load(&front).routes[0].memory, Some(1));
+    let not_memory = only_problem(&front.replace("memory = \"ram\"", "memory = \"d\""));
+    assert_eq!(not_memory.message, r#"zone "d" is not a memory zone"#);
+    let not_disk = only_problem(&front.replace("zone = \"d\"", "zone = \"ram\""));
+    assert_eq!(not_disk.path, "routes[0].memory");
     let defaults = load(&zone("kind = \"disk\"\nmax_size = \"1MiB\"\npath = \"/c\""));
     assert_eq!(
         defaults.zones[0].inactive,

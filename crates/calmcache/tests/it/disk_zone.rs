@@ -280,3 +280,50 @@ async fn keys_spread_over_zones_and_a_failed_zone_leaves_the_ring() {
     let _ = std::fs::remove_dir_all(&d1);
     let _ = std::fs::remove_dir_all(&d2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_objects_are_promoted_to_the_memory_front() {
+    let origin = Origin::start().await;
+    let dir = scratch("front");
+    let text = format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\n[admin]\nlisten = \"127.0.0.1:0\"\n\
+         [upstreams.o]\nservers = [\"{}\"]\n\
+         [zones.ram]\nkind = \"memory\"\nmax_size = \"16MiB\"\n\
+         [zones.disk]\nkind = \"disk\"\nmax_size = \"64MiB\"\npath = {:?}\n\
+         [[routes]]\nupstream = \"o\"\nzone = \"disk\"\nmemory = \"ram\"\nttl = {{ 200 = \"60s\" }}\n",
+        origin.addr(),
+        dir.display().to_string()
+    );
+    let config = calmcache::config::Config::from_toml(&text, "<test>").unwrap();
+    let running = calmcache::start(&config).await.unwrap();
+    let url = |p: &str| format!("http://{}{p}", running.proxy_addrs[0]);
+    let objects = |zone: &'static str| {
+        let admin = running.admin_addr.unwrap();
+        async move {
+            let r = get(&format!("http://{admin}/status")).await;
+            let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+            v["zones"][zone]["objects"].as_u64().unwrap()
+        }
+    };
+    assert!(get(&url("/hot")).await.cache_status_params().has("stored"));
+    get(&url("/cold")).await;
+    // One disk hit: remembered; the second: promoted.
+    for _ in 0..2 {
+        assert!(get(&url("/hot")).await.cache_status_params().has("hit"));
+    }
+    assert!(get(&url("/cold")).await.cache_status_params().has("hit"));
+    assert_eq!(objects("ram").await, 1, "only the key hit twice is in RAM");
+    assert_eq!(objects("disk").await, 2);
+    // The disk goes away: the promoted object is still served from RAM.
+    std::fs::remove_dir_all(&dir).unwrap();
+    let r = get(&url("/hot")).await;
+    assert!(r.cache_status_params().has("hit"), "{}", r.cache_status());
+    // An unsafe method invalidates both copies.
+    let post = calmcache_testkit::request(http::Method::POST, &url("/hot"), &[]).await;
+    assert_eq!(post.status, 200);
+    assert_eq!(objects("ram").await, 0);
+    let r = get(&url("/hot")).await;
+    assert_eq!(r.cache_status_params().param("fwd"), Some("uri-miss"));
+    running.shutdown(Duration::from_secs(2)).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

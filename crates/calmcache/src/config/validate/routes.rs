@@ -15,6 +15,7 @@ use crate::compress::Coding;
 use crate::conditions::Condition;
 use crate::config::error::{toml_key, Problem};
 use crate::config::raw::{RawRoute, Text};
+use crate::config::ZoneKind;
 use crate::config::{
     suggest, ClientCacheControl, RouteConfig, TtlTable, UpstreamConfig, ZoneConfig,
 };
@@ -43,6 +44,7 @@ const REFRESH_MODES: [RefreshMode; 4] = [
 struct Names<'a> {
     upstreams: Vec<&'a str>,
     zones: Vec<&'a str>,
+    kinds: Vec<ZoneKind>,
 }
 
 impl Checker {
@@ -59,6 +61,7 @@ impl Checker {
         let names = Names {
             upstreams: upstreams.iter().map(|u| u.name.as_str()).collect(),
             zones: zones.iter().map(|z| z.name.as_str()).collect(),
+            kinds: zones.iter().map(|z| z.kind).collect(),
         };
         let routes: Vec<RouteConfig> = raw
             .into_iter()
@@ -82,6 +85,7 @@ impl Checker {
         let upstream = self.route_upstream(&at("upstream"), raw.upstream.as_deref(), names);
         let zones = self.route_zones(&at, &raw, names);
         let zone = zones.first().copied();
+        let memory = self.route_memory(&at, &raw, names, &zones);
         RouteConfig {
             name,
             matcher,
@@ -89,6 +93,7 @@ impl Checker {
             upstream: upstream.unwrap_or(0),
             zone,
             zones,
+            memory,
             key: self.key(&at("key"), raw.key.as_deref()),
             bypass: self.conditions(&at("bypass"), &raw.bypass),
             no_store: self.conditions(&at("no_store"), &raw.no_store),
@@ -181,6 +186,38 @@ impl Checker {
     }
 
     /// The index of `name` in `names`, or `None` after reporting it.
+    /// `memory = "ram"`: a memory zone in front of disk zones.
+    fn route_memory(
+        &mut self,
+        at: &dyn Fn(&str) -> String,
+        raw: &RawRoute,
+        names: &Names<'_>,
+        zones: &[usize],
+    ) -> Option<usize> {
+        let name = raw.memory.as_ref()?;
+        let index = self.resolve(at("memory"), "zone", name, &names.zones)?;
+        if names.kinds.get(index) != Some(&ZoneKind::Memory) {
+            let problem = Problem::new(at("memory"), format!("zone {name:?} is not a memory zone"));
+            self.report(
+                problem.hint("memory names a kind = \"memory\" zone to keep hot objects in"),
+            );
+            return None;
+        }
+        if zones.is_empty()
+            || zones
+                .iter()
+                .any(|z| names.kinds.get(*z) != Some(&ZoneKind::Disk))
+        {
+            let problem = Problem::new(
+                at("memory"),
+                "a memory front needs the route's zones to be disk zones",
+            );
+            self.report(problem.hint("set zone or zones to disk zones, or remove memory"));
+            return None;
+        }
+        Some(index)
+    }
+
     /// `zone = "x"` or `zones = ["x", "y"]` (not both), each name resolved once.
     fn route_zones(
         &mut self,
