@@ -30,6 +30,10 @@ use crate::tier::CacheError;
 
 const SHARDS: usize = 64;
 
+/// Bodies above this are not read into memory on a hit: they are streamed
+/// from the file in chunks (`CachedObject::lazy_body`).
+pub const INLINE_LIMIT: u64 = 1 << 20;
+
 /// What a disk zone is configured with.
 #[derive(Clone, Debug)]
 pub struct DiskConfig {
@@ -193,7 +197,8 @@ impl DiskTier {
         let owned = key.to_owned_key();
         let path = self.file_path(hash);
         let read = tokio::task::spawn_blocking(move || {
-            disk_format::read_object(&path, Some(&owned.as_ref())).map(|(_, object)| object)
+            disk_format::open_object(&path, Some(&owned.as_ref()), INLINE_LIMIT)
+                .map(|(_, object)| object)
         })
         .await;
         match read {

@@ -287,6 +287,70 @@ pub fn read_object(
     Ok((header.key, object))
 }
 
+/// Like [`read_object`], but a body over `inline_limit` bytes (without
+/// encodings) is left in the file: the object comes back with an empty
+/// `body` and a [`LazyBody`](crate::object::LazyBody) to stream it from, so
+/// a hit on a large object costs bounded memory. Such a body's checksum is
+/// verified by whoever reads it to the end.
+pub fn open_object(
+    path: &Path,
+    expect: Option<&KeyRef<'_>>,
+    inline_limit: u64,
+) -> Result<(CacheKey, CachedObject), FormatError> {
+    let mut file = File::open(path)?;
+    let file_len = file.metadata()?.len();
+    let mut prefix = Vec::with_capacity(PREFIX_LEN as usize);
+    (&mut file).take(PREFIX_LEN).read_to_end(&mut prefix)?;
+    let header_len = check_prefix(&prefix, file_len)?;
+    let mut header_and_crc = Vec::with_capacity(header_len + 4);
+    (&mut file)
+        .take(header_len as u64 + 4)
+        .read_to_end(&mut header_and_crc)?;
+    let header_bytes = header_and_crc
+        .get(..header_len)
+        .ok_or(FormatError::Corrupt("header bounds"))?;
+    check_header_crc(header_bytes, header_and_crc.get(header_len..header_len + 4))?;
+    let header = parse_header(header_bytes)?;
+    if header.marker.is_some() || !header.encodings.is_empty() || header.body_len <= inline_limit {
+        drop(file);
+        return read_object(path, expect);
+    }
+    let payload_at = PREFIX_LEN + header_len as u64 + 4;
+    check_total(payload_at, &header, file_len)?;
+    if let Some(expect) = expect {
+        let k = header.key.as_ref();
+        if k.scheme != expect.scheme
+            || k.host != expect.host
+            || k.path_and_query != expect.path_and_query
+        {
+            return Err(FormatError::KeyMismatch);
+        }
+    }
+    let mut crc = [0u8; 4];
+    std::os::unix::fs::FileExt::read_exact_at(&file, &mut crc, file_len - 4)?;
+    let meta = ObjectMeta {
+        stored_at: monotonic_from_wall(header.stored_at),
+        freshness: header.freshness,
+        fetch_time: header.fetch_time,
+    };
+    let mut object = CachedObject::assemble(
+        meta,
+        header.status,
+        header.headers,
+        Bytes::new(),
+        Vec::new(),
+        header.variant,
+    );
+    object.lazy_body = Some(crate::object::LazyBody {
+        file: std::sync::Arc::new(file),
+        offset: payload_at,
+        len: header.body_len,
+        crc: u32::from_le_bytes(crc),
+        path: path.to_path_buf(),
+    });
+    Ok((header.key, object))
+}
+
 /// Reads only the header of the file at `path` (and checks the file's
 /// length against it, without reading the body): for the loader scanning
 /// thousands of files. The body checksum is not verified here;

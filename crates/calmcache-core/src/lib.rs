@@ -32,7 +32,7 @@ pub use flight::{FetchPermit, Flights, Lookup, WaitError, Waiter};
 pub use freshness::{Exchange, Freshness, NotStorable, Storable, StoreRules};
 pub use key::{CacheKey, KeyRef};
 pub use memory::MemoryTier;
-pub use object::{CachedObject, Encoded, ObjectMeta, VaryIndex};
+pub use object::{CachedObject, Encoded, LazyBody, ObjectMeta, VaryIndex};
 pub use policy::{decide, Decision, RefreshMode, RefreshPolicy};
 pub use status::{CacheStatus, Fwd, Report};
 pub use tier::{CacheError, Tier};

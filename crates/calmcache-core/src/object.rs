@@ -107,8 +107,49 @@ pub struct CachedObject {
     pub vary_index: Option<VaryIndex>,
     /// Headers calmcache keeps but does not forward (RFC 9213 targeted fields).
     pub has_targeted: bool,
+    /// A large object read from a disk zone: `body` is empty and the body is
+    /// streamed from this file region instead (bounded memory per request).
+    pub lazy_body: Option<LazyBody>,
     /// Bytes this object costs a zone, computed once (eviction asks often).
     weight: usize,
+}
+
+/// The body of a large disk object, left in its file: read in chunks with
+/// positioned reads (several requests can share the open file).
+#[derive(Clone, Debug)]
+pub struct LazyBody {
+    /// The object's file, open for reading (it stays readable if the file is
+    /// replaced or removed meanwhile).
+    pub file: std::sync::Arc<std::fs::File>,
+    /// Offset of the body in the file.
+    pub offset: u64,
+    /// Body length.
+    pub len: u64,
+    /// CRC32 the body must have (checked when the whole body is read).
+    pub crc: u32,
+    /// The file's path, to remove it when its body turns out corrupt.
+    pub path: std::path::PathBuf,
+}
+
+impl LazyBody {
+    /// Reads `len` bytes at `at` (relative to the body). Blocking.
+    pub fn read_at(&self, at: u64, len: usize) -> std::io::Result<Bytes> {
+        let mut buf = vec![0u8; len];
+        std::os::unix::fs::FileExt::read_exact_at(&*self.file, &mut buf, self.offset + at)?;
+        Ok(Bytes::from(buf))
+    }
+
+    /// Reads and verifies the whole body. Blocking.
+    pub fn read_all(&self) -> std::io::Result<Bytes> {
+        let len = usize::try_from(self.len)
+            .map_err(|_| std::io::Error::other("body too large for memory"))?;
+        let body = self.read_at(0, len)?;
+        if crc32fast::hash(&body) != self.crc {
+            let _ = std::fs::remove_file(&self.path);
+            return Err(std::io::Error::other("cache file body checksum mismatch"));
+        }
+        Ok(body)
+    }
 }
 
 /// One compressed form of a body.
@@ -165,6 +206,7 @@ impl CachedObject {
             variant,
             vary_index: None,
             has_targeted,
+            lazy_body: None,
             weight,
         }
     }
@@ -186,6 +228,7 @@ impl CachedObject {
             variant: None,
             vary_index: Some(index),
             has_targeted: false,
+            lazy_body: None,
             weight,
         }
     }
@@ -201,6 +244,14 @@ impl CachedObject {
             self.encodings.clone(),
             self.variant.clone(),
         )
+    }
+
+    /// The body's length, whether in memory or left in a file.
+    pub fn body_len(&self) -> u64 {
+        match &self.lazy_body {
+            Some(lazy) => lazy.len,
+            None => self.body.len() as u64,
+        }
     }
 
     /// The encoded body for `coding`, if calmcache made one.

@@ -196,6 +196,26 @@ pub async fn fill(
     // RFC 9111 §4.3.4: a 304 freshens the stored response it validates.
     if parts.status == StatusCode::NOT_MODIFIED {
         if let Some(old) = revalidating {
+            // A large disk object's body is still in its file: read it to
+            // store the freshened copy (a failed read is an origin refetch).
+            let old_body = match &old.lazy_body {
+                None => Some(old.body.clone()),
+                Some(lazy) => {
+                    let lazy = lazy.clone();
+                    tokio::task::spawn_blocking(move || lazy.read_all())
+                        .await
+                        .ok()
+                        .and_then(Result::ok)
+                }
+            };
+            let Some(old_body) = old_body else {
+                let e = ProxyError::upstream(
+                    ErrorKind::Broken,
+                    &upstream.name,
+                    "stored body unreadable while revalidating",
+                );
+                return fail(permit, e, None, Some(304));
+            };
             let merged = conditional::merge_not_modified(&old.headers, &parts.headers, &[]);
             let exchange = Exchange {
                 request_has_authorization: fetch.has_authorization,
@@ -209,7 +229,7 @@ pub async fn fill(
                     let stored = Stored {
                         status: old.status,
                         headers: detach_headers(&merged, &storable.strip_fields),
-                        body: old.body.clone(),
+                        body: old_body.clone(),
                         encodings: Some(old.encodings.clone()),
                     };
                     store(
@@ -231,7 +251,7 @@ pub async fn fill(
                         route.remove(zone, &primary.as_ref());
                     }
                     finish(permit, FillOutcome::NotStored);
-                    let mut resp = Response::new(ResponseBody::full(old.body.clone()));
+                    let mut resp = Response::new(ResponseBody::full(old_body));
                     *resp.status_mut() = old.status;
                     *resp.headers_mut() = merged;
                     FillReply::Relay(resp, NotStored::Response(why))

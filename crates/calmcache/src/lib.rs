@@ -5,6 +5,7 @@
 //! - [`server`]: listeners, connections, graceful stop; [`start`] runs a proxy.
 //! - [`state`]: routes bound to upstreams and zones, the single-flight table.
 //! - [`proxy`]: the request path (lookup, refresh decision, serve or fetch).
+//! - [`file_body`]: streaming large disk objects in bounded memory.
 //! - [`fill`]: fetching from the origin and storing.
 //! - [`upstream`]: keepalive pools, round robin, timeouts, refresh slots.
 //! - [`headers`]: hop-by-hop, `X-Forwarded-*`, `Age`, `Cache-Status`.
@@ -30,6 +31,7 @@ pub mod conditions;
 pub mod config;
 pub mod demo;
 pub mod error;
+pub mod file_body;
 pub mod fill;
 pub mod headers;
 pub mod invalidate;

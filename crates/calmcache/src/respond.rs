@@ -82,6 +82,17 @@ pub fn serve(
             }
         }
     }
+    // Unless preconditions turned it into a 304 / 412 (no body).
+    if let Some(lazy) = object
+        .lazy_body
+        .as_ref()
+        .filter(|_| status == object.status)
+    {
+        // A large disk object: streamed from its file.
+        set_cache_status(&mut headers, &report, ask.key.as_deref());
+        route.activity.record(&report);
+        return lazy_response(route, lazy, status, headers, ask);
+    }
     if status == StatusCode::OK && ask.wants_range() {
         let plan = range::plan(ask.headers, &headers, body.len() as u64);
         body = range::render(&plan, &mut status, &mut headers, &body);
@@ -93,6 +104,58 @@ pub fn serve(
     } else {
         route.activity.bytes_from_cache.add(body.len() as u64);
         ResponseBody::full(body)
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = status;
+    *resp.headers_mut() = headers;
+    resp
+}
+
+/// A 200 (or 206/416 for a range) whose body streams from a disk file.
+fn lazy_response(
+    route: &Route,
+    lazy: &calmcache_core::LazyBody,
+    mut status: StatusCode,
+    mut headers: HeaderMap,
+    ask: &Ask<'_>,
+) -> Response<ResponseBody> {
+    let mut start = 0;
+    let mut len = lazy.len;
+    if status == StatusCode::OK && ask.wants_range() {
+        match range::plan(ask.headers, &headers, lazy.len) {
+            range::RangePlan::Single(r) => {
+                status = StatusCode::PARTIAL_CONTENT;
+                start = r.start;
+                len = r.end - r.start + 1;
+                let value = format!("bytes {}-{}/{}", r.start, r.end, lazy.len);
+                if let Ok(value) = HeaderValue::from_str(&value) {
+                    headers.insert(header::CONTENT_RANGE, value);
+                }
+            }
+            range::RangePlan::Unsatisfiable => {
+                let mut none = bytes::Bytes::new();
+                none = range::render(
+                    &range::RangePlan::Unsatisfiable,
+                    &mut status,
+                    &mut headers,
+                    &none,
+                );
+                let mut resp = Response::new(ResponseBody::full(none));
+                *resp.status_mut() = status;
+                *resp.headers_mut() = headers;
+                return resp;
+            }
+            // Several ranges of a large file: the whole body (RFC 9110 §14.2
+            // lets a server ignore Range).
+            range::RangePlan::Multi(_) | range::RangePlan::Full => {}
+        }
+    }
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    let body = if ask.head_only {
+        ResponseBody::empty()
+    } else {
+        route.activity.bytes_from_cache.add(len);
+        crate::file_body::file_body(lazy, start, len, start == 0 && len == lazy.len)
     };
     let mut resp = Response::new(body);
     *resp.status_mut() = status;

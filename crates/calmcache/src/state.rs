@@ -207,7 +207,8 @@ impl Route {
             return Some(object);
         }
         let object = zone.get(key).await?;
-        if self.second_hit(calmcache_core::disk::key_hash(key)) {
+        // Large objects stream from their file; only whole bodies go to RAM.
+        if object.lazy_body.is_none() && self.second_hit(calmcache_core::disk::key_hash(key)) {
             if let Err(e) = front.insert(key.to_owned_key(), object.clone()).await {
                 tracing::debug!(zone = %front.name, error = %e, "not promoted");
             }
