@@ -137,6 +137,15 @@ impl<T> FetchPermit<T> {
         &self.key
     }
 
+    /// Hands `value` to every follower now and to everyone who joins until
+    /// the flight is finished: a streaming fill publishes its response head
+    /// and body-in-progress, then finishes with the stored object.
+    pub fn publish(&self, value: T) {
+        if let Some(tx) = &self.tx {
+            tx.send_replace(Some(Outcome::Done(value)));
+        }
+    }
+
     /// Reports the outcome to every follower and retires the flight.
     pub fn finish(mut self, value: T) {
         self.complete(Outcome::Done(value));

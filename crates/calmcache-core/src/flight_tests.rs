@@ -58,3 +58,24 @@ async fn distinct_keys_do_not_wait_for_each_other() {
     let _a = flights.try_lead(&key("/a")).unwrap();
     assert!(flights.try_lead(&key("/b")).is_some());
 }
+
+#[tokio::test]
+async fn published_values_reach_late_joiners_until_finish() {
+    let flights: Flights<u32> = Flights::new();
+    let key = CacheKey::new("http", "h", "/p");
+    let Lookup::Leader(permit) = flights.join(&key) else {
+        panic!("leader");
+    };
+    let Lookup::Follower(early) = flights.join(&key) else {
+        panic!("follower");
+    };
+    permit.publish(1);
+    assert_eq!(early.wait(Duration::from_secs(1)).await, Ok(1));
+    // Still in flight: a late joiner follows and gets the published value.
+    let Lookup::Follower(late) = flights.join(&key) else {
+        panic!("late follower");
+    };
+    assert_eq!(late.wait(Duration::from_secs(1)).await, Ok(1));
+    permit.finish(2);
+    assert!(matches!(flights.join(&key), Lookup::Leader(_)));
+}

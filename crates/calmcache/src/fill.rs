@@ -33,6 +33,7 @@ use tokio::time::Instant;
 use crate::body::{BoxError, PrefixedBody, ResponseBody, TimeoutBody};
 use crate::conditional;
 use crate::error::{ErrorKind, ProxyError};
+use crate::growing::{Growing, StreamingHead};
 use crate::headers::strip_hop_by_hop;
 use crate::state::{FillOutcome, Route, Zone};
 use crate::vary;
@@ -93,6 +94,9 @@ pub enum FillReply {
     Stale(Arc<CachedObject>, Option<u16>),
     /// The origin failed and there is no usable copy.
     Failed(ProxyError),
+    /// Storable and large: answer from the head now; the body streams to
+    /// every reader while it is stored.
+    Streaming(Arc<StreamingHead>),
 }
 
 /// Fetches `fetch` for the URI keyed `primary`, stores it if allowed (under
@@ -277,6 +281,17 @@ pub async fn fill(
         }
     };
     let limit = zone.max_object_size() as usize;
+    let declared = content_length(&parts.headers);
+    if let Some(len) = declared.filter(|&n| n > STREAM_MIN && n <= limit as u64) {
+        let start = StreamStart {
+            parts,
+            storable,
+            started,
+            origin_status,
+            len,
+        };
+        return stream_fill(route.clone(), primary, fetch, permit, start, body);
+    }
     let body = match collect_limited(body, limit, &parts.headers).await {
         Collected::Complete(body) => body,
         Collected::TooLarge(prefix, rest) => {
@@ -316,6 +331,121 @@ pub async fn fill(
         origin_status,
     )
     .await
+}
+
+/// Bodies with a declared length above this stream to the requests waiting
+/// for them while they are stored; smaller ones are collected first.
+pub const STREAM_MIN: u64 = 256 * 1024;
+
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+}
+
+/// What a streaming fill starts from.
+struct StreamStart {
+    parts: http::response::Parts,
+    storable: Storable,
+    started: Instant,
+    origin_status: u16,
+    len: u64,
+}
+
+/// Read-while-write: publishes the head to followers (and to requests that
+/// join until the object is stored), then reads the body in its own task,
+/// handing each chunk to every reader as it arrives, and stores the object
+/// when the body is complete and exactly as long as declared. A body that
+/// fails or comes up short is never stored and ends every reader in error.
+fn stream_fill(
+    route: Arc<Route>,
+    primary: CacheKey,
+    fetch: FetchRequest,
+    permit: Option<FetchPermit<FillOutcome>>,
+    start: StreamStart,
+    mut body: TimeoutBody<Incoming>,
+) -> FillReply {
+    let StreamStart {
+        parts,
+        storable,
+        started,
+        origin_status,
+        len,
+    } = start;
+    let headers = detach_headers(&parts.headers, &storable.strip_fields);
+    let growing = Arc::new(Growing::new(len));
+    let names = vary::names(&headers, !route.cfg.compress.is_empty());
+    let vary = (!names.is_empty()).then(|| {
+        let mine = vary::secondary(&names, &fetch.selecting);
+        (names, mine)
+    });
+    let head = Arc::new(StreamingHead {
+        status: parts.status,
+        headers: headers.clone(),
+        growing: growing.clone(),
+        origin_status,
+        ttl: storable.freshness.fresh_for().as_secs_f64(),
+        vary,
+    });
+    if let Some(permit) = &permit {
+        permit.publish(FillOutcome::Streaming(head.clone()));
+    }
+    let status = parts.status;
+    tokio::spawn(async move {
+        let mut chunks: Vec<Bytes> = Vec::new();
+        let mut total = 0u64;
+        let failure = loop {
+            match body.frame().await {
+                None if total == len => break None,
+                None => break Some(format!("origin body ended at {total} of {len} bytes")),
+                Some(Err(e)) => break Some(format!("origin body failed: {e}")),
+                Some(Ok(frame)) => {
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
+                    total += data.len() as u64;
+                    if total > len {
+                        break Some(format!("origin body longer than its Content-Length {len}"));
+                    }
+                    chunks.push(data.clone());
+                    growing.push(data);
+                }
+            }
+        };
+        if let Some(why) = failure {
+            route.activity.upstream_errors.inc();
+            tracing::warn!(key = %primary, error = %why, "origin body failed; not stored");
+            growing.fail(why.clone());
+            let e = ProxyError::upstream(ErrorKind::Broken, &route.upstream.name, why);
+            finish(permit, FillOutcome::Failed(e));
+            return;
+        }
+        growing.finish();
+        let Some(zone) = route.zone_for(&primary.as_ref()) else {
+            finish(permit, FillOutcome::NotStored);
+            return;
+        };
+        let stored = Stored {
+            status,
+            headers,
+            body: concat(chunks, total as usize),
+            encodings: None,
+        };
+        let _ = store(
+            &route,
+            zone,
+            &primary,
+            &fetch,
+            stored,
+            storable,
+            started,
+            permit,
+            origin_status,
+        )
+        .await;
+    });
+    FillReply::Streaming(head)
 }
 
 /// A response ready to store.

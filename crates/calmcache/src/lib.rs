@@ -8,6 +8,7 @@
 //! - [`file_body`]: streaming large disk objects in bounded memory.
 //! - [`fill`]: fetching from the origin and storing.
 //! - [`upstream`]: keepalive pools, round robin, timeouts, refresh slots.
+//! - [`growing`]: a body still arriving, read by every waiting request.
 //! - [`headers`]: hop-by-hop, `X-Forwarded-*`, `Age`, `Cache-Status`.
 //! - [`body`]: response bodies (shared cached bytes or streams), body timeouts.
 //! - [`compress`]: br/gzip encodings made once per stored object.
@@ -33,6 +34,7 @@ pub mod demo;
 pub mod error;
 pub mod file_body;
 pub mod fill;
+pub mod growing;
 pub mod headers;
 pub mod invalidate;
 pub mod key_template;

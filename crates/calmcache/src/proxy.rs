@@ -418,6 +418,20 @@ impl Fetch {
                         _ => break,
                     }
                 }
+                Ok(FillOutcome::Streaming(head)) => {
+                    let mine = head
+                        .vary
+                        .as_ref()
+                        .is_none_or(|(names, leader)| {
+                            crate::vary::secondary(names, ask.headers) == *leader
+                        });
+                    if mine {
+                        let report = why.collapsed(head.origin_status);
+                        return crate::respond::serve_streaming(route, &head, report, ask);
+                    }
+                    // Another variant: its own fetch.
+                    break;
+                }
                 Ok(FillOutcome::Failed(e)) => {
                     return match stale.filter(|s| s.meta.within_stale_if_error(Instant::now())) {
                         Some(copy) => {
@@ -525,6 +539,10 @@ async fn answer_fill(
     match reply {
         Ok(FillReply::Stored(object, origin)) => {
             serve(route, &object, why.stored(origin), ask, now)
+        }
+        Ok(FillReply::Streaming(head)) => {
+            let report = why.stored(head.origin_status);
+            crate::respond::serve_streaming(route, &head, report, ask)
         }
         Ok(FillReply::Stale(object, origin)) => {
             let mut report = CacheStatus::StaleIfError.report();

@@ -163,6 +163,54 @@ fn lazy_response(
     resp
 }
 
+/// Answers from a response still arriving (read-while-write): its head now,
+/// its body as it comes. Preconditions are answered from the head; a Range
+/// gets the whole 200 (RFC 9110 §14.2 lets a server ignore it).
+pub fn serve_streaming(
+    route: &Route,
+    head: &crate::growing::StreamingHead,
+    mut report: Report,
+    ask: &Ask<'_>,
+) -> Response<ResponseBody> {
+    report.ttl = Some(head.ttl.round() as i64);
+    let mut status = head.status;
+    let mut headers = head.headers.clone();
+    if !route.cfg.forward_targeted_cache_control {
+        for name in calmcache_core::cache_control::TARGETED {
+            headers.remove(name);
+        }
+    }
+    set_age(&mut headers, 0);
+    let mut with_body = !ask.head_only;
+    if status.is_success() && conditional::has_preconditions(ask.headers) {
+        match conditional::evaluate(ask.headers, &headers) {
+            Precondition::Proceed => {}
+            Precondition::NotModified => {
+                status = StatusCode::NOT_MODIFIED;
+                conditional::not_modified_headers(&mut headers);
+                with_body = false;
+            }
+            Precondition::Failed => {
+                status = StatusCode::PRECONDITION_FAILED;
+                conditional::precondition_failed_headers(&mut headers);
+                with_body = false;
+            }
+        }
+    }
+    set_cache_status(&mut headers, &report, ask.key.as_deref());
+    route.activity.record(&report);
+    let body = if with_body {
+        route.activity.bytes_from_cache.add(head.growing.len);
+        head.growing.reader()
+    } else {
+        ResponseBody::empty()
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = status;
+    *resp.headers_mut() = headers;
+    resp
+}
+
 /// The encoding of `object` the client's `Accept-Encoding` prefers, if any.
 fn pick_encoding(object: &CachedObject, request: &HeaderMap) -> Option<(Coding, bytes::Bytes)> {
     let available: Vec<Coding> = object

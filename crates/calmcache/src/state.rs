@@ -21,6 +21,8 @@ use crate::upstream::Upstream;
 pub enum FillOutcome {
     /// Stored: serve this (the origin answered with the `u16`, 304 on a revalidation).
     Stored(Arc<CachedObject>, u16),
+    /// Being stored: the head is here and the body arrives as it comes.
+    Streaming(Arc<crate::growing::StreamingHead>),
     /// Fetched but not storable (or too large): fetch for yourself.
     NotStored,
     /// The origin failed: answer with this error, or a stale copy if allowed.

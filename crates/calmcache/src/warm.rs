@@ -85,6 +85,14 @@ async fn keep_warm(
                         backoff = Duration::from_secs(1);
                         warm_refresh_in(&object, Instant::now()).max(MIN_INTERVAL)
                     }
+                    // A large object being stored as it streams: refresh it
+                    // ahead of expiry like a stored one (10% early).
+                    FillReply::Streaming(head) => {
+                        backoff = Duration::from_secs(1);
+                        Duration::try_from_secs_f64(head.ttl * 0.9)
+                            .unwrap_or(MIN_INTERVAL)
+                            .max(MIN_INTERVAL)
+                    }
                     _ => {
                         tracing::warn!(route = %route.cfg.name, path = %path, retry_in = ?backoff, "warm fetch did not store");
                         let wait = backoff;
