@@ -30,6 +30,9 @@ use crate::tier::CacheError;
 
 const SHARDS: usize = 64;
 
+/// The file that marks a directory as a calmcache zone.
+pub const ZONE_MARKER: &str = ".calmcache-zone";
+
 /// Bodies above this are not read into memory on a hit: they are streamed
 /// from the file in chunks (`CachedObject::lazy_body`).
 pub const INLINE_LIMIT: u64 = 1 << 20;
@@ -99,6 +102,21 @@ impl DiskTier {
     /// written in it, so a bad path fails at start, not at the first request.
     pub fn open(config: DiskConfig) -> std::io::Result<Arc<DiskTier>> {
         std::fs::create_dir_all(&config.path)?;
+        // The loader removes files it cannot read as cache objects: it must
+        // never run in a directory holding anything else (a typo such as
+        // path = "/var/lib"). A zone directory carries a marker file; an
+        // existing, non-empty directory without one is refused.
+        let marker = config.path.join(ZONE_MARKER);
+        if !marker.exists() {
+            if std::fs::read_dir(&config.path)?.next().is_some() {
+                return Err(std::io::Error::other(format!(
+                    "{} is not empty and is not a calmcache zone (no {ZONE_MARKER} file); \
+                     give the zone a directory of its own",
+                    config.path.display()
+                )));
+            }
+            std::fs::write(&marker, b"calmcache disk zone\n")?;
+        }
         let probe = config
             .path
             .join(format!(".tmp-probe-{}", std::process::id()));
@@ -256,7 +274,14 @@ impl DiskTier {
         let size = match written {
             Ok(Ok(size)) => size,
             Ok(Err(e)) => {
-                self.fault();
+                // A full file system is the manager's business (min_free,
+                // max_size), not a failed disk: the zone stays in the ring.
+                let full = matches!(&e, FormatError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull);
+                if full {
+                    self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    self.fault();
+                }
                 tracing::warn!(zone = %self.config.path.display(), error = ?e, "disk write failed; not stored");
                 return Err(CacheError::Io(e.to_string()));
             }
@@ -285,9 +310,46 @@ impl DiskTier {
         }
     }
 
-    /// Removes `key`; its file is unlinked on a blocking thread.
+    /// Removes `key`; its file is unlinked on a blocking thread, indexed or
+    /// not (the loader may not have reached it yet).
     pub fn remove(&self, key: &KeyRef<'_>) -> bool {
-        self.forget(key_hash(key), None, true)
+        let hash = key_hash(key);
+        if self.forget(hash, None, true) {
+            return true;
+        }
+        self.unlink(self.file_path(hash));
+        false
+    }
+
+    fn unlink(&self, path: PathBuf) {
+        let unlink = move || {
+            let _ = std::fs::remove_file(path);
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn_blocking(unlink);
+            }
+            Err(_) => unlink(),
+        }
+    }
+
+    /// Marks `key` used now (a hit served from a memory front), so the
+    /// manager does not take the hottest objects for the coldest.
+    pub fn touch(&self, key: &KeyRef<'_>) {
+        let hash = key_hash(key);
+        let now = self.now_secs();
+        self.with_shard(hash, |map| {
+            if let Some(e) = map.get_mut(&hash) {
+                e.last_use = now;
+            }
+        });
+    }
+
+    /// The version of `key`'s index entry: a copy read before a newer store
+    /// or a removal has another (or none).
+    pub fn version(&self, key: &KeyRef<'_>) -> Option<u32> {
+        let hash = key_hash(key);
+        self.with_shard(hash, |map| map.get(&hash).map(|e| e.version))
     }
 
     /// Drops the entry `hash` (only version `version`, if given) and, with
@@ -303,18 +365,9 @@ impl DiskTier {
         self.bytes.fetch_sub(entry.size, Ordering::Relaxed);
         self.objects.fetch_sub(1, Ordering::Relaxed);
         if unlink {
-            let path = self.file_path(hash);
             // The unlink may race a rewrite of the same key; the version check
             // above keeps the index right, and a lost file is only a miss.
-            let unlink = move || {
-                let _ = std::fs::remove_file(path);
-            };
-            match tokio::runtime::Handle::try_current() {
-                Ok(handle) => {
-                    handle.spawn_blocking(unlink);
-                }
-                Err(_) => unlink(),
-            }
+            self.unlink(self.file_path(hash));
         }
         true
     }
@@ -342,8 +395,17 @@ impl DiskTier {
                     stack.push(path);
                     continue;
                 }
-                if disk_format::is_temp_name(&entry.file_name()) {
-                    let _ = std::fs::remove_file(&path);
+                let name = entry.file_name();
+                if name == ZONE_MARKER {
+                    continue;
+                }
+                if disk_format::is_temp_name(&name) {
+                    // Left by an earlier process (this one's are writes in
+                    // progress).
+                    let ours = format!("{}{}-", disk_format::TEMP_PREFIX, std::process::id());
+                    if !name.to_string_lossy().starts_with(&ours) {
+                        let _ = std::fs::remove_file(&path);
+                    }
                     continue;
                 }
                 self.load_file(&path);
@@ -371,7 +433,11 @@ impl DiskTier {
             }
             Err(e) => {
                 self.note_read_error(&e);
-                let _ = std::fs::remove_file(path);
+                // Only a file whose content is wrong is removed; an I/O
+                // error (EIO, EMFILE, EACCES) says nothing about the file.
+                if !matches!(e, FormatError::Io(_)) {
+                    let _ = std::fs::remove_file(path);
+                }
             }
         }
     }
@@ -385,48 +451,64 @@ impl DiskTier {
 
     /// One pass of the manager: removes objects unused for `inactive`, then
     /// the least recently used ones until the zone is under `max_size` and
-    /// the file system has `min_free` available. Blocking (file removals).
+    /// the file system has `min_free` available. Blocking (file removals run
+    /// right here, the manager's own blocking thread); each shard lock is
+    /// held only to copy out that shard's entries.
     pub fn manage(&self) {
         let now = self.now_secs();
-        let inactive = u32::try_from(self.config.inactive.as_secs()).unwrap_or(u32::MAX);
-        let mut all: Vec<(u32, u64, u32)> = Vec::new();
+        let inactive = u32::try_from(self.config.inactive.as_secs().max(1)).unwrap_or(u32::MAX);
         let mut stale: Vec<(u64, u32)> = Vec::new();
+        for shard in &self.shards {
+            stale.clear();
+            {
+                let map = match shard.lock() {
+                    Ok(map) => map,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+                stale.extend(
+                    map.iter()
+                        .filter(|(_, e)| now.saturating_sub(e.last_use) >= inactive)
+                        .map(|(&hash, e)| (hash, e.version)),
+                );
+            }
+            for &(hash, version) in &stale {
+                if self.forget(hash, Some(version), false) {
+                    let _ = std::fs::remove_file(self.file_path(hash));
+                    self.stats.expired_inactive.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        let low_space = || {
+            self.config.min_free > 0
+                && available_space(&self.config.path)
+                    .is_some_and(|free| free < self.config.min_free)
+        };
+        let mut short = low_space();
+        if self.size_bytes() <= self.config.max_size && !short {
+            return;
+        }
+        let mut all: Vec<(u32, u64, u32)> = Vec::with_capacity(self.objects() as usize);
         for shard in &self.shards {
             let map = match shard.lock() {
                 Ok(map) => map,
                 Err(poisoned) => poisoned.into_inner(),
             };
-            for (&hash, e) in map.iter() {
-                if now.saturating_sub(e.last_use) >= inactive {
-                    stale.push((hash, e.version));
-                } else {
-                    all.push((e.last_use, hash, e.version));
-                }
-            }
-        }
-        for (hash, version) in stale {
-            if self.forget(hash, Some(version), true) {
-                self.stats.expired_inactive.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        let over = |tier: &DiskTier| {
-            tier.size_bytes() > tier.config.max_size
-                || (tier.config.min_free > 0
-                    && available_space(&tier.config.path)
-                        .is_some_and(|free| free < tier.config.min_free))
-        };
-        if !over(self) {
-            return;
+            all.extend(map.iter().map(|(&hash, e)| (e.last_use, hash, e.version)));
         }
         all.sort_unstable();
         // Evict to 95% of max_size at once so the next pass is not right
-        // behind: bounded overfill, few passes.
+        // behind: bounded overfill, few passes. Free space is looked at again
+        // every 64 removals, not per object.
         let target = self.config.max_size / 20 * 19;
-        for (_, hash, version) in all {
-            if self.size_bytes() <= target && !over(self) {
+        for (n, (_, hash, version)) in all.into_iter().enumerate() {
+            if n % 64 == 63 {
+                short = low_space();
+            }
+            if self.size_bytes() <= target && !short {
                 break;
             }
-            if self.forget(hash, Some(version), true) {
+            if self.forget(hash, Some(version), false) {
+                let _ = std::fs::remove_file(self.file_path(hash));
                 self.stats.evictions.fetch_add(1, Ordering::Relaxed);
             }
         }

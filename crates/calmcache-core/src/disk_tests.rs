@@ -148,7 +148,7 @@ fn count_files(dir: &Path) -> usize {
         for e in std::fs::read_dir(d).unwrap().flatten() {
             if e.file_type().unwrap().is_dir() {
                 stack.push(e.path());
-            } else {
+            } else if e.file_name() != ZONE_MARKER {
                 files += 1;
             }
         }
@@ -160,9 +160,12 @@ fn count_files(dir: &Path) -> usize {
 async fn inactive_objects_are_removed() {
     let dir = scratch("inactive");
     let mut cfg = config(&dir, 1 << 20);
-    cfg.inactive = Duration::ZERO;
+    cfg.inactive = Duration::from_secs(1);
     let tier = DiskTier::open(cfg).unwrap();
     tier.insert(key("/old"), object("old")).await.unwrap();
+    tier.manage();
+    assert_eq!(tier.objects(), 1, "used just now");
+    tokio::time::sleep(Duration::from_millis(2100)).await;
     tier.manage();
     assert_eq!(tier.objects(), 0);
     assert_eq!(tier.stats().expired_inactive.load(Ordering::Relaxed), 1);
@@ -215,4 +218,50 @@ fn key_hashes_are_stable() {
         format!("{:016x}", key_hash(&KeyRef::new("", "", ""))).len(),
         16
     );
+}
+
+#[test]
+fn a_non_empty_directory_that_is_not_a_zone_is_refused() {
+    // The loader removes what it cannot read: it must never run in a
+    // directory of other files (path = "/var/lib" by mistake).
+    let dir = scratch("foreign-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("precious.txt"), b"keep me").unwrap();
+    let err = DiskTier::open(config(&dir, 1 << 20)).err().unwrap();
+    assert!(err.to_string().contains("not a calmcache zone"), "{err}");
+    assert!(dir.join("precious.txt").exists());
+    // An empty directory becomes a zone, and opens again after.
+    let empty = scratch("empty-dir");
+    std::fs::create_dir_all(&empty).unwrap();
+    drop(DiskTier::open(config(&empty, 1 << 20)).unwrap());
+    assert!(empty.join(ZONE_MARKER).exists());
+    drop(DiskTier::open(config(&empty, 1 << 20)).unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&empty);
+}
+
+#[tokio::test]
+async fn the_loader_keeps_this_process_temp_files_and_removal_reaches_unindexed_files() {
+    let dir = scratch("loader-race");
+    let tier = DiskTier::open(config(&dir, 1 << 20)).unwrap();
+    tier.insert(key("/k"), object("v")).await.unwrap();
+    let path = tier.file_path(key_hash(&key("/k").as_ref()));
+    let shard = path.parent().unwrap();
+    let ours = shard.join(format!(".tmp-{}-99", std::process::id()));
+    let theirs = shard.join(".tmp-1-1");
+    std::fs::write(&ours, b"in progress").unwrap();
+    std::fs::write(&theirs, b"left over").unwrap();
+    drop(tier);
+    let again = DiskTier::open(config(&dir, 1 << 20)).unwrap();
+    // Removed before the loader reached it: the file goes too.
+    assert!(!again.remove(&key("/k").as_ref()));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    again.load();
+    assert!(ours.exists(), "a write in progress is not touched");
+    assert!(!theirs.exists());
+    assert!(
+        again.get(&key("/k").as_ref()).await.is_none(),
+        "invalidated stays invalid"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -213,12 +213,10 @@ pub async fn fill(
                 }
             };
             let Some(old_body) = old_body else {
-                let e = ProxyError::upstream(
-                    ErrorKind::Broken,
-                    &upstream.name,
-                    "stored body unreadable while revalidating",
-                );
-                return fail(permit, e, None, Some(304));
+                // The stored body cannot be read back (disk fault, corrupt):
+                // fetch the whole object instead; the request does not fail.
+                drop(parts);
+                return Box::pin(fill(route.clone(), primary, fetch, permit, None)).await;
             };
             let merged = conditional::merge_not_modified(&old.headers, &parts.headers, &[]);
             let exchange = Exchange {
@@ -252,7 +250,7 @@ pub async fn fill(
                             | NotStorable::VaryStar
                             | NotStorable::NoFreshness
                     ) {
-                        route.remove(zone, &primary.as_ref());
+                        route.remove(&primary.as_ref());
                     }
                     finish(permit, FillOutcome::NotStored);
                     let mut resp = Response::new(ResponseBody::full(old_body));

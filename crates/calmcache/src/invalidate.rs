@@ -100,9 +100,9 @@ impl Target {
         let Some(route) = proxy.routes.iter().find(|r| r.cfg.matches(path_and_query)) else {
             return;
         };
-        let Some(zone) = &route.zone else {
+        if route.zone.is_none() {
             return;
-        };
+        }
         let key = PrimaryKey::of(
             route,
             &Method::GET,
@@ -110,7 +110,7 @@ impl Target {
             path_and_query,
             &self.headers,
         );
-        if route.remove(zone, &key.key_ref()) {
+        if route.remove(&key.key_ref()) {
             route.activity.invalidations.inc();
             tracing::debug!(route = %route.cfg.name, path = %path_and_query, "invalidated");
         }

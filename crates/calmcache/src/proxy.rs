@@ -419,12 +419,9 @@ impl Fetch {
                     }
                 }
                 Ok(FillOutcome::Streaming(head)) => {
-                    let mine = head
-                        .vary
-                        .as_ref()
-                        .is_none_or(|(names, leader)| {
-                            crate::vary::secondary(names, ask.headers) == *leader
-                        });
+                    let mine = head.vary.as_ref().is_none_or(|(names, leader)| {
+                        crate::vary::secondary(names, ask.headers) == *leader
+                    });
                     if mine {
                         let report = why.collapsed(head.origin_status);
                         return crate::respond::serve_streaming(route, &head, report, ask);

@@ -206,13 +206,26 @@ impl Route {
             return zone.get(key).await;
         };
         if let Some(object) = front.get(key).await {
+            // Keep the disk copy's last use current: the manager must not
+            // take the hottest objects for the coldest.
+            if let Some(disk) = zone.disk() {
+                disk.touch(key);
+            }
             return Some(object);
         }
+        let version = zone.disk().and_then(|d| d.version(key));
         let object = zone.get(key).await?;
-        // Large objects stream from their file; only whole bodies go to RAM.
-        if object.lazy_body.is_none() && self.second_hit(calmcache_core::disk::key_hash(key)) {
-            if let Err(e) = front.insert(key.to_owned_key(), object.clone()).await {
-                tracing::debug!(zone = %front.name, error = %e, "not promoted");
+        // Whole responses only: large objects stream from their file, and
+        // Vary markers stay on disk (they change as variants are stored).
+        let promotable = object.lazy_body.is_none() && object.vary_index.is_none();
+        if promotable && self.second_hit(calmcache_core::disk::key_hash(key)) {
+            // Not if a newer copy was stored, or the key removed, while this
+            // one was read.
+            let current = zone.disk().and_then(|d| d.version(key));
+            if current.is_some() && current == version {
+                if let Err(e) = front.insert(key.to_owned_key(), object.clone()).await {
+                    tracing::debug!(zone = %front.name, error = %e, "not promoted");
+                }
             }
         }
         Some(object)
@@ -245,10 +258,19 @@ impl Route {
         }
     }
 
-    /// Removes `key` from `zone` and from the memory front.
-    pub fn remove(&self, zone: &Zone, key: &KeyRef<'_>) -> bool {
-        let front = self.memory.as_ref().is_some_and(|f| f.remove(key));
-        zone.remove(key) || front
+    /// Removes `key` from every zone of the route (the one it is placed in
+    /// may change while a zone is out of the ring) and from the memory front.
+    pub fn remove(&self, key: &KeyRef<'_>) -> bool {
+        let mut removed = self.memory.as_ref().is_some_and(|f| f.remove(key));
+        if self.zones.is_empty() {
+            if let Some(zone) = &self.zone {
+                removed |= zone.remove(key);
+            }
+        }
+        for (zone, _) in &self.zones {
+            removed |= zone.remove(key);
+        }
+        removed
     }
 
     /// How long a follower waits for a fetch in flight.

@@ -704,6 +704,22 @@ fn zone_problems() {
     let shared = only_problem(&two);
     assert_eq!(shared.path, "zones.b.path");
     assert_eq!(shared.message, r#"/c is also the path of zone "a""#);
+    let nested = only_problem(
+        &two.replacen("path = \"/c\"", "path = \"/c/inner\"", 2)
+            .replacen("path = \"/c/inner\"", "path = \"/c\"", 1),
+    );
+    assert_eq!(
+        nested.message,
+        r#"/c/inner and the path of zone "a" are inside one another"#
+    );
+    let relative = only_problem(&zone(
+        "kind = \"disk\"\nmax_size = \"1MiB\"\npath = \"cache\"",
+    ));
+    assert_eq!(relative.message, r#""cache" is not an absolute path"#);
+    let quick = only_problem(&zone(
+        "kind = \"disk\"\nmax_size = \"1MiB\"\npath = \"/c\"\ninactive = \"500ms\"",
+    ));
+    assert_eq!(quick.message, "must be at least 1s");
     // zones = [..]: names resolved, no duplicates, not together with zone.
     let spread = MINIMAL.replace(
         "[[routes]]",

@@ -230,6 +230,14 @@ impl Checker {
                 self.report(Problem::new(at("path"), "must not be empty"));
                 None
             }
+            (Some(p), true) if !std::path::Path::new(p).is_absolute() => {
+                let problem = Problem::new(at("path"), format!("{p:?} is not an absolute path"));
+                self.report(
+                    problem
+                        .hint("a relative path would depend on the directory calmcache starts in"),
+                );
+                None
+            }
             (Some(p), true) => Some(std::path::PathBuf::from(p)),
             (None, true) => {
                 self.missing(&at("path"), r#"path = "/var/cache/calmcache/ssd""#);
@@ -248,6 +256,10 @@ impl Checker {
             self.only_disk(&at("min_free"));
         }
         let inactive = self.duration(&at("inactive"), raw.inactive.as_ref(), DEFAULT_INACTIVE);
+        if disk && inactive < Duration::from_secs(1) {
+            let problem = Problem::new(at("inactive"), "must be at least 1s");
+            self.report(problem.hint("the manager looks at last use to the second"));
+        }
         let min_free = match &raw.min_free {
             Some(text) if disk => self.positive_size(&at("min_free"), text).unwrap_or(0),
             _ => 0,
@@ -269,17 +281,28 @@ impl Checker {
     fn shared_disk_paths(&mut self, zones: &[ZoneConfig]) {
         for (i, zone) in zones.iter().enumerate() {
             let Some(path) = &zone.path else { continue };
-            if let Some(first) = zones[..i].iter().find(|z| z.path.as_ref() == Some(path)) {
-                let problem = Problem::new(
-                    format!("zones.{}.path", toml_key(&zone.name)),
-                    format!(
-                        "{} is also the path of zone {:?}",
-                        path.display(),
-                        first.name
-                    ),
-                );
-                self.report(problem.hint("each disk zone needs a directory of its own"));
-            }
+            let Some(other) = zones[..i].iter().find(|z| {
+                z.path
+                    .as_ref()
+                    .is_some_and(|p| p.starts_with(path) || path.starts_with(p))
+            }) else {
+                continue;
+            };
+            let message = if other.path.as_ref() == Some(path) {
+                format!(
+                    "{} is also the path of zone {:?}",
+                    path.display(),
+                    other.name
+                )
+            } else {
+                format!(
+                    "{} and the path of zone {:?} are inside one another",
+                    path.display(),
+                    other.name
+                )
+            };
+            let problem = Problem::new(format!("zones.{}.path", toml_key(&zone.name)), message);
+            self.report(problem.hint("each disk zone needs a directory of its own"));
         }
     }
 
