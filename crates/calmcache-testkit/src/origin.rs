@@ -15,7 +15,11 @@
 //!   replaces the automatic one;
 //! - `x-origin-body: text`: the body is exactly `text`;
 //! - `x-origin-body-bytes: N`: pad the body to N bytes (with `.`);
-//! - `x-origin-ignore-conditionals: 1`: never answer 304 (see below).
+//! - `x-origin-ignore-conditionals: 1`: never answer 304 (see below);
+//! - `x-origin-trickle-ms: N`: send the body (with its Content-Length) in 8
+//!   pieces N ms apart ([`Origin::bodies_trickled`] counts those finished);
+//! - `x-origin-abort-after-bytes: N`: with trickling, fail the body instead of
+//!   sending past N bytes (a connection dropped mid-body).
 //!
 //! Without `x-origin-body` the body is `path=<path> n=<count>`, `count` being
 //! the number of requests this origin has received so far, so a test can tell
@@ -46,6 +50,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
+use http_body::Frame;
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -88,6 +94,7 @@ impl RecordedRequest {
 #[derive(Default)]
 struct Counts {
     total: AtomicU64,
+    trickled: AtomicU64,
     by_path: Mutex<HashMap<String, u64>>,
     requests: Mutex<Vec<RecordedRequest>>,
 }
@@ -144,6 +151,11 @@ impl Origin {
         self.addr
     }
 
+    /// Trickled bodies (`x-origin-trickle-ms`) sent to their end so far.
+    pub fn bodies_trickled(&self) -> u64 {
+        self.counts.trickled.load(Ordering::SeqCst)
+    }
+
     /// Requests that reached this origin.
     pub fn hits(&self) -> u64 {
         self.counts.total.load(Ordering::SeqCst)
@@ -188,10 +200,72 @@ fn number(headers: &HeaderMap, name: &str) -> Option<u64> {
     headers.get(name)?.to_str().ok()?.trim().parse().ok()
 }
 
+/// The origin's response body: whole, or trickled in pieces.
+type OriginBody = BoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+
+fn whole(bytes: impl Into<Bytes>) -> OriginBody {
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+/// A body sent in eight pieces `pause` apart (`x-origin-trickle-ms`), ending
+/// in an error instead after `abort_after` bytes (`x-origin-abort-after-bytes`).
+fn trickle(
+    counts: Arc<Counts>,
+    body: Bytes,
+    pause: Duration,
+    abort_after: Option<u64>,
+) -> OriginBody {
+    let (tx, rx) = tokio::sync::mpsc::channel::<
+        Result<Frame<Bytes>, Box<dyn std::error::Error + Send + Sync>>,
+    >(1);
+    tokio::spawn(async move {
+        let piece = body.len().div_ceil(8).max(1);
+        let mut at = 0;
+        while at < body.len() {
+            let end = (at + piece).min(body.len());
+            if abort_after.is_some_and(|limit| end as u64 > limit) {
+                let _ = tx
+                    .send(Err(
+                        "origin aborts the body (x-origin-abort-after-bytes)".into()
+                    ))
+                    .await;
+                return;
+            }
+            if tx.send(Ok(Frame::data(body.slice(at..end)))).await.is_err() {
+                return;
+            }
+            at = end;
+            if at < body.len() {
+                tokio::time::sleep(pause).await;
+            }
+        }
+        counts.trickled.fetch_add(1, Ordering::SeqCst);
+    });
+    ChanBody(rx).boxed()
+}
+
+type BodyError = Box<dyn std::error::Error + Send + Sync>;
+
+struct ChanBody(tokio::sync::mpsc::Receiver<Result<Frame<Bytes>, BodyError>>);
+
+impl http_body::Body for ChanBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        self.0.poll_recv(cx)
+    }
+}
+
 async fn respond(
     counts: Arc<Counts>,
     req: Request<Incoming>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+) -> Result<Response<OriginBody>, Infallible> {
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_string();
     let n = counts.total.fetch_add(1, Ordering::SeqCst) + 1;
@@ -259,7 +333,7 @@ async fn respond(
         && status == StatusCode::OK
         && !matches!(h.get("x-origin-ignore-conditionals"), Some(v) if v == "1");
     if conditional && not_modified(h, &headers) {
-        let mut resp = Response::new(Full::new(Bytes::new()));
+        let mut resp = Response::new(whole(Bytes::new()));
         *resp.status_mut() = StatusCode::NOT_MODIFIED;
         headers.remove(CONTENT_LENGTH);
         *resp.headers_mut() = headers;
@@ -269,7 +343,16 @@ async fn respond(
         headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
         body.clear();
     }
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    let body = Bytes::from(body);
+    let body = match number(h, "x-origin-trickle-ms") {
+        Some(ms) if !body.is_empty() => {
+            headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+            let abort = number(h, "x-origin-abort-after-bytes");
+            trickle(counts.clone(), body, Duration::from_millis(ms), abort)
+        }
+        _ => whole(body),
+    };
+    let mut resp = Response::new(body);
     *resp.status_mut() = status;
     *resp.headers_mut() = headers;
     Ok(resp)

@@ -410,3 +410,106 @@ async fn large_objects_stream_from_their_file_whole_and_in_ranges() {
     proxy.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// GETs `url` and returns as soon as the response head is in, with the body
+/// still to be read.
+async fn head_of(url: &str) -> http::Response<hyper::body::Incoming> {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Empty<bytes::Bytes>>();
+    client.get(url.parse().unwrap()).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_receive_a_large_body_as_it_arrives() {
+    // Read-while-write: a request that joins a large miss gets the head and
+    // the body so far at once, then the rest as the origin sends it; the
+    // object is stored when complete.
+    for disk in [false, true] {
+        let origin = Origin::start().await;
+        let dir = scratch("rww");
+        let mut builder = Proxy::new(&origin)
+            .zone("64MiB", "4MiB")
+            .route("ttl = { 200 = \"60s\" }\nrefresh = \"lock\"");
+        if disk {
+            builder = builder.disk_zone(&dir, "");
+        }
+        let proxy = builder.start().await;
+        let url = proxy.url("/video");
+        let steer = [
+            ("x-origin-body-bytes", "800000"),
+            ("x-origin-trickle-ms", "150"),
+        ];
+        let leader = {
+            let url = url.clone();
+            tokio::spawn(async move {
+                calmcache_testkit::get_with(http::Method::GET, &url, &steer).await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let resp = head_of(&url).await;
+        assert_eq!(
+            origin.bodies_trickled(),
+            0,
+            "the waiter's head arrived while the origin was still sending"
+        );
+        assert_eq!(resp.status(), 200);
+        let status = resp.headers()["cache-status"].to_str().unwrap().to_owned();
+        assert!(status.contains("collapsed"), "{status}");
+        use http_body_util::BodyExt;
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        let leader = leader.await.unwrap();
+        assert_eq!(body.len(), 800_000);
+        assert_eq!(body, leader.bytes);
+        assert_eq!(origin.hits(), 1);
+        // Stored once complete.
+        let mut hit = None;
+        for _ in 0..50 {
+            let r = get(&url).await;
+            if r.cache_status_params().has("hit") {
+                hit = Some(r);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(hit.expect("stored").bytes, leader.bytes);
+        assert_eq!(origin.hits(), 1);
+        proxy.stop().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aborted_origin_body_is_never_stored_half() {
+    let origin = Origin::start().await;
+    let dir = scratch("abort");
+    let proxy = disk_proxy(&origin, &dir, "").await;
+    let url = proxy.url("/cut");
+    let cut = [
+        ("x-origin-body-bytes", "800000"),
+        ("x-origin-trickle-ms", "20"),
+        ("x-origin-abort-after-bytes", "400000"),
+    ];
+    let outcome = {
+        let url = url.clone();
+        tokio::spawn(
+            async move { calmcache_testkit::get_with(http::Method::GET, &url, &cut).await },
+        )
+        .await
+    };
+    // The client saw the connection cut (the test client panics on it), not
+    // a short body presented as whole.
+    assert!(outcome.is_err(), "a cut body was delivered as complete");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let again = get(&url).await;
+    assert_eq!(again.status, 200);
+    assert_eq!(
+        again.cache_status_params().param("fwd"),
+        Some("uri-miss"),
+        "nothing was stored"
+    );
+    assert!(files_in(&dir)
+        .iter()
+        .all(|f| !f.to_string_lossy().contains(".tmp-")));
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
