@@ -547,3 +547,249 @@ fmt_ms() {
 		else printf "%.2f ms\n", v
 	}'
 }
+
+# ------------------------------------------------------ disk benchmarks ----
+# Helpers added for bench/cachefill, bench/diskhits and bench/diskindex: disk
+# zones, cache directories that can hold gigabytes, nested /status fields.
+
+# Cache data directories (removed on exit, even when the temp dir is kept).
+BENCH_DATA_DIRS=()
+
+# bench_init_disk NAME: bench_init, plus an exit trap that stops everything
+# and removes the registered cache data dirs before bench_cleanup runs (a
+# failed run keeps its logs and configs, never gigabytes of cache files).
+bench_init_disk() {
+	bench_init "$1"
+	trap bench_disk_cleanup EXIT
+}
+
+bench_disk_cleanup() {
+	local rc=$? d
+	stop_all
+	for d in "${BENCH_DATA_DIRS[@]}"; do
+		[[ -n "$d" && -d "$d" ]] && rm -rf "$d"
+	done
+	# bench_cleanup reads the exit status from $?: hand it over unchanged.
+	if ((rc == 0)); then
+		true
+		bench_cleanup
+	else
+		(exit "$rc") || bench_cleanup
+	fi
+}
+
+# data_dir PATH: create PATH (mode 0755, for nginx workers running as nobody)
+# and register it for removal on exit.
+data_dir() {
+	mkdir -p "$1"
+	chmod 0755 "$1"
+	BENCH_DATA_DIRS+=("$1")
+}
+
+# ensure_jq: install jq when absent (the disk scripts read nested /status fields).
+ensure_jq() {
+	command -v jq >/dev/null && return 0
+	log "installing jq"
+	local sudo=""
+	[[ $EUID -ne 0 ]] && sudo="sudo"
+	$sudo apt-get update
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y jq
+}
+
+# fs_avail_bytes DIR: bytes available to us on DIR's file system.
+fs_avail_bytes() { df -B1 --output=avail "$1" | tail -1 | tr -d ' '; }
+
+# fs_describe DIR: "ext4 /dev/vda mounted on /, 72G free of 252G".
+fs_describe() {
+	df -hT "$1" | awk 'NR == 2 {printf "%s %s mounted on %s, %s free of %s\n", $2, $1, $7, $5, $3}'
+}
+
+# files_bytes DIR...: sum of the apparent sizes of the regular files under
+# DIR... (`du -sb` without the directories' own 4 KiB).
+# (mawk's %d stops at 2^31 - 1: whole numbers are printed with %.0f.)
+files_bytes() {
+	find "$@" -type f -printf '%s\n' 2>/dev/null | awk '{s += $1} END {printf "%.0f\n", s}'
+}
+
+# files_count DIR...: regular files under DIR...
+files_count() { find "$@" -type f 2>/dev/null | wc -l | tr -d ' '; }
+
+# files_count_named GLOB DIR...: regular files under DIR... named GLOB.
+files_count_named() {
+	local glob="$1"
+	shift
+	find "$@" -type f -name "$glob" 2>/dev/null | wc -l | tr -d ' '
+}
+
+# blocks_bytes DIR...: bytes of disk blocks used under DIR... (`du -sk`,
+# directories included).
+blocks_bytes() { du -skc "$@" 2>/dev/null | tail -1 | awk '{printf "%.0f\n", $1 * 1024}'; }
+
+# proc_kb PID FIELD: a /proc/PID/status field in kB (VmRSS, VmHWM), or NA.
+proc_kb() { awk -v f="$2:" '$1 == f {print $2; found = 1} END {if (!found) print "NA"}' "/proc/$1/status" 2>/dev/null || echo NA; }
+
+# calm_disk_zone NAME PATH MAX_SIZE MAX_OBJECT_SIZE [INACTIVE]: a [zones.NAME]
+# disk table (inactive 10m unless given).
+calm_disk_zone() {
+	cat <<EOT
+[zones.$1]
+kind = "disk"
+path = "$2"
+max_size = "$3"
+max_object_size = "$4"
+inactive = "${5:-10m}"
+EOT
+}
+
+# write_calm_config FILE ORIGIN_PORT ZONES_TOML ROUTE_TOML: a calmcache config
+# (threads = 2, upstream "app" keepalive 32, one [[routes]] table with
+# ROUTE_TOML) on fresh loopback ports; sets PROXY_PORT, ADMIN_PORT.
+write_calm_config() {
+	local file="$1" origin_port="$2" zones="$3" route="$4"
+	PROXY_PORT="$(free_port)"
+	ADMIN_PORT="$(free_port)"
+	mkdir -p "$(dirname "$file")"
+	cat >"$file" <<EOT
+[server]
+listen = ["127.0.0.1:$PROXY_PORT"]
+threads = 2
+
+[admin]
+listen = "127.0.0.1:$ADMIN_PORT"
+
+[upstreams.app]
+servers = ["127.0.0.1:$origin_port"]
+keepalive = 32
+
+$zones
+
+[[routes]]
+upstream = "app"
+$route
+EOT
+}
+
+# calm_check FILE: true when `calmcache check` accepts FILE (its output is
+# kept in FILE.check).
+calm_check() { "$CALMCACHE" check --config "$1" >"$1.check" 2>&1; }
+
+# start_calmcache_file FILE [SECONDS]: calmcache serve with a config written by
+# write_calm_config (PROXY_PORT/ADMIN_PORT as it set them); sets PROXY_PID.
+start_calmcache_file() {
+	PROXY_CONFIG="$1"
+	BENCH_SEQ=$((BENCH_SEQ + 1))
+	spawn "calmcache-$BENCH_SEQ" "$CALMCACHE" serve --config "$PROXY_CONFIG"
+	PROXY_PID=$SPAWNED_PID
+	wait_http "http://127.0.0.1:$ADMIN_PORT/status" "$PROXY_PID" "${2:-15}"
+}
+
+# calm_jq FILTER [JQ ARGS...]: FILTER applied to calmcache's /status, or NA
+# when calmcache does not answer.
+calm_jq() {
+	local s out
+	s="$(calm_status)"
+	out="$(jq -r "${@:2}" "$1" <<<"$s" 2>/dev/null || true)"
+	echo "${out:-NA}"
+}
+
+# calm_zone_total FIELD: sum over zones of /status .zones[].FIELD.
+# shellcheck disable=SC2016 # jq variables, not shell ones
+calm_zone_total() { calm_jq '[.zones[][$f] // 0] | add // 0' --arg f "$1"; }
+
+# calm_disk_total FIELD: sum over disk zones of .zones[].disk.FIELD.
+# shellcheck disable=SC2016
+calm_disk_total() { calm_jq '[.zones[] | select(.disk) | .disk[$f] // 0] | add // 0' --arg f "$1"; }
+
+# calm_zone_field ZONE FIELD: one zone's top-level FIELD.
+# shellcheck disable=SC2016
+calm_zone_field() { calm_jq '.zones[$z][$f] // "NA"' --arg z "$1" --arg f "$2"; }
+
+# calm_loader_done: "true" when every disk zone's loader has finished.
+calm_loader_done() { calm_jq '[.zones[] | select(.disk) | .disk.loader_done] | all'; }
+
+# nginx_conf DIR PORT ORIGIN_PORT HTTP_EXTRA LOCATION: DIR/nginx.conf with the
+# settings start_nginx uses (2 workers, sendfile $NGINX_SENDFILE or on,
+# tcp_nopush off, keepalive_requests 1000000, temp paths under DIR/tmp,
+# upstream "app" with keepalive 32 when ORIGIN_PORT is set); HTTP_EXTRA goes
+# into the http block (proxy_cache_path, split_clients), LOCATION into
+# `location /`.
+nginx_conf() {
+	local dir="$1" port="$2" origin_port="$3" extra="$4" loc="$5" upstream=""
+	mkdir -p "$dir/tmp"
+	chmod 0755 "$dir" "$dir/tmp"
+	if [[ -n "$origin_port" ]]; then
+		upstream="upstream app {
+        server 127.0.0.1:$origin_port;
+        keepalive 32;
+        keepalive_requests 1000000;
+    }"
+	fi
+	cat >"$dir/nginx.conf" <<EOT
+worker_processes 2;
+worker_rlimit_nofile 65536;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 8192; }
+http {
+    access_log off;
+    sendfile ${NGINX_SENDFILE:-on};
+    tcp_nopush off;
+    tcp_nodelay on;
+    keepalive_timeout 75s;
+    keepalive_requests 1000000;
+    client_body_temp_path $dir/tmp/body;
+    proxy_temp_path $dir/tmp/proxy;
+    fastcgi_temp_path $dir/tmp/fastcgi;
+    uwsgi_temp_path $dir/tmp/uwsgi;
+    scgi_temp_path $dir/tmp/scgi;
+    $extra
+    $upstream
+    server {
+        listen 127.0.0.1:$port;
+        location / {
+            $loc
+        }
+    }
+}
+EOT
+}
+
+# start_nginx_dir NAME DIR PORT: nginx with DIR/nginx.conf (from nginx_conf),
+# until it listens on PORT; sets SPAWNED_PID.
+start_nginx_dir() {
+	spawn "$1" nginx -p "$2" -c "$2/nginx.conf" -g 'daemon off;'
+	wait_listen "$3" "$SPAWNED_PID"
+}
+
+# run_wrk_lua OUTFILE SECONDS THREADS CONNS URL SCRIPT [ARGS...]: wrk with a
+# Lua script (and script arguments after --), --latency, 10 s socket timeout,
+# bounded.
+run_wrk_lua() {
+	local out="$1" secs="$2" threads="$3" conns="$4" url="$5" script="$6" rc=0
+	shift 6
+	run_bounded $((secs + 30)) "$out" wrk -t"$threads" -c"$conns" -d"${secs}s" --timeout 10s --latency \
+		-s "$script" "$url" -- "$@" || rc=$?
+	if ((rc != 0)); then log "wrk exited with $rc (see $out)"; fi
+}
+
+# wrk_requests FILE: total requests of a wrk run ("N requests in ...").
+wrk_requests() { awk '/ requests in / {print $1; f = 1} END {if (!f) print "NA"}' "$1"; }
+
+# wrk_mib_per_s FILE: wrk's Transfer/sec in MiB/s (wrk's units are binary).
+wrk_mib_per_s() {
+	awk '$1 == "Transfer/sec:" {
+		v = $2 + 0; u = $2; sub(/^[0-9.]+/, "", u)
+		if (u == "B") v /= 1048576; else if (u == "KB") v /= 1024
+		else if (u == "GB") v *= 1024; else if (u == "TB") v *= 1048576
+		printf "%.1f\n", v; f = 1
+	} END {if (!f) print "NA"}' "$1"
+}
+
+# median_or_na: like median, but safe under `set -o pipefail` when every
+# input is NA (median's grep then exits 1 and kills the caller).
+median_or_na() {
+	{ grep -Ev '^(NA|)$' || true; } | sort -g | awk '{v[NR] = $1} END {
+		if (NR == 0) { print "NA"; exit }
+		if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2
+	}'
+}

@@ -513,3 +513,112 @@ async fn an_aborted_origin_body_is_never_stored_half() {
     proxy.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn wait_listening(port: u16) {
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("calmcache did not start listening on {port}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_heavy_writes_never_serves_a_partial_object() {
+    // The real binary, SIGKILLed while many objects are being written, then
+    // restarted on the same directory: every answer is a whole object (a hit
+    // of a complete file or a fresh fetch), never a torn one.
+    let origin = Origin::start().await;
+    let dir = scratch("kill9");
+    let (port, admin) = (free_port(), free_port());
+    let config = dir.with_extension("toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = [\"127.0.0.1:{port}\"]\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n\
+             [upstreams.o]\nservers = [\"{}\"]\n\
+             [zones.d]\nkind = \"disk\"\nmax_size = \"512MiB\"\nmax_object_size = \"4MiB\"\npath = {:?}\n\
+             [[routes]]\nupstream = \"o\"\nzone = \"d\"\nkey = \"$uri\"\nttl = {{ 200 = \"1h\" }}\n",
+            origin.addr(),
+            dir.display().to_string()
+        ),
+    )
+    .unwrap();
+    let bin = env!("CARGO_BIN_EXE_calmcache");
+    let serve = || {
+        std::process::Command::new(bin)
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let size = |i: usize| if i.is_multiple_of(2) { "600000" } else { "20000" };
+    let mut child = serve();
+    wait_listening(port).await;
+    let mut writers = Vec::new();
+    for i in 0..48 {
+        let url = format!("http://127.0.0.1:{port}/w/{i}");
+        writers.push(tokio::spawn(async move {
+            let steer = [
+                ("x-origin-body-bytes", size(i)),
+                ("x-origin-trickle-ms", "40"),
+            ];
+            calmcache_testkit::get_with(http::Method::GET, &url, &steer).await
+        }));
+    }
+    // The small objects are stored by now; the large ones take 8 x 250 ms.
+    wait_for("the small objects", async || {
+        let r = get(&format!("http://127.0.0.1:{admin}/status")).await;
+        let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+        v["zones"]["d"]["stores"].as_u64().unwrap_or(0) >= 24
+    })
+    .await;
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    for w in writers {
+        let _ = w.await; // cut connections panic the test client: expected
+    }
+    let files_after_kill = files_in(&dir);
+    let mut child = serve();
+    wait_listening(port).await;
+    wait_for("the loader", async || {
+        let r = get(&format!("http://127.0.0.1:{admin}/status")).await;
+        let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+        v["zones"]["d"]["disk"]["loader_done"] == true
+    })
+    .await;
+    let mut hits = 0;
+    for i in 0..48 {
+        let url = format!("http://127.0.0.1:{port}/w/{i}");
+        let steer = [("x-origin-body-bytes", size(i))];
+        let r = calmcache_testkit::get_with(http::Method::GET, &url, &steer).await;
+        assert_eq!(r.status, 200);
+        let want: usize = size(i).parse().unwrap();
+        assert_eq!(r.bytes.len(), want, "/w/{i}: {}", r.cache_status());
+        assert!(r.body.starts_with(&format!("path=/w/{i} ")), "/w/{i}");
+        assert!(r.body.ends_with('.'), "/w/{i} padded to its end");
+        hits += usize::from(r.cache_status_params().has("hit"));
+    }
+    assert!(
+        hits >= 12,
+        "objects stored before the kill survive it ({hits} hits; files after the kill: {})",
+        files_after_kill.len()
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&config);
+}
