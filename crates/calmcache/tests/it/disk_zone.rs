@@ -565,7 +565,13 @@ async fn kill_9_during_heavy_writes_never_serves_a_partial_object() {
             .spawn()
             .unwrap()
     };
-    let size = |i: usize| if i.is_multiple_of(2) { "600000" } else { "20000" };
+    let size = |i: usize| {
+        if i.is_multiple_of(2) {
+            "600000"
+        } else {
+            "20000"
+        }
+    };
     let mut child = serve();
     wait_listening(port).await;
     let mut writers = Vec::new();
