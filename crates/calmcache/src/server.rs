@@ -137,6 +137,9 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
 }
 
 /// One worker thread: a current-thread runtime serving its own sockets.
+/// Blocking-pool threads per worker thread (disk I/O, compression).
+const BLOCKING_THREADS: usize = 4;
+
 fn run_worker(
     proxy: Arc<Proxy>,
     sockets: Vec<std::net::TcpListener>,
@@ -144,6 +147,9 @@ fn run_worker(
 ) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        // Disk zone reads and writes: a few threads per worker, so a burst
+        // of disk hits queues instead of waking dozens of threads on two cores.
+        .max_blocking_threads(BLOCKING_THREADS)
         .build()
     {
         Ok(rt) => rt,
