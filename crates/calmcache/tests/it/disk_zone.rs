@@ -514,6 +514,23 @@ async fn an_aborted_origin_body_is_never_stored_half() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A child process killed (SIGKILL) and reaped when dropped, so a failing
+/// assertion never leaves a calmcache running.
+struct Killed(std::process::Child);
+
+impl Killed {
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -563,6 +580,7 @@ async fn kill_9_during_heavy_writes_never_serves_a_partial_object() {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
+            .map(Killed)
             .unwrap()
     };
     let size = |i: usize| {
@@ -592,8 +610,7 @@ async fn kill_9_during_heavy_writes_never_serves_a_partial_object() {
         v["zones"]["d"]["stores"].as_u64().unwrap_or(0) >= 24
     })
     .await;
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    child.kill(); // SIGKILL
     for w in writers {
         let _ = w.await; // cut connections panic the test client: expected
     }
@@ -623,8 +640,7 @@ async fn kill_9_during_heavy_writes_never_serves_a_partial_object() {
         "objects stored before the kill survive it ({hits} hits; files after the kill: {})",
         files_after_kill.len()
     );
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill();
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(&config);
 }
