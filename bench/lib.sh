@@ -242,39 +242,15 @@ wait_origin_idle() {
 # ROUTE_TOML is appended to the single [[routes]] table (upstream "app",
 # zone "ram" unless ROUTE_TOML says `#nozone`). Sets PROXY_PORT, ADMIN_PORT.
 start_calmcache() {
-	local origin_port="$1" route="$2" dir zone_line='zone = "ram"'
-	PROXY_PORT="$(free_port)"
-	ADMIN_PORT="$(free_port)"
+	local origin_port="$1" route="$2" zone_line='zone = "ram"'
 	BENCH_SEQ=$((BENCH_SEQ + 1))
-	dir="$BENCH_TMP/calmcache-$BENCH_SEQ"
-	mkdir -p "$dir"
 	[[ "$route" == *"#nozone"* ]] && zone_line=""
-	cat >"$dir/calmcache.toml" <<EOF
-[server]
-listen = ["127.0.0.1:$PROXY_PORT"]
-threads = 2
-
-[admin]
-listen = "127.0.0.1:$ADMIN_PORT"
-
-[upstreams.app]
-servers = ["127.0.0.1:$origin_port"]
-keepalive = 32
-
-[zones.ram]
+	write_calm_config "$BENCH_TMP/calmcache-$BENCH_SEQ/calmcache.toml" "$origin_port" '[zones.ram]
 kind = "memory"
 max_size = "256MiB"
-max_object_size = "16MiB"
-
-[[routes]]
-upstream = "app"
-$zone_line
-$route
-EOF
-	PROXY_CONFIG="$dir/calmcache.toml"
-	spawn calmcache "$CALMCACHE" serve --config "$PROXY_CONFIG"
-	PROXY_PID=$SPAWNED_PID
-	wait_http "http://127.0.0.1:$ADMIN_PORT/status" "$PROXY_PID"
+max_object_size = "16MiB"' "$zone_line
+$route"
+	start_calmcache_file "$BENCH_TMP/calmcache-$BENCH_SEQ/calmcache.toml"
 }
 
 # calm_status: the admin counters (JSON) of the running calmcache.

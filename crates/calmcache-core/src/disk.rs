@@ -182,11 +182,7 @@ impl DiskTier {
     }
 
     fn with_shard<R>(&self, hash: u64, f: impl FnOnce(&mut HashMap<u64, Entry>) -> R) -> R {
-        let mut map = match self.shard(hash).lock() {
-            Ok(map) => map,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        f(&mut map)
+        f(&mut lock(self.shard(hash)))
     }
 
     /// The file of the object with key hash `hash`.
@@ -461,10 +457,7 @@ impl DiskTier {
         for shard in &self.shards {
             stale.clear();
             {
-                let map = match shard.lock() {
-                    Ok(map) => map,
-                    Err(poisoned) => poisoned.into_inner(),
-                };
+                let map = lock(shard);
                 stale.extend(
                     map.iter()
                         .filter(|(_, e)| now.saturating_sub(e.last_use) >= inactive)
@@ -489,10 +482,7 @@ impl DiskTier {
         }
         let mut all: Vec<(u32, u64, u32)> = Vec::with_capacity(self.objects() as usize);
         for shard in &self.shards {
-            let map = match shard.lock() {
-                Ok(map) => map,
-                Err(poisoned) => poisoned.into_inner(),
-            };
+            let map = lock(shard);
             all.extend(map.iter().map(|(&hash, e)| (e.last_use, hash, e.version)));
         }
         all.sort_unstable();
@@ -535,17 +525,21 @@ impl DiskTier {
     pub fn index_bytes_per_object(&self) -> f64 {
         let mut capacity = 0usize;
         for shard in &self.shards {
-            let map = match shard.lock() {
-                Ok(map) => map,
-                Err(poisoned) => poisoned.into_inner(),
-            };
-            capacity += map.capacity();
+            capacity += lock(shard).capacity();
         }
         // hashbrown: one control byte per bucket; buckets = capacity * 8 / 7.
         let slot = std::mem::size_of::<(u64, Entry)>() + 1;
         let bytes = capacity * 8 / 7 * slot;
         bytes as f64 / self.objects().max(1) as f64
     }
+}
+
+/// The index holds plain data, so a poisoned lock (a panic elsewhere)
+/// leaves it usable.
+fn lock(shard: &Mutex<HashMap<u64, Entry>>) -> std::sync::MutexGuard<'_, HashMap<u64, Entry>> {
+    shard
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Free bytes for unprivileged users on the file system holding `path`.
@@ -565,12 +559,17 @@ pub fn key_hash(key: &KeyRef<'_>) -> u64 {
             h = h.wrapping_mul(0x0000_0100_0000_01b3);
         }
     }
-    // splitmix64 finaliser: spread FNV's weak low bits over the shard index.
-    h ^= h >> 30;
-    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    h ^= h >> 27;
-    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
-    h ^ (h >> 31)
+    // Spread FNV's weak low bits over the shard index.
+    mix64(h)
+}
+
+/// The splitmix64 finaliser: every input bit affects every output bit.
+pub fn mix64(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 #[cfg(test)]

@@ -234,15 +234,7 @@ pub fn read_object(
     let header = parse_header(header_bytes)?;
     let payload_at = (crc_at + 4) as u64;
     check_total(payload_at, &header, file_len)?;
-    if let Some(expect) = expect {
-        let k = header.key.as_ref();
-        if k.scheme != expect.scheme
-            || k.host != expect.host
-            || k.path_and_query != expect.path_and_query
-        {
-            return Err(FormatError::KeyMismatch);
-        }
-    }
+    check_key(&header, expect)?;
 
     let data = Bytes::from(data);
     // check_total: payload_at + payload + 4 == data.len(), all in usize range.
@@ -254,11 +246,7 @@ pub fn read_object(
         return Err(FormatError::Checksum);
     }
 
-    let meta = ObjectMeta {
-        stored_at: monotonic_from_wall(header.stored_at),
-        freshness: header.freshness,
-        fetch_time: header.fetch_time,
-    };
+    let meta = header.meta();
     let object = match header.marker {
         Some(index) => CachedObject::marker(meta, index),
         None => {
@@ -298,41 +286,16 @@ pub fn open_object(
     inline_limit: u64,
 ) -> Result<(CacheKey, CachedObject), FormatError> {
     let mut file = File::open(path)?;
-    let file_len = file.metadata()?.len();
-    let mut prefix = Vec::with_capacity(PREFIX_LEN as usize);
-    (&mut file).take(PREFIX_LEN).read_to_end(&mut prefix)?;
-    let header_len = check_prefix(&prefix, file_len)?;
-    let mut header_and_crc = Vec::with_capacity(header_len + 4);
-    (&mut file)
-        .take(header_len as u64 + 4)
-        .read_to_end(&mut header_and_crc)?;
-    let header_bytes = header_and_crc
-        .get(..header_len)
-        .ok_or(FormatError::Corrupt("header bounds"))?;
-    check_header_crc(header_bytes, header_and_crc.get(header_len..header_len + 4))?;
-    let header = parse_header(header_bytes)?;
+    let (header, file_len) = read_header(&mut file)?;
     if header.marker.is_some() || !header.encodings.is_empty() || header.body_len <= inline_limit {
         drop(file);
         return read_object(path, expect);
     }
-    let payload_at = PREFIX_LEN + header_len as u64 + 4;
-    check_total(payload_at, &header, file_len)?;
-    if let Some(expect) = expect {
-        let k = header.key.as_ref();
-        if k.scheme != expect.scheme
-            || k.host != expect.host
-            || k.path_and_query != expect.path_and_query
-        {
-            return Err(FormatError::KeyMismatch);
-        }
-    }
+    check_key(&header, expect)?;
+    let payload_at = file_len - header.body_len - 4;
     let mut crc = [0u8; 4];
     std::os::unix::fs::FileExt::read_exact_at(&file, &mut crc, file_len - 4)?;
-    let meta = ObjectMeta {
-        stored_at: monotonic_from_wall(header.stored_at),
-        freshness: header.freshness,
-        fetch_time: header.fetch_time,
-    };
+    let meta = header.meta();
     let mut object = CachedObject::assemble(
         meta,
         header.status,
@@ -356,14 +319,30 @@ pub fn open_object(
 /// thousands of files. The body checksum is not verified here;
 /// [`read_object`] does that when the object is served.
 pub fn read_summary(path: &Path) -> Result<FileSummary, FormatError> {
-    let mut file = File::open(path)?;
+    let (header, file_len) = read_header(&mut File::open(path)?)?;
+    Ok(FileSummary {
+        key: header.key,
+        file_len,
+        stored_at: header.stored_at,
+        meta_lifetime: header.freshness.lifetime,
+        freshness: header.freshness,
+        fetch_time: header.fetch_time,
+        is_marker: header.marker.is_some(),
+        status: header.status.as_u16(),
+    })
+}
+
+/// Reads the prefix and header of an open file, checks the header CRC and
+/// that the file is exactly as long as the header says, without reading the
+/// payload. Returns the header and the file's length.
+fn read_header(file: &mut File) -> Result<(Header, u64), FormatError> {
     let file_len = file.metadata()?.len();
     let mut prefix = Vec::with_capacity(PREFIX_LEN as usize);
-    (&mut file).take(PREFIX_LEN).read_to_end(&mut prefix)?;
+    (&mut *file).take(PREFIX_LEN).read_to_end(&mut prefix)?;
     let header_len = check_prefix(&prefix, file_len)?;
     // check_prefix bounded header_len + 4 by the file's length.
     let mut rest = Vec::with_capacity(header_len + 4);
-    (&mut file)
+    (&mut *file)
         .take(header_len as u64 + 4)
         .read_to_end(&mut rest)?;
     if rest.len() != header_len + 4 {
@@ -377,16 +356,22 @@ pub fn read_summary(path: &Path) -> Result<FileSummary, FormatError> {
     check_header_crc(header_bytes, Some(crc))?;
     let header = parse_header(header_bytes)?;
     check_total(PREFIX_LEN + header_len as u64 + 4, &header, file_len)?;
-    Ok(FileSummary {
-        key: header.key,
-        file_len,
-        stored_at: header.stored_at,
-        meta_lifetime: header.freshness.lifetime,
-        freshness: header.freshness,
-        fetch_time: header.fetch_time,
-        is_marker: header.marker.is_some(),
-        status: header.status.as_u16(),
-    })
+    Ok((header, file_len))
+}
+
+/// Fails with [`FormatError::KeyMismatch`] unless the file holds `expect`.
+fn check_key(header: &Header, expect: Option<&KeyRef<'_>>) -> Result<(), FormatError> {
+    let Some(expect) = expect else {
+        return Ok(());
+    };
+    let k = header.key.as_ref();
+    if k.scheme != expect.scheme
+        || k.host != expect.host
+        || k.path_and_query != expect.path_and_query
+    {
+        return Err(FormatError::KeyMismatch);
+    }
+    Ok(())
 }
 
 /// True for a temporary file name left by an interrupted [`write_object`]
@@ -575,6 +560,17 @@ struct Header {
     variant: Option<Box<str>>,
     encodings: Vec<(&'static str, u64)>,
     body_len: u64,
+}
+
+impl Header {
+    /// The object's metadata, its store time mapped onto the monotonic clock.
+    fn meta(&self) -> ObjectMeta {
+        ObjectMeta {
+            stored_at: monotonic_from_wall(self.stored_at),
+            freshness: self.freshness,
+            fetch_time: self.fetch_time,
+        }
+    }
 }
 
 /// Checks magic and version in `prefix` (the file's first bytes, at most

@@ -187,6 +187,68 @@ where
     }
 }
 
+/// Something a [`ChannelBody`] receives chunks from: a bounded channel (file
+/// reads a few chunks ahead) or an unbounded one (a growing body's readers).
+pub trait ChunkSource: Send + Sync + 'static {
+    /// The next chunk, an error, or `None` when the sender is gone.
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>>;
+}
+
+impl ChunkSource for tokio::sync::mpsc::Receiver<Result<Bytes, BoxError>> {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
+        self.poll_recv(cx)
+    }
+}
+
+impl ChunkSource for tokio::sync::mpsc::UnboundedReceiver<Result<Bytes, String>> {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
+        self.poll_recv(cx)
+            .map(|item| item.map(|r| r.map_err(Into::into)))
+    }
+}
+
+/// A body of exactly `left` bytes fed through a channel. A channel that
+/// closes before them is an error, never a short body passed off as whole.
+pub struct ChannelBody<S> {
+    source: S,
+    left: u64,
+}
+
+impl<S: ChunkSource> ChannelBody<S> {
+    /// A body of `len` bytes from `source`.
+    pub fn new(source: S, len: u64) -> Self {
+        ChannelBody { source, left: len }
+    }
+}
+
+impl<S: ChunkSource + Unpin> Body for ChannelBody<S> {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match ready!(self.source.poll_chunk(cx)) {
+            Some(Ok(chunk)) => {
+                self.left = self.left.saturating_sub(chunk.len() as u64);
+                Poll::Ready(Some(Ok(Frame::data(chunk))))
+            }
+            Some(Err(e)) => Poll::Ready(Some(Err(e))),
+            None if self.left > 0 => Poll::Ready(Some(Err("body ended early".into()))),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.left == 0
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.left)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

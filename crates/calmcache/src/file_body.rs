@@ -3,15 +3,11 @@
 //! memory per response stays bounded whatever the object's size and no
 //! blocking-pool thread waits on a slow client.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use bytes::Bytes;
 use calmcache_core::LazyBody;
-use http_body::{Body, Frame, SizeHint};
 use tokio::sync::mpsc;
 
-use crate::body::{BoxError, ResponseBody};
+use crate::body::{BoxError, ChannelBody, ResponseBody};
 
 /// Bytes read per blocking call.
 pub const CHUNK: usize = 256 * 1024;
@@ -74,41 +70,5 @@ pub fn file_body(lazy: &LazyBody, start: u64, len: u64, verify: bool) -> Respons
             let _ = tx.send(Ok(last)).await;
         }
     });
-    ResponseBody::stream(ChannelBody { rx, left: len })
-}
-
-struct ChannelBody {
-    rx: mpsc::Receiver<Result<Bytes, BoxError>>,
-    left: u64,
-}
-
-impl Body for ChannelBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(Ok(chunk))) => {
-                self.left = self.left.saturating_sub(chunk.len() as u64);
-                Poll::Ready(Some(Ok(Frame::data(chunk))))
-            }
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
-            Poll::Ready(None) if self.left > 0 => {
-                Poll::Ready(Some(Err("cache file read ended early".into())))
-            }
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.left == 0
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.left)
-    }
+    ResponseBody::stream(ChannelBody::new(rx, len))
 }

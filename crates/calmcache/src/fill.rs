@@ -675,11 +675,7 @@ async fn collect_limited(
     limit: usize,
     headers: &HeaderMap,
 ) -> Collected {
-    let declared = headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > limit) {
+    if content_length(headers).is_some_and(|n| n > limit as u64) {
         return Collected::TooLarge(Vec::new(), body);
     }
     let mut chunks: Vec<Bytes> = Vec::new();

@@ -3,15 +3,12 @@
 //! chunk as it comes, so followers of a large miss start receiving at once
 //! instead of after the whole object is stored (read-while-write).
 
-use std::pin::Pin;
 use std::sync::Mutex;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http_body::{Body, Frame, SizeHint};
 use tokio::sync::mpsc;
 
-use crate::body::{BoxError, ResponseBody};
+use crate::body::{ChannelBody, ResponseBody};
 
 type Item = Result<Bytes, String>;
 
@@ -110,48 +107,12 @@ impl Growing {
             None => state.readers.push(tx),
         }
         drop(state);
-        ResponseBody::stream(GrowingBody { rx, left: self.len })
+        ResponseBody::stream(ChannelBody::new(rx, self.len))
     }
 
     /// Bytes received so far.
     pub fn received(&self) -> u64 {
         self.lock().chunks.iter().map(|c| c.len() as u64).sum()
-    }
-}
-
-struct GrowingBody {
-    rx: mpsc::UnboundedReceiver<Item>,
-    left: u64,
-}
-
-impl Body for GrowingBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(Ok(chunk))) => {
-                self.left = self.left.saturating_sub(chunk.len() as u64);
-                Poll::Ready(Some(Ok(Frame::data(chunk))))
-            }
-            Poll::Ready(Some(Err(why))) => Poll::Ready(Some(Err(why.into()))),
-            Poll::Ready(None) if self.left > 0 => {
-                Poll::Ready(Some(Err("origin body ended early".into())))
-            }
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.left == 0
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.left)
     }
 }
 

@@ -595,11 +595,7 @@ async fn pass(
                 target.apply(proxy, parts.status, &parts.headers);
             }
             strip_hop_by_hop(&mut parts.headers);
-            if !route.cfg.forward_targeted_cache_control {
-                for name in calmcache_core::cache_control::TARGETED {
-                    parts.headers.remove(name);
-                }
-            }
+            route.strip_targeted(&mut parts.headers);
             let report = report.fwd_status(parts.status.as_u16());
             set_cache_status(&mut parts.headers, &report, None);
             route.activity.record(&report);

@@ -59,10 +59,8 @@ pub fn serve(
             }
         }
     }
-    if object.has_targeted && !route.cfg.forward_targeted_cache_control {
-        for name in calmcache_core::cache_control::TARGETED {
-            headers.remove(name);
-        }
+    if object.has_targeted {
+        route.strip_targeted(&mut headers);
     }
     set_age(&mut headers, object.meta.age(now).as_secs());
     // RFC 9110 §13.2.1: preconditions are ignored when the response would
@@ -175,11 +173,7 @@ pub fn serve_streaming(
     report.ttl = Some(head.ttl.round() as i64);
     let mut status = head.status;
     let mut headers = head.headers.clone();
-    if !route.cfg.forward_targeted_cache_control {
-        for name in calmcache_core::cache_control::TARGETED {
-            headers.remove(name);
-        }
-    }
+    route.strip_targeted(&mut headers);
     set_age(&mut headers, 0);
     let mut with_body = !ask.head_only;
     if status.is_success() && conditional::has_preconditions(ask.headers) {
@@ -250,11 +244,7 @@ pub fn relay(
     if ask.head_only {
         *resp.body_mut() = ResponseBody::empty();
     }
-    if !route.cfg.forward_targeted_cache_control {
-        for name in calmcache_core::cache_control::TARGETED {
-            resp.headers_mut().remove(name);
-        }
-    }
+    route.strip_targeted(resp.headers_mut());
     set_cache_status(resp.headers_mut(), &report, ask.key.as_deref());
     route.activity.record(&report);
     resp

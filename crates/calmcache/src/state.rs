@@ -32,12 +32,7 @@ pub enum FillOutcome {
 /// Weighted rendezvous (highest random weight) score of a key for a zone:
 /// `weight / -ln(u)` with `u` uniform in (0, 1) from the key and the zone.
 pub fn rendezvous_score(key_hash: u64, zone_seed: u64, weight: u32) -> f64 {
-    let mut x = key_hash ^ zone_seed;
-    x ^= x >> 30;
-    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x ^= x >> 27;
-    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^= x >> 31;
+    let x = calmcache_core::disk::mix64(key_hash ^ zone_seed);
     // 53 random bits, never 0 or 1.
     let u = ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
     f64::from(weight) / -u.ln()
@@ -173,6 +168,16 @@ impl Route {
         }
     }
 
+    /// Removes the RFC 9213 targeted fields from a response to a client,
+    /// unless the route forwards them.
+    pub fn strip_targeted(&self, headers: &mut http::HeaderMap) {
+        if !self.cfg.forward_targeted_cache_control {
+            for name in calmcache_core::cache_control::TARGETED {
+                headers.remove(name);
+            }
+        }
+    }
+
     /// Whether clients' request directives are obeyed.
     pub fn honors_client_cache_control(&self) -> bool {
         self.cfg.client_cache_control == ClientCacheControl::Honor
@@ -262,11 +267,6 @@ impl Route {
     /// may change while a zone is out of the ring) and from the memory front.
     pub fn remove(&self, key: &KeyRef<'_>) -> bool {
         let mut removed = self.memory.as_ref().is_some_and(|f| f.remove(key));
-        if self.zones.is_empty() {
-            if let Some(zone) = &self.zone {
-                removed |= zone.remove(key);
-            }
-        }
         for (zone, _) in &self.zones {
             removed |= zone.remove(key);
         }
