@@ -1,6 +1,7 @@
 //! The disk tier: one file per object under a zone directory, an index of
 //! them in memory, reads and writes on Tokio's blocking thread pool (never on
-//! the async workers), a loader that rebuilds the index at start while the
+//! the async workers, but for copies the page cache answers without waiting:
+//! `page_cache.rs`), a loader that rebuilds the index at start while the
 //! proxy already serves, and a manager that keeps the zone under `max_size`,
 //! `min_free` and `inactive`.
 //!
@@ -26,6 +27,7 @@ use std::time::{Duration, SystemTime};
 use crate::disk_format::{self, FormatError};
 use crate::key::{CacheKey, KeyRef};
 use crate::object::CachedObject;
+use crate::page_cache;
 use crate::tier::CacheError;
 
 const SHARDS: usize = 64;
@@ -55,13 +57,31 @@ pub struct DiskConfig {
 /// One object in the index: 16 bytes of payload per object.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
-    /// File length in bytes.
-    size: u64,
+    /// File length in bytes, and [`VERIFIED`] once this process knows the
+    /// file's body checksum is right.
+    size_bits: u64,
     /// Last use, in seconds since the tier was opened (saturating).
     last_use: u32,
     /// Bumped on each rewrite so a late eviction of an old version cannot
     /// remove the new file's entry.
     version: u32,
+}
+
+/// The top bit of [`Entry::size_bits`]: set when the file was written by
+/// this process or its body checksum has been verified since it was loaded.
+/// Later reads check magic, header checksum, key and exact length, but not
+/// the body checksum again: a torn or replaced file changes its length or
+/// its index version, and the copy checked is the one still on disk.
+const VERIFIED: u64 = 1 << 63;
+
+impl Entry {
+    fn size(&self) -> u64 {
+        self.size_bits & !VERIFIED
+    }
+
+    fn verified(&self) -> bool {
+        self.size_bits & VERIFIED != 0
+    }
 }
 
 /// Counters of a disk zone, for `/status`.
@@ -187,8 +207,8 @@ impl DiskTier {
 
     /// The file of the object with key hash `hash`.
     pub fn file_path(&self, hash: u64) -> PathBuf {
-        let hex = format!("{hash:016x}");
-        self.config.path.join(&hex[0..2]).join(&hex[2..4]).join(hex)
+        let hex = format!("{:02x}/{:02x}/{hash:016x}", hash >> 56, (hash >> 48) & 0xff);
+        self.config.path.join(hex)
     }
 
     /// True when the index holds `key` (no I/O).
@@ -202,29 +222,54 @@ impl DiskTier {
     pub async fn get(self: &Arc<Self>, key: &KeyRef<'_>) -> Option<Arc<CachedObject>> {
         let hash = key_hash(key);
         let now = self.now_secs();
-        let version = self.with_shard(hash, |map| {
+        let (version, size, verified) = self.with_shard(hash, |map| {
             map.get_mut(&hash).map(|e| {
                 e.last_use = now;
-                e.version
+                (e.version, e.size(), e.verified())
             })
         })?;
-        let owned = key.to_owned_key();
         let path = self.file_path(hash);
+        // Fast path: the file and its path are in memory, so the kernel
+        // answers without waiting for the device (page_cache.rs) and the
+        // hit costs no thread hop. Otherwise the blocking pool reads it.
+        if size <= INLINE_LIMIT {
+            if let Some(data) = page_cache::read_whole(&path, size) {
+                let parsed = disk_format::parse_object(data, Some(key), !verified);
+                return self.read_done(hash, version, parsed.map(|(_, object)| object));
+            }
+        }
+        let owned = key.to_owned_key();
         let read = tokio::task::spawn_blocking(move || {
             disk_format::open_object(&path, Some(&owned.as_ref()), INLINE_LIMIT)
                 .map(|(_, object)| object)
         })
         .await;
         match read {
-            Ok(Ok(object)) => Some(Arc::new(object)),
-            Ok(Err(FormatError::KeyMismatch)) => None,
-            Ok(Err(e)) => {
-                self.note_read_error(&e);
-                self.forget(hash, Some(version), true);
-                None
-            }
+            Ok(result) => self.read_done(hash, version, result),
             Err(join) => {
                 tracing::warn!(error = %join, "disk read task failed");
+                None
+            }
+        }
+    }
+
+    fn read_done(
+        &self,
+        hash: u64,
+        version: u32,
+        result: Result<CachedObject, FormatError>,
+    ) -> Option<Arc<CachedObject>> {
+        match result {
+            Ok(object) => {
+                if object.lazy_body.is_none() {
+                    self.mark_verified(hash, version);
+                }
+                Some(Arc::new(object))
+            }
+            Err(FormatError::KeyMismatch) => None,
+            Err(e) => {
+                self.note_read_error(&e);
+                self.forget(hash, Some(version), true);
                 None
             }
         }
@@ -283,14 +328,24 @@ impl DiskTier {
             }
             Err(join) => return Err(CacheError::Io(join.to_string())),
         };
-        self.index(hash, size);
+        self.index(hash, size, true);
         Ok(())
     }
 
-    fn index(&self, hash: u64, size: u64) {
+    fn mark_verified(&self, hash: u64, version: u32) {
+        self.with_shard(hash, |map| {
+            if let Some(e) = map.get_mut(&hash).filter(|e| e.version == version) {
+                e.size_bits |= VERIFIED;
+            }
+        });
+    }
+
+    /// Indexes the file of `hash`, `size` bytes; `verified` when its body
+    /// checksum need not be checked again (written by this process).
+    fn index(&self, hash: u64, size: u64, verified: bool) {
         let version = self.versions.fetch_add(1, Ordering::Relaxed) as u32;
         let entry = Entry {
-            size,
+            size_bits: size | if verified { VERIFIED } else { 0 },
             last_use: self.now_secs(),
             version,
         };
@@ -298,7 +353,7 @@ impl DiskTier {
         self.bytes.fetch_add(size, Ordering::Relaxed);
         match old {
             Some(old) => {
-                self.bytes.fetch_sub(old.size, Ordering::Relaxed);
+                self.bytes.fetch_sub(old.size(), Ordering::Relaxed);
             }
             None => {
                 self.objects.fetch_add(1, Ordering::Relaxed);
@@ -358,7 +413,7 @@ impl DiskTier {
         let Some(entry) = removed else {
             return false;
         };
-        self.bytes.fetch_sub(entry.size, Ordering::Relaxed);
+        self.bytes.fetch_sub(entry.size(), Ordering::Relaxed);
         self.objects.fetch_sub(1, Ordering::Relaxed);
         if unlink {
             // The unlink may race a rewrite of the same key; the version check
@@ -424,7 +479,7 @@ impl DiskTier {
                 if self.with_shard(hash, |map| map.contains_key(&hash)) {
                     return;
                 }
-                self.index(hash, summary.file_len);
+                self.index(hash, summary.file_len, false);
                 self.stats.loaded.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {

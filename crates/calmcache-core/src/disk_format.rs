@@ -68,7 +68,7 @@
 
 use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -221,7 +221,17 @@ pub fn read_object(
     path: &Path,
     expect: Option<&KeyRef<'_>>,
 ) -> Result<(CacheKey, CachedObject), FormatError> {
-    let data = fs::read(path)?;
+    parse_object(fs::read(path)?, expect, true)
+}
+
+/// Verifies and decodes `data`, a whole object file already in memory, as
+/// [`read_object`] does; the body checksum only when `verify_body` (the
+/// caller may know this file's body was verified before).
+pub fn parse_object(
+    data: Vec<u8>,
+    expect: Option<&KeyRef<'_>>,
+    verify_body: bool,
+) -> Result<(CacheKey, CachedObject), FormatError> {
     let file_len = data.len() as u64;
     let header_len = check_prefix(&data, file_len)?;
     // check_prefix guarantees the header and its CRC are within `data`.
@@ -242,7 +252,7 @@ pub fn read_object(
     let payload = data.slice(payload_at as usize..payload_end);
     let mut stored_crc = [0u8; 4];
     stored_crc.copy_from_slice(&data[payload_end..]);
-    if crc32fast::hash(&payload) != u32::from_le_bytes(stored_crc) {
+    if verify_body && crc32fast::hash(&payload) != u32::from_le_bytes(stored_crc) {
         return Err(FormatError::Checksum);
     }
 
@@ -286,10 +296,19 @@ pub fn open_object(
     inline_limit: u64,
 ) -> Result<(CacheKey, CachedObject), FormatError> {
     let mut file = File::open(path)?;
+    let file_len = file.metadata()?.len();
+    if file_len <= inline_limit {
+        // Small: the whole file in one read through the same descriptor.
+        let mut data = Vec::with_capacity(file_len as usize);
+        file.read_to_end(&mut data)?;
+        return parse_object(data, expect, true);
+    }
     let (header, file_len) = read_header(&mut file)?;
     if header.marker.is_some() || !header.encodings.is_empty() || header.body_len <= inline_limit {
-        drop(file);
-        return read_object(path, expect);
+        file.seek(io::SeekFrom::Start(0))?;
+        let mut data = Vec::with_capacity(file_len as usize);
+        file.read_to_end(&mut data)?;
+        return parse_object(data, expect, true);
     }
     check_key(&header, expect)?;
     let payload_at = file_len - header.body_len - 4;

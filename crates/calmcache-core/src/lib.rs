@@ -7,6 +7,7 @@
 //! - [`freshness`]: storability, freshness lifetime and age (RFC 9111 §3, §4.2; RFC 5861).
 //! - [`object`]: stored objects and their metadata.
 //! - [`disk`]: the disk tier: index, loader, manager, blocking-pool I/O.
+//! - [`page_cache`]: whole-file reads the kernel answers from memory without waiting.
 //! - [`disk_format`]: the on-disk file format of one stored object (disk zones).
 //! - [`tier`]: the storage trait; [`memory`]: the RAM tier.
 //! - [`flight`]: single-flight coalescing with leader/follower and abandonment.
@@ -23,6 +24,7 @@ pub mod freshness;
 pub mod key;
 pub mod memory;
 pub mod object;
+pub mod page_cache;
 pub mod policy;
 pub mod status;
 pub mod tier;
