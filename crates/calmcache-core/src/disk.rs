@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use crate::disk_format::{self, FormatError};
+use crate::disk_writer::DiskWrite;
 use crate::key::{CacheKey, KeyRef};
 use crate::object::CachedObject;
 use crate::page_cache;
@@ -314,22 +315,41 @@ impl DiskTier {
         .await;
         let size = match written {
             Ok(Ok(size)) => size,
-            Ok(Err(e)) => {
-                // A full file system is the manager's business (min_free,
-                // max_size), not a failed disk: the zone stays in the ring.
-                let full = matches!(&e, FormatError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull);
-                if full {
-                    self.stats.errors.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    self.fault();
-                }
-                tracing::warn!(zone = %self.config.path.display(), error = ?e, "disk write failed; not stored");
-                return Err(CacheError::Io(e.to_string()));
-            }
+            Ok(Err(e)) => return Err(self.write_failed(e)),
             Err(join) => return Err(CacheError::Io(join.to_string())),
         };
         self.index(hash, size, true);
         Ok(())
+    }
+
+    /// Starts writing the object `head` (metadata, status, headers, variant;
+    /// no encodings) under `key` while its body arrives: see
+    /// [`DiskWrite`]. Fails only for what the file format cannot hold.
+    pub fn begin_write(
+        self: &Arc<Self>,
+        key: CacheKey,
+        head: &CachedObject,
+    ) -> Result<DiskWrite, CacheError> {
+        DiskWrite::new(self.clone(), key, head).map_err(|e| CacheError::Io(e.to_string()))
+    }
+
+    /// Counts and logs a failed write; the error for the caller.
+    pub(crate) fn write_failed(&self, e: FormatError) -> CacheError {
+        // A full file system is the manager's business (min_free,
+        // max_size), not a failed disk: the zone stays in the ring.
+        let full = matches!(&e, FormatError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull);
+        if full {
+            self.stats.errors.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.fault();
+        }
+        tracing::warn!(zone = %self.config.path.display(), error = ?e, "disk write failed; not stored");
+        CacheError::Io(e.to_string())
+    }
+
+    /// Indexes a file this process just wrote.
+    pub(crate) fn indexed(&self, hash: u64, size: u64) {
+        self.index(hash, size, true);
     }
 
     fn mark_verified(&self, hash: u64, version: u32) {

@@ -90,7 +90,7 @@ pub const VERSION: u16 = 1;
 pub const TEMP_PREFIX: &str = ".tmp-";
 
 /// Magic, version and header length.
-const PREFIX_LEN: u64 = 8 + 2 + 4;
+pub(crate) const PREFIX_LEN: u64 = 8 + 2 + 4;
 /// Header CRC plus body CRC.
 const CRC_LEN: u64 = 4 + 4;
 
@@ -182,7 +182,7 @@ pub fn write_object(
             "object path must be a file inside the zone directory",
         )));
     }
-    let header = encode_header(key, object, stored_at)?;
+    let header = encode_header(key, object, stored_at, object.body.len() as u64)?;
     let header_len = u32::try_from(header.len()).map_err(|_| FormatError::Corrupt("header"))?;
     let payload_len = payload_len(object)?;
     let total = PREFIX_LEN
@@ -402,7 +402,7 @@ pub fn is_temp_name(name: &OsStr) -> bool {
 // ---------------------------------------------------------------- writing
 
 /// Creates a new, uniquely named temporary file in `dir`.
-fn create_temp(dir: &Path) -> io::Result<(PathBuf, File)> {
+pub(crate) fn create_temp(dir: &Path) -> io::Result<(PathBuf, File)> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let pid = std::process::id();
     let mut last = None;
@@ -451,10 +451,14 @@ fn payload_len(object: &CachedObject) -> Result<u64, FormatError> {
     })
 }
 
-fn encode_header(
+/// The header of `object` under `key`, its body `body_len` bytes long (the
+/// object's own body, or one written to the file as it arrived). Its length
+/// does not depend on `stored_at`, the timings or `body_len`.
+pub(crate) fn encode_header(
     key: &CacheKey,
     object: &CachedObject,
     stored_at: SystemTime,
+    body_len: u64,
 ) -> Result<Vec<u8>, FormatError> {
     let mut h = Vec::with_capacity(256);
     let k = key.as_ref();
@@ -536,7 +540,7 @@ fn encode_header(
     }
     let body_len = match marker {
         Some(_) => 0,
-        None => object.body.len() as u64,
+        None => body_len,
     };
     h.extend_from_slice(&body_len.to_le_bytes());
     Ok(h)

@@ -8,6 +8,7 @@
 //! - [`object`]: stored objects and their metadata.
 //! - [`disk`]: the disk tier: index, loader, manager, blocking-pool I/O.
 //! - [`page_cache`]: whole-file reads the kernel answers from memory without waiting.
+//! - [`disk_writer`]: an object file written as its body arrives.
 //! - [`disk_format`]: the on-disk file format of one stored object (disk zones).
 //! - [`tier`]: the storage trait; [`memory`]: the RAM tier.
 //! - [`flight`]: single-flight coalescing with leader/follower and abandonment.
@@ -19,6 +20,7 @@
 pub mod cache_control;
 pub mod disk;
 pub mod disk_format;
+pub mod disk_writer;
 pub mod flight;
 pub mod freshness;
 pub mod key;

@@ -374,6 +374,24 @@ fn stream_fill(
     let headers = detach_headers(&parts.headers, &storable.strip_fields);
     let growing = Arc::new(Growing::new(len));
     let names = vary::names(&headers, !route.cfg.compress.is_empty());
+    let zone = route.zone_for(&primary.as_ref()).cloned();
+    // A plain response bound for a disk zone goes into its file as it
+    // arrives; a Vary'd or compressed one is collected and stored whole.
+    let mut file = zone
+        .as_ref()
+        .and_then(|z| z.disk())
+        .filter(|_| names.is_empty() && !will_compress(&route, &headers))
+        .and_then(|disk| {
+            let head = CachedObject::assemble(
+                meta_of(&storable, started),
+                parts.status,
+                headers.clone(),
+                Bytes::new(),
+                Vec::new(),
+                None,
+            );
+            disk.begin_write(primary.clone(), &head).ok()
+        });
     let vary = (!names.is_empty()).then(|| {
         let mine = vary::secondary(&names, &fetch.selecting);
         (names, mine)
@@ -407,7 +425,10 @@ fn stream_fill(
                         break Some(format!("origin body longer than its Content-Length {len}"));
                     }
                     chunks.push(data.clone());
-                    growing.push(data);
+                    growing.push(data.clone());
+                    if let Some(file) = &mut file {
+                        file.push(data).await;
+                    }
                 }
             }
         };
@@ -420,19 +441,42 @@ fn stream_fill(
             return;
         }
         growing.finish();
-        let Some(zone) = route.zone_for(&primary.as_ref()) else {
+        let Some(zone) = zone else {
             finish(permit, FillOutcome::NotStored);
             return;
         };
+        let body = concat(chunks, total as usize);
+        if let Some(file) = file {
+            let object = Arc::new(CachedObject::assemble(
+                meta_of(&storable, started),
+                status,
+                headers,
+                body,
+                Vec::new(),
+                None,
+            ));
+            match file.finish(&object).await {
+                Ok(()) => {
+                    route.stored(&primary, &object).await;
+                    route.activity.stores.inc();
+                    finish(permit, FillOutcome::Stored(object, origin_status));
+                }
+                Err(e) => {
+                    tracing::debug!(key = %primary, zone = %zone.name, error = %e, "not stored");
+                    finish(permit, FillOutcome::NotStored);
+                }
+            }
+            return;
+        }
         let stored = Stored {
             status,
             headers,
-            body: concat(chunks, total as usize),
+            body,
             encodings: None,
         };
         let _ = store(
             &route,
-            zone,
+            &zone,
             &primary,
             &fetch,
             stored,
@@ -444,6 +488,21 @@ fn stream_fill(
         .await;
     });
     FillReply::Streaming(head)
+}
+
+/// True when storing a response with `headers` adds compressed encodings
+/// (a body of at least `compress::MIN_SIZE` is assumed).
+fn will_compress(route: &Route, headers: &HeaderMap) -> bool {
+    !route.cfg.compress.is_empty() && crate::compress::compressible(headers)
+}
+
+/// The metadata of an object stored now, fetched since `started`.
+fn meta_of(storable: &Storable, started: Instant) -> ObjectMeta {
+    ObjectMeta {
+        stored_at: Instant::now(),
+        freshness: storable.freshness.clone(),
+        fetch_time: started.elapsed(),
+    }
 }
 
 /// A response ready to store.
@@ -477,11 +536,7 @@ async fn store(
     if !encodings.is_empty() {
         add_vary_accept_encoding(&mut stored.headers);
     }
-    let meta = ObjectMeta {
-        stored_at: Instant::now(),
-        freshness: storable.freshness,
-        fetch_time: started.elapsed(),
-    };
+    let meta = meta_of(&storable, started);
     let names = vary::names(&stored.headers, compresses);
     let (key, variant) = if names.is_empty() {
         (primary.clone(), None)

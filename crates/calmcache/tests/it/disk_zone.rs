@@ -644,3 +644,170 @@ async fn kill_9_during_heavy_writes_never_serves_a_partial_object() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(&config);
 }
+
+/// A tmpfs mounted for one test (root with CAP_SYS_ADMIN), unmounted on drop.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(at).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Tmpfs(at.to_path_buf()))
+    }
+
+    fn remount(&self, options: &str) {
+        let status = std::process::Command::new("mount")
+            .args(["-o", &format!("remount,{options}")])
+            .arg(&self.0)
+            .status()
+            .unwrap();
+        assert!(status.success(), "remount {options}");
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+async fn get_sized(proxy: &RunningProxy, path: &str) -> calmcache_testkit::Reply {
+    calmcache_testkit::get_with(
+        http::Method::GET,
+        &proxy.url(path),
+        &[("x-origin-body-bytes", "200000")],
+    )
+    .await
+}
+
+/// The fault injection on a real file system: a zone on a 2 MiB
+/// tmpfs is filled (ENOSPC), then made read-only (EROFS), then given room
+/// and write access again. No request fails, what was stored stays a hit,
+/// the faults are counted, and the zone stores again once they clear.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_then_read_only_file_system_fails_no_request_and_recovers() {
+    let base = scratch("tmpfs");
+    let Some(fs) = Tmpfs::mount(&base, "2m") else {
+        // Not root, or no CAP_SYS_ADMIN in this container: the other fault
+        // tests (deleted directory, blocked writes) still run.
+        eprintln!("a_full_then_read_only_file_system: cannot mount a tmpfs here; not run");
+        return;
+    };
+    let origin = Origin::start().await;
+    let dir = base.join("zone");
+    let proxy = disk_proxy(&origin, &dir, "").await;
+    let errors = async || {
+        proxy.status().await["zones"]["ram"]["disk"]["errors"]
+            .as_u64()
+            .unwrap()
+    };
+
+    // Fill: 200 KB objects (stored before the response, below the
+    // streaming threshold) until the file system is full.
+    let mut stored = Vec::new();
+    let mut refused = 0;
+    for i in 0..16 {
+        let path = format!("/fill/{i}");
+        let r = get_sized(&proxy, &path).await;
+        assert_eq!(r.status, 200, "{path}: {}", r.cache_status());
+        assert_eq!(r.body.len(), 200_000, "{path}: whole body");
+        match r.cache_status_params().param("detail") {
+            Some("store-failed") => refused += 1,
+            _ if r.cache_status_params().has("stored") => stored.push(path),
+            _ => panic!("{path}: {}", r.cache_status()),
+        }
+    }
+    assert!(
+        !stored.is_empty() && refused >= 4,
+        "stored {stored:?}, refused {refused}"
+    );
+    assert!(errors().await >= 1, "ENOSPC is counted");
+    for path in &stored {
+        let r = get_sized(&proxy, path).await;
+        assert!(r.cache_status_params().has("hit"), "{path} kept: {}", r.cache_status());
+    }
+
+    // Read-only: stored objects are still hits, new ones come from the origin.
+    fs.remount("ro");
+    let before = errors().await;
+    let r = get_sized(&proxy, "/ro/new").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), 200_000);
+    assert_eq!(r.cache_status_params().param("detail"), Some("store-failed"));
+    assert!(errors().await > before, "EROFS is counted");
+    let r = get_sized(&proxy, &stored[0]).await;
+    assert!(r.cache_status_params().has("hit"), "{}", r.cache_status());
+
+    // The faults clear: room and write access again; new objects are stored
+    // (after the zone's fault cooldown at most).
+    fs.remount("rw,size=16m");
+    let mut n = 0;
+    wait_for("the zone to store again", async || {
+        n += 1;
+        let r = get_sized(&proxy, &format!("/again/{n}")).await;
+        assert_eq!(r.status, 200);
+        r.cache_status_params().has("stored")
+    })
+    .await;
+    proxy.stop().await;
+    drop(fs);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_body_is_written_into_the_zone_as_it_arrives() {
+    // The body goes into a temporary file of the zone while the origin is
+    // still sending (in 256 KiB batches), and is renamed into place, whole,
+    // after the last byte: never visible before.
+    let origin = Origin::start().await;
+    let dir = scratch("streamwrite");
+    let proxy = disk_proxy(&origin, &dir, "").await;
+    let url = proxy.url("/big");
+    let steer = [
+        ("x-origin-body-bytes", "800000"),
+        ("x-origin-trickle-ms", "200"),
+    ];
+    let leader = {
+        let url = url.clone();
+        tokio::spawn(
+            async move { calmcache_testkit::get_with(http::Method::GET, &url, &steer).await },
+        )
+    };
+    // Four of the eight 100,000-byte pieces are out by now.
+    tokio::time::sleep(Duration::from_millis(750)).await;
+    assert_eq!(origin.bodies_trickled(), 0, "the origin is still sending");
+    let files = files_in(&dir);
+    let temp: Vec<_> = files
+        .iter()
+        .filter(|f| f.file_name().unwrap().to_string_lossy().starts_with(".tmp-"))
+        .collect();
+    assert_eq!(temp.len(), 1, "one file being written: {files:?}");
+    let written = std::fs::metadata(temp[0]).unwrap().len();
+    assert!(written >= 256 * 1024, "{written} bytes on disk so far");
+    assert_eq!(files.len(), 1, "nothing renamed into place yet: {files:?}");
+    assert_eq!(proxy.status().await["zones"]["ram"]["objects"], 0);
+
+    let leader = leader.await.unwrap();
+    assert_eq!(leader.body.len(), 800_000);
+    wait_for("the object to be stored", async || {
+        proxy.status().await["zones"]["ram"]["objects"] == 1
+    })
+    .await;
+    let files = files_in(&dir);
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(!files[0].file_name().unwrap().to_string_lossy().starts_with(".tmp-"));
+    let hit = get(&url).await;
+    assert!(hit.cache_status_params().has("hit"), "{}", hit.cache_status());
+    assert_eq!(hit.bytes, leader.bytes);
+    assert_eq!(origin.hits(), 1);
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

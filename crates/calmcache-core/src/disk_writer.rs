@@ -1,0 +1,277 @@
+//! Writes one object file of a disk zone while its body is still arriving
+//! from the origin, so the file is complete moments after the last byte
+//! (NGINX's `use_temp_path=off` behaviour, without NGINX's buffering of the
+//! whole response first).
+//!
+//! The header's length is fixed once the key, status, headers and variant
+//! are known (timings and the body length are fixed-width fields), so the
+//! body is written straight to its final offset in a temporary file of the
+//! zone and the header is written last, with the real timings and length.
+//! The file is renamed into place only then: a reader, a restart or the
+//! loader never sees a partial object, and a write dropped before
+//! [`DiskWrite::finish`] (an aborted origin body, a fault) removes its
+//! temporary file.
+//!
+//! Chunks are batched to [`BATCH`] bytes and each batch is written on the
+//! blocking pool, one at a time per object, so a slow origin holds no thread.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+
+use crate::disk::{key_hash, DiskTier};
+use crate::disk_format::{self, FormatError, MAGIC, PREFIX_LEN, VERSION};
+use crate::key::CacheKey;
+use crate::object::CachedObject;
+use crate::tier::CacheError;
+
+/// Bytes gathered before a write goes to the blocking pool.
+pub const BATCH: usize = 256 * 1024;
+
+/// The synchronous part: a temporary file filled at the body's offset.
+struct FileWriter {
+    dir: PathBuf,
+    header_len: u32,
+    /// Created with the first write.
+    file: Option<(PathBuf, File)>,
+    crc: crc32fast::Hasher,
+    written: u64,
+}
+
+impl FileWriter {
+    fn write(&mut self, parts: &[Bytes]) -> io::Result<()> {
+        let body_at = PREFIX_LEN + u64::from(self.header_len) + 4;
+        if self.file.is_none() {
+            std::fs::create_dir_all(&self.dir)?;
+            self.file = Some(disk_format::create_temp(&self.dir)?);
+        }
+        let Some((_, file)) = &self.file else {
+            return Err(io::Error::other("no temporary file"));
+        };
+        for part in parts {
+            file.write_all_at(part, body_at + self.written)?;
+            self.crc.update(part);
+            self.written += part.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Writes the header of `object` (its real timings, the body written so
+    /// far), the body CRC, and renames the file to `path`.
+    fn finish(
+        mut self,
+        path: &Path,
+        key: &CacheKey,
+        object: &CachedObject,
+        stored_at: SystemTime,
+    ) -> Result<u64, FormatError> {
+        let header = disk_format::encode_header(key, object, stored_at, self.written)?;
+        if header.len() != self.header_len as usize {
+            return Err(FormatError::Corrupt("header changed while streaming"));
+        }
+        self.write(&[])?;
+        let Some((tmp, file)) = self.file.take() else {
+            return Err(FormatError::Corrupt("no temporary file"));
+        };
+        let result = (|| {
+            let mut prefix = Vec::with_capacity(PREFIX_LEN as usize + header.len() + 4);
+            prefix.extend_from_slice(&MAGIC);
+            prefix.extend_from_slice(&VERSION.to_le_bytes());
+            prefix.extend_from_slice(&self.header_len.to_le_bytes());
+            prefix.extend_from_slice(&header);
+            prefix.extend_from_slice(&crc32fast::hash(&header).to_le_bytes());
+            file.write_all_at(&prefix, 0)?;
+            let crc = std::mem::take(&mut self.crc).finalize();
+            let end = prefix.len() as u64 + self.written;
+            file.write_all_at(&crc.to_le_bytes(), end)?;
+            (&file).flush()?;
+            std::fs::rename(&tmp, path)?;
+            Ok(end + 4)
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result.map_err(FormatError::Io)
+    }
+}
+
+impl Drop for FileWriter {
+    fn drop(&mut self) {
+        // Not finished: the temporary file goes (the loader would remove
+        // it at the next start anyway).
+        if let Some((tmp, _)) = self.file.take() {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
+}
+
+/// An object file being written as its body arrives. Feed it with
+/// [`push`](DiskWrite::push), end it with [`finish`](DiskWrite::finish);
+/// dropping it instead discards what was written.
+pub struct DiskWrite {
+    tier: Arc<DiskTier>,
+    key: CacheKey,
+    /// `None` while a batch is on the blocking pool, or after a failure.
+    writer: Option<FileWriter>,
+    pending: Vec<Bytes>,
+    pending_bytes: usize,
+    failed: Option<FormatError>,
+    /// Bytes of body seen, once over the zone's `max_object_size`.
+    too_large: Option<u64>,
+}
+
+impl DiskWrite {
+    pub(crate) fn new(
+        tier: Arc<DiskTier>,
+        key: CacheKey,
+        head: &CachedObject,
+    ) -> Result<DiskWrite, FormatError> {
+        if head.vary_index.is_some() || !head.encodings.is_empty() {
+            return Err(FormatError::Corrupt("only plain responses are streamed"));
+        }
+        let header = disk_format::encode_header(&key, head, SystemTime::now(), 0)?;
+        let header_len = u32::try_from(header.len()).map_err(|_| FormatError::Corrupt("header"))?;
+        let dir = tier
+            .file_path(key_hash(&key.as_ref()))
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        Ok(DiskWrite {
+            tier,
+            key,
+            writer: Some(FileWriter {
+                dir,
+                header_len,
+                file: None,
+                crc: crc32fast::Hasher::new(),
+                written: 0,
+            }),
+            pending: Vec::new(),
+            pending_bytes: 0,
+            failed: None,
+            too_large: None,
+        })
+    }
+
+    /// Adds a chunk of the body; every [`BATCH`] bytes are written on the
+    /// blocking pool before this returns. Errors are kept for `finish`.
+    pub async fn push(&mut self, chunk: Bytes) {
+        if let Some(seen) = &mut self.too_large {
+            *seen += chunk.len() as u64;
+            return;
+        }
+        if self.failed.is_some() {
+            return;
+        }
+        self.pending_bytes += chunk.len();
+        self.pending.push(chunk);
+        let written = self.writer.as_ref().map_or(0, |w| w.written);
+        let seen = written + self.pending_bytes as u64;
+        if seen > self.tier.config().max_object_size {
+            self.too_large = Some(seen);
+            self.pending.clear();
+            if let Some(writer) = self.writer.take() {
+                discard(writer);
+            }
+            return;
+        }
+        if self.pending_bytes >= BATCH {
+            self.flush().await;
+        }
+    }
+
+    async fn flush(&mut self) {
+        let Some(mut writer) = self.writer.take() else {
+            return;
+        };
+        let parts = std::mem::take(&mut self.pending);
+        self.pending_bytes = 0;
+        let done = tokio::task::spawn_blocking(move || {
+            let result = writer.write(&parts);
+            (writer, result)
+        })
+        .await;
+        match done {
+            Ok((writer, Ok(()))) => self.writer = Some(writer),
+            Ok((writer, Err(e))) => {
+                self.failed = Some(FormatError::Io(e));
+                discard(writer);
+            }
+            Err(join) => self.failed = Some(FormatError::Io(io::Error::other(join.to_string()))),
+        }
+    }
+
+    /// The whole body has arrived: writes what is left and the header of
+    /// `object` (its metadata, status, headers and variant as given when the
+    /// write began), renames the file into place and indexes it. `object`'s
+    /// own body is not written; the file holds the chunks pushed.
+    pub async fn finish(mut self, object: &CachedObject) -> Result<(), CacheError> {
+        if !self.pending.is_empty() {
+            self.flush().await;
+        }
+        let tier = self.tier.clone();
+        if let Some(size) = self.too_large {
+            let limit = tier.config().max_object_size;
+            return Err(CacheError::TooLarge { size, limit });
+        }
+        if let Some(e) = self.failed.take() {
+            return Err(tier.write_failed(e));
+        }
+        let Some(writer) = self.writer.take() else {
+            return Err(CacheError::Io("disk write lost".into()));
+        };
+        let hash = key_hash(&self.key.as_ref());
+        let path = tier.file_path(hash);
+        let stored_at = SystemTime::now()
+            .checked_sub(object.meta.resident(tokio::time::Instant::now()))
+            .unwrap_or_else(SystemTime::now);
+        let key = self.key.clone();
+        let head = CachedObject::assemble(
+            object.meta.clone(),
+            object.status,
+            object.headers.clone(),
+            Bytes::new(),
+            Vec::new(),
+            object.variant.clone(),
+        );
+        let done = tokio::task::spawn_blocking(move || {
+            writer.finish(&path, &key, &head, stored_at)
+        })
+        .await;
+        match done {
+            Ok(Ok(size)) => {
+                tier.indexed(hash, size);
+                Ok(())
+            }
+            Ok(Err(e)) => Err(tier.write_failed(e)),
+            Err(join) => Err(CacheError::Io(join.to_string())),
+        }
+    }
+}
+
+impl Drop for DiskWrite {
+    fn drop(&mut self) {
+        if let Some(writer) = self.writer.take() {
+            discard(writer);
+        }
+    }
+}
+
+/// Drops an unfinished writer (unlinking its temporary file) on the blocking
+/// pool, never on an async worker.
+fn discard(writer: FileWriter) {
+    if writer.file.is_none() {
+        return;
+    }
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => {
+            handle.spawn_blocking(move || drop(writer));
+        }
+        Err(_) => drop(writer),
+    }
+}
