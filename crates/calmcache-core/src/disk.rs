@@ -337,7 +337,8 @@ impl DiskTier {
     pub(crate) fn write_failed(&self, e: FormatError) -> CacheError {
         // A full file system is the manager's business (min_free,
         // max_size), not a failed disk: the zone stays in the ring.
-        let full = matches!(&e, FormatError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull);
+        let full =
+            matches!(&e, FormatError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull);
         if full {
             self.stats.errors.fetch_add(1, Ordering::Relaxed);
         } else {

@@ -239,10 +239,8 @@ impl DiskWrite {
             Vec::new(),
             object.variant.clone(),
         );
-        let done = tokio::task::spawn_blocking(move || {
-            writer.finish(&path, &key, &head, stored_at)
-        })
-        .await;
+        let done =
+            tokio::task::spawn_blocking(move || writer.finish(&path, &key, &head, stored_at)).await;
         match done {
             Ok(Ok(size)) => {
                 tier.indexed(hash, size);

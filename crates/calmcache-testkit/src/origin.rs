@@ -19,7 +19,10 @@
 //! - `x-origin-trickle-ms: N`: send the body (with its Content-Length) in 8
 //!   pieces N ms apart ([`Origin::bodies_trickled`] counts those finished);
 //! - `x-origin-abort-after-bytes: N`: with trickling, fail the body instead of
-//!   sending past N bytes (a connection dropped mid-body).
+//!   sending past N bytes (a connection dropped mid-body, without the last
+//!   chunk of a chunked body);
+//! - `x-origin-chunked: 1`: with trickling, no Content-Length: the body is
+//!   sent chunked.
 //!
 //! Without `x-origin-body` the body is `path=<path> n=<count>`, `count` being
 //! the number of requests this origin has received so far, so a test can tell
@@ -346,7 +349,9 @@ async fn respond(
     let body = Bytes::from(body);
     let body = match number(h, "x-origin-trickle-ms") {
         Some(ms) if !body.is_empty() => {
-            headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+            if number(h, "x-origin-chunked") != Some(1) {
+                headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+            }
             let abort = number(h, "x-origin-abort-after-bytes");
             trickle(counts.clone(), body, Duration::from_millis(ms), abort)
         }

@@ -207,17 +207,27 @@ impl ChunkSource for tokio::sync::mpsc::UnboundedReceiver<Result<Bytes, String>>
     }
 }
 
-/// A body of exactly `left` bytes fed through a channel. A channel that
-/// closes before them is an error, never a short body passed off as whole.
+/// A body fed through a channel: of exactly `left` bytes when the length is
+/// known (a channel that closes before them is an error, never a short body
+/// passed off as whole), else of whatever comes until the source ends
+/// cleanly (sent chunked).
 pub struct ChannelBody<S> {
     source: S,
-    left: u64,
+    left: Option<u64>,
 }
 
 impl<S: ChunkSource> ChannelBody<S> {
     /// A body of `len` bytes from `source`.
     pub fn new(source: S, len: u64) -> Self {
-        ChannelBody { source, left: len }
+        ChannelBody {
+            source,
+            left: Some(len),
+        }
+    }
+
+    /// A body of unknown length from `source`.
+    pub fn open_ended(source: S) -> Self {
+        ChannelBody { source, left: None }
     }
 }
 
@@ -231,21 +241,26 @@ impl<S: ChunkSource + Unpin> Body for ChannelBody<S> {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match ready!(self.source.poll_chunk(cx)) {
             Some(Ok(chunk)) => {
-                self.left = self.left.saturating_sub(chunk.len() as u64);
+                if let Some(left) = &mut self.left {
+                    *left = left.saturating_sub(chunk.len() as u64);
+                }
                 Poll::Ready(Some(Ok(Frame::data(chunk))))
             }
             Some(Err(e)) => Poll::Ready(Some(Err(e))),
-            None if self.left > 0 => Poll::Ready(Some(Err("body ended early".into()))),
+            None if self.left.is_some_and(|l| l > 0) => {
+                Poll::Ready(Some(Err("body ended early".into())))
+            }
             None => Poll::Ready(None),
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.left == 0
+        self.left == Some(0)
     }
 
     fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.left)
+        self.left
+            .map_or_else(SizeHint::default, SizeHint::with_exact)
     }
 }
 

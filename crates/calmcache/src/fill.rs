@@ -286,12 +286,32 @@ pub async fn fill(
             storable,
             started,
             origin_status,
-            len,
+            len: Some(len),
+            prefix: Vec::new(),
         };
         return stream_fill(route.clone(), primary, fetch, permit, start, body);
     }
-    let body = match collect_limited(body, limit, &parts.headers).await {
+    // Without a declared length, a body that outgrows STREAM_MIN streams
+    // from there on (when the zone could hold more).
+    let streams_later = declared.is_none() && limit as u64 > STREAM_MIN;
+    let collect_to = if streams_later {
+        STREAM_MIN as usize
+    } else {
+        limit
+    };
+    let body = match collect_limited(body, collect_to, &parts.headers).await {
         Collected::Complete(body) => body,
+        Collected::TooLarge(prefix, rest) if streams_later => {
+            let start = StreamStart {
+                parts,
+                storable,
+                started,
+                origin_status,
+                len: None,
+                prefix,
+            };
+            return stream_fill(route.clone(), primary, fetch, permit, start, rest);
+        }
         Collected::TooLarge(prefix, rest) => {
             finish(permit, FillOutcome::NotStored);
             let body = ResponseBody::stream(PrefixedBody::new(prefix, rest));
@@ -348,14 +368,22 @@ struct StreamStart {
     storable: Storable,
     started: Instant,
     origin_status: u16,
-    len: u64,
+    /// The declared length; `None` for a chunked (or close-delimited) body.
+    len: Option<u64>,
+    /// Body chunks already read (a body without a declared length is
+    /// collected up to STREAM_MIN before it is streamed).
+    prefix: Vec<Bytes>,
 }
 
 /// Read-while-write: publishes the head to followers (and to requests that
 /// join until the object is stored), then reads the body in its own task,
 /// handing each chunk to every reader as it arrives, and stores the object
-/// when the body is complete and exactly as long as declared. A body that
-/// fails or comes up short is never stored and ends every reader in error.
+/// when the body is complete: exactly as long as declared, or, without a
+/// declared length, ended cleanly (the last chunk of a chunked body) and
+/// within the zone's `max_object_size` (past it, the body still reaches
+/// every reader, nothing is stored, and later requests fetch for
+/// themselves). A body that fails or comes up short is never stored and
+/// ends every reader in error.
 fn stream_fill(
     route: Arc<Route>,
     primary: CacheKey,
@@ -370,8 +398,9 @@ fn stream_fill(
         started,
         origin_status,
         len,
+        prefix,
     } = start;
-    let headers = detach_headers(&parts.headers, &storable.strip_fields);
+    let mut headers = detach_headers(&parts.headers, &storable.strip_fields);
     let growing = Arc::new(Growing::new(len));
     let names = vary::names(&headers, !route.cfg.compress.is_empty());
     let zone = route.zone_for(&primary.as_ref()).cloned();
@@ -380,7 +409,7 @@ fn stream_fill(
     let mut file = zone
         .as_ref()
         .and_then(|z| z.disk())
-        .filter(|_| names.is_empty() && !will_compress(&route, &headers))
+        .filter(|_| len.is_some() && names.is_empty() && !will_compress(&route, &headers))
         .and_then(|disk| {
             let head = CachedObject::assemble(
                 meta_of(&storable, started),
@@ -409,27 +438,53 @@ fn stream_fill(
     }
     let status = parts.status;
     tokio::spawn(async move {
+        let mut permit = permit;
+        let limit = zone.as_ref().map_or(0, |z| z.max_object_size());
         let mut chunks: Vec<Bytes> = Vec::new();
         let mut total = 0u64;
+        // False once a body without a declared length outgrew the zone.
+        let mut keep = true;
+        let mut prefix = prefix.into_iter();
         let failure = loop {
-            match body.frame().await {
-                None if total == len => break None,
-                None => break Some(format!("origin body ended at {total} of {len} bytes")),
+            let next = match prefix.next() {
+                Some(chunk) => Some(Ok(chunk)),
+                None => match body.frame().await {
+                    None => None,
+                    Some(Err(e)) => Some(Err(e)),
+                    Some(Ok(frame)) => match frame.into_data() {
+                        Ok(data) => Some(Ok(data)),
+                        Err(_) => continue,
+                    },
+                },
+            };
+            let data = match next {
+                None => match len {
+                    Some(len) if total != len => {
+                        break Some(format!("origin body ended at {total} of {len} bytes"))
+                    }
+                    _ => break None,
+                },
                 Some(Err(e)) => break Some(format!("origin body failed: {e}")),
-                Some(Ok(frame)) => {
-                    let Ok(data) = frame.into_data() else {
-                        continue;
-                    };
-                    total += data.len() as u64;
-                    if total > len {
-                        break Some(format!("origin body longer than its Content-Length {len}"));
-                    }
-                    chunks.push(data.clone());
-                    growing.push(data.clone());
-                    if let Some(file) = &mut file {
-                        file.push(data).await;
-                    }
-                }
+                Some(Ok(data)) => data,
+            };
+            total += data.len() as u64;
+            if let Some(len) = len.filter(|&len| total > len) {
+                break Some(format!("origin body longer than its Content-Length {len}"));
+            }
+            if keep && total > limit {
+                keep = false;
+                chunks = Vec::new();
+                file = None;
+                growing.stop_keeping();
+                finish(permit.take(), FillOutcome::NotStored);
+                tracing::debug!(key = %primary, "body over max_object_size; not stored");
+            }
+            if keep {
+                chunks.push(data.clone());
+            }
+            growing.push(data.clone());
+            if let Some(file) = &mut file {
+                file.push(data).await;
             }
         };
         if let Some(why) = failure {
@@ -441,10 +496,14 @@ fn stream_fill(
             return;
         }
         growing.finish();
-        let Some(zone) = zone else {
+        let Some(zone) = zone.filter(|_| keep) else {
             finish(permit, FillOutcome::NotStored);
             return;
         };
+        if len.is_none() {
+            // The stored length is exact (HEAD answers rely on it).
+            headers.insert(CONTENT_LENGTH, HeaderValue::from(total));
+        }
         let body = concat(chunks, total as usize);
         if let Some(file) = file {
             let object = Arc::new(CachedObject::assemble(
@@ -500,7 +559,7 @@ fn will_compress(route: &Route, headers: &HeaderMap) -> bool {
 fn meta_of(storable: &Storable, started: Instant) -> ObjectMeta {
     ObjectMeta {
         stored_at: Instant::now(),
-        freshness: storable.freshness.clone(),
+        freshness: storable.freshness,
         fetch_time: started.elapsed(),
     }
 }

@@ -34,12 +34,16 @@ pub struct StreamingHead {
 /// A body being filled by one fetch and read by many.
 pub struct Growing {
     state: Mutex<State>,
-    /// The declared length (the body is streamed only when it is known).
-    pub len: u64,
+    /// The declared length; `None` for a body without one (chunked), which
+    /// readers get chunked and which ends when the origin's body ends cleanly.
+    pub len: Option<u64>,
 }
 
 struct State {
     chunks: Vec<Bytes>,
+    /// False once the body outgrew what may be held for late readers:
+    /// chunks go to the readers already there only.
+    keep: bool,
     /// `Some` once the body is complete (`Ok`) or failed (`Err`).
     done: Option<Result<(), String>>,
     readers: Vec<mpsc::UnboundedSender<Item>>,
@@ -47,16 +51,17 @@ struct State {
 
 impl std::fmt::Debug for Growing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Growing({} of {} bytes)", self.received(), self.len)
+        write!(f, "Growing({} of {:?} bytes)", self.received(), self.len)
     }
 }
 
 impl Growing {
-    /// An empty body of `len` bytes to come.
-    pub fn new(len: u64) -> Growing {
+    /// An empty body of `len` bytes to come (`None`: unknown).
+    pub fn new(len: Option<u64>) -> Growing {
         Growing {
             state: Mutex::new(State {
                 chunks: Vec::new(),
+                keep: true,
                 done: None,
                 readers: Vec::new(),
             }),
@@ -71,8 +76,19 @@ impl Growing {
     /// Appends a chunk and hands it to every reader (shared, not copied).
     pub fn push(&self, chunk: Bytes) {
         let mut state = self.lock();
-        state.chunks.push(chunk.clone());
+        if state.keep {
+            state.chunks.push(chunk.clone());
+        }
         state.readers.retain(|r| r.send(Ok(chunk.clone())).is_ok());
+    }
+
+    /// Stops holding the body for readers still to come (it will not be
+    /// stored and is too large to keep): the readers already there get the
+    /// rest, a later [`reader`](Growing::reader) gets an error.
+    pub fn stop_keeping(&self) {
+        let mut state = self.lock();
+        state.keep = false;
+        state.chunks = Vec::new();
     }
 
     /// The body is complete: readers end after their last chunk.
@@ -96,6 +112,11 @@ impl Growing {
     pub fn reader(&self) -> ResponseBody {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut state = self.lock();
+        if !state.keep {
+            let _ = tx.send(Err("body no longer held for late readers".into()));
+            drop(state);
+            return ResponseBody::stream(ChannelBody::open_ended(rx));
+        }
         for chunk in &state.chunks {
             let _ = tx.send(Ok(chunk.clone()));
         }
@@ -107,7 +128,10 @@ impl Growing {
             None => state.readers.push(tx),
         }
         drop(state);
-        ResponseBody::stream(ChannelBody::new(rx, self.len))
+        match self.len {
+            Some(len) => ResponseBody::stream(ChannelBody::new(rx, len)),
+            None => ResponseBody::stream(ChannelBody::open_ended(rx)),
+        }
     }
 
     /// Bytes received so far.
@@ -124,7 +148,7 @@ mod tests {
 
     #[tokio::test]
     async fn late_and_early_readers_get_the_whole_body() {
-        let g = Growing::new(6);
+        let g = Growing::new(Some(6));
         let early = g.reader();
         g.push(Bytes::from_static(b"abc"));
         let late = g.reader();
@@ -139,7 +163,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_fetch_ends_every_reader_with_an_error() {
-        let g = Growing::new(6);
+        let g = Growing::new(Some(6));
         let early = g.reader();
         g.push(Bytes::from_static(b"abc"));
         g.fail("origin reset".into());
@@ -149,10 +173,36 @@ mod tests {
 
     #[tokio::test]
     async fn a_short_body_is_an_error_not_a_whole_response() {
-        let g = Growing::new(10);
+        let g = Growing::new(Some(10));
         let r = g.reader();
         g.push(Bytes::from_static(b"abc"));
         g.finish();
         assert!(r.collect().await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_body_without_length_ends_when_finished() {
+        let g = Growing::new(None);
+        let early = g.reader();
+        g.push(Bytes::from_static(b"abc"));
+        g.push(Bytes::from_static(b"def"));
+        let late = g.reader();
+        g.finish();
+        for body in [early, late] {
+            assert_eq!(&body.collect().await.unwrap().to_bytes()[..], b"abcdef");
+        }
+    }
+
+    #[tokio::test]
+    async fn readers_after_stop_keeping_get_an_error_earlier_ones_the_rest() {
+        let g = Growing::new(None);
+        let early = g.reader();
+        g.push(Bytes::from_static(b"abc"));
+        g.stop_keeping();
+        let late = g.reader();
+        g.push(Bytes::from_static(b"def"));
+        g.finish();
+        assert_eq!(&early.collect().await.unwrap().to_bytes()[..], b"abcdef");
+        assert!(late.collect().await.is_err());
     }
 }

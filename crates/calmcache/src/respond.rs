@@ -194,7 +194,11 @@ pub fn serve_streaming(
     set_cache_status(&mut headers, &report, ask.key.as_deref());
     route.activity.record(&report);
     let body = if with_body {
-        route.activity.bytes_from_cache.add(head.growing.len);
+        // Counted when known (a chunked body's length is not, yet).
+        route
+            .activity
+            .bytes_from_cache
+            .add(head.growing.len.unwrap_or(0));
         head.growing.reader()
     } else {
         ResponseBody::empty()

@@ -733,7 +733,11 @@ async fn a_full_then_read_only_file_system_fails_no_request_and_recovers() {
     assert!(errors().await >= 1, "ENOSPC is counted");
     for path in &stored {
         let r = get_sized(&proxy, path).await;
-        assert!(r.cache_status_params().has("hit"), "{path} kept: {}", r.cache_status());
+        assert!(
+            r.cache_status_params().has("hit"),
+            "{path} kept: {}",
+            r.cache_status()
+        );
     }
 
     // Read-only: stored objects are still hits, new ones come from the origin.
@@ -742,7 +746,10 @@ async fn a_full_then_read_only_file_system_fails_no_request_and_recovers() {
     let r = get_sized(&proxy, "/ro/new").await;
     assert_eq!(r.status, 200);
     assert_eq!(r.body.len(), 200_000);
-    assert_eq!(r.cache_status_params().param("detail"), Some("store-failed"));
+    assert_eq!(
+        r.cache_status_params().param("detail"),
+        Some("store-failed")
+    );
     assert!(errors().await > before, "EROFS is counted");
     let r = get_sized(&proxy, &stored[0]).await;
     assert!(r.cache_status_params().has("hit"), "{}", r.cache_status());
@@ -787,7 +794,12 @@ async fn a_large_body_is_written_into_the_zone_as_it_arrives() {
     let files = files_in(&dir);
     let temp: Vec<_> = files
         .iter()
-        .filter(|f| f.file_name().unwrap().to_string_lossy().starts_with(".tmp-"))
+        .filter(|f| {
+            f.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(".tmp-")
+        })
         .collect();
     assert_eq!(temp.len(), 1, "one file being written: {files:?}");
     let written = std::fs::metadata(temp[0]).unwrap().len();
@@ -803,11 +815,103 @@ async fn a_large_body_is_written_into_the_zone_as_it_arrives() {
     .await;
     let files = files_in(&dir);
     assert_eq!(files.len(), 1, "{files:?}");
-    assert!(!files[0].file_name().unwrap().to_string_lossy().starts_with(".tmp-"));
+    assert!(!files[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .starts_with(".tmp-"));
     let hit = get(&url).await;
-    assert!(hit.cache_status_params().has("hit"), "{}", hit.cache_status());
+    assert!(
+        hit.cache_status_params().has("hit"),
+        "{}",
+        hit.cache_status()
+    );
     assert_eq!(hit.bytes, leader.bytes);
     assert_eq!(origin.hits(), 1);
     proxy.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_receive_a_chunked_body_as_it_arrives() {
+    // Without a Content-Length, a body that outgrows 256 KiB streams to the
+    // requests coalesced behind it too; it is stored once its last chunk
+    // came, with its exact length; cut before that, it is never stored; and
+    // past max_object_size it reaches every reader but is not stored.
+    for disk in [false, true] {
+        let origin = Origin::start().await;
+        let dir = scratch("chunked");
+        let mut builder = Proxy::new(&origin)
+            .zone("64MiB", "1MiB")
+            .route("ttl = { 200 = \"60s\" }\nrefresh = \"lock\"");
+        if disk {
+            builder = builder.disk_zone(&dir, "");
+        }
+        let proxy = builder.start().await;
+        let chunked = |bytes: &'static str, abort: Option<&'static str>| {
+            let mut h = vec![
+                ("x-origin-body-bytes", bytes),
+                ("x-origin-trickle-ms", "150"),
+                ("x-origin-chunked", "1"),
+            ];
+            if let Some(at) = abort {
+                h.push(("x-origin-abort-after-bytes", at));
+            }
+            h
+        };
+        let leader = |path: &str, steer: Vec<(&'static str, &'static str)>| {
+            let url = proxy.url(path);
+            tokio::spawn(async move {
+                calmcache_testkit::get_with(http::Method::GET, &url, &steer).await
+            })
+        };
+
+        // Whole: the waiter starts at once, the object is stored with its length.
+        let first = leader("/chunked", chunked("800000", None));
+        tokio::time::sleep(Duration::from_millis(550)).await;
+        let resp = head_of(&proxy.url("/chunked")).await;
+        assert_eq!(origin.bodies_trickled(), 0, "head while the origin sends");
+        let status = resp.headers()["cache-status"].to_str().unwrap().to_owned();
+        assert!(status.contains("collapsed"), "{status}");
+        use http_body_util::BodyExt;
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        let first = first.await.unwrap();
+        assert_eq!(first.body.len(), 800_000);
+        assert_eq!(body, first.bytes);
+        let mut hit = None;
+        for _ in 0..50 {
+            let r = get(&proxy.url("/chunked")).await;
+            if r.cache_status_params().has("hit") {
+                hit = Some(r);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let hit = hit.expect("stored");
+        assert_eq!(hit.bytes, first.bytes);
+        assert_eq!(hit.header("content-length"), "800000");
+        assert_eq!(origin.hits(), 1);
+
+        // Cut before its last chunk: every reader sees an error, nothing stored.
+        let cut = leader("/cut", chunked("800000", Some("400000")));
+        assert!(
+            cut.await.is_err(),
+            "a cut chunked body was delivered as whole"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let again = get(&proxy.url("/cut")).await;
+        assert_eq!(again.cache_status_params().param("fwd"), Some("uri-miss"));
+
+        // Over max_object_size (1 MiB): whole to the reader, not stored.
+        let big = leader("/big", chunked("1500000", None));
+        let big = big.await.unwrap();
+        assert_eq!(big.body.len(), 1_500_000);
+        let again = get(&proxy.url("/big")).await;
+        assert_eq!(again.cache_status_params().param("fwd"), Some("uri-miss"));
+        assert!(files_in(&dir)
+            .iter()
+            .all(|f| !f.to_string_lossy().contains(".tmp-")));
+        proxy.stop().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
