@@ -6,9 +6,14 @@
 //! `min_free` and `inactive`.
 //!
 //! ```text
-//! <path>/<h[0..2]>/<h[2..4]>/<h>      h = 16 hex digits of a stable 64-bit key hash
-//! <path>/<h[0..2]>/<h[2..4]>/.tmp-*   writes in progress (removed by the loader)
+//! <path>/<h[0..2]>/<h>      h = 16 hex digits of a stable 64-bit key hash
+//! <path>/<h[0..2]>/.tmp-*   writes in progress (removed by the loader)
 //! ```
+//! One level of 256 directories: a directory is created at most once per
+//! zone, where two levels (65,536 directories, NGINX's `levels=2:2`) cost a
+//! `mkdir` for most of the first objects written (a fifth of the write
+//! path's time in `bench/cachefill`). A file found under the two-level
+//! layout of earlier versions is moved by the loader.
 //! A file is written to a temp name in its final directory and renamed into
 //! place when complete, so a reader sees a whole object or none. The file
 //! carries its key, metadata, lengths and checksums (`disk_format.rs`): a
@@ -208,7 +213,7 @@ impl DiskTier {
 
     /// The file of the object with key hash `hash`.
     pub fn file_path(&self, hash: u64) -> PathBuf {
-        let hex = format!("{:02x}/{:02x}/{hash:016x}", hash >> 56, (hash >> 48) & 0xff);
+        let hex = format!("{:02x}/{hash:016x}", hash >> 56);
         self.config.path.join(hex)
     }
 
@@ -449,7 +454,11 @@ impl DiskTier {
     /// on the calling (blocking) thread; see [`DiskTier::spawn_loader`].
     pub fn load(&self) {
         let mut stack = vec![self.config.path.clone()];
+        let mut dirs = Vec::new();
         while let Some(dir) = stack.pop() {
+            if dir != self.config.path {
+                dirs.push(dir.clone());
+            }
             let entries = match std::fs::read_dir(&dir) {
                 Ok(entries) => entries,
                 Err(e) => {
@@ -483,6 +492,17 @@ impl DiskTier {
                 self.load_file(&path);
             }
         }
+        // Directories left empty (the two-level layout of earlier versions,
+        // emptied by the moves above), deepest first; one in use is not empty.
+        for dir in dirs.iter().rev() {
+            if dir
+                .strip_prefix(&self.config.path)
+                .map_or(0, |p| p.components().count())
+                > 1
+            {
+                let _ = std::fs::remove_dir(dir);
+            }
+        }
         self.stats.loader_done.store(true, Ordering::Relaxed);
     }
 
@@ -490,10 +510,8 @@ impl DiskTier {
         match disk_format::read_summary(path) {
             Ok(summary) => {
                 let hash = key_hash(&summary.key.as_ref());
-                if self.file_path(hash) != path {
-                    // Not where its key belongs (a foreign or moved file).
-                    self.stats.broken_files.fetch_add(1, Ordering::Relaxed);
-                    let _ = std::fs::remove_file(path);
+                let home = self.file_path(hash);
+                if home != path && !self.move_home(path, &home) {
                     return;
                 }
                 // Requests may have stored a newer copy meanwhile; keep it.
@@ -512,6 +530,33 @@ impl DiskTier {
                 }
             }
         }
+    }
+
+    /// A file not where its key belongs: moved there when it carries its own
+    /// hash as name (the layout of an earlier version: `<h[0..2]>/<h[2..4]>/<h>`)
+    /// and nothing is there yet; removed otherwise (a foreign or renamed
+    /// file, or an older copy). True when it was moved.
+    fn move_home(&self, path: &Path, home: &Path) -> bool {
+        let named_right = path.file_name() == home.file_name();
+        let moved = named_right
+            && home
+                .parent()
+                .is_some_and(|dir| std::fs::create_dir_all(dir).is_ok())
+            && rustix::fs::renameat_with(
+                rustix::fs::CWD,
+                path,
+                rustix::fs::CWD,
+                home,
+                rustix::fs::RenameFlags::NOREPLACE,
+            )
+            .is_ok();
+        if !moved {
+            if !named_right {
+                self.stats.broken_files.fetch_add(1, Ordering::Relaxed);
+            }
+            let _ = std::fs::remove_file(path);
+        }
+        moved
     }
 
     /// Starts the loader on a blocking thread; the zone serves meanwhile

@@ -180,8 +180,7 @@ async fn a_write_fault_is_counted_not_fatal_and_the_zone_recovers() {
     // this is how a test makes writes fail): ENOTDIR / EEXIST on write.
     let k = key("/fault");
     let path = tier.file_path(key_hash(&k.as_ref()));
-    let shard_dir = path.parent().unwrap().parent().unwrap().to_path_buf();
-    std::fs::create_dir_all(shard_dir.parent().unwrap()).unwrap();
+    let shard_dir = path.parent().unwrap().to_path_buf();
     std::fs::write(&shard_dir, b"in the way").unwrap();
     assert!(tier.insert(k.clone(), object("x")).await.is_err());
     assert_eq!(tier.stats().errors.load(Ordering::Relaxed), 1);
@@ -295,5 +294,32 @@ async fn a_loaded_file_with_a_flipped_body_byte_is_never_served() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(!path.exists(), "the damaged file is removed");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn files_of_the_two_level_layout_are_moved_home_by_the_loader() {
+    let dir = scratch("layout");
+    let tier = DiskTier::open(config(&dir, 1 << 20)).unwrap();
+    tier.insert(key("/old"), object("kept across the move"))
+        .await
+        .unwrap();
+    let hash = key_hash(&key("/old").as_ref());
+    let home = tier.file_path(hash);
+    drop(tier);
+    let hex = format!("{hash:016x}");
+    let old_dir = dir.join(&hex[0..2]).join(&hex[2..4]);
+    std::fs::create_dir_all(&old_dir).unwrap();
+    std::fs::rename(&home, old_dir.join(&hex)).unwrap();
+    // A file under its wrong hash name is foreign: removed.
+    std::fs::write(old_dir.join("0123456789abcdef"), b"x").unwrap();
+
+    let again = DiskTier::open(config(&dir, 1 << 20)).unwrap();
+    again.load();
+    assert_eq!(again.objects(), 1);
+    assert!(home.exists(), "moved to {}", home.display());
+    assert!(!old_dir.exists(), "the emptied old directory is removed");
+    let got = again.get(&key("/old").as_ref()).await.unwrap();
+    assert_eq!(&got.body[..], b"kept across the move");
     let _ = std::fs::remove_dir_all(&dir);
 }
