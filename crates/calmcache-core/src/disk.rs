@@ -34,6 +34,9 @@ use crate::disk_writer::DiskWrite;
 use crate::key::{CacheKey, KeyRef};
 use crate::object::CachedObject;
 use crate::page_cache;
+
+#[path = "disk_purge.rs"]
+mod purge;
 use crate::tier::CacheError;
 
 const SHARDS: usize = 64;
@@ -118,6 +121,10 @@ pub struct DiskTier {
     stats: DiskStats,
     /// Milliseconds since `opened` before which the zone counts as failed.
     failed_until_ms: AtomicU64,
+    /// Soft-purged entries: key hash -> (index version, when purged).
+    soft: Mutex<HashMap<u64, (u32, tokio::time::Instant)>>,
+    /// Entries in `soft` (a hit checks this, not the map, when it is 0).
+    soft_len: std::sync::atomic::AtomicUsize,
 }
 
 /// How long a zone stays out of a route's hash ring after an I/O error.
@@ -158,6 +165,8 @@ impl DiskTier {
             opened: std::time::Instant::now(),
             stats: DiskStats::default(),
             failed_until_ms: AtomicU64::new(0),
+            soft: Mutex::new(HashMap::new()),
+            soft_len: std::sync::atomic::AtomicUsize::new(0),
         }))
     }
 
@@ -270,7 +279,10 @@ impl DiskTier {
                 if object.lazy_body.is_none() {
                     self.mark_verified(hash, version);
                 }
-                Some(Arc::new(object))
+                match self.soft_purged_at(hash, version) {
+                    Some(at) => Some(Arc::new(object.soft_purged(at))),
+                    None => Some(Arc::new(object)),
+                }
             }
             Err(FormatError::KeyMismatch) => None,
             Err(e) => {

@@ -156,6 +156,8 @@ pub struct FileSummary {
     pub is_marker: bool,
     /// Response status code.
     pub status: u16,
+    /// Its cache tags (`Cache-Tag`, `Surrogate-Key`), for purges by tag.
+    pub tags: Vec<String>,
 }
 
 /// Serialises `object` stored under `key` into a temporary file in `dir`,
@@ -348,6 +350,9 @@ pub fn read_summary(path: &Path) -> Result<FileSummary, FormatError> {
         fetch_time: header.fetch_time,
         is_marker: header.marker.is_some(),
         status: header.status.as_u16(),
+        tags: crate::object::tags_in(&header.headers)
+            .map(str::to_owned)
+            .collect(),
     })
 }
 

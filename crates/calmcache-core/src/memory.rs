@@ -65,6 +65,66 @@ impl MemoryTier {
     }
 }
 
+impl MemoryTier {
+    /// Purges `key`: removed, or (`soft`) replaced by a copy expired now.
+    /// True when it was there.
+    pub fn purge_key(&self, key: &KeyRef<'_>, soft: bool) -> bool {
+        if !soft {
+            return self.cache.remove(key).is_some();
+        }
+        let Some(object) = self.cache.get(key) else {
+            return false;
+        };
+        let expired = Arc::new(object.soft_purged(tokio::time::Instant::now()));
+        self.cache.insert(key.to_owned_key(), expired);
+        true
+    }
+
+    /// Purges every object for which `pred` holds; returns how many. Each
+    /// shard is locked while it is scanned (a few milliseconds per million
+    /// objects and shard count), so run it on a blocking thread.
+    pub fn purge_matching(
+        &self,
+        soft: bool,
+        pred: &dyn Fn(&CacheKey, &CachedObject) -> bool,
+    ) -> u64 {
+        let matched = std::sync::Mutex::new(Vec::new());
+        let count = std::sync::atomic::AtomicU64::new(0);
+        self.cache.retain(|key, object| {
+            if !pred(key, object) {
+                return true;
+            }
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if soft {
+                matched
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(key.clone());
+            }
+            soft
+        });
+        if soft {
+            let now = tokio::time::Instant::now();
+            for key in matched.into_inner().unwrap_or_else(|p| p.into_inner()) {
+                if let Some(object) = self.cache.get(&key.as_ref()) {
+                    self.cache.insert(key, Arc::new(object.soft_purged(now)));
+                }
+            }
+        }
+        count.into_inner()
+    }
+
+    /// Purges everything; returns how many objects there were.
+    pub fn purge_all(&self, soft: bool) -> u64 {
+        if soft {
+            return self.purge_matching(true, &|_, _| true);
+        }
+        let n = self.cache.len() as u64;
+        self.cache.clear();
+        n
+    }
+}
+
 impl Tier for MemoryTier {
     fn get(&self, key: &KeyRef<'_>) -> Option<Arc<CachedObject>> {
         self.cache.get(key)

@@ -105,7 +105,8 @@ pub struct CachedObject {
     /// Set on a marker: this entry is not a response but the list of
     /// request headers the URI's responses vary on.
     pub vary_index: Option<VaryIndex>,
-    /// Headers calmcache keeps but does not forward (RFC 9213 targeted fields).
+    /// Headers calmcache keeps but may not forward: RFC 9213 targeted
+    /// fields, cache tags ([`TAG_FIELDS`]).
     pub has_targeted: bool,
     /// A large object read from a disk zone: `body` is empty and the body is
     /// streamed from this file region instead (bounded memory per request).
@@ -175,7 +176,58 @@ pub struct VaryIndex {
 /// Fixed per-object bookkeeping cost charged to a zone on top of header and body bytes.
 pub const OBJECT_OVERHEAD: usize = 256;
 
+/// How long a soft-purged object may still be served stale while one
+/// refresh runs (unless the origin forbade serving it stale).
+pub const SOFT_PURGE_STALE: Duration = Duration::from_secs(60);
+
+/// The response fields that carry cache tags.
+pub const TAG_FIELDS: [&str; 2] = ["cache-tag", "surrogate-key"];
+
+/// The cache tags in `headers`: `Cache-Tag` (comma-separated) and
+/// `Surrogate-Key` (space-separated), each tag trimmed, empty ones skipped.
+pub fn tags_in(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+    let comma = headers
+        .get_all("cache-tag")
+        .into_iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','));
+    let space = headers
+        .get_all("surrogate-key")
+        .into_iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(' '));
+    comma.chain(space).map(str::trim).filter(|t| !t.is_empty())
+}
+
 impl CachedObject {
+    /// A copy of this object expired at `at` (a soft purge): it may be
+    /// served stale for [`SOFT_PURGE_STALE`] after `at` while one refresh
+    /// runs, unless the origin forbade stale serving. Bodies are shared.
+    pub fn soft_purged(&self, at: Instant) -> CachedObject {
+        let mut meta = self.meta.clone();
+        let f = &mut meta.freshness;
+        f.lifetime = f.lifetime.min(self.meta.age(at));
+        f.stale_while_revalidate = f.stale_while_revalidate.max(SOFT_PURGE_STALE);
+        f.immutable = false;
+        CachedObject {
+            meta,
+            status: self.status,
+            headers: self.headers.clone(),
+            body: self.body.clone(),
+            encodings: self.encodings.clone(),
+            variant: self.variant.clone(),
+            vary_index: self.vary_index.clone(),
+            has_targeted: self.has_targeted,
+            lazy_body: self.lazy_body.clone(),
+            weight: self.weight,
+        }
+    }
+
+    /// True when this object carries `tag` (see [`tags_in`]).
+    pub fn has_tag(&self, tag: &str) -> bool {
+        tags_in(&self.headers).any(|t| t == tag)
+    }
+
     /// Assembles an object and computes its weight.
     pub fn new(meta: ObjectMeta, status: StatusCode, headers: HeaderMap, body: Bytes) -> Self {
         Self::assemble(meta, status, headers, body, Vec::new(), None)
@@ -196,7 +248,8 @@ impl CachedObject {
             weigh(&headers, body.len() + encoded) + variant.as_ref().map_or(0, |v| v.len());
         let has_targeted = crate::cache_control::TARGETED
             .iter()
-            .any(|name| headers.contains_key(*name));
+            .any(|name| headers.contains_key(*name))
+            || TAG_FIELDS.iter().any(|name| headers.contains_key(*name));
         CachedObject {
             meta,
             status,

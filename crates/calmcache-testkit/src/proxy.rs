@@ -24,6 +24,8 @@ pub struct Proxy {
     default_ttl: bool,
     zone: bool,
     disk: Option<String>,
+    access_log: String,
+    admin: String,
 }
 
 impl Proxy {
@@ -38,6 +40,8 @@ impl Proxy {
             default_ttl: true,
             zone: true,
             disk: None,
+            access_log: String::new(),
+            admin: "listen = \"127.0.0.1:0\"\n".into(),
         }
     }
 
@@ -79,9 +83,26 @@ impl Proxy {
         self
     }
 
+    /// An `[access_log]` table: lines to `path` (a file, or `"stdout"`) in
+    /// `format` (`"combined"` or `"json"`).
+    pub fn access_log(mut self, path: &std::path::Path, format: &str) -> Proxy {
+        self.access_log = format!(
+            "\n[access_log]\npath = {:?}\nformat = {format:?}\n",
+            path.display().to_string()
+        );
+        self
+    }
+
     /// A route without a zone: every request is proxied without caching.
     pub fn no_zone(mut self) -> Proxy {
         self.zone = false;
+        self
+    }
+
+    /// The `[admin]` keys (default `listen = "127.0.0.1:0"`), e.g. with a
+    /// `token` or another `listen`.
+    pub fn admin(mut self, keys: &str) -> Proxy {
+        self.admin = format!("{keys}\n");
         self
     }
 
@@ -95,11 +116,17 @@ impl Proxy {
         let zone = if self.zone { "zone = \"ram\"\n" } else { "" };
         let kind = self.disk.as_deref().unwrap_or("kind = \"memory\"\n");
         format!(
-            "[server]\nlisten = [\"127.0.0.1:0\"]\nthreads = 2\n\n[admin]\nlisten = \"127.0.0.1:0\"\n\n\
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nthreads = 2\n\n[admin]\n{}\n\
              [upstreams.origin]\nservers = [\"{}\"]\n{}\n\
              [zones.ram]\n{kind}max_size = \"{}\"\nmax_object_size = \"{}\"\n\n\
-             [[routes]]\nname = \"test\"\nupstream = \"origin\"\n{zone}{ttl}{}",
-            self.origin, self.upstream, self.zone_size, self.max_object_size, self.route
+             [[routes]]\nname = \"test\"\nupstream = \"origin\"\n{zone}{ttl}{}{}",
+            self.admin,
+            self.origin,
+            self.upstream,
+            self.zone_size,
+            self.max_object_size,
+            self.route,
+            self.access_log
         )
     }
 
@@ -134,11 +161,31 @@ impl RunningProxy {
         format!("http://{}{path}", self.running().proxy_addrs[0])
     }
 
+    /// The admin listener's address (`127.0.0.1:PORT`; loopback when it
+    /// listens on every address).
+    pub fn admin_addr(&self) -> std::net::SocketAddr {
+        let mut addr = self.running().admin_addr.expect("admin");
+        if addr.ip().is_unspecified() {
+            addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        addr
+    }
+
+    /// `http://127.0.0.1:ADMIN_PORT{path}`: the dashboard is `admin_url("/")`.
+    pub fn admin_url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.admin_addr())
+    }
+
     /// The admin `/status` JSON.
     pub async fn status(&self) -> serde_json::Value {
-        let addr = self.running().admin_addr.expect("admin");
+        let addr = self.admin_addr();
         let reply = crate::get(&format!("http://{addr}/status")).await;
         serde_json::from_str(&reply.body).expect("status json")
+    }
+
+    /// Reopens the access log file at its path (what SIGUSR1 does).
+    pub fn reopen_logs(&self) {
+        self.running().reopen_logs();
     }
 
     /// Stops it gracefully.

@@ -1,5 +1,10 @@
-//! The admin listener: `GET /status` returns JSON counters, totals and per
-//! route and zone. (The dashboard and Prometheus metrics build on this.)
+//! The admin listener: `GET /` the live dashboard (one embedded page),
+//! `GET /status` JSON counters (totals, per route, zone and upstream,
+//! latency histograms), `GET /metrics` the same in Prometheus text format,
+//! `GET /healthz`, `GET /readyz`, and `POST /purge`.
+//!
+//! Access: `POST /purge` always needs `Authorization: Bearer <admin.token>`;
+//! every endpoint does when the listener is not on a loopback address.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -10,21 +15,79 @@ use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde::Serialize;
 
+use std::sync::atomic::Ordering;
+
 use crate::body::ResponseBody;
+use crate::metrics::{Class, HistogramSnapshot, BOUNDS};
 use crate::state::Proxy;
 use crate::stats::ActivitySnapshot;
 
 /// The `/status` document.
 #[derive(Serialize, Debug)]
 pub struct Status {
+    /// calmcache's version.
+    pub version: &'static str,
+    /// Seconds since start.
+    pub uptime_seconds: f64,
+    /// Client connections (proxy listeners).
+    pub connections: Connections,
     /// Sum over all routes.
     pub totals: ActivitySnapshot,
+    /// Answers by class, disjoint: they sum to `totals.requests` (give or
+    /// take requests in progress).
+    pub cache_status: BTreeMap<&'static str, u64>,
+    /// Time to the response head, by class and by upstream.
+    pub latency: Latency,
+    /// Per upstream.
+    pub upstreams: BTreeMap<String, UpstreamStatus>,
+    /// Purges served.
+    pub purges: Purges,
     /// Per route, by name.
     pub routes: BTreeMap<String, RouteStatus>,
     /// Per zone, by name.
     pub zones: BTreeMap<String, ZoneStatus>,
     /// Fetches in flight right now.
     pub fetches_in_flight: usize,
+}
+
+/// Client connections.
+#[derive(Serialize, Debug)]
+pub struct Connections {
+    /// Open now.
+    pub active: u64,
+    /// Accepted since start.
+    pub accepted: u64,
+}
+
+/// Latency histograms (cumulative bucket counts for the bounds in `le`).
+#[derive(Serialize, Debug)]
+pub struct Latency {
+    /// Bucket upper bounds in seconds (a last bucket, +Inf, follows).
+    pub le: &'static [f64],
+    /// Answers, by class.
+    pub by_cache_status: BTreeMap<&'static str, HistogramSnapshot>,
+    /// Upstream responses (to their head), by upstream.
+    pub by_upstream: BTreeMap<String, HistogramSnapshot>,
+}
+
+/// One upstream's counters.
+#[derive(Serialize, Debug)]
+pub struct UpstreamStatus {
+    /// Requests sent.
+    pub requests: u64,
+    /// Failed or 5xx.
+    pub errors: u64,
+    /// Its servers.
+    pub servers: Vec<String>,
+}
+
+/// Purge counters.
+#[derive(Serialize, Debug)]
+pub struct Purges {
+    /// Purge requests served.
+    pub requests: u64,
+    /// Objects removed or marked stale.
+    pub objects: u64,
 }
 
 /// One route's counters.
@@ -47,6 +110,8 @@ pub struct RouteStatus {
 /// One zone's counters (the sum of its routes) and occupancy.
 #[derive(Serialize, Debug)]
 pub struct ZoneStatus {
+    /// `memory` or `disk`.
+    pub kind: &'static str,
     /// Bytes in use.
     pub size_bytes: u64,
     /// Configured bound.
@@ -105,6 +170,7 @@ pub fn status(proxy: &Proxy) -> Status {
         .iter()
         .map(|z| {
             let zs = ZoneStatus {
+                kind: if z.disk().is_some() { "disk" } else { "memory" },
                 size_bytes: z.size_bytes(),
                 max_size_bytes: z.max_size(),
                 objects: z.objects(),
@@ -141,28 +207,178 @@ pub fn status(proxy: &Proxy) -> Status {
         };
         routes.insert(route.cfg.name.clone(), rs);
     }
+    let m = &proxy.metrics;
+    let classes = || Class::ALL.iter().map(|c| (c.label(), *c as usize));
     Status {
+        version: env!("CARGO_PKG_VERSION"),
+        uptime_seconds: m.started.elapsed().as_secs_f64(),
+        connections: Connections {
+            active: m.connections_active.load(Ordering::Relaxed),
+            accepted: m.connections_accepted.get(),
+        },
         totals,
+        cache_status: classes().map(|(l, i)| (l, m.answers[i].get())).collect(),
+        latency: Latency {
+            le: &BOUNDS,
+            by_cache_status: classes()
+                .map(|(l, i)| (l, m.latency[i].snapshot()))
+                .collect(),
+            by_upstream: proxy
+                .upstreams
+                .iter()
+                .map(|u| (u.name.clone(), u.stats.latency.snapshot()))
+                .collect(),
+        },
+        upstreams: proxy
+            .upstreams
+            .iter()
+            .map(|u| {
+                let s = UpstreamStatus {
+                    requests: u.stats.requests.get(),
+                    errors: u.stats.errors.get(),
+                    servers: u.servers(),
+                };
+                (u.name.clone(), s)
+            })
+            .collect(),
+        purges: Purges {
+            requests: m.purge_requests.get(),
+            objects: m.purged_objects.get(),
+        },
         routes,
         zones,
         fetches_in_flight: proxy.flights.in_flight(),
     }
 }
 
+/// The dashboard page, embedded in the binary.
+const DASHBOARD: &str = include_str!("dashboard.html");
+
+/// Largest `POST /purge` body read.
+const PURGE_BODY_MAX: usize = 64 * 1024;
+
 /// Serves the admin endpoints.
 pub async fn handle(
     proxy: Arc<Proxy>,
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Infallible> {
-    let resp = match (req.method(), req.uri().path()) {
+    let path = req.uri().path();
+    let token = proxy.admin.as_ref().and_then(|a| a.token.as_deref());
+    let open = proxy
+        .admin
+        .as_ref()
+        .is_none_or(|a| a.listen.ip().is_loopback());
+    let authorized = token.is_some_and(|t| bearer_matches(req.headers(), t));
+    // The dashboard page holds no data (it sends the token, from
+    // `?token=`, with each /status poll) and health checks carry none.
+    let public = req.method() == Method::GET && matches!(path, "/" | "/healthz");
+    if !open && !authorized && !public {
+        return Ok(unauthorized(token.is_some()));
+    }
+    let resp = match (req.method(), path) {
+        (&Method::GET, "/") => with_type(
+            Response::new(ResponseBody::full(DASHBOARD)),
+            "text/html; charset=utf-8",
+        ),
         (&Method::GET, "/status") => match serde_json::to_vec_pretty(&status(&proxy)) {
             Ok(json) => with_type(Response::new(ResponseBody::full(json)), "application/json"),
             Err(e) => plain(StatusCode::INTERNAL_SERVER_ERROR, format!("status: {e}\n")),
         },
-        (_, "/status") => plain(StatusCode::METHOD_NOT_ALLOWED, "use GET\n".into()),
-        _ => plain(StatusCode::NOT_FOUND, "not found; try GET /status\n".into()),
+        (&Method::GET, "/metrics") => with_type(
+            Response::new(ResponseBody::full(crate::prometheus::render(&status(
+                &proxy,
+            )))),
+            "text/plain; version=0.0.4; charset=utf-8",
+        ),
+        (&Method::GET, "/healthz") => plain(StatusCode::OK, "ok\n".into()),
+        (&Method::GET, "/readyz") => {
+            if proxy.ready.load(Ordering::Relaxed) {
+                plain(StatusCode::OK, "ready\n".into())
+            } else {
+                plain(StatusCode::SERVICE_UNAVAILABLE, "starting\n".into())
+            }
+        }
+        (&Method::POST, "/purge") => {
+            if !authorized {
+                return Ok(unauthorized(token.is_some()));
+            }
+            purge(&proxy, req).await
+        }
+        (_, "/" | "/status" | "/metrics" | "/healthz" | "/readyz") => {
+            plain(StatusCode::METHOD_NOT_ALLOWED, "use GET\n".into())
+        }
+        (_, "/purge") => plain(StatusCode::METHOD_NOT_ALLOWED, "use POST\n".into()),
+        _ => plain(
+            StatusCode::NOT_FOUND,
+            "not found; try GET /, /status, /metrics, /healthz, /readyz or POST /purge\n".into(),
+        ),
     };
     Ok(resp)
+}
+
+async fn purge(proxy: &Arc<Proxy>, req: Request<Incoming>) -> Response<ResponseBody> {
+    use http_body_util::BodyExt;
+    let limited = http_body_util::Limited::new(req.into_body(), PURGE_BODY_MAX);
+    let body = match limited.collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, &format!("purge body: {e}")),
+    };
+    match crate::purge::Purge::from_json(&body) {
+        Ok(order) => {
+            let purged = crate::purge::run(proxy, order).await;
+            purged_response(purged)
+        }
+        Err(e) => json_error(StatusCode::BAD_REQUEST, &e),
+    }
+}
+
+/// `{"purged": N}`.
+pub fn purged_response(purged: u64) -> Response<ResponseBody> {
+    let json = serde_json::json!({ "purged": purged }).to_string() + "\n";
+    with_type(Response::new(ResponseBody::full(json)), "application/json")
+}
+
+/// `{"error": message}` with `status`.
+pub fn json_error(status: StatusCode, message: &str) -> Response<ResponseBody> {
+    let json = serde_json::json!({ "error": message }).to_string() + "\n";
+    let mut resp = with_type(Response::new(ResponseBody::full(json)), "application/json");
+    *resp.status_mut() = status;
+    resp
+}
+
+/// True when `headers` carry `Authorization: Bearer <token>` (compared in
+/// constant time).
+fn bearer_matches(headers: &http::HeaderMap, token: &str) -> bool {
+    let Some(given) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            let (scheme, rest) = v.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+        })
+    else {
+        return false;
+    };
+    let (a, b) = (given.as_bytes(), token.as_bytes());
+    let diff = a
+        .iter()
+        .zip(b)
+        .fold(a.len() ^ b.len(), |acc, (x, y)| acc | usize::from(x ^ y));
+    diff == 0
+}
+
+fn unauthorized(configured: bool) -> Response<ResponseBody> {
+    let message = if configured {
+        "missing or wrong bearer token"
+    } else {
+        "no admin token is configured (admin.token, admin.token_file or CALMCACHE_ADMIN_TOKEN)"
+    };
+    let mut resp = json_error(StatusCode::UNAUTHORIZED, message);
+    resp.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"calmcache admin\""),
+    );
+    resp
 }
 
 fn plain(status: StatusCode, text: String) -> Response<ResponseBody> {

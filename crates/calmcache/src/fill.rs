@@ -516,6 +516,7 @@ fn stream_fill(
             ));
             match file.finish(&object).await {
                 Ok(()) => {
+                    route.note_host(&primary);
                     route.stored(&primary, &object).await;
                     route.activity.stores.inc();
                     finish(permit, FillOutcome::Stored(object, origin_status));
@@ -627,6 +628,7 @@ async fn store(
         *resp.headers_mut() = object.headers.clone();
         return FillReply::Relay(resp, why);
     }
+    route.note_host(primary);
     route.stored(&key, &object).await;
     route.activity.stores.inc();
     finish(permit, FillOutcome::Stored(object.clone(), origin_status));

@@ -2,6 +2,7 @@
 //!
 //! # Layout
 //! - [`config`]: config file -> raw (serde) -> validated [`config::Config`].
+//! - [`access_log`]: one line per request (`combined` or `json`), reopened for logrotate.
 //! - [`server`]: listeners, connections, graceful stop; [`start`] runs a proxy.
 //! - [`state`]: routes bound to upstreams and zones, the single-flight table.
 //! - [`proxy`]: the request path (lookup, refresh decision, serve or fetch).
@@ -20,10 +21,13 @@
 //! - [`lookup`]: primary keys and Vary resolution; [`vary`]: secondary keys.
 //! - [`respond`]: building client responses from stored objects and relays.
 //! - [`error`]: proxy errors and their status codes.
-//! - [`stats`]: counters; [`admin`]: `GET /status`.
+//! - [`stats`]: counters; [`metrics`]: histograms, gauges, `Served`;
+//!   [`admin`]: `/status`, `/metrics`, health, the dashboard.
+//! - [`purge`]: purges by URL, key, prefix, tag or all, hard or soft.
 //! - [`warm`]: keeping `warm` paths fresh without traffic.
 //! - [`origin`]: the bundled slow origin; [`demo`]: `calmcache demo`.
 
+pub mod access_log;
 pub mod admin;
 pub mod body;
 pub mod compress;
@@ -39,8 +43,11 @@ pub mod headers;
 pub mod invalidate;
 pub mod key_template;
 pub mod lookup;
+pub mod metrics;
 pub mod origin;
+pub mod prometheus;
 pub mod proxy;
+pub mod purge;
 pub mod range;
 pub mod respond;
 pub mod server;

@@ -64,6 +64,10 @@ enum Command {
         /// Send this Cache-Control header.
         #[arg(long)]
         cache_control: Option<String>,
+        /// Tag every page `Cache-Tag: g<k>`, k = the last run of digits in its
+        /// path (else a hash of the path) modulo N, for purges by tag; 0: no tag.
+        #[arg(long, default_value_t = 0, value_name = "N")]
+        tag_groups: u64,
     },
 }
 
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
             workers,
             body_bytes,
             cache_control,
+            tag_groups,
         } => {
             let opts = origin::OriginOptions {
                 listen,
@@ -98,7 +103,7 @@ fn main() -> ExitCode {
                 body_bytes,
                 cache_control,
             };
-            run_origin(opts)
+            run_origin(opts, tag_groups)
         }
     };
     match result {
@@ -151,7 +156,18 @@ fn serve(path: &std::path::Path) -> anyhow::Result<()> {
     // The proxy's own worker threads are started by `calmcache::start`; this
     // runtime only carries the admin listener, warm-up and signals.
     runtime(1)?.block_on(async {
+        // Listening for SIGUSR1 before starting: its default action would
+        // end the process, and logrotate may send it at any time.
+        #[cfg(unix)]
+        let usr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1());
         let running = calmcache::start(&config).await?;
+        #[cfg(unix)]
+        match usr1 {
+            Ok(usr1) => reopen_on_signal(usr1, running.access_log().cloned()),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot handle SIGUSR1: the access log cannot be reopened")
+            }
+        }
         for addr in &running.proxy_addrs {
             tracing::info!(%addr, "calmcache listening");
         }
@@ -182,10 +198,10 @@ fn run_demo(opts: demo::DemoOptions) -> anyhow::Result<()> {
     })
 }
 
-fn run_origin(opts: origin::OriginOptions) -> anyhow::Result<()> {
+fn run_origin(opts: origin::OriginOptions, tag_groups: u64) -> anyhow::Result<()> {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     runtime(threads)?.block_on(async {
-        let origin = origin::start(opts).await?;
+        let origin = origin::start_with_tags(opts, tag_groups).await?;
         say(&format!("http://{}/", origin.addr));
         stop_signal().await;
         origin.stop();
@@ -199,6 +215,22 @@ fn say(text: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{text}").and_then(|()| out.flush());
+}
+
+/// Reopens the access log on each SIGUSR1 (logrotate's `postrotate`).
+#[cfg(unix)]
+fn reopen_on_signal(
+    mut usr1: tokio::signal::unix::Signal,
+    log: Option<calmcache::access_log::AccessLog>,
+) {
+    tokio::spawn(async move {
+        while usr1.recv().await.is_some() {
+            match &log {
+                Some(log) => log.reopen(),
+                None => tracing::info!("SIGUSR1: no access log to reopen"),
+            }
+        }
+    });
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -5,7 +5,9 @@
 //! Every GET burns `cpu` of busy work on one of `workers` threads (requests
 //! queue for a worker), then waits `sleep`, then answers a page carrying the
 //! time and a request counter. `GET /__origin/stats` tells how many requests it
-//! served; `POST /__origin/reset` zeroes the count.
+//! served; `POST /__origin/reset` zeroes the count. Started with
+//! [`start_with_tags`], it also tags every page (`Cache-Tag: g<k>`) for
+//! purge-by-tag benchmarks.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -13,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use http::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use http::header::{HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use tokio::sync::{watch, Semaphore};
@@ -67,10 +69,22 @@ struct Origin {
     opts: OriginOptions,
     stats: Arc<OriginStats>,
     workers: Semaphore,
+    tag_groups: u64,
 }
 
 /// Binds and starts the origin on the current runtime.
 pub async fn start(opts: OriginOptions) -> Result<RunningOrigin, StartError> {
+    start_with_tags(opts, 0).await
+}
+
+/// Like [`start`], and when `tag_groups` > 0 every page carries
+/// `Cache-Tag: g<k>`, k = [`tag_group`] of its path: one of `tag_groups`
+/// tags, known in advance for each URL (`/p7/obj/123` with 1000 groups is
+/// `g123`).
+pub async fn start_with_tags(
+    opts: OriginOptions,
+    tag_groups: u64,
+) -> Result<RunningOrigin, StartError> {
     let listener = bind(opts.listen)?;
     let addr = listener.local_addr().unwrap_or(opts.listen);
     let stats = Arc::new(OriginStats::default());
@@ -79,10 +93,11 @@ pub async fn start(opts: OriginOptions) -> Result<RunningOrigin, StartError> {
         opts,
         stats: stats.clone(),
         workers,
+        tag_groups,
     });
     let (stop, stopped) = watch::channel(false);
     let serve = move |req: Request<Incoming>, _peer: SocketAddr| handle(origin.clone(), req);
-    tokio::spawn(accept_loop(listener, stopped, serve));
+    tokio::spawn(accept_loop(listener, stopped, serve, None));
     Ok(RunningOrigin { addr, stats, stop })
 }
 
@@ -132,7 +147,36 @@ async fn handle(
     {
         resp.headers_mut().insert(CACHE_CONTROL, cc);
     }
+    if origin.tag_groups > 0 {
+        let tag = format!("g{}", tag_group(req.uri().path(), origin.tag_groups));
+        if let Ok(tag) = HeaderValue::from_str(&tag) {
+            resp.headers_mut()
+                .insert(HeaderName::from_static("cache-tag"), tag);
+        }
+    }
     Ok(resp)
+}
+
+/// The tag group of `path` among `groups` (> 0): the last run of decimal
+/// digits in the path, else its 64-bit FNV-1a hash, modulo `groups`.
+pub fn tag_group(path: &str, groups: u64) -> u64 {
+    let groups = u128::from(groups.max(1));
+    let digits = path
+        .rsplit(|c: char| !c.is_ascii_digit())
+        .find(|run| !run.is_empty());
+    let k = match digits {
+        // Digit by digit modulo `groups`: any length, no overflow.
+        Some(run) => run
+            .bytes()
+            .fold(0u128, |k, d| (k * 10 + u128::from(d - b'0')) % groups),
+        None => {
+            let hash = path.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+            u128::from(hash) % groups
+        }
+    };
+    k as u64
 }
 
 /// Busy work for `cpu` of wall time on this thread.
@@ -189,5 +233,20 @@ mod tests {
         assert_eq!(page("/a", 1, 1024).len(), 1024);
         assert_eq!(page("/a", 1, 102_400).len(), 102_400);
         assert!(page("/a", 1, 0).contains("request #1"));
+    }
+
+    #[test]
+    fn tag_groups_come_from_the_last_digits_of_the_path() {
+        assert_eq!(tag_group("/p7/obj/123", 1000), 123);
+        assert_eq!(tag_group("/p7/obj/123456", 1000), 456);
+        assert_eq!(tag_group("/p7/obj/8", 100), 8);
+        assert_eq!(tag_group("/o/12x", 10), 2);
+        // Longer than any integer: 10^32 - 1 = 1 (mod 7).
+        assert_eq!(tag_group("/o/99999999999999999999999999999999", 7), 1);
+        // No digits: a hash, stable and within range.
+        let h = tag_group("/about", 1000);
+        assert!(h < 1000);
+        assert_eq!(h, tag_group("/about", 1000));
+        assert_eq!(tag_group("/anything", 1), 0);
     }
 }

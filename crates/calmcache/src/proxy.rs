@@ -40,6 +40,7 @@ use crate::error::{ErrorKind, ProxyError};
 use crate::fill::{fill, FetchRequest, FillReply, NotStored};
 use crate::headers::{add_forwarded, set_cache_status, strip_hop_by_hop};
 use crate::lookup::{lookup, PrimaryKey};
+use crate::metrics::{self, CallSlot, Served};
 use crate::respond::{error_response, only_if_cached, relay, serve, Ask};
 use crate::state::{FillOutcome, Proxy, Route, Worker, Zone};
 
@@ -123,7 +124,29 @@ impl Why {
 }
 
 /// Answers one client request. Never fails: errors become 4xx/5xx responses.
+/// Times the answer (to its response head) into the latency histogram of its
+/// class; with the access log on, attaches a [`Served`] to the response.
 pub async fn handle(
+    worker: Arc<Worker>,
+    req: Request<Incoming>,
+    client: SocketAddr,
+) -> Result<Response<ResponseBody>, Infallible> {
+    let started = std::time::Instant::now();
+    let slot = worker.proxy.note_served.then(CallSlot::default);
+    // The worker's own Arc (no count shared by all threads is touched).
+    let (resp, class) = metrics::scoped(slot.clone(), answer(worker.clone(), req, client)).await;
+    if let Some(class) = class {
+        worker.proxy.metrics.answered(class, started.elapsed());
+    }
+    let Ok(mut resp) = resp;
+    if let Some(slot) = slot {
+        let upstream = *slot.lock().unwrap_or_else(|p| p.into_inner());
+        resp.extensions_mut().insert(Served { class, upstream });
+    }
+    Ok(resp)
+}
+
+async fn answer(
     worker: Arc<Worker>,
     req: Request<Incoming>,
     client: SocketAddr,
@@ -131,6 +154,9 @@ pub async fn handle(
     // Borrowed, not cloned: no reference count shared by all threads is
     // touched on a hit (the `worker` Arc is this thread's own).
     let proxy = &worker.proxy;
+    if req.method().as_str() == "PURGE" {
+        return Ok(crate::purge::purge_method(proxy, &req, client).await);
+    }
     let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
     let Some(route) = worker.route_for(pq) else {
         let e = ProxyError::downstream(ErrorKind::NoRoute, pq);
@@ -515,6 +541,9 @@ async fn answer_fill(
     ask: &Ask<'_>,
     ranged: Option<FetchRequest>,
 ) -> Response<ResponseBody> {
+    // The fetch outlives this request, so it runs in its own task; its
+    // upstream call is noted for this request's access log line.
+    let task = metrics::with_call_slot(metrics::call_slot(), task);
     let reply = match (tokio::spawn(task).await, ranged) {
         (Ok(FillReply::Relay(resp, NotStored::TooLarge)), Some(request)) => {
             drop(resp);

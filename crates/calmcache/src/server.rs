@@ -19,7 +19,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::access_log::{self, AccessLog};
 use crate::config::Config;
+use crate::metrics::{ConnectionGuard, Metrics};
 use crate::state::{Proxy, Worker};
 use crate::{admin, proxy, warm};
 
@@ -49,12 +51,25 @@ pub struct Running {
     pub admin_addr: Option<SocketAddr>,
     /// The shared state (for tests and the demo).
     pub proxy: Arc<Proxy>,
+    access_log: Option<AccessLog>,
     stop: watch::Sender<bool>,
     tasks: JoinSet<()>,
     workers: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Running {
+    /// The access log, if configured (its `dropped` count; a handle for signals).
+    pub fn access_log(&self) -> Option<&AccessLog> {
+        self.access_log.as_ref()
+    }
+
+    /// Reopens the access log file at its path (SIGUSR1, after logrotate).
+    pub fn reopen_logs(&self) {
+        if let Some(log) = &self.access_log {
+            log.reopen();
+        }
+    }
+
     /// Stops accepting, lets open requests finish (up to `grace`), then returns.
     pub async fn shutdown(mut self, grace: Duration) {
         let _ = self.stop.send(true);
@@ -71,6 +86,10 @@ impl Running {
             tracing::warn!("connections still open after {grace:?}; closing them");
             self.tasks.abort_all();
         }
+        if let Some(log) = self.access_log.take() {
+            let flushed = tokio::task::spawn_blocking(move || log.flush(Duration::from_secs(1)));
+            let _ = flushed.await;
+        }
     }
 }
 
@@ -80,6 +99,18 @@ impl Running {
 /// cross-thread wakeups on the hit path). The admin listener and warm-up run
 /// on the calling runtime.
 pub async fn start(config: &Config) -> Result<Running, StartError> {
+    let access_log = match &config.access_log {
+        Some(c) => Some(AccessLog::open(c).map_err(|e| match &c.target {
+            access_log::LogTarget::File(path) => StartError::Setup(format!(
+                "access_log.path: cannot open {} for appending: {e}",
+                path.display()
+            )),
+            access_log::LogTarget::Stdout => {
+                StartError::Setup(format!("access_log: cannot start its writer: {e}"))
+            }
+        })?),
+        None => None,
+    };
     let proxy = Proxy::new(config).map_err(StartError::Setup)?;
     proxy.start_background();
     let threads = config.server.threads.max(1);
@@ -109,10 +140,10 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let (stop, stopped) = watch::channel(false);
     let mut workers = Vec::with_capacity(threads);
     for (i, sockets) in per_thread.into_iter().enumerate() {
-        let (proxy, stopped) = (proxy.clone(), stopped.clone());
+        let (proxy, stopped, log) = (proxy.clone(), stopped.clone(), access_log.clone());
         let worker = std::thread::Builder::new()
             .name(format!("calmcache-worker-{i}"))
-            .spawn(move || run_worker(proxy, sockets, stopped))
+            .spawn(move || run_worker(proxy, sockets, stopped, log))
             .map_err(|e| StartError::Setup(format!("cannot start worker thread: {e}")))?;
         workers.push(worker);
     }
@@ -121,15 +152,20 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         let proxy = proxy.clone();
         let serve =
             move |req: Request<Incoming>, _peer: SocketAddr| admin::handle(proxy.clone(), req);
-        tasks.spawn(accept_loop(listener, stopped.clone(), serve));
+        tasks.spawn(accept_loop(listener, stopped.clone(), serve, None));
     }
     if let Some(first) = proxy_addrs.first() {
         warm::start(&proxy, *first, stopped.clone());
     }
+    // Listeners bound, workers started, disk loaders running.
+    proxy
+        .ready
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     Ok(Running {
         proxy_addrs,
         admin_addr,
         proxy,
+        access_log,
         stop,
         tasks,
         workers,
@@ -144,6 +180,7 @@ fn run_worker(
     proxy: Arc<Proxy>,
     sockets: Vec<std::net::TcpListener>,
     stopped: watch::Receiver<bool>,
+    log: Option<AccessLog>,
 ) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -167,10 +204,21 @@ fn run_worker(
                 continue;
             };
             let worker = worker.clone();
+            let counted = Some(worker.proxy.metrics.clone());
+            // Two loops, not a branch per request: without an access log a
+            // request pays nothing for it.
+            if let Some(log) = log.clone() {
+                let serve = move |req: Request<Incoming>, peer: SocketAddr| {
+                    let pending = log.begin(&req, peer);
+                    access_log::serve(pending, proxy::handle(worker.clone(), req, peer))
+                };
+                loops.spawn(accept_loop(listener, stopped.clone(), serve, counted));
+                continue;
+            }
             let serve = move |req: Request<Incoming>, peer: SocketAddr| {
                 proxy::handle(worker.clone(), req, peer)
             };
-            loops.spawn(accept_loop(listener, stopped.clone(), serve));
+            loops.spawn(accept_loop(listener, stopped.clone(), serve, counted));
         }
         while loops.join_next().await.is_some() {}
     });
@@ -229,6 +277,7 @@ pub(crate) async fn accept_loop<S, F, B>(
     listener: TcpListener,
     mut stopped: watch::Receiver<bool>,
     serve: S,
+    counted: Option<Arc<Metrics>>,
 ) where
     S: Fn(Request<Incoming>, SocketAddr) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Result<hyper::Response<B>, std::convert::Infallible>> + Send + 'static,
@@ -239,7 +288,10 @@ pub(crate) async fn accept_loop<S, F, B>(
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => serve_connection(stream, peer, serve.clone(), &graceful),
+                Ok((stream, peer)) => {
+                    let guard = counted.as_ref().map(|m| m.connection());
+                    serve_connection(stream, peer, serve.clone(), &graceful, guard);
+                }
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
                     tracing::warn!(error = %e, "accept failed");
@@ -258,6 +310,7 @@ fn serve_connection<S, F, B>(
     peer: SocketAddr,
     serve: S,
     graceful: &GracefulShutdown,
+    guard: Option<ConnectionGuard>,
 ) where
     S: Fn(Request<Incoming>, SocketAddr) -> F + Send + Sync + 'static,
     F: Future<Output = Result<hyper::Response<B>, std::convert::Infallible>> + Send + 'static,
@@ -273,6 +326,7 @@ fn serve_connection<S, F, B>(
         .serve_connection(TokioIo::new(stream), service);
     let conn = graceful.watch(conn);
     tokio::spawn(async move {
+        let _open = guard;
         if let Err(e) = conn.await {
             tracing::debug!(peer = %peer, error = %e, "connection ended with an error");
         }

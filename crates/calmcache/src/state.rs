@@ -147,6 +147,9 @@ pub struct Route {
     pub memory: Option<Arc<Zone>>,
     /// Keys hit once on disk recently: a second hit promotes to `memory`.
     seen_once: Mutex<HashSet<u64>>,
+    /// Hosts this route has stored objects for, so a purge of a path can
+    /// reach it on every host (bounded by `KNOWN_HOSTS_MAX`).
+    pub hosts: Mutex<HashSet<Box<str>>>,
     /// Refresh algorithm and beta.
     pub policy: RefreshPolicy,
     /// `key` is the default template: keys are built without rendering.
@@ -168,11 +171,16 @@ impl Route {
         }
     }
 
-    /// Removes the RFC 9213 targeted fields from a response to a client,
-    /// unless the route forwards them.
+    /// Removes the RFC 9213 targeted fields and the cache tags from a
+    /// response to a client, unless the route forwards them.
     pub fn strip_targeted(&self, headers: &mut http::HeaderMap) {
         if !self.cfg.forward_targeted_cache_control {
             for name in calmcache_core::cache_control::TARGETED {
+                headers.remove(name);
+            }
+        }
+        if !self.cfg.expose_cache_tags {
+            for name in calmcache_core::object::TAG_FIELDS {
                 headers.remove(name);
             }
         }
@@ -273,11 +281,24 @@ impl Route {
         removed
     }
 
+    /// Remembers the host of a key just stored (for purges by path).
+    pub fn note_host(&self, key: &CacheKey) {
+        let host = key.as_ref().host;
+        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        if hosts.len() < KNOWN_HOSTS_MAX && !hosts.contains(host) {
+            hosts.insert(host.into());
+        }
+    }
+
     /// How long a follower waits for a fetch in flight.
     pub fn lock_timeout(&self) -> Duration {
         self.cfg.lock_timeout
     }
 }
+
+/// Hosts remembered per route for purges by path; past it, a path purge
+/// reaches the hosts remembered and `prefix` purges reach the rest.
+pub const KNOWN_HOSTS_MAX: usize = 10_000;
 
 /// Keys remembered by a route's doorkeeper before it starts over.
 const DOORKEEPER_MAX: usize = 65_536;
@@ -293,6 +314,16 @@ pub struct Proxy {
     pub zones: Vec<Arc<Zone>>,
     /// Fetches in flight, shared by misses, refreshes and warm-up.
     pub flights: Flights<FillOutcome>,
+    /// Upstreams in config order.
+    pub upstreams: Vec<Arc<Upstream>>,
+    /// Gauges and latency histograms.
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// Attach a `metrics::Served` to each response (the access log is on).
+    pub note_served: bool,
+    /// True once the listeners are up and the disk loaders started.
+    pub ready: std::sync::atomic::AtomicBool,
+    /// The `[admin]` settings (token, purge networks), if any.
+    pub admin: Option<crate::config::AdminConfig>,
 }
 
 impl Proxy {
@@ -363,6 +394,7 @@ impl Proxy {
                         .collect(),
                     memory: r.memory.map(|z| zones[z].clone()),
                     seen_once: Mutex::new(HashSet::new()),
+                    hosts: Mutex::new(HashSet::new()),
                     policy: RefreshPolicy {
                         mode: r.refresh,
                         beta: r.per_beta,
@@ -376,6 +408,11 @@ impl Proxy {
             routes,
             zones,
             flights: Flights::new(),
+            upstreams,
+            metrics: Arc::default(),
+            note_served: config.access_log.is_some(),
+            ready: std::sync::atomic::AtomicBool::new(false),
+            admin: config.admin.clone(),
         }))
     }
 }

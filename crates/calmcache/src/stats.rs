@@ -58,11 +58,17 @@ pub struct Activity {
     pub stores: Counter,
     /// Stored URIs removed after an unsafe method (RFC 9111 §4.4).
     pub invalidations: Counter,
+    /// Answers revalidated with the origin (a 304; also counted in `misses`).
+    pub revalidated: Counter,
 }
 
 impl Activity {
     /// Counts one answered request by how it was produced.
     pub fn record(&self, report: &Report) {
+        crate::metrics::note_class(report.status);
+        if report.status == CacheStatus::Revalidated {
+            self.revalidated.inc();
+        }
         match report.status {
             CacheStatus::Hit | CacheStatus::HitRefreshEarly => self.hits.inc(),
             CacheStatus::StaleWhileRevalidate
@@ -105,6 +111,7 @@ impl Activity {
             bytes_from_cache: self.bytes_from_cache.get(),
             stores: self.stores.get(),
             invalidations: self.invalidations.get(),
+            revalidated: self.revalidated.get(),
         }
     }
 }
@@ -127,6 +134,7 @@ pub struct ActivitySnapshot {
     pub bytes_from_cache: u64,
     pub stores: u64,
     pub invalidations: u64,
+    pub revalidated: u64,
 }
 
 impl std::ops::AddAssign<&ActivitySnapshot> for ActivitySnapshot {
@@ -145,6 +153,7 @@ impl std::ops::AddAssign<&ActivitySnapshot> for ActivitySnapshot {
         self.bypass += o.bypass;
         self.bytes_from_cache += o.bytes_from_cache;
         self.stores += o.stores;
+        self.revalidated += o.revalidated;
     }
 }
 

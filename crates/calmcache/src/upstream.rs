@@ -30,6 +30,8 @@ pub struct Upstream {
     /// Longest wait between two frames of a request body being sent.
     pub send_timeout: Duration,
     refresh_slots: Arc<Semaphore>,
+    /// Requests, errors, latency.
+    pub stats: crate::metrics::UpstreamStats,
 }
 
 impl Upstream {
@@ -59,6 +61,7 @@ impl Upstream {
             read_timeout: cfg.read_timeout,
             send_timeout: cfg.send_timeout,
             refresh_slots: Arc::new(Semaphore::new(cfg.refresh_concurrency)),
+            stats: crate::metrics::UpstreamStats::default(),
         })
     }
 
@@ -85,7 +88,9 @@ impl Upstream {
         parts.path_and_query = Some(pq);
         *req.uri_mut() =
             Uri::from_parts(parts).map_err(|e| ProxyError::downstream(ErrorKind::BadRequest, e))?;
-        match tokio::time::timeout(self.read_timeout, self.client.request(req)).await {
+        self.stats.requests.inc();
+        let started = std::time::Instant::now();
+        let result = match tokio::time::timeout(self.read_timeout, self.client.request(req)).await {
             Err(_) => Err(ProxyError::upstream(
                 ErrorKind::ReadTimeout,
                 server.as_str(),
@@ -93,7 +98,25 @@ impl Upstream {
             )),
             Ok(Err(e)) => Err(classify(&e, server.as_str())),
             Ok(Ok(resp)) => Ok(resp),
+        };
+        let elapsed = started.elapsed();
+        self.stats.latency.observe(elapsed);
+        if result
+            .as_ref()
+            .map_or(true, |r| r.status().is_server_error())
+        {
+            self.stats.errors.inc();
         }
+        crate::metrics::note_call(crate::metrics::UpstreamCall {
+            addr: server.as_str().parse().ok(),
+            elapsed,
+        });
+        result
+    }
+
+    /// The servers, as configured.
+    pub fn servers(&self) -> Vec<String> {
+        self.servers.iter().map(|s| s.to_string()).collect()
     }
 
     /// A slot for one background refresh, or `None` when `refresh_concurrency` are running.

@@ -49,6 +49,7 @@ use crate::compress::Coding;
 use crate::conditions::Condition;
 use crate::key_template::KeyTemplate;
 
+pub use crate::access_log::{AccessLogConfig, LogFormat, LogTarget};
 pub use error::{ConfigError, Problem};
 
 /// A validated config: every default applied, every reference resolved.
@@ -64,6 +65,8 @@ pub struct Config {
     pub zones: Vec<ZoneConfig>,
     /// Routes in file order; the first that matches a request handles it.
     pub routes: Vec<RouteConfig>,
+    /// `[access_log]`: one line per request; `None` (no table) logs nothing.
+    pub access_log: Option<AccessLogConfig>,
 }
 
 /// `[server]`: the client-facing listener.
@@ -81,6 +84,65 @@ pub struct ServerConfig {
 pub struct AdminConfig {
     /// Address of the admin API; keep it off the public interface.
     pub listen: SocketAddr,
+    /// The bearer token (`token`, the file `token_file`, or the
+    /// `CALMCACHE_ADMIN_TOKEN` environment variable). Required for purges,
+    /// and for everything when `listen` is not a loopback address.
+    pub token: Option<String>,
+    /// Networks whose clients may send `PURGE` to the proxy listener
+    /// (default: loopback only).
+    pub purge_allow: Vec<Network>,
+}
+
+/// An IP network (`10.0.0.0/8`, `::1/128`; a bare address is one host).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Network {
+    /// The network address.
+    pub addr: std::net::IpAddr,
+    /// Prefix length in bits.
+    pub prefix: u8,
+}
+
+impl Network {
+    /// Parses `addr/prefix` or a bare address.
+    pub fn parse(text: &str) -> Option<Network> {
+        let (addr, prefix) = match text.split_once('/') {
+            Some((a, p)) => (a.trim().parse().ok()?, Some(p.trim().parse::<u8>().ok()?)),
+            None => (text.trim().parse().ok()?, None),
+        };
+        let max = match addr {
+            std::net::IpAddr::V4(_) => 32,
+            std::net::IpAddr::V6(_) => 128,
+        };
+        let prefix = prefix.unwrap_or(max);
+        (prefix <= max).then_some(Network { addr, prefix })
+    }
+
+    /// True when `ip` is in the network (an IPv4-mapped IPv6 address
+    /// counts as its IPv4 address).
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        use std::net::IpAddr;
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        let bits = |a: IpAddr| -> u128 {
+            match a {
+                IpAddr::V4(v4) => u128::from(u32::from(v4)),
+                IpAddr::V6(v6) => u128::from(v6),
+            }
+        };
+        let width = match (self.addr, ip) {
+            (IpAddr::V4(_), IpAddr::V4(_)) => 32u32,
+            (IpAddr::V6(_), IpAddr::V6(_)) => 128,
+            _ => return false,
+        };
+        let prefix = u32::from(self.prefix);
+        if prefix == 0 {
+            return true;
+        }
+        let shift = width - prefix;
+        bits(self.addr) >> shift == bits(ip) >> shift
+    }
 }
 
 /// `[upstreams.<name>]`: a pool of origin servers.
@@ -265,6 +327,9 @@ pub struct RouteConfig {
     /// Add `key="..."` to the Cache-Status header (RFC 9211 §2.7). Default
     /// false, because keys can reveal cookies and headers.
     pub cache_status_key: bool,
+    /// Pass the origin's `Cache-Tag` / `Surrogate-Key` on to clients
+    /// (default false: tags are for purging).
+    pub expose_cache_tags: bool,
 }
 
 impl RouteConfig {

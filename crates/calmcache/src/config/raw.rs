@@ -27,6 +27,15 @@ pub(crate) struct RawConfig {
     pub(crate) zones: BTreeMap<String, RawZone>,
     #[serde(default)]
     pub(crate) routes: Vec<RawRoute>,
+    pub(crate) access_log: Option<RawAccessLog>,
+}
+
+/// `[access_log]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAccessLog {
+    pub(crate) path: Option<String>,
+    pub(crate) format: Option<String>,
 }
 
 /// `[server]`
@@ -44,6 +53,9 @@ pub(crate) struct RawServer {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawAdmin {
     pub(crate) listen: Option<String>,
+    pub(crate) token: Option<String>,
+    pub(crate) token_file: Option<String>,
+    pub(crate) purge_allow: Option<Vec<String>>,
 }
 
 /// `[upstreams.<name>]`
@@ -108,6 +120,7 @@ pub(crate) struct RawRoute {
     pub(crate) compress: Vec<String>,
     pub(crate) forward_targeted_cache_control: Option<bool>,
     pub(crate) cache_status_key: Option<bool>,
+    pub(crate) expose_cache_tags: Option<bool>,
 }
 
 /// A duration or size as written. A number is kept too (not refused by

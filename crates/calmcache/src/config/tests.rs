@@ -435,6 +435,7 @@ fn example_file_parses_and_shows_the_defaults() {
         default.forward_targeted_cache_control
     );
     assert_eq!(documented.cache_status_key, default.cache_status_key);
+    assert_eq!(documented.expose_cache_tags, default.expose_cache_tags);
     assert_eq!(example.routes[1].name, "route1");
 }
 
@@ -1042,6 +1043,7 @@ fn boolean_route_keys_take_booleans() {
         "convert_head",
         "forward_targeted_cache_control",
         "cache_status_key",
+        "expose_cache_tags",
     ] {
         let problem = only_problem(&with_route(&format!("{key} = \"yes\"")));
         assert_eq!(problem.path, format!("routes[0].{key}"));
@@ -1107,4 +1109,75 @@ fn missing_file_is_an_io_error() {
     assert!(error
         .to_string()
         .starts_with("/nonexistent/calmcache.toml: cannot read config"));
+}
+
+// ---- access log ----
+
+#[test]
+fn access_log_is_off_without_its_table() {
+    assert_eq!(load(MINIMAL).access_log, None);
+}
+
+#[test]
+fn access_log_takes_a_file_or_stdout_and_a_format() {
+    let file = load(&format!(
+        "{MINIMAL}\n[access_log]\npath = \"/var/log/calmcache/access.log\"\n"
+    ));
+    assert_eq!(
+        file.access_log,
+        Some(super::AccessLogConfig {
+            target: super::LogTarget::File("/var/log/calmcache/access.log".into()),
+            format: super::LogFormat::Combined,
+        })
+    );
+    let stdout = load(&format!(
+        "{MINIMAL}\n[access_log]\npath = \"stdout\"\nformat = \"json\"\n"
+    ));
+    assert_eq!(
+        stdout.access_log,
+        Some(super::AccessLogConfig {
+            target: super::LogTarget::Stdout,
+            format: super::LogFormat::Json,
+        })
+    );
+}
+
+#[test]
+fn example_access_log_lines_are_valid() {
+    let section: Vec<&str> = EXAMPLE
+        .lines()
+        .skip_while(|line| *line != "# [access_log]")
+        .filter_map(|line| line.strip_prefix("# "))
+        .filter(|line| line.starts_with('[') || line.contains(" = "))
+        .collect();
+    assert_eq!(section.len(), 3, "{section:?}");
+    let config = load(&format!("{MINIMAL}\n{}\n", section.join("\n")));
+    let log = config.access_log.unwrap();
+    assert_eq!(log.format, super::LogFormat::Combined);
+}
+
+#[test]
+fn access_log_problems_name_their_key() {
+    let with = |keys: &str| format!("{MINIMAL}\n[access_log]\n{keys}\n");
+    let missing = only_problem(&with("format = \"json\""));
+    assert_eq!(missing.path, "access_log.path");
+    assert_eq!(missing.message, "missing required key");
+    let relative = only_problem(&with("path = \"logs/access.log\""));
+    assert_eq!(
+        relative.to_string(),
+        r#"access_log.path: "logs/access.log" is not an absolute path (hint: a relative path would depend on the directory calmcache starts in; or write "stdout")"#
+    );
+    let empty = only_problem(&with("path = \" \""));
+    assert_eq!(empty.path, "access_log.path");
+    assert_eq!(empty.message, "must not be empty");
+    let format = only_problem(&with("path = \"stdout\"\nformat = \"xml\""));
+    assert_eq!(
+        format.to_string(),
+        r#"access_log.format: "xml" is not a log format (hint: "combined" or "json")"#
+    );
+    let both = problems(&with("path = \"log\"\nformat = \"Combined\""));
+    assert_eq!(paths(&both), ["access_log.path", "access_log.format"]);
+    let typo = only_problem(&with("path = \"stdout\"\nfromat = \"json\""));
+    assert_eq!(typo.path, "access_log.fromat");
+    assert_eq!(typo.hint.as_deref(), Some(r#"did you mean "format"?"#));
 }

@@ -15,9 +15,13 @@ use std::net::{Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use super::error::{toml_key, Problem};
+use super::raw::RawAccessLog;
 use super::raw::{RawAdmin, RawConfig, RawServer, RawUpstream, RawZone, Text};
 use super::units::{self, BadValue, DURATION_HINT, MIB, SIZE_HINT};
-use super::{suggest, AdminConfig, Config, ServerConfig, UpstreamConfig, ZoneConfig, ZoneKind};
+use super::{
+    suggest, AdminConfig, Config, Network, ServerConfig, UpstreamConfig, ZoneConfig, ZoneKind,
+};
+use crate::access_log::{AccessLogConfig, LogFormat, LogTarget};
 
 const DEFAULT_KEEPALIVE: usize = 32;
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -43,6 +47,7 @@ pub(crate) fn validate(raw: RawConfig) -> Result<Config, Vec<Problem>> {
         .collect();
     check.shared_disk_paths(&zones);
     let routes = check.routes(raw.routes, &upstreams, &zones);
+    let access_log = raw.access_log.map(|log| check.access_log(log));
     if !check.problems.is_empty() {
         return Err(check.problems);
     }
@@ -52,6 +57,7 @@ pub(crate) fn validate(raw: RawConfig) -> Result<Config, Vec<Problem>> {
         upstreams,
         zones,
         routes,
+        access_log,
     })
 }
 
@@ -114,6 +120,8 @@ impl Checker {
             );
             return AdminConfig {
                 listen: placeholder,
+                token: None,
+                purge_allow: Vec::new(),
             };
         };
         let listen = self
@@ -124,7 +132,136 @@ impl Checker {
                 Problem::new("admin.listen", format!("{listen} is also in server.listen"));
             self.report(problem.hint("give the admin API its own port"));
         }
-        AdminConfig { listen }
+        let token = self.admin_token(raw.token, raw.token_file);
+        if token.is_none() && !listen.ip().is_loopback() {
+            let problem = Problem::new(
+                "admin.listen",
+                format!("{listen} is not a loopback address and the admin API has no token"),
+            );
+            self.report(problem.hint(
+                "set admin.token or admin.token_file (or CALMCACHE_ADMIN_TOKEN), \
+                 or listen on 127.0.0.1",
+            ));
+        }
+        let purge_allow = match raw.purge_allow {
+            None => ["127.0.0.1/8", "::1/128"]
+                .iter()
+                .filter_map(|n| Network::parse(n))
+                .collect(),
+            Some(list) => list
+                .iter()
+                .filter_map(|text| {
+                    let net = Network::parse(text);
+                    if net.is_none() {
+                        let problem = Problem::new(
+                            "admin.purge_allow",
+                            format!("{text:?} is not an IP network"),
+                        );
+                        self.report(problem.hint(r#"write e.g. "10.0.0.0/8" or "::1""#));
+                    }
+                    net
+                })
+                .collect(),
+        };
+        AdminConfig {
+            listen,
+            token,
+            purge_allow,
+        }
+    }
+
+    /// `admin.token`, else the file `admin.token_file` (trimmed), else the
+    /// environment variable `CALMCACHE_ADMIN_TOKEN`.
+    fn admin_token(&mut self, token: Option<String>, file: Option<String>) -> Option<String> {
+        let checked = |this: &mut Self, path: &str, text: String| -> Option<String> {
+            let text = text.trim().to_owned();
+            if text.is_empty() {
+                this.report(
+                    Problem::new(path, "the admin token is empty".to_string())
+                        .hint("use a long random string, e.g. `openssl rand -hex 32`"),
+                );
+                return None;
+            }
+            if text.bytes().any(|b| !(0x21..=0x7e).contains(&b)) {
+                this.report(
+                    Problem::new(
+                        path,
+                        "the admin token has spaces or control characters".to_string(),
+                    )
+                    .hint("a bearer token is printable ASCII without spaces"),
+                );
+                return None;
+            }
+            Some(text)
+        };
+        match (token, file) {
+            (Some(_), Some(_)) => {
+                self.report(
+                    Problem::new(
+                        "admin.token",
+                        "both token and token_file are set".to_string(),
+                    )
+                    .hint("keep one of them"),
+                );
+                None
+            }
+            (Some(token), None) => checked(self, "admin.token", token),
+            (None, Some(path)) => match std::fs::read_to_string(&path) {
+                Ok(text) => checked(self, "admin.token_file", text),
+                Err(e) => {
+                    self.report(Problem::new(
+                        "admin.token_file",
+                        format!("cannot read {path}: {e}"),
+                    ));
+                    None
+                }
+            },
+            (None, None) => std::env::var("CALMCACHE_ADMIN_TOKEN")
+                .ok()
+                .and_then(|t| checked(self, "CALMCACHE_ADMIN_TOKEN", t)),
+        }
+    }
+
+    /// `[access_log]`: `path` (an absolute file path or "stdout") and `format`.
+    /// Whether the file can be opened is checked at start.
+    fn access_log(&mut self, raw: RawAccessLog) -> AccessLogConfig {
+        let target = match raw.path.as_deref().map(str::trim) {
+            None => {
+                self.missing(
+                    "access_log.path",
+                    r#"path = "/var/log/calmcache/access.log" or path = "stdout""#,
+                );
+                LogTarget::Stdout
+            }
+            Some("") => {
+                let problem = Problem::new("access_log.path", "must not be empty");
+                self.report(problem.hint(r#"e.g. "/var/log/calmcache/access.log" or "stdout""#));
+                LogTarget::Stdout
+            }
+            Some("stdout") => LogTarget::Stdout,
+            Some(p) if !std::path::Path::new(p).is_absolute() => {
+                let problem =
+                    Problem::new("access_log.path", format!("{p:?} is not an absolute path"));
+                self.report(problem.hint(
+                    r#"a relative path would depend on the directory calmcache starts in; or write "stdout""#,
+                ));
+                LogTarget::Stdout
+            }
+            Some(p) => LogTarget::File(std::path::PathBuf::from(p)),
+        };
+        let format = match raw.format.as_deref() {
+            None => LogFormat::Combined,
+            Some(text) => match LogFormat::ALL.iter().find(|f| f.as_str() == text) {
+                Some(format) => *format,
+                None => {
+                    let problem =
+                        Problem::new("access_log.format", format!("{text:?} is not a log format"));
+                    self.report(problem.hint(r#""combined" or "json""#));
+                    LogFormat::Combined
+                }
+            },
+        };
+        AccessLogConfig { target, format }
     }
 
     fn socket_addr(&mut self, path: &str, text: &str) -> Option<SocketAddr> {

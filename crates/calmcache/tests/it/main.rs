@@ -8,14 +8,17 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod access_log;
 mod caching;
 mod cases;
 mod cli;
 mod compress;
+mod dashboard;
 mod disk_zone;
 mod edge_cases;
 mod errors;
 mod key_bypass;
+mod operations;
 mod refresh;
 mod rfc_age;
 mod rfc_cache_status;

@@ -1,0 +1,376 @@
+//! Purges: what to purge (a URL on every host or on one, a rendered key, a
+//! path prefix, a cache tag, everything), hard (removed) or soft (expired
+//! now: served stale while one refresh runs), on every zone, memory and
+//! disk alike. Asked by `POST /purge` on the admin listener or the `PURGE`
+//! method on the proxy listener.
+//!
+//! A URL or key purge touches only its keys. Prefix, tag and `all` purges
+//! scan: a memory zone one shard at a time under that shard's lock, a disk
+//! zone by reading the headers of its files; both on a blocking thread, so
+//! traffic is never paused for the whole scan.
+
+use std::sync::Arc;
+
+use calmcache_core::object::tags_in;
+use calmcache_core::{CacheKey, KeyRef};
+use http::Method;
+use serde::Deserialize;
+
+use crate::lookup::PrimaryKey;
+use crate::state::{Proxy, Store, Zone};
+
+/// What a purge selects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Selector {
+    /// One path and query, on `host` or (without) on every host seen.
+    Url {
+        /// Lower-cased host, from an absolute URL.
+        host: Option<String>,
+        /// Path and query.
+        path_and_query: String,
+    },
+    /// One key as a `key` template rendered it (`Cache-Status: key=`).
+    Key(String),
+    /// Every key whose path starts with `path` (on `host` only, if given).
+    Prefix {
+        /// Lower-cased host, from an absolute URL.
+        host: Option<String>,
+        /// The path prefix (or the start of a rendered key).
+        path: String,
+    },
+    /// Every object tagged `tag` (`Cache-Tag` / `Surrogate-Key`).
+    Tag(String),
+    /// Everything.
+    All,
+}
+
+/// One purge order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Purge {
+    /// What.
+    pub selector: Selector,
+    /// Mark stale instead of removing.
+    pub soft: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Body {
+    url: Option<String>,
+    key: Option<String>,
+    prefix: Option<String>,
+    tag: Option<String>,
+    all: Option<bool>,
+    #[serde(default)]
+    soft: bool,
+}
+
+impl Purge {
+    /// Parses a `POST /purge` body: exactly one of `url`, `key`, `prefix`,
+    /// `tag`, `all: true`, and optionally `soft`.
+    pub fn from_json(bytes: &[u8]) -> Result<Purge, String> {
+        let body: Body = serde_json::from_slice(bytes).map_err(|e| format!("bad JSON: {e}"))?;
+        let mut chosen = Vec::new();
+        if let Some(url) = body.url {
+            let (host, path_and_query) = split_url(&url)?;
+            chosen.push(Selector::Url {
+                host,
+                path_and_query,
+            });
+        }
+        if let Some(key) = body.key {
+            if key.is_empty() {
+                return Err("\"key\" is empty".into());
+            }
+            chosen.push(Selector::Key(key));
+        }
+        if let Some(prefix) = body.prefix {
+            let (host, path) = split_url(&prefix)?;
+            chosen.push(Selector::Prefix { host, path });
+        }
+        if let Some(tag) = body.tag {
+            let tag = tag.trim();
+            if tag.is_empty() || tag.contains([',', ' ']) {
+                return Err(format!("{tag:?} is not one tag"));
+            }
+            chosen.push(Selector::Tag(tag.to_owned()));
+        }
+        match body.all {
+            Some(true) => chosen.push(Selector::All),
+            Some(false) => return Err("\"all\" must be true when given".into()),
+            None => {}
+        }
+        if chosen.len() != 1 {
+            return Err(
+                "give exactly one of \"url\", \"key\", \"prefix\", \"tag\", \"all\": true".into(),
+            );
+        }
+        Ok(Purge {
+            selector: chosen.remove(0),
+            soft: body.soft,
+        })
+    }
+}
+
+/// `/path?q` -> (None, "/path?q"); `http://Host:8080/p` -> (Some("host:8080"), "/p").
+fn split_url(text: &str) -> Result<(Option<String>, String), String> {
+    if text.starts_with('/') {
+        return Ok((None, text.to_owned()));
+    }
+    let rest = text
+        .strip_prefix("http://")
+        .or_else(|| text.strip_prefix("https://"))
+        .ok_or_else(|| format!("{text:?} is neither a path (/...) nor an http(s) URL"))?;
+    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    if host.is_empty() {
+        return Err(format!("{text:?} has no host"));
+    }
+    let path = if path.is_empty() { "/" } else { path };
+    Ok((Some(host.to_ascii_lowercase()), path.to_owned()))
+}
+
+/// Runs `purge` on every zone; returns how many objects it removed or
+/// marked stale (a Vary'd URL counts its marker).
+pub async fn run(proxy: &Arc<Proxy>, purge: Purge) -> u64 {
+    let soft = purge.soft;
+    let purged = match purge.selector {
+        Selector::Url {
+            host,
+            path_and_query,
+        } => purge_url(proxy, host.as_deref(), &path_and_query, soft).await,
+        Selector::Key(key) => {
+            let key = KeyRef::new("", "", &key);
+            proxy
+                .zones
+                .iter()
+                .filter(|z| zone_purge_key(z, &key, soft))
+                .count() as u64
+        }
+        selector => {
+            let proxy = proxy.clone();
+            tokio::task::spawn_blocking(move || {
+                proxy
+                    .zones
+                    .iter()
+                    .map(|zone| scan(zone, &selector, soft))
+                    .sum()
+            })
+            .await
+            .unwrap_or(0)
+        }
+    };
+    proxy.metrics.purge_requests.inc();
+    proxy.metrics.purged_objects.add(purged);
+    tracing::info!(purged, soft, "purge");
+    purged
+}
+
+/// Header of a `PURGE` request asking for a soft purge: `Calmcache-Purge: soft`.
+pub const SOFT_HEADER: &str = "calmcache-purge";
+
+/// Answers the `PURGE` method on the proxy listener: purges the request's
+/// URL on its host, for clients in `admin.purge_allow` only.
+pub async fn purge_method(
+    proxy: &Arc<Proxy>,
+    req: &http::Request<hyper::body::Incoming>,
+    client: std::net::SocketAddr,
+) -> http::Response<crate::body::ResponseBody> {
+    let allowed = proxy
+        .admin
+        .as_ref()
+        .is_some_and(|a| a.purge_allow.iter().any(|n| n.contains(client.ip())));
+    if !allowed {
+        let why = format!(
+            "PURGE is not allowed from {} (admin.purge_allow)",
+            client.ip()
+        );
+        return crate::admin::json_error(http::StatusCode::FORBIDDEN, &why);
+    }
+    let host = crate::proxy::host_of(req).to_ascii_lowercase();
+    let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
+    let soft = req
+        .headers()
+        .get(SOFT_HEADER)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"soft"));
+    let order = Purge {
+        selector: Selector::Url {
+            host: Some(host),
+            path_and_query: pq.to_owned(),
+        },
+        soft,
+    };
+    crate::admin::purged_response(run(proxy, order).await)
+}
+
+/// A path on one host or on every host its routes have stored objects for.
+async fn purge_url(proxy: &Arc<Proxy>, host: Option<&str>, pq: &str, soft: bool) -> u64 {
+    let mut purged = 0;
+    let mut variants = Vec::new();
+    for route in proxy.routes.iter().filter(|r| r.cfg.matches(pq)) {
+        let hosts: Vec<String> = match host {
+            Some(h) => vec![h.to_owned()],
+            None => route
+                .hosts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .map(|h| h.to_string())
+                .collect(),
+        };
+        let zones = route
+            .zones
+            .iter()
+            .map(|(z, _)| z)
+            .chain(route.memory.as_ref());
+        let zones: Vec<&Arc<Zone>> = zones.collect();
+        for host in &hosts {
+            let key = PrimaryKey::of(route, &Method::GET, host, pq, &http::HeaderMap::new());
+            let key = key.key_ref();
+            for zone in &zones {
+                if soft && is_marker(zone, &key).await {
+                    // A Vary'd URL: its variants are marked one by one.
+                    variants.push((key.to_owned_key(), (*zone).clone()));
+                }
+                if zone_purge_key(zone, &key, soft) {
+                    purged += 1;
+                }
+            }
+        }
+    }
+    for (key, zone) in variants {
+        let k = key.as_ref();
+        let selector = Selector::Prefix {
+            host: Some(k.host.to_owned()),
+            path: format!("{}\0v", k.path_and_query),
+        };
+        purged += tokio::task::spawn_blocking(move || scan(&zone, &selector, true))
+            .await
+            .unwrap_or(0);
+    }
+    purged
+}
+
+async fn is_marker(zone: &Zone, key: &KeyRef<'_>) -> bool {
+    zone.get(key).await.is_some_and(|o| o.vary_index.is_some())
+}
+
+fn zone_purge_key(zone: &Zone, key: &KeyRef<'_>, soft: bool) -> bool {
+    match &zone.store {
+        Store::Memory(tier) => tier.purge_key(key, soft),
+        Store::Disk(tier) => tier.purge_key(key, soft),
+    }
+}
+
+/// Purges what `selector` (prefix, tag or all) matches in `zone`. Blocking.
+fn scan(zone: &Zone, selector: &Selector, soft: bool) -> u64 {
+    match (&zone.store, selector) {
+        (Store::Memory(tier), Selector::All) => tier.purge_all(soft),
+        (Store::Disk(tier), Selector::All) => tier.purge_all(soft),
+        (Store::Memory(tier), _) => tier.purge_matching(soft, &|key, object| {
+            matches(selector, key, tags_in(&object.headers))
+        }),
+        (Store::Disk(tier), _) => tier.purge_matching(soft, &|key, tags| {
+            matches(selector, key, tags.iter().map(String::as_str))
+        }),
+    }
+}
+
+fn matches<'a>(
+    selector: &Selector,
+    key: &CacheKey,
+    mut tags: impl Iterator<Item = &'a str>,
+) -> bool {
+    let k = key.as_ref();
+    match selector {
+        Selector::Prefix { host, path } => {
+            host.as_deref().is_none_or(|h| h == k.host)
+                && k.path_and_query.starts_with(path.as_str())
+        }
+        Selector::Tag(tag) => tags.any(|t| t == tag),
+        Selector::All => true,
+        Selector::Url { .. } | Selector::Key(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn bodies_name_exactly_one_selector() {
+        let p = Purge::from_json(br#"{"url": "/blog/post?id=1"}"#).unwrap();
+        assert_eq!(
+            p.selector,
+            Selector::Url {
+                host: None,
+                path_and_query: "/blog/post?id=1".into()
+            }
+        );
+        assert!(!p.soft);
+        let p = Purge::from_json(br#"{"url": "http://Example.COM/a", "soft": true}"#).unwrap();
+        assert_eq!(
+            p.selector,
+            Selector::Url {
+                host: Some("example.com".into()),
+                path_and_query: "/a".into()
+            }
+        );
+        assert!(p.soft);
+        let p = Purge::from_json(br#"{"prefix": "/blog/"}"#).unwrap();
+        assert_eq!(
+            p.selector,
+            Selector::Prefix {
+                host: None,
+                path: "/blog/".into()
+            }
+        );
+        assert_eq!(
+            Purge::from_json(br#"{"tag": "post-1"}"#).unwrap().selector,
+            Selector::Tag("post-1".into())
+        );
+        assert_eq!(
+            Purge::from_json(br#"{"all": true}"#).unwrap().selector,
+            Selector::All
+        );
+        for bad in [
+            &br#"{}"#[..],
+            br#"{"url": "/a", "tag": "t"}"#,
+            br#"{"all": false}"#,
+            br#"{"url": "blog"}"#,
+            br#"{"tag": "a b"}"#,
+            br#"{"purge": "/"}"#,
+            br#"not json"#,
+        ] {
+            assert!(
+                Purge::from_json(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn prefixes_and_tags_match_keys_and_tag_lists() {
+        let key = CacheKey::new("http", "a.example", "/blog/1?x");
+        let prefix = |host: Option<&str>, path: &str| Selector::Prefix {
+            host: host.map(str::to_owned),
+            path: path.into(),
+        };
+        assert!(matches(&prefix(None, "/blog/"), &key, std::iter::empty()));
+        assert!(matches(
+            &prefix(Some("a.example"), "/blog"),
+            &key,
+            std::iter::empty()
+        ));
+        assert!(!matches(
+            &prefix(Some("b.example"), "/blog"),
+            &key,
+            std::iter::empty()
+        ));
+        assert!(!matches(&prefix(None, "/blogs"), &key, std::iter::empty()));
+        let tag = Selector::Tag("post-1".into());
+        assert!(matches(&tag, &key, ["x", "post-1"].into_iter()));
+        assert!(!matches(&tag, &key, ["post-10"].into_iter()));
+    }
+}

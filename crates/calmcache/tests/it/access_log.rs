@@ -1,0 +1,345 @@
+//! The access log: the line formats as written by a running proxy, bytes and
+//! cache status per request, reopening after logrotate's rename (in process
+//! and by SIGUSR1 to the binary), and a bad path stopping the start.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use calmcache_testkit::{get, get_with, Origin, Proxy};
+use http::Method;
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "calmcache-it-log-{name}-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The file's lines once it has at least `n` (polled, at most 5 s).
+async fn wait_lines(path: &Path, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        if lines.len() >= n {
+            assert!(text.ends_with('\n'), "whole lines only: {text:?}");
+            return lines;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: {} lines after 5 s, want {n}: {lines:#?}",
+            path.display(),
+            lines.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The fields of a `combined` line, checked against its whole shape.
+struct Combined {
+    time: String,
+    request: String,
+    status: u16,
+    bytes: usize,
+    referer: String,
+    user_agent: String,
+    cache_status: String,
+    upstream_addr: String,
+    upstream_time: String,
+    request_time: f64,
+}
+
+fn parse_combined(line: &str) -> Combined {
+    let shape = regex::Regex::new(
+        r#"^127\.0\.0\.1 - - \[([^\]]+)\] "([^"]*)" (\d{3}) (\d+) "([^"]*)" "([^"]*)" "([^"]*)" (\S+) (\S+) (\d+\.\d{3})$"#,
+    )
+    .unwrap();
+    let c = shape
+        .captures(line)
+        .unwrap_or_else(|| panic!("not a combined line: {line:?}"));
+    let time = regex::Regex::new(r"^\d{2}/[A-Z][a-z]{2}/\d{4}:\d{2}:\d{2}:\d{2} \+0000$").unwrap();
+    assert!(time.is_match(&c[1]), "{line}");
+    Combined {
+        time: c[1].to_owned(),
+        request: c[2].to_owned(),
+        status: c[3].parse().unwrap(),
+        bytes: c[4].parse().unwrap(),
+        referer: c[5].to_owned(),
+        user_agent: c[6].to_owned(),
+        cache_status: c[7].to_owned(),
+        upstream_addr: c[8].to_owned(),
+        upstream_time: c[9].to_owned(),
+        request_time: c[10].parse().unwrap(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn combined_lines_carry_request_status_bytes_and_cache_status() {
+    let origin = Origin::start().await;
+    let dir = scratch("combined");
+    let path = dir.join("access.log");
+    let proxy = Proxy::new(&origin)
+        .access_log(&path, "combined")
+        .start()
+        .await;
+    let client = [
+        ("user-agent", "tester \"quoted\" \\ agent"),
+        ("referer", "http://example.com/from"),
+    ];
+    let miss = get_with(Method::GET, &proxy.url("/a?x=1"), &client).await;
+    assert_eq!(miss.status, 200);
+    let hit = get(&proxy.url("/a?x=1")).await;
+    let head = get_with(Method::HEAD, &proxy.url("/a?x=1"), &[]).await;
+    // Over max_object_size (1 MiB): streamed through, not stored.
+    let big = get_with(
+        Method::GET,
+        &proxy.url("/big"),
+        &[("x-origin-body-bytes", "2000000")],
+    )
+    .await;
+    assert_eq!(big.bytes.len(), 2_000_000);
+    let lines = wait_lines(&path, 4).await;
+    assert_eq!(lines.len(), 4, "{lines:#?}");
+
+    let first = parse_combined(&lines[0]);
+    assert_eq!(first.request, "GET /a?x=1 HTTP/1.1");
+    assert_eq!((first.status, first.bytes), (200, miss.bytes.len()));
+    assert_eq!(first.cache_status, "MISS");
+    assert_eq!(first.referer, "http://example.com/from");
+    // Quotes and backslashes escaped as NGINX does.
+    assert_eq!(first.user_agent, r"tester \x22quoted\x22 \x5C agent");
+    // A miss names the upstream server and how long it took.
+    assert_eq!(
+        first.upstream_addr,
+        origin.addr().to_string(),
+        "{}",
+        lines[0]
+    );
+    let upstream_time: f64 = first.upstream_time.parse().unwrap();
+    assert!((0.0..5.0).contains(&upstream_time), "{}", lines[0]);
+    assert!(first.request_time < 5.0, "{}", lines[0]);
+
+    let second = parse_combined(&lines[1]);
+    assert_eq!(second.request, "GET /a?x=1 HTTP/1.1");
+    assert_eq!((second.status, second.bytes), (200, hit.bytes.len()));
+    assert_eq!(second.cache_status, "HIT");
+    assert_eq!(
+        (second.referer.as_str(), second.user_agent.as_str()),
+        ("-", "-")
+    );
+    assert_eq!(
+        (second.upstream_addr.as_str(), second.upstream_time.as_str()),
+        ("-", "-"),
+        "a hit made no upstream call"
+    );
+    assert!(!second.time.is_empty());
+
+    let third = parse_combined(&lines[2]);
+    assert_eq!(third.request, "HEAD /a?x=1 HTTP/1.1");
+    assert_eq!((third.status, third.bytes), (head.status.as_u16(), 0));
+    assert_eq!(third.cache_status, "HIT");
+
+    let fourth = parse_combined(&lines[3]);
+    assert_eq!(fourth.request, "GET /big HTTP/1.1");
+    assert_eq!((fourth.status, fourth.bytes), (200, 2_000_000));
+    assert_eq!(fourth.cache_status, "MISS");
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_lines_parse_with_every_field() {
+    let origin = Origin::start().await;
+    let dir = scratch("json");
+    let path = dir.join("access.json");
+    let proxy = Proxy::new(&origin).access_log(&path, "json").start().await;
+    let miss = get_with(
+        Method::GET,
+        &proxy.url("/j"),
+        &[("user-agent", "line\tbreak \"ua\"")],
+    )
+    .await;
+    wait_lines(&path, 1).await;
+    let hit = get(&proxy.url("/j")).await;
+    let lines = wait_lines(&path, 2).await;
+    let parsed: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    for (v, (reply, status)) in parsed.iter().zip([(&miss, "MISS"), (&hit, "HIT")]) {
+        assert_eq!(v["method"], "GET");
+        assert_eq!(v["uri"], "/j");
+        assert_eq!(v["protocol"], "HTTP/1.1");
+        assert_eq!(v["status"], 200);
+        assert_eq!(v["bytes_sent"], reply.bytes.len() as u64);
+        assert_eq!(v["cache_status"], status);
+        assert_eq!(v["remote_addr"], "127.0.0.1");
+        assert_eq!(v["host"], proxy.host());
+        assert_eq!(v["referer"], serde_json::Value::Null);
+        assert!(v["request_time"].as_f64().unwrap() < 5.0, "{v}");
+        assert!(v.get("upstream_addr").is_some() && v.get("upstream_time").is_some());
+        let time = v["time"].as_str().unwrap();
+        assert_eq!(time.len(), "2024-05-01T12:34:56.789Z".len(), "{time}");
+        assert!(time.ends_with('Z') && time.as_bytes()[10] == b'T', "{time}");
+    }
+    assert_eq!(parsed[0]["user_agent"], "line\tbreak \"ua\"");
+    assert_eq!(parsed[1]["user_agent"], serde_json::Value::Null);
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_rename_and_reopen_lines_go_to_a_new_file() {
+    let origin = Origin::start().await;
+    let dir = scratch("reopen");
+    let path = dir.join("access.log");
+    let proxy = Proxy::new(&origin)
+        .access_log(&path, "combined")
+        .start()
+        .await;
+    get(&proxy.url("/before")).await;
+    wait_lines(&path, 1).await;
+    let rotated = dir.join("access.log.1");
+    std::fs::rename(&path, &rotated).unwrap();
+    proxy.reopen_logs();
+    get(&proxy.url("/after")).await;
+    let new = wait_lines(&path, 1).await;
+    assert_eq!(new.len(), 1, "{new:#?}");
+    assert_eq!(parse_combined(&new[0]).request, "GET /after HTTP/1.1");
+    let old = wait_lines(&rotated, 1).await;
+    assert_eq!(old.len(), 1, "{old:#?}");
+    assert_eq!(parse_combined(&old[0]).request, "GET /before HTTP/1.1");
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_gone_before_the_answer_is_logged_as_499() {
+    let origin = Origin::start().await;
+    let dir = scratch("499");
+    let path = dir.join("access.log");
+    let proxy = Proxy::new(&origin)
+        .access_log(&path, "combined")
+        .start()
+        .await;
+    let url = proxy.url("/slow");
+    let client =
+        tokio::spawn(
+            async move { get_with(Method::GET, &url, &[("x-origin-delay-ms", "3000")]).await },
+        );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    client.abort();
+    let lines = wait_lines(&path, 1).await;
+    let line = parse_combined(&lines[0]);
+    assert_eq!(line.request, "GET /slow HTTP/1.1");
+    assert_eq!((line.status, line.bytes), (499, 0));
+    assert_eq!(line.cache_status, "-");
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_access_log_that_cannot_be_opened_stops_the_start() {
+    let text = "[server]\nlisten = [\"127.0.0.1:0\"]\n[upstreams.o]\nservers = [\"127.0.0.1:9\"]\n\
+                [[routes]]\nupstream = \"o\"\n\
+                [access_log]\npath = \"/nonexistent-calmcache-logs/access.log\"\n";
+    let config = calmcache::config::Config::from_toml(text, "<test>").unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let err = rt.block_on(calmcache::start(&config)).err().unwrap();
+    let message = err.to_string();
+    assert!(
+        message.starts_with(
+            "access_log.path: cannot open /nonexistent-calmcache-logs/access.log for appending"
+        ),
+        "{message}"
+    );
+}
+
+/// A child process killed and reaped when dropped, so a failing assertion
+/// never leaves a calmcache running.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_reopens_its_access_log_on_sigusr1() {
+    let origin = Origin::start().await;
+    let dir = scratch("sigusr1");
+    let path = dir.join("access.log");
+    let port = free_port();
+    let config = dir.join("calmcache.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = [\"127.0.0.1:{port}\"]\nthreads = 1\n\
+             [upstreams.o]\nservers = [\"{}\"]\n[[routes]]\nupstream = \"o\"\n\
+             [access_log]\npath = {:?}\nformat = \"json\"\n",
+            origin.addr(),
+            path.display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut child = Child(
+        std::process::Command::new(env!("CARGO_BIN_EXE_calmcache"))
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let url = |p: &str| format!("http://127.0.0.1:{port}{p}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "calmcache did not start");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    get(&url("/before")).await;
+    wait_lines(&path, 1).await;
+    let rotated = dir.join("access.log.1");
+    std::fs::rename(&path, &rotated).unwrap();
+    let pid = child.0.id().to_string();
+    let kill = std::process::Command::new("kill")
+        .args(["-USR1", &pid])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    // The reopen creates the new file.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "no new file after SIGUSR1");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    get(&url("/after")).await;
+    let new = wait_lines(&path, 1).await;
+    let v: serde_json::Value = serde_json::from_str(&new[0]).unwrap();
+    assert_eq!(v["uri"], "/after");
+    let old = wait_lines(&rotated, 1).await;
+    let v: serde_json::Value = serde_json::from_str(&old[0]).unwrap();
+    assert_eq!(v["uri"], "/before");
+    assert!(
+        child.0.try_wait().unwrap().is_none(),
+        "SIGUSR1 must not stop calmcache"
+    );
+    drop(child);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,427 @@
+//! The live dashboard (`GET /` on the admin listener) in a real browser:
+//! Debian's `chromium`, headless, loads it from a running proxy, its numbers
+//! follow the traffic sent through the proxy, the page logs nothing to the
+//! console (no errors, no uncaught exceptions), and a screenshot is saved as
+//! `target/dashboard.png`.
+//!
+//! No DevTools client: each check is one chromium run with
+//! `--virtual-time-budget` (the page polls `/status` every virtual second, and
+//! virtual time waits for each fetch), `--dump-dom` for the DOM it rendered, and
+//! `--enable-logging=stderr`, where chromium prints every console message and
+//! uncaught exception as `INFO:CONSOLE...] "text", source: URL (line)`
+//! whatever its level. The page never logs, so any such line fails the test;
+//! a first run checks this chromium prints them at all. The page's elements
+//! carry `data-metric="name"` with the raw number in `data-value` ("" when
+//! absent), so nothing here parses formatted text.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use calmcache_testkit::{get, Origin, Proxy};
+
+/// Browsers tried in `PATH`, Debian's first; `CALMCACHE_CHROMIUM` overrides.
+const BROWSERS: [&str; 4] = [
+    "chromium",
+    "chromium-browser",
+    "google-chrome",
+    "google-chrome-stable",
+];
+
+fn browser() -> PathBuf {
+    if let Some(path) = std::env::var_os("CALMCACHE_CHROMIUM") {
+        return PathBuf::from(path);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for name in BROWSERS {
+        for dir in std::env::split_paths(&path) {
+            let candidate = dir.join(name);
+            if candidate.is_file() {
+                return candidate;
+            }
+        }
+    }
+    panic!(
+        "no headless browser found (tried {BROWSERS:?} in PATH): the dashboard test needs \
+         Debian's chromium; scripts/test installs it (apt-get install chromium)"
+    );
+}
+
+/// What one chromium run left: the DOM when the budget ran out, and every
+/// console line it printed.
+struct Run {
+    dom: String,
+    console: Vec<String>,
+    stderr: String,
+}
+
+/// Loads `url` for `budget_ms` of virtual time, with `extra` flags.
+async fn chromium(url: &str, budget_ms: u32, extra: &[String]) -> Run {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let profile = std::env::temp_dir().join(format!(
+        "calmcache-it-chromium-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&profile);
+    let mut cmd = tokio::process::Command::new(browser());
+    cmd.args([
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--disable-extensions",
+        "--disable-sync",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-default-apps",
+        "--mute-audio",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--window-size=1400,1000",
+        "--hide-scrollbars",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()))
+    .arg(format!("--virtual-time-budget={budget_ms}"))
+    .args(extra)
+    .arg("--dump-dom")
+    .arg(url)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .kill_on_drop(true);
+    let child = cmd.spawn().unwrap_or_else(|e| {
+        panic!(
+            "cannot start {:?}: {e} (scripts/test installs chromium)",
+            browser()
+        )
+    });
+    let out = tokio::time::timeout(Duration::from_secs(90), child.wait_with_output())
+        .await
+        .expect("chromium finished within 90 s")
+        .expect("chromium output");
+    let _ = std::fs::remove_dir_all(&profile);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "chromium exited with {}:\n{stderr}",
+        out.status
+    );
+    let console = stderr
+        .lines()
+        .filter(|l| l.contains("CONSOLE"))
+        .map(str::to_owned)
+        .collect();
+    // The rendered markup, without the page's script (whose source names
+    // the same attributes).
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let dom = dom.split("<script").next().unwrap_or_default().to_owned();
+    Run {
+        dom,
+        console,
+        stderr,
+    }
+}
+
+/// The opening tag holding `attr` (e.g. `data-metric="requests-total"`) in `html`.
+fn tag_with<'a>(html: &'a str, attr: &str) -> Option<&'a str> {
+    let at = html.find(attr)?;
+    let start = html[..at].rfind('<')?;
+    let end = at + html[at..].find('>')?;
+    Some(&html[start..end])
+}
+
+/// The value of attribute `name` in the opening tag `tag`.
+fn attr<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
+    let key = format!(" {name}=\"");
+    let from = tag.find(&key)? + key.len();
+    Some(&tag[from..from + tag[from..].find('"')?])
+}
+
+/// The raw `data-value` of metric `name` in `html` (None: no such element;
+/// Some(""): the page shows it as absent).
+fn metric<'a>(html: &'a str, name: &str) -> Option<&'a str> {
+    attr(
+        tag_with(html, &format!("data-metric=\"{name}\""))?,
+        "data-value",
+    )
+}
+
+/// The `<tr>` of a table row, e.g. `data-route="test"`.
+fn row<'a>(html: &'a str, attr: &str) -> Option<&'a str> {
+    let at = html.find(attr)?;
+    Some(&html[at..at + html[at..].find("</tr>")?])
+}
+
+/// Collects failed checks so one run reports all of them.
+#[derive(Default)]
+struct Checks(Vec<String>);
+
+impl Checks {
+    /// `metric` in `html` equals `want`.
+    fn eq(&mut self, what: &str, html: &str, name: &str, want: &str) {
+        match metric(html, name) {
+            Some(v) if v == want => {}
+            other => self
+                .0
+                .push(format!("{what}: {name} = {other:?}, want {want:?}")),
+        }
+    }
+
+    /// `metric` in `html` is a number (the page shows a value).
+    fn number(&mut self, what: &str, html: &str, name: &str) -> Option<f64> {
+        let v = metric(html, name);
+        match v.and_then(|v| v.parse::<f64>().ok()) {
+            Some(n) if n.is_finite() => Some(n),
+            _ => {
+                self.0
+                    .push(format!("{what}: {name} = {v:?}, want a number"));
+                None
+            }
+        }
+    }
+
+    fn check(&mut self, ok: bool, msg: String) {
+        if !ok {
+            self.0.push(msg);
+        }
+    }
+
+    /// The page state every run must show: polled, connected, no JS errors,
+    /// no console lines.
+    fn healthy(&mut self, what: &str, run: &Run, min_samples: u32) {
+        let body = tag_with(&run.dom, "data-samples=").unwrap_or("");
+        let samples: u32 = attr(body, "data-samples")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        self.check(
+            samples >= min_samples,
+            format!("{what}: {samples} /status samples, want at least {min_samples}"),
+        );
+        self.check(
+            attr(body, "data-js-errors") == Some("0"),
+            format!(
+                "{what}: data-js-errors = {:?}",
+                attr(body, "data-js-errors")
+            ),
+        );
+        let badge = tag_with(&run.dom, "id=\"conn\"").unwrap_or("");
+        self.check(
+            attr(badge, "data-state") == Some("ok"),
+            format!(
+                "{what}: connection badge {:?}, want \"ok\" ({})",
+                attr(badge, "data-state"),
+                badge
+            ),
+        );
+        self.check(
+            run.console.is_empty(),
+            format!(
+                "{what}: console messages (the page logs nothing unless broken):\n  {}",
+                run.console.join("\n  ")
+            ),
+        );
+    }
+
+    fn finish(self, proxy_status: &serde_json::Value) {
+        assert!(
+            self.0.is_empty(),
+            "{} dashboard check(s) failed:\n- {}\n/status was:\n{proxy_status:#}",
+            self.0.len(),
+            self.0.join("\n- ")
+        );
+    }
+}
+
+/// `target/dashboard.png` of this workspace (or of `CARGO_TARGET_DIR`).
+fn screenshot_path() -> PathBuf {
+    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target = match std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from) {
+        Some(dir) if dir.is_absolute() => dir,
+        Some(dir) => workspace.join(dir),
+        None => workspace.join("target"),
+    };
+    std::fs::create_dir_all(&target).expect("target dir");
+    target
+        .canonicalize()
+        .expect("target dir path")
+        .join("dashboard.png")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_in_headless_chromium_follows_traffic() {
+    // 0. This chromium prints console errors and uncaught exceptions where
+    //    the checks below look for them.
+    let probe = chromium(
+        "data:text/html,<script>console.error('probe-console-error');null.probe()</script>",
+        500,
+        &[],
+    )
+    .await;
+    let joined = probe.console.join("\n");
+    assert!(
+        joined.contains("probe-console-error") && joined.contains("Uncaught"),
+        "this chromium does not print console messages as `CONSOLE` lines on stderr; \
+         the console check would be blind. stderr:\n{}",
+        probe.stderr
+    );
+
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .route("ttl = { 200 = \"60s\" }\nrefresh = \"lock\"")
+        .start()
+        .await;
+    let page = proxy.admin_url("/");
+    let served = get(&page).await;
+    assert_eq!(
+        served.status, 200,
+        "GET / on the admin listener serves the dashboard: {}",
+        served.body
+    );
+    assert!(
+        served.header("content-type").starts_with("text/html"),
+        "content-type {:?}",
+        served.header("content-type")
+    );
+    let mut checks = Checks::default();
+
+    // 1. Before any traffic: connected, zeros.
+    let before = chromium(&page, 2500, &[]).await;
+    checks.healthy("before traffic", &before, 2);
+    for name in [
+        "requests-total",
+        "upstream-requests-total",
+        "status-hit",
+        "status-miss",
+    ] {
+        checks.eq("before traffic", &before.dom, name, "0");
+    }
+    checks.eq("before traffic", &before.dom, "hit-ratio-total", "");
+
+    // 2. Known traffic: 3 paths, 10 requests each, one after another: 3 misses
+    //    (3 origin requests), 27 hits.
+    for i in 0..30 {
+        let reply = get(&proxy.url(&format!("/dash/{}", i / 10))).await;
+        assert_eq!(reply.status, 200);
+    }
+    assert_eq!(origin.hits(), 3, "the origin saw one request per path");
+    let status = proxy.status().await;
+
+    // 3. After: the page shows what /status counts.
+    let after = chromium(&page, 2500, &[]).await;
+    let what = "after 30 requests";
+    checks.healthy(what, &after, 2);
+    let dom = &after.dom;
+    checks.eq(what, dom, "requests-total", "30");
+    checks.eq(what, dom, "upstream-requests-total", "3");
+    checks.eq(what, dom, "origin-saved-total", "27");
+    checks.eq(what, dom, "origin-saved-pct", "0.9");
+    checks.eq(what, dom, "status-hit", "27");
+    checks.eq(what, dom, "status-miss", "3");
+    checks.eq(what, dom, "status-stale", "0");
+    checks.eq(what, dom, "status-bypass", "0");
+    checks.eq(what, dom, "hit-ratio-total", "0.9");
+    checks.eq(what, dom, "coalesced-total", "0");
+    for (table, field, name, want) in [
+        ("data-route=\"test\"", "route-requests", "route test", "30"),
+        ("data-zone=\"ram\"", "zone-objects", "zone ram", "3"),
+        (
+            "data-upstream=\"origin\"",
+            "upstream-requests",
+            "upstream origin",
+            "3",
+        ),
+        (
+            "data-upstream=\"origin\"",
+            "upstream-errors",
+            "upstream origin",
+            "0",
+        ),
+    ] {
+        match row(dom, table) {
+            Some(r) => checks.eq(&format!("{what}, {name}"), r, field, want),
+            None => checks.0.push(format!("{what}: no row {table}")),
+        }
+    }
+    if let Some(size) = row(dom, "data-zone=\"ram\"").and_then(|r| metric(r, "zone-size")) {
+        checks.check(
+            size.parse::<u64>().is_ok_and(|n| n > 0),
+            format!("{what}: zone ram size {size:?}, want > 0 bytes"),
+        );
+    }
+    // Fields the page computes from newer /status sections: present once
+    // /status serves them.
+    checks.number(what, dom, "uptime");
+    checks.number(what, dom, "connections-active");
+    let p50 = checks.number(what, dom, "latency-p50");
+    let p99 = checks.number(what, dom, "latency-p99");
+    if let (Some(p50), Some(p99)) = (p50, p99) {
+        checks.check(
+            p50 > 0.0 && p50 <= p99 && p99 < 10_000.0,
+            format!("{what}: latency p50 {p50} ms, p99 {p99} ms"),
+        );
+    }
+    if let Some(r) = row(dom, "data-upstream=\"origin\"") {
+        checks.number(&format!("{what}, upstream origin"), r, "upstream-p50");
+    }
+
+    // 4. Live: traffic while the page polls, and the screenshot.
+    let shot = screenshot_path();
+    let _ = std::fs::remove_file(&shot);
+    let stop = Arc::new(AtomicBool::new(false));
+    let traffic = {
+        let stop = stop.clone();
+        let url = proxy.url("");
+        tokio::spawn(async move {
+            let mut sent = 0u32;
+            while !stop.load(Ordering::Relaxed) && sent < 5_000 {
+                let path = if sent % 10 == 9 {
+                    format!("/live/new-{sent}")
+                } else {
+                    format!("/live/{}", sent % 20)
+                };
+                get(&format!("{url}{path}")).await;
+                sent += 1;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            sent
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let live = chromium(&page, 12_000, &[format!("--screenshot={}", shot.display())]).await;
+    stop.store(true, Ordering::Relaxed);
+    let sent = tokio::time::timeout(Duration::from_secs(20), traffic)
+        .await
+        .expect("traffic stops")
+        .unwrap();
+    checks.healthy("live traffic", &live, 5);
+    if let Some(total) = checks.number("live traffic", &live.dom, "requests-total") {
+        checks.check(
+            total > 30.0,
+            format!("live traffic: requests-total {total} after {sent} more requests"),
+        );
+    }
+    let png = std::fs::read(&shot).unwrap_or_default();
+    checks.check(
+        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 30_000,
+        format!(
+            "screenshot {} is {} bytes, want a PNG over 30 kB",
+            shot.display(),
+            png.len()
+        ),
+    );
+    if png.len() >= 24 {
+        let width = u32::from_be_bytes([png[16], png[17], png[18], png[19]]);
+        let height = u32::from_be_bytes([png[20], png[21], png[22], png[23]]);
+        checks.check(
+            width >= 1400 && height >= 1000,
+            format!("screenshot is {width}x{height}, want 1400x1000"),
+        );
+    }
+    checks.finish(&status);
+    proxy.stop().await;
+}

@@ -1,0 +1,404 @@
+//! The admin API of issue 5 through real sockets: `/status` and `/metrics`
+//! after known traffic, health and readiness, the admin token, and purges
+//! (URL, prefix, tag, all; hard and soft; memory and disk zones; `PURGE`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use calmcache_testkit::proxy::RunningProxy;
+use calmcache_testkit::{get, get_with, request, request_with_body, Origin, Proxy, Reply};
+use http::Method;
+
+const TOKEN: &str = "s3cret-token-for-tests";
+
+fn scratch(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "calmcache-it-ops-{name}-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ))
+}
+
+async fn purge(proxy: &RunningProxy, body: &str) -> Reply {
+    let auth = format!("Bearer {TOKEN}");
+    request_with_body(
+        Method::POST,
+        &proxy.admin_url("/purge"),
+        &[
+            ("authorization", &auth),
+            ("content-type", "application/json"),
+        ],
+        body.to_owned(),
+    )
+    .await
+}
+
+async fn purged(proxy: &RunningProxy, body: &str) -> u64 {
+    let r = purge(proxy, body).await;
+    assert_eq!(r.status, 200, "{body}: {}", r.body);
+    let json: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    json["purged"].as_u64().unwrap()
+}
+
+/// A GET whose fill stores the object with cache tags `tags`.
+async fn get_tagged(proxy: &RunningProxy, path: &str, tags: &str) -> Reply {
+    let tag = format!("Cache-Tag: {tags}");
+    get_with(Method::GET, &proxy.url(path), &[("x-origin-header", &tag)]).await
+}
+
+fn is_hit(r: &Reply) -> bool {
+    r.cache_status_params().has("hit")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_and_metrics_count_known_traffic() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .route("ttl = { 200 = \"60s\" }\nrefresh = \"lock\"")
+        .start()
+        .await;
+    for path in ["/a", "/b", "/c"] {
+        for _ in 0..3 {
+            assert_eq!(get(&proxy.url(path)).await.status, 200);
+        }
+    }
+    let s = proxy.status().await;
+    assert_eq!(s["totals"]["requests"], 9, "{s:#}");
+    assert_eq!(s["cache_status"]["hit"], 6);
+    assert_eq!(s["cache_status"]["miss"], 3);
+    assert_eq!(s["cache_status"]["stale"], 0);
+    assert_eq!(s["cache_status"]["revalidated"], 0);
+    assert_eq!(s["cache_status"]["bypass"], 0);
+    assert_eq!(s["upstreams"]["origin"]["requests"], 3);
+    assert_eq!(s["upstreams"]["origin"]["errors"], 0);
+    assert_eq!(
+        s["upstreams"]["origin"]["servers"][0],
+        origin.addr().to_string()
+    );
+    assert_eq!(s["latency"]["le"].as_array().unwrap().len(), 16);
+    let hit = &s["latency"]["by_cache_status"]["hit"];
+    assert_eq!(hit["count"], 6);
+    assert_eq!(hit["buckets"].as_array().unwrap().len(), 17);
+    assert_eq!(hit["buckets"][16], 6);
+    assert_eq!(s["latency"]["by_upstream"]["origin"]["count"], 3);
+    assert!(s["connections"]["accepted"].as_u64().unwrap() >= 9);
+    assert!(s["connections"]["active"].as_u64().is_some());
+    assert_eq!(s["zones"]["ram"]["kind"], "memory");
+    assert_eq!(s["zones"]["ram"]["objects"], 3);
+    assert_eq!(s["version"], env!("CARGO_PKG_VERSION"));
+    assert!(s["uptime_seconds"].as_f64().unwrap() >= 0.0);
+    assert_eq!(s["purges"]["requests"], 0);
+
+    let m = get(&proxy.admin_url("/metrics")).await;
+    assert_eq!(m.status, 200);
+    assert!(m
+        .header("content-type")
+        .starts_with("text/plain; version=0.0.4"));
+    for line in [
+        "calmcache_requests_total{cache_status=\"hit\"} 6",
+        "calmcache_requests_total{cache_status=\"miss\"} 3",
+        "calmcache_route_hits_total{route=\"test\"} 6",
+        "calmcache_route_misses_total{route=\"test\"} 3",
+        "calmcache_route_requests_total{route=\"test\"} 9",
+        "calmcache_upstream_requests_total{upstream=\"origin\"} 3",
+        "calmcache_upstream_errors_total{upstream=\"origin\"} 0",
+        "calmcache_upstream_response_seconds_count{upstream=\"origin\"} 3",
+        "calmcache_request_duration_seconds_count{cache_status=\"hit\"} 6",
+        "calmcache_request_duration_seconds_bucket{cache_status=\"hit\",le=\"+Inf\"} 6",
+        "calmcache_zone_objects{zone=\"ram\",kind=\"memory\"} 3",
+        "calmcache_purges_total 0",
+    ] {
+        assert!(
+            m.body.lines().any(|l| l == line),
+            "missing {line:?} in\n{}",
+            m.body
+        );
+    }
+    // Every sample is `calmcache_<name>[{labels}] <number>` of a declared family.
+    let typed: Vec<&str> = m
+        .body
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    for line in m.body.lines().filter(|l| !l.starts_with('#')) {
+        let (name_labels, value) = line.rsplit_once(' ').unwrap();
+        assert!(value.parse::<f64>().is_ok(), "{line}");
+        let name = name_labels.split('{').next().unwrap();
+        assert!(name.starts_with("calmcache_"), "{line}");
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s).filter(|f| typed.contains(f)))
+            .unwrap_or(name);
+        assert!(typed.contains(&family), "{line}: no # TYPE");
+    }
+
+    let health = get(&proxy.admin_url("/healthz")).await;
+    assert_eq!(
+        (health.status.as_u16(), health.body.as_str()),
+        (200, "ok\n")
+    );
+    assert_eq!(get(&proxy.admin_url("/readyz")).await.status, 200);
+    let page = get(&proxy.admin_url("/")).await;
+    assert_eq!(page.status, 200);
+    assert!(page.header("content-type").starts_with("text/html"));
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_token_guards_purges_and_non_loopback_listeners() {
+    let origin = Origin::start().await;
+    let with_token = Proxy::new(&origin)
+        .admin(&format!("listen = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\""))
+        .start()
+        .await;
+    let url = with_token.admin_url("/purge");
+    let all = r#"{"all": true}"#.to_owned();
+    for auth in [None, Some("Bearer wrong-token"), Some("Basic czNjcmV0")] {
+        let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", *a)).collect();
+        let r = request_with_body(Method::POST, &url, &headers, all.clone()).await;
+        assert_eq!(r.status, 401, "{auth:?}");
+        assert!(r.header("www-authenticate").starts_with("Bearer"));
+    }
+    assert_eq!(purge(&with_token, &all).await.status, 200);
+    // Loopback: reads need no token.
+    assert_eq!(get(&with_token.admin_url("/status")).await.status, 200);
+    // Bad bodies are 400 with the reason.
+    let r = purge(&with_token, r#"{"url": "/a", "tag": "t"}"#).await;
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("exactly one"), "{}", r.body);
+    with_token.stop().await;
+
+    // No token configured: purges are refused, saying why.
+    let without = Proxy::new(&origin).start().await;
+    let r = purge(&without, &all).await;
+    assert_eq!(r.status, 401);
+    assert!(
+        r.body.contains("no admin token is configured"),
+        "{}",
+        r.body
+    );
+    without.stop().await;
+
+    // Not on loopback: every endpoint but the page and /healthz needs it.
+    let open = Proxy::new(&origin)
+        .admin(&format!("listen = \"0.0.0.0:0\"\ntoken = \"{TOKEN}\""))
+        .start()
+        .await;
+    assert_eq!(get(&open.admin_url("/status")).await.status, 401);
+    assert_eq!(get(&open.admin_url("/metrics")).await.status, 401);
+    let auth = format!("Bearer {TOKEN}");
+    let r = request(
+        Method::GET,
+        &open.admin_url("/status"),
+        &[("authorization", &auth)],
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(get(&open.admin_url("/healthz")).await.status, 200);
+    assert_eq!(get(&open.admin_url("/")).await.status, 200);
+    open.stop().await;
+}
+
+#[test]
+fn a_non_loopback_admin_listener_needs_a_token() {
+    let base = "[server]\nlisten = [\"127.0.0.1:0\"]\n[upstreams.o]\nservers = [\"127.0.0.1:9\"]\n\
+                [[routes]]\nupstream = \"o\"\n[admin]\n";
+    let err = calmcache::config::Config::from_toml(
+        &format!("{base}listen = \"0.0.0.0:9090\"\n"),
+        "calm.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("admin.listen") && err.contains("no token"),
+        "{err}"
+    );
+    let file = scratch("token");
+    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
+    let text = format!(
+        "{base}listen = \"0.0.0.0:9090\"\ntoken_file = {:?}\n",
+        file.display().to_string()
+    );
+    let config = calmcache::config::Config::from_toml(&text, "calm.toml").unwrap();
+    assert_eq!(config.admin.unwrap().token.as_deref(), Some(TOKEN));
+    let missing = format!("{base}token_file = \"/nonexistent/token\"\nlisten = \"127.0.0.1:1\"\n");
+    let err = calmcache::config::Config::from_toml(&missing, "calm.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("admin.token_file"), "{err}");
+    let _ = std::fs::remove_file(file);
+}
+
+/// The proxy of the purge tests: a memory or a disk zone, a token.
+async fn purge_proxy(origin: &Origin, disk: Option<&PathBuf>, route: &str) -> RunningProxy {
+    let mut builder = Proxy::new(origin)
+        .admin(&format!("listen = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\""))
+        .route(route);
+    if let Some(dir) = disk {
+        builder = builder.disk_zone(dir, "");
+    }
+    builder.start().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purges_by_url_prefix_tag_and_all_on_memory_and_disk_zones() {
+    for disk in [false, true] {
+        let origin = Origin::start().await;
+        let dir = scratch("purge");
+        let proxy = purge_proxy(
+            &origin,
+            disk.then_some(&dir),
+            "ttl = { 200 = \"60s\" }\nrefresh = \"lock\"",
+        )
+        .await;
+        let store = async |path: &str, tags: &str| {
+            let r = get_tagged(&proxy, path, tags).await;
+            assert_eq!(r.status, 200);
+            assert!(!r.has_header("cache-tag"), "tags are not shown to clients");
+            assert!(is_hit(&get(&proxy.url(path)).await), "{path} stored");
+        };
+        store("/blog/1", "post-1, blog").await;
+        store("/blog/2", "post-2,blog").await;
+        store("/news/1", "news").await;
+        store("/other", "misc").await;
+        let hit = async |path: &str| is_hit(&get(&proxy.url(path)).await);
+
+        // URL (a path: on every host the route stored it for).
+        assert_eq!(
+            purged(&proxy, r#"{"url": "/blog/1"}"#).await,
+            1,
+            "disk={disk}"
+        );
+        assert!(!hit("/blog/1").await, "purged");
+        assert!(hit("/blog/2").await && hit("/news/1").await);
+        // Tag: /blog/1 was stored again above, without tags this time.
+        assert_eq!(purged(&proxy, r#"{"tag": "blog"}"#).await, 1);
+        assert!(!hit("/blog/2").await);
+        assert!(hit("/blog/1").await && hit("/news/1").await);
+        // Prefix.
+        assert_eq!(purged(&proxy, r#"{"prefix": "/news/"}"#).await, 1);
+        assert!(!hit("/news/1").await);
+        assert!(hit("/other").await);
+        // An absolute URL on another host purges nothing.
+        assert_eq!(
+            purged(&proxy, r#"{"url": "http://elsewhere.example/other"}"#).await,
+            0
+        );
+        assert!(hit("/other").await);
+        // All: /blog/1, /blog/2, /news/1 (re-stored by the misses) and /other.
+        assert_eq!(purged(&proxy, r#"{"all": true}"#).await, 4);
+        assert!(!hit("/other").await);
+        let s = proxy.status().await;
+        assert_eq!(s["purges"]["requests"], 5);
+        assert_eq!(s["purges"]["objects"], 7);
+        proxy.stop().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_soft_purge_under_load_reaches_the_origin_once_per_object() {
+    for disk in [false, true] {
+        let origin = Origin::start().await;
+        let dir = scratch("soft");
+        let proxy = purge_proxy(
+            &origin,
+            disk.then_some(&dir),
+            "ttl = { 200 = \"60s\" }\nrefresh = \"lock\"",
+        )
+        .await;
+        for path in ["/hot/1", "/hot/2"] {
+            get_tagged(&proxy, path, "hot").await;
+        }
+        let before = origin.hits();
+        assert_eq!(purged(&proxy, r#"{"tag": "hot", "soft": true}"#).await, 2);
+        // 40 concurrent clients per object while each refresh takes 300 ms.
+        let mut clients = Vec::new();
+        for i in 0..80 {
+            let url = proxy.url(if i % 2 == 0 { "/hot/1" } else { "/hot/2" });
+            clients.push(tokio::spawn(async move {
+                get_with(Method::GET, &url, &[("x-origin-delay-ms", "300")]).await
+            }));
+        }
+        for c in clients {
+            let r = c.await.unwrap();
+            assert_eq!(r.status, 200);
+            assert!(
+                r.cache_status_params().has("hit"),
+                "served stale at once: {}",
+                r.cache_status()
+            );
+        }
+        // The two refreshes land; then fresh copies, and nothing more.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(
+            origin.hits() - before,
+            2,
+            "one refresh per object (disk={disk})"
+        );
+        for path in ["/hot/1", "/hot/2"] {
+            let r = get(&proxy.url(path)).await;
+            assert!(
+                is_hit(&r) && r.cache_status_params().param("detail").is_none(),
+                "{}",
+                r.cache_status()
+            );
+        }
+        assert_eq!(origin.hits() - before, 2);
+        proxy.stop().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_purge_method_works_from_allowed_networks_only() {
+    let origin = Origin::start().await;
+    let proxy = purge_proxy(&origin, None, "ttl = { 200 = \"60s\" }\nrefresh = \"lock\"").await;
+    let purge_method = Method::from_bytes(b"PURGE").unwrap();
+    get(&proxy.url("/p")).await;
+    let r = request(purge_method.clone(), &proxy.url("/p"), &[]).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body.trim(), r#"{"purged":1}"#);
+    assert!(!is_hit(&get(&proxy.url("/p")).await));
+    // Soft: still served (stale) while it refreshes.
+    let r = request(
+        purge_method.clone(),
+        &proxy.url("/p"),
+        &[("calmcache-purge", "soft")],
+    )
+    .await;
+    assert_eq!(r.body.trim(), r#"{"purged":1}"#);
+    let r = get(&proxy.url("/p")).await;
+    assert_eq!(
+        r.cache_status_params().param("detail"),
+        Some("stale-while-revalidate"),
+        "{}",
+        r.cache_status()
+    );
+    proxy.stop().await;
+
+    let closed = Proxy::new(&origin)
+        .admin("listen = \"127.0.0.1:0\"\npurge_allow = [\"10.0.0.0/8\"]")
+        .start()
+        .await;
+    let r = request(purge_method, &closed.url("/p"), &[]).await;
+    assert_eq!(r.status, 403);
+    assert!(r.body.contains("admin.purge_allow"), "{}", r.body);
+    closed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_tags_reach_clients_only_when_exposed() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .route("ttl = { 200 = \"60s\" }\nexpose_cache_tags = true")
+        .start()
+        .await;
+    let first = get_tagged(&proxy, "/t", "a, b").await;
+    assert_eq!(first.header("cache-tag"), "a, b");
+    let hit = get(&proxy.url("/t")).await;
+    assert!(is_hit(&hit));
+    assert_eq!(hit.header("cache-tag"), "a, b");
+    proxy.stop().await;
+}
