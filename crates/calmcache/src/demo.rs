@@ -76,12 +76,14 @@ pub fn banner(proxy: SocketAddr, admin: SocketAddr, origin: SocketAddr) -> Strin
         "http://{proxy}/\n\
          calmcache demo is running: a 1 s microcache (refresh = \"sus\", stale_while_revalidate = \"10s\")\n\
          \x20 proxy:  http://{proxy}/\n\
-         \x20 admin:  http://{admin}/status   (JSON counters: hits, misses, upstream requests, zone size)\n\
+         \x20 dashboard: http://{admin}/   (live: requests/s, hit ratio, origin requests saved, latency)\n\
+         \x20 admin:  http://{admin}/status (JSON), http://{admin}/metrics (Prometheus)\n\
          \x20 origin: http://{origin}/   (each page burns ~180 ms of CPU: about 5 pages/s alone)\n\
          try:\n\
          \x20 wrk -t2 -c10 -d30s --latency http://{proxy}/\n\
          \x20 ab -c 10 -t 30 -k http://{proxy}/\n\
          \x20 curl -s http://{origin}/__origin/stats   (requests that reached the origin)\n\
+         \x20 curl -X PURGE http://{proxy}/   (purge the page; -H 'Calmcache-Purge: soft' serves it stale while one refresh runs)\n\
          Ctrl-C stops it."
     )
 }

@@ -37,7 +37,7 @@ enum Command {
         /// Where the proxy listens.
         #[arg(long, default_value = "127.0.0.1:8080")]
         listen: SocketAddr,
-        /// Where the admin listener (GET /status) listens.
+        /// Where the admin listener (dashboard, /status, /metrics) listens.
         #[arg(long, default_value = "127.0.0.1:9090")]
         admin: SocketAddr,
         /// Where the bundled origin listens.
