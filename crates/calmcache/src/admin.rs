@@ -31,6 +31,8 @@ pub struct Status {
     pub uptime_seconds: f64,
     /// Client connections (proxy listeners).
     pub connections: Connections,
+    /// WebSocket tunnels.
+    pub websockets: Websockets,
     /// Sum over all routes.
     pub totals: ActivitySnapshot,
     /// Answers by class, disjoint: they sum to `totals.requests` (give or
@@ -42,6 +44,9 @@ pub struct Status {
     pub upstreams: BTreeMap<String, UpstreamStatus>,
     /// Purges served.
     pub purges: Purges,
+    /// The access log, when one is configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access_log: Option<AccessLogStatus>,
     /// Per route, by name.
     pub routes: BTreeMap<String, RouteStatus>,
     /// Per zone, by name.
@@ -57,6 +62,16 @@ pub struct Connections {
     pub active: u64,
     /// Accepted since start.
     pub accepted: u64,
+}
+
+/// WebSocket tunnels (an upgraded connection counts here, no longer in
+/// `connections.active`).
+#[derive(Serialize, Debug)]
+pub struct Websockets {
+    /// Open now.
+    pub active: u64,
+    /// Opened since start.
+    pub total: u64,
 }
 
 /// Latency histograms (cumulative bucket counts for the bounds in `le`).
@@ -79,6 +94,13 @@ pub struct UpstreamStatus {
     pub errors: u64,
     /// Its servers.
     pub servers: Vec<String>,
+}
+
+/// Access log counters.
+#[derive(Serialize, Debug)]
+pub struct AccessLogStatus {
+    /// Lines lost: the writer's queue was full, or a write failed.
+    pub dropped: u64,
 }
 
 /// Purge counters.
@@ -216,6 +238,10 @@ pub fn status(proxy: &Proxy) -> Status {
             active: m.connections_active.load(Ordering::Relaxed),
             accepted: m.connections_accepted.get(),
         },
+        websockets: Websockets {
+            active: m.websockets_active.load(Ordering::Relaxed),
+            total: m.websockets_total.get(),
+        },
         totals,
         cache_status: classes().map(|(l, i)| (l, m.answers[i].get())).collect(),
         latency: Latency {
@@ -245,6 +271,9 @@ pub fn status(proxy: &Proxy) -> Status {
             requests: m.purge_requests.get(),
             objects: m.purged_objects.get(),
         },
+        access_log: proxy.access_log.get().map(|log| AccessLogStatus {
+            dropped: log.dropped(),
+        }),
         routes,
         zones,
         fetches_in_flight: proxy.flights.in_flight(),

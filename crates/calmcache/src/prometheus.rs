@@ -38,6 +38,24 @@ pub fn render(status: &Status) -> String {
     );
     gauge(
         o,
+        "calmcache_websockets_active",
+        "WebSocket tunnels open now.",
+        status.websockets.active as f64,
+    );
+    family(
+        o,
+        "calmcache_websockets_total",
+        "counter",
+        "WebSocket tunnels opened.",
+    );
+    sample(
+        o,
+        "calmcache_websockets_total",
+        &[],
+        status.websockets.total as f64,
+    );
+    gauge(
+        o,
         "calmcache_fetches_in_flight",
         "Origin fetches in flight.",
         status.fetches_in_flight as f64,
@@ -206,6 +224,20 @@ pub fn render(status: &Status) -> String {
         }
     }
 
+    if let Some(log) = &status.access_log {
+        family(
+            o,
+            "calmcache_access_log_dropped_total",
+            "counter",
+            "Access log lines lost (queue full or write failed).",
+        );
+        sample(
+            o,
+            "calmcache_access_log_dropped_total",
+            &[],
+            log.dropped as f64,
+        );
+    }
     family(
         o,
         "calmcache_purges_total",

@@ -14,7 +14,6 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::Request;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -99,6 +98,7 @@ impl Running {
 /// cross-thread wakeups on the hit path). The admin listener and warm-up run
 /// on the calling runtime.
 pub async fn start(config: &Config) -> Result<Running, StartError> {
+    raise_open_files_limit();
     let access_log = match &config.access_log {
         Some(c) => Some(AccessLog::open(c).map_err(|e| match &c.target {
             access_log::LogTarget::File(path) => StartError::Setup(format!(
@@ -112,6 +112,9 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         None => None,
     };
     let proxy = Proxy::new(config).map_err(StartError::Setup)?;
+    if let Some(log) = &access_log {
+        let _ = proxy.access_log.set(log.clone());
+    }
     proxy.start_background();
     let threads = config.server.threads.max(1);
     let mut per_thread: Vec<Vec<std::net::TcpListener>> =
@@ -221,7 +224,36 @@ fn run_worker(
             loops.spawn(accept_loop(listener, stopped.clone(), serve, counted));
         }
         while loops.join_next().await.is_some() {}
+        // Connections drained: end this thread's WebSocket tunnels too.
+        worker.tunnels.close().await;
     });
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit: every tunnel holds two
+/// descriptors and every proxied request one or two, and the usual soft
+/// limit (1024) is far below what a busy proxy needs. Returns the soft
+/// limit now in force (`None`: unlimited); a failure is logged, not fatal.
+pub fn raise_open_files_limit() -> Option<u64> {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current == limit.maximum {
+        return limit.current;
+    }
+    let raised = rustix::process::Rlimit {
+        current: limit.maximum,
+        maximum: limit.maximum,
+    };
+    match setrlimit(Resource::Nofile, raised) {
+        Ok(()) => {
+            tracing::debug!(from = ?limit.current, to = ?limit.maximum, "raised RLIMIT_NOFILE");
+            limit.maximum
+        }
+        Err(e) => {
+            tracing::warn!(soft = ?limit.current, hard = ?limit.maximum, error = %e,
+                "cannot raise the open files limit");
+            limit.current
+        }
+    }
 }
 
 /// How a listening socket is shared.
@@ -284,13 +316,17 @@ pub(crate) async fn accept_loop<S, F, B>(
     B: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let graceful = GracefulShutdown::new();
+    // Every connection holds a receiver: a send asks them to finish
+    // gracefully, and the channel closes when the last one has. (hyper-util's
+    // GracefulShutdown does not take connections built with upgrades.)
+    let (graceful, _) = watch::channel(());
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     let guard = counted.as_ref().map(|m| m.connection());
-                    serve_connection(stream, peer, serve.clone(), &graceful, guard);
+                    let drain = graceful.subscribe();
+                    serve_connection(stream, peer, serve.clone(), drain, guard);
                 }
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
@@ -302,14 +338,15 @@ pub(crate) async fn accept_loop<S, F, B>(
         }
     }
     drop(listener);
-    graceful.shutdown().await;
+    let _ = graceful.send(());
+    graceful.closed().await;
 }
 
 fn serve_connection<S, F, B>(
     stream: TcpStream,
     peer: SocketAddr,
     serve: S,
-    graceful: &GracefulShutdown,
+    mut drain: watch::Receiver<()>,
     guard: Option<ConnectionGuard>,
 ) where
     S: Fn(Request<Incoming>, SocketAddr) -> F + Send + Sync + 'static,
@@ -323,11 +360,22 @@ fn serve_connection<S, F, B>(
         .keep_alive(true)
         .timer(TokioTimer::new())
         .header_read_timeout(Duration::from_secs(75))
-        .serve_connection(TokioIo::new(stream), service);
-    let conn = graceful.watch(conn);
+        .serve_connection(TokioIo::new(stream), service)
+        // WebSocket handshakes hand the connection to a tunnel (tunnel.rs).
+        .with_upgrades();
     tokio::spawn(async move {
         let _open = guard;
-        if let Err(e) = conn.await {
+        let mut conn = std::pin::pin!(conn);
+        let ended = tokio::select! {
+            ended = conn.as_mut() => ended,
+            _ = drain.changed() => {
+                conn.as_mut().graceful_shutdown();
+                conn.await
+            }
+        };
+        // `drain` is held until here: the accept loop waits for it.
+        drop(drain);
+        if let Err(e) = ended {
             tracing::debug!(peer = %peer, error = %e, "connection ended with an error");
         }
     });

@@ -324,6 +324,8 @@ pub struct Proxy {
     pub ready: std::sync::atomic::AtomicBool,
     /// The `[admin]` settings (token, purge networks), if any.
     pub admin: Option<crate::config::AdminConfig>,
+    /// The access log, once opened (for its counters in `/status`).
+    pub access_log: std::sync::OnceLock<crate::access_log::AccessLog>,
 }
 
 impl Proxy {
@@ -413,6 +415,7 @@ impl Proxy {
             note_served: config.access_log.is_some(),
             ready: std::sync::atomic::AtomicBool::new(false),
             admin: config.admin.clone(),
+            access_log: std::sync::OnceLock::new(),
         }))
     }
 }
@@ -425,13 +428,19 @@ pub struct Worker {
     /// The shared state.
     pub proxy: Arc<Proxy>,
     matchers: Vec<Option<regex::Regex>>,
+    /// This thread's WebSocket tunnels, closed when the worker stops.
+    pub tunnels: crate::tunnel::Tunnels,
 }
 
 impl Worker {
     /// Clones the route regexes for one thread.
     pub fn new(proxy: Arc<Proxy>) -> Self {
         let matchers = proxy.routes.iter().map(|r| r.cfg.matcher.clone()).collect();
-        Worker { proxy, matchers }
+        Worker {
+            proxy,
+            matchers,
+            tunnels: crate::tunnel::Tunnels::default(),
+        }
     }
 
     /// The first route matching `path_and_query`.

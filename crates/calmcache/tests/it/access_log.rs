@@ -147,6 +147,7 @@ async fn combined_lines_carry_request_status_bytes_and_cache_status() {
     assert_eq!(fourth.request, "GET /big HTTP/1.1");
     assert_eq!((fourth.status, fourth.bytes), (200, 2_000_000));
     assert_eq!(fourth.cache_status, "MISS");
+    assert_eq!(proxy.status().await["access_log"]["dropped"], 0);
     proxy.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

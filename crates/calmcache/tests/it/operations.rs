@@ -299,15 +299,16 @@ async fn purges_by_url_prefix_tag_and_all_on_memory_and_disk_zones() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_soft_purge_under_load_reaches_the_origin_once_per_object() {
-    for disk in [false, true] {
+    for (disk, refresh) in [
+        (false, "lock"),
+        (true, "lock"),
+        (false, "sus"),
+        (false, "none"),
+    ] {
         let origin = Origin::start().await;
         let dir = scratch("soft");
-        let proxy = purge_proxy(
-            &origin,
-            disk.then_some(&dir),
-            "ttl = { 200 = \"60s\" }\nrefresh = \"lock\"",
-        )
-        .await;
+        let route = format!("ttl = {{ 200 = \"60s\" }}\nrefresh = \"{refresh}\"");
+        let proxy = purge_proxy(&origin, disk.then_some(&dir), &route).await;
         for path in ["/hot/1", "/hot/2"] {
             get_tagged(&proxy, path, "hot").await;
         }
