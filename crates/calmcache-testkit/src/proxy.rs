@@ -31,8 +31,14 @@ pub struct Proxy {
 impl Proxy {
     /// A proxy in front of `origin` with a 1 s ttl for 200s and the defaults.
     pub fn new(origin: &crate::Origin) -> Proxy {
+        Proxy::with_upstream(origin.addr())
+    }
+
+    /// The same in front of any server at `addr` (e.g. a WebSocket server
+    /// a test runs itself).
+    pub fn with_upstream(addr: std::net::SocketAddr) -> Proxy {
         Proxy {
-            origin: origin.addr(),
+            origin: addr,
             route: String::new(),
             upstream: String::new(),
             zone_size: "64MiB".into(),

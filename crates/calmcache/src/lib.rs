@@ -8,6 +8,7 @@
 //! - [`proxy`]: the request path (lookup, refresh decision, serve or fetch).
 //! - [`file_body`]: streaming large disk objects in bounded memory.
 //! - [`fill`]: fetching from the origin and storing.
+//! - [`tunnel`]: WebSocket upgrades, bytes relayed both ways.
 //! - [`upstream`]: keepalive pools, round robin, timeouts, refresh slots.
 //! - [`growing`]: a body still arriving, read by every waiting request.
 //! - [`headers`]: hop-by-hop, `X-Forwarded-*`, `Age`, `Cache-Status`.
@@ -53,6 +54,7 @@ pub mod respond;
 pub mod server;
 pub mod state;
 pub mod stats;
+pub mod tunnel;
 pub mod upstream;
 pub mod vary;
 pub mod warm;

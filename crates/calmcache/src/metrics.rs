@@ -153,6 +153,10 @@ pub struct Metrics {
     pub purge_requests: Counter,
     /// Objects removed or marked stale by purges.
     pub purged_objects: Counter,
+    /// WebSocket tunnels open now (from the upstream's 101 to the close).
+    pub websockets_active: AtomicU64,
+    /// WebSocket tunnels opened since start.
+    pub websockets_total: Counter,
 }
 
 impl Default for Metrics {
@@ -165,6 +169,8 @@ impl Default for Metrics {
             answers: Default::default(),
             purge_requests: Counter::default(),
             purged_objects: Counter::default(),
+            websockets_active: AtomicU64::new(0),
+            websockets_total: Counter::default(),
         }
     }
 }
@@ -190,6 +196,24 @@ pub struct ConnectionGuard(Arc<Metrics>);
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
         self.0.connections_active.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Metrics {
+    /// A WebSocket tunnel opened; the guard closes it in the gauge when dropped.
+    pub fn tunnel(self: &Arc<Self>) -> TunnelGuard {
+        self.websockets_total.inc();
+        self.websockets_active.fetch_add(1, Ordering::Relaxed);
+        TunnelGuard(self.clone())
+    }
+}
+
+/// Decrements the active WebSocket tunnels when the tunnel ends.
+pub struct TunnelGuard(Arc<Metrics>);
+
+impl Drop for TunnelGuard {
+    fn drop(&mut self) {
+        self.0.websockets_active.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -1,7 +1,8 @@
 //! The request path: route, look up, decide, answer from the cache or fetch.
 //!
 //! ```text
-//! handle ─ route_for ─┬─ no zone / method not GET|HEAD ─── pass (stream both ways;
+//! handle ─ route_for ─┬─ Upgrade: websocket (route.websocket) ── tunnel::open (never cached)
+//!                     ├─ no zone / method not GET|HEAD ─── pass (stream both ways;
 //!                     │                                    unsafe methods invalidate, RFC 9111 §4.4)
 //!                     ├─ bypass condition ────────────────── fetch (no lookup, no coalescing)
 //!                     └─ lookup (key template, Vary) ─┬─ hit ─ request directives force? ─ fetch (fwd=request)
@@ -162,6 +163,13 @@ async fn answer(
         let e = ProxyError::downstream(ErrorKind::NoRoute, pq);
         return Ok(error_response(&e, &CacheStatus::Bypass.report()));
     };
+    // HTTP/1.1 only: an HTTP/1.0 connection cannot be upgraded.
+    if route.cfg.websocket
+        && req.version() == http::Version::HTTP_11
+        && crate::tunnel::is_websocket_upgrade(req.headers())
+    {
+        return Ok(crate::tunnel::open(&worker, route, req, client).await);
+    }
     let method = req.method();
     let first_zone = match (&route.zone, method) {
         (Some(zone), &Method::GET | &Method::HEAD) => zone,

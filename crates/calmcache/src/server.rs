@@ -1,9 +1,11 @@
-//! Listeners and connections: bind, accept, serve HTTP/1.1 with keepalive,
-//! and stop gracefully.
+//! Listeners and connections: bind, accept, serve HTTP/1.1 with keepalive
+//! (and upgrades, for WebSocket tunnels), and stop gracefully.
 //!
-//! [`start`] binds every listener first (a taken port is an error before
-//! anything runs), then spawns the accept loops, the admin listener and the
-//! warm-up tasks on the current Tokio runtime.
+//! [`start`] raises the soft open files limit, binds every listener first (a
+//! taken port is an error before anything runs), then spawns the accept
+//! loops, the admin listener and the warm-up tasks on the current Tokio
+//! runtime. A worker that stops drains its connections, then closes its
+//! tunnels.
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -330,6 +330,9 @@ pub struct RouteConfig {
     /// Pass the origin's `Cache-Tag` / `Surrogate-Key` on to clients
     /// (default false: tags are for purging).
     pub expose_cache_tags: bool,
+    /// Tunnel `Upgrade: websocket` requests to the upstream (default true);
+    /// false sends them as plain requests, the upgrade headers stripped.
+    pub websocket: bool,
 }
 
 impl RouteConfig {

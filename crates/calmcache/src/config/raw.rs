@@ -121,6 +121,7 @@ pub(crate) struct RawRoute {
     pub(crate) forward_targeted_cache_control: Option<bool>,
     pub(crate) cache_status_key: Option<bool>,
     pub(crate) expose_cache_tags: Option<bool>,
+    pub(crate) websocket: Option<bool>,
 }
 
 /// A duration or size as written. A number is kept too (not refused by

@@ -436,6 +436,7 @@ fn example_file_parses_and_shows_the_defaults() {
     );
     assert_eq!(documented.cache_status_key, default.cache_status_key);
     assert_eq!(documented.expose_cache_tags, default.expose_cache_tags);
+    assert_eq!(documented.websocket, default.websocket);
     assert_eq!(example.routes[1].name, "route1");
 }
 
@@ -1044,6 +1045,7 @@ fn boolean_route_keys_take_booleans() {
         "forward_targeted_cache_control",
         "cache_status_key",
         "expose_cache_tags",
+        "websocket",
     ] {
         let problem = only_problem(&with_route(&format!("{key} = \"yes\"")));
         assert_eq!(problem.path, format!("routes[0].{key}"));

@@ -31,6 +31,7 @@ mod rfc_request_directives;
 mod rfc_targeted;
 mod rfc_validation;
 mod rfc_vary;
+mod websocket;
 mod zone;
 
 use std::time::Duration;

@@ -134,6 +134,7 @@ impl Checker {
             forward_targeted_cache_control: raw.forward_targeted_cache_control.unwrap_or(false),
             cache_status_key: raw.cache_status_key.unwrap_or(false),
             expose_cache_tags: raw.expose_cache_tags.unwrap_or(false),
+            websocket: raw.websocket.unwrap_or(true),
         }
     }
 

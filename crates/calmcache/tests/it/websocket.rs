@@ -1,0 +1,506 @@
+//! WebSocket tunnels (issue 6) against a real WebSocket server and client
+//! (tokio-tungstenite): echo of text, binary, fragmented and large messages,
+//! ping/pong, the close handshake both ways, the idle timeout, a refused
+//! handshake passed through, `websocket = false`, the `/status` counters,
+//! handshakes never cached, and 2,000 tunnels open at once.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use calmcache_testkit::proxy::RunningProxy;
+use calmcache_testkit::{get_with, Origin, Proxy};
+use futures_util::{SinkExt, StreamExt};
+use http::Method;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
+use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+type Client = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// What the echo server saw.
+#[derive(Default)]
+struct Seen {
+    /// Handshakes accepted.
+    accepted: AtomicUsize,
+    /// Handshakes refused (path `/refuse`).
+    refused: AtomicUsize,
+    /// The last accepted handshake's request headers.
+    headers: Mutex<Option<http::HeaderMap>>,
+    /// Close frames received: (code, reason).
+    closes: Mutex<Vec<(u16, String)>>,
+}
+
+/// Small buffers: thousands of sockets in one test process.
+fn ws_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .read_buffer_size(4096)
+        .write_buffer_size(0)
+}
+
+/// A WebSocket echo server on 127.0.0.1:0: echoes text and binary, answers
+/// pings (tungstenite does), answers "close-me" with a close of its own
+/// (4000 "done"), and refuses `/refuse` with a 403 and a body.
+async fn echo_server() -> (SocketAddr, Arc<Seen>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Seen::default());
+    let shared = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            tokio::spawn(echo(stream, shared.clone()));
+        }
+    });
+    (addr, seen)
+}
+
+// tungstenite's callback returns its error response by value.
+#[allow(clippy::result_large_err)]
+async fn echo(stream: TcpStream, seen: Arc<Seen>) {
+    let check = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
+        if req.uri().path() == "/refuse" {
+            seen.refused.fetch_add(1, Ordering::SeqCst);
+            let body = "no websockets here\n";
+            let refusal = http::Response::builder()
+                .status(403)
+                .header("content-length", body.len())
+                .header("cache-control", "max-age=60")
+                .header("x-refused-by", "echo")
+                .body(Some(body.to_owned()))
+                .unwrap();
+            return Err(refusal);
+        }
+        seen.accepted.fetch_add(1, Ordering::SeqCst);
+        *seen.headers.lock().unwrap() = Some(req.headers().clone());
+        Ok(resp)
+    };
+    let config = Some(ws_config());
+    let Ok(mut ws) = tokio_tungstenite::accept_hdr_async_with_config(stream, check, config).await
+    else {
+        return;
+    };
+    while let Some(Ok(msg)) = ws.next().await {
+        match msg {
+            Message::Text(text) if text.as_str() == "close-me" => {
+                let frame = CloseFrame {
+                    code: CloseCode::from(4000),
+                    reason: "done".into(),
+                };
+                let _ = ws.send(Message::Close(Some(frame))).await;
+            }
+            Message::Text(_) | Message::Binary(_) => {
+                if ws.send(msg).await.is_err() {
+                    return;
+                }
+            }
+            Message::Close(frame) => {
+                let got = frame.map(|f| (u16::from(f.code), f.reason.to_string()));
+                seen.closes.lock().unwrap().extend(got);
+                // tungstenite queued the reply; reading on flushes it.
+            }
+            Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {}
+        }
+    }
+}
+
+async fn proxy_for(server: SocketAddr, upstream_keys: &str, route_keys: &str) -> RunningProxy {
+    Proxy::with_upstream(server)
+        .upstream(upstream_keys)
+        .route(route_keys)
+        .start()
+        .await
+}
+
+async fn connect(proxy: &RunningProxy, path: &str) -> Client {
+    let url = format!("ws://{}{path}", proxy.host());
+    let connecting = tokio_tungstenite::connect_async_with_config(url, Some(ws_config()), true);
+    let (ws, resp) = tokio::time::timeout(Duration::from_secs(10), connecting)
+        .await
+        .expect("handshake in time")
+        .expect("handshake");
+    assert_eq!(resp.status(), 101);
+    ws
+}
+
+/// The next message that is not a ping or pong, within 5 s.
+async fn next(ws: &mut Client) -> Message {
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(5), ws.next())
+            .await
+            .expect("a message in time")
+            .expect("stream open")
+            .expect("no error");
+        if !matches!(msg, Message::Ping(_) | Message::Pong(_)) {
+            return msg;
+        }
+    }
+}
+
+async fn websockets(proxy: &RunningProxy) -> (u64, u64) {
+    let status = proxy.status().await;
+    let ws = &status["websockets"];
+    (
+        ws["active"].as_u64().unwrap(),
+        ws["total"].as_u64().unwrap(),
+    )
+}
+
+/// Polls `/status` until `websockets.active` is `want` (10 s at most).
+async fn wait_active(proxy: &RunningProxy, want: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (active, _) = websockets(proxy).await;
+        if active == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "websockets.active stays {active}, want {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_binary_fragmented_and_large_messages_echo_through_the_proxy() {
+    let (server, seen) = echo_server().await;
+    let proxy = proxy_for(server, "", "").await;
+    let mut ws = connect(&proxy, "/chat?room=1").await;
+
+    ws.send(Message::text("hello")).await.unwrap();
+    assert_eq!(next(&mut ws).await, Message::text("hello"));
+
+    let binary: Vec<u8> = (0..=255u8).collect();
+    ws.send(Message::binary(binary.clone())).await.unwrap();
+    assert_eq!(next(&mut ws).await, Message::binary(binary));
+
+    // One text message in three frames (FIN on the last): the server
+    // reassembles it, so the echo proves every fragment went through.
+    let frames = [
+        Frame::message("frag", OpCode::Data(Data::Text), false),
+        Frame::message("ment", OpCode::Data(Data::Continue), false),
+        Frame::message("ed", OpCode::Data(Data::Continue), true),
+    ];
+    for frame in frames {
+        ws.send(Message::Frame(frame)).await.unwrap();
+    }
+    assert_eq!(next(&mut ws).await, Message::text("fragmented"));
+
+    // Larger than any buffer on the way.
+    let large: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
+    ws.send(Message::binary(large.clone())).await.unwrap();
+    assert_eq!(next(&mut ws).await, Message::binary(large));
+
+    // The handshake reached the server with its headers and X-Forwarded-For.
+    let headers = seen.headers.lock().unwrap().clone().unwrap();
+    assert!(headers.contains_key("sec-websocket-key"), "{headers:?}");
+    assert_eq!(headers["sec-websocket-version"], "13");
+    assert_eq!(headers["x-forwarded-for"], "127.0.0.1");
+    ws.close(None).await.unwrap();
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ping_is_answered_with_pong_through_the_proxy() {
+    let (server, _seen) = echo_server().await;
+    let proxy = proxy_for(server, "", "").await;
+    let mut ws = connect(&proxy, "/").await;
+    ws.send(Message::Ping("are you there".into()))
+        .await
+        .unwrap();
+    let pong = tokio::time::timeout(Duration::from_secs(5), ws.next())
+        .await
+        .expect("pong in time")
+        .unwrap()
+        .unwrap();
+    assert_eq!(pong, Message::Pong("are you there".into()));
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_close_handshake_runs_end_to_end_both_ways() {
+    let (server, seen) = echo_server().await;
+    let proxy = proxy_for(server, "", "").await;
+
+    // The client closes: the server gets code and reason and echoes them.
+    let mut ws = connect(&proxy, "/").await;
+    let bye = CloseFrame {
+        code: CloseCode::Normal,
+        reason: "bye".into(),
+    };
+    ws.send(Message::Close(Some(bye))).await.unwrap();
+    match next(&mut ws).await {
+        Message::Close(Some(frame)) => {
+            assert_eq!(
+                (frame.code, frame.reason.as_str()),
+                (CloseCode::Normal, "bye")
+            );
+        }
+        other => panic!("expected the close reply, got {other:?}"),
+    }
+    let end = tokio::time::timeout(Duration::from_secs(5), ws.next()).await;
+    assert!(matches!(end, Ok(None | Some(Err(_)))), "{end:?}");
+    assert_eq!(
+        seen.closes.lock().unwrap().clone(),
+        [(1000, "bye".to_owned())]
+    );
+
+    // The server closes: the client gets code and reason.
+    let mut ws = connect(&proxy, "/").await;
+    ws.send(Message::text("close-me")).await.unwrap();
+    match next(&mut ws).await {
+        Message::Close(Some(frame)) => {
+            assert_eq!(
+                (u16::from(frame.code), frame.reason.as_str()),
+                (4000, "done")
+            );
+        }
+        other => panic!("expected the server's close, got {other:?}"),
+    }
+    // Reading on sends our reply, and the connection then ends.
+    let end = tokio::time::timeout(Duration::from_secs(5), ws.next()).await;
+    assert!(matches!(end, Ok(None | Some(Err(_)))), "{end:?}");
+    wait_active(&proxy, 0).await;
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_tunnel_is_closed_after_read_timeout_and_a_busy_one_is_not() {
+    let (server, _seen) = echo_server().await;
+    let proxy = proxy_for(server, "read_timeout = \"300ms\"", "").await;
+
+    // Traffic every 100 ms keeps a tunnel open well past 300 ms.
+    let mut busy = connect(&proxy, "/").await;
+    let ticking = tokio::spawn(async move {
+        let started = Instant::now();
+        let mut i = 0;
+        while started.elapsed() < Duration::from_millis(1200) {
+            let text = format!("tick {i}");
+            busy.send(Message::text(text.clone())).await.unwrap();
+            assert_eq!(next(&mut busy).await, Message::text(text));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            i += 1;
+        }
+        busy
+    });
+
+    // Silence: the proxy closes the tunnel after 300 ms, not before.
+    let mut idle = connect(&proxy, "/").await;
+    let opened = Instant::now();
+    let end = tokio::time::timeout(Duration::from_secs(5), idle.next())
+        .await
+        .expect("the proxy closes an idle tunnel");
+    let after = opened.elapsed();
+    assert!(matches!(end, None | Some(Err(_))), "{end:?}");
+    assert!(
+        after >= Duration::from_millis(280),
+        "closed after {after:?}"
+    );
+    assert!(after < Duration::from_secs(2), "closed after {after:?}");
+    // The busy one is still open after 1.2 s.
+    let mut busy = ticking.await.unwrap();
+    busy.send(Message::text("still here")).await.unwrap();
+    assert_eq!(next(&mut busy).await, Message::text("still here"));
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_handshake_is_passed_back_as_it_came_and_never_cached() {
+    let (server, seen) = echo_server().await;
+    let proxy = proxy_for(server, "", "ttl = { any = \"60s\" }").await;
+    let url = format!("ws://{}/refuse", proxy.host());
+    match tokio_tungstenite::connect_async(url).await {
+        Err(WsError::Http(resp)) => assert_eq!(resp.status(), 403),
+        other => panic!("expected a refusal, got {:?}", other.map(|(_, r)| r)),
+    }
+    let handshake = [
+        ("connection", "Upgrade"),
+        ("upgrade", "websocket"),
+        ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+        ("sec-websocket-version", "13"),
+    ];
+    let reply = get_with(Method::GET, &proxy.url("/refuse"), &handshake).await;
+    assert_eq!(reply.status, 403);
+    assert_eq!(reply.body, "no websockets here\n");
+    assert_eq!(reply.header("x-refused-by"), "echo");
+    // A cacheable refusal, yet every handshake reaches the server.
+    assert_eq!(seen.refused.load(Ordering::SeqCst), 2);
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrades_are_never_cached_and_counted_in_status() {
+    let (server, seen) = echo_server().await;
+    let proxy = proxy_for(server, "", "ttl = { any = \"60s\" }").await;
+    assert_eq!(websockets(&proxy).await, (0, 0));
+    let mut first = connect(&proxy, "/same").await;
+    let mut second = connect(&proxy, "/same").await;
+    assert_eq!(
+        seen.accepted.load(Ordering::SeqCst),
+        2,
+        "both reached the server"
+    );
+    wait_active(&proxy, 2).await;
+    assert_eq!(websockets(&proxy).await, (2, 2));
+    for ws in [&mut first, &mut second] {
+        ws.send(Message::text("x")).await.unwrap();
+        assert_eq!(next(ws).await, Message::text("x"));
+        ws.close(None).await.unwrap();
+        let _ = tokio::time::timeout(Duration::from_secs(5), ws.next()).await;
+    }
+    wait_active(&proxy, 0).await;
+    assert_eq!(websockets(&proxy).await, (0, 2));
+    let metrics = get_with(Method::GET, &proxy.admin_url("/metrics"), &[]).await;
+    assert!(
+        metrics.body.contains("calmcache_websockets_active 0\n"),
+        "{}",
+        metrics.body
+    );
+    assert!(
+        metrics.body.contains("calmcache_websockets_total 2\n"),
+        "{}",
+        metrics.body
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_websocket_false_an_upgrade_is_a_plain_request() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .no_zone()
+        .route("websocket = false")
+        .start()
+        .await;
+    let handshake = [
+        ("connection", "Upgrade"),
+        ("upgrade", "websocket"),
+        ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+        ("sec-websocket-version", "13"),
+    ];
+    let reply = get_with(Method::GET, &proxy.url("/plain"), &handshake).await;
+    assert_eq!(reply.status, 200);
+    let seen = &origin.requests_for("/plain")[0];
+    assert!(!seen.has_header("upgrade"), "{:?}", seen.headers);
+    assert!(!seen.has_header("connection"), "{:?}", seen.headers);
+    assert_eq!(websockets(&proxy).await, (0, 0));
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_thousand_tunnels_at_once() {
+    const TUNNELS: usize = 2000;
+    // Each tunnel holds four descriptors in this process (client, both
+    // proxy sides, server); start() raises the limit too.
+    calmcache::server::raise_open_files_limit();
+    let (server, seen) = echo_server().await;
+    let proxy = proxy_for(server, "", "").await;
+    let all = async {
+        // Open them all (a few hundred handshakes in flight at a time, so
+        // the listen backlogs never overflow), then talk on every one.
+        let gate = Arc::new(tokio::sync::Semaphore::new(200));
+        let mut opening = Vec::with_capacity(TUNNELS);
+        for _ in 0..TUNNELS {
+            let url = format!("ws://{}/many", proxy.host());
+            let gate = gate.clone();
+            opening.push(tokio::spawn(async move {
+                let _permit = gate.acquire_owned().await.unwrap();
+                let config = Some(ws_config());
+                tokio_tungstenite::connect_async_with_config(url, config, true)
+                    .await
+                    .expect("handshake")
+                    .0
+            }));
+        }
+        let mut open = Vec::with_capacity(TUNNELS);
+        for task in opening {
+            open.push(task.await.unwrap());
+        }
+        wait_active(&proxy, TUNNELS as u64).await;
+        let mut talking = Vec::with_capacity(TUNNELS);
+        for (i, mut ws) in open.into_iter().enumerate() {
+            talking.push(tokio::spawn(async move {
+                let text = format!("tunnel {i}");
+                ws.send(Message::text(text.clone())).await.unwrap();
+                assert_eq!(next(&mut ws).await, Message::text(text));
+                ws.close(None).await.unwrap();
+                let _ = tokio::time::timeout(Duration::from_secs(10), ws.next()).await;
+            }));
+        }
+        for task in talking {
+            task.await.unwrap();
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), all)
+        .await
+        .expect("2,000 tunnels within 60 s");
+    assert_eq!(seen.accepted.load(Ordering::SeqCst), TUNNELS);
+    wait_active(&proxy, 0).await;
+    assert_eq!(websockets(&proxy).await, (0, TUNNELS as u64));
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tunnel_gets_an_access_log_line() {
+    let (server, _seen) = echo_server().await;
+    let dir = std::env::temp_dir().join(format!(
+        "calmcache-it-ws-log-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("access.log");
+    let proxy = Proxy::with_upstream(server)
+        .access_log(&path, "json")
+        .start()
+        .await;
+    let mut ws = connect(&proxy, "/logged").await;
+    ws.send(Message::text("x")).await.unwrap();
+    assert_eq!(next(&mut ws).await, Message::text("x"));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let line = loop {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        if let Some(line) = text.lines().find(|l| l.contains("/logged")) {
+            break line.to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no line for the tunnel: {text:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let entry: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(entry["status"], 101, "{line}");
+    assert_eq!(entry["bytes_sent"], 0, "{line}");
+    assert_eq!(entry["cache_status"], "BYPASS", "{line}");
+    assert_eq!(entry["upstream_addr"], server.to_string(), "{line}");
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_the_proxy_closes_open_tunnels_at_once() {
+    let (server, _seen) = echo_server().await;
+    let proxy = proxy_for(server, "", "").await;
+    let mut ws = connect(&proxy, "/").await;
+    ws.send(Message::text("x")).await.unwrap();
+    assert_eq!(next(&mut ws).await, Message::text("x"));
+    let started = Instant::now();
+    proxy.stop().await;
+    // Well under the 2 s grace the testkit gives: nothing waited for the tunnel.
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    let end = tokio::time::timeout(Duration::from_secs(5), ws.next()).await;
+    assert!(matches!(end, Ok(None | Some(Err(_)))), "{end:?}");
+}
