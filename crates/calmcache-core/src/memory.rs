@@ -36,7 +36,9 @@ impl MemoryTier {
         let max_object_size = max_object_size.clamp(1, max_size.max(1));
         // Each shard holds capacity/shards and refuses items above its share, so
         // keep at least four largest objects per shard.
-        let shards = (max_size / max_object_size.saturating_mul(4)).clamp(1, 64);
+        // Up to 256 shards: a purge scan holds one shard's lock at a time,
+        // so smaller shards keep the longest wait of a hit short.
+        let shards = (max_size / max_object_size.saturating_mul(4)).clamp(1, 256);
         let shards = 1u64 << (63 - shards.leading_zeros());
         // Shard capacities round up; take the rounding off so the sum never
         // exceeds max_size.

@@ -186,13 +186,16 @@ pub const TAG_FIELDS: [&str; 2] = ["cache-tag", "surrogate-key"];
 /// The cache tags in `headers`: `Cache-Tag` (comma-separated) and
 /// `Surrogate-Key` (space-separated), each tag trimmed, empty ones skipped.
 pub fn tags_in(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+    // Static names: a purge scan calls this once per object.
+    static CACHE_TAG: HeaderName = HeaderName::from_static("cache-tag");
+    static SURROGATE_KEY: HeaderName = HeaderName::from_static("surrogate-key");
     let comma = headers
-        .get_all("cache-tag")
+        .get_all(&CACHE_TAG)
         .into_iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','));
     let space = headers
-        .get_all("surrogate-key")
+        .get_all(&SURROGATE_KEY)
         .into_iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(' '));

@@ -267,18 +267,20 @@ fn scan(zone: &Zone, selector: &Selector, soft: bool) -> u64 {
         (Store::Memory(tier), Selector::All) => tier.purge_all(soft),
         (Store::Disk(tier), Selector::All) => tier.purge_all(soft),
         (Store::Memory(tier), _) => tier.purge_matching(soft, &|key, object| {
-            matches(selector, key, tags_in(&object.headers))
+            matches(selector, key, || tags_in(&object.headers))
         }),
         (Store::Disk(tier), _) => tier.purge_matching(soft, &|key, tags| {
-            matches(selector, key, tags.iter().map(String::as_str))
+            matches(selector, key, || tags.iter().map(String::as_str))
         }),
     }
 }
 
-fn matches<'a>(
+/// True when `selector` takes the object under `key`; its tags are looked
+/// at by a tag purge only (a memory scan runs this under a shard lock).
+fn matches<'a, T: Iterator<Item = &'a str>>(
     selector: &Selector,
     key: &CacheKey,
-    mut tags: impl Iterator<Item = &'a str>,
+    tags: impl FnOnce() -> T,
 ) -> bool {
     let k = key.as_ref();
     match selector {
@@ -286,7 +288,7 @@ fn matches<'a>(
             host.as_deref().is_none_or(|h| h == k.host)
                 && k.path_and_query.starts_with(path.as_str())
         }
-        Selector::Tag(tag) => tags.any(|t| t == tag),
+        Selector::Tag(tag) => tags().any(|t| t == tag),
         Selector::All => true,
         Selector::Url { .. } | Selector::Key(_) => false,
     }
@@ -357,20 +359,20 @@ mod tests {
             host: host.map(str::to_owned),
             path: path.into(),
         };
-        assert!(matches(&prefix(None, "/blog/"), &key, std::iter::empty()));
+        assert!(matches(&prefix(None, "/blog/"), &key, std::iter::empty));
         assert!(matches(
             &prefix(Some("a.example"), "/blog"),
             &key,
-            std::iter::empty()
+            std::iter::empty
         ));
         assert!(!matches(
             &prefix(Some("b.example"), "/blog"),
             &key,
-            std::iter::empty()
+            std::iter::empty
         ));
-        assert!(!matches(&prefix(None, "/blogs"), &key, std::iter::empty()));
+        assert!(!matches(&prefix(None, "/blogs"), &key, std::iter::empty));
         let tag = Selector::Tag("post-1".into());
-        assert!(matches(&tag, &key, ["x", "post-1"].into_iter()));
-        assert!(!matches(&tag, &key, ["post-10"].into_iter()));
+        assert!(matches(&tag, &key, || ["x", "post-1"].into_iter()));
+        assert!(!matches(&tag, &key, || ["post-10"].into_iter()));
     }
 }
