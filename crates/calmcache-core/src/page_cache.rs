@@ -88,6 +88,7 @@ fn note_unsupported(e: Errno) {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
