@@ -26,6 +26,7 @@ pub struct Proxy {
     disk: Option<String>,
     access_log: String,
     admin: String,
+    server: String,
 }
 
 impl Proxy {
@@ -48,6 +49,7 @@ impl Proxy {
             disk: None,
             access_log: String::new(),
             admin: "listen = \"127.0.0.1:0\"\n".into(),
+            server: String::new(),
         }
     }
 
@@ -112,6 +114,13 @@ impl Proxy {
         self
     }
 
+    /// Extra `[server]` keys, e.g. `max_connections = 3`.
+    pub fn server(mut self, keys: &str) -> Proxy {
+        self.server.push_str(keys);
+        self.server.push('\n');
+        self
+    }
+
     /// The config this builder produces.
     pub fn toml(&self) -> String {
         let ttl = if !self.default_ttl || self.route.contains("ttl") {
@@ -122,10 +131,11 @@ impl Proxy {
         let zone = if self.zone { "zone = \"ram\"\n" } else { "" };
         let kind = self.disk.as_deref().unwrap_or("kind = \"memory\"\n");
         format!(
-            "[server]\nlisten = [\"127.0.0.1:0\"]\nthreads = 2\n\n[admin]\n{}\n\
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nthreads = 2\n{}\n[admin]\n{}\n\
              [upstreams.origin]\nservers = [\"{}\"]\n{}\n\
              [zones.ram]\n{kind}max_size = \"{}\"\nmax_object_size = \"{}\"\n\n\
              [[routes]]\nname = \"test\"\nupstream = \"origin\"\n{zone}{ttl}{}{}",
+            self.server,
             self.admin,
             self.origin,
             self.upstream,

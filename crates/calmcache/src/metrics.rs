@@ -145,6 +145,8 @@ pub struct Metrics {
     pub connections_active: AtomicU64,
     /// Client connections accepted since start.
     pub connections_accepted: Counter,
+    /// `server.max_connections` slots, taken before each accept.
+    pub connection_slots: Option<Arc<tokio::sync::Semaphore>>,
     /// Time to the response head of every answer, by [`Class`].
     pub latency: [Histogram; 5],
     /// Answers per class (disjoint; they sum to the requests answered).
@@ -165,6 +167,7 @@ impl Default for Metrics {
             started: Instant::now(),
             connections_active: AtomicU64::new(0),
             connections_accepted: Counter::default(),
+            connection_slots: None,
             latency: Default::default(),
             answers: Default::default(),
             purge_requests: Counter::default(),
@@ -182,20 +185,42 @@ impl Metrics {
         self.latency[class as usize].observe(elapsed);
     }
 
-    /// A connection opened; the guard closes it in the gauge when dropped.
-    pub fn connection(self: &Arc<Self>) -> ConnectionGuard {
+    /// Metrics whose connections are bounded by `max_connections`.
+    pub fn with_max_connections(max_connections: usize) -> Metrics {
+        Metrics {
+            connection_slots: Some(Arc::new(tokio::sync::Semaphore::new(max_connections))),
+            ..Metrics::default()
+        }
+    }
+
+    /// A connection opened (holding `slot`, if connections are bounded);
+    /// the guard closes it in the gauge and frees the slot when dropped.
+    pub fn connection(
+        self: &Arc<Self>,
+        slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> ConnectionGuard {
         self.connections_accepted.inc();
         self.connections_active.fetch_add(1, Ordering::Relaxed);
-        ConnectionGuard(self.clone())
+        ConnectionGuard {
+            metrics: self.clone(),
+            _slot: slot,
+        }
     }
 }
 
-/// Decrements the active connections when the connection ends.
-pub struct ConnectionGuard(Arc<Metrics>);
+/// Decrements the active connections (and frees the connection's slot)
+/// when the connection ends.
+pub struct ConnectionGuard {
+    metrics: Arc<Metrics>,
+    /// Released when the guard drops.
+    _slot: Option<tokio::sync::OwnedSemaphorePermit>,
+}
 
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
-        self.0.connections_active.fetch_sub(1, Ordering::Relaxed);
+        self.metrics
+            .connections_active
+            .fetch_sub(1, Ordering::Relaxed);
     }
 }
 

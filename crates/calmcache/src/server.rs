@@ -100,7 +100,19 @@ impl Running {
 /// cross-thread wakeups on the hit path). The admin listener and warm-up run
 /// on the calling runtime.
 pub async fn start(config: &Config) -> Result<Running, StartError> {
-    raise_open_files_limit();
+    let files = raise_open_files_limit();
+    // Each client connection may hold an upstream one too (and a tunnel
+    // always does), plus files of disk zones and the listeners.
+    let needed = (config.server.max_connections as u64).saturating_mul(2) + 256;
+    if let Some(files) = files.filter(|&f| f < needed) {
+        tracing::warn!(
+            max_connections = config.server.max_connections,
+            open_files_limit = files,
+            "server.max_connections cannot fit the open files limit (each connection may need \
+             two descriptors): raise the hard limit (LimitNOFILE=, ulimit -Hn) or lower max_connections"
+        );
+    }
+    let backlog = i32::try_from(config.server.backlog).unwrap_or(i32::MAX);
     let access_log = match &config.access_log {
         Some(c) => Some(AccessLog::open(c).map_err(|e| match &c.target {
             access_log::LogTarget::File(path) => StartError::Setup(format!(
@@ -126,15 +138,15 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         // SO_REUSEPORT would let a second calmcache share a port that is
         // already taken instead of failing clearly: probe it exclusively first.
         if addr.port() != 0 {
-            drop(bind_std(*addr, Sharing::Exclusive)?);
+            drop(bind_std(*addr, Sharing::Exclusive, backlog)?);
         }
         // The first socket learns the real port (when 0 was asked); the rest join it.
-        let first = bind_std(*addr, Sharing::PerWorker)?;
+        let first = bind_std(*addr, Sharing::PerWorker, backlog)?;
         let actual = first.local_addr().unwrap_or(*addr);
         proxy_addrs.push(actual);
         per_thread[0].push(first);
         for sockets in per_thread.iter_mut().skip(1) {
-            sockets.push(bind_std(actual, Sharing::PerWorker)?);
+            sockets.push(bind_std(actual, Sharing::PerWorker, backlog)?);
         }
     }
     let admin_listener = match &config.admin {
@@ -268,7 +280,11 @@ enum Sharing {
 }
 
 /// Binds with a deep backlog and `SO_REUSEADDR`, as NGINX does.
-fn bind_std(addr: SocketAddr, sharing: Sharing) -> Result<std::net::TcpListener, StartError> {
+fn bind_std(
+    addr: SocketAddr,
+    sharing: Sharing,
+    backlog: i32,
+) -> Result<std::net::TcpListener, StartError> {
     let to_err = |source: std::io::Error| bind_error(addr, source);
     let socket = socket2::Socket::new(
         socket2::Domain::for_address(addr),
@@ -283,7 +299,7 @@ fn bind_std(addr: SocketAddr, sharing: Sharing) -> Result<std::net::TcpListener,
     }
     socket.set_nonblocking(true).map_err(to_err)?;
     socket.bind(&addr.into()).map_err(to_err)?;
-    socket.listen(4096).map_err(to_err)?;
+    socket.listen(backlog).map_err(to_err)?;
     Ok(socket.into())
 }
 
@@ -304,7 +320,7 @@ fn to_tokio(socket: std::net::TcpListener, addr: SocketAddr) -> Result<TcpListen
 
 /// Binds one listener on the current runtime (admin, bundled origin).
 pub(crate) fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
-    to_tokio(bind_std(addr, Sharing::Exclusive)?, addr)
+    to_tokio(bind_std(addr, Sharing::Exclusive, 1024)?, addr)
 }
 
 pub(crate) async fn accept_loop<S, F, B>(
@@ -323,10 +339,19 @@ pub(crate) async fn accept_loop<S, F, B>(
     // GracefulShutdown does not take connections built with upgrades.)
     let (graceful, _) = watch::channel(());
     loop {
+        // max_connections: take a slot before accepting, so connections past
+        // it wait in the listen backlog, not in the process.
+        let slot = match counted.as_ref().and_then(|m| m.connection_slots.clone()) {
+            Some(slots) => tokio::select! {
+                slot = slots.acquire_owned() => slot.ok(),
+                _ = stopped.changed() => break,
+            },
+            None => None,
+        };
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    let guard = counted.as_ref().map(|m| m.connection());
+                    let guard = counted.as_ref().map(|m| m.connection(slot));
                     let drain = graceful.subscribe();
                     serve_connection(stream, peer, serve.clone(), drain, guard);
                 }

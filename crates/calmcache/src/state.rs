@@ -411,7 +411,9 @@ impl Proxy {
             zones,
             flights: Flights::new(),
             upstreams,
-            metrics: Arc::default(),
+            metrics: Arc::new(crate::metrics::Metrics::with_max_connections(
+                config.server.max_connections,
+            )),
             note_served: config.access_log.is_some(),
             ready: std::sync::atomic::AtomicBool::new(false),
             admin: config.admin.clone(),

@@ -75,8 +75,14 @@ pub struct ServerConfig {
     /// Addresses to accept client connections on; never empty. Port 0 asks
     /// the OS for a free port (tests use it).
     pub listen: Vec<SocketAddr>,
-    /// Worker threads; defaults to the number of cores, at least 1.
+    /// Worker threads; defaults to (and `0` means) the number of cores.
     pub threads: usize,
+    /// Client connections served at once over all workers (default
+    /// 10,000); past it, new connections wait in the listen backlog.
+    pub max_connections: usize,
+    /// Listen backlog per socket (default 4096; the kernel caps it at
+    /// `net.core.somaxconn`).
+    pub backlog: u32,
 }
 
 /// `[admin]`: the admin API and dashboard listener.

@@ -46,6 +46,8 @@ pub(crate) struct RawServer {
     // Signed so that `threads = 0` or `-1` is a validation problem reported
     // with the others rather than a serde error that hides them.
     pub(crate) threads: Option<i64>,
+    pub(crate) max_connections: Option<i64>,
+    pub(crate) backlog: Option<i64>,
 }
 
 /// `[admin]`

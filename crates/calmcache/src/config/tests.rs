@@ -557,11 +557,35 @@ fn bad_socket_addresses() {
 }
 
 #[test]
-fn threads_must_be_positive() {
-    let text = MINIMAL.replace("[server]", "[server]\nthreads = 0");
+fn threads_zero_means_one_per_core_and_negatives_are_refused() {
+    let zero = load(&MINIMAL.replace("[server]", "[server]\nthreads = 0"));
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    assert_eq!(zero.server.threads, cores);
+    let text = MINIMAL.replace("[server]", "[server]\nthreads = -1");
     let problem = only_problem(&text);
     assert_eq!(problem.path, "server.threads");
-    assert_eq!(problem.message, "must be at least 1, got 0");
+    assert_eq!(problem.message, "must be at least 1, got -1");
+}
+
+#[test]
+fn connection_limits_have_defaults_and_are_checked() {
+    let default = load(MINIMAL);
+    assert_eq!(default.server.max_connections, 10_000);
+    assert_eq!(default.server.backlog, 4096);
+    let set = load(&MINIMAL.replace(
+        "[server]",
+        "[server]\nmax_connections = 20000\nbacklog = 512",
+    ));
+    assert_eq!(
+        (set.server.max_connections, set.server.backlog),
+        (20_000, 512)
+    );
+    for key in ["max_connections", "backlog"] {
+        let text = MINIMAL.replace("[server]", &format!("[server]\n{key} = 0"));
+        let problem = only_problem(&text);
+        assert_eq!(problem.path, format!("server.{key}"));
+        assert_eq!(problem.message, "must be at least 1, got 0");
+    }
 }
 
 #[test]
@@ -1067,7 +1091,7 @@ fn every_problem_is_reported_at_once() {
     let text = r#"
 [server]
 listen = ["nowhere"]
-threads = 0
+threads = -2
 
 [upstreams.app]
 servers = ["http://127.0.0.1:8081"]
@@ -1090,7 +1114,7 @@ warm = ["feed"]
     assert_eq!(error.exit_code(), 2);
     let want = [
         r#"calm.toml: server.listen[0]: "nowhere" is not an IP address and port (hint: write e.g. "127.0.0.1:8080" or "[::1]:8080"; host names are not allowed here)"#,
-        "calm.toml: server.threads: must be at least 1, got 0",
+        "calm.toml: server.threads: must be at least 1, got -2",
         r#"calm.toml: upstreams.app.servers[0]: "http://127.0.0.1:8081" is not host:port (hint: write host:port without a scheme)"#,
         r#"calm.toml: upstreams.app.read_timeout: "60" is not a duration (hint: write e.g. "60s", "500ms")"#,
         r#"calm.toml: zones.ssd.max_size: "1GB" is not a size (hint: use KiB/MiB/GiB)"#,

@@ -85,10 +85,23 @@ impl Checker {
             Some(listen) => self.listen_addrs(listen),
         };
         let threads = match raw.threads {
-            None => default_threads(),
+            None | Some(0) => default_threads(),
             Some(threads) => self.count("server.threads", Some(threads), 1, 1),
         };
-        ServerConfig { listen, threads }
+        let max_connections = match raw.max_connections {
+            None => DEFAULT_MAX_CONNECTIONS,
+            Some(n) => self.count("server.max_connections", Some(n), 1, 1),
+        };
+        let backlog = match raw.backlog {
+            None => 4096,
+            Some(n) => self.count("server.backlog", Some(n), 1, 1),
+        };
+        ServerConfig {
+            listen,
+            threads,
+            max_connections,
+            backlog: u32::try_from(backlog).unwrap_or(u32::MAX),
+        }
     }
 
     fn listen_addrs(&mut self, raw: Vec<String>) -> Vec<SocketAddr> {
@@ -522,6 +535,9 @@ impl Checker {
         self.report(Problem::new(path, bad.message).hint(bad.hint));
     }
 }
+
+/// `server.max_connections` unless set.
+const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 
 /// One worker per core; 1 if the OS cannot tell.
 fn default_threads() -> usize {

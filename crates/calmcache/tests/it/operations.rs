@@ -403,3 +403,41 @@ async fn cache_tags_reach_clients_only_when_exposed() {
     assert_eq!(hit.header("cache-tag"), "a, b");
     proxy.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_connections_keeps_extra_clients_waiting_without_errors() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .server("max_connections = 3")
+        .route("ttl = { 200 = \"60s\" }")
+        .start()
+        .await;
+    // 24 clients at once, each on its own connection, each answer taking
+    // 100 ms at the origin: at most 3 are served at a time, none fails.
+    let mut clients = Vec::new();
+    for i in 0..24 {
+        let url = proxy.url(&format!("/slow/{i}"));
+        clients.push(tokio::spawn(async move {
+            get_with(Method::GET, &url, &[("x-origin-delay-ms", "100")]).await
+        }));
+    }
+    let mut most = 0;
+    while clients.iter().any(|c| !c.is_finished()) {
+        let active = proxy.status().await["connections"]["active"]
+            .as_u64()
+            .unwrap();
+        most = most.max(active);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for c in clients {
+        assert_eq!(c.await.unwrap().status, 200);
+    }
+    assert!(most <= 3, "{most} connections served at once");
+    assert!(most >= 1);
+    let s = proxy.status().await;
+    assert!(
+        s["connections"]["accepted"].as_u64().unwrap() >= 24,
+        "{s:#}"
+    );
+    proxy.stop().await;
+}
