@@ -97,7 +97,13 @@ pub async fn start_with_tags(
     });
     let (stop, stopped) = watch::channel(false);
     let serve = move |req: Request<Incoming>, _peer: SocketAddr| handle(origin.clone(), req);
-    tokio::spawn(accept_loop(listener, stopped, serve, None));
+    tokio::spawn(accept_loop(
+        listener,
+        stopped,
+        serve,
+        None,
+        crate::server::ConnSettings::default(),
+    ));
     Ok(RunningOrigin { addr, stats, stop })
 }
 

@@ -169,7 +169,13 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         let proxy = proxy.clone();
         let serve =
             move |req: Request<Incoming>, _peer: SocketAddr| admin::handle(proxy.clone(), req);
-        tasks.spawn(accept_loop(listener, stopped.clone(), serve, None));
+        tasks.spawn(accept_loop(
+            listener,
+            stopped.clone(),
+            serve,
+            None,
+            ConnSettings::default(),
+        ));
     }
     if let Some(first) = proxy_addrs.first() {
         warm::start(&proxy, *first, stopped.clone());
@@ -222,6 +228,7 @@ fn run_worker(
             };
             let worker = worker.clone();
             let counted = Some(worker.proxy.metrics.clone());
+            let settings = worker.proxy.conn_settings;
             // Two loops, not a branch per request: without an access log a
             // request pays nothing for it.
             if let Some(log) = log.clone() {
@@ -229,13 +236,25 @@ fn run_worker(
                     let pending = log.begin(&req, peer);
                     access_log::serve(pending, proxy::handle(worker.clone(), req, peer))
                 };
-                loops.spawn(accept_loop(listener, stopped.clone(), serve, counted));
+                loops.spawn(accept_loop(
+                    listener,
+                    stopped.clone(),
+                    serve,
+                    counted,
+                    settings,
+                ));
                 continue;
             }
             let serve = move |req: Request<Incoming>, peer: SocketAddr| {
                 proxy::handle(worker.clone(), req, peer)
             };
-            loops.spawn(accept_loop(listener, stopped.clone(), serve, counted));
+            loops.spawn(accept_loop(
+                listener,
+                stopped.clone(),
+                serve,
+                counted,
+                settings,
+            ));
         }
         while loops.join_next().await.is_some() {}
         // Connections drained: end this thread's WebSocket tunnels too.
@@ -323,11 +342,45 @@ pub(crate) fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
     to_tokio(bind_std(addr, Sharing::Exclusive, 1024)?, addr)
 }
 
+/// How client connections of a listener are served.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnSettings {
+    /// hyper's head read timeout: idle keepalive and slow heads alike.
+    pub keepalive_timeout: Duration,
+    /// Requests per connection; the last answer says `Connection: close`.
+    pub keepalive_requests: u32,
+    /// Largest request head (hyper's read buffer), at least 8 KiB.
+    pub max_header_size: usize,
+}
+
+impl Default for ConnSettings {
+    /// The admin listener's and the bundled origin's.
+    fn default() -> Self {
+        ConnSettings {
+            keepalive_timeout: Duration::from_secs(75),
+            keepalive_requests: u32::MAX,
+            max_header_size: 64 * 1024,
+        }
+    }
+}
+
+impl ConnSettings {
+    /// The proxy listeners' settings from `[server]`.
+    pub fn of(server: &crate::config::ServerConfig) -> ConnSettings {
+        ConnSettings {
+            keepalive_timeout: server.keepalive_timeout,
+            keepalive_requests: server.keepalive_requests,
+            max_header_size: server.max_header_size.max(8192),
+        }
+    }
+}
+
 pub(crate) async fn accept_loop<S, F, B>(
     listener: TcpListener,
     mut stopped: watch::Receiver<bool>,
     serve: S,
     counted: Option<Arc<Metrics>>,
+    settings: ConnSettings,
 ) where
     S: Fn(Request<Incoming>, SocketAddr) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Result<hyper::Response<B>, std::convert::Infallible>> + Send + 'static,
@@ -353,7 +406,7 @@ pub(crate) async fn accept_loop<S, F, B>(
                 Ok((stream, peer)) => {
                     let guard = counted.as_ref().map(|m| m.connection(slot));
                     let drain = graceful.subscribe();
-                    serve_connection(stream, peer, serve.clone(), drain, guard);
+                    serve_connection(stream, peer, serve.clone(), drain, guard, settings);
                 }
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
@@ -375,6 +428,7 @@ fn serve_connection<S, F, B>(
     serve: S,
     mut drain: watch::Receiver<()>,
     guard: Option<ConnectionGuard>,
+    settings: ConnSettings,
 ) where
     S: Fn(Request<Incoming>, SocketAddr) -> F + Send + Sync + 'static,
     F: Future<Output = Result<hyper::Response<B>, std::convert::Infallible>> + Send + 'static,
@@ -382,11 +436,29 @@ fn serve_connection<S, F, B>(
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let _ = stream.set_nodelay(true);
-    let service = service_fn(move |req| serve(req, peer));
+    // keepalive_requests: the last answer on the connection closes it.
+    let served = std::sync::atomic::AtomicU32::new(0);
+    let service = service_fn(move |req| {
+        let n = served.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let answer = serve(req, peer);
+        async move {
+            let mut resp = answer.await?;
+            if n >= settings.keepalive_requests
+                && resp.status() != http::StatusCode::SWITCHING_PROTOCOLS
+            {
+                resp.headers_mut().insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+            }
+            Ok::<_, std::convert::Infallible>(resp)
+        }
+    });
     let conn = hyper::server::conn::http1::Builder::new()
         .keep_alive(true)
         .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(75))
+        .header_read_timeout(settings.keepalive_timeout)
+        .max_buf_size(settings.max_header_size)
         .serve_connection(TokioIo::new(stream), service)
         // WebSocket handshakes hand the connection to a tunnel (tunnel.rs).
         .with_upgrades();

@@ -324,6 +324,8 @@ pub struct Proxy {
     pub ready: std::sync::atomic::AtomicBool,
     /// The `[admin]` settings (token, purge networks), if any.
     pub admin: Option<crate::config::AdminConfig>,
+    /// How client connections are served (`[server]` keys).
+    pub conn_settings: crate::server::ConnSettings,
     /// The access log, once opened (for its counters in `/status`).
     pub access_log: std::sync::OnceLock<crate::access_log::AccessLog>,
 }
@@ -418,6 +420,7 @@ impl Proxy {
             ready: std::sync::atomic::AtomicBool::new(false),
             admin: config.admin.clone(),
             access_log: std::sync::OnceLock::new(),
+            conn_settings: crate::server::ConnSettings::of(&config.server),
         }))
     }
 }

@@ -83,6 +83,16 @@ pub struct ServerConfig {
     /// Listen backlog per socket (default 4096; the kernel caps it at
     /// `net.core.somaxconn`).
     pub backlog: u32,
+    /// A client connection is closed when the next request head has not
+    /// arrived whole this long after the previous answer (or after the
+    /// connection opened): idle keepalive and slow headers alike (default 75 s).
+    pub keepalive_timeout: Duration,
+    /// Requests served on one client connection before it is closed
+    /// (`Connection: close` on the last answer; default 1000).
+    pub keepalive_requests: u32,
+    /// Largest request head (request line and headers); a larger one gets
+    /// 431 (default 64 KiB, at least 8 KiB).
+    pub max_header_size: usize,
 }
 
 /// `[admin]`: the admin API and dashboard listener.

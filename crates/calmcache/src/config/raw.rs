@@ -48,6 +48,9 @@ pub(crate) struct RawServer {
     pub(crate) threads: Option<i64>,
     pub(crate) max_connections: Option<i64>,
     pub(crate) backlog: Option<i64>,
+    pub(crate) keepalive_timeout: Option<Text>,
+    pub(crate) keepalive_requests: Option<i64>,
+    pub(crate) max_header_size: Option<Text>,
 }
 
 /// `[admin]`

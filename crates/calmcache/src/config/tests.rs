@@ -580,7 +580,14 @@ fn connection_limits_have_defaults_and_are_checked() {
         (set.server.max_connections, set.server.backlog),
         (20_000, 512)
     );
-    for key in ["max_connections", "backlog"] {
+    assert_eq!(default.server.keepalive_timeout, Duration::from_secs(75));
+    assert_eq!(default.server.keepalive_requests, 1000);
+    assert_eq!(default.server.max_header_size, 64 * 1024);
+    let small = MINIMAL.replace("[server]", "[server]\nmax_header_size = \"4KiB\"");
+    assert_eq!(only_problem(&small).path, "server.max_header_size");
+    let zero = MINIMAL.replace("[server]", "[server]\nkeepalive_timeout = \"0s\"");
+    assert_eq!(only_problem(&zero).path, "server.keepalive_timeout");
+    for key in ["max_connections", "backlog", "keepalive_requests"] {
         let text = MINIMAL.replace("[server]", &format!("[server]\n{key} = 0"));
         let problem = only_problem(&text);
         assert_eq!(problem.path, format!("server.{key}"));

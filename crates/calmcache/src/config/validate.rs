@@ -96,11 +96,40 @@ impl Checker {
             None => 4096,
             Some(n) => self.count("server.backlog", Some(n), 1, 1),
         };
+        let keepalive_timeout = self.duration(
+            "server.keepalive_timeout",
+            raw.keepalive_timeout.as_ref(),
+            Duration::from_secs(75),
+        );
+        if keepalive_timeout.is_zero() {
+            self.report(Problem::new(
+                "server.keepalive_timeout",
+                "must be above 0".to_string(),
+            ));
+        }
+        let keepalive_requests = match raw.keepalive_requests {
+            None => 1000,
+            Some(n) => self.count("server.keepalive_requests", Some(n), 1000, 1),
+        };
+        let max_header_size = raw
+            .max_header_size
+            .and_then(|t| self.positive_size("server.max_header_size", &t))
+            .unwrap_or(64 * 1024);
+        if max_header_size < 8 * 1024 {
+            let problem = Problem::new(
+                "server.max_header_size",
+                format!("{max_header_size} bytes is below the smallest head buffer, 8 KiB"),
+            );
+            self.report(problem.hint(r#"write e.g. "16KiB""#));
+        }
         ServerConfig {
             listen,
             threads,
             max_connections,
             backlog: u32::try_from(backlog).unwrap_or(u32::MAX),
+            keepalive_timeout,
+            keepalive_requests: u32::try_from(keepalive_requests).unwrap_or(u32::MAX),
+            max_header_size: usize::try_from(max_header_size).unwrap_or(usize::MAX),
         }
     }
 

@@ -441,3 +441,52 @@ async fn max_connections_keeps_extra_clients_waiting_without_errors() {
     );
     proxy.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keepalive_requests_closes_the_connection_and_big_heads_get_431() {
+    use http_body_util::BodyExt;
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .server("keepalive_requests = 2\nmax_header_size = \"16KiB\"")
+        .start()
+        .await;
+    let addr = proxy
+        .url("/")
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    let conn = tokio::spawn(conn);
+    for i in 1..=2 {
+        let req = http::Request::get(format!("/k{i}"))
+            .header("host", &addr)
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap();
+        let resp = sender.send_request(req).await.unwrap();
+        let close = resp
+            .headers()
+            .get("connection")
+            .map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(resp.status(), 200);
+        resp.into_body().collect().await.unwrap();
+        assert_eq!(close.as_deref(), (i == 2).then_some("close"), "request {i}");
+    }
+    // The proxy closed the connection after the second answer.
+    tokio::time::timeout(Duration::from_secs(5), conn)
+        .await
+        .expect("connection closed")
+        .unwrap()
+        .unwrap();
+
+    let big = "x".repeat(20 * 1024);
+    let r = request(Method::GET, &proxy.url("/big-head"), &[("x-big", &big)]).await;
+    assert_eq!(r.status, 431);
+    let fits = "x".repeat(8 * 1024);
+    let r = request(Method::GET, &proxy.url("/ok-head"), &[("x-big", &fits)]).await;
+    assert_eq!(r.status, 200);
+    proxy.stop().await;
+}
