@@ -618,8 +618,9 @@ EOT
 }
 
 # write_calm_config FILE ORIGIN_PORT ZONES_TOML ROUTE_TOML: a calmcache config
-# (threads = 2, upstream "app" keepalive 32, one [[routes]] table with
-# ROUTE_TOML) on fresh loopback ports; sets PROXY_PORT, ADMIN_PORT.
+# (threads = 2, keepalive_requests 1000000 as the NGINX configs here, upstream
+# "app" keepalive 32, one [[routes]] table with ROUTE_TOML) on fresh loopback
+# ports; sets PROXY_PORT, ADMIN_PORT.
 write_calm_config() {
 	local file="$1" origin_port="$2" zones="$3" route="$4"
 	PROXY_PORT="$(free_port)"
@@ -629,6 +630,7 @@ write_calm_config() {
 [server]
 listen = ["127.0.0.1:$PROXY_PORT"]
 threads = 2
+keepalive_requests = 1000000
 
 [admin]
 listen = "127.0.0.1:$ADMIN_PORT"
