@@ -295,38 +295,9 @@ start_nginx() {
             return 200 \"$(head -c 1024 /dev/zero | tr '\0' 'x')\";" ;;
 	*) die "unknown nginx mode $mode" ;;
 	esac
-	cat >"$dir/nginx.conf" <<EOF
-worker_processes 2;
-worker_rlimit_nofile 65536;
-pid $dir/nginx.pid;
-error_log $dir/error.log warn;
-events { worker_connections 8192; }
-http {
-    access_log off;
-    sendfile ${NGINX_SENDFILE:-on};
-    tcp_nopush off;   # Debian's default 'on' stalls cached hits over ~64 KB by 40 ms
-    tcp_nodelay on;
-    keepalive_timeout 75s;
-    keepalive_requests 1000000;
-    client_body_temp_path $dir/tmp/body;
-    proxy_temp_path $dir/tmp/proxy;
-    fastcgi_temp_path $dir/tmp/fastcgi;
-    uwsgi_temp_path $dir/tmp/uwsgi;
-    scgi_temp_path $dir/tmp/scgi;
-    proxy_cache_path $dir/cache levels=1:2 keys_zone=calm:16m max_size=1g inactive=10m use_temp_path=off;
-    upstream app {
-        server 127.0.0.1:$origin_port;
-        keepalive 32;
-        keepalive_requests 1000000;
-    }
-    server {
-        listen 127.0.0.1:$PROXY_PORT;
-        location / {
-            $loc
-        }
-    }
-}
-EOF
+	nginx_conf "$dir" "$PROXY_PORT" "$origin_port" \
+		"proxy_cache_path $dir/cache levels=1:2 keys_zone=calm:16m max_size=1g inactive=10m use_temp_path=off;" \
+		"$loc"
 	PROXY_CONFIG="$dir/nginx.conf"
 	spawn "nginx-$BENCH_SEQ" nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;'
 	PROXY_PID=$SPAWNED_PID
@@ -711,7 +682,7 @@ events { worker_connections 8192; }
 http {
     access_log off;
     sendfile ${NGINX_SENDFILE:-on};
-    tcp_nopush off;
+    tcp_nopush off;   # Debian's default 'on' stalls cached hits over ~64 KB by 40 ms
     tcp_nodelay on;
     keepalive_timeout 75s;
     keepalive_requests 1000000;

@@ -231,6 +231,9 @@ pub fn status(proxy: &Proxy) -> Status {
     }
     let m = &proxy.metrics;
     let classes = || Class::ALL.iter().map(|c| (c.label(), *c as usize));
+    let latency: BTreeMap<&'static str, HistogramSnapshot> = classes()
+        .map(|(l, i)| (l, m.latency[i].snapshot()))
+        .collect();
     Status {
         version: env!("CARGO_PKG_VERSION"),
         uptime_seconds: m.started.elapsed().as_secs_f64(),
@@ -243,12 +246,11 @@ pub fn status(proxy: &Proxy) -> Status {
             total: m.websockets_total.get(),
         },
         totals,
-        cache_status: classes().map(|(l, i)| (l, m.answers[i].get())).collect(),
+        // Each answer is one observation of its class's histogram.
+        cache_status: latency.iter().map(|(l, h)| (*l, h.count)).collect(),
         latency: Latency {
             le: &BOUNDS,
-            by_cache_status: classes()
-                .map(|(l, i)| (l, m.latency[i].snapshot()))
-                .collect(),
+            by_cache_status: latency,
             by_upstream: proxy
                 .upstreams
                 .iter()

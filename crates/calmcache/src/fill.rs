@@ -516,10 +516,7 @@ fn stream_fill(
             ));
             match file.finish(&object).await {
                 Ok(()) => {
-                    route.note_host(&primary);
-                    route.stored(&primary, &object).await;
-                    route.activity.stores.inc();
-                    finish(permit, FillOutcome::Stored(object, origin_status));
+                    after_store(&route, &primary, &primary, &object, permit, origin_status).await;
                 }
                 Err(e) => {
                     tracing::debug!(key = %primary, zone = %zone.name, error = %e, "not stored");
@@ -628,11 +625,24 @@ async fn store(
         *resp.headers_mut() = object.headers.clone();
         return FillReply::Relay(resp, why);
     }
+    after_store(route, primary, &key, &object, permit, origin_status).await;
+    FillReply::Stored(object, origin_status)
+}
+
+/// Bookkeeping once `object` is in its zone under `key`: the host for path
+/// purges, the memory front, the counter, and the fetch's followers.
+async fn after_store(
+    route: &Route,
+    primary: &CacheKey,
+    key: &CacheKey,
+    object: &Arc<CachedObject>,
+    permit: Option<FetchPermit<FillOutcome>>,
+    origin_status: u16,
+) {
     route.note_host(primary);
-    route.stored(&key, &object).await;
+    route.stored(key, object).await;
     route.activity.stores.inc();
     finish(permit, FillOutcome::Stored(object.clone(), origin_status));
-    FillReply::Stored(object, origin_status)
 }
 
 /// The generation id of the Vary marker under `primary` for `names`,

@@ -147,10 +147,9 @@ pub struct Metrics {
     pub connections_accepted: Counter,
     /// `server.max_connections` slots, taken before each accept.
     pub connection_slots: Option<Arc<tokio::sync::Semaphore>>,
-    /// Time to the response head of every answer, by [`Class`].
+    /// Time to the response head of every answer, by [`Class`]; their
+    /// counts are the answers per class (disjoint).
     pub latency: [Histogram; 5],
-    /// Answers per class (disjoint; they sum to the requests answered).
-    pub answers: [Counter; 5],
     /// Purge requests served (admin and `PURGE`).
     pub purge_requests: Counter,
     /// Objects removed or marked stale by purges.
@@ -169,7 +168,6 @@ impl Default for Metrics {
             connections_accepted: Counter::default(),
             connection_slots: None,
             latency: Default::default(),
-            answers: Default::default(),
             purge_requests: Counter::default(),
             purged_objects: Counter::default(),
             websockets_active: AtomicU64::new(0),
@@ -181,7 +179,6 @@ impl Default for Metrics {
 impl Metrics {
     /// Counts one answer of class `class` that took `elapsed`.
     pub fn answered(&self, class: Class, elapsed: Duration) {
-        self.answers[class as usize].inc();
         self.latency[class as usize].observe(elapsed);
     }
 

@@ -143,7 +143,7 @@ pub async fn run(proxy: &Arc<Proxy>, purge: Purge) -> u64 {
             proxy
                 .zones
                 .iter()
-                .filter(|z| zone_purge_key(z, &key, soft))
+                .filter(|z| z.purge_key(&key, soft))
                 .count() as u64
         }
         selector => {
@@ -231,7 +231,7 @@ async fn purge_url(proxy: &Arc<Proxy>, host: Option<&str>, pq: &str, soft: bool)
                     // A Vary'd URL: its variants are marked one by one.
                     variants.push((key.to_owned_key(), (*zone).clone()));
                 }
-                if zone_purge_key(zone, &key, soft) {
+                if zone.purge_key(&key, soft) {
                     purged += 1;
                 }
             }
@@ -252,13 +252,6 @@ async fn purge_url(proxy: &Arc<Proxy>, host: Option<&str>, pq: &str, soft: bool)
 
 async fn is_marker(zone: &Zone, key: &KeyRef<'_>) -> bool {
     zone.get(key).await.is_some_and(|o| o.vary_index.is_some())
-}
-
-fn zone_purge_key(zone: &Zone, key: &KeyRef<'_>, soft: bool) -> bool {
-    match &zone.store {
-        Store::Memory(tier) => tier.purge_key(key, soft),
-        Store::Disk(tier) => tier.purge_key(key, soft),
-    }
 }
 
 /// Purges what `selector` (prefix, tag or all) matches in `zone`. Blocking.

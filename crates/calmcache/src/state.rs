@@ -74,6 +74,14 @@ impl Zone {
         }
     }
 
+    /// Purges `key` (soft: marks it expired); true when it was there.
+    pub fn purge_key(&self, key: &KeyRef<'_>, soft: bool) -> bool {
+        match &self.store {
+            Store::Memory(tier) => tier.purge_key(key, soft),
+            Store::Disk(tier) => tier.purge_key(key, soft),
+        }
+    }
+
     /// Drops the object under `key`; true when there was one.
     pub fn remove(&self, key: &KeyRef<'_>) -> bool {
         match &self.store {
