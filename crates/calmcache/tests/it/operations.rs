@@ -466,6 +466,8 @@ async fn keepalive_requests_closes_the_connection_and_big_heads_get_431() {
             .header("host", &addr)
             .body(http_body_util::Empty::<bytes::Bytes>::new())
             .unwrap();
+        // The first answer's body may still be finishing on the connection task.
+        sender.ready().await.unwrap();
         let resp = sender.send_request(req).await.unwrap();
         let close = resp
             .headers()
