@@ -9,11 +9,13 @@
 //! - [`client`]: [`request`], [`get`] and [`Reply`] (with the parsed
 //!   `Cache-Status`, [`CacheStatusParams`]), one request with timing.
 //! - [`date`]: IMF-fixdate formatting and parsing.
+//! - [`tls`]: a test CA, leaf certificates by name, a TLS client.
 
 pub mod client;
 pub mod date;
 pub mod origin;
 pub mod proxy;
+pub mod tls;
 
 pub use client::{get, get_with, request, request_with_body, CacheStatusParams, Reply};
 pub use date::{http_date, http_date_ago, http_date_in, parse_http_date};

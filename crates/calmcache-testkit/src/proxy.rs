@@ -163,8 +163,14 @@ pub struct RunningProxy {
 }
 
 impl RunningProxy {
-    fn running(&self) -> &Running {
+    /// The running proxy (addresses, reload, current generation).
+    pub fn running(&self) -> &Running {
         self.running.as_ref().expect("running")
+    }
+
+    /// The first TLS listener's address.
+    pub fn tls_addr(&self) -> std::net::SocketAddr {
+        self.running().tls_addrs[0]
     }
 
     /// `127.0.0.1:PORT`: the `Host` clients send, and the host of same-origin URLs.
@@ -202,6 +208,13 @@ impl RunningProxy {
     /// Reopens the access log file at its path (what SIGUSR1 does).
     pub fn reopen_logs(&self) {
         self.running().reopen_logs();
+    }
+
+    /// Stops it: requests in flight and tunnels get `grace` to finish.
+    pub async fn stop_within(mut self, grace: Duration) {
+        if let Some(running) = self.running.take() {
+            running.shutdown(grace).await;
+        }
     }
 
     /// Stops it gracefully.

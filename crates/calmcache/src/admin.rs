@@ -292,6 +292,7 @@ const PURGE_BODY_MAX: usize = 64 * 1024;
 pub async fn handle(
     proxy: Arc<Proxy>,
     req: Request<Incoming>,
+    reloader: Arc<crate::reload::Reloader>,
 ) -> Result<Response<ResponseBody>, Infallible> {
     let path = req.uri().path();
     let token = proxy.admin.as_ref().and_then(|a| a.token.as_deref());
@@ -335,16 +336,39 @@ pub async fn handle(
             }
             purge(&proxy, req).await
         }
+        (&Method::POST, "/reload") => reload(&reloader).await,
         (_, "/" | "/status" | "/metrics" | "/healthz" | "/readyz") => {
             plain(StatusCode::METHOD_NOT_ALLOWED, "use GET\n".into())
         }
-        (_, "/purge") => plain(StatusCode::METHOD_NOT_ALLOWED, "use POST\n".into()),
+        (_, "/purge" | "/reload") => plain(StatusCode::METHOD_NOT_ALLOWED, "use POST\n".into()),
         _ => plain(
             StatusCode::NOT_FOUND,
-            "not found; try GET /, /status, /metrics, /healthz, /readyz or POST /purge\n".into(),
+            "not found; try GET /, /status, /metrics, /healthz, /readyz, POST /purge or POST /reload\n"
+                .into(),
         ),
     };
     Ok(resp)
+}
+
+/// `POST /reload`: reads the config file again; 200 with what changed, or
+/// 422 with every problem (the running config stays).
+async fn reload(reloader: &Arc<crate::reload::Reloader>) -> Response<ResponseBody> {
+    let (status, body) = match reloader.reload_file().await {
+        Ok(outcome) => (
+            StatusCode::OK,
+            serde_json::json!({"reloaded": true, "notes": outcome.notes}),
+        ),
+        Err(errors) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            serde_json::json!({"reloaded": false, "errors": errors}),
+        ),
+    };
+    let mut resp = with_type(
+        Response::new(ResponseBody::full(body.to_string() + "\n")),
+        "application/json",
+    );
+    *resp.status_mut() = status;
+    resp
 }
 
 async fn purge(proxy: &Arc<Proxy>, req: Request<Incoming>) -> Response<ResponseBody> {
@@ -428,4 +452,37 @@ fn with_type(
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
+}
+
+/// `calmcache reload`: sends `POST /reload` to the admin listener at `addr`
+/// (a wildcard address is asked on loopback) and returns its status and body.
+pub async fn post_reload(
+    addr: std::net::SocketAddr,
+    token: Option<&str>,
+) -> anyhow::Result<(u16, String)> {
+    use anyhow::Context;
+    use http_body_util::BodyExt;
+    let mut addr = addr;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    let mut req = Request::post("/reload").header(header::HOST, addr.to_string());
+    if let Some(token) = token {
+        req = req.header(header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    let req = req.body(http_body_util::Empty::<bytes::Bytes>::new())?;
+    // A reload that opens disk zones may take a moment; not forever.
+    let resp = tokio::time::timeout(std::time::Duration::from_secs(60), sender.send_request(req))
+        .await
+        .context("no answer within 60 s")??;
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await?.to_bytes();
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
 }

@@ -13,6 +13,7 @@ use crate::state::Proxy;
 
 /// What an unsafe request may invalidate, captured before its body is sent.
 pub struct Target {
+    scheme: &'static str,
     host: String,
     path_and_query: String,
     headers: HeaderMap,
@@ -20,7 +21,7 @@ pub struct Target {
 
 impl Target {
     /// `Some` for a request whose method is not safe (RFC 9110 §9.2.1).
-    pub fn of<B>(req: &Request<B>) -> Option<Target> {
+    pub fn of<B>(req: &Request<B>, scheme: &'static str) -> Option<Target> {
         if matches!(
             *req.method(),
             Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
@@ -28,6 +29,7 @@ impl Target {
             return None;
         }
         Some(Target {
+            scheme,
             host: host_of(req).to_owned(),
             path_and_query: req
                 .uri()
@@ -77,7 +79,7 @@ impl Target {
             let uri: Uri = reference.parse().ok()?;
             let authority = uri.authority()?;
             let same = authority.as_str().eq_ignore_ascii_case(&self.host)
-                && uri.scheme_str() == Some(crate::proxy::SCHEME);
+                && uri.scheme_str() == Some(self.scheme);
             return same.then(|| {
                 uri.path_and_query()
                     .map_or("/", |pq| pq.as_str())
@@ -105,6 +107,7 @@ impl Target {
         }
         let key = PrimaryKey::of(
             route,
+            self.scheme,
             &Method::GET,
             &self.host,
             path_and_query,
@@ -192,6 +195,7 @@ mod tests {
     fn references_of_every_form() {
         // RFC 3986 §5.4.1, from a request for /b/c/d;p?q on host "a".
         let target = Target {
+            scheme: "http",
             host: "a".into(),
             path_and_query: "/b/c/d;p?q".into(),
             headers: http::HeaderMap::new(),

@@ -9,7 +9,6 @@ use calmcache_core::{CacheKey, CachedObject, Fwd, KeyRef};
 use http::{HeaderMap, Method};
 
 use crate::key_template::RequestView;
-use crate::proxy::SCHEME;
 use crate::state::{Route, Zone};
 use crate::vary;
 
@@ -18,6 +17,8 @@ use crate::vary;
 pub enum PrimaryKey<'a> {
     /// The default template: host (lower-cased) and path with query.
     Parts {
+        /// `http` or `https`.
+        scheme: &'static str,
         /// `Host`, lower-cased (borrowed when it already is).
         host: Cow<'a, str>,
         /// Path and query as requested.
@@ -31,6 +32,7 @@ impl<'a> PrimaryKey<'a> {
     /// The key of a request for `path_and_query` with `headers` on `route`.
     pub fn of(
         route: &Route,
+        scheme: &'static str,
         method: &Method,
         host: &'a str,
         path_and_query: &'a str,
@@ -43,12 +45,13 @@ impl<'a> PrimaryKey<'a> {
                 Cow::Borrowed(host)
             };
             return PrimaryKey::Parts {
+                scheme,
                 host,
                 path_and_query,
             };
         }
         let view = RequestView {
-            scheme: SCHEME,
+            scheme,
             method,
             host,
             path_and_query,
@@ -63,9 +66,10 @@ impl<'a> PrimaryKey<'a> {
     pub fn key_ref(&self) -> KeyRef<'_> {
         match self {
             PrimaryKey::Parts {
+                scheme,
                 host,
                 path_and_query,
-            } => KeyRef::new(SCHEME, host, path_and_query),
+            } => KeyRef::new(scheme, host, path_and_query),
             PrimaryKey::Rendered(text) => KeyRef::new("", "", text),
         }
     }
@@ -77,9 +81,10 @@ impl std::fmt::Display for PrimaryKey<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             PrimaryKey::Parts {
+                scheme,
                 host,
                 path_and_query,
-            } => write!(f, "{SCHEME}://{host}{path_and_query}"),
+            } => write!(f, "{scheme}://{host}{path_and_query}"),
             PrimaryKey::Rendered(text) => f.write_str(text),
         }
     }

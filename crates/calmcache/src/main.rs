@@ -26,6 +26,14 @@ enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
+    /// Ask the running proxy to read its config file again (POST /reload on
+    /// the admin listener named in FILE); exit 0 when it did, 1 when it
+    /// refused (every problem printed; it keeps running the previous config).
+    Reload {
+        /// The config of the running proxy (for its admin address and token).
+        #[arg(long, short)]
+        config: PathBuf,
+    },
     /// Validate a config: every problem with its TOML path (exit 2), or a summary (exit 0).
     Check {
         /// The TOML config.
@@ -76,6 +84,7 @@ fn main() -> ExitCode {
     init_logging();
     let result = match cli.command {
         Command::Check { config } => return check(&config),
+        Command::Reload { config } => return reload(&config),
         Command::Serve { config } => serve(&config),
         Command::Demo {
             listen,
@@ -160,7 +169,14 @@ fn serve(path: &std::path::Path) -> anyhow::Result<()> {
         // end the process, and logrotate may send it at any time.
         #[cfg(unix)]
         let usr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1());
-        let running = calmcache::start(&config).await?;
+        #[cfg(unix)]
+        let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
+        let running = calmcache::start_from(&config, Some(path.to_path_buf())).await?;
+        #[cfg(unix)]
+        match hup {
+            Ok(hup) => reload_on_signal(hup, running.reloader().clone()),
+            Err(e) => tracing::warn!(error = %e, "cannot handle SIGHUP: reload with POST /reload"),
+        }
         #[cfg(unix)]
         match usr1 {
             Ok(usr1) => reopen_on_signal(usr1, running.access_log().cloned()),
@@ -171,12 +187,16 @@ fn serve(path: &std::path::Path) -> anyhow::Result<()> {
         for addr in &running.proxy_addrs {
             tracing::info!(%addr, "calmcache listening");
         }
+        for addr in &running.tls_addrs {
+            tracing::info!(%addr, "calmcache listening (TLS)");
+        }
         if let Some(addr) = running.admin_addr {
             tracing::info!(%addr, "admin listening (GET /status)");
         }
         stop_signal().await;
-        tracing::info!("stopping: finishing open requests");
-        running.shutdown(Duration::from_secs(10)).await;
+        let grace = running.shutdown_timeout();
+        tracing::info!(?grace, "stopping: finishing requests in flight and open tunnels");
+        running.shutdown(grace).await;
         Ok(())
     })
 }
@@ -231,6 +251,60 @@ fn reopen_on_signal(
             }
         }
     });
+}
+
+/// Reloads the config on each SIGHUP (errors are logged by the reloader).
+#[cfg(unix)]
+fn reload_on_signal(
+    mut hup: tokio::signal::unix::Signal,
+    reloader: std::sync::Arc<calmcache::reload::Reloader>,
+) {
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            tracing::info!("SIGHUP: reloading the config");
+            let _ = reloader.reload_file().await;
+        }
+    });
+}
+
+/// `calmcache reload`: POST /reload to the admin listener of `path`.
+fn reload(path: &std::path::Path) -> ExitCode {
+    let config = match Config::from_file(path) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("{e}");
+            eprintln!("(not sent: the running proxy would refuse it too)");
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+    };
+    let Some(admin) = config.admin else {
+        eprintln!(
+            "{}: no [admin] listener to ask; send SIGHUP to the calmcache process instead \
+             (kill -HUP PID)",
+            path.display()
+        );
+        return ExitCode::from(2);
+    };
+    let result = runtime(1).and_then(|rt| {
+        rt.block_on(calmcache::admin::post_reload(
+            admin.listen,
+            admin.token.as_deref(),
+        ))
+    });
+    match result {
+        Ok((status, body)) => {
+            print!("{body}");
+            if status == 200 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("cannot reach the admin listener at {}: {e:#}", admin.listen);
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -96,13 +96,13 @@ pub async fn start_with_tags(
         tag_groups,
     });
     let (stop, stopped) = watch::channel(false);
-    let serve = move |req: Request<Incoming>, _peer: SocketAddr| handle(origin.clone(), req);
+    let serve = move |req: Request<Incoming>, _peer: crate::conn::Peer| handle(origin.clone(), req);
     tokio::spawn(accept_loop(
         listener,
         stopped,
-        serve,
         None,
-        crate::server::ConnSettings::default(),
+        serve,
+        crate::server::Listening::plain(),
     ));
     Ok(RunningOrigin { addr, stats, stop })
 }

@@ -21,7 +21,6 @@
 //! goes on to try a refresh slot and the single-flight table.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use calmcache_core::{
@@ -37,6 +36,7 @@ use tokio::time::Instant;
 
 use crate::body::{ResponseBody, TimeoutBody};
 use crate::conditions::any_match;
+use crate::conn::Peer;
 use crate::error::{ErrorKind, ProxyError};
 use crate::fill::{fill, FetchRequest, FillReply, NotStored};
 use crate::headers::{add_forwarded, set_cache_status, strip_hop_by_hop};
@@ -44,9 +44,6 @@ use crate::lookup::{lookup, PrimaryKey};
 use crate::metrics::{self, CallSlot, Served};
 use crate::respond::{error_response, only_if_cached, relay, serve, Ask};
 use crate::state::{FillOutcome, Proxy, Route, Worker, Zone};
-
-/// The scheme in cache keys and `X-Forwarded-Proto` (TLS comes with issue 6).
-pub(crate) const SCHEME: &str = "http";
 
 /// Why a request goes to the origin; decides its `Cache-Status`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,7 +127,7 @@ impl Why {
 pub async fn handle(
     worker: Arc<Worker>,
     req: Request<Incoming>,
-    client: SocketAddr,
+    client: Peer,
 ) -> Result<Response<ResponseBody>, Infallible> {
     let started = std::time::Instant::now();
     let slot = worker.proxy.note_served.then(CallSlot::default);
@@ -150,13 +147,13 @@ pub async fn handle(
 async fn answer(
     worker: Arc<Worker>,
     req: Request<Incoming>,
-    client: SocketAddr,
+    client: Peer,
 ) -> Result<Response<ResponseBody>, Infallible> {
     // Borrowed, not cloned: no reference count shared by all threads is
     // touched on a hit (the `worker` Arc is this thread's own).
     let proxy = &worker.proxy;
     if req.method().as_str() == "PURGE" {
-        return Ok(crate::purge::purge_method(proxy, &req, client).await);
+        return Ok(crate::purge::purge_method(proxy, &req, client.addr).await);
     }
     let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
     let Some(route) = worker.route_for(pq) else {
@@ -179,7 +176,7 @@ async fn answer(
     let head_only = method == Method::HEAD;
     let headers = req.headers();
     let host = host_of(&req);
-    let primary = PrimaryKey::of(route, method, host, pq, headers);
+    let primary = PrimaryKey::of(route, client.scheme(), method, host, pq, headers);
     let key_ref = primary.key_ref();
     // One zone, or among a route's `zones` the one its hash places the key in.
     let zone = route.zone_for(&key_ref).unwrap_or(first_zone);
@@ -608,7 +605,7 @@ async fn pass(
     proxy: &Proxy,
     route: &Route,
     req: Request<Incoming>,
-    client: SocketAddr,
+    client: Peer,
     fwd: Fwd,
 ) -> Response<ResponseBody> {
     let report = match fwd {
@@ -618,10 +615,10 @@ async fn pass(
     };
     route.activity.upstream_requests.inc();
     let upstream = &route.upstream;
-    let invalidation = crate::invalidate::Target::of(&req);
+    let invalidation = crate::invalidate::Target::of(&req, client.scheme());
     let (mut parts, body) = req.into_parts();
     strip_hop_by_hop(&mut parts.headers);
-    add_forwarded(&mut parts.headers, client.ip(), SCHEME);
+    add_forwarded(&mut parts.headers, client.addr.ip(), client.scheme());
     let body = TimeoutBody::new(body, upstream.send_timeout)
         .map_err(Into::into)
         .boxed();
@@ -654,7 +651,7 @@ async fn pass(
 fn fetch_request(
     route: &Route,
     req: &Request<Incoming>,
-    client: SocketAddr,
+    client: Peer,
     rcc: Option<&RequestCacheControl>,
 ) -> FetchRequest {
     let mut headers: HeaderMap = req.headers().clone();
@@ -680,7 +677,7 @@ fn fetch_request(
     } else {
         headers.remove(header::ACCEPT_ENCODING);
     }
-    add_forwarded(&mut headers, client.ip(), SCHEME);
+    add_forwarded(&mut headers, client.addr.ip(), client.scheme());
     let forbidden_by_request = rcc.is_some_and(|r| r.no_store);
     let forbidden_by_route = !route.cfg.no_store.is_empty()
         && any_match(&route.cfg.no_store, req.headers(), req.uri().query());

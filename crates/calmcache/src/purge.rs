@@ -223,8 +223,17 @@ async fn purge_url(proxy: &Arc<Proxy>, host: Option<&str>, pq: &str, soft: bool)
             .map(|(z, _)| z)
             .chain(route.memory.as_ref());
         let zones: Vec<&Arc<Zone>> = zones.collect();
-        for host in &hosts {
-            let key = PrimaryKey::of(route, &Method::GET, host, pq, &http::HeaderMap::new());
+        // Stored over plain HTTP or over TLS: both keys go.
+        let schemes = ["http", "https"];
+        for (host, scheme) in hosts.iter().flat_map(|h| schemes.map(|s| (h, s))) {
+            let key = PrimaryKey::of(
+                route,
+                scheme,
+                &Method::GET,
+                host,
+                pq,
+                &http::HeaderMap::new(),
+            );
             let key = key.key_ref();
             for zone in &zones {
                 if soft && is_marker(zone, &key).await {

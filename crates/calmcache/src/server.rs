@@ -1,30 +1,36 @@
-//! Listeners and connections: bind, accept, serve HTTP/1.1 with keepalive
-//! (and upgrades, for WebSocket tunnels), and stop gracefully.
+//! Listeners and workers: bind, accept, hand connections to `conn`, reload,
+//! and stop gracefully.
 //!
 //! [`start`] raises the soft open files limit, binds every listener first (a
-//! taken port is an error before anything runs), then spawns the accept
-//! loops, the admin listener and the warm-up tasks on the current Tokio
-//! runtime. A worker that stops drains its connections, then closes its
-//! tunnels.
+//! taken port is an error before anything runs), then starts the worker
+//! threads, the admin listener and the warm-up tasks. Each worker thread
+//! serves its own `SO_REUSEPORT` socket of every listen address and takes
+//! new listeners from a command channel (reload re-binds changed addresses
+//! there). The proxy state a request sees is its worker's current
+//! generation ([`WorkerSlot`]), replaced whole by a reload. A stopping worker
+//! drains its connections, then gives its WebSocket tunnels until the
+//! shutdown deadline.
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use hyper::body::Incoming;
-use hyper::service::service_fn;
 use hyper::Request;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
 use crate::access_log::{self, AccessLog};
 use crate::config::Config;
-use crate::metrics::{ConnectionGuard, Metrics};
+use crate::conn::{self, Accepted, ConnSettings, Peer, Protocol};
+use crate::metrics::Metrics;
+use crate::reload::{self, Reloader};
 use crate::state::{Proxy, Worker};
-use crate::{admin, proxy, warm};
+use crate::tunnel::Tunnels;
+use crate::{admin, proxy};
 
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
@@ -44,14 +50,18 @@ pub enum StartError {
     Setup(String),
 }
 
-/// A started proxy: its bound addresses and the handle that stops it.
+/// A started proxy: its bound addresses and the handle that reloads and stops it.
 pub struct Running {
-    /// The proxy's listening addresses, in config order (real ports when 0 was asked).
+    /// The plain listeners' addresses, in config order (real ports when 0 was asked).
     pub proxy_addrs: Vec<SocketAddr>,
+    /// The TLS listeners' addresses, in config order.
+    pub tls_addrs: Vec<SocketAddr>,
     /// The admin listener's address, if configured.
     pub admin_addr: Option<SocketAddr>,
-    /// The shared state (for tests and the demo).
+    /// The first generation's state (for tests and the demo; metrics are
+    /// shared by every generation).
     pub proxy: Arc<Proxy>,
+    reloader: Arc<Reloader>,
     access_log: Option<AccessLog>,
     stop: watch::Sender<bool>,
     tasks: JoinSet<()>,
@@ -71,8 +81,31 @@ impl Running {
         }
     }
 
-    /// Stops accepting, lets open requests finish (up to `grace`), then returns.
+    /// The reload handle (SIGHUP, `POST /reload`).
+    pub fn reloader(&self) -> &Arc<Reloader> {
+        &self.reloader
+    }
+
+    /// Replaces the running config by `config` (see [`Reloader::apply`]).
+    pub async fn reload(&self, config: Config) -> Result<reload::Outcome, Vec<String>> {
+        self.reloader.apply(config).await
+    }
+
+    /// `server.shutdown_timeout` of the config running now.
+    pub fn shutdown_timeout(&self) -> Duration {
+        self.reloader.shutdown_timeout()
+    }
+
+    /// The generation requests are served by now.
+    pub fn current(&self) -> Arc<Proxy> {
+        self.reloader.live.proxy()
+    }
+
+    /// Stops accepting, lets requests in flight finish and open tunnels run
+    /// (up to `grace`), closes what is left, then returns.
     pub async fn shutdown(mut self, grace: Duration) {
+        let deadline = tokio::time::Instant::now() + grace;
+        self.reloader.live.set_deadline(deadline);
         let _ = self.stop.send(true);
         let workers = std::mem::take(&mut self.workers);
         let all = async {
@@ -82,9 +115,13 @@ impl Running {
             });
             let _ = joined.await;
         };
-        if tokio::time::timeout(grace, all).await.is_err() {
+        // A little past the deadline: the workers close their tunnels at it.
+        if tokio::time::timeout_at(deadline + Duration::from_millis(500), all)
+            .await
+            .is_err()
+        {
             // Worker threads end with the process; their connections close then.
-            tracing::warn!("connections still open after {grace:?}; closing them");
+            tracing::warn!("requests still in flight after {grace:?}; closing their connections");
             self.tasks.abort_all();
         }
         if let Some(log) = self.access_log.take() {
@@ -94,12 +131,171 @@ impl Running {
     }
 }
 
+/// What a reload replaces, read by every accept loop and request.
+pub struct Live {
+    /// The current generation (the admin API reads it per request).
+    proxy: RwLock<Arc<Proxy>>,
+    /// Connection settings and TLS certificates of the proxy listeners.
+    listen: RwLock<ListenConf>,
+    /// When a shutdown began: its deadline for requests and tunnels.
+    deadline: RwLock<Option<tokio::time::Instant>>,
+}
+
+/// The reloadable part of how proxy connections are served.
+#[derive(Clone)]
+pub(crate) struct ListenConf {
+    pub settings: ConnSettings,
+    pub tls: Option<TlsAcceptor>,
+}
+
+impl ListenConf {
+    pub(crate) fn of(config: &Config) -> ListenConf {
+        ListenConf {
+            settings: ConnSettings::of(&config.server),
+            tls: (!config.server.tls.is_empty())
+                .then(|| TlsAcceptor::from(crate::tls::server_config(&config.server.tls))),
+        }
+    }
+}
+
+impl Live {
+    pub(crate) fn new(proxy: Arc<Proxy>, listen: ListenConf) -> Live {
+        Live {
+            proxy: RwLock::new(proxy),
+            listen: RwLock::new(listen),
+            deadline: RwLock::new(None),
+        }
+    }
+
+    /// The current generation.
+    pub fn proxy(&self) -> Arc<Proxy> {
+        self.proxy.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub(crate) fn set(&self, proxy: Arc<Proxy>, listen: ListenConf) {
+        *self.proxy.write().unwrap_or_else(|e| e.into_inner()) = proxy;
+        *self.listen.write().unwrap_or_else(|e| e.into_inner()) = listen;
+    }
+
+    fn listen_conf(&self) -> ListenConf {
+        self.listen
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn set_deadline(&self, at: tokio::time::Instant) {
+        *self.deadline.write().unwrap_or_else(|e| e.into_inner()) = Some(at);
+    }
+
+    fn deadline(&self) -> tokio::time::Instant {
+        let set = *self.deadline.read().unwrap_or_else(|e| e.into_inner());
+        set.unwrap_or_else(tokio::time::Instant::now)
+    }
+}
+
+/// One worker thread's current generation and its control channel.
+pub struct WorkerSlot {
+    current: RwLock<Arc<Worker>>,
+    /// This thread's WebSocket tunnels (of every generation).
+    pub tunnels: Arc<Tunnels>,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl WorkerSlot {
+    /// The generation a new request on this thread is served by: an
+    /// uncontended per-thread lock (a reload writes it once), no global one.
+    fn worker(&self) -> Arc<Worker> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Moves this thread to a new generation.
+    pub(crate) fn switch(&self, proxy: Arc<Proxy>) {
+        let worker = Arc::new(Worker::new(proxy, self.tunnels.clone()));
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = worker;
+    }
+
+    /// Starts serving `socket` on this thread until `stop` says true.
+    pub(crate) fn listen(
+        &self,
+        socket: std::net::TcpListener,
+        tls: bool,
+        stop: watch::Receiver<bool>,
+    ) {
+        let _ = self.commands.send(Command::Listen { socket, tls, stop });
+    }
+}
+
+/// What a worker thread is asked to do.
+enum Command {
+    /// Serve a newly bound socket (a TLS one when `tls`) until `stop`.
+    Listen {
+        socket: std::net::TcpListener,
+        tls: bool,
+        stop: watch::Receiver<bool>,
+    },
+}
+
+/// One listen address: a socket per worker thread, stopped together.
+pub(crate) struct Bound {
+    /// The configured address (port 0 kept as asked).
+    pub asked: SocketAddr,
+    /// The address bound.
+    pub actual: SocketAddr,
+    pub tls: bool,
+    pub stop: watch::Sender<bool>,
+}
+
+/// Binds `addr` once per worker thread (`SO_REUSEPORT`) and hands each
+/// thread its socket.
+pub(crate) fn bind_on_workers(
+    addr: SocketAddr,
+    tls: bool,
+    backlog: i32,
+    slots: &[Arc<WorkerSlot>],
+) -> Result<Bound, StartError> {
+    // SO_REUSEPORT would let a second calmcache share a port that is
+    // already taken instead of failing clearly: probe it exclusively first.
+    if addr.port() != 0 {
+        drop(bind_std(addr, Sharing::Exclusive, backlog)?);
+    }
+    // The first socket learns the real port (when 0 was asked); the rest join it.
+    let first = bind_std(addr, Sharing::PerWorker, backlog)?;
+    let actual = first.local_addr().unwrap_or(addr);
+    let mut sockets = vec![first];
+    for _ in 1..slots.len() {
+        sockets.push(bind_std(actual, Sharing::PerWorker, backlog)?);
+    }
+    let (stop, stopped) = watch::channel(false);
+    for (slot, socket) in slots.iter().zip(sockets) {
+        slot.listen(socket, tls, stopped.clone());
+    }
+    Ok(Bound {
+        asked: addr,
+        actual,
+        tls,
+        stop,
+    })
+}
+
 /// Binds every listener, then serves: `server.threads` worker threads, each
 /// with its own single-threaded runtime and its own `SO_REUSEPORT` socket per
 /// listen address (the kernel spreads connections; no work stealing, no
 /// cross-thread wakeups on the hit path). The admin listener and warm-up run
 /// on the calling runtime.
 pub async fn start(config: &Config) -> Result<Running, StartError> {
+    start_from(config, None).await
+}
+
+/// [`start`], remembering the file the config came from so that a reload
+/// (SIGHUP, `POST /reload`) reads it again.
+pub async fn start_from(
+    config: &Config,
+    path: Option<std::path::PathBuf>,
+) -> Result<Running, StartError> {
     let files = raise_open_files_limit();
     // Each client connection may hold an upstream one too (and a tunnel
     // always does), plus files of disk zones and the listeners.
@@ -112,7 +308,6 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
              two descriptors): raise the hard limit (LimitNOFILE=, ulimit -Hn) or lower max_connections"
         );
     }
-    let backlog = i32::try_from(config.server.backlog).unwrap_or(i32::MAX);
     let access_log = match &config.access_log {
         Some(c) => Some(AccessLog::open(c).map_err(|e| match &c.target {
             access_log::LogTarget::File(path) => StartError::Setup(format!(
@@ -125,69 +320,81 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         })?),
         None => None,
     };
-    let proxy = Proxy::new(config).map_err(StartError::Setup)?;
+    let proxy = Proxy::new(config, None, &mut Vec::new()).map_err(StartError::Setup)?;
     if let Some(log) = &access_log {
         let _ = proxy.access_log.set(log.clone());
     }
-    proxy.start_background();
-    let threads = config.server.threads.max(1);
-    let mut per_thread: Vec<Vec<std::net::TcpListener>> =
-        (0..threads).map(|_| Vec::new()).collect();
-    let mut proxy_addrs = Vec::new();
-    for addr in &config.server.listen {
-        // SO_REUSEPORT would let a second calmcache share a port that is
-        // already taken instead of failing clearly: probe it exclusively first.
-        if addr.port() != 0 {
-            drop(bind_std(*addr, Sharing::Exclusive, backlog)?);
-        }
-        // The first socket learns the real port (when 0 was asked); the rest join it.
-        let first = bind_std(*addr, Sharing::PerWorker, backlog)?;
-        let actual = first.local_addr().unwrap_or(*addr);
-        proxy_addrs.push(actual);
-        per_thread[0].push(first);
-        for sockets in per_thread.iter_mut().skip(1) {
-            sockets.push(bind_std(actual, Sharing::PerWorker, backlog)?);
-        }
-    }
-    let admin_listener = match &config.admin {
-        Some(a) => Some(bind(a.listen)?),
-        None => None,
-    };
-    let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
+    proxy.start_background(None);
+    let live = Arc::new(Live::new(proxy.clone(), ListenConf::of(config)));
     let (stop, stopped) = watch::channel(false);
+    let threads = config.server.threads.max(1);
+    let mut slots = Vec::with_capacity(threads);
     let mut workers = Vec::with_capacity(threads);
-    for (i, sockets) in per_thread.into_iter().enumerate() {
-        let (proxy, stopped, log) = (proxy.clone(), stopped.clone(), access_log.clone());
+    for i in 0..threads {
+        let (commands, inbox) = mpsc::unbounded_channel();
+        let tunnels = Arc::new(Tunnels::default());
+        let slot = Arc::new(WorkerSlot {
+            current: RwLock::new(Arc::new(Worker::new(proxy.clone(), tunnels.clone()))),
+            tunnels,
+            commands,
+        });
+        let (run, stopped, log, live) = (
+            slot.clone(),
+            stopped.clone(),
+            access_log.clone(),
+            live.clone(),
+        );
         let worker = std::thread::Builder::new()
             .name(format!("calmcache-worker-{i}"))
-            .spawn(move || run_worker(proxy, sockets, stopped, log))
+            .spawn(move || run_worker(run, inbox, stopped, log, live))
             .map_err(|e| StartError::Setup(format!("cannot start worker thread: {e}")))?;
         workers.push(worker);
+        slots.push(slot);
     }
+    let backlog = i32::try_from(config.server.backlog).unwrap_or(i32::MAX);
+    let mut bound = Vec::new();
+    let addrs = config.server.listen.iter().map(|a| (*a, false));
+    for (addr, tls) in addrs.chain(config.server.tls_listen.iter().map(|a| (*a, true))) {
+        match bind_on_workers(addr, tls, backlog, &slots) {
+            Ok(b) => bound.push(b),
+            Err(e) => {
+                let _ = stop.send(true);
+                return Err(e);
+            }
+        }
+    }
+    let proxy_addrs = bound.iter().filter(|b| !b.tls).map(|b| b.actual).collect();
+    let tls_addrs = bound.iter().filter(|b| b.tls).map(|b| b.actual).collect();
+    let reloader = Arc::new(Reloader::new(
+        live.clone(),
+        slots,
+        bound,
+        config.clone(),
+        path,
+        stopped.clone(),
+    ));
     let mut tasks = JoinSet::new();
-    if let Some(listener) = admin_listener {
-        let proxy = proxy.clone();
-        let serve =
-            move |req: Request<Incoming>, _peer: SocketAddr| admin::handle(proxy.clone(), req);
-        tasks.spawn(accept_loop(
-            listener,
-            stopped.clone(),
-            serve,
-            None,
-            ConnSettings::default(),
-        ));
-    }
-    if let Some(first) = proxy_addrs.first() {
-        warm::start(&proxy, *first, stopped.clone());
-    }
+    let admin_addr = match &config.admin {
+        Some(a) => match reloader.serve_admin(a.listen, &mut tasks) {
+            Ok(addr) => Some(addr),
+            Err(e) => {
+                let _ = stop.send(true);
+                return Err(e);
+            }
+        },
+        None => None,
+    };
+    reloader.start_warm(&proxy);
     // Listeners bound, workers started, disk loaders running.
     proxy
         .ready
         .store(true, std::sync::atomic::Ordering::Relaxed);
     Ok(Running {
         proxy_addrs,
+        tls_addrs,
         admin_addr,
         proxy,
+        reloader,
         access_log,
         stop,
         tasks,
@@ -195,15 +402,30 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     })
 }
 
+/// Serves the admin API on `listener` until `own` or `stopped` says true;
+/// each request sees the current generation.
+pub(crate) async fn admin_loop(
+    listener: TcpListener,
+    stopped: watch::Receiver<bool>,
+    own: watch::Receiver<bool>,
+    reloader: Arc<Reloader>,
+) {
+    let serve = move |req: Request<Incoming>, _peer: Peer| {
+        admin::handle(reloader.live.proxy(), req, reloader.clone())
+    };
+    accept_loop(listener, stopped, Some(own), serve, Listening::plain()).await;
+}
+
 /// One worker thread: a current-thread runtime serving its own sockets.
 /// Blocking-pool threads per worker thread (disk I/O, compression).
 const BLOCKING_THREADS: usize = 4;
 
 fn run_worker(
-    proxy: Arc<Proxy>,
-    sockets: Vec<std::net::TcpListener>,
-    stopped: watch::Receiver<bool>,
+    slot: Arc<WorkerSlot>,
+    mut inbox: mpsc::UnboundedReceiver<Command>,
+    mut stopped: watch::Receiver<bool>,
     log: Option<AccessLog>,
+    live: Arc<Live>,
 ) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -218,47 +440,43 @@ fn run_worker(
             return;
         }
     };
-    let worker = Arc::new(Worker::new(proxy));
     runtime.block_on(async move {
         let mut loops = JoinSet::new();
-        for socket in sockets {
+        loop {
+            let command = tokio::select! {
+                command = inbox.recv() => command,
+                _ = stopped.changed() => None,
+            };
+            let Some(Command::Listen { socket, tls, stop }) = command else {
+                break;
+            };
             let Ok(listener) = TcpListener::from_std(socket) else {
                 tracing::error!("worker could not adopt its listening socket");
                 continue;
             };
-            let worker = worker.clone();
-            let counted = Some(worker.proxy.metrics.clone());
-            let settings = worker.proxy.conn_settings;
+            let how = Listening {
+                live: Some(live.clone()),
+                tls,
+                counted: Some(slot.worker().proxy.metrics.clone()),
+            };
+            let (slot, stopped) = (slot.clone(), stopped.clone());
             // Two loops, not a branch per request: without an access log a
             // request pays nothing for it.
             if let Some(log) = log.clone() {
-                let serve = move |req: Request<Incoming>, peer: SocketAddr| {
-                    let pending = log.begin(&req, peer);
-                    access_log::serve(pending, proxy::handle(worker.clone(), req, peer))
+                let serve = move |req: Request<Incoming>, peer: Peer| {
+                    let pending = log.begin(&req, peer.addr);
+                    access_log::serve(pending, proxy::handle(slot.worker(), req, peer))
                 };
-                loops.spawn(accept_loop(
-                    listener,
-                    stopped.clone(),
-                    serve,
-                    counted,
-                    settings,
-                ));
+                loops.spawn(accept_loop(listener, stopped, Some(stop), serve, how));
                 continue;
             }
-            let serve = move |req: Request<Incoming>, peer: SocketAddr| {
-                proxy::handle(worker.clone(), req, peer)
-            };
-            loops.spawn(accept_loop(
-                listener,
-                stopped.clone(),
-                serve,
-                counted,
-                settings,
-            ));
+            let serve =
+                move |req: Request<Incoming>, peer: Peer| proxy::handle(slot.worker(), req, peer);
+            loops.spawn(accept_loop(listener, stopped, Some(stop), serve, how));
         }
         while loops.join_next().await.is_some() {}
-        // Connections drained: end this thread's WebSocket tunnels too.
-        worker.tunnels.close().await;
+        // Connections drained: tunnels get until the shutdown deadline.
+        slot.tunnels.close_by(live.deadline()).await;
     });
 }
 
@@ -342,47 +560,50 @@ pub(crate) fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
     to_tokio(bind_std(addr, Sharing::Exclusive, 1024)?, addr)
 }
 
-/// How client connections of a listener are served.
-#[derive(Clone, Copy, Debug)]
-pub struct ConnSettings {
-    /// hyper's head read timeout: idle keepalive and slow heads alike.
-    pub keepalive_timeout: Duration,
-    /// Requests per connection; the last answer says `Connection: close`.
-    pub keepalive_requests: u32,
-    /// Largest request head (hyper's read buffer), at least 8 KiB.
-    pub max_header_size: usize,
+/// How an accept loop's connections are served.
+#[derive(Clone)]
+pub(crate) struct Listening {
+    /// Settings and certificates, reloadable; `None`: the defaults, no TLS
+    /// (admin listener, bundled origin).
+    pub live: Option<Arc<Live>>,
+    /// A TLS listener.
+    pub tls: bool,
+    /// The proxy's metrics (connections, max_connections slots); `None`
+    /// for the admin listener and the bundled origin.
+    pub counted: Option<Arc<Metrics>>,
 }
 
-impl Default for ConnSettings {
-    /// The admin listener's and the bundled origin's.
-    fn default() -> Self {
-        ConnSettings {
-            keepalive_timeout: Duration::from_secs(75),
-            keepalive_requests: u32::MAX,
-            max_header_size: 64 * 1024,
+impl Listening {
+    /// Plain HTTP/1.1 with default settings, uncounted (admin, origin).
+    pub(crate) fn plain() -> Listening {
+        Listening {
+            live: None,
+            tls: false,
+            counted: None,
+        }
+    }
+
+    fn conf(&self) -> ListenConf {
+        match &self.live {
+            Some(live) => live.listen_conf(),
+            None => ListenConf {
+                settings: ConnSettings::default(),
+                tls: None,
+            },
         }
     }
 }
 
-impl ConnSettings {
-    /// The proxy listeners' settings from `[server]`.
-    pub fn of(server: &crate::config::ServerConfig) -> ConnSettings {
-        ConnSettings {
-            keepalive_timeout: server.keepalive_timeout,
-            keepalive_requests: server.keepalive_requests,
-            max_header_size: server.max_header_size.max(8192),
-        }
-    }
-}
-
+/// Accepts until `stopped` (the whole proxy) or `own` (this listener, at a
+/// reload that removed it) says true, then lets its connections finish.
 pub(crate) async fn accept_loop<S, F, B>(
     listener: TcpListener,
     mut stopped: watch::Receiver<bool>,
+    own: Option<watch::Receiver<bool>>,
     serve: S,
-    counted: Option<Arc<Metrics>>,
-    settings: ConnSettings,
+    how: Listening,
 ) where
-    S: Fn(Request<Incoming>, SocketAddr) -> F + Clone + Send + Sync + 'static,
+    S: Fn(Request<Incoming>, Peer) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Result<hyper::Response<B>, std::convert::Infallible>> + Send + 'static,
     B: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -391,91 +612,95 @@ pub(crate) async fn accept_loop<S, F, B>(
     // gracefully, and the channel closes when the last one has. (hyper-util's
     // GracefulShutdown does not take connections built with upgrades.)
     let (graceful, _) = watch::channel(());
+    // Without a listener of its own to stop, a receiver whose sender lives
+    // as long as the loop (a dropped sender would read as a change).
+    let (_never, unchanging) = watch::channel(false);
+    let mut own = own.unwrap_or(unchanging);
+    if *own.borrow() {
+        return;
+    }
     loop {
         // max_connections: take a slot before accepting, so connections past
         // it wait in the listen backlog, not in the process.
-        let slot = match counted.as_ref().and_then(|m| m.connection_slots.clone()) {
+        let slot = match how
+            .counted
+            .as_ref()
+            .and_then(|m| m.connection_slots.clone())
+        {
             Some(slots) => tokio::select! {
                 slot = slots.acquire_owned() => slot.ok(),
                 _ = stopped.changed() => break,
+                _ = own.changed() => break,
             },
             None => None,
         };
-        tokio::select! {
+        let (stream, addr) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let guard = counted.as_ref().map(|m| m.connection(slot));
-                    let drain = graceful.subscribe();
-                    serve_connection(stream, peer, serve.clone(), drain, guard, settings);
-                }
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
                     tracing::warn!(error = %e, "accept failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
                 }
             },
             _ = stopped.changed() => break,
-        }
+            _ = own.changed() => break,
+        };
+        let at = tokio::time::Instant::now();
+        let _ = stream.set_nodelay(true);
+        let guard = how.counted.as_ref().map(|m| m.connection(slot));
+        let drain = graceful.subscribe();
+        let conf = how.conf();
+        let settings = conf.settings;
+        let tls = match (how.tls, conf.tls) {
+            (false, _) => {
+                let plain = if settings.h2c {
+                    Protocol::Detect
+                } else {
+                    Protocol::Http1
+                };
+                let accepted = Accepted {
+                    peer: Peer::plain(addr),
+                    protocol: plain,
+                    at,
+                };
+                conn::spawn(stream, accepted, serve.clone(), drain, guard, settings);
+                continue;
+            }
+            (true, Some(tls)) => tls,
+            // A reload cannot remove the certificates of a TLS listener it
+            // keeps (the config check refuses it); drop the connection.
+            (true, None) => continue,
+        };
+        let serve = serve.clone();
+        tokio::spawn(async move {
+            // The handshake is part of the first head's time.
+            let deadline = at + settings.header_read_timeout;
+            let stream = match tokio::time::timeout_at(deadline, tls.accept(stream)).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => {
+                    tracing::debug!(peer = %addr, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(peer = %addr, "TLS handshake not done within header_read_timeout");
+                    return;
+                }
+            };
+            let protocol = match stream.get_ref().1.alpn_protocol() {
+                Some(b"h2") => Protocol::Http2,
+                _ => Protocol::Http1,
+            };
+            let accepted = Accepted {
+                peer: Peer { addr, tls: true },
+                protocol,
+                at,
+            };
+            conn::spawn(stream, accepted, serve, drain, guard, settings);
+        });
     }
     drop(listener);
     let _ = graceful.send(());
     graceful.closed().await;
-}
-
-fn serve_connection<S, F, B>(
-    stream: TcpStream,
-    peer: SocketAddr,
-    serve: S,
-    mut drain: watch::Receiver<()>,
-    guard: Option<ConnectionGuard>,
-    settings: ConnSettings,
-) where
-    S: Fn(Request<Incoming>, SocketAddr) -> F + Send + Sync + 'static,
-    F: Future<Output = Result<hyper::Response<B>, std::convert::Infallible>> + Send + 'static,
-    B: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let _ = stream.set_nodelay(true);
-    // keepalive_requests: the last answer on the connection closes it.
-    let served = std::sync::atomic::AtomicU32::new(0);
-    let service = service_fn(move |req| {
-        let n = served.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        let answer = serve(req, peer);
-        async move {
-            let mut resp = answer.await?;
-            if n >= settings.keepalive_requests
-                && resp.status() != http::StatusCode::SWITCHING_PROTOCOLS
-            {
-                resp.headers_mut().insert(
-                    http::header::CONNECTION,
-                    http::HeaderValue::from_static("close"),
-                );
-            }
-            Ok::<_, std::convert::Infallible>(resp)
-        }
-    });
-    let conn = hyper::server::conn::http1::Builder::new()
-        .keep_alive(true)
-        .timer(TokioTimer::new())
-        .header_read_timeout(settings.keepalive_timeout)
-        .max_buf_size(settings.max_header_size)
-        .serve_connection(TokioIo::new(stream), service)
-        // WebSocket handshakes hand the connection to a tunnel (tunnel.rs).
-        .with_upgrades();
-    tokio::spawn(async move {
-        let _open = guard;
-        let mut conn = std::pin::pin!(conn);
-        let ended = tokio::select! {
-            ended = conn.as_mut() => ended,
-            _ = drain.changed() => {
-                conn.as_mut().graceful_shutdown();
-                conn.await
-            }
-        };
-        // `drain` is held until here: the accept loop waits for it.
-        drop(drain);
-        if let Err(e) = ended {
-            tracing::debug!(peer = %peer, error = %e, "connection ended with an error");
-        }
-    });
 }

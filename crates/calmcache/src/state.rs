@@ -320,8 +320,9 @@ pub struct Proxy {
     pub routes: Vec<Arc<Route>>,
     /// Zones in config order.
     pub zones: Vec<Arc<Zone>>,
-    /// Fetches in flight, shared by misses, refreshes and warm-up.
-    pub flights: Flights<FillOutcome>,
+    /// Fetches in flight, shared by misses, refreshes and warm-up (and by
+    /// the generations of a reload).
+    pub flights: Arc<Flights<FillOutcome>>,
     /// Upstreams in config order.
     pub upstreams: Vec<Arc<Upstream>>,
     /// Gauges and latency histograms.
@@ -332,16 +333,18 @@ pub struct Proxy {
     pub ready: std::sync::atomic::AtomicBool,
     /// The `[admin]` settings (token, purge networks), if any.
     pub admin: Option<crate::config::AdminConfig>,
-    /// How client connections are served (`[server]` keys).
-    pub conn_settings: crate::server::ConnSettings,
     /// The access log, once opened (for its counters in `/status`).
     pub access_log: std::sync::OnceLock<crate::access_log::AccessLog>,
 }
 
 impl Proxy {
-    /// Starts the disk zones' loaders and managers on the current runtime.
-    pub fn start_background(&self) {
-        for zone in &self.zones {
+    /// Starts the disk zones' loaders and managers on the current runtime
+    /// (after a reload, of the zones `previous` did not have).
+    pub fn start_background(&self, previous: Option<&Proxy>) {
+        let kept = |zone: &Arc<Zone>| {
+            previous.is_some_and(|p| p.zones.iter().any(|old| Arc::ptr_eq(old, zone)))
+        };
+        for zone in self.zones.iter().filter(|z| !kept(z)) {
             if let Some(disk) = zone.disk() {
                 disk.spawn_loader();
                 disk.spawn_manager(DISK_MANAGER_EVERY);
@@ -349,8 +352,16 @@ impl Proxy {
         }
     }
 
-    /// Binds routes to upstreams and zones.
-    pub fn new(config: &Config) -> Result<Arc<Self>, String> {
+    /// Binds routes to upstreams and zones. At a reload, `previous` is the
+    /// running generation: its metrics, fetches in flight and access log
+    /// carry over, zones of the same name and storage keep their contents
+    /// (`notes` says what did not), routes of the same name keep the hosts
+    /// they stored (for purges by path).
+    pub fn new(
+        config: &Config,
+        previous: Option<&Proxy>,
+        notes: &mut Vec<String>,
+    ) -> Result<Arc<Self>, String> {
         let upstreams = config
             .upstreams
             .iter()
@@ -360,6 +371,9 @@ impl Proxy {
             .zones
             .iter()
             .map(|z| {
+                if let Some(kept) = previous.and_then(|p| reuse_zone(p, z, notes)) {
+                    return Ok(kept);
+                }
                 let store = match z.kind {
                     ZoneKind::Memory => {
                         Store::Memory(MemoryTier::new(z.max_size, z.max_object_size))
@@ -406,7 +420,12 @@ impl Proxy {
                         .collect(),
                     memory: r.memory.map(|z| zones[z].clone()),
                     seen_once: Mutex::new(HashSet::new()),
-                    hosts: Mutex::new(HashSet::new()),
+                    hosts: Mutex::new(
+                        previous
+                            .and_then(|p| p.routes.iter().find(|old| old.cfg.name == r.name))
+                            .map(|old| old.hosts.lock().unwrap_or_else(|p| p.into_inner()).clone())
+                            .unwrap_or_default(),
+                    ),
                     policy: RefreshPolicy {
                         mode: r.refresh,
                         beta: r.per_beta,
@@ -416,20 +435,82 @@ impl Proxy {
                 })
             })
             .collect();
+        let access_log = std::sync::OnceLock::new();
+        if let Some(log) = previous.and_then(|p| p.access_log.get()) {
+            let _ = access_log.set(log.clone());
+        }
         Ok(Arc::new(Proxy {
             routes,
             zones,
-            flights: Flights::new(),
+            flights: previous.map_or_else(|| Arc::new(Flights::new()), |p| p.flights.clone()),
             upstreams,
-            metrics: Arc::new(crate::metrics::Metrics::with_max_connections(
-                config.server.max_connections,
-            )),
-            note_served: config.access_log.is_some(),
-            ready: std::sync::atomic::AtomicBool::new(false),
+            metrics: previous.map_or_else(
+                || {
+                    Arc::new(crate::metrics::Metrics::with_max_connections(
+                        config.server.max_connections,
+                    ))
+                },
+                |p| p.metrics.clone(),
+            ),
+            // The access log is opened once, at start.
+            note_served: previous.map_or(config.access_log.is_some(), |p| p.note_served),
+            ready: std::sync::atomic::AtomicBool::new(previous.is_some()),
             admin: config.admin.clone(),
-            access_log: std::sync::OnceLock::new(),
-            conn_settings: crate::server::ConnSettings::of(&config.server),
+            access_log,
         }))
+    }
+}
+
+/// The running zone `config` names, when its storage is unchanged: a memory
+/// zone of the same sizes, a disk zone at the same path (new limits of a
+/// kept disk zone wait for a restart: its files stay in use).
+fn reuse_zone(
+    previous: &Proxy,
+    config: &crate::config::ZoneConfig,
+    notes: &mut Vec<String>,
+) -> Option<Arc<Zone>> {
+    let old = previous.zones.iter().find(|z| z.name == config.name)?;
+    match (&old.store, config.kind) {
+        (Store::Memory(tier), ZoneKind::Memory) => {
+            if tier.max_size() == config.max_size
+                && tier.max_object_size() == config.max_object_size.clamp(1, config.max_size.max(1))
+            {
+                return Some(old.clone());
+            }
+            notes.push(format!(
+                "zones.{}: new size, so a new empty memory zone",
+                config.name
+            ));
+            None
+        }
+        (Store::Disk(tier), ZoneKind::Disk) => {
+            let was = tier.config();
+            if config.path.as_deref() != Some(was.path.as_path()) {
+                notes.push(format!(
+                    "zones.{}: new path, so a new zone (the old directory is left as it is)",
+                    config.name
+                ));
+                return None;
+            }
+            if was.max_size != config.max_size
+                || was.max_object_size != config.max_object_size
+                || was.inactive != config.inactive
+                || was.min_free != config.min_free
+            {
+                notes.push(format!(
+                    "zones.{}: kept with its contents; its new limits apply at the next restart",
+                    config.name
+                ));
+            }
+            Some(old.clone())
+        }
+        _ => {
+            notes.push(format!(
+                "zones.{}: new kind, so a new empty zone",
+                config.name
+            ));
+            None
+        }
     }
 }
 
@@ -442,17 +523,17 @@ pub struct Worker {
     pub proxy: Arc<Proxy>,
     matchers: Vec<Option<regex::Regex>>,
     /// This thread's WebSocket tunnels, closed when the worker stops.
-    pub tunnels: crate::tunnel::Tunnels,
+    pub tunnels: Arc<crate::tunnel::Tunnels>,
 }
 
 impl Worker {
     /// Clones the route regexes for one thread.
-    pub fn new(proxy: Arc<Proxy>) -> Self {
+    pub fn new(proxy: Arc<Proxy>, tunnels: Arc<crate::tunnel::Tunnels>) -> Self {
         let matchers = proxy.routes.iter().map(|r| r.cfg.matcher.clone()).collect();
         Worker {
             proxy,
             matchers,
-            tunnels: crate::tunnel::Tunnels::default(),
+            tunnels,
         }
     }
 

@@ -23,7 +23,6 @@
 //! worker's [`Tunnels`] closes its own when the worker stops (after its
 //! connections have drained), so a tunnel never holds up a shutdown.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -41,7 +40,6 @@ use tokio::time::{sleep_until, timeout, Instant};
 use crate::body::{ResponseBody, TimeoutBody};
 use crate::headers::{add_forwarded, set_cache_status, strip_hop_by_hop};
 use crate::metrics::TunnelGuard;
-use crate::proxy::SCHEME;
 use crate::respond::error_response;
 use crate::state::{Route, Worker};
 
@@ -66,6 +64,17 @@ impl Default for Tunnels {
 impl Tunnels {
     fn enter(&self) -> watch::Receiver<bool> {
         self.stop.subscribe()
+    }
+
+    /// Lets this worker's tunnels run until `deadline` (graceful shutdown),
+    /// then closes the ones still open.
+    pub async fn close_by(&self, deadline: Instant) {
+        if tokio::time::timeout_at(deadline, self.stop.closed())
+            .await
+            .is_err()
+        {
+            self.close().await;
+        }
     }
 
     /// Ends every tunnel of this worker (both connections closed) and
@@ -118,7 +127,7 @@ pub async fn open(
     worker: &Worker,
     route: &Route,
     mut req: Request<Incoming>,
-    client: SocketAddr,
+    client: crate::conn::Peer,
 ) -> Response<ResponseBody> {
     let report = CacheStatus::Bypass.report();
     route.activity.upstream_requests.inc();
@@ -126,7 +135,7 @@ pub async fn open(
     let client_side = hyper::upgrade::on(&mut req);
     let (mut parts, body) = req.into_parts();
     keep_upgrade_headers(&mut parts.headers);
-    add_forwarded(&mut parts.headers, client.ip(), SCHEME);
+    add_forwarded(&mut parts.headers, client.addr.ip(), client.scheme());
     let body = TimeoutBody::new(body, upstream.send_timeout)
         .map_err(Into::into)
         .boxed();

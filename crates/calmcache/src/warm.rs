@@ -56,9 +56,16 @@ async fn keep_warm(
         }
     };
     // The key a client request for this path would have (key template, host case).
-    let key = PrimaryKey::of(&route, &http::Method::GET, &host, &path, &request.selecting)
-        .key_ref()
-        .to_owned_key();
+    let key = PrimaryKey::of(
+        &route,
+        "http",
+        &http::Method::GET,
+        &host,
+        &path,
+        &request.selecting,
+    )
+    .key_ref()
+    .to_owned_key();
     let mut backoff = Duration::from_secs(1);
     loop {
         let wait = match proxy.flights.try_lead(&key) {

@@ -83,9 +83,8 @@ pub struct ServerConfig {
     /// Listen backlog per socket (default 4096; the kernel caps it at
     /// `net.core.somaxconn`).
     pub backlog: u32,
-    /// A client connection is closed when the next request head has not
-    /// arrived whole this long after the previous answer (or after the
-    /// connection opened): idle keepalive and slow headers alike (default 75 s).
+    /// An idle client connection (no request in progress) is closed after
+    /// this long (default 75 s).
     pub keepalive_timeout: Duration,
     /// Requests served on one client connection before it is closed
     /// (`Connection: close` on the last answer; default 1000).
@@ -93,6 +92,20 @@ pub struct ServerConfig {
     /// Largest request head (request line and headers); a larger one gets
     /// 431 (default 64 KiB, at least 8 KiB).
     pub max_header_size: usize,
+    /// A request head must arrive whole this long after its first byte (or
+    /// after the connection opened, TLS handshake included); against
+    /// slow-header clients (default 10 s).
+    pub header_read_timeout: Duration,
+    /// On SIGTERM/SIGINT, requests in flight and open tunnels get this long
+    /// to finish before their connections are closed (default 30 s).
+    pub shutdown_timeout: Duration,
+    /// Addresses of TLS listeners (HTTP/1.1 and HTTP/2 by ALPN).
+    pub tls_listen: Vec<SocketAddr>,
+    /// Certificates of the TLS listeners, in file order; the first is the
+    /// default for clients without (or with an unknown) SNI name.
+    pub tls: Vec<crate::tls::TlsCert>,
+    /// HTTP/2 with prior knowledge (h2c) on the plain listeners too.
+    pub h2c: bool,
 }
 
 /// `[admin]`: the admin API and dashboard listener.

@@ -51,6 +51,20 @@ pub(crate) struct RawServer {
     pub(crate) keepalive_timeout: Option<Text>,
     pub(crate) keepalive_requests: Option<i64>,
     pub(crate) max_header_size: Option<Text>,
+    pub(crate) header_read_timeout: Option<Text>,
+    pub(crate) shutdown_timeout: Option<Text>,
+    pub(crate) tls_listen: Option<Vec<String>>,
+    pub(crate) tls: Option<Vec<RawTls>>,
+    pub(crate) h2c: Option<bool>,
+}
+
+/// `[[server.tls]]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTls {
+    pub(crate) cert: Option<String>,
+    pub(crate) key: Option<String>,
+    pub(crate) names: Option<Vec<String>>,
 }
 
 /// `[admin]`

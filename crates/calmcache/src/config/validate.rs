@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use super::error::{toml_key, Problem};
 use super::raw::RawAccessLog;
-use super::raw::{RawAdmin, RawConfig, RawServer, RawUpstream, RawZone, Text};
+use super::raw::{RawAdmin, RawConfig, RawServer, RawTls, RawUpstream, RawZone, Text};
 use super::units::{self, BadValue, DURATION_HINT, MIB, SIZE_HINT};
 use super::{
     suggest, AdminConfig, Config, Network, ServerConfig, UpstreamConfig, ZoneConfig, ZoneKind,
@@ -122,6 +122,36 @@ impl Checker {
             );
             self.report(problem.hint(r#"write e.g. "16KiB""#));
         }
+        let header_read_timeout = self.duration(
+            "server.header_read_timeout",
+            raw.header_read_timeout.as_ref(),
+            Duration::from_secs(10),
+        );
+        if header_read_timeout.is_zero() {
+            self.report(Problem::new(
+                "server.header_read_timeout",
+                "must be above 0".to_string(),
+            ));
+        }
+        let shutdown_timeout = self.duration(
+            "server.shutdown_timeout",
+            raw.shutdown_timeout.as_ref(),
+            Duration::from_secs(30),
+        );
+        let tls_listen = match raw.tls_listen {
+            None => Vec::new(),
+            Some(addrs) => self.addrs("server.tls_listen", addrs),
+        };
+        for (i, addr) in tls_listen.iter().enumerate() {
+            if addr.port() != 0 && listen.contains(addr) {
+                let problem = Problem::new(
+                    format!("server.tls_listen[{i}]"),
+                    format!("{addr} is also in server.listen"),
+                );
+                self.report(problem.hint("TLS and plain HTTP need ports of their own"));
+            }
+        }
+        let tls = self.tls_certs(raw.tls.unwrap_or_default(), !tls_listen.is_empty());
         ServerConfig {
             listen,
             threads,
@@ -130,7 +160,61 @@ impl Checker {
             keepalive_timeout,
             keepalive_requests: u32::try_from(keepalive_requests).unwrap_or(u32::MAX),
             max_header_size: usize::try_from(max_header_size).unwrap_or(usize::MAX),
+            header_read_timeout,
+            shutdown_timeout,
+            tls_listen,
+            tls,
+            h2c: raw.h2c.unwrap_or(false),
         }
+    }
+
+    /// `[[server.tls]]`: every entry loaded (files read, key matched to its
+    /// certificate), so a bad file fails `check` and start, never a handshake.
+    fn tls_certs(&mut self, raw: Vec<RawTls>, listening: bool) -> Vec<crate::tls::TlsCert> {
+        if listening && raw.is_empty() {
+            let problem = Problem::new(
+                "server.tls",
+                "server.tls_listen is set but no certificate is configured",
+            );
+            self.report(problem.hint(
+                "add [[server.tls]] with cert = \"/path/fullchain.pem\" and key = \"/path/key.pem\"",
+            ));
+        }
+        if !listening && !raw.is_empty() {
+            let problem = Problem::new(
+                "server.tls",
+                "certificates are configured but server.tls_listen is not set",
+            );
+            self.report(problem.hint(r#"e.g. tls_listen = ["0.0.0.0:443"]"#));
+        }
+        let mut certs = Vec::new();
+        for (i, entry) in raw.into_iter().enumerate() {
+            let at = format!("server.tls[{i}]");
+            let (Some(cert), Some(key)) = (entry.cert, entry.key) else {
+                self.missing(
+                    &at,
+                    r#"cert = "/etc/ssl/example.pem" and key = "/etc/ssl/example.key""#,
+                );
+                continue;
+            };
+            let names = entry.names.unwrap_or_default();
+            if names.iter().any(|n| n.trim().is_empty()) {
+                self.report(Problem::new(format!("{at}.names"), "a name is empty"));
+                continue;
+            }
+            match crate::tls::load(cert.as_ref(), key.as_ref(), names) {
+                Ok(loaded) if loaded.names.is_empty() => {
+                    let problem = Problem::new(
+                        format!("{at}.cert"),
+                        format!("{cert}: the certificate has no DNS names to match SNI against"),
+                    );
+                    self.report(problem.hint(r#"list them: names = ["example.com"]"#));
+                }
+                Ok(loaded) => certs.push(loaded),
+                Err(reason) => self.report(Problem::new(at, reason)),
+            }
+        }
+        certs
     }
 
     fn listen_addrs(&mut self, raw: Vec<String>) -> Vec<SocketAddr> {
@@ -138,9 +222,14 @@ impl Checker {
             let problem = Problem::new("server.listen", "must not be empty");
             self.report(problem.hint(r#"e.g. listen = ["127.0.0.1:8080"]"#));
         }
+        self.addrs("server.listen", raw)
+    }
+
+    /// A list of listen addresses, each checked, none twice.
+    fn addrs(&mut self, key: &str, raw: Vec<String>) -> Vec<SocketAddr> {
         let mut listen: Vec<SocketAddr> = Vec::new();
         for (i, text) in raw.iter().enumerate() {
-            let path = format!("server.listen[{i}]");
+            let path = format!("{key}[{i}]");
             let Some(addr) = self.socket_addr(&path, text) else {
                 continue;
             };
@@ -169,9 +258,11 @@ impl Checker {
         let listen = self
             .socket_addr("admin.listen", &text)
             .unwrap_or(placeholder);
-        if listen.port() != 0 && server.listen.contains(&listen) {
+        if listen.port() != 0
+            && (server.listen.contains(&listen) || server.tls_listen.contains(&listen))
+        {
             let problem =
-                Problem::new("admin.listen", format!("{listen} is also in server.listen"));
+                Problem::new("admin.listen", format!("{listen} is also a proxy listener"));
             self.report(problem.hint("give the admin API its own port"));
         }
         let token = self.admin_token(raw.token, raw.token_file);

@@ -13,6 +13,7 @@ mod caching;
 mod cases;
 mod cli;
 mod compress;
+mod connections;
 mod dashboard;
 mod disk_zone;
 mod edge_cases;

@@ -487,20 +487,25 @@ async fn a_tunnel_gets_an_access_log_line() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stopping_the_proxy_closes_open_tunnels_at_once() {
+async fn stopping_the_proxy_gives_open_tunnels_the_shutdown_timeout_then_closes_them() {
     let (server, _seen) = echo_server().await;
     let proxy = proxy_for(server, "", "").await;
     let mut ws = connect(&proxy, "/").await;
     ws.send(Message::text("x")).await.unwrap();
     assert_eq!(next(&mut ws).await, Message::text("x"));
     let started = Instant::now();
-    proxy.stop().await;
-    // Well under the 2 s grace the testkit gives: nothing waited for the tunnel.
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        started.elapsed()
-    );
+    let stopping = tokio::spawn(proxy.stop_within(Duration::from_millis(1500)));
+    // Within the grace the tunnel still carries messages both ways.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    ws.send(Message::text("during")).await.unwrap();
+    assert_eq!(next(&mut ws).await, Message::text("during"));
+    // At the deadline it is closed, and the stop returns.
     let end = tokio::time::timeout(Duration::from_secs(5), ws.next()).await;
     assert!(matches!(end, Ok(None | Some(Err(_)))), "{end:?}");
+    let closed = started.elapsed();
+    assert!(closed >= Duration::from_millis(1400), "{closed:?}");
+    tokio::time::timeout(Duration::from_secs(5), stopping)
+        .await
+        .expect("stop returns after the deadline")
+        .unwrap();
 }

@@ -1,0 +1,133 @@
+//! Certificates for the TLS tests: a CA and leaf certificates for given host
+//! names, written as PEM files, and a rustls client that trusts the CA and
+//! tells which certificate and protocol the server chose.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use rustls_pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A throw-away certificate authority writing its files into `dir`.
+pub struct TestCa {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+    dir: PathBuf,
+    /// The CA certificate (for `curl --cacert`).
+    pub ca_pem: PathBuf,
+}
+
+/// A leaf certificate's files and its DER bytes.
+pub struct Leaf {
+    /// PEM certificate.
+    pub cert: PathBuf,
+    /// PEM private key (PKCS#8).
+    pub key: PathBuf,
+    /// The certificate, as the server sends it.
+    pub der: Vec<u8>,
+}
+
+impl TestCa {
+    /// A new CA; its certificate is written to `dir/ca.pem`.
+    pub fn new(dir: &Path) -> TestCa {
+        std::fs::create_dir_all(dir).expect("ca dir");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "calmcache test CA");
+        let key = KeyPair::generate().expect("ca key");
+        let issuer = CertifiedIssuer::self_signed(params, key).expect("ca cert");
+        let ca_pem = dir.join("ca.pem");
+        std::fs::write(&ca_pem, issuer.pem()).expect("write ca");
+        TestCa {
+            issuer,
+            dir: dir.to_path_buf(),
+            ca_pem,
+        }
+    }
+
+    /// A certificate for `names` signed by this CA, as `dir/<file>.pem` and
+    /// `dir/<file>.key`.
+    pub fn leaf(&self, file: &str, names: &[&str]) -> Leaf {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let mut params = CertificateParams::new(names).expect("leaf params");
+        params.distinguished_name.push(DnType::CommonName, file);
+        let key = KeyPair::generate().expect("leaf key");
+        let cert = params.signed_by(&key, &self.issuer).expect("leaf cert");
+        let (cert_path, key_path) = (
+            self.dir.join(format!("{file}.pem")),
+            self.dir.join(format!("{file}.key")),
+        );
+        std::fs::write(&cert_path, cert.pem()).expect("write cert");
+        std::fs::write(&key_path, key.serialize_pem()).expect("write key");
+        Leaf {
+            cert: cert_path,
+            key: key_path,
+            der: cert.der().to_vec(),
+        }
+    }
+
+    /// A client config trusting this CA only, offering `alpn`.
+    pub fn client(&self, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from(self.issuer.der().to_vec()))
+            .expect("trust the CA");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        Arc::new(config)
+    }
+}
+
+/// What a TLS handshake (and one HTTP/1.1 request, if asked) showed.
+pub struct TlsReply {
+    /// The leaf certificate the server sent.
+    pub leaf: Vec<u8>,
+    /// The protocol agreed by ALPN.
+    pub alpn: Option<Vec<u8>>,
+    /// The raw HTTP/1.1 response (empty when no request was sent).
+    pub response: String,
+}
+
+/// Connects to `addr` with SNI `name` (verified against the CA), and sends
+/// `GET path` over HTTP/1.1 when `path` is given (reading to the end:
+/// the request says `Connection: close`).
+pub async fn tls_get(
+    addr: std::net::SocketAddr,
+    name: &str,
+    config: Arc<rustls::ClientConfig>,
+    path: Option<&str>,
+) -> std::io::Result<TlsReply> {
+    let connector = tokio_rustls::TlsConnector::from(config);
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    let server_name = ServerName::try_from(name.to_string())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let mut tls = connector.connect(server_name, tcp).await?;
+    let (_, session) = tls.get_ref();
+    let leaf = session
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(|c| c.to_vec())
+        .unwrap_or_default();
+    let alpn = session.alpn_protocol().map(|p| p.to_vec());
+    let mut response = String::new();
+    if let Some(path) = path {
+        let req = format!("GET {path} HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n");
+        tls.write_all(req.as_bytes()).await?;
+        let mut bytes = Vec::new();
+        // A close_notify-less end is fine here: the body is read whole first.
+        let _ = tls.read_to_end(&mut bytes).await;
+        response = String::from_utf8_lossy(&bytes).into_owned();
+    }
+    Ok(TlsReply {
+        leaf,
+        alpn,
+        response,
+    })
+}

@@ -1,0 +1,435 @@
+//! One client connection: HTTP/1.1 (with upgrades), HTTP/2 (TLS with ALPN
+//! `h2`) or either by prior knowledge (h2c), its two clocks, its request
+//! count, and its graceful end when the listener stops.
+//!
+//! hyper has one timer for an idle keepalive connection and a slow request
+//! head, so it is off, and [`Clocked`], the connection's IO under hyper,
+//! keeps both: `keepalive_timeout` while no request is in progress,
+//! `header_read_timeout` from the first byte of a request head (or from
+//! accept) until hyper hands the request to the service. It learns when a
+//! request starts and when its answer is done from the service wrapper here
+//! (a [`Ticket`] carried by the response body), so the clocks cost two
+//! atomic counters per request and one timer reset per head.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::watch;
+use tokio::time::{Instant, Sleep};
+
+use crate::metrics::ConnectionGuard;
+
+/// Who is on the other end of a client connection.
+#[derive(Clone, Copy, Debug)]
+pub struct Peer {
+    /// The client's address.
+    pub addr: SocketAddr,
+    /// True on a TLS listener.
+    pub tls: bool,
+}
+
+impl Peer {
+    /// A plain-HTTP client.
+    pub fn plain(addr: SocketAddr) -> Peer {
+        Peer { addr, tls: false }
+    }
+
+    /// `http` or `https`: `$scheme`, `X-Forwarded-Proto`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls {
+            "https"
+        } else {
+            "http"
+        }
+    }
+}
+
+/// How client connections of a listener are served.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnSettings {
+    /// Idle time (no request in progress) before the connection is closed.
+    pub keepalive_timeout: Duration,
+    /// Time from a head's first byte (or from accept) to the whole head.
+    pub header_read_timeout: Duration,
+    /// Requests per connection; the last HTTP/1.1 answer says `Connection: close`.
+    pub keepalive_requests: u32,
+    /// Largest request head (hyper's read buffer), at least 8 KiB.
+    pub max_header_size: usize,
+    /// HTTP/2 with prior knowledge on plain connections.
+    pub h2c: bool,
+}
+
+impl Default for ConnSettings {
+    /// The admin listener's and the bundled origin's.
+    fn default() -> Self {
+        ConnSettings {
+            keepalive_timeout: Duration::from_secs(75),
+            header_read_timeout: Duration::from_secs(10),
+            keepalive_requests: u32::MAX,
+            max_header_size: 64 * 1024,
+            h2c: false,
+        }
+    }
+}
+
+impl ConnSettings {
+    /// The proxy listeners' settings from `[server]`.
+    pub fn of(server: &crate::config::ServerConfig) -> ConnSettings {
+        ConnSettings {
+            keepalive_timeout: server.keepalive_timeout,
+            header_read_timeout: server.header_read_timeout,
+            keepalive_requests: server.keepalive_requests,
+            max_header_size: server.max_header_size.max(8192),
+            h2c: server.h2c,
+        }
+    }
+}
+
+/// The protocol a connection speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP/1.x (a plain listener, or TLS without ALPN `h2`).
+    Http1,
+    /// HTTP/2 (TLS with ALPN `h2`).
+    Http2,
+    /// Either, told apart by the HTTP/2 preface (h2c prior knowledge).
+    Detect,
+}
+
+/// Runs a hyper connection future until it ends, or until `drain` asks it
+/// to finish gracefully (one body for three connection types that share
+/// `graceful_shutdown` by name only).
+macro_rules! drive {
+    ($conn:expr, $peer:expr, $drain:expr, $guard:expr) => {
+        async move {
+            let (conn, peer, mut drain, guard) = ($conn, $peer, $drain, $guard);
+            let _open = guard;
+            let mut conn = std::pin::pin!(conn);
+            let ended = tokio::select! {
+                ended = conn.as_mut() => ended,
+                _ = drain.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            // `drain` is held until here: the accept loop waits for it.
+            drop(drain);
+            if let Err(e) = ended {
+                tracing::debug!(peer = %peer.addr, error = %e, "connection ended with an error");
+            }
+        }
+    };
+}
+
+/// A connection just accepted (and through its TLS handshake).
+#[derive(Clone, Copy, Debug)]
+pub struct Accepted {
+    /// The client.
+    pub peer: Peer,
+    /// What it speaks.
+    pub protocol: Protocol,
+    /// When it was accepted: the first head's clock starts here.
+    pub at: Instant,
+}
+
+/// Serves one accepted connection on its own task until it ends, or until
+/// `drain` asks it to finish gracefully (the task holds `drain` until then).
+pub(crate) fn spawn<IO, S, F, B>(
+    io: IO,
+    accepted: Accepted,
+    serve: S,
+    drain: watch::Receiver<()>,
+    guard: Option<ConnectionGuard>,
+    settings: ConnSettings,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: Fn(Request<Incoming>, Peer) -> F + Send + Sync + 'static,
+    F: Future<Output = Result<Response<B>, std::convert::Infallible>> + Send + 'static,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let Accepted {
+        peer,
+        protocol,
+        at: accepted,
+    } = accepted;
+    let phase = Arc::new(Phase::default());
+    // HTTP/2 has no request head to time on the wire: only the idle clock.
+    let heads = (protocol != Protocol::Http2).then_some(settings.header_read_timeout);
+    let io = TokioIo::new(Clocked::new(
+        io,
+        phase.clone(),
+        settings.keepalive_timeout,
+        heads,
+        accepted + settings.header_read_timeout,
+    ));
+    let served = AtomicU32::new(0);
+    let service = service_fn(move |req: Request<Incoming>| {
+        let ticket = Ticket::begin(&phase);
+        let n = served.fetch_add(1, Relaxed) + 1;
+        let h1 = req.version() < http::Version::HTTP_2;
+        let answer = serve(req, peer);
+        async move {
+            let mut resp = answer.await?;
+            if resp.status() == http::StatusCode::SWITCHING_PROTOCOLS {
+                // A tunnel now: no keepalive or head clock on its bytes.
+                ticket.0.inflight.fetch_add(1, Relaxed);
+            } else if h1 && n >= settings.keepalive_requests {
+                // keepalive_requests: the last answer on the connection closes it.
+                resp.headers_mut().insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+            }
+            Ok::<_, std::convert::Infallible>(resp.map(|inner| Tracked {
+                inner,
+                _ticket: ticket,
+            }))
+        }
+    });
+    match protocol {
+        Protocol::Http1 => {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .keep_alive(true)
+                .timer(TokioTimer::new())
+                // The clocks are Clocked's (see the module doc).
+                .header_read_timeout(None)
+                .max_buf_size(settings.max_header_size)
+                .serve_connection(io, service)
+                // WebSocket handshakes hand the connection to a tunnel (tunnel.rs).
+                .with_upgrades();
+            tokio::spawn(drive!(conn, peer, drain, guard));
+        }
+        Protocol::Http2 => {
+            let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .timer(TokioTimer::new())
+                .max_header_list_size(u32::try_from(settings.max_header_size).unwrap_or(u32::MAX))
+                .serve_connection(io, service);
+            tokio::spawn(drive!(conn, peer, drain, guard));
+        }
+        Protocol::Detect => {
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .keep_alive(true)
+                .timer(TokioTimer::new())
+                .header_read_timeout(None)
+                .max_buf_size(settings.max_header_size);
+            builder
+                .http2()
+                .timer(TokioTimer::new())
+                .max_header_list_size(u32::try_from(settings.max_header_size).unwrap_or(u32::MAX));
+            tokio::spawn(async move {
+                let conn = builder.serve_connection_with_upgrades(io, service);
+                drive!(conn, peer, drain, guard).await;
+            });
+        }
+    }
+}
+
+/// What the service tells the connection's clocks.
+#[derive(Default)]
+struct Phase {
+    /// Requests whose answers are not done (a tunnel counts for ever).
+    inflight: AtomicU32,
+    /// Set when `inflight` falls to 0: the idle clock starts again.
+    rearm: AtomicBool,
+    /// The connection task, when it read while busy: woken when the last
+    /// answer is done so that its idle clock starts (hyper may not read
+    /// again on its own before the client sends something).
+    waker: std::sync::Mutex<Option<std::task::Waker>>,
+}
+
+/// One request in progress; dropped with the answer's body (or with the
+/// request, if the client left first).
+struct Ticket(Arc<Phase>);
+
+impl Ticket {
+    fn begin(phase: &Arc<Phase>) -> Ticket {
+        phase.inflight.fetch_add(1, Relaxed);
+        Ticket(phase.clone())
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if self.0.inflight.fetch_sub(1, Relaxed) == 1 {
+            self.0.rearm.store(true, Relaxed);
+            let waker = self
+                .0
+                .waker
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A response body that ends its request's [`Ticket`] when hyper is
+    /// done with it.
+    pub struct Tracked<B> {
+        #[pin]
+        inner: B,
+        _ticket: Ticket,
+    }
+}
+
+impl<B: Body> Body for Tracked<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        self.project().inner.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Where a connection's clock stands.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Clock {
+    /// No request in progress: `keepalive_timeout`.
+    Idle,
+    /// Part of a head has arrived (or the connection is new): `header_read_timeout`.
+    Head,
+    /// A request is being served: no clock here.
+    Busy,
+}
+
+/// A client connection's IO with its idle and head clocks (module doc).
+pub struct Clocked<IO> {
+    io: IO,
+    phase: Arc<Phase>,
+    clock: Clock,
+    sleep: Pin<Box<Sleep>>,
+    keepalive: Duration,
+    /// `None` for HTTP/2: its bytes between requests are not heads.
+    head: Option<Duration>,
+}
+
+impl<IO> Clocked<IO> {
+    fn new(
+        io: IO,
+        phase: Arc<Phase>,
+        keepalive: Duration,
+        head: Option<Duration>,
+        first_deadline: Instant,
+    ) -> Self {
+        let (clock, deadline) = match head {
+            Some(_) => (Clock::Head, first_deadline),
+            None => (Clock::Idle, Instant::now() + keepalive),
+        };
+        Clocked {
+            io,
+            phase,
+            clock,
+            sleep: Box::pin(tokio::time::sleep_until(deadline)),
+            keepalive,
+            head,
+        }
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Clocked<IO> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if this.phase.inflight.load(Relaxed) > 0 {
+            this.clock = Clock::Busy;
+            let read = Pin::new(&mut this.io).poll_read(cx, buf);
+            if read.is_pending() {
+                let mut waker = this.phase.waker.lock().unwrap_or_else(|e| e.into_inner());
+                if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    *waker = Some(cx.waker().clone());
+                }
+            }
+            return read;
+        }
+        if this.clock == Clock::Busy || this.phase.rearm.swap(false, Relaxed) {
+            this.clock = Clock::Idle;
+            let deadline = Instant::now() + this.keepalive;
+            this.sleep.as_mut().reset(deadline);
+        }
+        let before = buf.filled().len();
+        match Pin::new(&mut this.io).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if let (Clock::Idle, Some(head)) = (this.clock, this.head) {
+                    if buf.filled().len() > before {
+                        this.clock = Clock::Head;
+                        this.sleep.as_mut().reset(Instant::now() + head);
+                    }
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Pending => match this.sleep.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    let what = match this.clock {
+                        Clock::Head => "request head not received within header_read_timeout",
+                        _ => "idle connection closed after keepalive_timeout",
+                    };
+                    Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, what)))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+            ready => ready,
+        }
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Clocked<IO> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
