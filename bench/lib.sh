@@ -543,6 +543,18 @@ ensure_jq() {
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y jq
 }
 
+# ensure_cmd CMD PACKAGE: install the Debian PACKAGE when CMD is absent
+# (h2load: nghttp2-client).
+ensure_cmd() {
+	command -v "$1" >/dev/null && return 0
+	log "installing $2"
+	local sudo=""
+	[[ $EUID -ne 0 ]] && sudo="sudo"
+	$sudo apt-get update
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y "$2"
+	command -v "$1" >/dev/null || die "$1 still missing after installing $2"
+}
+
 # fs_avail_bytes DIR: bytes available to us on DIR's file system.
 fs_avail_bytes() { df -B1 --output=avail "$1" | tail -1 | tr -d ' '; }
 
@@ -591,7 +603,8 @@ EOT
 # write_calm_config FILE ORIGIN_PORT ZONES_TOML ROUTE_TOML: a calmcache config
 # (threads = 2, keepalive_requests 1000000 as the NGINX configs here, upstream
 # "app" keepalive 32, one [[routes]] table with ROUTE_TOML) on fresh loopback
-# ports; sets PROXY_PORT, ADMIN_PORT.
+# ports; sets PROXY_PORT, ADMIN_PORT. CALM_SERVER_EXTRA goes at the end of
+# the [server] table (keys such as tls_listen, then [[server.tls]] tables).
 write_calm_config() {
 	local file="$1" origin_port="$2" zones="$3" route="$4"
 	PROXY_PORT="$(free_port)"
@@ -602,6 +615,7 @@ write_calm_config() {
 listen = ["127.0.0.1:$PROXY_PORT"]
 threads = 2
 keepalive_requests = 1000000
+${CALM_SERVER_EXTRA:-}
 
 [admin]
 listen = "127.0.0.1:$ADMIN_PORT"
@@ -661,7 +675,8 @@ calm_loader_done() { calm_jq '[.zones[] | select(.disk) | .disk.loader_done] | a
 # tcp_nopush off, keepalive_requests 1000000, temp paths under DIR/tmp,
 # upstream "app" with keepalive 32 when ORIGIN_PORT is set); HTTP_EXTRA goes
 # into the http block (proxy_cache_path, split_clients), LOCATION into
-# `location /`.
+# `location /`. NGINX_LISTEN adds parameters to the listen directive
+# (`ssl http2`), NGINX_SERVER directives to the server block (ssl_certificate).
 nginx_conf() {
 	local dir="$1" port="$2" origin_port="$3" extra="$4" loc="$5" upstream=""
 	mkdir -p "$dir/tmp"
@@ -694,7 +709,8 @@ http {
     $extra
     $upstream
     server {
-        listen 127.0.0.1:$port;
+        listen 127.0.0.1:$port${NGINX_LISTEN:+ $NGINX_LISTEN};
+        ${NGINX_SERVER:-}
         location / {
             $loc
         }

@@ -596,6 +596,47 @@ fn connection_limits_have_defaults_and_are_checked() {
 }
 
 #[test]
+fn connection_clocks_tls_and_h2c_have_defaults_and_are_checked() {
+    let default = load(MINIMAL);
+    assert_eq!(default.server.header_read_timeout, Duration::from_secs(10));
+    assert_eq!(default.server.shutdown_timeout, Duration::from_secs(30));
+    assert!(default.server.tls_listen.is_empty() && default.server.tls.is_empty());
+    assert!(!default.server.h2c);
+    let set = load(&MINIMAL.replace(
+        "[server]",
+        "[server]\nheader_read_timeout = \"2s\"\nshutdown_timeout = \"0s\"\nh2c = true",
+    ));
+    assert_eq!(set.server.header_read_timeout, Duration::from_secs(2));
+    assert_eq!(set.server.shutdown_timeout, Duration::ZERO);
+    assert!(set.server.h2c);
+    let zero = MINIMAL.replace("[server]", "[server]\nheader_read_timeout = \"0s\"");
+    assert_eq!(only_problem(&zero).path, "server.header_read_timeout");
+    let bare = MINIMAL.replace("[server]", "[server]\ntls_listen = [\"127.0.0.1:8443\"]");
+    let problem = only_problem(&bare);
+    assert_eq!(problem.path, "server.tls");
+    assert!(
+        problem.message.contains("no certificate"),
+        "{}",
+        problem.message
+    );
+    let same = MINIMAL
+        .replace("127.0.0.1:0", "127.0.0.1:8080")
+        .replace("[server]", "[server]\ntls_listen = [\"127.0.0.1:8080\"]")
+        + "\n[[server.tls]]\ncert = \"/nonexistent/c.pem\"\nkey = \"/nonexistent/k.pem\"\n";
+    let problems = problems(&same);
+    assert!(
+        problems.iter().any(|p| p.path == "server.tls_listen[0]"),
+        "{problems:?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.path == "server.tls[0]" && p.message.contains("/nonexistent/c.pem")),
+        "{problems:?}"
+    );
+}
+
+#[test]
 fn upstreams_are_required_and_checked() {
     let none = "[server]\nlisten = [\"127.0.0.1:0\"]\n[[routes]]\nupstream = \"app\"\n";
     let found = problems(none);
