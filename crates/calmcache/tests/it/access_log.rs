@@ -2,22 +2,12 @@
 //! cache status per request, reopening after logrotate's rename (in process
 //! and by SIGUSR1 to the binary), and a bad path stopping the start.
 
-use std::path::{Path, PathBuf};
+use crate::{free_port, scratch, Child};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use calmcache_testkit::{get, get_with, Origin, Proxy};
 use http::Method;
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "calmcache-it-log-{name}-{}-{}",
-        std::process::id(),
-        rand::random::<u32>()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// The file's lines once it has at least `n` (polled, at most 5 s).
 async fn wait_lines(path: &Path, n: usize) -> Vec<String> {
@@ -80,7 +70,7 @@ fn parse_combined(line: &str) -> Combined {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn combined_lines_carry_request_status_bytes_and_cache_status() {
     let origin = Origin::start().await;
-    let dir = scratch("combined");
+    let dir = scratch("log-combined");
     let path = dir.join("access.log");
     let proxy = Proxy::new(&origin)
         .access_log(&path, "combined")
@@ -155,7 +145,7 @@ async fn combined_lines_carry_request_status_bytes_and_cache_status() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_lines_parse_with_every_field() {
     let origin = Origin::start().await;
-    let dir = scratch("json");
+    let dir = scratch("log-json");
     let path = dir.join("access.json");
     let proxy = Proxy::new(&origin).access_log(&path, "json").start().await;
     let miss = get_with(
@@ -196,7 +186,7 @@ async fn json_lines_parse_with_every_field() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_rename_and_reopen_lines_go_to_a_new_file() {
     let origin = Origin::start().await;
-    let dir = scratch("reopen");
+    let dir = scratch("log-reopen");
     let path = dir.join("access.log");
     let proxy = Proxy::new(&origin)
         .access_log(&path, "combined")
@@ -221,7 +211,7 @@ async fn after_rename_and_reopen_lines_go_to_a_new_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_gone_before_the_answer_is_logged_as_499() {
     let origin = Origin::start().await;
-    let dir = scratch("499");
+    let dir = scratch("log-499");
     let path = dir.join("access.log");
     let proxy = Proxy::new(&origin)
         .access_log(&path, "combined")
@@ -260,29 +250,10 @@ fn an_access_log_that_cannot_be_opened_stops_the_start() {
     );
 }
 
-/// A child process killed and reaped when dropped, so a failing assertion
-/// never leaves a calmcache running.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_reopens_its_access_log_on_sigusr1() {
     let origin = Origin::start().await;
-    let dir = scratch("sigusr1");
+    let dir = scratch("log-sigusr1");
     let path = dir.join("access.log");
     let port = free_port();
     let config = dir.join("calmcache.toml");

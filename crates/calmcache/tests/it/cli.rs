@@ -1,5 +1,6 @@
 //! The binary: `check` exit codes and messages, `demo` banner and taken ports.
 
+use crate::free_port;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -77,14 +78,6 @@ fn unknown_keys_are_errors_with_their_path() {
     let out = check("[server]\nlisten = [\"127.0.0.1:8080\"]\nlisten_typo = 1\n");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("server.listen_typo"));
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[test]

@@ -3,28 +3,17 @@
 //! config errors, the head and idle clocks, graceful shutdown, and reload
 //! (valid and invalid, under load, with listeners re-bound and zones kept).
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::{free_port, scratch, signal, wait_until, Child};
 use calmcache::config::Config;
 use calmcache_testkit::tls::{tls_get, TestCa};
 use calmcache_testkit::{get, get_with, Origin, Proxy};
 use http::Method;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "calmcache-it-conn-{name}-{}-{}",
-        std::process::id(),
-        rand::random::<u32>()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// `curl` over TLS to `name` (resolved to the proxy), trusting the test CA:
 /// (HTTP version, status, headers and body).
@@ -71,7 +60,7 @@ fn tls_keys(a: &calmcache_testkit::tls::Leaf, b: &calmcache_testkit::tls::Leaf) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_picks_the_certificate_by_sni_and_speaks_http2_to_curl() {
     let origin = Origin::start().await;
-    let dir = scratch("tls");
+    let dir = scratch("conn-tls");
     let ca = TestCa::new(&dir);
     let a = ca.leaf("a", &["a.test"]);
     let b = ca.leaf("b", &["b.test", "*.b.test"]);
@@ -159,7 +148,7 @@ async fn h2c_prior_knowledge_is_served_on_plain_listeners_when_enabled() {
 
 #[test]
 fn bad_certificate_files_are_config_errors_naming_the_file() {
-    let dir = scratch("badcert");
+    let dir = scratch("conn-badcert");
     let ca = TestCa::new(&dir);
     let a = ca.leaf("a", &["a.test"]);
     let b = ca.leaf("b", &["b.test"]);
@@ -298,11 +287,12 @@ async fn graceful_shutdown_lets_requests_in_flight_finish() {
             async move { get_with(Method::GET, &url, &[("x-origin-delay-ms", "1500")]).await },
         );
     // Let it reach the origin, then stop with time to spare.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while origin.hits_for("/slow") == 0 {
-        assert!(Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_until(
+        Duration::from_secs(5),
+        "the request reaches the origin",
+        || origin.hits_for("/slow") > 0,
+    )
+    .await;
     let stopping = tokio::spawn(proxy.stop_within(Duration::from_secs(10)));
     tokio::time::sleep(Duration::from_millis(200)).await;
     // No new connections once stopping.
@@ -420,18 +410,10 @@ fn reload_config(origin: &Origin, listen: &[String], admin: u16, extra_route: &s
     )
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reload_under_load_fails_no_request_and_keeps_the_zone() {
     let origin = Origin::start().await;
-    let dir = scratch("reload");
+    let dir = scratch("conn-reload");
     let path = dir.join("calmcache.toml");
     let (first, second, admin) = (free_port(), free_port(), free_port());
     let one = vec![format!("127.0.0.1:{first}")];
@@ -516,20 +498,10 @@ async fn reload_under_load_fails_no_request_and_keeps_the_zone() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A child process killed and reaped when dropped.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_reloads_on_sighup_and_calmcache_reload_and_stops_gracefully_on_sigterm() {
     let origin = Origin::start().await;
-    let dir = scratch("bin-reload");
+    let dir = scratch("conn-bin-reload");
     let path = dir.join("calmcache.toml");
     let (port, admin) = (free_port(), free_port());
     let listen = vec![format!("127.0.0.1:{port}")];
@@ -564,20 +536,18 @@ async fn the_binary_reloads_on_sighup_and_calmcache_reload_and_stops_gracefully_
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("server.threads"));
     // SIGHUP with the broken file: logged, still serving.
-    let pid = child.0.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-HUP", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .contains("reload refused")
-    {
-        assert!(Instant::now() < deadline, "no refusal logged");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    signal(&child, "-HUP");
+    let logged = |text: &str, n: usize| {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .matches(text)
+            .count()
+            >= n
+    };
+    wait_until(Duration::from_secs(5), "no refusal logged", || {
+        logged("reload refused", 1)
+    })
+    .await;
     assert_eq!(get(&url("/b")).await.status, 200);
     // A good file through `calmcache reload`: a new route applies.
     let route = "[[routes]]\nname = \"new\"\nmatch = \"^/new\"\nupstream = \"origin\"\n";
@@ -596,36 +566,23 @@ async fn the_binary_reloads_on_sighup_and_calmcache_reload_and_stops_gracefully_
     get(&url("/new/x")).await;
     assert_eq!(origin.hits_for("/new/x"), 2, "the new route does not cache");
     // SIGHUP with the good file: reloaded again.
-    assert!(Command::new("kill")
-        .args(["-HUP", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .matches("config reloaded")
-        .count()
-        < 2
-    {
-        assert!(Instant::now() < deadline, "no second reload logged");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    signal(&child, "-HUP");
+    wait_until(Duration::from_secs(5), "no second reload logged", || {
+        logged("config reloaded", 2)
+    })
+    .await;
     // SIGTERM during a slow request: it finishes, then the process exits 0.
     let slow = tokio::spawn({
         let url = url("/slow");
         async move { get_with(Method::GET, &url, &[("x-origin-delay-ms", "1000")]).await }
     });
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while origin.hits_for("/slow") == 0 {
-        assert!(Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
+    wait_until(
+        Duration::from_secs(5),
+        "the request reaches the origin",
+        || origin.hits_for("/slow") > 0,
+    )
+    .await;
+    signal(&child, "-TERM");
     let reply = slow.await.unwrap();
     assert_eq!(reply.status, 200);
     let deadline = Instant::now() + Duration::from_secs(10);

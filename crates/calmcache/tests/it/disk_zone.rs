@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+use crate::free_port;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -529,14 +530,6 @@ impl Drop for Killed {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 async fn wait_listening(port: u16) {

@@ -40,6 +40,57 @@ use std::time::Duration;
 use calmcache_testkit::proxy::RunningProxy;
 use calmcache_testkit::{Origin, Proxy};
 
+/// A fresh, empty directory under the temp dir for one test.
+pub fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "calmcache-it-{name}-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A loopback port free a moment ago (for processes that need a fixed one).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child process killed and reaped when dropped, so a failing assertion
+/// never leaves a calmcache running.
+pub struct Child(pub std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Sends `signal` (`-HUP`, `-TERM`, ...) to `child`.
+pub fn signal(child: &Child, signal: &str) {
+    let pid = child.0.id().to_string();
+    let sent = std::process::Command::new("kill")
+        .args([signal, &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill {signal} {pid}");
+}
+
+/// Polls `done` every 25 ms until it holds; panics with `what` after `limit`.
+pub async fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
 /// Concurrency for load loops: enough to stampede, bounded.
 pub const CLIENTS: usize = 200;
 

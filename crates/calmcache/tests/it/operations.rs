@@ -2,6 +2,7 @@
 //! after known traffic, health and readiness, the admin token, and purges
 //! (URL, prefix, tag, all; hard and soft; memory and disk zones; `PURGE`).
 
+use crate::scratch;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -10,14 +11,6 @@ use calmcache_testkit::{get, get_with, request, request_with_body, Origin, Proxy
 use http::Method;
 
 const TOKEN: &str = "s3cret-token-for-tests";
-
-fn scratch(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!(
-        "calmcache-it-ops-{name}-{}-{}",
-        std::process::id(),
-        rand::random::<u32>()
-    ))
-}
 
 async fn purge(proxy: &RunningProxy, body: &str) -> Reply {
     let auth = format!("Bearer {TOKEN}");
@@ -214,7 +207,7 @@ fn a_non_loopback_admin_listener_needs_a_token() {
         err.contains("admin.listen") && err.contains("no token"),
         "{err}"
     );
-    let file = scratch("token");
+    let file = scratch("ops-token").join("token");
     std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
     let text = format!(
         "{base}listen = \"0.0.0.0:9090\"\ntoken_file = {:?}\n",
@@ -245,7 +238,7 @@ async fn purge_proxy(origin: &Origin, disk: Option<&PathBuf>, route: &str) -> Ru
 async fn purges_by_url_prefix_tag_and_all_on_memory_and_disk_zones() {
     for disk in [false, true] {
         let origin = Origin::start().await;
-        let dir = scratch("purge");
+        let dir = scratch("ops-purge");
         let proxy = purge_proxy(
             &origin,
             disk.then_some(&dir),
@@ -306,7 +299,7 @@ async fn a_soft_purge_under_load_reaches_the_origin_once_per_object() {
         (false, "none"),
     ] {
         let origin = Origin::start().await;
-        let dir = scratch("soft");
+        let dir = scratch("ops-soft");
         let route = format!("ttl = {{ 200 = \"60s\" }}\nrefresh = \"{refresh}\"");
         let proxy = purge_proxy(&origin, disk.then_some(&dir), &route).await;
         for path in ["/hot/1", "/hot/2"] {
