@@ -44,6 +44,8 @@ pub struct Status {
     pub upstreams: BTreeMap<String, UpstreamStatus>,
     /// Purges served.
     pub purges: Purges,
+    /// Config reloads.
+    pub reloads: Reloads,
     /// The access log, when one is configured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub access_log: Option<AccessLogStatus>,
@@ -101,6 +103,15 @@ pub struct UpstreamStatus {
 pub struct AccessLogStatus {
     /// Lines lost: the writer's queue was full, or a write failed.
     pub dropped: u64,
+}
+
+/// Reload counters.
+#[derive(Serialize, Debug)]
+pub struct Reloads {
+    /// Reloads applied.
+    pub ok: u64,
+    /// Reloads refused (the config before them stayed).
+    pub failed: u64,
 }
 
 /// Purge counters.
@@ -272,6 +283,10 @@ pub fn status(proxy: &Proxy) -> Status {
         purges: Purges {
             requests: m.purge_requests.get(),
             objects: m.purged_objects.get(),
+        },
+        reloads: Reloads {
+            ok: m.reloads_ok.get(),
+            failed: m.reloads_failed.get(),
         },
         access_log: proxy.access_log.get().map(|log| AccessLogStatus {
             dropped: log.dropped(),

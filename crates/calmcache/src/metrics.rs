@@ -158,6 +158,10 @@ pub struct Metrics {
     pub websockets_active: AtomicU64,
     /// WebSocket tunnels opened since start.
     pub websockets_total: Counter,
+    /// Reloads applied (SIGHUP, `POST /reload`).
+    pub reloads_ok: Counter,
+    /// Reloads refused (invalid config, a port taken); the config before stays.
+    pub reloads_failed: Counter,
 }
 
 impl Default for Metrics {
@@ -172,6 +176,8 @@ impl Default for Metrics {
             purged_objects: Counter::default(),
             websockets_active: AtomicU64::new(0),
             websockets_total: Counter::default(),
+            reloads_ok: Counter::default(),
+            reloads_failed: Counter::default(),
         }
     }
 }

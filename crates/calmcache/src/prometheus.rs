@@ -262,6 +262,20 @@ pub fn render(status: &Status) -> String {
         &[],
         status.purges.objects as f64,
     );
+    family(
+        o,
+        "calmcache_reloads_total",
+        "counter",
+        "Config reloads, applied (ok) or refused (failed).",
+    );
+    for (result, n) in [("ok", status.reloads.ok), ("failed", status.reloads.failed)] {
+        sample(
+            o,
+            "calmcache_reloads_total",
+            &[("result", result)],
+            n as f64,
+        );
+    }
     out
 }
 

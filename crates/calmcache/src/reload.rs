@@ -132,6 +132,7 @@ impl Reloader {
         let config = match read {
             Ok(Ok(config)) => config,
             Ok(Err(e)) => {
+                self.live.proxy().metrics.reloads_failed.inc();
                 let errors: Vec<String> = e.to_string().lines().map(str::to_owned).collect();
                 for line in &errors {
                     tracing::error!("reload refused, still running the previous config: {line}");
@@ -147,11 +148,14 @@ impl Reloader {
     /// error (a port taken, a zone directory unusable) nothing changed.
     pub async fn apply(self: &Arc<Self>, config: Config) -> Result<Outcome, Vec<String>> {
         let result = self.apply_now(config);
+        let metrics = self.live.proxy().metrics.clone();
         match &result {
             Ok(outcome) => {
+                metrics.reloads_ok.inc();
                 tracing::info!(changes = ?outcome.notes, "config reloaded");
             }
             Err(errors) => {
+                metrics.reloads_failed.inc();
                 for e in errors {
                     tracing::error!("reload refused, still running the previous config: {e}");
                 }

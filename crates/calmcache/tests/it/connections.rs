@@ -460,6 +460,15 @@ async fn reload_under_load_fails_no_request_and_keeps_the_zone() {
     .await;
     assert_eq!(r.status, 200, "{}", r.body);
     tokio::time::sleep(Duration::from_millis(300)).await;
+    let status = get(&format!("http://127.0.0.1:{admin}/status")).await;
+    let status: serde_json::Value = serde_json::from_str(&status.body).unwrap();
+    assert_eq!(status["reloads"]["ok"], 2, "{}", status["reloads"]);
+    assert_eq!(status["reloads"]["failed"], 1, "{}", status["reloads"]);
+    let metrics = get(&format!("http://127.0.0.1:{admin}/metrics")).await.body;
+    assert!(
+        metrics.contains("calmcache_reloads_total{result=\"failed\"} 1"),
+        "{metrics}"
+    );
     let (ok, failed, errors) = load.finish().await;
     assert_eq!(failed, 0, "failed requests during reloads: {errors:?}");
     assert!(ok > 100, "the load ran ({ok} answers)");
