@@ -44,7 +44,9 @@ use crate::respond::error_response;
 use crate::state::{Route, Worker};
 
 /// Bytes read at once in each direction (two buffers per tunnel).
-const BUFFER: usize = 8 * 1024;
+/// One page, as NGINX's `proxy_buffer_size`: at 9,500 tunnels the buffers
+/// are most of a tunnel's memory, and WebSocket messages are small.
+const BUFFER: usize = 4 * 1024;
 
 /// A worker's tunnels: each holds a receiver of the stop flag, so closing
 /// can tell them to end and wait until they have.
@@ -317,18 +319,30 @@ where
         clock.touch();
         let mut sent = 0;
         while sent < n {
-            let w = timeout(write_limit, to.write(&buf[sent..n]))
+            let w = bounded(to.write(&buf[sent..n]), write_limit)
                 .await
-                .map_err(|_| stalled())??;
+                .ok_or_else(stalled)??;
             if w == 0 {
                 return Err(std::io::ErrorKind::WriteZero.into());
             }
             sent += w;
             clock.touch();
         }
-        timeout(write_limit, to.flush())
+        bounded(to.flush(), write_limit)
             .await
-            .map_err(|_| stalled())??;
+            .ok_or_else(stalled)??;
+    }
+}
+
+/// `fut`, or `None` when it takes longer than `limit`. A future ready at
+/// its first poll (a write the socket takes at once: nearly all of them)
+/// never arms a timer.
+async fn bounded<F: std::future::Future>(fut: F, limit: Duration) -> Option<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(fut.as_mut().poll(cx))).await;
+    match first {
+        std::task::Poll::Ready(out) => Some(out),
+        std::task::Poll::Pending => timeout(limit, fut).await.ok(),
     }
 }
 
