@@ -105,6 +105,8 @@ print_versions() {
 	{
 		echo "## versions"
 		echo "calmcache   git $rev$dirty ($("$CALMCACHE" --version 2>/dev/null || echo '?'))"
+		# git above is the work tree's; a BENCH_CALMCACHE binary may be older.
+		[[ -n "${BENCH_CALMCACHE:-}" ]] && echo "            binary $CALMCACHE, built $(date -u -r "$CALMCACHE" +%Y-%m-%dT%H:%M:%SZ)"
 		echo "nginx       $(nginx -v 2>&1 | sed 's/^nginx version: //')"
 		echo "varnishd    $(varnishd -V 2>&1 | head -1)"
 		echo "wrk         $(wrk -v 2>&1 | head -1 | awk '{print $2}')"
@@ -162,6 +164,13 @@ free_port() {
 		port=$((20000 + RANDOM % 12000))
 		grep -qx "$port" <<<"$used" && continue
 		[[ " ${BENCH_PORTS[*]} " == *" $port "* ]] && continue
+		# Callers run this in $(...), where BENCH_PORTS+= is lost: the ports
+		# handed out are also kept in a file, so two of them never collide
+		# before their servers listen (admin port = TLS port, seen once).
+		if [[ -n "$BENCH_TMP" ]]; then
+			grep -qx "$port" "$BENCH_TMP/.ports" 2>/dev/null && continue
+			echo "$port" >>"$BENCH_TMP/.ports"
+		fi
 		BENCH_PORTS+=("$port")
 		echo "$port"
 		return 0
