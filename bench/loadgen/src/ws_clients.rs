@@ -196,6 +196,20 @@ struct ClientReport {
     rtt_us: Vec<u32>,
     lag_sum_us: u64,
     lag_max_us: u32,
+    /// Per second of the message clock (by send time): the largest round
+    /// trip, the round trips over `SLOW_US`, the largest send lag (µs).
+    sec_rtt_max: Vec<u32>,
+    sec_slow: Vec<u32>,
+    sec_lag_max: Vec<u32>,
+}
+
+/// A round trip over this counts as slow in the per-second timeline.
+const SLOW_US: u32 = 10_000;
+
+/// Index of the timeline second of `at` (sends before the clock: 0).
+fn second_of(at: Instant, clock: Instant, len: usize) -> usize {
+    let s = at.saturating_duration_since(clock).as_secs() as usize;
+    s.min(len.saturating_sub(1))
 }
 
 /// The message of client `g`, sequence `k`, padded to `bytes`.
@@ -295,6 +309,10 @@ async fn client(plan: Plan) -> ClientReport {
     let mut pending: VecDeque<(u64, Instant)> = VecDeque::new();
     let mut k: u64 = 0;
     r.rtt_us.reserve(plan.messages as usize);
+    let secs = (last_due + plan.drain).duration_since(plan.clock).as_secs() as usize + 1;
+    r.sec_rtt_max = vec![0; secs];
+    r.sec_slow = vec![0; secs];
+    r.sec_lag_max = vec![0; secs];
     loop {
         let due = first + plan.interval * k as u32;
         tokio::select! {
@@ -305,7 +323,11 @@ async fn client(plan: Plan) -> ClientReport {
                         (Some(s), Some(&(want, sent_at))) if s == want => {
                             pending.pop_front();
                             r.echoed += 1;
-                            r.rtt_us.push(micros(sent_at.elapsed()));
+                            let rtt = micros(sent_at.elapsed());
+                            r.rtt_us.push(rtt);
+                            let i = second_of(sent_at, plan.clock, secs);
+                            r.sec_rtt_max[i] = r.sec_rtt_max[i].max(rtt);
+                            r.sec_slow[i] += u32::from(rtt > SLOW_US);
                         }
                         _ => r.wrong += 1,
                     }
@@ -330,6 +352,8 @@ async fn client(plan: Plan) -> ClientReport {
                 let lag = micros(now.saturating_duration_since(due));
                 r.lag_sum_us += u64::from(lag);
                 r.lag_max_us = r.lag_max_us.max(lag);
+                let i = second_of(now, plan.clock, secs);
+                r.sec_lag_max[i] = r.sec_lag_max[i].max(lag);
                 pending.push_back((k, now));
                 let text = message(plan.g, k, plan.message_bytes);
                 k += 1;
@@ -498,7 +522,11 @@ fn summarize(
     let mut rtt: Vec<u32> = Vec::with_capacity(reports.len() * messages as usize);
     let mut connect: Vec<u32> = Vec::with_capacity(reports.len());
     let mut last_connected = Duration::ZERO;
+    let (mut t_rtt, mut t_slow, mut t_lag) = (Vec::new(), Vec::new(), Vec::new());
     for r in reports {
+        fold(&mut t_rtt, &r.sec_rtt_max, u32::max);
+        fold(&mut t_slow, &r.sec_slow, |a, b| a + b);
+        fold(&mut t_lag, &r.sec_lag_max, u32::max);
         if let Some(e) = &r.connect_error {
             tally(&mut connect_errors, e);
         }
@@ -560,7 +588,41 @@ fn summarize(
         "connect_ms": dist_json(&mut connect),
         "send_lag_ms": {"mean": lag_mean, "max": round3(f64::from(lag_max) / 1000.0)},
         "samples_file": samples_file,
+        "timeline": timeline_json(&t_rtt, &t_slow, &t_lag),
     })
+}
+
+/// Element-wise `f` of `from` into `into` (grown as needed).
+fn fold(into: &mut Vec<u32>, from: &[u32], f: impl Fn(u32, u32) -> u32) {
+    if into.len() < from.len() {
+        into.resize(from.len(), 0);
+    }
+    for (a, &b) in into.iter_mut().zip(from) {
+        *a = f(*a, b);
+    }
+}
+
+/// Per second of the message clock: the largest round trip (ms), round
+/// trips over 10 ms, the largest send lag (ms).
+fn timeline_json(rtt_max: &[u32], slow: &[u32], lag_max: &[u32]) -> Value {
+    let ms = |v: &[u32]| -> Vec<f64> { v.iter().map(|&x| round3(f64::from(x) / 1000.0)).collect() };
+    json!({
+        "rtt_max_ms": ms(rtt_max),
+        "slow_10ms": slow,
+        "lag_max_ms": ms(lag_max),
+    })
+}
+
+/// A timeline array of a summary, back in µs (or counts).
+fn timeline_of(v: &Value, key: &str, scale: f64) -> Vec<u32> {
+    v["timeline"][key]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| (x.as_f64().unwrap_or(0.0) * scale).round() as u32)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// `u32 n`, n round trips, `u32 m`, m connect times; all µs, little-endian.
@@ -623,6 +685,7 @@ fn merge(files: &[PathBuf]) -> Result<Value> {
     let (mut rtt, mut connect) = (Vec::new(), Vec::new());
     let (mut ramp, mut late, mut lag_max, mut lag_weighted) = (0f64, 0f64, 0f64, 0f64);
     let mut first: Option<Value> = None;
+    let (mut t_rtt, mut t_slow, mut t_lag) = (Vec::new(), Vec::new(), Vec::new());
     for f in files {
         let text = std::fs::read_to_string(f).with_context(|| format!("read {}", f.display()))?;
         let line = text
@@ -651,6 +714,11 @@ fn merge(files: &[PathBuf]) -> Result<Value> {
         let samples = v["samples_file"]
             .as_str()
             .with_context(|| format!("{}: no samples_file (run with --samples)", f.display()))?;
+        fold(&mut t_rtt, &timeline_of(&v, "rtt_max_ms", 1000.0), u32::max);
+        fold(&mut t_slow, &timeline_of(&v, "slow_10ms", 1.0), |a, b| {
+            a + b
+        });
+        fold(&mut t_lag, &timeline_of(&v, "lag_max_ms", 1000.0), u32::max);
         let (r, c) = read_samples(samples)?;
         rtt.extend(r);
         connect.extend(c);
@@ -667,6 +735,7 @@ fn merge(files: &[PathBuf]) -> Result<Value> {
         "late_ramp_s": round3(late),
         "rtt_ms": dist_json(&mut rtt),
         "connect_ms": dist_json(&mut connect),
+        "timeline": timeline_json(&t_rtt, &t_slow, &t_lag),
     });
     for (c, n) in sums {
         out[c] = json!(n);
@@ -747,6 +816,16 @@ mod tests {
         std::fs::remove_file(&dir)?;
         assert_eq!((r, c), (vec![1, 2, 3], vec![9]));
         Ok(())
+    }
+
+    #[test]
+    fn timelines_fold_and_round_trip() {
+        let mut into = vec![1, 5];
+        fold(&mut into, &[3, 2, 7], u32::max);
+        assert_eq!(into, vec![3, 5, 7]);
+        let v = json!({ "timeline": timeline_json(&[1500, 20], &[2, 0], &[0, 0]) });
+        assert_eq!(timeline_of(&v, "rtt_max_ms", 1000.0), vec![1500, 20]);
+        assert_eq!(timeline_of(&v, "slow_10ms", 1.0), vec![2, 0]);
     }
 
     #[test]
