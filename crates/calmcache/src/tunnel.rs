@@ -117,6 +117,12 @@ fn keep_upgrade_headers(headers: &mut HeaderMap) {
         .map(|(name, value)| (name.clone(), value.clone()))
         .collect();
     strip_hop_by_hop(headers);
+    // Those strip_hop_by_hop left (Sec-WebSocket-* unless `Connection`
+    // named them) go too, or each would be sent twice: a doubled
+    // Sec-WebSocket-Accept fails the handshake in browsers and Node's `ws`.
+    for (name, _) in &kept {
+        headers.remove(name);
+    }
     for (name, value) in kept {
         headers.append(name, value);
     }
@@ -408,6 +414,21 @@ mod tests {
         assert_eq!(h["origin"], "http://example.com");
         assert!(!h.contains_key("x-secret"));
         assert!(!h.contains_key("keep-alive"));
+        // Each field once, values as they came (two protocol lines stay two).
+        for name in ["upgrade", "sec-websocket-key", "sec-websocket-version"] {
+            assert_eq!(h.get_all(name).iter().count(), 1, "{name}");
+        }
+        let mut two = headers(&[
+            ("connection", "upgrade"),
+            ("upgrade", "websocket"),
+            ("sec-websocket-accept", "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="),
+            ("sec-websocket-protocol", "chat"),
+            ("sec-websocket-protocol", "superchat"),
+        ]);
+        keep_upgrade_headers(&mut two);
+        assert_eq!(two.get_all("sec-websocket-accept").iter().count(), 1);
+        let protocols: Vec<_> = two.get_all("sec-websocket-protocol").iter().collect();
+        assert_eq!(protocols, ["chat", "superchat"]);
     }
 
     /// Drives `pump` over in-memory pipes: `(client end, upstream end, task)`.

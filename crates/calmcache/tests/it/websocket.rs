@@ -209,6 +209,47 @@ async fn text_binary_fragmented_and_large_messages_echo_through_the_proxy() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handshake_headers_pass_once_each_way() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (server, seen) = echo_server().await;
+    let proxy = proxy_for(server, "", "").await;
+    let mut tcp = TcpStream::connect(proxy.host()).await.unwrap();
+    let head = format!(
+        "GET /once HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        proxy.host()
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0, "closed before the 101: {got:?}");
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got).to_ascii_lowercase();
+    assert!(text.starts_with("http/1.1 101"), "{text}");
+    // Browsers and Node's ws refuse a doubled accept value.
+    assert_eq!(text.matches("sec-websocket-accept:").count(), 1, "{text}");
+    assert!(
+        text.contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="),
+        "{text}"
+    );
+    let headers = seen.headers.lock().unwrap().clone().unwrap();
+    for name in ["sec-websocket-key", "sec-websocket-version", "upgrade"] {
+        assert_eq!(
+            headers.get_all(name).iter().count(),
+            1,
+            "{name}: {headers:?}"
+        );
+    }
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ping_is_answered_with_pong_through_the_proxy() {
     let (server, _seen) = echo_server().await;
     let proxy = proxy_for(server, "", "").await;
