@@ -13,7 +13,11 @@
 //! unchanged. The round trip is timed from just before the send to the
 //! echo's arrival (the timer's lateness, `send_lag`, is reported apart).
 //! After the last message every client waits up to `--drain` for its
-//! outstanding echoes, then closes with a close handshake.
+//! outstanding echoes; then all clients close with a close handshake at one
+//! instant, 1 s after the last message of the clock was due (a client that
+//! closed as soon as it was done would load the proxy with its close while
+//! others still send, and the round trips of the last second would measure
+//! that); the close handshakes are timed apart (`close_ms`).
 //!
 //! Everything is bounded: connects by `--connect-timeout`, the run by
 //! `start + duration + drain + 10 s` (clients still running then are
@@ -41,7 +45,9 @@ use tokio_tungstenite::tungstenite::Message;
 /// Extra time after start + duration + drain before everything is abandoned.
 const HARD_STOP_GRACE: Duration = Duration::from_secs(10);
 /// How long a client waits for the server's reply to its close.
-const CLOSE_WAIT: Duration = Duration::from_secs(2);
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
+/// All clients close this long after the last message of the clock was due.
+const CLOSE_AFTER: Duration = Duration::from_secs(1);
 
 #[derive(Parser, Debug)]
 #[command(
@@ -193,6 +199,8 @@ struct ClientReport {
     dropped: Option<String>,
     /// The close handshake completed (server's close came back).
     clean_close: bool,
+    /// How long the close handshake took.
+    close_us: Option<u32>,
     rtt_us: Vec<u32>,
     lag_sum_us: u64,
     lag_max_us: u32,
@@ -264,6 +272,7 @@ struct Plan {
     messages: u64,
     message_bytes: usize,
     drain: Duration,
+    close_at: Instant,
     process_start: Instant,
 }
 
@@ -373,6 +382,8 @@ async fn client(plan: Plan) -> ClientReport {
     r.missing = pending.len() as u64;
     r.unsent = plan.messages - k;
     if r.dropped.is_none() {
+        sleep_until(plan.close_at).await;
+        let closing_from = Instant::now();
         // Close handshake: send ours, read until the server's close (or EOF).
         let closing = async {
             ws.close(None).await.ok()?;
@@ -386,6 +397,9 @@ async fn client(plan: Plan) -> ClientReport {
             Some(())
         };
         r.clean_close = matches!(timeout(CLOSE_WAIT, closing).await, Ok(Some(())));
+        if r.clean_close {
+            r.close_us = Some(micros(closing_from.elapsed()));
+        }
     }
     r
 }
@@ -452,7 +466,9 @@ async fn run(args: RunArgs) -> Result<Value> {
             args.ramp_rate
         );
     }
-    let hard_stop = clock + args.interval + args.duration + args.drain + HARD_STOP_GRACE;
+    let close_at = clock + args.interval * messages as u32 + CLOSE_AFTER;
+    let hard_stop =
+        clock + args.interval + args.duration + args.drain + CLOSE_WAIT + HARD_STOP_GRACE;
 
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..args.clients {
@@ -469,6 +485,7 @@ async fn run(args: RunArgs) -> Result<Value> {
             messages,
             message_bytes,
             drain: args.drain,
+            close_at,
             process_start,
         };
         tasks.spawn(client(plan));
@@ -521,6 +538,7 @@ fn summarize(
     let (mut clean_closes, mut lag_sum, mut lag_max) = (0u64, 0u64, 0u32);
     let mut rtt: Vec<u32> = Vec::with_capacity(reports.len() * messages as usize);
     let mut connect: Vec<u32> = Vec::with_capacity(reports.len());
+    let mut close: Vec<u32> = Vec::with_capacity(reports.len());
     let mut last_connected = Duration::ZERO;
     let (mut t_rtt, mut t_slow, mut t_lag) = (Vec::new(), Vec::new(), Vec::new());
     for r in reports {
@@ -544,12 +562,13 @@ fn summarize(
         lag_max = lag_max.max(r.lag_max_us);
         rtt.extend_from_slice(&r.rtt_us);
         connect.extend(r.connect_us);
+        close.extend(r.close_us);
         last_connected = last_connected.max(r.connected_at.unwrap_or_default());
     }
     // Clients abandoned at the hard stop: all their messages count as unsent.
     unsent += unfinished as u64 * messages;
     let samples_file = args.samples.as_ref().map(|p| {
-        if let Err(e) = write_samples(p, &rtt, &connect) {
+        if let Err(e) = write_samples(p, &rtt, &connect, &close) {
             eprintln!("ws-clients: cannot write {}: {e:#}", p.display());
         }
         p.display().to_string()
@@ -586,6 +605,7 @@ fn summarize(
         "unfinished": unfinished,
         "rtt_ms": dist_json(&mut rtt),
         "connect_ms": dist_json(&mut connect),
+        "close_ms": dist_json(&mut close),
         "send_lag_ms": {"mean": lag_mean, "max": round3(f64::from(lag_max) / 1000.0)},
         "samples_file": samples_file,
         "timeline": timeline_json(&t_rtt, &t_slow, &t_lag),
@@ -625,10 +645,11 @@ fn timeline_of(v: &Value, key: &str, scale: f64) -> Vec<u32> {
         .unwrap_or_default()
 }
 
-/// `u32 n`, n round trips, `u32 m`, m connect times; all µs, little-endian.
-fn write_samples(path: &PathBuf, rtt: &[u32], connect: &[u32]) -> Result<()> {
-    let mut out = Vec::with_capacity(8 + 4 * (rtt.len() + connect.len()));
-    for list in [rtt, connect] {
+/// Three lists, each `u32 n` then n values: round trips, connect times,
+/// close handshakes; all µs, little-endian.
+fn write_samples(path: &PathBuf, rtt: &[u32], connect: &[u32], close: &[u32]) -> Result<()> {
+    let mut out = Vec::with_capacity(12 + 4 * (rtt.len() + connect.len() + close.len()));
+    for list in [rtt, connect, close] {
         out.extend_from_slice(&(list.len() as u32).to_le_bytes());
         for v in list {
             out.extend_from_slice(&v.to_le_bytes());
@@ -638,7 +659,9 @@ fn write_samples(path: &PathBuf, rtt: &[u32], connect: &[u32]) -> Result<()> {
     Ok(())
 }
 
-fn read_samples(path: &str) -> Result<(Vec<u32>, Vec<u32>)> {
+type Samples = (Vec<u32>, Vec<u32>, Vec<u32>);
+
+fn read_samples(path: &str) -> Result<Samples> {
     let mut bytes = Vec::new();
     std::fs::File::open(path)
         .with_context(|| format!("open {path}"))?
@@ -656,7 +679,8 @@ fn read_samples(path: &str) -> Result<(Vec<u32>, Vec<u32>)> {
     };
     let rtt = take()?;
     let connect = take()?;
-    Ok((rtt, connect))
+    let close = take()?;
+    Ok((rtt, connect, close))
 }
 
 /// Sums the counters of several summaries, merges their tallies, and takes
@@ -682,7 +706,7 @@ fn merge(files: &[PathBuf]) -> Result<Value> {
         "unfinished",
     ];
     let mut kinds: BTreeMap<&str, BTreeMap<String, u64>> = BTreeMap::new();
-    let (mut rtt, mut connect) = (Vec::new(), Vec::new());
+    let (mut rtt, mut connect, mut close) = (Vec::new(), Vec::new(), Vec::new());
     let (mut ramp, mut late, mut lag_max, mut lag_weighted) = (0f64, 0f64, 0f64, 0f64);
     let mut first: Option<Value> = None;
     let (mut t_rtt, mut t_slow, mut t_lag) = (Vec::new(), Vec::new(), Vec::new());
@@ -719,9 +743,10 @@ fn merge(files: &[PathBuf]) -> Result<Value> {
             a + b
         });
         fold(&mut t_lag, &timeline_of(&v, "lag_max_ms", 1000.0), u32::max);
-        let (r, c) = read_samples(samples)?;
+        let (r, c, cl) = read_samples(samples)?;
         rtt.extend(r);
         connect.extend(c);
+        close.extend(cl);
         first.get_or_insert(v);
     }
     let first = first.unwrap_or(Value::Null);
@@ -735,6 +760,7 @@ fn merge(files: &[PathBuf]) -> Result<Value> {
         "late_ramp_s": round3(late),
         "rtt_ms": dist_json(&mut rtt),
         "connect_ms": dist_json(&mut connect),
+        "close_ms": dist_json(&mut close),
         "timeline": timeline_json(&t_rtt, &t_slow, &t_lag),
     });
     for (c, n) in sums {
@@ -811,10 +837,10 @@ mod tests {
     #[test]
     fn samples_file_round_trips() -> Result<()> {
         let dir = std::env::temp_dir().join(format!("ws-clients-test-{}", std::process::id()));
-        write_samples(&dir, &[1, 2, 3], &[9])?;
-        let (r, c) = read_samples(&dir.display().to_string())?;
+        write_samples(&dir, &[1, 2, 3], &[9], &[4, 5])?;
+        let got = read_samples(&dir.display().to_string())?;
         std::fs::remove_file(&dir)?;
-        assert_eq!((r, c), (vec![1, 2, 3], vec![9]));
+        assert_eq!(got, (vec![1, 2, 3], vec![9], vec![4, 5]));
         Ok(())
     }
 
