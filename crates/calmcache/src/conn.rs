@@ -112,10 +112,9 @@ pub enum Protocol {
 /// to finish gracefully (one body for three connection types that share
 /// `graceful_shutdown` by name only).
 macro_rules! drive {
-    ($conn:expr, $peer:expr, $drain:expr, $guard:expr) => {
+    ($conn:expr, $peer:expr, $drain:expr) => {
         async move {
-            let (conn, peer, mut drain, guard) = ($conn, $peer, $drain, $guard);
-            let _open = guard;
+            let (conn, peer, mut drain) = ($conn, $peer, $drain);
             let mut conn = std::pin::pin!(conn);
             let ended = tokio::select! {
                 ended = conn.as_mut() => ended,
@@ -174,6 +173,7 @@ pub(crate) fn spawn<IO, S, F, B>(
         settings.keepalive_timeout,
         heads,
         accepted + settings.header_read_timeout,
+        guard,
     ));
     let served = AtomicU32::new(0);
     let service = service_fn(move |req: Request<Incoming>| {
@@ -213,14 +213,14 @@ pub(crate) fn spawn<IO, S, F, B>(
                 .serve_connection(io, service)
                 // WebSocket handshakes hand the connection to a tunnel (tunnel.rs).
                 .with_upgrades();
-            tokio::spawn(drive!(conn, peer, drain, guard));
+            tokio::spawn(drive!(conn, peer, drain));
         }
         Protocol::Http2 => {
             let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                 .timer(TokioTimer::new())
                 .max_header_list_size(u32::try_from(settings.max_header_size).unwrap_or(u32::MAX))
                 .serve_connection(io, service);
-            tokio::spawn(drive!(conn, peer, drain, guard));
+            tokio::spawn(drive!(conn, peer, drain));
         }
         Protocol::Detect => {
             let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
@@ -236,7 +236,7 @@ pub(crate) fn spawn<IO, S, F, B>(
                 .max_header_list_size(u32::try_from(settings.max_header_size).unwrap_or(u32::MAX));
             tokio::spawn(async move {
                 let conn = builder.serve_connection_with_upgrades(io, service);
-                drive!(conn, peer, drain, guard).await;
+                drive!(conn, peer, drain).await;
             });
         }
     }
@@ -333,6 +333,9 @@ pub struct Clocked<IO> {
     keepalive: Duration,
     /// `None` for HTTP/2: its bytes between requests are not heads.
     head: Option<Duration>,
+    /// The connection's max_connections slot and gauge: held by the IO, so
+    /// a WebSocket tunnel (which takes the IO over) keeps it until it closes.
+    _slot: Option<ConnectionGuard>,
 }
 
 impl<IO> Clocked<IO> {
@@ -342,6 +345,7 @@ impl<IO> Clocked<IO> {
         keepalive: Duration,
         head: Option<Duration>,
         first_deadline: Instant,
+        slot: Option<ConnectionGuard>,
     ) -> Self {
         let (clock, deadline) = match head {
             Some(_) => (Clock::Head, first_deadline),
@@ -354,6 +358,7 @@ impl<IO> Clocked<IO> {
             sleep: Box::pin(tokio::time::sleep_until(deadline)),
             keepalive,
             head,
+            _slot: slot,
         }
     }
 }

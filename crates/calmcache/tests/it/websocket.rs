@@ -391,6 +391,13 @@ async fn upgrades_are_never_cached_and_counted_in_status() {
     );
     wait_active(&proxy, 2).await;
     assert_eq!(websockets(&proxy).await, (2, 2));
+    // A tunnel keeps its client connection counted (and its max_connections slot).
+    let status = proxy.status().await;
+    assert!(
+        status["connections"]["active"].as_u64().unwrap() >= 2,
+        "{}",
+        status["connections"]
+    );
     for ws in [&mut first, &mut second] {
         ws.send(Message::text("x")).await.unwrap();
         assert_eq!(next(ws).await, Message::text("x"));
