@@ -21,18 +21,10 @@ CLK_TCK="$(getconf CLK_TCK)"
 
 # ws_ensure_tools: nginx, curl, ss, jq (Debian packages) when absent.
 ws_ensure_tools() {
-	local missing=()
-	command -v nginx >/dev/null || missing+=(nginx)
-	command -v curl >/dev/null || missing+=(curl)
-	command -v ss >/dev/null || missing+=(iproute2)
-	command -v jq >/dev/null || missing+=(jq)
-	if ((${#missing[@]})); then
-		log "installing ${missing[*]}"
-		local sudo=""
-		[[ $EUID -ne 0 ]] && sudo="sudo"
-		$sudo apt-get update
-		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y "${missing[@]}"
-	fi
+	ensure_cmd nginx nginx
+	ensure_cmd curl curl
+	ensure_cmd ss iproute2
+	ensure_cmd jq jq
 }
 
 # ws_build: calmcache, ws-echo and ws-clients (release) unless BENCH_NO_BUILD=1.

@@ -28,6 +28,7 @@
 //! `ws-clients merge A.json B.json ...` combines the summaries of several
 //! processes (exact percentiles from their sample files) into one line.
 
+use calmcache_loadgen::parse_duration;
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -115,29 +116,6 @@ struct RunArgs {
     /// Runtime worker threads (1: a current-thread runtime)
     #[arg(long, default_value_t = 1)]
     threads: usize,
-}
-
-/// Parses "30s", "500ms", "2m", "1h" or a bare number of seconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?} (use e.g. 30s, 500ms, 2m)"))?;
-    let secs = match unit.trim() {
-        "" | "s" => value,
-        "ms" => value / 1000.0,
-        "m" | "min" => value * 60.0,
-        "h" => value * 3600.0,
-        other => return Err(format!("unknown duration unit {other:?} in {s:?}")),
-    };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("invalid duration {s:?}"));
-    }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 /// Nearest-rank percentile (`p` in 0..=100) of an ascending slice.

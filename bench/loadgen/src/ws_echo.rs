@@ -8,6 +8,7 @@
 //! counters: connections accepted, handshakes failed, messages echoed,
 //! connections still open and the most open at once.
 
+use calmcache_loadgen::parse_duration;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -39,29 +40,6 @@ struct Args {
     /// Exit on its own after this long, whatever happens (e.g. 2h, 30m)
     #[arg(long, default_value = "2h", value_parser = parse_duration)]
     lifetime: Duration,
-}
-
-/// Parses "30s", "500ms", "2m", "1h" or a bare number of seconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?} (use e.g. 30s, 500ms, 2m)"))?;
-    let secs = match unit.trim() {
-        "" | "s" => value,
-        "ms" => value / 1000.0,
-        "m" | "min" => value * 60.0,
-        "h" => value * 3600.0,
-        other => return Err(format!("unknown duration unit {other:?} in {s:?}")),
-    };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("invalid duration {s:?}"));
-    }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 #[derive(Default)]

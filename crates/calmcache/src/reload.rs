@@ -268,20 +268,6 @@ impl Reloader {
     pub fn shutdown_timeout(&self) -> std::time::Duration {
         self.state().config.server.shutdown_timeout
     }
-
-    /// The addresses the proxy listens on now: (plain, TLS).
-    pub fn listening(&self) -> (Vec<SocketAddr>, Vec<SocketAddr>) {
-        let state = self.state();
-        let of = |tls: bool| {
-            state
-                .bound
-                .iter()
-                .filter(|b| b.tls == tls)
-                .map(|b| b.actual)
-                .collect()
-        };
-        (of(false), of(true))
-    }
 }
 
 fn kind(tls: bool) -> &'static str {

@@ -27,7 +27,7 @@ use crate::access_log::{self, AccessLog};
 use crate::config::Config;
 use crate::conn::{self, Accepted, ConnSettings, Peer, Protocol};
 use crate::metrics::Metrics;
-use crate::reload::{self, Reloader};
+use crate::reload::Reloader;
 use crate::state::{Proxy, Worker};
 use crate::tunnel::Tunnels;
 use crate::{admin, proxy};
@@ -86,19 +86,9 @@ impl Running {
         &self.reloader
     }
 
-    /// Replaces the running config by `config` (see [`Reloader::apply`]).
-    pub async fn reload(&self, config: Config) -> Result<reload::Outcome, Vec<String>> {
-        self.reloader.apply(config).await
-    }
-
     /// `server.shutdown_timeout` of the config running now.
     pub fn shutdown_timeout(&self) -> Duration {
         self.reloader.shutdown_timeout()
-    }
-
-    /// The generation requests are served by now.
-    pub fn current(&self) -> Arc<Proxy> {
-        self.reloader.live.proxy()
     }
 
     /// Stops accepting, lets requests in flight finish and open tunnels run
