@@ -148,6 +148,43 @@ where
     }
 }
 
+/// A client's request body on its way upstream, watched so that a failure
+/// on the client's side (a malformed chunk, a body cut short, a stall past
+/// `send_timeout`) is answered as the client's fault (400/408), not as a
+/// broken origin (502).
+#[derive(Clone, Default)]
+pub struct ClientBody(std::sync::Arc<std::sync::OnceLock<crate::error::ProxyError>>);
+
+impl ClientBody {
+    /// The body to send upstream (`body` bounded by `limit` between frames)
+    /// and the watch that learns whether it failed.
+    pub fn watch<B>(body: B, limit: Duration) -> (StreamBody, ClientBody)
+    where
+        B: Body<Data = Bytes> + Unpin + Send + Sync + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let watch = ClientBody::default();
+        let seen = watch.clone();
+        let body = TimeoutBody::new(body, limit)
+            .map_err(move |e| {
+                let kind = if e.is::<BodyTimeout>() {
+                    crate::error::ErrorKind::BodyTimeout
+                } else {
+                    crate::error::ErrorKind::BadBody
+                };
+                let _ = seen.0.set(crate::error::ProxyError::downstream(kind, &e));
+                e
+            })
+            .boxed();
+        (body, watch)
+    }
+
+    /// The client's fault, if its body failed.
+    pub fn fault(&self) -> Option<crate::error::ProxyError> {
+        self.0.get().cloned()
+    }
+}
+
 /// A body that first yields already-read chunks, then the rest of a stream:
 /// used when a response turned out too large to cache mid-read.
 pub struct PrefixedBody<B> {

@@ -179,7 +179,16 @@ pub(crate) fn spawn<IO, S, F, B>(
     let service = service_fn(move |req: Request<Incoming>| {
         let ticket = Ticket::begin(&phase);
         let n = served.fetch_add(1, Relaxed) + 1;
-        let h1 = req.version() < http::Version::HTTP_2;
+        let version = req.version();
+        let h1 = version < http::Version::HTTP_2;
+        // RFC 9112 §9.3: an HTTP/1.0 connection persists only when the
+        // client asked for it and the answer says `keep-alive`.
+        let http10_keepalive = version == http::Version::HTTP_10
+            && req
+                .headers()
+                .get_all(http::header::CONNECTION)
+                .iter()
+                .any(|v| has_token(v.as_bytes(), b"keep-alive"));
         // Boxed: the request future is several KiB, and HTTP/2 moves it into
         // a task of its own per stream (copies that cost a third of the CPU
         // in perf under h2load); one allocation moves a pointer instead.
@@ -189,12 +198,8 @@ pub(crate) fn spawn<IO, S, F, B>(
             if resp.status() == http::StatusCode::SWITCHING_PROTOCOLS {
                 // A tunnel now: no keepalive or head clock on its bytes.
                 ticket.0.inflight.fetch_add(1, Relaxed);
-            } else if h1 && n >= settings.keepalive_requests {
-                // keepalive_requests: the last answer on the connection closes it.
-                resp.headers_mut().insert(
-                    http::header::CONNECTION,
-                    http::HeaderValue::from_static("close"),
-                );
+            } else if h1 {
+                answer_connection(&mut resp, version, http10_keepalive, n, settings);
             }
             Ok::<_, std::convert::Infallible>(resp.map(|inner| Tracked {
                 inner,
@@ -240,6 +245,47 @@ pub(crate) fn spawn<IO, S, F, B>(
             });
         }
     }
+}
+
+/// One consistent `Connection` field on an HTTP/1.x answer: `close` on the
+/// last answer of `keepalive_requests` (or one that asks to close, such as a
+/// refused request), `keep-alive` to an HTTP/1.0 client that asked for it.
+/// The answer's version is the request's, so hyper adds nothing of its own
+/// (it would append `keep-alive` to our `close` for an HTTP/1.0 client).
+fn answer_connection<B>(
+    resp: &mut Response<B>,
+    version: http::Version,
+    http10_keepalive: bool,
+    served: u32,
+    settings: ConnSettings,
+) {
+    *resp.version_mut() = version;
+    let closing = served >= settings.keepalive_requests
+        || resp
+            .headers()
+            .get_all(http::header::CONNECTION)
+            .iter()
+            .any(|v| has_token(v.as_bytes(), b"close"));
+    let value = if closing {
+        "close"
+    } else if http10_keepalive {
+        "keep-alive"
+    } else if version == http::Version::HTTP_10 {
+        "close"
+    } else {
+        return;
+    };
+    resp.headers_mut().insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static(value),
+    );
+}
+
+/// `token` among the comma-separated values of a field (case-insensitive).
+fn has_token(value: &[u8], token: &[u8]) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
 }
 
 /// What the service tells the connection's clocks.

@@ -28,6 +28,16 @@ pub enum ErrorKind {
     BadRequest,
     /// No route matches the request.
     NoRoute,
+    /// The request's body broke off or was malformed (bad chunk framing,
+    /// shorter than its length): the client's fault, whatever the origin
+    /// had seen of it.
+    BadBody,
+    /// The client's body stopped arriving for the upstream's `send_timeout`.
+    BodyTimeout,
+    /// A transfer coding other than `chunked` (RFC 9112 §6.1).
+    NotImplemented,
+    /// An `Expect` other than `100-continue` (RFC 9110 §10.1.1).
+    ExpectationFailed,
 }
 
 /// An error with its side, the upstream involved and a cause for the log.
@@ -70,8 +80,11 @@ impl ProxyError {
         match self.kind {
             ErrorKind::ConnectTimeout | ErrorKind::ReadTimeout => StatusCode::GATEWAY_TIMEOUT,
             ErrorKind::ConnectFailed | ErrorKind::Broken => StatusCode::BAD_GATEWAY,
-            ErrorKind::BadRequest => StatusCode::BAD_REQUEST,
+            ErrorKind::BadRequest | ErrorKind::BadBody => StatusCode::BAD_REQUEST,
             ErrorKind::NoRoute => StatusCode::NOT_FOUND,
+            ErrorKind::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            ErrorKind::NotImplemented => StatusCode::NOT_IMPLEMENTED,
+            ErrorKind::ExpectationFailed => StatusCode::EXPECTATION_FAILED,
         }
     }
 
@@ -84,7 +97,17 @@ impl ProxyError {
             ErrorKind::ConnectFailed => "502 Bad Gateway: the origin refused the connection\n",
             ErrorKind::Broken => "502 Bad Gateway: the origin sent a broken response\n",
             ErrorKind::BadRequest => "400 Bad Request\n",
+            ErrorKind::BadBody => "400 Bad Request: the request body was malformed or cut short\n",
             ErrorKind::NoRoute => "404 Not Found: no route matches this request\n",
+            ErrorKind::BodyTimeout => "408 Request Timeout: the request body stopped arriving\n",
+            ErrorKind::NotImplemented => "501 Not Implemented: unsupported transfer coding\n",
+            ErrorKind::ExpectationFailed => "417 Expectation Failed\n",
         }
+    }
+
+    /// True when the client connection should close after this answer: the
+    /// request's framing can no longer be trusted (RFC 9112 §6.3, §9.6).
+    pub fn closes_connection(&self) -> bool {
+        self.side == Side::Downstream && self.kind != ErrorKind::NoRoute
     }
 }

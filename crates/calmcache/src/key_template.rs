@@ -10,19 +10,21 @@
 //! |---|---|
 //! | `$scheme` | `http` or `https` |
 //! | `$host` | the Host header lower-cased, port kept as sent; empty if absent |
-//! | `$uri` | the path as sent, without the query |
+//! | `$uri` | the normalised path (see below), without the query |
 //! | `$args` | the query string without `?` |
 //! | `$is_args` | `?` when the query is non-empty, else empty |
-//! | `$request_uri` | the path and query as sent |
+//! | `$request_uri` | the normalised path and the query as sent |
 //! | `$method` | the request method, e.g. `GET` |
 //! | `$arg_NAME` | the raw value of the first query argument `NAME`; empty if absent |
 //! | `$http_NAME` | request header `NAME` (`_` for `-`), several field lines joined with `, ` |
 //! | `$cookie_NAME` | the value of cookie `NAME`; empty if absent |
 //!
 //! Differences from NGINX:
-//! - `$uri` is the path exactly as the client sent it: not percent-decoded,
-//!   no `.`/`..` or `//` normalisation. NGINX decodes and normalises, so there
-//!   `/a%2Fb` and `/a/b` may share a key; here they never do.
+//! - `$uri` is the path as the edge normalised it (edge.rs): unreserved
+//!   escapes decoded and others upper-cased, dot-segments removed, repeated
+//!   slashes merged unless the route sets `merge_slashes = false`. Reserved
+//!   escapes stay encoded: NGINX decodes everything, so there `/a%2Fb` and
+//!   `/a/b` share a key; here they never do.
 //! - `$arg_NAME` and `$cookie_NAME` compare names case-sensitively and do
 //!   not percent-decode them: `?Page=2` does not set `$arg_page`.
 //! - Variable names are lower-case: `$HOST` is an error, not `$host`.
@@ -162,6 +164,17 @@ impl KeyTemplate {
     /// without rendering.
     pub fn is_default(&self) -> bool {
         self.parts == DEFAULT_PARTS
+    }
+
+    /// True when the key reads request field `name` (`$http_NAME`, or
+    /// `Cookie` for `$cookie_NAME`): such a field is keyed, so the edge
+    /// may pass it to the origin and `Connection` may not remove it.
+    pub fn reads_header(&self, name: &HeaderName) -> bool {
+        self.parts.iter().any(|part| match part {
+            Part::Http(read) => read == name,
+            Part::Cookie(_) => *name == http::header::COOKIE,
+            _ => false,
+        })
     }
 
     /// The template text as written.

@@ -37,6 +37,7 @@ pub mod conditions;
 pub mod config;
 pub mod conn;
 pub mod demo;
+pub mod edge;
 pub mod error;
 pub mod file_body;
 pub mod fill;

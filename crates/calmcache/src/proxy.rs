@@ -30,7 +30,6 @@ use calmcache_core::{
 use http::header::{self, HeaderValue};
 use http::uri::PathAndQuery;
 use http::{HeaderMap, Method, Request, Response};
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::time::Instant;
 
@@ -146,27 +145,32 @@ pub async fn handle(
 
 async fn answer(
     worker: Arc<Worker>,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
     client: Peer,
 ) -> Result<Response<ResponseBody>, Infallible> {
     // Borrowed, not cloned: no reference count shared by all threads is
     // touched on a hit (the `worker` Arc is this thread's own).
     let proxy = &worker.proxy;
+    // The one trusted view of the request (edge.rs): everything below reads
+    // the request as admitted and prepared, never its raw form.
+    let mut admitted = match crate::edge::admit(&mut req, client) {
+        Ok(admitted) => admitted,
+        Err(e) => return Ok(refused(&e, req.version())),
+    };
     if req.method().as_str() == "PURGE" {
         return Ok(crate::purge::purge_method(proxy, &req, client.addr).await);
     }
-    let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
-    let Some(route) = worker.route_for(pq) else {
-        let e = ProxyError::downstream(ErrorKind::NoRoute, pq);
+    let own = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
+    let Some(route) = worker.route_for(admitted.match_target(own)) else {
+        let e = ProxyError::downstream(ErrorKind::NoRoute, own);
         return Ok(error_response(&e, &CacheStatus::Bypass.report()));
     };
-    // HTTP/1.1 only: an HTTP/1.0 connection cannot be upgraded.
-    if route.cfg.websocket
-        && req.version() == http::Version::HTTP_11
-        && crate::tunnel::is_websocket_upgrade(req.headers())
-    {
+    let client = crate::edge::prepare(&mut req, &mut admitted, route, client);
+    if admitted.websocket && route.cfg.websocket {
         return Ok(crate::tunnel::open(&worker, route, req, client).await);
     }
+    let req = req;
+    let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
     let method = req.method();
     let first_zone = match (&route.zone, method) {
         (Some(zone), &Method::GET | &Method::HEAD) => zone,
@@ -307,6 +311,18 @@ async fn answer(
             Ok(fetch.run(proxy, route, zone, &ask).await)
         }
     }
+}
+
+/// The answer to a request the edge refused; an HTTP/1.x connection is
+/// closed after it, since its framing can no longer be trusted.
+fn refused(e: &ProxyError, version: http::Version) -> Response<ResponseBody> {
+    tracing::debug!(error = %e, "request refused");
+    let mut resp = error_response(e, &CacheStatus::Bypass.report());
+    if version < http::Version::HTTP_2 && e.closes_connection() {
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    resp
 }
 
 /// RFC 9111 §5.2.1.7 `only-if-cached`: a stored response is used when it is
@@ -616,12 +632,10 @@ async fn pass(
     route.activity.upstream_requests.inc();
     let upstream = &route.upstream;
     let invalidation = crate::invalidate::Target::of(&req, client.scheme());
+    let version = req.version();
     let (mut parts, body) = req.into_parts();
-    strip_hop_by_hop(&mut parts.headers);
     add_forwarded(&mut parts.headers, client.addr.ip(), client.scheme());
-    let body = TimeoutBody::new(body, upstream.send_timeout)
-        .map_err(Into::into)
-        .boxed();
+    let (body, client_body) = crate::body::ClientBody::watch(body, upstream.send_timeout);
     match upstream.send(Request::from_parts(parts, body)).await {
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
@@ -637,6 +651,12 @@ async fn pass(
             Response::from_parts(parts, body)
         }
         Err(e) => {
+            // The client's body broke off or was malformed: its fault, not the origin's.
+            if let Some(fault) = client_body.fault() {
+                tracing::debug!(error = %e, "request body failed");
+                route.activity.record(&report);
+                return refused(&fault, version);
+            }
             route.activity.upstream_errors.inc();
             tracing::warn!(upstream = %upstream.name, error = %e, "origin request failed");
             route.activity.record(&report);
@@ -655,7 +675,6 @@ fn fetch_request(
     rcc: Option<&RequestCacheControl>,
 ) -> FetchRequest {
     let mut headers: HeaderMap = req.headers().clone();
-    strip_hop_by_hop(&mut headers);
     for name in [
         header::IF_NONE_MATCH,
         header::IF_MODIFIED_SINCE,

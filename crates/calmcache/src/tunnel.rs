@@ -4,9 +4,12 @@
 //!
 //! ```text
 //! proxy::answer ─ Connection: upgrade + Upgrade: websocket, route.websocket ─> open
-//!   Upstream::send (Connection: upgrade, Upgrade, Sec-WebSocket-*, X-Forwarded-*)
+//!   Upstream::send_upgrade (exactly Connection: upgrade + Upgrade: websocket,
+//!   the end-to-end Sec-WebSocket-* fields, X-Forwarded-*)
 //!   ├─ error ──── 502/504 as for any request
 //!   ├─ not 101 ── relayed as it came (status, headers, body)
+//!   ├─ 101 that is not this handshake's (Upgrade other than websocket, no
+//!   │   Connection: upgrade, Sec-WebSocket-Accept not the client key's) ── 502
 //!   └─ 101 ────── the 101 with the upstream's headers to the client; a task
 //!                 awaits both upgrades (hyper::upgrade::on, client and upstream
 //!                 side) and pumps: one copy per direction, one idle clock
@@ -38,6 +41,7 @@ use tokio::sync::watch;
 use tokio::time::{sleep_until, timeout, Instant};
 
 use crate::body::{ResponseBody, TimeoutBody};
+use crate::error::{ErrorKind, ProxyError};
 use crate::headers::{add_forwarded, set_cache_status, strip_hop_by_hop};
 use crate::metrics::TunnelGuard;
 use crate::respond::error_response;
@@ -108,25 +112,43 @@ fn has_token(headers: &HeaderMap, name: &HeaderName, token: &str) -> bool {
         })
 }
 
-/// Hop-by-hop headers removed but the upgrade kept: `Connection: upgrade`,
-/// the `Upgrade` values and every `Sec-WebSocket-*` header.
-fn keep_upgrade_headers(headers: &mut HeaderMap) {
-    let kept: Vec<(HeaderName, HeaderValue)> = headers
-        .iter()
-        .filter(|(name, _)| *name == header::UPGRADE || name.as_str().starts_with("sec-websocket-"))
-        .map(|(name, value)| (name.clone(), value.clone()))
-        .collect();
-    strip_hop_by_hop(headers);
-    // Those strip_hop_by_hop left (Sec-WebSocket-* unless `Connection`
-    // named them) go too, or each would be sent twice: a doubled
-    // Sec-WebSocket-Accept fails the handshake in browsers and Node's `ws`.
-    for (name, _) in &kept {
-        headers.remove(name);
-    }
-    for (name, value) in kept {
-        headers.append(name, value);
-    }
+/// The GUID of RFC 6455 §1.3, hashed with the client's key into the accept value.
+const WEBSOCKET_GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
+/// The `Sec-WebSocket-Accept` a server must answer `key` with (RFC 6455 §4.2.2).
+pub fn accept_for(key: &[u8]) -> String {
+    use base64::Engine as _;
+    use sha1::Digest as _;
+    let mut sha = sha1::Sha1::new();
+    sha.update(key);
+    sha.update(WEBSOCKET_GUID);
+    base64::engine::general_purpose::STANDARD.encode(sha.finalize())
+}
+
+/// Marks a message as a WebSocket handshake: exactly `Upgrade: websocket`
+/// and `Connection: upgrade`, whatever else the client's lists held (the
+/// edge has already removed every hop-by-hop field).
+fn set_upgrade(headers: &mut HeaderMap) {
+    headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
     headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+}
+
+/// Why an upstream's 101 is not a WebSocket handshake we may tunnel, or
+/// `None` when it is: it must upgrade to `websocket` and prove it read
+/// this client's key (RFC 6455 §4.1, the client's checks).
+fn bad_switch(headers: &HeaderMap, key: &HeaderValue) -> Option<&'static str> {
+    if !has_token(headers, &header::UPGRADE, "websocket") {
+        return Some("a 101 without Upgrade: websocket");
+    }
+    if !has_token(headers, &header::CONNECTION, "upgrade") {
+        return Some("a 101 without Connection: upgrade");
+    }
+    let accept = headers.get_all(header::SEC_WEBSOCKET_ACCEPT);
+    let mut values = accept.iter();
+    match (values.next(), values.next()) {
+        (Some(got), None) if got.as_bytes() == accept_for(key.as_bytes()).as_bytes() => None,
+        _ => Some("a 101 with a wrong Sec-WebSocket-Accept"),
+    }
 }
 
 /// Sends the handshake to the upstream and answers the client: the 101
@@ -138,16 +160,24 @@ pub async fn open(
     client: crate::conn::Peer,
 ) -> Response<ResponseBody> {
     let report = CacheStatus::Bypass.report();
+    let Some(key) = req.headers().get(header::SEC_WEBSOCKET_KEY).cloned() else {
+        let e = ProxyError::downstream(ErrorKind::BadRequest, "no Sec-WebSocket-Key");
+        route.activity.record(&report);
+        return error_response(&e, &report);
+    };
     route.activity.upstream_requests.inc();
     let upstream = &route.upstream;
     let client_side = hyper::upgrade::on(&mut req);
     let (mut parts, body) = req.into_parts();
-    keep_upgrade_headers(&mut parts.headers);
+    set_upgrade(&mut parts.headers);
     add_forwarded(&mut parts.headers, client.addr.ip(), client.scheme());
     let body = TimeoutBody::new(body, upstream.send_timeout)
         .map_err(Into::into)
         .boxed();
-    let mut resp = match upstream.send(Request::from_parts(parts, body)).await {
+    let mut resp = match upstream
+        .send_upgrade(Request::from_parts(parts, body))
+        .await
+    {
         Ok(resp) => resp,
         Err(e) => {
             route.activity.upstream_errors.inc();
@@ -157,8 +187,8 @@ pub async fn open(
         }
     };
     let report = report.fwd_status(resp.status().as_u16());
-    route.activity.record(&report);
     if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
+        route.activity.record(&report);
         // Refused (or not understood): passed back as the upstream sent it.
         let (mut parts, body) = resp.into_parts();
         strip_hop_by_hop(&mut parts.headers);
@@ -167,9 +197,20 @@ pub async fn open(
         let body = ResponseBody::stream(TimeoutBody::new(body, upstream.read_timeout));
         return Response::from_parts(parts, body);
     }
+    if let Some(why) = bad_switch(resp.headers(), &key) {
+        route.activity.upstream_errors.inc();
+        tracing::warn!(upstream = %upstream.name, why, "websocket handshake refused");
+        let report = CacheStatus::Bypass.report();
+        route.activity.record(&report);
+        // Dropping `resp` closes the upstream connection: it was switched.
+        let e = ProxyError::upstream(ErrorKind::Broken, &upstream.name, why);
+        return error_response(&e, &report);
+    }
+    route.activity.record(&report);
     let upstream_side = hyper::upgrade::on(&mut resp);
     let (mut parts, _empty) = resp.into_parts();
-    keep_upgrade_headers(&mut parts.headers);
+    strip_hop_by_hop(&mut parts.headers);
+    set_upgrade(&mut parts.headers);
     let limits = Limits {
         idle: upstream.read_timeout,
         write: upstream.send_timeout,
@@ -394,41 +435,42 @@ mod tests {
     }
 
     #[test]
-    fn handshake_headers_survive_hop_by_hop_removal() {
-        let mut h = headers(&[
-            ("connection", "Upgrade, X-Secret"),
-            ("upgrade", "websocket"),
-            ("x-secret", "1"),
-            ("keep-alive", "timeout=5"),
-            ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
-            ("sec-websocket-version", "13"),
-            ("sec-websocket-protocol", "chat"),
-            ("origin", "http://example.com"),
-        ]);
-        keep_upgrade_headers(&mut h);
-        assert_eq!(h["connection"], "upgrade");
-        assert_eq!(h["upgrade"], "websocket");
-        assert_eq!(h["sec-websocket-key"], "dGhlIHNhbXBsZSBub25jZQ==");
-        assert_eq!(h["sec-websocket-version"], "13");
-        assert_eq!(h["sec-websocket-protocol"], "chat");
-        assert_eq!(h["origin"], "http://example.com");
-        assert!(!h.contains_key("x-secret"));
-        assert!(!h.contains_key("keep-alive"));
-        // Each field once, values as they came (two protocol lines stay two).
-        for name in ["upgrade", "sec-websocket-key", "sec-websocket-version"] {
-            assert_eq!(h.get_all(name).iter().count(), 1, "{name}");
-        }
-        let mut two = headers(&[
-            ("connection", "upgrade"),
+    fn the_accept_value_is_rfc_6455s() {
+        // RFC 6455 §1.3's worked example.
+        assert_eq!(
+            accept_for(b"dGhlIHNhbXBsZSBub25jZQ=="),
+            "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+        );
+    }
+
+    #[test]
+    fn only_a_websocket_101_for_this_key_opens_a_tunnel() {
+        let key = HeaderValue::from_static("dGhlIHNhbXBsZSBub25jZQ==");
+        let good = [
+            ("connection", "Upgrade"),
             ("upgrade", "websocket"),
             ("sec-websocket-accept", "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="),
-            ("sec-websocket-protocol", "chat"),
-            ("sec-websocket-protocol", "superchat"),
-        ]);
-        keep_upgrade_headers(&mut two);
-        assert_eq!(two.get_all("sec-websocket-accept").iter().count(), 1);
-        let protocols: Vec<_> = two.get_all("sec-websocket-protocol").iter().collect();
-        assert_eq!(protocols, ["chat", "superchat"]);
+        ];
+        assert_eq!(bad_switch(&headers(&good), &key), None);
+        let cases: [&[(&'static str, &'static str)]; 5] = [
+            &[good[0], ("upgrade", "h2c"), good[2]],
+            &[good[1], good[2]],
+            &[good[0], good[1]],
+            &[good[0], good[1], ("sec-websocket-accept", "AAAA")],
+            &[good[0], good[1], good[2], good[2]],
+        ];
+        for case in cases {
+            assert!(bad_switch(&headers(case), &key).is_some(), "{case:?}");
+        }
+    }
+
+    #[test]
+    fn the_upgrade_sent_on_is_exactly_websocket() {
+        let mut h = headers(&[("sec-websocket-key", "k")]);
+        set_upgrade(&mut h);
+        assert_eq!(h["upgrade"], "websocket");
+        assert_eq!(h["connection"], "upgrade");
+        assert_eq!(h.len(), 3);
     }
 
     /// Drives `pump` over in-memory pipes: `(client end, upstream end, task)`.

@@ -71,12 +71,42 @@ impl Upstream {
     }
 
     /// Sends `req` (whose URI carries only path and query) to the next server and
-    /// waits up to `read_timeout` for the response head.
-    pub async fn send(
+    /// waits up to `read_timeout` for the response head. A `101` is an
+    /// origin fault here: only [`Upstream::send_upgrade`] asks for one.
+    pub async fn send(&self, req: Request<StreamBody>) -> Result<Response<Incoming>, ProxyError> {
+        let resp = self.send_upgrade(req).await?;
+        if resp.status().is_informational() {
+            // hyper skips 100 and 102-199; a 101 would end the exchange as if
+            // it were the final answer (and open a tunnel to the client).
+            let e = ProxyError::upstream(
+                ErrorKind::Broken,
+                &self.name,
+                format!(
+                    "interim {} to a request that asked no upgrade",
+                    resp.status()
+                ),
+            );
+            self.stats.errors.inc();
+            return Err(e);
+        }
+        Ok(resp)
+    }
+
+    /// [`Upstream::send`] for a WebSocket handshake: a `101` is the answer.
+    /// Every request leaves as HTTP/1.1 (an HTTP/2 client's too) with a `Host`.
+    pub async fn send_upgrade(
         &self,
         mut req: Request<StreamBody>,
     ) -> Result<Response<Incoming>, ProxyError> {
         let server = self.pick();
+        *req.version_mut() = http::Version::HTTP_11;
+        if !req.headers().contains_key(http::header::HOST) {
+            // The edge gives every client request its Host; this covers
+            // requests of our own making.
+            if let Ok(host) = http::HeaderValue::from_str(server.as_str()) {
+                req.headers_mut().insert(http::header::HOST, host);
+            }
+        }
         let pq = req
             .uri()
             .path_and_query()

@@ -241,6 +241,13 @@ pub struct ZoneConfig {
     pub weight: u32,
 }
 
+/// Statuses that answer the request rather than the resource (400 Bad
+/// Request, 405 Method Not Allowed, 413 Content Too Large, 414 URI Too Long,
+/// 431 Request Header Fields Too Large, 501 Not Implemented): one client's
+/// odd request must not make them everyone's answer, so `ttl.any` never
+/// stores them; a route that wants them stored lists them by number.
+pub const REQUEST_CAUSED: [u16; 6] = [400, 405, 413, 414, 431, 501];
+
 /// Per-status TTLs that a route applies to responses (`ttl = { 200 = "1s", any = "5s" }`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TtlTable {
@@ -249,9 +256,14 @@ pub struct TtlTable {
 }
 
 impl TtlTable {
-    /// The TTL for `status`: its own entry first, then the `any` entry.
+    /// The TTL for `status`: its own entry first, then the `any` entry,
+    /// which never covers [`REQUEST_CAUSED`] statuses.
     pub fn get(&self, status: u16) -> Option<Duration> {
-        self.by_status.get(&status).copied().or(self.any)
+        match self.by_status.get(&status) {
+            Some(ttl) => Some(*ttl),
+            None if REQUEST_CAUSED.contains(&status) => None,
+            None => self.any,
+        }
     }
 
     /// True when the route sets no TTL at all (origin headers decide).
@@ -362,6 +374,20 @@ pub struct RouteConfig {
     /// Tunnel `Upgrade: websocket` requests to the upstream (default true);
     /// false sends them as plain requests, the upgrade headers stripped.
     pub websocket: bool,
+    /// Repeated slashes in the path are merged (`//a///b` is `/a/b`) for
+    /// the key and the upstream request (default true, as NGINX's
+    /// `merge_slashes`). Route matching always sees them merged, so a
+    /// doubled slash never steers a request to another route.
+    pub merge_slashes: bool,
+    /// Request header names with `_` are forwarded and keyed (default
+    /// false: they are dropped, as NGINX's `underscores_in_headers off`,
+    /// since servers that fold `_` into `-` read `X_Forwarded_For` as a
+    /// header the proxy thinks it controls).
+    pub underscores_in_headers: bool,
+    /// Clients from these networks may send `X-Forwarded-Host`,
+    /// `X-Forwarded-Proto`, `Forwarded` and the like, which then reach the
+    /// origin; from any other client they are dropped (default none).
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 impl RouteConfig {

@@ -141,6 +141,10 @@ pub(crate) struct RawRoute {
     pub(crate) cache_status_key: Option<bool>,
     pub(crate) expose_cache_tags: Option<bool>,
     pub(crate) websocket: Option<bool>,
+    pub(crate) merge_slashes: Option<bool>,
+    pub(crate) underscores_in_headers: Option<bool>,
+    #[serde(default)]
+    pub(crate) trusted_proxies: Vec<String>,
 }
 
 /// A duration or size as written. A number is kept too (not refused by

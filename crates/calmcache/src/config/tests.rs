@@ -437,6 +437,12 @@ fn example_file_parses_and_shows_the_defaults() {
     assert_eq!(documented.cache_status_key, default.cache_status_key);
     assert_eq!(documented.expose_cache_tags, default.expose_cache_tags);
     assert_eq!(documented.websocket, default.websocket);
+    assert_eq!(documented.merge_slashes, default.merge_slashes);
+    assert_eq!(
+        documented.underscores_in_headers,
+        default.underscores_in_headers
+    );
+    assert_eq!(documented.trusted_proxies, default.trusted_proxies);
     assert_eq!(example.routes[1].name, "route1");
 }
 
@@ -1119,11 +1125,50 @@ fn boolean_route_keys_take_booleans() {
         "cache_status_key",
         "expose_cache_tags",
         "websocket",
+        "merge_slashes",
+        "underscores_in_headers",
     ] {
         let problem = only_problem(&with_route(&format!("{key} = \"yes\"")));
         assert_eq!(problem.path, format!("routes[0].{key}"));
         assert!(problem.message.contains("invalid type"), "{problem:?}");
     }
+}
+
+#[test]
+fn trusted_proxies_take_networks_and_addresses() {
+    let route = &load(&with_route(
+        r#"trusted_proxies = ["10.0.0.0/8", "192.168.1.10", "::1/128", "10.1.2.3/16"]"#,
+    ))
+    .routes[0];
+    let shown: Vec<String> = route
+        .trusted_proxies
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    // A host address with a prefix is taken as its network.
+    assert_eq!(
+        shown,
+        ["10.0.0.0/8", "192.168.1.10/32", "::1/128", "10.1.0.0/16"]
+    );
+    let problem = only_problem(&with_route(r#"trusted_proxies = ["10.0.0.0/33"]"#));
+    assert_eq!(problem.path, "routes[0].trusted_proxies[0]");
+    assert_eq!(
+        problem.message,
+        r#""10.0.0.0/33" is not an address or a CIDR network"#
+    );
+}
+
+#[test]
+fn ttl_any_never_covers_request_caused_statuses() {
+    // A 400 one client provoked (e.g. gunicorn refusing a contradictory
+    // X-Forwarded-SSL) was stored for everyone through `any`.
+    let route = &load(&with_route(r#"ttl = { any = "5s", 405 = "1s" }"#)).routes[0];
+    for status in [400, 413, 414, 431, 501] {
+        assert_eq!(route.ttl.get(status), None, "{status}");
+    }
+    assert_eq!(route.ttl.get(405), Some(Duration::from_secs(1)));
+    assert_eq!(route.ttl.get(404), Some(Duration::from_secs(5)));
+    assert_eq!(route.ttl.get(200), Some(Duration::from_secs(5)));
 }
 
 #[test]

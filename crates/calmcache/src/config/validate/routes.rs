@@ -135,7 +135,32 @@ impl Checker {
             cache_status_key: raw.cache_status_key.unwrap_or(false),
             expose_cache_tags: raw.expose_cache_tags.unwrap_or(false),
             websocket: raw.websocket.unwrap_or(true),
+            merge_slashes: raw.merge_slashes.unwrap_or(true),
+            underscores_in_headers: raw.underscores_in_headers.unwrap_or(false),
+            trusted_proxies: self.networks(&at("trusted_proxies"), &raw.trusted_proxies),
         }
+    }
+
+    /// `trusted_proxies`: CIDR networks (`10.0.0.0/8`, `::1/128`) or single
+    /// addresses (taken as /32 or /128).
+    fn networks(&mut self, path: &str, raw: &[String]) -> Vec<ipnet::IpNet> {
+        let mut out = Vec::with_capacity(raw.len());
+        for (i, text) in raw.iter().enumerate() {
+            let parsed = text
+                .parse::<ipnet::IpNet>()
+                .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from));
+            match parsed {
+                Ok(net) => out.push(net.trunc()),
+                Err(_) => self.report(
+                    Problem::new(
+                        format!("{path}[{i}]"),
+                        format!("{text:?} is not an address or a CIDR network"),
+                    )
+                    .hint(r#"e.g. "10.0.0.0/8", "192.168.1.10", "::1/128""#),
+                ),
+            }
+        }
+        out
     }
 
     fn route_upstream(
