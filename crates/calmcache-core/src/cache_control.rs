@@ -309,3 +309,7 @@ pub(crate) fn delta_seconds(s: &str) -> Option<Duration> {
 #[cfg(test)]
 #[path = "cache_control_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "cache_control_props.rs"]
+mod props;

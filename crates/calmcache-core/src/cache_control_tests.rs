@@ -79,9 +79,25 @@ fn odd_input_does_not_panic() {
         "ü=ü",
     ] {
         let _ = CacheControl::parse([v]);
-        let _ = RequestCacheControl::from_headers(&headers(&[("cache-control", "x")]));
+        // Regression: this line used to parse the fixed string "x" instead
+        // of `v`, so none of these inputs ever reached the request parser.
+        // `from_bytes`, not `from_str`: "ü=ü" is obs-text, which a header
+        // value may carry but `from_str` refuses.
+        let mut h = HeaderMap::new();
+        h.insert(
+            CACHE_CONTROL,
+            HeaderValue::from_bytes(v.as_bytes()).unwrap(),
+        );
+        let _ = RequestCacheControl::from_headers(&h);
         let _: Vec<_> = directives(v).collect();
     }
+    // And the inputs do reach it: a value the loop's inputs resemble parses.
+    let mut h = HeaderMap::new();
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("max-age=5, =5"));
+    assert_eq!(
+        RequestCacheControl::from_headers(&h).max_age,
+        Some(Duration::from_secs(5))
+    );
 }
 
 #[test]

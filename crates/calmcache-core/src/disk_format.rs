@@ -427,6 +427,18 @@ pub(crate) fn create_temp(dir: &Path) -> io::Result<(PathBuf, File)> {
 
 fn write_file(file: File, header: &[u8], header_len: u32, object: &CachedObject) -> io::Result<()> {
     let mut out = BufWriter::with_capacity(64 * 1024, file);
+    write_framed(&mut out, header, header_len, object)?;
+    out.flush()
+}
+
+/// The whole file around an encoded `header` (of `header_len` bytes) to
+/// `out`: magic, version, length, header, its CRC, payload, payload CRC.
+fn write_framed(
+    out: &mut impl Write,
+    header: &[u8],
+    header_len: u32,
+    object: &CachedObject,
+) -> io::Result<()> {
     out.write_all(&MAGIC)?;
     out.write_all(&VERSION.to_le_bytes())?;
     out.write_all(&header_len.to_le_bytes())?;
@@ -437,8 +449,7 @@ fn write_file(file: File, header: &[u8], header_len: u32, object: &CachedObject)
         crc.update(part);
         out.write_all(part)?;
     }
-    out.write_all(&crc.finalize().to_le_bytes())?;
-    out.flush()
+    out.write_all(&crc.finalize().to_le_bytes())
 }
 
 /// Body then encodings, in file order; a marker has none.
@@ -845,3 +856,7 @@ fn monotonic_from_wall(stored_at: SystemTime) -> Instant {
 #[cfg(test)]
 #[path = "disk_format_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "disk_format_props.rs"]
+mod props;

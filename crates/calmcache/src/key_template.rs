@@ -381,6 +381,10 @@ fn push_bytes(out: &mut String, bytes: &[u8]) {
 }
 
 #[cfg(test)]
+#[path = "key_template_props.rs"]
+mod props;
+
+#[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 

@@ -568,6 +568,10 @@ fn render_unsatisfiable(complete: u64) -> Option<Rendered> {
 }
 
 #[cfg(test)]
+#[path = "range_props.rs"]
+mod props;
+
+#[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 

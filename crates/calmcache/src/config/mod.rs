@@ -38,6 +38,9 @@ mod validate;
 #[cfg(test)]
 mod tests;
 
+#[cfg(test)]
+mod props;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
