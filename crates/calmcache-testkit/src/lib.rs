@@ -10,14 +10,18 @@
 //!   `Cache-Status`, [`CacheStatusParams`]), one request with timing.
 //! - [`date`]: IMF-fixdate formatting and parsing.
 //! - [`tls`]: a test CA, leaf certificates by name, a TLS client.
+//! - [`wire`]: one request over HTTP/1.1, h2c or HTTP/2 over TLS; [`Wires`],
+//!   a proxy listening all three ways.
 
 pub mod client;
 pub mod date;
 pub mod origin;
 pub mod proxy;
 pub mod tls;
+pub mod wire;
 
 pub use client::{get, get_with, request, request_with_body, CacheStatusParams, Reply};
 pub use date::{http_date, http_date_ago, http_date_in, parse_http_date};
 pub use origin::{Origin, RecordedRequest};
 pub use proxy::{Proxy, RunningProxy};
+pub use wire::{Wire, Wires};

@@ -14,6 +14,9 @@
 //!   `Calmcache-Cache-Control`, `Cache-Status`... A `Date` given this way
 //!   replaces the automatic one;
 //! - `x-origin-body: text`: the body is exactly `text`;
+//! - `x-origin-echo: 1`: the body is the request as received (method,
+//!   version, target, body length, then every field line), as an origin
+//!   that reflects its request into the page would;
 //! - `x-origin-body-bytes: N`: pad the body to N bytes (with `.`);
 //! - `x-origin-ignore-conditionals: 1`: never answer 304 (see below);
 //! - `x-origin-trickle-ms: N`: send the body (with its Content-Length) in 8
@@ -212,6 +215,22 @@ fn whole(bytes: impl Into<Bytes>) -> OriginBody {
         .boxed()
 }
 
+/// `x-origin-echo`: the request as received, one line each for the
+/// method, version, target and body length, then every field line in order.
+fn echo(parts: &http::request::Parts, body: Result<usize, hyper::Error>) -> String {
+    let mut out = format!(
+        "{} {:?} {}\nbody-bytes: {}\n",
+        parts.method,
+        parts.version,
+        parts.uri,
+        body.map_or_else(|e| format!("error {e}"), |n| n.to_string())
+    );
+    for (name, value) in &parts.headers {
+        out.push_str(&format!("{name}: {}\n", String::from_utf8_lossy(value.as_bytes())));
+    }
+    out
+}
+
 /// A body sent in eight pieces `pause` apart (`x-origin-trickle-ms`), ending
 /// in an error instead after `abort_after` bytes (`x-origin-abort-after-bytes`).
 fn trickle(
@@ -290,15 +309,16 @@ async fn respond(
                 .map_or_else(|| path.clone(), |pq| pq.as_str().to_string()),
             headers: parts.headers.clone(),
         });
-    // Read and drop a request body, so the connection stays usable.
-    let _ = body.collect().await;
+    // Read a request body whole (echoed, or dropped), so the connection stays usable.
+    let received = body.collect().await.map(|b| b.to_bytes().len());
     let h = &parts.headers;
     if let Some(ms) = number(h, "x-origin-delay-ms") {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
-    let mut body = match h.get("x-origin-body") {
-        Some(text) => String::from_utf8_lossy(text.as_bytes()).into_owned(),
-        None => format!("path={path} n={n}"),
+    let mut body = match (h.get("x-origin-body"), h.contains_key("x-origin-echo")) {
+        (Some(text), _) => String::from_utf8_lossy(text.as_bytes()).into_owned(),
+        (None, true) => echo(&parts, received),
+        (None, false) => format!("path={path} n={n}"),
     };
     if let Some(size) = number(h, "x-origin-body-bytes") {
         while body.len() < size as usize {

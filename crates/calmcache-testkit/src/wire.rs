@@ -1,0 +1,197 @@
+//! One request over any of the three ways a client reaches calmcache:
+//! HTTP/1.1, HTTP/2 with prior knowledge (h2c), and HTTP/2 over TLS (ALPN
+//! `h2`), so a test can run the same case over each. [`Wires::start`]
+//! builds a proxy listening all three ways.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Method, Request, Version};
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls_pki_types::ServerName;
+use tokio::net::TcpStream;
+
+use crate::client::Reply;
+use crate::proxy::RunningProxy;
+use crate::tls::TestCa;
+use crate::Proxy;
+
+/// The certificate name the TLS listener of [`Wires`] serves.
+pub const TLS_NAME: &str = "calm.test";
+
+/// How a request travels to the proxy.
+#[derive(Clone)]
+pub enum Wire {
+    /// HTTP/1.1 over TCP.
+    Http1,
+    /// HTTP/2 with prior knowledge over TCP (the listener has `h2c = true`).
+    H2c,
+    /// HTTP/2 over TLS with ALPN `h2`, trusting the test CA.
+    H2Tls(Arc<rustls::ClientConfig>),
+}
+
+impl Wire {
+    /// A short name for assertion messages.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Wire::Http1 => "HTTP/1.1",
+            Wire::H2c => "h2c",
+            Wire::H2Tls(_) => "HTTP/2 over TLS",
+        }
+    }
+}
+
+/// A proxy with a plain listener (HTTP/1.1 and h2c) and a TLS one, and the
+/// three wires to reach it.
+pub struct Wires {
+    /// The running proxy.
+    pub proxy: RunningProxy,
+    /// HTTP/1.1, h2c, HTTP/2 over TLS.
+    pub all: Vec<Wire>,
+    _ca_dir: TempDir,
+}
+
+struct TempDir(std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Wires {
+    /// Starts `proxy` with `h2c = true` and a TLS listener for [`TLS_NAME`]
+    /// added to its `[server]` keys (`server` holds any others).
+    pub async fn start(proxy: Proxy, server: &str) -> Wires {
+        let dir = std::env::temp_dir().join(format!(
+            "calmcache-wires-{}-{:x}",
+            std::process::id(),
+            rand_suffix()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let ca = TestCa::new(&dir);
+        let leaf = ca.leaf("calm", &[TLS_NAME]);
+        let keys = format!(
+            "h2c = true\ntls_listen = [\"127.0.0.1:0\"]\n{server}\n\
+             [[server.tls]]\ncert = {:?}\nkey = {:?}\n",
+            leaf.cert.display().to_string(),
+            leaf.key.display().to_string(),
+        );
+        let proxy = proxy.server(&keys).start().await;
+        let all = vec![Wire::Http1, Wire::H2c, Wire::H2Tls(ca.client(&[b"h2"]))];
+        Wires {
+            proxy,
+            all,
+            _ca_dir: TempDir(dir),
+        }
+    }
+
+    /// Sends a request over `wire` to the right listener, with the
+    /// authority `host` (`Host` for HTTP/1.1, `:authority` for HTTP/2).
+    pub async fn send(
+        &self,
+        wire: &Wire,
+        method: Method,
+        host: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+    ) -> Reply {
+        let addr = match wire {
+            Wire::H2Tls(_) => self.proxy.tls_addr(),
+            _ => self.proxy.running().proxy_addrs[0],
+        };
+        send(wire, addr, method, host, path, headers, body.into()).await
+    }
+}
+
+fn rand_suffix() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(Instant::now().elapsed().as_nanos() as u64);
+    h.finish()
+}
+
+/// One request over `wire` to `addr`; panics on connection errors and
+/// after 30 s (tests).
+pub async fn send(
+    wire: &Wire,
+    addr: SocketAddr,
+    method: Method,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Bytes,
+) -> Reply {
+    let what = format!("{} {method} {host}{path}", wire.label());
+    let exchange = exchange(wire, addr, method, host, path, headers, body);
+    tokio::time::timeout(Duration::from_secs(30), exchange)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: no complete answer within 30 s"))
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+async fn exchange(
+    wire: &Wire,
+    addr: SocketAddr,
+    method: Method,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Bytes,
+) -> Result<Reply, BoxError> {
+    let started = Instant::now();
+    let tcp = TcpStream::connect(addr).await?;
+    let mut req = Request::builder().method(method);
+    req = match wire {
+        Wire::Http1 => req.uri(path).header("host", host),
+        Wire::H2c => req.uri(format!("http://{host}{path}")).version(Version::HTTP_2),
+        Wire::H2Tls(_) => req
+            .uri(format!("https://{host}{path}"))
+            .version(Version::HTTP_2),
+    };
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(Full::new(body))?;
+    let resp = match wire {
+        Wire::Http1 => {
+            let (mut sender, conn) =
+                hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await?;
+            tokio::spawn(conn);
+            sender.send_request(req).await?
+        }
+        Wire::H2c => {
+            let (mut sender, conn) =
+                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+                    .await?;
+            tokio::spawn(conn);
+            sender.send_request(req).await?
+        }
+        Wire::H2Tls(config) => {
+            let connector = tokio_rustls::TlsConnector::from(config.clone());
+            let name = ServerName::try_from(TLS_NAME.to_string())?;
+            let tls = connector.connect(name, tcp).await?;
+            let (mut sender, conn) =
+                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+                    .await?;
+            tokio::spawn(conn);
+            sender.send_request(req).await?
+        }
+    };
+    let (parts, body) = resp.into_parts();
+    let bytes = body.collect().await?.to_bytes();
+    Ok(Reply {
+        status: parts.status,
+        headers: parts.headers,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+        bytes,
+        elapsed: started.elapsed(),
+    })
+}
