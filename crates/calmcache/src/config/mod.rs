@@ -120,6 +120,13 @@ pub struct AdminConfig {
     /// Networks whose clients may send `PURGE` to the proxy listener
     /// (default: loopback only).
     pub purge_allow: Vec<Network>,
+    /// Host names (lower case, no port) the admin listener answers to
+    /// besides IP literals and `localhost`: any other `Host` is refused
+    /// (DNS rebinding). Default: none.
+    pub names: Vec<String>,
+    /// `PURGE` on the proxy listener also needs `Authorization: Bearer
+    /// <token>` (default false: `purge_allow` alone decides).
+    pub purge_token: bool,
 }
 
 /// An IP network (`10.0.0.0/8`, `::1/128`; a bare address is one host).
