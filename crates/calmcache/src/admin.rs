@@ -329,7 +329,7 @@ pub async fn handle(
     let health = get && matches!(path, "/healthz" | "/readyz");
     if !health {
         let names = admin.map_or(&[][..], |a| a.names.as_slice());
-        if let Err(refused) = check_host(&req, names) {
+        if let Some(refused) = refuse_host(&req, names) {
             return Ok(refused);
         }
     }
@@ -431,14 +431,13 @@ async fn purge(proxy: &Arc<Proxy>, req: Request<Incoming>) -> Response<ResponseB
 }
 
 /// The `Host` (and HTTP/2 `:authority` or absolute-form target) of `req`,
-/// checked against the names this listener answers to: `Err` holds the
-/// refusal (400 without any, 421 for a name it does not know).
-#[allow(clippy::result_large_err)]
-fn check_host<B>(req: &Request<B>, names: &[String]) -> Result<(), Response<ResponseBody>> {
+/// checked against the names this listener answers to: the refusal (400
+/// without any, 421 for a name it does not know), or `None`.
+fn refuse_host<B>(req: &Request<B>, names: &[String]) -> Option<Response<ResponseBody>> {
     let header = req.headers().get(header::HOST);
     let target = req.uri().authority().map(|a| a.as_str());
     if header.is_none() && target.is_none() {
-        return Err(plain(
+        return Some(plain(
             StatusCode::BAD_REQUEST,
             "no Host header: the admin listener answers only requests that name it\n".into(),
         ));
@@ -446,7 +445,7 @@ fn check_host<B>(req: &Request<B>, names: &[String]) -> Result<(), Response<Resp
     if let Some(value) = header {
         let text = value.to_str().unwrap_or("");
         if !host_allowed(text, names) {
-            return Err(misdirected(
+            return Some(misdirected(
                 "Host header",
                 &String::from_utf8_lossy(value.as_bytes()),
             ));
@@ -454,10 +453,10 @@ fn check_host<B>(req: &Request<B>, names: &[String]) -> Result<(), Response<Resp
     }
     if let Some(authority) = target {
         if !host_allowed(authority, names) {
-            return Err(misdirected("request target authority", authority));
+            return Some(misdirected("request target authority", authority));
         }
     }
-    Ok(())
+    None
 }
 
 fn misdirected(what: &str, value: &str) -> Response<ResponseBody> {

@@ -114,8 +114,9 @@ pub struct AdminConfig {
     /// Address of the admin API; keep it off the public interface.
     pub listen: SocketAddr,
     /// The bearer token (`token`, the file `token_file`, or the
-    /// `CALMCACHE_ADMIN_TOKEN` environment variable). Required for purges,
-    /// and for everything when `listen` is not a loopback address.
+    /// `CALMCACHE_ADMIN_TOKEN` environment variable). Required for purges
+    /// and, when set, for `POST /reload`; for everything but the dashboard
+    /// page and health probes when `listen` is not a loopback address.
     pub token: Option<String>,
     /// Networks whose clients may send `PURGE` to the proxy listener
     /// (default: loopback only).
