@@ -3,8 +3,20 @@
 //! latency histograms), `GET /metrics` the same in Prometheus text format,
 //! `GET /healthz`, `GET /readyz`, and `POST /purge`.
 //!
-//! Access: `POST /purge` always needs `Authorization: Bearer <admin.token>`;
-//! every endpoint does when the listener is not on a loopback address.
+//! Access, in this order (see [`handle`]):
+//! - `GET /healthz` and `GET /readyz` answer anyone (any `Host`, no token)
+//!   and say nothing but ok / ready / starting, so load-balancer probes work.
+//! - Every other request must name this listener in `Host` (or HTTP/2
+//!   `:authority`): an IP literal, `localhost`, or one of `admin.names`;
+//!   anything else is 421 (a DNS-rebinding page names its own domain), no
+//!   `Host` at all is 400.
+//! - `POST /purge` and `POST /reload` change state: a browser request from
+//!   another site (`Origin` not this listener's own, or `Sec-Fetch-Site`
+//!   other than `same-origin`/`none`) is 403; `POST /purge` always needs
+//!   `Authorization: Bearer <admin.token>`, `POST /reload` whenever a token
+//!   is configured (loopback too).
+//! - `GET /` (the dashboard page, which holds no data) needs no token; the
+//!   rest needs it when the listener is not on a loopback address.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -303,24 +315,45 @@ const DASHBOARD: &str = include_str!("dashboard.html");
 /// Largest `POST /purge` body read.
 const PURGE_BODY_MAX: usize = 64 * 1024;
 
-/// Serves the admin endpoints.
+/// Serves the admin endpoints, after the access checks of the module doc.
 pub async fn handle(
     proxy: Arc<Proxy>,
     req: Request<Incoming>,
     reloader: Arc<crate::reload::Reloader>,
 ) -> Result<Response<ResponseBody>, Infallible> {
     let path = req.uri().path();
-    let token = proxy.admin.as_ref().and_then(|a| a.token.as_deref());
-    let open = proxy
-        .admin
-        .as_ref()
-        .is_none_or(|a| a.listen.ip().is_loopback());
+    let admin = proxy.admin.as_ref();
+    let get = req.method() == Method::GET;
+    // Probes often send no Host, or one calmcache cannot know; the answers
+    // are "ok", "ready" or "starting" and nothing else.
+    let health = get && matches!(path, "/healthz" | "/readyz");
+    if !health {
+        let names = admin.map_or(&[][..], |a| a.names.as_slice());
+        if let Some(refused) = refuse_host(&req, names) {
+            return Ok(refused);
+        }
+    }
+    let token = admin.and_then(|a| a.token.as_deref());
+    let open = admin.is_none_or(|a| a.listen.ip().is_loopback());
     let authorized = token.is_some_and(|t| bearer_matches(req.headers(), t));
-    // The dashboard page holds no data (it sends the token, from
-    // `?token=`, with each /status poll) and health checks carry none.
-    let public = req.method() == Method::GET && matches!(path, "/" | "/healthz");
-    if !open && !authorized && !public {
-        return Ok(unauthorized(token.is_some()));
+    if req.method() == Method::POST && matches!(path, "/purge" | "/reload") {
+        if let Some(why) = cross_site(&req) {
+            return Ok(plain(StatusCode::FORBIDDEN, why));
+        }
+        // POST /purge always takes the token; POST /reload whenever one is
+        // configured (without one it is only reachable on loopback: the
+        // config refuses a non-loopback listener without a token).
+        let needs_token = path == "/purge" || token.is_some() || !open;
+        if needs_token && !authorized {
+            return Ok(unauthorized(token.is_some()));
+        }
+    } else {
+        // The dashboard page holds no data: it asks for the token (a login
+        // form) when /status answers 401.
+        let public = health || (get && path == "/");
+        if !open && !authorized && !public {
+            return Ok(unauthorized(token.is_some()));
+        }
     }
     let resp = match (req.method(), path) {
         (&Method::GET, "/") => with_type(
@@ -345,12 +378,7 @@ pub async fn handle(
                 plain(StatusCode::SERVICE_UNAVAILABLE, "starting\n".into())
             }
         }
-        (&Method::POST, "/purge") => {
-            if !authorized {
-                return Ok(unauthorized(token.is_some()));
-            }
-            purge(&proxy, req).await
-        }
+        (&Method::POST, "/purge") => purge(&proxy, req).await,
         (&Method::POST, "/reload") => reload(&reloader).await,
         (_, "/" | "/status" | "/metrics" | "/healthz" | "/readyz") => {
             plain(StatusCode::METHOD_NOT_ALLOWED, "use GET\n".into())
@@ -402,6 +430,117 @@ async fn purge(proxy: &Arc<Proxy>, req: Request<Incoming>) -> Response<ResponseB
     }
 }
 
+/// The `Host` (and HTTP/2 `:authority` or absolute-form target) of `req`,
+/// checked against the names this listener answers to: the refusal (400
+/// without any, 421 for a name it does not know), or `None`.
+fn refuse_host<B>(req: &Request<B>, names: &[String]) -> Option<Response<ResponseBody>> {
+    let header = req.headers().get(header::HOST);
+    let target = req.uri().authority().map(|a| a.as_str());
+    if header.is_none() && target.is_none() {
+        return Some(plain(
+            StatusCode::BAD_REQUEST,
+            "no Host header: the admin listener answers only requests that name it\n".into(),
+        ));
+    }
+    if let Some(value) = header {
+        let text = value.to_str().unwrap_or("");
+        if !host_allowed(text, names) {
+            return Some(misdirected(
+                "Host header",
+                &String::from_utf8_lossy(value.as_bytes()),
+            ));
+        }
+    }
+    if let Some(authority) = target {
+        if !host_allowed(authority, names) {
+            return Some(misdirected("request target authority", authority));
+        }
+    }
+    None
+}
+
+fn misdirected(what: &str, value: &str) -> Response<ResponseBody> {
+    let value: String = value.chars().take(100).collect();
+    plain(
+        StatusCode::MISDIRECTED_REQUEST,
+        format!(
+            "{what} {value:?} does not name this admin listener: use its IP address, \
+             localhost, or a name listed in admin.names\n"
+        ),
+    )
+}
+
+/// True when `authority` (`host[:port]`) names an IP literal (`127.0.0.1`,
+/// `[::1]`), `localhost`, or one of `names` (lower case); the port is not
+/// compared (port mappings and proxies change it), only checked to be a number.
+/// A DNS-rebinding page always sends its own domain name, never an IP literal.
+pub fn host_allowed(authority: &str, names: &[String]) -> bool {
+    // (the host, unless a bracketed IPv6 literal; what follows it: "" or ":port")
+    let (host, rest) = if let Some(rest) = authority.strip_prefix('[') {
+        let Some((ip, rest)) = rest.split_once(']') else {
+            return false;
+        };
+        if ip.parse::<std::net::Ipv6Addr>().is_err() {
+            return false;
+        }
+        (None, rest)
+    } else {
+        let at = authority.find(':').unwrap_or(authority.len());
+        (Some(&authority[..at]), &authority[at..])
+    };
+    let port_ok = match rest.strip_prefix(':') {
+        Some(digits) => digits.len() <= 5 && digits.bytes().all(|b| b.is_ascii_digit()),
+        None => rest.is_empty(),
+    };
+    if !port_ok {
+        return false;
+    }
+    let Some(host) = host else {
+        return true; // a bracketed IPv6 literal
+    };
+    if host.parse::<std::net::Ipv4Addr>().is_ok() || host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    let host = host.strip_suffix('.').unwrap_or(host);
+    !host.is_empty() && names.iter().any(|n| n.eq_ignore_ascii_case(host))
+}
+
+/// Why a state-changing request looks like a browser's from another site
+/// (a cross-site form or fetch), or `None`: an `Origin` other than this
+/// listener's own (`http(s)://` + the `Host` it was reached by), or a
+/// `Sec-Fetch-Site` other than `same-origin` / `none`. Clients that are not
+/// browsers (curl, `calmcache reload`) send neither.
+fn cross_site<B>(req: &Request<B>) -> Option<String> {
+    let headers = req.headers();
+    if let Some(site) = headers.get("sec-fetch-site") {
+        let site = String::from_utf8_lossy(site.as_bytes());
+        if !matches!(site.trim(), "same-origin" | "none") {
+            return Some(format!(
+                "Sec-Fetch-Site: {site}: a page of another site cannot drive the admin API\n"
+            ));
+        }
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = String::from_utf8_lossy(origin.as_bytes());
+        let own = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .or_else(|| req.uri().authority().map(|a| a.as_str()));
+        let authority = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"));
+        let same = matches!((authority, own), (Some(a), Some(h)) if a.eq_ignore_ascii_case(h));
+        if !same {
+            let origin: String = origin.chars().take(100).collect();
+            return Some(format!(
+                "Origin {origin:?} is not this admin listener: a page of another site \
+                 cannot drive the admin API\n"
+            ));
+        }
+    }
+    None
+}
+
 /// `{"purged": N}`.
 pub fn purged_response(purged: u64) -> Response<ResponseBody> {
     let json = serde_json::json!({ "purged": purged }).to_string() + "\n";
@@ -418,7 +557,7 @@ pub fn json_error(status: StatusCode, message: &str) -> Response<ResponseBody> {
 
 /// True when `headers` carry `Authorization: Bearer <token>` (compared in
 /// constant time).
-fn bearer_matches(headers: &http::HeaderMap, token: &str) -> bool {
+pub(crate) fn bearer_matches(headers: &http::HeaderMap, token: &str) -> bool {
     let Some(given) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -437,7 +576,8 @@ fn bearer_matches(headers: &http::HeaderMap, token: &str) -> bool {
     diff == 0
 }
 
-fn unauthorized(configured: bool) -> Response<ResponseBody> {
+/// 401 with `WWW-Authenticate: Bearer`, saying whether a token is configured.
+pub(crate) fn unauthorized(configured: bool) -> Response<ResponseBody> {
     let message = if configured {
         "missing or wrong bearer token"
     } else {
@@ -500,4 +640,45 @@ pub async fn post_reload(
     let status = resp.status().as_u16();
     let body = resp.into_body().collect().await?.to_bytes();
     Ok((status, String::from_utf8_lossy(&body).into_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_ip_literals_localhost_or_configured_names() {
+        let names = vec!["admin.example".to_owned()];
+        for ok in [
+            "127.0.0.1",
+            "127.0.0.1:9090",
+            "10.1.2.3:80",
+            "[::1]",
+            "[::1]:9090",
+            "localhost",
+            "LOCALHOST:9090",
+            "admin.example",
+            "Admin.Example:9090",
+            "admin.example.",
+        ] {
+            assert!(host_allowed(ok, &names), "{ok}");
+        }
+        for refused in [
+            "",
+            "evil.example",
+            "evil.example:9090",
+            "admin.example.evil.example",
+            "localhost.evil.example",
+            "127.0.0.1.nip.io",
+            "::1",
+            "[::1",
+            "[nope]:1",
+            "127.0.0.1:port",
+            "127.0.0.1:123456",
+            "127.0.0.1:80:80",
+        ] {
+            assert!(!host_allowed(refused, &names), "{refused:?}");
+        }
+        assert!(!host_allowed("admin.example", &[]));
+    }
 }

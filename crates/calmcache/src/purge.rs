@@ -169,22 +169,29 @@ pub async fn run(proxy: &Arc<Proxy>, purge: Purge) -> u64 {
 pub const SOFT_HEADER: &str = "calmcache-purge";
 
 /// Answers the `PURGE` method on the proxy listener: purges the request's
-/// URL on its host, for clients in `admin.purge_allow` only.
+/// URL on its host, for clients in `admin.purge_allow` only, and with
+/// `admin.purge_token` only with `Authorization: Bearer <admin.token>`.
 pub async fn purge_method(
     proxy: &Arc<Proxy>,
     req: &http::Request<hyper::body::Incoming>,
     client: std::net::SocketAddr,
 ) -> http::Response<crate::body::ResponseBody> {
-    let allowed = proxy
-        .admin
-        .as_ref()
-        .is_some_and(|a| a.purge_allow.iter().any(|n| n.contains(client.ip())));
+    let admin = proxy.admin.as_ref();
+    let allowed = admin.is_some_and(|a| a.purge_allow.iter().any(|n| n.contains(client.ip())));
     if !allowed {
         let why = format!(
             "PURGE is not allowed from {} (admin.purge_allow)",
             client.ip()
         );
         return crate::admin::json_error(http::StatusCode::FORBIDDEN, &why);
+    }
+    if let Some(admin) = admin.filter(|a| a.purge_token) {
+        // The config refuses purge_token without a token; none configured
+        // here would refuse every PURGE, never admit one.
+        let token = admin.token.as_deref();
+        if !token.is_some_and(|t| crate::admin::bearer_matches(req.headers(), t)) {
+            return crate::admin::unauthorized(token.is_some());
+        }
     }
     let host = crate::proxy::host_of(req).to_ascii_lowercase();
     let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());

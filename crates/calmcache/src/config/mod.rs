@@ -117,12 +117,20 @@ pub struct AdminConfig {
     /// Address of the admin API; keep it off the public interface.
     pub listen: SocketAddr,
     /// The bearer token (`token`, the file `token_file`, or the
-    /// `CALMCACHE_ADMIN_TOKEN` environment variable). Required for purges,
-    /// and for everything when `listen` is not a loopback address.
+    /// `CALMCACHE_ADMIN_TOKEN` environment variable). Required for purges
+    /// and, when set, for `POST /reload`; for everything but the dashboard
+    /// page and health probes when `listen` is not a loopback address.
     pub token: Option<String>,
     /// Networks whose clients may send `PURGE` to the proxy listener
     /// (default: loopback only).
     pub purge_allow: Vec<Network>,
+    /// Host names (lower case, no port) the admin listener answers to
+    /// besides IP literals and `localhost`: any other `Host` is refused
+    /// (DNS rebinding). Default: none.
+    pub names: Vec<String>,
+    /// `PURGE` on the proxy listener also needs `Authorization: Bearer
+    /// <token>` (default false: `purge_allow` alone decides).
+    pub purge_token: bool,
 }
 
 /// An IP network (`10.0.0.0/8`, `::1/128`; a bare address is one host).

@@ -75,6 +75,8 @@ pub(crate) struct RawAdmin {
     pub(crate) token: Option<String>,
     pub(crate) token_file: Option<String>,
     pub(crate) purge_allow: Option<Vec<String>>,
+    pub(crate) names: Option<Vec<String>>,
+    pub(crate) purge_token: Option<bool>,
 }
 
 /// `[upstreams.<name>]`

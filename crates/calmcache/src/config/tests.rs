@@ -446,6 +446,21 @@ fn example_file_parses_and_shows_the_defaults() {
     assert_eq!(example.routes[1].name, "route1");
 }
 
+/// `[admin]` `names` and `purge_token`: the example shows the defaults.
+#[test]
+fn example_admin_names_and_purge_token_are_the_defaults() {
+    let example = load(EXAMPLE).admin.unwrap();
+    let minimal = load(&format!(
+        "{MINIMAL}\n[admin]\nlisten = \"127.0.0.1:9090\"\n"
+    ))
+    .admin
+    .unwrap();
+    assert_eq!(example.names, minimal.names);
+    assert!(minimal.names.is_empty());
+    assert_eq!(example.purge_token, minimal.purge_token);
+    assert!(!minimal.purge_token);
+}
+
 /// The WordPress lines the example file shows commented out are valid.
 #[test]
 fn example_wordpress_lines_are_valid() {

@@ -253,6 +253,8 @@ impl Checker {
                 listen: placeholder,
                 token: None,
                 purge_allow: Vec::new(),
+                names: Vec::new(),
+                purge_token: false,
             };
         };
         let listen = self
@@ -296,10 +298,46 @@ impl Checker {
                 })
                 .collect(),
         };
+        let names = raw
+            .names
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|text| {
+                let name = text.trim().trim_end_matches('.').to_ascii_lowercase();
+                let valid = !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+                if !valid {
+                    let problem = Problem::new(
+                        "admin.names",
+                        format!("{text:?} is not a host name"),
+                    );
+                    self.report(problem.hint(
+                        r#"names without scheme or port, e.g. names = ["admin.example"]; IP addresses and localhost are always accepted"#,
+                    ));
+                    return None;
+                }
+                Some(name)
+            })
+            .collect();
+        let purge_token = raw.purge_token.unwrap_or(false);
+        if purge_token && token.is_none() {
+            let problem = Problem::new(
+                "admin.purge_token",
+                "PURGE needs the admin token, and none is configured".to_string(),
+            );
+            self.report(problem.hint(
+                "set admin.token or admin.token_file (or CALMCACHE_ADMIN_TOKEN), \
+                 or purge_token = false",
+            ));
+        }
         AdminConfig {
             listen,
             token,
             purge_allow,
+            names,
+            purge_token,
         }
     }
 

@@ -13,6 +13,12 @@
 //! a first run checks this chromium prints them at all. The page's elements
 //! carry `data-metric="name"` with the raw number in `data-value` ("" when
 //! absent), so nothing here parses formatted text.
+//!
+//! The login form (a listener whose `/status` needs the token) is the one
+//! check that must act on the page: there chromium runs with
+//! `--remote-debugging-port=0` and the test speaks the DevTools protocol
+//! (`Runtime.evaluate` over its loopback WebSocket) to type the token into
+//! the form and submit it, then reads the same `data-*` attributes.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -423,5 +429,278 @@ async fn dashboard_in_headless_chromium_follows_traffic() {
         );
     }
     checks.finish(&status);
+    proxy.stop().await;
+}
+
+/// A chromium page driven through the DevTools protocol: `Runtime.evaluate`
+/// on the page's WebSocket (loopback, its port picked by chromium).
+struct Devtools {
+    ws: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+    next_id: u64,
+    child: tokio::process::Child,
+    console: Arc<std::sync::Mutex<Vec<String>>>,
+    profile: PathBuf,
+}
+
+impl Devtools {
+    /// Starts headless chromium on `url` and attaches to its page.
+    async fn open(url: &str) -> Devtools {
+        use tokio::io::AsyncBufReadExt;
+        static N: AtomicU32 = AtomicU32::new(0);
+        let profile = std::env::temp_dir().join(format!(
+            "calmcache-it-chromium-cdp-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&profile);
+        let mut child = tokio::process::Command::new(browser())
+            .args([
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-extensions",
+                "--disable-sync",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-default-apps",
+                "--mute-audio",
+                "--enable-logging=stderr",
+                "--v=0",
+                "--remote-debugging-address=127.0.0.1",
+                "--remote-debugging-port=0",
+                "--window-size=1400,1000",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg(url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("chromium starts");
+        // stderr: the DevTools address first, console lines all along.
+        let console = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let seen = console.clone();
+        tokio::spawn(async move {
+            let mut tx = Some(tx);
+            let mut all = String::new();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(at) = line.find("DevTools listening on ") {
+                    let ws = line[at + "DevTools listening on ".len()..]
+                        .trim()
+                        .to_owned();
+                    if let Some(tx) = tx.take() {
+                        let _ = tx.send(Ok(ws));
+                    }
+                }
+                if line.contains("CONSOLE") {
+                    seen.lock().unwrap().push(line.clone());
+                }
+                all.push_str(&line);
+                all.push('\n');
+            }
+            if let Some(tx) = tx.take() {
+                let _ = tx.send(Err(all));
+            }
+        });
+        let browser_ws = tokio::time::timeout(Duration::from_secs(30), rx)
+            .await
+            .expect("chromium printed its DevTools address within 30 s")
+            .unwrap()
+            .unwrap_or_else(|stderr| panic!("chromium printed no DevTools address:\n{stderr}"));
+        // ws://127.0.0.1:PORT/devtools/browser/ID -> the page's own socket.
+        let port_at = browser_ws
+            .strip_prefix("ws://127.0.0.1:")
+            .expect("DevTools on 127.0.0.1");
+        let port = &port_at[..port_at.find('/').unwrap()];
+        let mut page_ws = None;
+        for _ in 0..100 {
+            let list = get(&format!("http://127.0.0.1:{port}/json/list")).await;
+            let targets: serde_json::Value = serde_json::from_str(&list.body).unwrap_or_default();
+            page_ws = targets.as_array().and_then(|all| {
+                all.iter()
+                    .find(|t| t["type"] == "page")
+                    .and_then(|t| t["webSocketDebuggerUrl"].as_str())
+                    .map(str::to_owned)
+            });
+            if page_ws.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let page_ws = page_ws.expect("chromium lists its page");
+        let (ws, _) = tokio_tungstenite::connect_async(page_ws.as_str())
+            .await
+            .expect("DevTools WebSocket");
+        let mut tab = Devtools {
+            ws,
+            next_id: 0,
+            child,
+            console,
+            profile,
+        };
+        // Attached maybe before the page replaced about:blank: a promise
+        // evaluated there would never settle, so ask until it is loaded.
+        let origin = url.split('/').take(3).collect::<Vec<_>>().join("/");
+        for _ in 0..200 {
+            let at = tab
+                .eval("location.origin + ' ' + document.readyState")
+                .await;
+            if at.as_str() == Some(&format!("{origin} complete")) {
+                return tab;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("chromium did not load {url} within 10 s");
+    }
+
+    /// Evaluates `expression` in the page (a promise is awaited) and returns
+    /// its value; panics on an exception.
+    async fn eval(&mut self, expression: &str) -> serde_json::Value {
+        use futures_util::{SinkExt, StreamExt};
+        use tokio_tungstenite::tungstenite::Message;
+        self.next_id += 1;
+        let id = self.next_id;
+        let call = serde_json::json!({
+            "id": id,
+            "method": "Runtime.evaluate",
+            "params": {"expression": expression, "awaitPromise": true, "returnByValue": true},
+        });
+        self.ws.send(Message::text(call.to_string())).await.unwrap();
+        let reply = tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                let msg = self.ws.next().await.expect("DevTools open").unwrap();
+                let Message::Text(text) = msg else { continue };
+                let v: serde_json::Value = serde_json::from_str(text.as_str()).unwrap();
+                if v["id"] == id {
+                    return v;
+                }
+            }
+        })
+        .await
+        .expect("DevTools answered within 30 s");
+        assert!(
+            reply["result"]["exceptionDetails"].is_null() && reply["error"].is_null(),
+            "{expression}\nthrew: {reply:#}"
+        );
+        reply["result"]["result"]["value"].clone()
+    }
+
+    /// Waits (in the page, up to 10 s) until `condition` holds, then
+    /// returns `snapshot`'s value.
+    async fn when(&mut self, condition: &str, snapshot: &str) -> serde_json::Value {
+        let js = format!(
+            "new Promise(function (ok, no) {{ var t0 = Date.now(); (function wait() {{ \
+               var done = false; try {{ done = ({condition}); }} catch (e) {{}} \
+               if (done) ok({snapshot}); \
+               else if (Date.now() - t0 > 10000) no(new Error('timed out waiting for: ' + {cond:?})); \
+               else setTimeout(wait, 50); }})(); }})",
+            cond = condition
+        );
+        self.eval(&js).await
+    }
+
+    /// Console lines printed so far.
+    fn console(&self) -> Vec<String> {
+        self.console.lock().unwrap().clone()
+    }
+
+    async fn close(mut self) {
+        let _ = self.child.kill().await;
+        let _ = std::fs::remove_dir_all(&self.profile);
+    }
+}
+
+/// What the page shows, as one JSON object (for `Devtools::when`).
+const PAGE_STATE: &str = "(function (m) { \
+    m = function (name) { var e = document.querySelector('[data-metric=\"' + name + '\"]'); \
+      return e ? e.getAttribute('data-value') : null; }; return { \
+    conn: document.getElementById('conn').getAttribute('data-state'), \
+    form: !document.getElementById('login').hidden, \
+    note: document.getElementById('login-note').textContent, \
+    samples: Number(document.body.getAttribute('data-samples')), \
+    jsErrors: document.body.getAttribute('data-js-errors'), \
+    requests: m('requests-total'), \
+    hits: m('status-hit'), \
+    url: location.href, \
+    stored: sessionStorage.getItem('calmcache-admin-token') }; })()";
+
+/// Types `token` into the login form and submits it, as a user would.
+fn submit(token: &str) -> String {
+    format!(
+        "(function () {{ var i = document.getElementById('login-token'); i.focus(); \
+           i.value = {token:?}; document.getElementById('login').requestSubmit(); return true; }})()"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_asks_for_the_token_and_shows_numbers_after_login() {
+    const TOKEN: &str = "dashboard-login-token-for-tests";
+    let origin = Origin::start().await;
+    // Not on loopback: /status needs the token, the page does not.
+    let proxy = Proxy::new(&origin)
+        .admin(&format!("listen = \"0.0.0.0:0\"\ntoken = \"{TOKEN}\""))
+        .route("ttl = { 200 = \"60s\" }\nrefresh = \"lock\"")
+        .start()
+        .await;
+    for _ in 0..5 {
+        assert_eq!(get(&proxy.url("/login/a")).await.status, 200);
+    }
+    assert_eq!(get(&proxy.admin_url("/status")).await.status, 401);
+    let page = proxy.admin_url("/");
+    // A ?token= in the address is not read any more.
+    let mut page_tab = Devtools::open(&format!("{page}?token={TOKEN}")).await;
+
+    // 1. /status answered 401: the form, no numbers.
+    let shown = page_tab
+        .when("!document.getElementById('login').hidden", PAGE_STATE)
+        .await;
+    assert_eq!(shown["conn"], "login", "{shown:#}");
+    assert_eq!(shown["samples"], 0, "{shown:#}");
+    assert_eq!(shown["requests"], "", "{shown:#}");
+
+    // 2. A wrong token: refused, forgotten, the form again.
+    page_tab.eval(&submit("not-the-token")).await;
+    let refused = page_tab
+        .when(
+            "!document.getElementById('login').hidden && \
+             document.getElementById('login-note').textContent.indexOf('refused') >= 0",
+            PAGE_STATE,
+        )
+        .await;
+    assert_eq!(refused["conn"], "login", "{refused:#}");
+    assert!(refused["stored"].is_null(), "{refused:#}");
+
+    // 3. The right token: the tiles show the traffic.
+    page_tab.eval(&submit(TOKEN)).await;
+    let live = page_tab
+        .when(
+            "Number(document.body.getAttribute('data-samples')) >= 2",
+            PAGE_STATE,
+        )
+        .await;
+    assert_eq!(live["conn"], "ok", "{live:#}");
+    assert_eq!(live["form"], false, "{live:#}");
+    assert_eq!(live["requests"], "5", "{live:#}");
+    assert_eq!(live["hits"], "4", "{live:#}");
+    assert_eq!(live["jsErrors"], "0", "{live:#}");
+    assert_eq!(live["stored"], TOKEN, "kept in sessionStorage: {live:#}");
+    // The address is the one it was opened with: the form never puts the
+    // token there.
+    assert_eq!(live["url"], format!("{page}?token={TOKEN}"), "{live:#}");
+    let console = page_tab.console();
+    assert!(
+        console.is_empty(),
+        "console messages (the page logs nothing unless broken):\n  {}",
+        console.join("\n  ")
+    );
+    page_tab.close().await;
     proxy.stop().await;
 }

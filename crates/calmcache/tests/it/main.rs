@@ -9,6 +9,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod access_log;
+mod admin_security;
 mod caching;
 mod cases;
 mod cli;
