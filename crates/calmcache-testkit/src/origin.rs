@@ -226,7 +226,10 @@ fn echo(parts: &http::request::Parts, body: Result<usize, hyper::Error>) -> Stri
         body.map_or_else(|e| format!("error {e}"), |n| n.to_string())
     );
     for (name, value) in &parts.headers {
-        out.push_str(&format!("{name}: {}\n", String::from_utf8_lossy(value.as_bytes())));
+        out.push_str(&format!(
+            "{name}: {}\n",
+            String::from_utf8_lossy(value.as_bytes())
+        ));
     }
     out
 }

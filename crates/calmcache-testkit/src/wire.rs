@@ -151,7 +151,9 @@ async fn exchange(
     let mut req = Request::builder().method(method);
     req = match wire {
         Wire::Http1 => req.uri(path).header("host", host),
-        Wire::H2c => req.uri(format!("http://{host}{path}")).version(Version::HTTP_2),
+        Wire::H2c => req
+            .uri(format!("http://{host}{path}"))
+            .version(Version::HTTP_2),
         Wire::H2Tls(_) => req
             .uri(format!("https://{host}{path}"))
             .version(Version::HTTP_2),

@@ -22,6 +22,7 @@ mod errors;
 mod key_bypass;
 mod operations;
 mod refresh;
+mod request_integrity;
 mod rfc_age;
 mod rfc_cache_status;
 mod rfc_directives;
