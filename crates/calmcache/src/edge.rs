@@ -493,6 +493,22 @@ pub fn normalise_path(
     })
 }
 
+/// `/path?query` with the path normalised as a request's is by default
+/// (unreserved escapes, merged slashes, dot-segments) and the query as
+/// given: for targets that do not come through [`admit`] (purge URLs,
+/// `Location` fields) but must meet the keys requests made.
+pub fn normalise_target(text: &str) -> Result<String, ProxyError> {
+    let (path, query) = match text.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (text, None),
+    };
+    if !path.starts_with('/') {
+        return Err(refuse("the target is not a path"));
+    }
+    let path = normalise_path(path, Decode::Unreserved, Slashes::Merge)?;
+    Ok(with_query(&path, query))
+}
+
 fn has_dot_segment(path: &str) -> bool {
     path.contains("/.") && path.split('/').any(|s| s == "." || s == "..")
 }

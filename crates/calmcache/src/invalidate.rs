@@ -66,7 +66,7 @@ impl Target {
         if let Some(rest) = reference.strip_prefix("//") {
             // Network-path reference: same host (any port spelling as sent).
             let (authority, path) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
-            if !authority.eq_ignore_ascii_case(&self.host) {
+            if !self.is_host(authority) {
                 return None;
             }
             return Some(if path.is_empty() {
@@ -78,8 +78,7 @@ impl Target {
         if has_scheme(reference) {
             let uri: Uri = reference.parse().ok()?;
             let authority = uri.authority()?;
-            let same = authority.as_str().eq_ignore_ascii_case(&self.host)
-                && uri.scheme_str() == Some(self.scheme);
+            let same = self.is_host(authority.as_str()) && uri.scheme_str() == Some(self.scheme);
             return same.then(|| {
                 uri.path_and_query()
                     .map_or("/", |pq| pq.as_str())
@@ -98,7 +97,18 @@ impl Target {
         Some(resolve(base, reference))
     }
 
+    /// `authority` names this request's host (as the edge normalises hosts:
+    /// case, a trailing dot and the default port do not matter).
+    fn is_host(&self, authority: &str) -> bool {
+        crate::edge::normalise_host(authority, self.scheme).is_ok_and(|h| *h == *self.host)
+    }
+
     fn remove(&self, proxy: &Proxy, path_and_query: &str) {
+        // Keyed as a request for it would be (edge.rs).
+        let Ok(path_and_query) = crate::edge::normalise_target(path_and_query) else {
+            return;
+        };
+        let path_and_query = path_and_query.as_str();
         let Some(route) = proxy.routes.iter().find(|r| r.cfg.matches(path_and_query)) else {
             return;
         };

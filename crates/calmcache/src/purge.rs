@@ -113,20 +113,29 @@ impl Purge {
 }
 
 /// `/path?q` -> (None, "/path?q"); `http://Host:8080/p` -> (Some("host:8080"), "/p").
+/// Host and path are normalised as the edge normalises requests (edge.rs),
+/// so `/%61pi/./x` purges what `/api/x` stored.
 fn split_url(text: &str) -> Result<(Option<String>, String), String> {
     if text.starts_with('/') {
-        return Ok((None, text.to_owned()));
+        return Ok((None, normalised_target(text)?));
     }
-    let rest = text
+    let (scheme, rest) = text
         .strip_prefix("http://")
-        .or_else(|| text.strip_prefix("https://"))
+        .map(|rest| ("http", rest))
+        .or_else(|| text.strip_prefix("https://").map(|rest| ("https", rest)))
         .ok_or_else(|| format!("{text:?} is neither a path (/...) nor an http(s) URL"))?;
     let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     if host.is_empty() {
         return Err(format!("{text:?} has no host"));
     }
+    let host =
+        crate::edge::normalise_host(host, scheme).map_err(|e| format!("{text:?}: {}", e.cause))?;
     let path = if path.is_empty() { "/" } else { path };
-    Ok((Some(host.to_ascii_lowercase()), path.to_owned()))
+    Ok((Some(host.into_owned()), normalised_target(path)?))
+}
+
+fn normalised_target(text: &str) -> Result<String, String> {
+    crate::edge::normalise_target(text).map_err(|e| format!("{text:?}: {}", e.cause))
 }
 
 /// Runs `purge` on every zone; returns how many objects it removed or
@@ -328,6 +337,17 @@ mod tests {
             }
         );
         assert!(p.soft);
+        // Normalised as requests are: the purge reaches what they stored.
+        let p = Purge::from_json(br#"{"url": "https://Example.COM:443/%61//./b?x=%61"}"#).unwrap();
+        assert_eq!(
+            p.selector,
+            Selector::Url {
+                host: Some("example.com".into()),
+                path_and_query: "/a/b?x=%61".into()
+            }
+        );
+        assert!(Purge::from_json(br#"{"url": "http://a b/x"}"#).is_err());
+        assert!(Purge::from_json(br#"{"url": "/%zz"}"#).is_err());
         let p = Purge::from_json(br#"{"prefix": "/blog/"}"#).unwrap();
         assert_eq!(
             p.selector,
