@@ -18,6 +18,7 @@ mod dashboard;
 mod disk_zone;
 mod edge_cases;
 mod errors;
+mod hostile;
 mod key_bypass;
 mod operations;
 mod refresh;
