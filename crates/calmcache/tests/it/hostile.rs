@@ -1435,26 +1435,23 @@ async fn h2_a_large_body_streams_whole_to_the_origin() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn h2_continuation_flood_is_cut_off() {
-    let recorder = RawRecorder::start().await;
-    let proxy = proxy(&recorder, "h2c = true").await;
-    let addr = proxy.running().proxy_addrs[0];
-    let a = proxy.host();
-    let mut conn = H2Conn::h2c(addr).await.unwrap();
+/// One CONTINUATION flood on a new connection: HEADERS without
+/// END_HEADERS, then up to 10,000 CONTINUATION frames of `fragment(i)`,
+/// reading between every 64; returns (frames sent, cut off by the server).
+async fn continuation_flood(
+    via: &H2Via,
+    a: &str,
+    fragment: impl Fn(usize) -> Vec<u8>,
+) -> (usize, bool, String) {
+    let mut conn = via.connect().await.unwrap();
     let stream = conn.next_stream();
-    let mut fields = pseudo("GET", "/c/flood", &a);
-    fields.push(("host", &a));
+    let mut fields = pseudo("GET", "/c/flood", a);
+    fields.push(("host", a));
     conn.headers_raw(stream, &encode_literal(&fields), 0).await;
-    // Each fragment a whole literal field of ~1 KiB: the block grows without
-    // bound unless the server stops reading it.
-    let value = "v".repeat(1000);
     let mut sent = 0;
     let started = std::time::Instant::now();
     for i in 0..10_000 {
-        let name = format!("x-flood-{i}");
-        let fragment = encode_literal(&[(name.as_str(), value.as_str())]);
-        if !conn.continuation(stream, &fragment, false).await {
+        if !conn.continuation(stream, &fragment(i), false).await {
             break;
         }
         sent += 1;
@@ -1469,27 +1466,52 @@ async fn h2_continuation_flood_is_cut_off() {
         }
     }
     let closed = conn.closes_within(Duration::from_secs(3)).await;
-    println!(
-        "CONTINUATION flood: {sent} frames sent in {:?}; goaway {:?}, closed {closed}, write error {:?}",
+    let what = format!(
+        "{sent} frames sent in {:?}; goaway {:?}, closed {closed}, write error {:?}",
         started.elapsed(),
         conn.goaway.map(code_name),
         conn.write_error
     );
-    assert!(
-        conn.goaway.is_some() || closed,
-        "the server kept reading {sent} CONTINUATION frames (~{} KiB of header block)",
-        sent
-    );
-    assert_eq!(recorder.seen(), 0, "the flood's request reached the origin");
-    // The proxy still serves.
-    let mut fresh = H2Conn::h2c(addr).await.unwrap();
-    // With a host that agrees: this test is not about Host.
+    (sent, conn.goaway.is_some() || closed, what)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2_continuation_flood_is_cut_off() {
+    // CVE-2024-27316 and kin: a header block that never ends must not be
+    // read (and buffered) for ever, whether its fragments carry fields
+    // (the header list limit) or nothing at all (a frame count limit).
+    let recorder = RawRecorder::start().await;
+    let (proxy, h2c, tls, dir) = h2_proxy(&recorder, "hostile-h2-flood").await;
+    let a = proxy.host();
+    let value = "v".repeat(1000);
+    let mut failed = Vec::new();
+    for (via, tag) in [(&h2c, "h2c"), (&tls, "TLS")] {
+        let fat = |i: usize| encode_literal(&[(format!("x-flood-{i}").as_str(), value.as_str())]);
+        let empty = |_: usize| Vec::new();
+        for (kind, cut, what) in [
+            ("1 KiB fragments", continuation_flood(via, &a, fat).await),
+            ("empty fragments", continuation_flood(via, &a, empty).await),
+        ]
+        .map(|(k, (_, cut, what))| (k, cut, what))
+        {
+            println!("CONTINUATION flood, {kind} ({tag}): {what}");
+            if !cut {
+                failed.push(format!("{kind} ({tag}): the server kept reading: {what}"));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    assert_eq!(recorder.seen(), 0, "a flood's request reached the origin");
+    // The proxy still serves (with a host that agrees: this test is not
+    // about Host).
+    let mut fresh = h2c.connect().await.unwrap();
     let mut fields = pseudo("GET", "/c/after-flood", &a);
     fields.push(("host", &a));
     let o = fresh.request(&fields, None).await;
     assert_eq!(o.status, Some(200), "after the flood: {}", o.describe());
     recorder.assert_well_formed();
     proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Sends up to `pairs` HEADERS+RST_STREAM(CANCEL) pairs for `GET
