@@ -19,9 +19,13 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// How long the recorder waits for more bytes of a request it has begun,
-/// and for a new request on an idle connection, before it drops the connection.
+/// How long the recorder waits for more bytes of a request it has begun
+/// before it drops the connection.
 const ORIGIN_READ_LIMIT: Duration = Duration::from_secs(10);
+
+/// How long the recorder keeps an idle connection (longer than any test,
+/// so that the proxy's pool never races a close).
+const ORIGIN_IDLE_LIMIT: Duration = Duration::from_secs(120);
 
 /// How long a raw client waits for any one read before it gives up.
 pub const CLIENT_READ_LIMIT: Duration = Duration::from_secs(5);
@@ -247,10 +251,12 @@ async fn serve(mut stream: TcpStream, log: Arc<Mutex<Log>>) {
                 log.garbage.push(format!("a head over {MAX_HEAD} bytes"));
                 return;
             }
-            if fill(&mut stream, &mut buf, ORIGIN_READ_LIMIT)
-                .await
-                .is_err()
-            {
+            let limit = if buf.is_empty() {
+                ORIGIN_IDLE_LIMIT
+            } else {
+                ORIGIN_READ_LIMIT
+            };
+            if fill(&mut stream, &mut buf, limit).await.is_err() {
                 if !buf.is_empty() {
                     let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
                     log.garbage.push(format!(
