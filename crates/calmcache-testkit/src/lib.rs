@@ -9,6 +9,10 @@
 //! - [`client`]: [`request`], [`get`] and [`Reply`] (with the parsed
 //!   `Cache-Status`, [`CacheStatusParams`]), one request with timing.
 //! - [`date`]: IMF-fixdate formatting and parsing.
+//! - [`raw`]: byte-level HTTP for hostile inputs: [`raw::RawRecorder`] (an
+//!   origin judging the exact bytes it gets), [`raw::send_raw`] and
+//!   [`raw::RawConn`] (HTTP/1 written byte for byte), [`raw::h2::H2Conn`]
+//!   (HTTP/2 frames and header blocks built by hand).
 //! - [`tls`]: a test CA, leaf certificates by name, a TLS client.
 //! - [`wire`]: one request over HTTP/1.1, h2c or HTTP/2 over TLS; [`Wires`],
 //!   a proxy listening all three ways.
@@ -17,6 +21,7 @@ pub mod client;
 pub mod date;
 pub mod origin;
 pub mod proxy;
+pub mod raw;
 pub mod tls;
 pub mod wire;
 
