@@ -63,7 +63,21 @@ pub enum Lookup<T> {
 pub struct FetchPermit<T> {
     inner: Arc<Inner<T>>,
     key: CacheKey,
-    tx: Option<watch::Sender<Option<Outcome<T>>>>,
+    tx: Option<Arc<watch::Sender<Option<Outcome<T>>>>>,
+}
+
+/// A look at a flight from outside its permit: whether anyone but the
+/// leader is waiting for it (without keeping the flight alive).
+pub struct Interest<T> {
+    tx: std::sync::Weak<watch::Sender<Option<Outcome<T>>>>,
+}
+
+impl<T> Interest<T> {
+    /// True while the flight is unfinished and a follower waits for it.
+    pub fn has_followers(&self) -> bool {
+        // The flights table holds one receiver; every follower one more.
+        self.tx.upgrade().is_some_and(|tx| tx.receiver_count() > 1)
+    }
 }
 
 /// A follower's handle on the fetch in flight.
@@ -101,7 +115,7 @@ impl<T: Clone> Flights<T> {
         Lookup::Leader(FetchPermit {
             inner: self.inner.clone(),
             key: key.clone(),
-            tx: Some(tx),
+            tx: Some(Arc::new(tx)),
         })
     }
 
@@ -135,6 +149,16 @@ impl<T> FetchPermit<T> {
     /// The key this permit fetches.
     pub fn key(&self) -> &CacheKey {
         &self.key
+    }
+
+    /// A handle that tells whether followers wait for this flight.
+    pub fn interest(&self) -> Interest<T> {
+        Interest {
+            tx: self
+                .tx
+                .as_ref()
+                .map_or_else(std::sync::Weak::new, Arc::downgrade),
+        }
     }
 
     /// Hands `value` to every follower now and to everyone who joins until

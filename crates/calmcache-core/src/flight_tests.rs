@@ -79,3 +79,19 @@ async fn published_values_reach_late_joiners_until_finish() {
     permit.finish(2);
     assert!(matches!(flights.join(&key), Lookup::Leader(_)));
 }
+
+#[tokio::test]
+async fn interest_sees_followers_come_and_go() {
+    let flights: Flights<u32> = Flights::new();
+    let permit = flights.try_lead(&key("/a")).unwrap();
+    let interest = permit.interest();
+    assert!(!interest.has_followers(), "the leader alone");
+    let Lookup::Follower(w) = flights.join(&key("/a")) else {
+        panic!("follower")
+    };
+    assert!(interest.has_followers());
+    drop(w);
+    assert!(!interest.has_followers(), "the follower went away");
+    permit.finish(1);
+    assert!(!interest.has_followers(), "the flight is over");
+}

@@ -32,7 +32,7 @@ pub mod status;
 pub mod tier;
 
 pub use cache_control::{CacheControl, RequestCacheControl};
-pub use flight::{FetchPermit, Flights, Lookup, WaitError, Waiter};
+pub use flight::{FetchPermit, Flights, Interest, Lookup, WaitError, Waiter};
 pub use freshness::{Exchange, Freshness, NotStorable, Storable, StoreRules};
 pub use key::{CacheKey, KeyRef};
 pub use memory::MemoryTier;

@@ -24,8 +24,8 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use calmcache_core::{
-    decide, CacheKey, CacheStatus, CachedObject, Decision, Fwd, KeyRef, Lookup, RefreshMode,
-    Report, RequestCacheControl,
+    decide, CacheKey, CacheStatus, CachedObject, Decision, Fwd, Interest, KeyRef, Lookup,
+    RefreshMode, Report, RequestCacheControl,
 };
 use http::header::{self, HeaderValue};
 use http::uri::PathAndQuery;
@@ -192,7 +192,7 @@ async fn answer(
     if !route.cfg.bypass.is_empty() && any_match(&route.cfg.bypass, headers, req.uri().query()) {
         let request = fetch_request(route, &req, client, None);
         let task = fill(route.clone(), key_ref.to_owned_key(), request, None, None);
-        return Ok(answer_fill(route, task, Why::Bypass, &ask, None).await);
+        return Ok(answer_fill(route, task, None, Why::Bypass, &ask, None).await);
     }
     let rcc = if route.honors_client_cache_control() {
         RequestCacheControl::from_headers(headers)
@@ -272,6 +272,7 @@ async fn answer(
                 return Ok(answer(CacheStatus::Hit));
             };
             route.activity.early_refreshes.inc();
+            let interest = Some(permit.interest());
             let task = fill(
                 route.clone(),
                 key_ref.to_owned_key(),
@@ -279,7 +280,7 @@ async fn answer(
                 Some(permit),
                 Some(object.clone()),
             );
-            Ok(answer_fill(route, task, Why::Early, &ask, None).await)
+            Ok(answer_fill(route, task, interest, Why::Early, &ask, None).await)
         }
         Decision::Expired => {
             if rcc
@@ -409,10 +410,10 @@ impl Fetch {
         // A range request whose object turns out too large to store is sent
         // on with its Range instead of relaying the whole body.
         let ranged = ask.wants_range().then(|| request.clone());
-        let answer = |task| answer_fill(route, task, why, ask, ranged.clone());
+        let answer = |task, interest| answer_fill(route, task, interest, why, ask, ranged.clone());
         if !route.policy.mode.coalesces() || !request.store {
             let task = fill(route.clone(), primary, request, None, stale);
-            return answer(task).await;
+            return answer(task, None).await;
         }
         // Twice at most: a follower of a URI's first fetch may learn from it
         // that the URI varies and that its variant is another one; it then
@@ -428,8 +429,9 @@ impl Fetch {
                         let report = CacheStatus::Hit.report();
                         return serve(route, &object, report, ask, Instant::now());
                     }
+                    let interest = Some(permit.interest());
                     let task = fill(route.clone(), primary, request, Some(permit), stale);
-                    return answer(task).await;
+                    return answer(task, interest).await;
                 }
                 Lookup::Follower(waiter) => waiter,
             };
@@ -497,7 +499,7 @@ impl Fetch {
             }
         }
         let task = fill(route.clone(), primary, request, None, stale);
-        answer(task).await
+        answer(task, None).await
     }
 }
 
@@ -558,14 +560,17 @@ pub fn refresh_in_background(
 async fn answer_fill(
     route: &Route,
     task: impl std::future::Future<Output = FillReply> + Send + 'static,
+    interest: Option<Interest<FillOutcome>>,
     why: Why,
     ask: &Ask<'_>,
     ranged: Option<FetchRequest>,
 ) -> Response<ResponseBody> {
-    // The fetch outlives this request, so it runs in its own task; its
-    // upstream call is noted for this request's access log line.
+    // The fetch runs in its own task, so that requests waiting for it are
+    // not hurt when this one goes away; its upstream call is noted for this
+    // request's access log line.
     let task = metrics::with_call_slot(metrics::call_slot(), task);
-    let reply = match (tokio::spawn(task).await, ranged) {
+    let running = Orphaned::new(tokio::spawn(task), interest, route);
+    let reply = match (running.await, ranged) {
         (Ok(FillReply::Relay(resp, NotStored::TooLarge)), Some(request)) => {
             drop(resp);
             return match crate::fill::fetch_range(route, &request, ask.headers).await {
@@ -611,6 +616,77 @@ async fn answer_fill(
             route.activity.record(&report);
             let e = ProxyError::upstream(ErrorKind::Broken, &route.upstream.name, join);
             error_response(&e, &report)
+        }
+    }
+}
+
+/// A fill's task as its requester awaits it. If the requester goes away
+/// first (client closed, HTTP/2 stream reset) and no other request waits
+/// for the fill, the fill goes on only as background work: within the
+/// upstream's `refresh_concurrency` slots, else it is cancelled. Without
+/// that bound, HTTP/2 rapid resets (CVE-2023-44487) would turn each reset
+/// stream into an origin request running with nobody waiting for it.
+struct Orphaned<'a> {
+    task: Option<tokio::task::JoinHandle<FillReply>>,
+    interest: Option<Interest<FillOutcome>>,
+    upstream: &'a crate::upstream::Upstream,
+    route: &'a Route,
+}
+
+impl<'a> Orphaned<'a> {
+    fn new(
+        task: tokio::task::JoinHandle<FillReply>,
+        interest: Option<Interest<FillOutcome>>,
+        route: &'a Route,
+    ) -> Self {
+        Orphaned {
+            task: Some(task),
+            interest,
+            upstream: &route.upstream,
+            route,
+        }
+    }
+}
+
+impl std::future::Future for Orphaned<'_> {
+    type Output = Result<FillReply, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let Some(task) = self.task.as_mut() else {
+            // Polled after completion: a logic error, never done here.
+            return std::task::Poll::Pending;
+        };
+        let polled = std::pin::Pin::new(task).poll(cx);
+        if polled.is_ready() {
+            self.task = None;
+        }
+        polled
+    }
+}
+
+impl Drop for Orphaned<'_> {
+    fn drop(&mut self) {
+        let Some(task) = self.task.take() else {
+            return;
+        };
+        if self.interest.as_ref().is_some_and(Interest::has_followers) {
+            return;
+        }
+        let slot = self.upstream.try_refresh_slot();
+        match (slot, tokio::runtime::Handle::try_current()) {
+            (Some(slot), Ok(runtime)) => {
+                runtime.spawn(async move {
+                    let _slot = slot;
+                    let _ = task.await;
+                });
+            }
+            _ => {
+                self.route.activity.fills_cancelled.inc();
+                task.abort();
+            }
         }
     }
 }

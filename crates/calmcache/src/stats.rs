@@ -46,6 +46,9 @@ pub struct Activity {
     pub background_refreshes: Counter,
     /// Background refreshes skipped because `refresh_concurrency` was full.
     pub refreshes_skipped: Counter,
+    /// Fills cancelled because their requester went away (closed, reset)
+    /// with nobody else waiting and no `refresh_concurrency` slot free.
+    pub fills_cancelled: Counter,
     /// Requests sent to the origin.
     pub upstream_requests: Counter,
     /// Origin requests that failed (refused, timeout, broken) or answered 5xx.
@@ -105,6 +108,7 @@ impl Activity {
             early_refreshes: self.early_refreshes.get(),
             background_refreshes: self.background_refreshes.get(),
             refreshes_skipped: self.refreshes_skipped.get(),
+            fills_cancelled: self.fills_cancelled.get(),
             upstream_requests: self.upstream_requests.get(),
             upstream_errors: self.upstream_errors.get(),
             bypass,
@@ -128,6 +132,7 @@ pub struct ActivitySnapshot {
     pub early_refreshes: u64,
     pub background_refreshes: u64,
     pub refreshes_skipped: u64,
+    pub fills_cancelled: u64,
     pub upstream_requests: u64,
     pub upstream_errors: u64,
     pub bypass: u64,
@@ -148,6 +153,7 @@ impl std::ops::AddAssign<&ActivitySnapshot> for ActivitySnapshot {
         self.early_refreshes += o.early_refreshes;
         self.background_refreshes += o.background_refreshes;
         self.refreshes_skipped += o.refreshes_skipped;
+        self.fills_cancelled += o.fills_cancelled;
         self.upstream_requests += o.upstream_requests;
         self.upstream_errors += o.upstream_errors;
         self.bypass += o.bypass;
