@@ -5,6 +5,8 @@
 //! - [`access_log`]: one line per request (`combined` or `json`), reopened for logrotate.
 //! - [`server`]: listeners, connections, graceful stop; [`start`] runs a proxy.
 //! - [`state`]: routes bound to upstreams and zones, the single-flight table.
+//! - [`edge`]: the one trusted view of a request (authority, normalised path,
+//!   framing and forwarding fields), built when it arrives.
 //! - [`proxy`]: the request path (lookup, refresh decision, serve or fetch).
 //! - [`file_body`]: streaming large disk objects in bounded memory.
 //! - [`fill`]: fetching from the origin and storing.
