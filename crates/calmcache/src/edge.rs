@@ -161,9 +161,7 @@ pub fn admit<B>(req: &mut Request<B>, peer: Peer) -> Result<Admitted, ProxyError
         // RFC 9113 §8.2.1: leading or trailing whitespace makes an HTTP/2
         // request malformed (HTTP/1.1 parsing trims it).
         if h2 && matches!(value.as_bytes(), [b' ' | b'\t', ..] | [.., b' ' | b'\t']) {
-            return Err(refuse(format!(
-                "HTTP/2 field {text} has surrounding whitespace"
-            )));
+            return Err(refuse("an HTTP/2 field value with surrounding whitespace"));
         }
     }
     // hyper reads Transfer-Encoding first; the fields pass also saw it as hop-by-hop.
@@ -204,7 +202,7 @@ fn transfer_coding(headers: &HeaderMap) -> Result<(), ProxyError> {
             if !coding.eq_ignore_ascii_case("chunked") {
                 return Err(ProxyError::downstream(
                     ErrorKind::NotImplemented,
-                    format!("transfer coding {coding:?}"),
+                    "a transfer coding other than chunked",
                 ));
             }
             chunked += 1;
@@ -435,7 +433,7 @@ fn with_query(path: &str, query: Option<&str>) -> String {
 }
 
 fn path_and_query(text: &str) -> Result<PathAndQuery, ProxyError> {
-    PathAndQuery::try_from(text).map_err(|e| refuse(format!("request target: {e}")))
+    PathAndQuery::try_from(text).map_err(|_| refuse("an invalid request target"))
 }
 
 /// Which percent-escapes [`normalise_path`] decodes.

@@ -318,7 +318,7 @@ async fn answer(
 /// closed after it, since its framing can no longer be trusted.
 fn refused(e: &ProxyError, version: http::Version) -> Response<ResponseBody> {
     tracing::debug!(error = %e, "request refused");
-    let mut resp = error_response(e, &CacheStatus::Bypass.report());
+    let mut resp = crate::respond::refusal_response(e, &CacheStatus::Bypass.report());
     if version < http::Version::HTTP_2 && e.closes_connection() {
         resp.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));

@@ -263,6 +263,14 @@ pub fn error_response(e: &ProxyError, report: &Report) -> Response<ResponseBody>
     )
 }
 
+/// The answer to a request the edge refused: the status line's reason and
+/// what was wrong (a fixed description, never the client's bytes echoed).
+pub fn refusal_response(e: &ProxyError, report: &Report) -> Response<ResponseBody> {
+    let reason = e.status().canonical_reason().unwrap_or("refused");
+    let body = format!("{} {reason}: {}\n", e.status().as_u16(), e.cause);
+    plain(e.status(), bytes::Bytes::from(body), report)
+}
+
 /// A 504 for `only-if-cached` with nothing usable stored (RFC 9111 §5.2.1.7).
 pub fn only_if_cached(route: &Route, fwd: calmcache_core::Fwd) -> Response<ResponseBody> {
     let mut report = CacheStatus::MissNotStored
