@@ -199,7 +199,10 @@ pub(crate) fn spawn<IO, S, F, B>(
                 // A tunnel now: no keepalive or head clock on its bytes.
                 ticket.0.inflight.fetch_add(1, Relaxed);
             } else if h1 {
-                answer_connection(&mut resp, version, http10_keepalive, n, settings);
+                // HTTP/1.0 has no chunked coding: a body of unknown length
+                // ends when the connection closes.
+                let sized = resp.body().size_hint().exact().is_some();
+                answer_connection(&mut resp, version, http10_keepalive && sized, n, settings);
             }
             Ok::<_, std::convert::Infallible>(resp.map(|inner| Tracked {
                 inner,

@@ -56,6 +56,9 @@ pub struct Admitted {
     unmerged: Option<PathAndQuery>,
     /// What the pass over the fields saw.
     seen: Seen,
+    /// The target routes are matched against differs from the one keyed and
+    /// forwarded: the route must be the same for both (see [`Admitted::recheck`]).
+    forms_differ: bool,
     /// An HTTP/1.1 WebSocket handshake (`Connection: upgrade`, `Upgrade: websocket`).
     pub websocket: bool,
 }
@@ -70,6 +73,15 @@ struct Seen {
 }
 
 impl Admitted {
+    /// True when the route chosen for [`Admitted::match_target`] must be
+    /// checked against the route of the request's own (forwarded) target:
+    /// if they differ, the request is ambiguous (a spelling such as
+    /// `/api/me/..%2F..%2Fstatic%2Fa.css` that routes as a cached path while
+    /// an origin that does not decode `%2F` serves an uncached one).
+    pub fn recheck(&self) -> bool {
+        self.forms_differ
+    }
+
     /// The path and query route matching reads: `own` (the request's
     /// normalised target) unless the stricter matching form differs.
     pub fn match_target<'a>(&'a self, own: &'a str) -> &'a str {
@@ -95,7 +107,7 @@ static HOP_BY_HOP: [HeaderName; 9] = [
 /// that reflects them (in links, redirects, or a 400 for a contradiction)
 /// would poison a shared key with one request. `X-Forwarded-For` is not
 /// here: calmcache appends to it.
-const FORWARDING: [&str; 17] = [
+const FORWARDING: [&str; 18] = [
     "forwarded",
     "x-forwarded-host",
     "x-forwarded-proto",
@@ -113,7 +125,21 @@ const FORWARDING: [&str; 17] = [
     "front-end-https",
     "x-http-method-override",
     "x-real-ip",
+    "x-scheme",
 ];
+
+/// Fields that ask the origin for another URL or method than the request
+/// line's: never forwarded unless keyed, not even from trusted proxies.
+fn is_override(name: &str) -> bool {
+    matches!(
+        name,
+        "x-original-url"
+            | "x-rewrite-url"
+            | "x-http-method-override"
+            | "x-http-method"
+            | "x-method-override"
+    )
+}
 
 /// True for a field [`FORWARDING`] lists, or any other `X-Forwarded-*`
 /// but `X-Forwarded-For`.
@@ -155,6 +181,8 @@ pub fn admit<B>(req: &mut Request<B>, peer: Peer) -> Result<Admitted, ProxyError
             admitted.seen.hop_by_hop = true;
         } else if text.contains('_') {
             admitted.seen.underscore = true;
+            // `X_Forwarded_Host` is `X-Forwarded-Host` to CGI/WSGI servers.
+            admitted.seen.forwarding |= is_forwarding(&text.replace('_', "-"));
         } else if is_forwarding(text) {
             admitted.seen.forwarding = true;
         }
@@ -175,12 +203,14 @@ pub fn admit<B>(req: &mut Request<B>, peer: Peer) -> Result<Admitted, ProxyError
         let http10 = req.version() <= Version::HTTP_10;
         expect(req.headers_mut(), http10)?;
     }
-    if h2 && cookies > 1 {
+    if cookies > 1 {
+        // RFC 9113 §8.2.3 for HTTP/2 crumbs; HTTP/1.1 clients must send one
+        // line (RFC 6265 §5.4), and servers that join lines with `,` would
+        // read another cookie than the key does.
         join_cookies(req.headers_mut());
     }
     let scheme = peer.scheme();
-    let authority = authority(req, hosts, scheme)?;
-    if let Some(host) = authority {
+    if let Some(host) = authority(req, hosts, scheme)? {
         req.headers_mut().insert(header::HOST, host);
     }
     admitted.websocket = req.version() == Version::HTTP_11
@@ -269,7 +299,8 @@ fn expect(headers: &mut HeaderMap, http10: bool) -> Result<(), ProxyError> {
     Ok(())
 }
 
-/// RFC 9113 §8.2.3: HTTP/2 may split `cookie` into crumbs; HTTP/1.1 wants one line.
+/// RFC 9113 §8.2.3: HTTP/2 may split `cookie` into crumbs; the HTTP/1.1
+/// origin gets them as one line, joined with `; `.
 fn join_cookies(headers: &mut HeaderMap) {
     let mut joined = Vec::new();
     for value in headers.get_all(header::COOKIE) {
@@ -313,11 +344,17 @@ fn authority<B>(
         }
         (Some(field), None) => field,
         (None, Some(uri)) => uri,
+        // HTTP/1.0 without Host (HAProxy's default health check): the key's
+        // host is empty, and the origin gets the upstream server's name.
+        (None, None) if req.version() <= Version::HTTP_10 => return Ok(None),
         (None, None) => return Err(refuse("no Host")),
     };
     let host = normalise_host(raw, scheme)?;
     match host {
         Cow::Borrowed(same) if field == Some(same) => Ok(None),
+        // HTTP/2's :authority as it came: read from the URI until the
+        // request goes upstream (`ensure_host`), so a hit allocates nothing.
+        Cow::Borrowed(same) if field.is_none() && in_uri == Some(same) => Ok(None),
         host => HeaderValue::from_str(&host)
             .map(Some)
             .map_err(|_| refuse("invalid Host")),
@@ -366,6 +403,8 @@ pub fn normalise_host<'a>(raw: &'a str, scheme: &str) -> Result<Cow<'a, str>, Pr
         Some(p) if p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()) => {
             match p.parse::<u16>() {
                 Ok(n) if n == default_port(scheme) => None,
+                // `08080` is port 8080: one spelling, one key.
+                Ok(_) if p.starts_with('0') => Some(p.trim_start_matches('0')),
                 Ok(_) => Some(p),
                 Err(_) => return Err(refuse("port out of range in Host")),
             }
@@ -417,9 +456,16 @@ fn target<B>(req: &mut Request<B>, admitted: &mut Admitted) -> Result<(), ProxyE
         let kept = normalise_path(path, Decode::Unreserved, Slashes::Keep)?;
         admitted.unmerged = Some(path_and_query(&with_query(&kept, query))?);
     }
-    let absolute = uri.scheme().is_some() || uri.authority().is_some();
-    if forward != path || absolute {
+    admitted.forms_differ = admitted.match_target.is_some();
+    if forward != path {
         let pq = path_and_query(&with_query(&forward, query))?;
+        // The authority goes with the old URI: keep it as the Host.
+        if !req.headers().contains_key(header::HOST) {
+            if let Some(host) = req.uri().authority().map(|a| a.as_str()) {
+                let host = HeaderValue::from_str(host).map_err(|_| refuse("invalid Host"))?;
+                req.headers_mut().insert(header::HOST, host);
+            }
+        }
         *req.uri_mut() = Uri::from(pq);
     }
     Ok(())
@@ -513,17 +559,20 @@ fn has_dot_segment(path: &str) -> bool {
 
 fn decode_escapes(path: &str, decode: Decode) -> Result<String, ProxyError> {
     let bytes = path.as_bytes();
-    let mut out = String::with_capacity(path.len());
+    // Bytes, not chars: a path may hold raw UTF-8 (or other) bytes that
+    // must pass through unchanged.
+    let mut out: Vec<u8> = Vec::with_capacity(path.len());
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
         if b != b'%' {
-            out.push(char::from(b));
+            out.push(b);
             i += 1;
             continue;
         }
         let hex = bytes
             .get(i + 1..i + 3)
+            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
             .and_then(|h| std::str::from_utf8(h).ok())
             .and_then(|h| u8::from_str_radix(h, 16).ok())
             .ok_or_else(|| refuse("invalid percent-encoding in the path"))?;
@@ -534,14 +583,14 @@ fn decode_escapes(path: &str, decode: Decode) -> Result<String, ProxyError> {
             Decode::Printable => printable,
         };
         if keep_decoded {
-            out.push(char::from(hex));
+            out.push(hex);
         } else {
-            out.push('%');
-            out.push_str(&format!("{hex:02X}"));
+            out.extend_from_slice(format!("%{hex:02X}").as_bytes());
         }
         i += 3;
     }
-    Ok(out)
+    // Only ASCII was decoded, so the UTF-8 of the input is intact.
+    String::from_utf8(out).map_err(|_| refuse("invalid percent-encoding in the path"))
 }
 
 fn merge_slashes(path: &str) -> String {
@@ -593,6 +642,7 @@ pub fn prepare<B>(
     if !route.cfg.merge_slashes {
         if let Some(unmerged) = admitted.unmerged.take() {
             *req.uri_mut() = Uri::from(unmerged);
+            admitted.forms_differ = true;
         }
     }
     let seen = admitted.seen;
@@ -604,9 +654,19 @@ pub fn prepare<B>(
         remove_where(headers, |name| name.as_str().contains('_'));
     }
     let trusted = trusts(route, peer.addr.ip());
-    if seen.forwarding && !trusted {
+    if seen.forwarding {
         remove_where(headers, |name| {
-            is_forwarding(name.as_str()) && !route.cfg.key.reads_header(name)
+            let text = name.as_str();
+            let dashed = if text.contains('_') {
+                Cow::Owned(text.replace('_', "-"))
+            } else {
+                Cow::Borrowed(text)
+            };
+            // A trusted proxy's forwarding fields pass; requests to serve
+            // another URL or method never do (a proxy in front passes
+            // its clients' ones on untouched).
+            let passes = (trusted && !is_override(&dashed)) || route.cfg.key.reads_header(name);
+            is_forwarding(&dashed) && !passes
         });
     }
     let mut peer = peer;
@@ -618,6 +678,21 @@ pub fn prepare<B>(
         }
     }
     peer
+}
+
+/// Gives `headers` (a request on its way upstream) the request's Host when
+/// it has none: an HTTP/2 request keeps its `:authority` in `uri` until
+/// then (see `admit`).
+pub fn ensure_host(headers: &mut HeaderMap, uri: &Uri) {
+    if headers.contains_key(header::HOST) {
+        return;
+    }
+    if let Some(host) = uri
+        .authority()
+        .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+    {
+        headers.insert(header::HOST, host);
+    }
 }
 
 /// The client address is in one of the route's `trusted_proxies`.
@@ -642,7 +717,14 @@ fn strip_hop_by_hop(headers: &mut HeaderMap, route: &Route) {
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .map(str::trim)
+        // The usual tokens name nothing beyond the fixed list below.
+        .filter(|t| {
+            !["keep-alive", "close", "upgrade", "te"]
+                .iter()
+                .any(|k| t.eq_ignore_ascii_case(k))
+        })
+        .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
         .filter(|name| *name != header::HOST && !route.cfg.key.reads_header(name))
         .collect();
     for name in named {

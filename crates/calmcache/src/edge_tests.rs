@@ -44,6 +44,14 @@ fn paths_are_normalised_per_rfc_3986() {
 }
 
 #[test]
+fn raw_utf8_in_a_path_passes_unchanged() {
+    // Regression: bytes were pushed as chars, so `é` (C3 A9) became `Ã©`
+    // whenever the path also held an escape.
+    assert_eq!(norm("/%41/é"), "/A/é");
+    assert_eq!(norm("/é/%7e"), "/é/~");
+}
+
+#[test]
 fn unchanged_paths_are_borrowed() {
     for path in ["/", "/api/me", "/a.b/c..d/", "/x.y"] {
         let out = normalise_path(path, Decode::Unreserved, Slashes::Merge).unwrap();
@@ -72,7 +80,8 @@ fn the_matching_form_decodes_every_printable_escape() {
 
 #[test]
 fn bad_escapes_are_refused() {
-    for path in ["/%", "/%4", "/%zz", "/a%g0"] {
+    // `%+1`: from_str_radix takes a sign; an escape is two hex digits.
+    for path in ["/%", "/%4", "/%zz", "/a%g0", "/%+1", "/%-1"] {
         assert!(
             normalise_path(path, Decode::Unreserved, Slashes::Merge).is_err(),
             "{path}"
@@ -93,6 +102,8 @@ fn hosts_are_checked_and_normalised() {
         ("127.0.0.1:8080", "http", "127.0.0.1:8080"),
         ("[::1]:8080", "http", "[::1]:8080"),
         ("[::1]", "http", "[::1]"),
+        ("h:08080", "http", "h:8080"),
+        ("h:080", "http", "h"),
     ] {
         assert_eq!(normalise_host(raw, scheme).unwrap(), want, "{raw}");
     }
@@ -120,6 +131,15 @@ fn status(result: Result<Admitted, ProxyError>) -> StatusCode {
 }
 
 #[test]
+fn http10_may_come_without_a_host() {
+    // HAProxy's default health check: `OPTIONS / HTTP/1.0` without Host.
+    let mut req = h1(&[]);
+    *req.version_mut() = Version::HTTP_10;
+    admit(&mut req, peer()).unwrap();
+    assert!(!req.headers().contains_key("host"));
+}
+
+#[test]
 fn http11_needs_exactly_one_valid_host() {
     assert_eq!(status(admit(&mut h1(&[]), peer())), StatusCode::BAD_REQUEST);
     let two = &[("host", "a"), ("host", "b")];
@@ -141,6 +161,18 @@ fn http2_authority_becomes_the_host() {
     admit(&mut req, peer()).unwrap();
     assert_eq!(req.headers()["host"], "site.example");
     assert_eq!(req.uri(), "/b");
+    // Already normalised: the authority stays in the URI (no allocation on
+    // a hit) until ensure_host gives the upstream request its Host.
+    let mut plain = Request::builder()
+        .uri("http://site.example/b")
+        .version(Version::HTTP_2)
+        .body(())
+        .unwrap();
+    admit(&mut plain, peer()).unwrap();
+    assert!(!plain.headers().contains_key("host"));
+    let mut upstream = plain.headers().clone();
+    ensure_host(&mut upstream, plain.uri());
+    assert_eq!(upstream["host"], "site.example");
     let mut disagree = Request::builder()
         .uri("http://a.example/")
         .version(Version::HTTP_2)
@@ -172,6 +204,10 @@ fn http2_cookie_crumbs_are_joined() {
     admit(&mut req, peer()).unwrap();
     let all: Vec<_> = req.headers().get_all("cookie").iter().collect();
     assert_eq!(all, ["a=1; b=2"]);
+    let mut h1_lines = h1(&[("host", "a"), ("cookie", "x=1"), ("cookie", "lang=de")]);
+    admit(&mut h1_lines, peer()).unwrap();
+    let all: Vec<_> = h1_lines.headers().get_all("cookie").iter().collect();
+    assert_eq!(all, ["x=1; lang=de"]);
 }
 
 #[test]
@@ -251,6 +287,10 @@ fn routes_match_the_decoded_form_when_it_differs() {
     let admitted = admit(&mut req, peer()).unwrap();
     assert_eq!(req.uri(), "/x/..%2Fapi%2Fme?q");
     assert_eq!(admitted.match_target("/unused"), "/api/me?q");
+    assert!(
+        admitted.recheck(),
+        "the route must be checked for both forms"
+    );
 }
 
 #[test]
@@ -298,4 +338,8 @@ fn forwarding_fields_are_recognised() {
     for name in ["x-forwarded-for", "accept", "x-request-id", "from"] {
         assert!(!is_forwarding(name), "{name}");
     }
+    for name in ["x-original-url", "x-rewrite-url", "x-http-method-override"] {
+        assert!(is_override(name), "{name}");
+    }
+    assert!(!is_override("x-forwarded-host"));
 }

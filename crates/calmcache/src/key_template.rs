@@ -177,6 +177,38 @@ impl KeyTemplate {
         })
     }
 
+    /// True when a part the key reads occurs more than once in `req`: an
+    /// `$arg_NAME` or `$cookie_NAME` repeated, or an `$http_NAME` field on
+    /// several lines. The key takes the first, many origins the last
+    /// (Django, PHP), so such a request could store one value's answer
+    /// under another's key; it is passed to the origin, never stored.
+    pub fn is_ambiguous(&self, query: &str, headers: &HeaderMap) -> bool {
+        self.parts.iter().any(|part| match part {
+            Part::Arg(name) => {
+                query
+                    .split('&')
+                    .filter(|pair| pair.split_once('=').map_or(*pair, |(k, _)| k) == name)
+                    .count()
+                    > 1
+            }
+            Part::Cookie(name) => {
+                headers
+                    .get_all(http::header::COOKIE)
+                    .iter()
+                    .flat_map(|line| line.as_bytes().split(|b| *b == b';'))
+                    .filter(|pair| {
+                        let pair = pair.trim_ascii_start();
+                        pair.split(|b| *b == b'=').next() == Some(name.as_bytes())
+                            && pair.contains(&b'=')
+                    })
+                    .count()
+                    > 1
+            }
+            Part::Http(name) => headers.get_all(name).iter().nth(1).is_some(),
+            _ => false,
+        })
+    }
+
     /// The template text as written.
     pub fn as_str(&self) -> &str {
         &self.text
@@ -412,6 +444,28 @@ mod tests {
 
     fn error(template: &str) -> String {
         KeyTemplate::parse(template).unwrap_err()
+    }
+
+    #[test]
+    fn repeated_keyed_parts_are_ambiguous() {
+        let t = KeyTemplate::parse("$uri|$arg_lang|$cookie_id|$http_x_tenant").unwrap();
+        let h = |pairs: &[(&str, &str)]| {
+            let mut map = HeaderMap::new();
+            for (n, v) in pairs {
+                map.append(
+                    HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                    v.parse().unwrap(),
+                );
+            }
+            map
+        };
+        assert!(!t.is_ambiguous("lang=de&x=1&x=2", &h(&[("cookie", "id=1; other=2")])));
+        assert!(t.is_ambiguous("lang=de&lang=fr", &h(&[])));
+        assert!(t.is_ambiguous("lang&lang=fr", &h(&[])));
+        assert!(t.is_ambiguous("", &h(&[("cookie", "id=1; id=2")])));
+        assert!(t.is_ambiguous("", &h(&[("cookie", "id=1"), ("cookie", "id=2")])));
+        assert!(t.is_ambiguous("", &h(&[("x-tenant", "a"), ("x-tenant", "b")])));
+        assert!(!t.is_ambiguous("language=x&lang=de", &h(&[("cookie", "idx=1; id=2")])));
     }
 
     #[test]

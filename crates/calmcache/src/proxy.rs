@@ -166,6 +166,16 @@ async fn answer(
         return Ok(error_response(&e, &CacheStatus::Bypass.report()));
     };
     let client = crate::edge::prepare(&mut req, &mut admitted, route, client);
+    if admitted.recheck() {
+        let own = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
+        if !worker.route_for(own).is_some_and(|r| Arc::ptr_eq(r, route)) {
+            let e = ProxyError::downstream(
+                ErrorKind::BadRequest,
+                "the path routes differently once its escapes are decoded",
+            );
+            return Ok(refused(&e, req.version()));
+        }
+    }
     if admitted.websocket && route.cfg.websocket {
         return Ok(crate::tunnel::open(&worker, route, req, client).await);
     }
@@ -177,6 +187,16 @@ async fn answer(
         (None, _) => return Ok(pass(proxy, route, req, client, Fwd::Bypass).await),
         (Some(_), _) => return Ok(pass(proxy, route, req, client, Fwd::Method).await),
     };
+    if !route.key_is_default
+        && route
+            .cfg
+            .key
+            .is_ambiguous(req.uri().query().unwrap_or(""), req.headers())
+    {
+        // A keyed argument, cookie or field given twice: the key reads the
+        // first, the origin may read the last. Never stored.
+        return Ok(pass(proxy, route, req, client, Fwd::Bypass).await);
+    }
     let head_only = method == Method::HEAD;
     let headers = req.headers();
     let host = host_of(&req);
@@ -558,7 +578,7 @@ pub fn refresh_in_background(
 /// Runs a fill in its own task, so a client that goes away does not cancel a
 /// fetch others wait for, and answers this client from its reply.
 async fn answer_fill(
-    route: &Route,
+    route: &Arc<Route>,
     task: impl std::future::Future<Output = FillReply> + Send + 'static,
     interest: Option<Interest<FillOutcome>>,
     why: Why,
@@ -626,29 +646,27 @@ async fn answer_fill(
 /// upstream's `refresh_concurrency` slots, else it is cancelled. Without
 /// that bound, HTTP/2 rapid resets (CVE-2023-44487) would turn each reset
 /// stream into an origin request running with nobody waiting for it.
-struct Orphaned<'a> {
+struct Orphaned {
     task: Option<tokio::task::JoinHandle<FillReply>>,
     interest: Option<Interest<FillOutcome>>,
-    upstream: &'a crate::upstream::Upstream,
-    route: &'a Route,
+    route: Arc<Route>,
 }
 
-impl<'a> Orphaned<'a> {
+impl Orphaned {
     fn new(
         task: tokio::task::JoinHandle<FillReply>,
         interest: Option<Interest<FillOutcome>>,
-        route: &'a Route,
+        route: &Arc<Route>,
     ) -> Self {
         Orphaned {
             task: Some(task),
             interest,
-            upstream: &route.upstream,
-            route,
+            route: route.clone(),
         }
     }
 }
 
-impl std::future::Future for Orphaned<'_> {
+impl std::future::Future for Orphaned {
     type Output = Result<FillReply, tokio::task::JoinError>;
 
     fn poll(
@@ -667,27 +685,65 @@ impl std::future::Future for Orphaned<'_> {
     }
 }
 
-impl Drop for Orphaned<'_> {
+impl Drop for Orphaned {
     fn drop(&mut self) {
         let Some(task) = self.task.take() else {
             return;
         };
-        if self.interest.as_ref().is_some_and(Interest::has_followers) {
+        let interest = self.interest.take();
+        // Decided here, before the fill task gets its first turn on this
+        // worker's thread: a stream reset with its request never reaches
+        // the origin.
+        if !interest.as_ref().is_some_and(Interest::has_followers) {
+            keep_or_cancel(task, &self.route);
             return;
         }
-        let slot = self.upstream.try_refresh_slot();
-        match (slot, tokio::runtime::Handle::try_current()) {
-            (Some(slot), Ok(runtime)) => {
-                runtime.spawn(async move {
-                    let _slot = slot;
-                    let _ = task.await;
-                });
+        // Followers wait: the fill goes on for them, and is judged again
+        // when they have gone too (two streams reset one after the other
+        // must not leave a fetch running unbounded).
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let route = self.route.clone();
+                runtime.spawn(watch_orphan(task, interest, route));
             }
-            _ => {
-                self.route.activity.fills_cancelled.inc();
-                task.abort();
-            }
+            Err(_) => task.abort(),
         }
+    }
+}
+
+/// An orphaned fill nobody waits for: background work within the
+/// upstream's `refresh_concurrency`, else cancelled and counted.
+fn keep_or_cancel(task: tokio::task::JoinHandle<FillReply>, route: &Arc<Route>) {
+    let slot = route.upstream.try_refresh_slot();
+    match (slot, tokio::runtime::Handle::try_current()) {
+        (Some(slot), Ok(runtime)) => {
+            runtime.spawn(async move {
+                let _slot = slot;
+                let _ = task.await;
+            });
+        }
+        _ => {
+            route.activity.fills_cancelled.inc();
+            task.abort();
+        }
+    }
+}
+
+/// Follows an orphaned fill while followers wait for it (checked every
+/// 50 ms); once none do, [`keep_or_cancel`] decides.
+async fn watch_orphan(
+    mut task: tokio::task::JoinHandle<FillReply>,
+    interest: Option<Interest<FillOutcome>>,
+    route: Arc<Route>,
+) {
+    while interest.as_ref().is_some_and(Interest::has_followers) {
+        tokio::select! {
+            _ = &mut task => return,
+            _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
+        }
+    }
+    if !task.is_finished() {
+        keep_or_cancel(task, &route);
     }
 }
 
@@ -710,6 +766,7 @@ async fn pass(
     let invalidation = crate::invalidate::Target::of(&req, client.scheme());
     let version = req.version();
     let (mut parts, body) = req.into_parts();
+    crate::edge::ensure_host(&mut parts.headers, &parts.uri);
     add_forwarded(&mut parts.headers, client.addr.ip(), client.scheme());
     let (body, client_body) = crate::body::ClientBody::watch(body, upstream.send_timeout);
     match upstream.send(Request::from_parts(parts, body)).await {
@@ -751,6 +808,7 @@ fn fetch_request(
     rcc: Option<&RequestCacheControl>,
 ) -> FetchRequest {
     let mut headers: HeaderMap = req.headers().clone();
+    crate::edge::ensure_host(&mut headers, req.uri());
     for name in [
         header::IF_NONE_MATCH,
         header::IF_MODIFIED_SINCE,

@@ -252,12 +252,17 @@ pub struct ZoneConfig {
     pub weight: u32,
 }
 
-/// Statuses that answer the request rather than the resource (400 Bad
-/// Request, 405 Method Not Allowed, 413 Content Too Large, 414 URI Too Long,
-/// 431 Request Header Fields Too Large, 501 Not Implemented): one client's
-/// odd request must not make them everyone's answer, so `ttl.any` never
-/// stores them; a route that wants them stored lists them by number.
-pub const REQUEST_CAUSED: [u16; 6] = [400, 405, 413, 414, 431, 501];
+/// Statuses that answer the request (or its client) rather than the
+/// resource: 400 Bad Request, 405 Method Not Allowed, 406 Not Acceptable,
+/// 408 Request Timeout, 411 Length Required, 413 Content Too Large, 414 URI
+/// Too Long, 415 Unsupported Media Type, 417 Expectation Failed, 421
+/// Misdirected Request, 429 Too Many Requests, 431 Request Header Fields Too
+/// Large, 501 Not Implemented. One client's odd (or too frequent) request
+/// must not make them everyone's answer, so `ttl.any` never stores them; a
+/// route that wants one stored lists it by number.
+pub const REQUEST_CAUSED: [u16; 13] = [
+    400, 405, 406, 408, 411, 413, 414, 415, 417, 421, 429, 431, 501,
+];
 
 /// Per-status TTLs that a route applies to responses (`ttl = { 200 = "1s", any = "5s" }`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
