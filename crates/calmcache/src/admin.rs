@@ -58,6 +58,9 @@ pub struct Status {
     pub purges: Purges,
     /// Config reloads.
     pub reloads: Reloads,
+    /// Requests refused at the edge (malformed or ambiguous: 400, 417, 501),
+    /// counted in no route.
+    pub requests_refused: u64,
     /// The access log, when one is configured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub access_log: Option<AccessLogStatus>,
@@ -300,6 +303,7 @@ pub fn status(proxy: &Proxy) -> Status {
             ok: m.reloads_ok.get(),
             failed: m.reloads_failed.get(),
         },
+        requests_refused: m.requests_refused.get(),
         access_log: proxy.access_log.get().map(|log| AccessLogStatus {
             dropped: log.dropped(),
         }),

@@ -162,6 +162,8 @@ pub struct Metrics {
     pub reloads_ok: Counter,
     /// Reloads refused (invalid config, a port taken); the config before stays.
     pub reloads_failed: Counter,
+    /// Requests the edge refused (400, 417, 501) before routing.
+    pub requests_refused: Counter,
 }
 
 impl Default for Metrics {
@@ -178,6 +180,7 @@ impl Default for Metrics {
             websockets_total: Counter::default(),
             reloads_ok: Counter::default(),
             reloads_failed: Counter::default(),
+            requests_refused: Counter::default(),
         }
     }
 }

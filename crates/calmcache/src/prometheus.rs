@@ -276,6 +276,18 @@ pub fn render(status: &Status) -> String {
             n as f64,
         );
     }
+    family(
+        o,
+        "calmcache_requests_refused_total",
+        "counter",
+        "Requests refused at the edge as malformed or ambiguous (400, 417, 501).",
+    );
+    sample(
+        o,
+        "calmcache_requests_refused_total",
+        &[],
+        status.requests_refused as f64,
+    );
     out
 }
 

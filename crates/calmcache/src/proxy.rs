@@ -155,7 +155,10 @@ async fn answer(
     // the request as admitted and prepared, never its raw form.
     let mut admitted = match crate::edge::admit(&mut req, client) {
         Ok(admitted) => admitted,
-        Err(e) => return Ok(refused(&e, req.version())),
+        Err(e) => {
+            proxy.metrics.requests_refused.inc();
+            return Ok(refused(&e, req.version()));
+        }
     };
     if req.method().as_str() == "PURGE" {
         return Ok(crate::purge::purge_method(proxy, &req, client.addr).await);
@@ -173,6 +176,7 @@ async fn answer(
                 ErrorKind::BadRequest,
                 "the path routes differently once its escapes are decoded",
             );
+            proxy.metrics.requests_refused.inc();
             return Ok(refused(&e, req.version()));
         }
     }

@@ -152,6 +152,15 @@ async fn routes_keys_and_the_origin_see_one_normalised_path() {
             assert_eq!(reply.status, 400, "{} {path}: {}", wire.label(), reply.body);
         }
     }
+    // Refusals are counted (3 spellings over 3 wires).
+    let status = wires.proxy.status().await;
+    assert_eq!(status["requests_refused"], 9, "{status}");
+    let metrics = calmcache_testkit::get(&wires.proxy.admin_url("/metrics")).await;
+    assert!(
+        metrics.body.contains("calmcache_requests_refused_total 9"),
+        "{}",
+        metrics.body
+    );
     // Spellings of one cached path share one object.
     let first = wires
         .send(&Wire::Http1, Method::GET, TLS_NAME, "/page/a/b", &[], "")
