@@ -137,6 +137,20 @@ pub async fn send(
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// One HTTP/2 request on a fresh connection over `io` (TCP or TLS).
+async fn send_h2<IO>(
+    io: IO,
+    req: Request<Full<Bytes>>,
+) -> Result<http::Response<hyper::body::Incoming>, BoxError>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(io)).await?;
+    tokio::spawn(conn);
+    Ok(sender.send_request(req).await?)
+}
+
 async fn exchange(
     wire: &Wire,
     addr: SocketAddr,
@@ -169,22 +183,11 @@ async fn exchange(
             tokio::spawn(conn);
             sender.send_request(req).await?
         }
-        Wire::H2c => {
-            let (mut sender, conn) =
-                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
-                    .await?;
-            tokio::spawn(conn);
-            sender.send_request(req).await?
-        }
+        Wire::H2c => send_h2(tcp, req).await?,
         Wire::H2Tls(config) => {
             let connector = tokio_rustls::TlsConnector::from(config.clone());
             let name = ServerName::try_from(TLS_NAME.to_string())?;
-            let tls = connector.connect(name, tcp).await?;
-            let (mut sender, conn) =
-                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-                    .await?;
-            tokio::spawn(conn);
-            sender.send_request(req).await?
+            send_h2(connector.connect(name, tcp).await?, req).await?
         }
     };
     let (parts, body) = resp.into_parts();

@@ -479,29 +479,13 @@ fn misdirected(what: &str, value: &str) -> Response<ResponseBody> {
 /// compared (port mappings and proxies change it), only checked to be a number.
 /// A DNS-rebinding page always sends its own domain name, never an IP literal.
 pub fn host_allowed(authority: &str, names: &[String]) -> bool {
-    // (the host, unless a bracketed IPv6 literal; what follows it: "" or ":port")
-    let (host, rest) = if let Some(rest) = authority.strip_prefix('[') {
-        let Some((ip, rest)) = rest.split_once(']') else {
-            return false;
-        };
-        if ip.parse::<std::net::Ipv6Addr>().is_err() {
-            return false;
-        }
-        (None, rest)
-    } else {
-        let at = authority.find(':').unwrap_or(authority.len());
-        (Some(&authority[..at]), &authority[at..])
-    };
-    let port_ok = match rest.strip_prefix(':') {
-        Some(digits) => digits.len() <= 5 && digits.bytes().all(|b| b.is_ascii_digit()),
-        None => rest.is_empty(),
-    };
-    if !port_ok {
+    // One reading of host[:port] for the proxy and the admin listener.
+    let Ok((host, _port)) = crate::edge::split_authority(authority) else {
         return false;
-    }
-    let Some(host) = host else {
-        return true; // a bracketed IPv6 literal
     };
+    if let Some(ip) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return ip.parse::<std::net::Ipv6Addr>().is_ok();
+    }
     if host.parse::<std::net::Ipv4Addr>().is_ok() || host.eq_ignore_ascii_case("localhost") {
         return true;
     }

@@ -29,6 +29,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
+use crate::headers::has_token;
 use crate::metrics::ConnectionGuard;
 
 /// Who is on the other end of a client connection.
@@ -184,11 +185,7 @@ pub(crate) fn spawn<IO, S, F, B>(
         // RFC 9112 §9.3: an HTTP/1.0 connection persists only when the
         // client asked for it and the answer says `keep-alive`.
         let http10_keepalive = version == http::Version::HTTP_10
-            && req
-                .headers()
-                .get_all(http::header::CONNECTION)
-                .iter()
-                .any(|v| has_token(v.as_bytes(), b"keep-alive"));
+            && has_token(req.headers(), &http::header::CONNECTION, "keep-alive");
         // Boxed: the request future is several KiB, and HTTP/2 moves it into
         // a task of its own per stream (copies that cost a third of the CPU
         // in perf under h2load); one allocation moves a pointer instead.
@@ -264,11 +261,7 @@ fn answer_connection<B>(
 ) {
     *resp.version_mut() = version;
     let closing = served >= settings.keepalive_requests
-        || resp
-            .headers()
-            .get_all(http::header::CONNECTION)
-            .iter()
-            .any(|v| has_token(v.as_bytes(), b"close"));
+        || has_token(resp.headers(), &http::header::CONNECTION, "close");
     let value = if closing {
         "close"
     } else if http10_keepalive {
@@ -282,13 +275,6 @@ fn answer_connection<B>(
         http::header::CONNECTION,
         http::HeaderValue::from_static(value),
     );
-}
-
-/// `token` among the comma-separated values of a field (case-insensitive).
-fn has_token(value: &[u8], token: &[u8]) -> bool {
-    value
-        .split(|&b| b == b',')
-        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
 }
 
 /// What the service tells the connection's clocks.

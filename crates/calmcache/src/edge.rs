@@ -44,6 +44,7 @@ use http::{Request, Uri, Version};
 
 use crate::conn::Peer;
 use crate::error::{ErrorKind, ProxyError};
+use crate::headers::{strip_hop_by_hop_keeping, HOP_BY_HOP};
 use crate::state::Route;
 
 /// What [`admit`] learnt of a request, for [`prepare`] and route matching.
@@ -88,19 +89,6 @@ impl Admitted {
         self.match_target.as_deref().unwrap_or(own)
     }
 }
-
-/// Hop-by-hop fields (RFC 9110 §7.6.1), never forwarded.
-static HOP_BY_HOP: [HeaderName; 9] = [
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    HeaderName::from_static("proxy-connection"),
-    header::PROXY_AUTHORIZATION,
-    header::TE,
-    header::TRAILER,
-    header::TRANSFER_ENCODING,
-    header::UPGRADE,
-    HeaderName::from_static("http2-settings"),
-];
 
 /// Fields through which a client claims to speak for a proxy in front of
 /// calmcache, or asks the origin to serve another URL or method. An origin
@@ -366,6 +354,37 @@ fn authority<B>(
 /// port of at most 5 digits. Lower-cased, one trailing dot and the scheme's
 /// default port dropped. Borrowed when already in that form.
 pub fn normalise_host<'a>(raw: &'a str, scheme: &str) -> Result<Cow<'a, str>, ProxyError> {
+    let (host, port) = split_authority(raw)?;
+    let port = match port {
+        None | Some("") => None,
+        Some(p) => match p.parse::<u16>() {
+            Ok(n) if n == default_port(scheme) => None,
+            // `08080` is port 8080: one spelling, one key.
+            Ok(_) if p.starts_with('0') => Some(p.trim_start_matches('0')),
+            Ok(_) => Some(p),
+            Err(_) => return Err(refuse("port out of range in Host")),
+        },
+    };
+    let trimmed = match host.strip_suffix('.') {
+        Some(h) if !h.is_empty() && !h.ends_with('.') => h,
+        _ => host,
+    };
+    let same_len = trimmed.len() + port.map_or(0, |p| p.len() + 1) == raw.len();
+    if same_len && !trimmed.bytes().any(|b| b.is_ascii_uppercase()) {
+        return Ok(Cow::Borrowed(raw));
+    }
+    let mut out = trimmed.to_ascii_lowercase();
+    if let Some(port) = port {
+        out.push(':');
+        out.push_str(port);
+    }
+    Ok(Cow::Owned(out))
+}
+
+/// `host[:port]` split and checked as [`normalise_host`] describes: the
+/// host (an IPv6 literal with its brackets) and the port's digits, if a
+/// `:` came (possibly none). The admin listener's Host check reads the same.
+pub fn split_authority(raw: &str) -> Result<(&str, Option<&str>), ProxyError> {
     let (host, port) = if raw.starts_with('[') {
         let end = raw
             .find(']')
@@ -398,33 +417,10 @@ pub fn normalise_host<'a>(raw: &'a str, scheme: &str) -> Result<Cow<'a, str>, Pr
     if host.is_empty() || (!host.starts_with('[') && !host.bytes().all(name_ok)) {
         return Err(refuse("invalid host name in Host"));
     }
-    let port = match port {
-        None | Some("") => None,
-        Some(p) if p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()) => {
-            match p.parse::<u16>() {
-                Ok(n) if n == default_port(scheme) => None,
-                // `08080` is port 8080: one spelling, one key.
-                Ok(_) if p.starts_with('0') => Some(p.trim_start_matches('0')),
-                Ok(_) => Some(p),
-                Err(_) => return Err(refuse("port out of range in Host")),
-            }
-        }
-        Some(_) => return Err(refuse("invalid port in Host")),
-    };
-    let trimmed = match host.strip_suffix('.') {
-        Some(h) if !h.is_empty() && !h.ends_with('.') => h,
-        _ => host,
-    };
-    let same_len = trimmed.len() + port.map_or(0, |p| p.len() + 1) == raw.len();
-    if same_len && !trimmed.bytes().any(|b| b.is_ascii_uppercase()) {
-        return Ok(Cow::Borrowed(raw));
+    if port.is_some_and(|p| p.len() > 5 || !p.bytes().all(|b| b.is_ascii_digit())) {
+        return Err(refuse("invalid port in Host"));
     }
-    let mut out = trimmed.to_ascii_lowercase();
-    if let Some(port) = port {
-        out.push(':');
-        out.push_str(port);
-    }
-    Ok(Cow::Owned(out))
+    Ok((host, port))
 }
 
 fn default_port(scheme: &str) -> u16 {
@@ -448,7 +444,12 @@ fn target<B>(req: &mut Request<B>, admitted: &mut Admitted) -> Result<(), ProxyE
     }
     let query = uri.query();
     let forward = normalise_path(path, Decode::Unreserved, Slashes::Merge)?;
-    let matching = normalise_path(path, Decode::Printable, Slashes::Merge)?;
+    // The two forms differ only in which escapes they decode.
+    let matching = if path.contains('%') {
+        normalise_path(path, Decode::Printable, Slashes::Merge)?
+    } else {
+        forward.clone()
+    };
     if matching != forward {
         admitted.match_target = Some(with_query(&matching, query));
     }
@@ -648,7 +649,11 @@ pub fn prepare<B>(
     let seen = admitted.seen;
     let headers = req.headers_mut();
     if seen.hop_by_hop {
-        strip_hop_by_hop(headers, route);
+        // RFC 9110 §7.6.1, except that `Connection` cannot remove Host or a
+        // field the key reads: the origin must see the request keyed.
+        strip_hop_by_hop_keeping(headers, |name| {
+            *name == header::HOST || route.cfg.key.reads_header(name)
+        });
     }
     if seen.underscore && !route.cfg.underscores_in_headers {
         remove_where(headers, |name| name.as_str().contains('_'));
@@ -706,33 +711,6 @@ fn trusts(route: &Route, ip: IpAddr) -> bool {
         .trusted_proxies
         .iter()
         .any(|net| net.contains(&ip))
-}
-
-/// Removes hop-by-hop fields and those `Connection` names (RFC 9110
-/// §7.6.1), except `Host` and fields the route's key reads: a client must
-/// not be able to make the origin see another request than the one keyed.
-fn strip_hop_by_hop(headers: &mut HeaderMap, route: &Route) {
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        // The usual tokens name nothing beyond the fixed list below.
-        .filter(|t| {
-            !["keep-alive", "close", "upgrade", "te"]
-                .iter()
-                .any(|k| t.eq_ignore_ascii_case(k))
-        })
-        .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
-        .filter(|name| *name != header::HOST && !route.cfg.key.reads_header(name))
-        .collect();
-    for name in named {
-        headers.remove(name);
-    }
-    for name in &HOP_BY_HOP {
-        headers.remove(name);
-    }
 }
 
 /// Removes every field whose name `drop` picks.

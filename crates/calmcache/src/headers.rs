@@ -10,37 +10,64 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 pub static CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
-static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
-static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
 
 /// Headers that describe one connection, never forwarded (RFC 9110 §7.6.1).
-const HOP_BY_HOP: [&HeaderName; 8] = [
-    &header::CONNECTION,
-    &KEEP_ALIVE,
-    &PROXY_CONNECTION,
-    &header::PROXY_AUTHENTICATE,
-    &header::PROXY_AUTHORIZATION,
-    &header::TE,
-    &header::TRAILER,
-    &header::TRANSFER_ENCODING,
+pub static HOP_BY_HOP: [HeaderName; 10] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    HeaderName::from_static("http2-settings"),
 ];
 
 /// Removes hop-by-hop headers, including those the `Connection` header names.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    strip_hop_by_hop_keeping(headers, |_| false);
+}
+
+/// [`strip_hop_by_hop`], except that `Connection` cannot remove the fields
+/// `keep` picks (a request's Host and keyed fields: edge.rs).
+pub fn strip_hop_by_hop_keeping(headers: &mut HeaderMap, keep: impl Fn(&HeaderName) -> bool) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .map(str::trim)
+        // The usual tokens name fields removed below anyway: no allocation.
+        .filter(|t| {
+            !["keep-alive", "close", "upgrade", "te"]
+                .iter()
+                .any(|k| t.eq_ignore_ascii_case(k))
+        })
+        .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
+        .filter(|name| !keep(name))
         .collect();
     for name in named {
         headers.remove(name);
     }
-    for name in HOP_BY_HOP {
+    for name in &HOP_BY_HOP {
         headers.remove(name);
     }
-    headers.remove(header::UPGRADE);
+}
+
+/// `token` among the comma-separated values of field `name`, whatever the
+/// case (an `Upgrade` protocol's version, `websocket/13`, is ignored).
+pub fn has_token(headers: &HeaderMap, name: &HeaderName, token: &str) -> bool {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| {
+            let protocol = t.split('/').next().unwrap_or(t);
+            protocol.trim().eq_ignore_ascii_case(token)
+        })
 }
 
 /// Appends the client address to `X-Forwarded-For` and sets `X-Forwarded-Proto`.

@@ -192,15 +192,8 @@ impl KeyTemplate {
                     > 1
             }
             Part::Cookie(name) => {
-                headers
-                    .get_all(http::header::COOKIE)
-                    .iter()
-                    .flat_map(|line| line.as_bytes().split(|b| *b == b';'))
-                    .filter(|pair| {
-                        let pair = pair.trim_ascii_start();
-                        pair.split(|b| *b == b'=').next() == Some(name.as_bytes())
-                            && pair.contains(&b'=')
-                    })
+                cookies(headers)
+                    .filter(|(key, _)| *key == name.as_bytes())
                     .count()
                     > 1
             }
@@ -382,15 +375,21 @@ fn push_header(out: &mut String, headers: &HeaderMap, name: &HeaderName) {
 
 /// The value of the first cookie called `name` in the Cookie header(s).
 fn cookie_value<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h [u8]> {
+    cookies(headers).find_map(|(key, value)| (key == name.as_bytes()).then_some(value))
+}
+
+/// Every `name=value` pair of the Cookie header(s), in order (pairs
+/// without `=` are skipped).
+fn cookies(headers: &HeaderMap) -> impl Iterator<Item = (&[u8], &[u8])> {
     headers
         .get_all(http::header::COOKIE)
         .iter()
         .flat_map(|line| line.as_bytes().split(|b| *b == b';'))
-        .find_map(|pair| {
+        .filter_map(|pair| {
             let pair = pair.trim_ascii_start();
             let eq = pair.iter().position(|b| *b == b'=')?;
             let (key, value) = pair.split_at(eq);
-            (key == name.as_bytes()).then(|| value.get(1..).unwrap_or(b"").trim_ascii_end())
+            Some((key, value.get(1..).unwrap_or(b"").trim_ascii_end()))
         })
 }
 

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use calmcache_core::CacheStatus;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -42,7 +42,7 @@ use tokio::time::{sleep_until, timeout, Instant};
 
 use crate::body::{ResponseBody, TimeoutBody};
 use crate::error::{ErrorKind, ProxyError};
-use crate::headers::{add_forwarded, set_cache_status, strip_hop_by_hop};
+use crate::headers::{add_forwarded, has_token, set_cache_status, strip_hop_by_hop};
 use crate::metrics::TunnelGuard;
 use crate::respond::error_response;
 use crate::state::{Route, Worker};
@@ -96,20 +96,6 @@ impl Tunnels {
 pub fn is_websocket_upgrade(headers: &HeaderMap) -> bool {
     has_token(headers, &header::CONNECTION, "upgrade")
         && has_token(headers, &header::UPGRADE, "websocket")
-}
-
-/// `token` among the comma-separated values of `name` (an `Upgrade`
-/// protocol's version, `websocket/13`, is ignored).
-fn has_token(headers: &HeaderMap, name: &HeaderName, token: &str) -> bool {
-    headers
-        .get_all(name)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| {
-            let protocol = t.split('/').next().unwrap_or(t);
-            protocol.trim().eq_ignore_ascii_case(token)
-        })
 }
 
 /// The GUID of RFC 6455 §1.3, hashed with the client's key into the accept value.
