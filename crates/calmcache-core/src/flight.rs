@@ -6,22 +6,74 @@
 //! origin failed before it could report) wakes its waiters with
 //! [`WaitError::Abandoned`]: nobody hangs and no entry is leaked.
 //!
+//! Followers wait for a leader that makes progress, not for a clock: the
+//! leader says how long its current step is bounded ([`FetchPermit::alive_for`],
+//! e.g. the upstream's read timeout while it waits for the response head, or
+//! for the next body chunk), and [`Waiter::wait`]'s limit (`lock_timeout`)
+//! only runs out once the leader has passed every bound it gave.
+//!
 //! Touched on misses and refreshes only: a plain hit never comes here; a hit
 //! that draws an early or stale refresh tries to lead one.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::key::CacheKey;
 
 const SHARDS: usize = 64;
 
-type Slot<T> = watch::Receiver<Option<Outcome<T>>>;
 type Shard<T> = Mutex<HashMap<CacheKey, Slot<T>>>;
+
+/// A flight as the table and its followers see it: the outcome to come and
+/// how long the leader's current step may last.
+struct Slot<T> {
+    rx: watch::Receiver<Option<Outcome<T>>>,
+    alive: Arc<Alive>,
+}
+
+impl<T> Clone for Slot<T> {
+    fn clone(&self) -> Self {
+        Slot {
+            rx: self.rx.clone(),
+            alive: self.alive.clone(),
+        }
+    }
+}
+
+/// The latest instant the leader said its fetch is bounded by, as
+/// milliseconds after the table's epoch (0: it said nothing).
+struct Alive {
+    epoch: Instant,
+    until_ms: AtomicU64,
+}
+
+impl Alive {
+    fn new(epoch: Instant) -> Self {
+        Alive {
+            epoch,
+            until_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn extend_to(&self, until: Instant) {
+        let ms = until.saturating_duration_since(self.epoch).as_millis();
+        let ms = u64::try_from(ms).unwrap_or(u64::MAX).max(1);
+        self.until_ms.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    fn until(&self) -> Option<Instant> {
+        match self.until_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(self.epoch + Duration::from_millis(ms)),
+        }
+    }
+}
 
 /// What a leader hands its followers.
 #[derive(Clone, Debug)]
@@ -33,7 +85,8 @@ enum Outcome<T> {
 /// Why a follower got nothing from its leader.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum WaitError {
-    /// The leader did not finish within the wait limit (`lock_timeout`).
+    /// The leader made no progress within the wait limit (`lock_timeout`)
+    /// and is past every bound it gave for its current step.
     #[error("timed out waiting for the fetch in flight")]
     Timeout,
     /// The leader went away without a result.
@@ -49,6 +102,7 @@ pub struct Flights<T> {
 struct Inner<T> {
     shards: Box<[Shard<T>]>,
     hasher: RandomState,
+    epoch: Instant,
 }
 
 /// The result of joining: lead the fetch or wait for it.
@@ -64,6 +118,7 @@ pub struct FetchPermit<T> {
     inner: Arc<Inner<T>>,
     key: CacheKey,
     tx: Option<Arc<watch::Sender<Option<Outcome<T>>>>>,
+    alive: Arc<Alive>,
 }
 
 /// A look at a flight from outside its permit: whether anyone but the
@@ -82,7 +137,7 @@ impl<T> Interest<T> {
 
 /// A follower's handle on the fetch in flight.
 pub struct Waiter<T> {
-    rx: Slot<T>,
+    slot: Slot<T>,
 }
 
 impl<T: Clone> Default for Flights<T> {
@@ -99,6 +154,7 @@ impl<T: Clone> Flights<T> {
             inner: Arc::new(Inner {
                 shards,
                 hasher: RandomState::new(),
+                epoch: Instant::now(),
             }),
         }
     }
@@ -106,16 +162,24 @@ impl<T: Clone> Flights<T> {
     /// Leads the fetch of `key`, or follows the one already in flight.
     pub fn join(&self, key: &CacheKey) -> Lookup<T> {
         let mut shard = self.inner.shard(key);
-        if let Some(rx) = shard.get(key) {
-            return Lookup::Follower(Waiter { rx: rx.clone() });
+        if let Some(slot) = shard.get(key) {
+            return Lookup::Follower(Waiter { slot: slot.clone() });
         }
         let (tx, rx) = watch::channel(None);
-        shard.insert(key.clone(), rx);
+        let alive = Arc::new(Alive::new(self.inner.epoch));
+        shard.insert(
+            key.clone(),
+            Slot {
+                rx,
+                alive: alive.clone(),
+            },
+        );
         drop(shard);
         Lookup::Leader(FetchPermit {
             inner: self.inner.clone(),
             key: key.clone(),
             tx: Some(Arc::new(tx)),
+            alive,
         })
     }
 
@@ -149,6 +213,14 @@ impl<T> FetchPermit<T> {
     /// The key this permit fetches.
     pub fn key(&self) -> &CacheKey {
         &self.key
+    }
+
+    /// Says the fetch's current step is bounded by `limit` from now (its own
+    /// connect or read timeout): followers keep waiting at least that long,
+    /// whatever their `lock_timeout`. Call it again at each step forward
+    /// (the response head, every body chunk); it never shortens a bound.
+    pub fn alive_for(&self, limit: Duration) {
+        self.alive.extend_to(Instant::now() + limit);
     }
 
     /// A handle that tells whether followers wait for this flight.
@@ -192,17 +264,28 @@ impl<T> Drop for FetchPermit<T> {
 }
 
 impl<T: Clone> Waiter<T> {
-    /// Waits up to `limit` for the leader's outcome.
+    /// Waits for the leader's outcome: at least `limit`, and for as long as
+    /// the leader's fetch stays within the bounds it gave
+    /// ([`FetchPermit::alive_for`]). A leader that is past them and still
+    /// silent when `limit` runs out is given up on ([`WaitError::Timeout`]).
     pub async fn wait(mut self, limit: Duration) -> Result<T, WaitError> {
-        let outcome = tokio::time::timeout(limit, self.rx.wait_for(Option::is_some)).await;
-        match outcome {
-            Err(_) => Err(WaitError::Timeout),
-            // The sender is never dropped without sending; treat it as abandoned anyway.
-            Ok(Err(_)) => Err(WaitError::Abandoned),
-            Ok(Ok(slot)) => match slot.as_ref() {
-                Some(Outcome::Done(v)) => Ok(v.clone()),
-                _ => Err(WaitError::Abandoned),
-            },
+        let mut deadline = Instant::now() + limit;
+        loop {
+            let wait = self.slot.rx.wait_for(Option::is_some);
+            match tokio::time::timeout_at(deadline, wait).await {
+                // The sender is never dropped without sending; treat it as abandoned anyway.
+                Ok(Err(_)) => return Err(WaitError::Abandoned),
+                Ok(Ok(slot)) => {
+                    return match slot.as_ref() {
+                        Some(Outcome::Done(v)) => Ok(v.clone()),
+                        _ => Err(WaitError::Abandoned),
+                    }
+                }
+                Err(_) => match self.slot.alive.until() {
+                    Some(until) if until > Instant::now() => deadline = until,
+                    _ => return Err(WaitError::Timeout),
+                },
+            }
         }
     }
 }

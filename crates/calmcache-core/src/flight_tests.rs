@@ -95,3 +95,43 @@ async fn interest_sees_followers_come_and_go() {
     permit.finish(1);
     assert!(!interest.has_followers(), "the flight is over");
 }
+
+#[tokio::test(start_paused = true)]
+async fn followers_wait_for_a_leader_within_its_bounds() {
+    let flights: Flights<u32> = Flights::new();
+    let permit = flights.try_lead(&key("/a")).unwrap();
+    // The leader's fetch is bounded by its read timeout, 30 s.
+    permit.alive_for(Duration::from_secs(30));
+    let Lookup::Follower(w) = flights.join(&key("/a")) else {
+        panic!("follower")
+    };
+    let waiting = tokio::spawn(w.wait(Duration::from_secs(5)));
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert!(!waiting.is_finished(), "a progressing leader is waited for");
+    permit.finish(3);
+    assert_eq!(waiting.await.unwrap(), Ok(3));
+}
+
+#[tokio::test(start_paused = true)]
+async fn progress_extends_the_wait_and_silence_ends_it() {
+    let flights: Flights<u32> = Flights::new();
+    let permit = flights.try_lead(&key("/a")).unwrap();
+    let Lookup::Follower(w) = flights.join(&key("/a")) else {
+        panic!("follower")
+    };
+    let started = Instant::now();
+    let waiting = tokio::spawn(w.wait(Duration::from_secs(5)));
+    // Steps forward every 2 s, each bounded by 3 s, until 20 s in.
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        permit.alive_for(Duration::from_secs(3));
+    }
+    // Then silence: the follower gives up once the last bound has passed.
+    assert_eq!(waiting.await.unwrap(), Err(WaitError::Timeout));
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(23) && waited < Duration::from_secs(24),
+        "{waited:?}"
+    );
+    drop(permit);
+}

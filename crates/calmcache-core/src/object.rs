@@ -58,7 +58,12 @@ impl ObjectMeta {
     /// Expired less than one SUS delta ago: a refresh started in the window
     /// may still be landing, so SUS keeps answering from this copy.
     pub fn within_refresh_landing(&self, now: Instant) -> bool {
-        now < later(self.expires_at(), self.sus_delta())
+        self.within(now, self.sus_delta())
+    }
+
+    /// Fresh, or expired less than `window` ago.
+    pub fn within(&self, now: Instant, window: Duration) -> bool {
+        now < later(self.expires_at(), window)
     }
 
     /// Still inside its freshness lifetime.

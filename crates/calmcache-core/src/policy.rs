@@ -4,7 +4,9 @@
 //! its [`Decision`]. XFetch (Vattani, Chierichetti, Lowenstein, VLDB 2015):
 //! refresh early when `now - delta * beta * ln(rand()) >= expiry`, i.e. when
 //! `delta * beta * -ln(rand()) >= time left`. SUS (seed 002) uses
-//! `delta = max(fetch time, 10% of the lifetime)` and refreshes in the background.
+//! `delta = max(fetch time, 10% of the lifetime)` and refreshes in the background;
+//! past expiry it still serves the copy for `max(sus_stale, delta)` while the
+//! refresh runs, so that no client waits for the origin on a popular object.
 //! Both draw only in the last `delta * beta` of life (see [`draws_early_refresh`]).
 
 use std::time::Duration;
@@ -51,6 +53,22 @@ pub struct RefreshPolicy {
     pub mode: RefreshMode,
     /// XFetch's beta: above 1 favours earlier refreshes.
     pub beta: f64,
+    /// SUS only: how long past expiry a copy is still served while it is
+    /// refreshed in the background, raised to one SUS delta; zero turns the
+    /// window off (then only `stale-while-revalidate` lets a stale copy out).
+    pub sus_stale: Duration,
+}
+
+impl RefreshPolicy {
+    /// How long past expiry SUS serves the copy described by `meta` while
+    /// refreshing it: `max(sus_stale, delta)`, or nothing when the window is
+    /// off, the mode is not SUS, or the origin forbade serving it stale.
+    pub fn sus_stale_window(&self, meta: &ObjectMeta) -> Option<Duration> {
+        (self.mode == RefreshMode::Sus
+            && !self.sus_stale.is_zero()
+            && !meta.freshness.stale_forbidden)
+            .then(|| self.sus_stale.max(meta.sus_delta()))
+    }
 }
 
 /// What to do with a cached object now.
@@ -76,7 +94,14 @@ pub fn decide<R: Rng + ?Sized>(
     rng: &mut R,
 ) -> Decision {
     if !meta.is_fresh(now) {
-        return if meta.within_stale_while_revalidate(now) {
+        // SUS keeps at least one delta of stale window by default: a draw
+        // that came too late (or a quiet moment just before expiry) costs
+        // a background refresh, never a client's wait (seed 002's open
+        // problem at sub-second TTLs).
+        let sus_stale = policy
+            .sus_stale_window(meta)
+            .is_some_and(|window| meta.within(now, window));
+        return if sus_stale || meta.within_stale_while_revalidate(now) {
             Decision::StaleWhileRevalidate
         } else {
             Decision::Expired

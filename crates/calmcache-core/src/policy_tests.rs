@@ -20,7 +20,11 @@ fn meta(now: Instant, lifetime_ms: u64, fetch_ms: u64, swr_ms: u64) -> ObjectMet
 }
 
 fn policy(mode: RefreshMode) -> RefreshPolicy {
-    RefreshPolicy { mode, beta: 1.0 }
+    RefreshPolicy {
+        mode,
+        beta: 1.0,
+        sus_stale: Duration::ZERO,
+    }
 }
 
 /// Share of 10,000 seeded draws at `at_ms` after storing that refresh early.
@@ -109,4 +113,48 @@ fn zero_delta_never_refreshes() {
         Duration::ZERO,
         &mut rng
     ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn sus_serves_stale_for_at_least_one_delta_by_default() {
+    let start = Instant::now();
+    // 1 s TTL, 100 ms fetch: delta = 100 ms.
+    let m = meta(start, 1000, 100, 0);
+    let mut rng = StdRng::seed_from_u64(9);
+    let sus = |floor_ms| RefreshPolicy {
+        mode: RefreshMode::Sus,
+        beta: 1.0,
+        sus_stale: Duration::from_millis(floor_ms),
+    };
+    let at = |ms| start + Duration::from_millis(ms);
+    // A floor under one delta is raised to it.
+    assert_eq!(
+        decide(&sus(10), &m, at(1050), &mut rng),
+        Decision::StaleWhileRevalidate
+    );
+    assert_eq!(decide(&sus(10), &m, at(1100), &mut rng), Decision::Expired);
+    // A longer floor keeps it out longer.
+    assert_eq!(
+        decide(&sus(2000), &m, at(2999), &mut rng),
+        Decision::StaleWhileRevalidate
+    );
+    assert_eq!(
+        decide(&sus(2000), &m, at(3000), &mut rng),
+        Decision::Expired
+    );
+    // Zero turns it off; other modes never have it.
+    assert_eq!(decide(&sus(0), &m, at(1001), &mut rng), Decision::Expired);
+    let lock = RefreshPolicy {
+        mode: RefreshMode::Lock,
+        ..sus(2000)
+    };
+    assert_eq!(decide(&lock, &m, at(1001), &mut rng), Decision::Expired);
+    // An origin that forbids stale use (must-revalidate, s-maxage,
+    // no-cache) is obeyed.
+    let mut strict = m.clone();
+    strict.freshness.stale_forbidden = true;
+    assert_eq!(
+        decide(&sus(2000), &strict, at(1001), &mut rng),
+        Decision::Expired
+    );
 }

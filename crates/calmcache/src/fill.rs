@@ -9,6 +9,7 @@
 //! fill ─ send (GET; validators of the stale copy, RFC 9111 §4.3.1)
 //!   ├─ error / 5xx with a stale-if-error copy ─────────── Stale
 //!   ├─ 304 for the stale copy ─ merge headers (§4.3.4) ─┐
+//!   ├─ 5xx, not storable ─ collect ≤ 64 KiB ─ share ──── Relay (followers get it too)
 //!   ├─ 200.. ─ evaluate ─ not storable ───────────────── Relay (stream)
 //!   │                  └─ collect ≤ max_object_size ────┴─ store ─ Stored
 //!   └─ too large ────────────────────────────────────────── Relay (prefix + rest)
@@ -127,6 +128,10 @@ pub async fn fill(
                 && conditional::has_validator(&s.headers)
         })
         .cloned();
+    // Followers wait as long as the head may take (read_timeout counts
+    // from sending, connecting included), not just their lock_timeout.
+    let head_bound = upstream.read_timeout + BOUND_SLACK;
+    alive_for(&permit, head_bound);
     let mut result = upstream
         .send(upstream_request(&fetch, revalidating.as_deref()))
         .await;
@@ -142,6 +147,7 @@ pub async fn fill(
         revalidating = None;
         request_time = SystemTime::now();
         route.activity.upstream_requests.inc();
+        alive_for(&permit, head_bound);
         result = upstream.send(upstream_request(&fetch, None)).await;
     }
     let usable_stale = stale.filter(|s| s.meta.within_stale_if_error(Instant::now()));
@@ -182,6 +188,8 @@ pub async fn fill(
     }
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
+    // The body comes next: each frame within read_timeout.
+    alive_for(&permit, upstream.read_timeout + BOUND_SLACK);
     let response_time = SystemTime::now();
     let origin_status = parts.status.as_u16();
     let zone = match (route.zone_for(&primary.as_ref()), fetch.store) {
@@ -272,6 +280,12 @@ pub async fn fill(
     let body = TimeoutBody::new(body, upstream.read_timeout);
     let storable = match freshness::evaluate(&exchange, &rules) {
         Ok(storable) => storable,
+        Err(why) if parts.status.is_server_error() && permit.is_some() => {
+            // The origin is failing: its answer goes to every follower, so
+            // that one request reaches it, not one per waiting client.
+            let authorised = fetch.has_authorization;
+            return share_error(&route, permit, parts, body, why, authorised).await;
+        }
         Err(why) => {
             finish(permit, FillOutcome::NotStored);
             let resp = Response::from_parts(parts, ResponseBody::stream(body));
@@ -349,6 +363,121 @@ pub async fn fill(
         origin_status,
     )
     .await
+}
+
+/// Added to an upstream timeout when telling followers how long a step may
+/// last: the timeout fires, and its error reaches them, a little after it.
+const BOUND_SLACK: Duration = Duration::from_millis(250);
+
+/// An error answer body larger than this is not handed to followers (they
+/// get calmcache's own page with the same status).
+pub const SHARED_ERROR_MAX: usize = 64 * 1024;
+
+/// Tells the fetch's followers that its next step is bounded by `limit`.
+fn alive_for(permit: &Option<FetchPermit<FillOutcome>>, limit: Duration) {
+    if let Some(permit) = permit {
+        permit.alive_for(limit);
+    }
+}
+
+/// An origin's error answer (5xx, not storable) as every request that
+/// waited for the fetch gets it. The origin's own page is only shared when
+/// nothing in it belongs to one client: no `Set-Cookie`, not `private` or
+/// `no-store`, no `Vary` or `Content-Encoding` that another request might
+/// not match; otherwise followers get a plain page with the same status
+/// (and `Retry-After`, which tells every client the same thing).
+#[derive(Debug)]
+pub struct ErrorAnswer {
+    /// The origin's status.
+    pub status: StatusCode,
+    /// End-to-end headers to send (hop-by-hop removed).
+    pub headers: HeaderMap,
+    /// The whole body.
+    pub body: Bytes,
+}
+
+impl ErrorAnswer {
+    /// The answer for followers of a request answered `status` with
+    /// `headers` and, when it was read whole and small, `body`.
+    fn for_followers(
+        status: StatusCode,
+        headers: &HeaderMap,
+        body: Option<Bytes>,
+        has_authorization: bool,
+    ) -> Self {
+        let personal = has_authorization
+            || headers.contains_key(http::header::SET_COOKIE)
+            || headers.contains_key(VARY)
+            || headers.contains_key(http::header::CONTENT_ENCODING)
+            || {
+                let (cc, _) = calmcache_core::CacheControl::for_response(headers);
+                cc.private || cc.no_store
+            };
+        match body.filter(|_| !personal) {
+            Some(body) => ErrorAnswer {
+                status,
+                headers: detach_headers(headers, &[]),
+                body,
+            },
+            None => {
+                let mut own = HeaderMap::new();
+                own.insert(
+                    http::header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/plain; charset=utf-8"),
+                );
+                if let Some(v) = headers.get(http::header::RETRY_AFTER) {
+                    own.insert(http::header::RETRY_AFTER, v.clone());
+                }
+                let text = format!(
+                    "{} {}: the origin answered with an error\n",
+                    status.as_u16(),
+                    status.canonical_reason().unwrap_or("Error")
+                );
+                ErrorAnswer {
+                    status,
+                    headers: own,
+                    body: Bytes::from(text),
+                }
+            }
+        }
+    }
+}
+
+/// Hands a failing origin's 5xx answer to the fetch's followers and relays
+/// it to its requester. A small body is read whole (within the upstream's
+/// read timeout per frame) and shared; a large one streams to the
+/// requester while followers get a plain page with the same status.
+async fn share_error(
+    route: &Route,
+    permit: Option<FetchPermit<FillOutcome>>,
+    parts: http::response::Parts,
+    body: TimeoutBody<Incoming>,
+    why: NotStorable,
+    authorised: bool,
+) -> FillReply {
+    match collect_limited(body, SHARED_ERROR_MAX, &parts.headers).await {
+        Collected::Complete(bytes) => {
+            let answer = ErrorAnswer::for_followers(
+                parts.status,
+                &parts.headers,
+                Some(bytes.clone()),
+                authorised,
+            );
+            finish(permit, FillOutcome::Answered(Arc::new(answer)));
+            let resp = Response::from_parts(parts, ResponseBody::full(bytes));
+            FillReply::Relay(resp, NotStored::Response(why))
+        }
+        Collected::TooLarge(prefix, rest) => {
+            let answer = ErrorAnswer::for_followers(parts.status, &parts.headers, None, authorised);
+            finish(permit, FillOutcome::Answered(Arc::new(answer)));
+            let body = ResponseBody::stream(PrefixedBody::new(prefix, rest));
+            FillReply::Relay(Response::from_parts(parts, body), NotStored::Response(why))
+        }
+        Collected::Failed(e) => {
+            let e = ProxyError::upstream(ErrorKind::Broken, &route.upstream.name, e);
+            fail(permit, e, None, Some(parts.status.as_u16()))
+        }
+    }
 }
 
 /// Bodies with a declared length above this stream to the requests waiting
@@ -640,6 +769,10 @@ async fn after_store(
     origin_status: u16,
 ) {
     route.note_host(primary);
+    route.hit_for_miss.clear(primary);
+    if key != primary {
+        route.hit_for_miss.clear(key);
+    }
     route.stored(key, object).await;
     route.activity.stores.inc();
     finish(permit, FillOutcome::Stored(object.clone(), origin_status));

@@ -216,7 +216,7 @@ async fn answer(
     if !route.cfg.bypass.is_empty() && any_match(&route.cfg.bypass, headers, req.uri().query()) {
         let request = fetch_request(route, &req, client, None);
         let task = fill(route.clone(), key_ref.to_owned_key(), request, None, None);
-        return Ok(answer_fill(route, task, None, Why::Bypass, &ask, None).await);
+        return Ok(answer_fill(route, task, None, Why::Bypass, &ask, None, None).await);
     }
     let rcc = if route.honors_client_cache_control() {
         RequestCacheControl::from_headers(headers)
@@ -304,7 +304,7 @@ async fn answer(
                 Some(permit),
                 Some(object.clone()),
             );
-            Ok(answer_fill(route, task, interest, Why::Early, &ask, None).await)
+            Ok(answer_fill(route, task, interest, Why::Early, &ask, None, None).await)
         }
         Decision::Expired => {
             if rcc
@@ -434,10 +434,18 @@ impl Fetch {
         // A range request whose object turns out too large to store is sent
         // on with its Range instead of relaying the whole body.
         let ranged = ask.wants_range().then(|| request.clone());
-        let answer = |task, interest| answer_fill(route, task, interest, why, ask, ranged.clone());
+        let answer =
+            |task, interest, hfm| answer_fill(route, task, interest, why, ask, ranged.clone(), hfm);
         if !route.policy.mode.coalesces() || !request.store {
             let task = fill(route.clone(), primary, request, None, stale);
-            return answer(task, None).await;
+            return answer(task, None, None).await;
+        }
+        // Hit-for-miss: this key's last answer could not be stored, so
+        // nobody could use ours either; fetch side by side.
+        if route.hit_for_miss.active(&flight) {
+            route.activity.hit_for_miss.inc();
+            let task = fill(route.clone(), primary, request, None, stale);
+            return answer(task, None, Some((&flight, true))).await;
         }
         // Twice at most: a follower of a URI's first fetch may learn from it
         // that the URI varies and that its variant is another one; it then
@@ -455,18 +463,24 @@ impl Fetch {
                     }
                     let interest = Some(permit.interest());
                     let task = fill(route.clone(), primary, request, Some(permit), stale);
-                    return answer(task, interest).await;
+                    return answer(task, interest, Some((&flight, false))).await;
                 }
                 Lookup::Follower(waiter) => waiter,
             };
             // SUS answers every request at once: while the refresh is in flight, a
-            // copy that expired less than one delta ago is served (unless the origin
-            // forbade stale use); an older one waits like `lock`.
+            // copy that expired less than one delta (or `sus_stale`) ago is served
+            // (unless the origin forbade stale use); an older one waits like `lock`.
             let landing = |s: &&Arc<CachedObject>| {
                 why == Why::Stale
                     && route.policy.mode == RefreshMode::Sus
                     && !s.meta.freshness.stale_forbidden
-                    && s.meta.within_refresh_landing(Instant::now())
+                    && s.meta.within(
+                        Instant::now(),
+                        route
+                            .policy
+                            .sus_stale_window(&s.meta)
+                            .unwrap_or_else(|| s.meta.sus_delta()),
+                    )
             };
             if let Some(copy) = stale.as_ref().filter(landing) {
                 let report = CacheStatus::StaleRefreshInFlight.report();
@@ -502,6 +516,23 @@ impl Fetch {
                     // Another variant: its own fetch.
                     break;
                 }
+                Ok(FillOutcome::Answered(answer)) => {
+                    let status = answer.status.as_u16();
+                    return match stale.filter(|s| s.meta.within_stale_if_error(Instant::now())) {
+                        Some(copy) => {
+                            let mut report = CacheStatus::StaleIfError.report();
+                            report.fwd_status = Some(status);
+                            serve(route, &copy, report, ask, Instant::now())
+                        }
+                        None => {
+                            let report = Report {
+                                collapsed: true,
+                                ..why.failed().fwd_status(status)
+                            };
+                            crate::respond::error_answer(route, &answer, report, ask)
+                        }
+                    };
+                }
                 Ok(FillOutcome::Failed(e)) => {
                     return match stale.filter(|s| s.meta.within_stale_if_error(Instant::now())) {
                         Some(copy) => {
@@ -523,7 +554,7 @@ impl Fetch {
             }
         }
         let task = fill(route.clone(), primary, request, None, stale);
-        answer(task, None).await
+        answer(task, None, None).await
     }
 }
 
@@ -580,7 +611,9 @@ pub fn refresh_in_background(
 }
 
 /// Runs a fill in its own task, so a client that goes away does not cancel a
-/// fetch others wait for, and answers this client from its reply.
+/// fetch others wait for, and answers this client from its reply. `hfm`
+/// names the key to mark hit-for-miss when the answer cannot be stored, and
+/// says whether it was marked already (this fetch skipped the queue).
 async fn answer_fill(
     route: &Arc<Route>,
     task: impl std::future::Future<Output = FillReply> + Send + 'static,
@@ -588,6 +621,7 @@ async fn answer_fill(
     why: Why,
     ask: &Ask<'_>,
     ranged: Option<FetchRequest>,
+    hfm: Option<(&CacheKey, bool)>,
 ) -> Response<ResponseBody> {
     // The fetch runs in its own task, so that requests waiting for it are
     // not hurt when this one goes away; its upstream call is noted for this
@@ -626,7 +660,14 @@ async fn answer_fill(
             serve(route, &object, report, ask, now)
         }
         Ok(FillReply::Relay(resp, not_stored)) => {
-            let report = why.not_stored(resp.status().as_u16(), not_stored);
+            let status = resp.status().as_u16();
+            let mut report = why.not_stored(status, not_stored);
+            if let Some((key, marked)) = hfm.filter(|_| marks_hit_for_miss(not_stored, status)) {
+                route.hit_for_miss.note(key);
+                if marked {
+                    report = report.detail("hit-for-miss");
+                }
+            }
             relay(route, resp, report, ask)
         }
         Ok(FillReply::Failed(e)) => {
@@ -642,6 +683,20 @@ async fn answer_fill(
             error_response(&e, &report)
         }
     }
+}
+
+/// True when an answer relayed for `why` says the key's answers cannot be
+/// stored for a while (the response's own directives, or its size), so its
+/// requests should stop queueing behind each other. Errors are not marked:
+/// their answer is handed to the waiters instead.
+fn marks_hit_for_miss(why: NotStored, status: u16) -> bool {
+    status < 500
+        && match why {
+            NotStored::TooLarge => true,
+            // An authorised request's answer says nothing about others'.
+            NotStored::Response(r) => r != calmcache_core::NotStorable::Authorization,
+            NotStored::StoreFailed | NotStored::Request | NotStored::NoZone => false,
+        }
 }
 
 /// A fill's task as its requester awaits it. If the requester goes away

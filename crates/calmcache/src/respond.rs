@@ -263,6 +263,22 @@ pub fn error_response(e: &ProxyError, report: &Report) -> Response<ResponseBody>
     )
 }
 
+/// A follower's copy of the error answer its leader got from the origin
+/// (see `fill::ErrorAnswer`): relayed as the leader's was.
+pub fn error_answer(
+    route: &Route,
+    answer: &crate::fill::ErrorAnswer,
+    report: Report,
+    ask: &Ask<'_>,
+) -> Response<ResponseBody> {
+    let mut resp = Response::new(ResponseBody::full(answer.body.clone()));
+    *resp.status_mut() = answer.status;
+    *resp.headers_mut() = answer.headers.clone();
+    resp.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(answer.body.len()));
+    relay(route, resp, report, ask)
+}
+
 /// The answer to a request the edge refused: the status line's reason and
 /// what was wrong (a fixed description, never the client's bytes echoed).
 pub fn refusal_response(e: &ProxyError, report: &Report) -> Response<ResponseBody> {

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use calmcache_core::disk::{DiskConfig, DiskTier};
 use calmcache_core::{
-    CacheError, CacheKey, CachedObject, Flights, KeyRef, MemoryTier, RefreshPolicy, StoreRules,
-    Tier,
+    CacheError, CacheKey, CachedObject, Flights, HitForMiss, KeyRef, MemoryTier, RefreshPolicy,
+    StoreRules, Tier,
 };
 
 use crate::config::{ClientCacheControl, Config, RouteConfig, ZoneKind};
@@ -27,6 +27,10 @@ pub enum FillOutcome {
     NotStored,
     /// The origin failed: answer with this error, or a stale copy if allowed.
     Failed(ProxyError),
+    /// The origin answered with an error (5xx) that is not stored: every
+    /// follower answers with it (or a stale copy if allowed) instead of
+    /// asking the failing origin again.
+    Answered(Arc<crate::fill::ErrorAnswer>),
 }
 
 /// Weighted rendezvous (highest random weight) score of a key for a zone:
@@ -160,6 +164,8 @@ pub struct Route {
     pub hosts: Mutex<HashSet<Box<str>>>,
     /// Refresh algorithm and beta.
     pub policy: RefreshPolicy,
+    /// Keys whose answers could not be stored, fetched without coalescing.
+    pub hit_for_miss: HitForMiss,
     /// `key` is the default template: keys are built without rendering.
     pub key_is_default: bool,
     /// Counters.
@@ -429,7 +435,9 @@ impl Proxy {
                     policy: RefreshPolicy {
                         mode: r.refresh,
                         beta: r.per_beta,
+                        sus_stale: r.sus_stale,
                     },
+                    hit_for_miss: HitForMiss::new(r.hit_for_miss),
                     key_is_default: r.key.is_default(),
                     activity: Activity::default(),
                 })

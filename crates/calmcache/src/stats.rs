@@ -49,6 +49,9 @@ pub struct Activity {
     /// Fills cancelled because their requester went away (closed, reset)
     /// with nobody else waiting and no `refresh_concurrency` slot free.
     pub fills_cancelled: Counter,
+    /// Requests sent to the origin without waiting for a fetch in flight
+    /// because their key is marked hit-for-miss.
+    pub hit_for_miss: Counter,
     /// Requests sent to the origin.
     pub upstream_requests: Counter,
     /// Origin requests that failed (refused, timeout, broken) or answered 5xx.
@@ -109,6 +112,7 @@ impl Activity {
             background_refreshes: self.background_refreshes.get(),
             refreshes_skipped: self.refreshes_skipped.get(),
             fills_cancelled: self.fills_cancelled.get(),
+            hit_for_miss: self.hit_for_miss.get(),
             upstream_requests: self.upstream_requests.get(),
             upstream_errors: self.upstream_errors.get(),
             bypass,
@@ -133,6 +137,7 @@ pub struct ActivitySnapshot {
     pub background_refreshes: u64,
     pub refreshes_skipped: u64,
     pub fills_cancelled: u64,
+    pub hit_for_miss: u64,
     pub upstream_requests: u64,
     pub upstream_errors: u64,
     pub bypass: u64,
@@ -154,6 +159,7 @@ impl std::ops::AddAssign<&ActivitySnapshot> for ActivitySnapshot {
         self.background_refreshes += o.background_refreshes;
         self.refreshes_skipped += o.refreshes_skipped;
         self.fills_cancelled += o.fills_cancelled;
+        self.hit_for_miss += o.hit_for_miss;
         self.upstream_requests += o.upstream_requests;
         self.upstream_errors += o.upstream_errors;
         self.bypass += o.bypass;

@@ -367,9 +367,19 @@ pub struct RouteConfig {
     /// How long past expiry a stale object may be served when the origin
     /// fails (RFC 5861 `stale-if-error`; default 0s).
     pub stale_if_error: Duration,
-    /// How long a request waits for another request's fetch of the same key
-    /// before fetching itself (default 5s).
+    /// How long a request waits for another request's fetch of the same
+    /// key when that fetch makes no progress (default 5s). A fetch inside
+    /// its upstream's connect and read timeouts is waited for however long.
     pub lock_timeout: Duration,
+    /// `refresh = "sus"`: how long past expiry a copy is still served while
+    /// it is refreshed in the background, raised to one SUS delta (default
+    /// 2s; 0s turns the window off).
+    pub sus_stale: Duration,
+    /// How long a key whose answer could never be stored (`private`,
+    /// `no-store`, `Set-Cookie`, too large...) is remembered, so that its
+    /// requests go to the origin in parallel instead of queueing behind a
+    /// lock (Varnish's hit-for-miss; default 120s, 0s turns it off).
+    pub hit_for_miss: Duration,
     /// Paths (each starting with `/`) fetched at start-up to fill the zone.
     pub warm: Vec<String>,
     /// Host header for warm fetches; `None` means the first `server.listen` address.

@@ -192,6 +192,8 @@ const ROUTE: &[&str] = &[
     "stale_while_revalidate",
     "stale_if_error",
     "lock_timeout",
+    "sus_stale",
+    "hit_for_miss",
     "warm",
     "warm_host",
     "compress",

@@ -134,6 +134,8 @@ pub(crate) struct RawRoute {
     pub(crate) stale_while_revalidate: Option<Text>,
     pub(crate) stale_if_error: Option<Text>,
     pub(crate) lock_timeout: Option<Text>,
+    pub(crate) sus_stale: Option<Text>,
+    pub(crate) hit_for_miss: Option<Text>,
     #[serde(default)]
     pub(crate) warm: Vec<String>,
     pub(crate) warm_host: Option<String>,

@@ -213,6 +213,8 @@ per_beta = 2.5
 stale_while_revalidate = "10s"
 stale_if_error = "1h"
 lock_timeout = "250ms"
+sus_stale = "0s"
+hit_for_miss = "5s"
 warm = ["/", "/feed/"]
 warm_host = "example.com"
 key = "$scheme$host$uri$is_args$args|${cookie_lang}"
@@ -246,6 +248,8 @@ cache_status_key = true
     assert_eq!(route.stale_while_revalidate, Duration::from_secs(10));
     assert_eq!(route.stale_if_error, Duration::from_secs(3600));
     assert_eq!(route.lock_timeout, Duration::from_millis(250));
+    assert_eq!(route.sus_stale, Duration::ZERO);
+    assert_eq!(route.hit_for_miss, Duration::from_secs(5));
     assert_eq!(route.warm, ["/", "/feed/"]);
     assert_eq!(route.warm_host.as_deref(), Some("example.com"));
     assert_eq!(
@@ -302,6 +306,8 @@ fn defaults_are_applied() {
     assert_eq!(route.stale_while_revalidate, Duration::ZERO);
     assert_eq!(route.stale_if_error, Duration::ZERO);
     assert_eq!(route.lock_timeout, Duration::from_secs(5));
+    assert_eq!(route.sus_stale, Duration::from_secs(2));
+    assert_eq!(route.hit_for_miss, Duration::from_secs(120));
     assert!(route.warm.is_empty());
     assert_eq!(route.warm_host, None);
     assert_eq!(route.key, KeyTemplate::default());
@@ -418,6 +424,8 @@ fn example_file_parses_and_shows_the_defaults() {
     );
     assert_eq!(documented.stale_if_error, default.stale_if_error);
     assert_eq!(documented.lock_timeout, default.lock_timeout);
+    assert_eq!(documented.sus_stale, default.sus_stale);
+    assert_eq!(documented.hit_for_miss, default.hit_for_miss);
     assert_eq!(documented.warm, default.warm);
     assert_eq!(documented.key, default.key);
     assert_eq!(documented.bypass, default.bypass);

@@ -24,6 +24,8 @@ use crate::key_template::KeyTemplate;
 const DEFAULT_REFRESH: RefreshMode = RefreshMode::Sus;
 const DEFAULT_PER_BETA: f64 = 1.0;
 const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+const DEFAULT_SUS_STALE: Duration = Duration::from_secs(2);
+const DEFAULT_HIT_FOR_MISS: Duration = Duration::from_secs(120);
 const DEFAULT_HEURISTIC_FRACTION: f64 = 0.1;
 const DEFAULT_HEURISTIC_MAX: Duration = Duration::from_secs(86_400);
 const DEFAULT_CLIENT_CACHE_CONTROL: ClientCacheControl = ClientCacheControl::Honor;
@@ -127,6 +129,12 @@ impl Checker {
                 &at("lock_timeout"),
                 raw.lock_timeout.as_ref(),
                 DEFAULT_LOCK_TIMEOUT,
+            ),
+            sus_stale: self.duration(&at("sus_stale"), raw.sus_stale.as_ref(), DEFAULT_SUS_STALE),
+            hit_for_miss: self.duration(
+                &at("hit_for_miss"),
+                raw.hit_for_miss.as_ref(),
+                DEFAULT_HIT_FOR_MISS,
             ),
             warm: self.warm(&path, &raw, names),
             warm_host: self.warm_host(&at("warm_host"), raw.warm_host),
