@@ -34,7 +34,7 @@ async fn stale_if_error_serves_the_copy_when_the_origin_is_down() {
 async fn stale_if_error_covers_5xx_answers() {
     let origin = Origin::start().await;
     let proxy = Proxy::new(&origin)
-        .route("ttl = { 200 = \"200ms\" }\nstale_if_error = \"1h\"")
+        .route("refresh = \"lock\"\nttl = { 200 = \"200ms\" }\nstale_if_error = \"1h\"")
         .start()
         .await;
     let url = proxy.url("/flaky");
@@ -49,7 +49,7 @@ async fn stale_if_error_covers_5xx_answers() {
 async fn without_stale_if_error_a_dead_origin_is_a_502() {
     let mut origin = Origin::start().await;
     let proxy = Proxy::new(&origin)
-        .route("ttl = { 200 = \"100ms\" }")
+        .route("refresh = \"lock\"\nttl = { 200 = \"100ms\" }")
         .start()
         .await;
     let url = proxy.url("/x");
