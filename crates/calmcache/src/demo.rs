@@ -27,6 +27,7 @@ pub fn origin_options(opts: &DemoOptions) -> OriginOptions {
         workers: 1,
         body_bytes: 0,
         cache_control: None,
+        status: http::StatusCode::OK,
     }
 }
 

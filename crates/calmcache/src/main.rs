@@ -72,6 +72,10 @@ enum Command {
         /// Send this Cache-Control header.
         #[arg(long)]
         cache_control: Option<String>,
+        /// Answer every page with this status (e.g. 503 to play a failing
+        /// origin); `POST /__origin/steer?status=N&sleep_ms=M` changes it live.
+        #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u16).range(200..=599))]
+        status: u16,
         /// Tag every page `Cache-Tag: g<k>`, k = the last run of digits in its
         /// path (else a hash of the path) modulo N, for purges by tag; 0: no tag.
         #[arg(long, default_value_t = 0, value_name = "N")]
@@ -102,6 +106,7 @@ fn main() -> ExitCode {
             workers,
             body_bytes,
             cache_control,
+            status,
             tag_groups,
         } => {
             let opts = origin::OriginOptions {
@@ -111,6 +116,7 @@ fn main() -> ExitCode {
                 workers,
                 body_bytes,
                 cache_control,
+                status: http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK),
             };
             run_origin(opts, tag_groups)
         }

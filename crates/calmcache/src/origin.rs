@@ -5,7 +5,10 @@
 //! Every GET burns `cpu` of busy work on one of `workers` threads (requests
 //! queue for a worker), then waits `sleep`, then answers a page carrying the
 //! time and a request counter. `GET /__origin/stats` tells how many requests it
-//! served; `POST /__origin/reset` zeroes the count. Started with
+//! served; `POST /__origin/reset` zeroes the count; `POST
+//! /__origin/steer?status=503&sleep_ms=2000` changes the status of every page
+//! and the idle wait from then on (either may be left out), so benchmarks can
+//! make it fail or slow down and heal it without a restart. Started with
 //! [`start_with_tags`], it also tags every page (`Cache-Tag: g<k>`) for
 //! purge-by-tag benchmarks.
 
@@ -38,6 +41,8 @@ pub struct OriginOptions {
     pub body_bytes: usize,
     /// `Cache-Control` to send, if any.
     pub cache_control: Option<String>,
+    /// The status of every page (200 unless failing on purpose).
+    pub status: http::StatusCode,
 }
 
 /// Request counters.
@@ -67,6 +72,9 @@ impl RunningOrigin {
 
 struct Origin {
     opts: OriginOptions,
+    /// The page status and idle wait now (`/__origin/steer` changes them).
+    status: std::sync::atomic::AtomicU16,
+    sleep_ms: AtomicU64,
     stats: Arc<OriginStats>,
     workers: Semaphore,
     tag_groups: u64,
@@ -90,6 +98,8 @@ pub async fn start_with_tags(
     let stats = Arc::new(OriginStats::default());
     let workers = Semaphore::new(opts.workers.max(1));
     let origin = Arc::new(Origin {
+        status: std::sync::atomic::AtomicU16::new(opts.status.as_u16()),
+        sleep_ms: AtomicU64::new(u64::try_from(opts.sleep.as_millis()).unwrap_or(u64::MAX)),
         opts,
         stats: stats.clone(),
         workers,
@@ -125,6 +135,9 @@ async fn handle(
             stats.requests.store(0, Ordering::Relaxed);
             return Ok(typed("reset\n".to_string(), "text/plain"));
         }
+        (&Method::POST, "/__origin/steer") => {
+            return Ok(steer(&origin, req.uri().query().unwrap_or("")));
+        }
         _ => {}
     }
     let n = stats.requests.fetch_add(1, Ordering::Relaxed) + 1;
@@ -137,14 +150,17 @@ async fn handle(
             let _ = tokio::task::spawn_blocking(move || burn(cpu)).await;
         }
     }
-    if !origin.opts.sleep.is_zero() {
-        tokio::time::sleep(origin.opts.sleep).await;
+    let sleep = origin.sleep_ms.load(Ordering::Relaxed);
+    if sleep > 0 {
+        tokio::time::sleep(Duration::from_millis(sleep)).await;
     }
     stats.in_flight.fetch_sub(1, Ordering::Relaxed);
     let mut resp = typed(
         page(req.uri().path(), n, origin.opts.body_bytes),
         "text/html; charset=utf-8",
     );
+    let status = origin.status.load(Ordering::Relaxed);
+    *resp.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK);
     if let Some(cc) = origin
         .opts
         .cache_control
@@ -161,6 +177,42 @@ async fn handle(
         }
     }
     Ok(resp)
+}
+
+/// `/__origin/steer?status=N&sleep_ms=M`: sets what later pages do.
+fn steer(origin: &Origin, query: &str) -> Response<ResponseBody> {
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let ok = match name {
+            "status" => value
+                .parse::<u16>()
+                .ok()
+                .and_then(|s| http::StatusCode::from_u16(s).ok())
+                .map(|s| origin.status.store(s.as_u16(), Ordering::Relaxed))
+                .is_some(),
+            "sleep_ms" => value
+                .parse::<u64>()
+                .map(|ms| origin.sleep_ms.store(ms, Ordering::Relaxed))
+                .is_ok(),
+            _ => false,
+        };
+        if !ok {
+            let mut resp = typed(
+                format!("bad steer parameter {pair:?}: use status=100..999, sleep_ms=N\n"),
+                "text/plain",
+            );
+            *resp.status_mut() = http::StatusCode::BAD_REQUEST;
+            return resp;
+        }
+    }
+    typed(
+        format!(
+            "status={} sleep_ms={}\n",
+            origin.status.load(Ordering::Relaxed),
+            origin.sleep_ms.load(Ordering::Relaxed)
+        ),
+        "text/plain",
+    )
 }
 
 /// The tag group of `path` among `groups` (> 0): the last run of decimal
