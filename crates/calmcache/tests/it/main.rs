@@ -22,6 +22,7 @@ mod errors;
 mod hostile;
 mod key_bypass;
 mod operations;
+mod purge_integrity;
 mod refresh;
 mod request_integrity;
 mod rfc_age;
