@@ -36,6 +36,7 @@ mod rfc_request_directives;
 mod rfc_targeted;
 mod rfc_validation;
 mod rfc_vary;
+mod warm;
 mod websocket;
 mod zone;
 
