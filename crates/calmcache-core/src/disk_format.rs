@@ -65,6 +65,11 @@
 //! anyway to serve it, so it also verifies the body checksum, which catches a
 //! torn or zero-filled body after a crash (files are not fsynced: a cache may
 //! lose objects on power loss, but must never serve a damaged one).
+//!
+//! One change is made in place: a soft purge rewrites the lifetime,
+//! stale-while-revalidate and immutable fields and the header checksum of
+//! a stored file ([`mark_soft_purged`]) in one write, so the mark survives
+//! a restart; lengths and the format version stay as they were.
 
 use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
