@@ -651,4 +651,22 @@ mod tests {
             .filter(|&k| place(k, &three) != place(k, &four))
             .all(|k| place(k, &four) == seed("d4")));
     }
+
+    #[test]
+    fn known_hosts_note_an_overflow_until_reset() {
+        use super::{KnownHosts, KNOWN_HOSTS_MAX};
+        let mut hosts = KnownHosts::default();
+        for i in 0..KNOWN_HOSTS_MAX {
+            hosts.note(&format!("h{i}"));
+        }
+        hosts.note("h0");
+        assert!(!hosts.overflowed(), "a host already known is no overflow");
+        assert_eq!(hosts.hosts().count(), KNOWN_HOSTS_MAX);
+        hosts.note("one-too-many");
+        assert!(hosts.overflowed());
+        assert_eq!(hosts.hosts().count(), KNOWN_HOSTS_MAX, "bounded");
+        hosts.reset();
+        assert!(!hosts.overflowed());
+        assert_eq!(hosts.hosts().count(), 0);
+    }
 }

@@ -264,3 +264,20 @@ fn warm_request(
         store: true,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_answers_back_off_from_one_second_to_the_cap() {
+        let mut b = Backoff::new(STALE_BACKOFF_MAX);
+        assert!(b.at_start());
+        let waits: Vec<u64> = (0..8).map(|_| b.take().as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 60, 60]);
+        assert!(!b.at_start());
+        b.reset();
+        assert!(b.at_start());
+        assert_eq!(b.take(), Duration::from_secs(1));
+    }
+}
