@@ -132,6 +132,23 @@ async fn a_path_purge_after_a_junk_host_flood_still_reaches_the_real_host() {
     assert!(answer.get("scanned").is_none(), "{answer}");
 }
 
+/// Object files in the zone `dir` whose header says they expired (no
+/// freshness lifetime left of the 600 s they were stored with).
+fn marked_files(dir: &std::path::Path) -> usize {
+    let mut marked = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else if let Ok(summary) = calmcache_core::disk_format::read_summary(&e.path()) {
+                marked += usize::from(summary.freshness.lifetime < Duration::from_secs(60));
+            }
+        }
+    }
+    marked
+}
+
 /// Issue 12: soft purges of disk objects lived only in memory; after a
 /// restart the objects came back fresh.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -153,8 +170,11 @@ async fn a_soft_purge_on_a_disk_zone_survives_a_restart() {
     }
     let answer = purge(&proxy, r#"{"url": "/s1", "soft": true}"#).await;
     assert_eq!(answer["purged"], 1, "{answer}");
-    // The mark reaches the file on a blocking thread: give it a moment.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The mark reaches the file's header on a blocking thread.
+    wait_until(Duration::from_secs(5), "the mark in the file", || {
+        marked_files(&dir) == 1
+    })
+    .await;
     proxy.stop().await;
 
     let proxy = start().await;
