@@ -4,10 +4,12 @@
 //! hour gets a hit.
 //!
 //! A path is warmed once per scheme the listeners serve (`http` for
-//! `listen`, `https` for `tls_listen`), each fetch carrying the
-//! `X-Forwarded-Proto` a client request over that scheme would carry, so
-//! TLS clients hit a copy the origin made for them; when the route's key
-//! has no `$scheme`, both schemes share one key and one fetch. An answer
+//! `listen`; `https` for `tls_listen`, and for `listen` too on a route with
+//! `trusted_proxies`, whose `X-Forwarded-Proto` may say https), each fetch
+//! carrying the `X-Forwarded-Proto` a client request over that scheme
+//! would carry, so TLS clients hit a copy the origin made for them; when
+//! the route's key has no `$scheme`, both schemes share one key and one
+//! fetch. An answer
 //! with no freshness lifetime (`no-cache`, `max-age=0`) is fetched again
 //! after 1 s, then 2, 4... up to [`STALE_BACKOFF_MAX`], logged once.
 
@@ -46,14 +48,17 @@ pub fn start(proxy: &Arc<Proxy>, listeners: Listeners, stopped: watch::Receiver<
     let Some(first) = listeners.plain.or(listeners.tls) else {
         return;
     };
-    let schemes: Vec<&'static str> = [
-        listeners.plain.map(|_| "http"),
-        listeners.tls.map(|_| "https"),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
     for route in proxy.routes.iter().filter(|r| r.zone.is_some()) {
+        // Behind a TLS terminator among its trusted_proxies, a plain
+        // listener serves https requests too (edge::prepare).
+        let behind_tls = listeners.plain.is_some() && !route.cfg.trusted_proxies.is_empty();
+        let schemes: Vec<&'static str> = [
+            listeners.plain.map(|_| "http"),
+            (listeners.tls.is_some() || behind_tls).then_some("https"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         let host = route
             .cfg
             .warm_host

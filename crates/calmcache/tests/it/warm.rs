@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use calmcache_testkit::{Origin, Proxy, Wires};
+use calmcache_testkit::{get_with, Origin, Proxy, Wires};
 use http::Method;
 
 use crate::wait_until;
@@ -54,6 +54,36 @@ async fn warm_paths_give_tls_clients_a_hit_on_their_first_request() {
         assert_eq!(protos, expected, "{template:?}");
         wires.proxy.stop().await;
     }
+}
+
+/// Behind a TLS terminator (a route with `trusted_proxies`), the plain
+/// listener serves https requests too: both schemes are warmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warm_paths_behind_a_trusted_tls_terminator_are_warmed_for_https() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .route("ttl = { 200 = \"600s\" }\nwarm = [\"/t\"]\nwarm_host = \"calm.test\"\ntrusted_proxies = [\"127.0.0.1\"]")
+        .start()
+        .await;
+    wait_until(Duration::from_secs(5), "warm fetches", || {
+        origin.hits_for("/t") >= 2
+    })
+    .await;
+    for proto in ["http", "https"] {
+        let r = get_with(
+            Method::GET,
+            &proxy.url("/t"),
+            &[("host", "calm.test"), ("x-forwarded-proto", proto)],
+        )
+        .await;
+        assert!(
+            r.cache_status_params().has("hit"),
+            "{proto}: {}",
+            r.cache_status()
+        );
+    }
+    assert_eq!(origin.hits_for("/t"), 2);
+    proxy.stop().await;
 }
 
 /// Issue 12: a warmed answer stale on arrival (`no-cache` with an ETag, or
