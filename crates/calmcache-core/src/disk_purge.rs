@@ -125,10 +125,15 @@ impl DiskTier {
         let path = self.file_path(hash);
         match disk_format::mark_soft_purged(&path, key, now) {
             Ok(_) => {}
+            // Gone meanwhile: nothing left to mark.
             Err(disk_format::FormatError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
+            Err(disk_format::FormatError::Io(e)) => {
                 self.stats.errors.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(zone = %self.config.path.display(), error = %e, "soft purge not written to the file; it lasts until a restart");
+            }
+            // A broken file: the next read finds it so and removes it.
+            Err(e) => {
+                tracing::debug!(zone = %self.config.path.display(), error = %e, "soft purge of a broken file")
             }
         }
     }
