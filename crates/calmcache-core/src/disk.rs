@@ -389,6 +389,8 @@ impl DiskTier {
         };
         let old = self.with_shard(hash, |map| map.insert(hash, entry));
         self.bytes.fetch_add(size, Ordering::Relaxed);
+        // A new copy: an older one's soft purge is spent.
+        self.unmark_soft(hash, Some(version));
         match old {
             Some(old) => {
                 self.bytes.fetch_sub(old.size(), Ordering::Relaxed);
@@ -453,6 +455,7 @@ impl DiskTier {
         };
         self.bytes.fetch_sub(entry.size(), Ordering::Relaxed);
         self.objects.fetch_sub(1, Ordering::Relaxed);
+        self.unmark_soft(hash, None);
         if unlink {
             // The unlink may race a rewrite of the same key; the version check
             // above keeps the index right, and a lost file is only a miss.

@@ -65,6 +65,11 @@
 //! anyway to serve it, so it also verifies the body checksum, which catches a
 //! torn or zero-filled body after a crash (files are not fsynced: a cache may
 //! lose objects on power loss, but must never serve a damaged one).
+//!
+//! One change is made in place: a soft purge rewrites the lifetime,
+//! stale-while-revalidate and immutable fields and the header checksum of
+//! a stored file ([`mark_soft_purged`]) in one write, so the mark survives
+//! a restart; lengths and the format version stay as they were.
 
 use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
@@ -381,6 +386,68 @@ fn read_header(file: &mut File) -> Result<(Header, u64), FormatError> {
     let header = parse_header(header_bytes)?;
     check_total(PREFIX_LEN + header_len as u64 + 4, &header, file_len)?;
     Ok((header, file_len))
+}
+
+/// Writes a soft purge at `purged_at` into the header of the object file
+/// at `path`, in place: its lifetime ends at its age then, and it may be
+/// served stale for [`SOFT_PURGE_STALE`](crate::object::SOFT_PURGE_STALE)
+/// ([`crate::object::soft_purged`]), so the mark outlives a restart. Only
+/// fixed-width fields and the header checksum change, in one write; the
+/// file keeps its length and format version. Returns `Ok(false)`, writing
+/// nothing, when the file holds another key than `expect` (if given) or was stored
+/// after `purged_at` (a newer copy the purge must not touch). Blocking.
+///
+/// A reader racing the write may see a torn header: its checksum fails and
+/// the file is dropped as broken, a miss, never a wrong answer.
+pub fn mark_soft_purged(
+    path: &Path,
+    expect: Option<&KeyRef<'_>>,
+    purged_at: SystemTime,
+) -> Result<bool, FormatError> {
+    let mut file = OpenOptions::new().read(true).write(true).open(path)?;
+    let file_len = file.metadata()?.len();
+    let mut prefix = Vec::with_capacity(PREFIX_LEN as usize);
+    (&mut file).take(PREFIX_LEN).read_to_end(&mut prefix)?;
+    let header_len = check_prefix(&prefix, file_len)?;
+    let mut rest = vec![0u8; header_len + 4];
+    std::os::unix::fs::FileExt::read_exact_at(&file, &mut rest, PREFIX_LEN)?;
+    let (header_bytes, crc) = rest.split_at_mut(header_len);
+    check_header_crc(header_bytes, Some(crc))?;
+    let header = parse_header(header_bytes)?;
+    check_total(PREFIX_LEN + header_len as u64 + 4, &header, file_len)?;
+    if check_key(&header, expect).is_err() {
+        return Ok(false);
+    }
+    let Ok(resident) = purged_at.duration_since(header.stored_at) else {
+        return Ok(false);
+    };
+    let age = header.freshness.initial_age.saturating_add(resident);
+    let f = crate::object::soft_purged(&header.freshness, age);
+    let k = header.key.as_ref();
+    // scheme, host, path (u32 length + bytes each), status, stored_at,
+    // fetch_time: then lifetime, initial_age, swr, sie, flags.
+    let at = 12 + k.scheme.len() + k.host.len() + k.path_and_query.len() + 2 + 8 + 8;
+    let fields = header_bytes
+        .get_mut(at..at + 33)
+        .ok_or(FormatError::Corrupt("header bounds"))?;
+    for (i, d) in [
+        f.lifetime,
+        f.initial_age,
+        f.stale_while_revalidate,
+        f.stale_if_error,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        fields[i * 8..i * 8 + 8].copy_from_slice(&millis(d).to_le_bytes());
+    }
+    if !f.immutable {
+        fields[32] &= !FLAG_IMMUTABLE;
+    }
+    let sum = crc32fast::hash(header_bytes);
+    crc.copy_from_slice(&sum.to_le_bytes());
+    std::os::unix::fs::FileExt::write_all_at(&file, &rest, PREFIX_LEN)?;
+    Ok(true)
 }
 
 /// Fails with [`FormatError::KeyMismatch`] unless the file holds `expect`.

@@ -3,8 +3,16 @@
 //! tags match a predicate (a scan of the files' headers, on the calling
 //! blocking thread, one index shard at a time so hits never wait long), or
 //! everything.
+//!
+//! A soft purge takes effect at once through an in-memory mark (key hash
+//! -> index version, time), and is written into the file's header on a
+//! blocking thread (`disk_format::mark_soft_purged`) so it survives a
+//! restart. A mark goes when its entry leaves the index or is replaced
+//! ([`DiskTier::unmark_soft`]): the map never holds more than the index.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::SystemTime;
 
 use super::{key_hash, lock, DiskTier};
 use crate::disk_format;
@@ -12,13 +20,24 @@ use crate::key::{CacheKey, KeyRef};
 
 impl DiskTier {
     /// Purges `key`; true when it was indexed.
-    pub fn purge_key(&self, key: &KeyRef<'_>, soft: bool) -> bool {
+    pub fn purge_key(self: &Arc<Self>, key: &KeyRef<'_>, soft: bool) -> bool {
         let hash = key_hash(key);
-        if soft {
-            self.mark_soft(hash, None)
-        } else {
-            self.remove(key)
+        if !soft {
+            return self.remove(key);
         }
+        let Some(version) = self.mark_soft(hash, None) else {
+            return false;
+        };
+        // Called on an async worker: the header is rewritten off it.
+        let (tier, key) = (self.clone(), key.to_owned_key());
+        let persist = move || tier.persist_soft(hash, version, Some(&key.as_ref()));
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn_blocking(persist);
+            }
+            Err(_) => persist(),
+        }
+        true
     }
 
     /// Purges every indexed object whose key and tags satisfy `pred`,
@@ -38,7 +57,7 @@ impl DiskTier {
                 if !pred(&summary.key, &summary.tags) {
                     continue;
                 }
-                if self.purge_entry(hash, version, soft) {
+                if self.purge_entry(hash, version, soft, Some(&summary.key.as_ref())) {
                     purged += 1;
                 }
             }
@@ -53,7 +72,7 @@ impl DiskTier {
             let entries: Vec<(u64, u32)> =
                 lock(shard).iter().map(|(h, e)| (*h, e.version)).collect();
             for (hash, version) in entries {
-                if self.purge_entry(hash, version, soft) {
+                if self.purge_entry(hash, version, soft, None) {
                     purged += 1;
                 }
             }
@@ -61,9 +80,15 @@ impl DiskTier {
         purged
     }
 
-    fn purge_entry(&self, hash: u64, version: u32, soft: bool) -> bool {
+    /// Purges one entry, on the calling (blocking) thread; `key`, when
+    /// known, is checked against the file before its header is rewritten.
+    fn purge_entry(&self, hash: u64, version: u32, soft: bool, key: Option<&KeyRef<'_>>) -> bool {
         if soft {
-            return self.mark_soft(hash, Some(version));
+            let Some(version) = self.mark_soft(hash, Some(version)) else {
+                return false;
+            };
+            self.persist_soft(hash, version, key);
+            return true;
         }
         let forgotten = self.forget(hash, Some(version), false);
         if forgotten {
@@ -73,16 +98,63 @@ impl DiskTier {
         forgotten
     }
 
-    /// Marks the entry `hash` (only version `version`, if given) soft-purged now.
-    fn mark_soft(&self, hash: u64, version: Option<u32>) -> bool {
-        let current = self.with_shard(hash, |map| map.get(&hash).map(|e| e.version));
-        let Some(current) = current.filter(|v| version.is_none_or(|w| w == *v)) else {
-            return false;
-        };
+    /// Marks the entry `hash` (only version `version`, if given)
+    /// soft-purged now; the version marked, if there was such an entry.
+    fn mark_soft(&self, hash: u64, version: Option<u32>) -> Option<u32> {
+        // Under the shard lock, so an eviction cannot slip between the
+        // check and the mark and leave a mark without an entry (lock
+        // order: shard, then marks; nothing takes them the other way).
+        self.with_shard(hash, |map| {
+            let current = map.get(&hash).map(|e| e.version);
+            let current = current.filter(|v| version.is_none_or(|w| w == *v))?;
+            let mut soft = self.soft.lock().unwrap_or_else(|p| p.into_inner());
+            soft.insert(hash, (current, tokio::time::Instant::now()));
+            self.soft_len.store(soft.len(), Ordering::Relaxed);
+            Some(current)
+        })
+    }
+
+    /// Writes the soft purge of entry `hash` at `version` into its file's
+    /// header, unless a newer copy replaced it meanwhile. Blocking. A
+    /// failure only costs the mark's persistence: counted and logged.
+    fn persist_soft(&self, hash: u64, version: u32, key: Option<&KeyRef<'_>>) {
+        let now = SystemTime::now();
+        if self.with_shard(hash, |map| map.get(&hash).map(|e| e.version)) != Some(version) {
+            return;
+        }
+        let path = self.file_path(hash);
+        match disk_format::mark_soft_purged(&path, key, now) {
+            Ok(_) => {}
+            // Gone meanwhile: nothing left to mark.
+            Err(disk_format::FormatError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(disk_format::FormatError::Io(e)) => {
+                self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(zone = %self.config.path.display(), error = %e, "soft purge not written to the file; it lasts until a restart");
+            }
+            // A broken file: the next read finds it so and removes it.
+            Err(e) => {
+                tracing::debug!(zone = %self.config.path.display(), error = %e, "soft purge of a broken file")
+            }
+        }
+    }
+
+    /// Drops the soft mark of `hash` unless it is for version `current`
+    /// (its entry left the index, `None`, or was replaced by `current`).
+    /// One relaxed load while nothing is marked.
+    pub(super) fn unmark_soft(&self, hash: u64, current: Option<u32>) {
+        if self.soft_len.load(Ordering::Relaxed) == 0 {
+            return;
+        }
         let mut soft = self.soft.lock().unwrap_or_else(|p| p.into_inner());
-        soft.insert(hash, (current, tokio::time::Instant::now()));
-        self.soft_len.store(soft.len(), Ordering::Relaxed);
-        true
+        if soft.get(&hash).is_some_and(|(v, _)| Some(*v) != current) {
+            soft.remove(&hash);
+            self.soft_len.store(soft.len(), Ordering::Relaxed);
+        }
+    }
+
+    /// Soft marks held in memory (bounded by the index).
+    pub fn soft_marks(&self) -> usize {
+        self.soft_len.load(Ordering::Relaxed)
     }
 
     /// When the entry `hash` at `version` was soft-purged, if it was. A hit

@@ -323,3 +323,113 @@ async fn files_of_the_two_level_layout_are_moved_home_by_the_loader() {
     assert_eq!(&got.body[..], b"kept across the move");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 12: soft purges of disk objects lived only in memory, and after a
+/// restart the objects came back fresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soft_purges_are_written_into_the_file_and_survive_a_restart() {
+    let dir = scratch("soft-restart");
+    let tier = DiskTier::open(config(&dir, 1 << 20)).unwrap();
+    for path in ["/a", "/b", "/c", "/d"] {
+        tier.insert(key(path), object(path)).await.unwrap();
+    }
+    // One key (its header rewritten on a blocking thread), a scan, and a
+    // key that is not there.
+    assert!(tier.purge_key(&key("/a").as_ref(), true));
+    let b = key("/b");
+    assert_eq!(tier.purge_matching(true, &|k, _| *k == b), 1);
+    assert!(!tier.purge_key(&key("/none").as_ref(), true));
+    assert_eq!(tier.soft_marks(), 2);
+    let lifetime = |path: &str| {
+        let file = tier.file_path(key_hash(&key(path).as_ref()));
+        disk_format::read_summary(&file).unwrap().freshness.lifetime
+    };
+    for _ in 0..100 {
+        if lifetime("/a") < Duration::from_secs(60) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        lifetime("/a") < Duration::from_secs(1),
+        "{:?}",
+        lifetime("/a")
+    );
+    assert!(lifetime("/b") < Duration::from_secs(1));
+    assert_eq!(lifetime("/c"), Duration::from_secs(60));
+    drop(tier);
+
+    let again = DiskTier::open(config(&dir, 1 << 20)).unwrap();
+    again.load();
+    assert_eq!(again.soft_marks(), 0, "the files carry the marks");
+    let now = tokio::time::Instant::now();
+    for path in ["/a", "/b"] {
+        let got = again.get(&key(path).as_ref()).await.unwrap();
+        assert!(!got.meta.is_fresh(now), "{path} came back fresh");
+        let f = got.meta.freshness;
+        assert!(f.stale_while_revalidate >= crate::object::SOFT_PURGE_STALE);
+        assert_eq!(&got.body[..], path.as_bytes(), "body untouched");
+    }
+    let c = again.get(&key("/c").as_ref()).await.unwrap();
+    assert!(c.meta.is_fresh(now));
+    // A purge of everything marks every file (no key known).
+    assert_eq!(again.purge_all(true), 4);
+    drop(again);
+    let third = DiskTier::open(config(&dir, 1 << 20)).unwrap();
+    third.load();
+    let c = third.get(&key("/c").as_ref()).await.unwrap();
+    assert!(!c.meta.is_fresh(tokio::time::Instant::now()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_soft_purge_never_marks_a_copy_stored_after_it() {
+    let dir = scratch("soft-newer");
+    let tier = DiskTier::open(config(&dir, 1 << 20)).unwrap();
+    tier.insert(key("/n"), object("new")).await.unwrap();
+    let file = tier.file_path(key_hash(&key("/n").as_ref()));
+    let before = SystemTime::now() - Duration::from_secs(5);
+    assert!(!disk_format::mark_soft_purged(&file, None, before).unwrap());
+    let other = key("/other");
+    assert!(
+        !disk_format::mark_soft_purged(&file, Some(&other.as_ref()), SystemTime::now()).unwrap()
+    );
+    let summary = disk_format::read_summary(&file).unwrap();
+    assert_eq!(summary.freshness.lifetime, Duration::from_secs(60));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The in-memory marks go with their entries: replaced, hard-purged,
+/// evicted, or found broken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soft_marks_are_pruned_when_entries_leave() {
+    let dir = scratch("soft-prune");
+    let tier = DiskTier::open(config(&dir, 64 * 1024)).unwrap();
+    let body = "z".repeat(4000);
+    for i in 0..30 {
+        tier.insert(key(&format!("/{i}")), object(&body))
+            .await
+            .unwrap();
+    }
+    assert_eq!(tier.purge_all(true), 30);
+    assert_eq!(tier.soft_marks(), 30);
+    // Replaced by a new copy.
+    tier.insert(key("/0"), object("fresh")).await.unwrap();
+    assert_eq!(tier.soft_marks(), 29);
+    let got = tier.get(&key("/0").as_ref()).await.unwrap();
+    assert!(got.meta.is_fresh(tokio::time::Instant::now()));
+    // Hard-purged.
+    assert!(tier.purge_key(&key("/1").as_ref(), false));
+    assert_eq!(tier.soft_marks(), 28);
+    // Broken file, found on a read.
+    let path = tier.file_path(key_hash(&key("/2").as_ref()));
+    std::fs::write(&path, b"garbage").unwrap();
+    assert!(tier.get(&key("/2").as_ref()).await.is_none());
+    assert_eq!(tier.soft_marks(), 27);
+    // Evicted to stay under max_size: marks never outnumber the index.
+    tier.manage();
+    assert!(tier.stats().evictions.load(Ordering::Relaxed) > 0);
+    assert!(tier.soft_marks() <= tier.objects() as usize);
+    assert!(tier.soft_marks() < 27);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -185,6 +185,18 @@ pub const OBJECT_OVERHEAD: usize = 256;
 /// refresh runs (unless the origin forbade serving it stale).
 pub const SOFT_PURGE_STALE: Duration = Duration::from_secs(60);
 
+/// The freshness of an object soft-purged when it was `age` old: expired
+/// then, servable stale for [`SOFT_PURGE_STALE`] (or its own longer
+/// `stale-while-revalidate`), never immutable. The one rule for memory
+/// copies and for the mark a disk zone writes into the file.
+pub fn soft_purged(f: &Freshness, age: Duration) -> Freshness {
+    let mut f = *f;
+    f.lifetime = f.lifetime.min(age);
+    f.stale_while_revalidate = f.stale_while_revalidate.max(SOFT_PURGE_STALE);
+    f.immutable = false;
+    f
+}
+
 /// The response fields that carry cache tags.
 pub const TAG_FIELDS: [&str; 2] = ["cache-tag", "surrogate-key"];
 
@@ -213,10 +225,7 @@ impl CachedObject {
     /// runs, unless the origin forbade stale serving. Bodies are shared.
     pub fn soft_purged(&self, at: Instant) -> CachedObject {
         let mut meta = self.meta.clone();
-        let f = &mut meta.freshness;
-        f.lifetime = f.lifetime.min(self.meta.age(at));
-        f.stale_while_revalidate = f.stale_while_revalidate.max(SOFT_PURGE_STALE);
-        f.immutable = false;
+        meta.freshness = soft_purged(&self.meta.freshness, self.meta.age(at));
         CachedObject {
             meta,
             status: self.status,

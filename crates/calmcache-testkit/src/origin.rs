@@ -27,6 +27,10 @@
 //! - `x-origin-chunked: 1`: with trickling, no Content-Length: the body is
 //!   sent chunked.
 //!
+//! The same names may be given as query parameters, percent-encoded
+//! (`/w?x-origin-cache-control=no-cache&x-origin-header=ETag:%20%22v1%22`),
+//! for requests whose headers a test cannot set (warm fetches).
+//!
 //! Without `x-origin-body` the body is `path=<path> n=<count>`, `count` being
 //! the number of requests this origin has received so far, so a test can tell
 //! versions apart.
@@ -287,6 +291,54 @@ impl http_body::Body for ChanBody {
     }
 }
 
+/// The request's headers plus the `x-origin-*` query parameters as headers.
+fn with_query_steering(parts: &http::request::Parts) -> HeaderMap {
+    let mut h = parts.headers.clone();
+    let query = parts.uri.query().unwrap_or("");
+    for pair in query.split('&') {
+        let Some((name, value)) = pair.split_once('=') else {
+            continue;
+        };
+        if !name.starts_with("x-origin-") {
+            continue;
+        }
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_bytes(&percent_decode(value)),
+        ) {
+            h.append(name, value);
+        }
+    }
+    h
+}
+
+fn percent_decode(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b'+', _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
 async fn respond(
     counts: Arc<Counts>,
     req: Request<Incoming>,
@@ -314,7 +366,8 @@ async fn respond(
         });
     // Read a request body whole (echoed, or dropped), so the connection stays usable.
     let received = body.collect().await.map(|b| b.to_bytes().len());
-    let h = &parts.headers;
+    let steering = with_query_steering(&parts);
+    let h = &steering;
     if let Some(ms) = number(h, "x-origin-delay-ms") {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }

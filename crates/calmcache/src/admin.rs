@@ -426,10 +426,7 @@ async fn purge(proxy: &Arc<Proxy>, req: Request<Incoming>) -> Response<ResponseB
         Err(e) => return json_error(StatusCode::BAD_REQUEST, &format!("purge body: {e}")),
     };
     match crate::purge::Purge::from_json(&body) {
-        Ok(order) => {
-            let purged = crate::purge::run(proxy, order).await;
-            purged_response(purged)
-        }
+        Ok(order) => purged_response(crate::purge::run(proxy, order).await),
         Err(e) => json_error(StatusCode::BAD_REQUEST, &e),
     }
 }
@@ -529,9 +526,14 @@ fn cross_site<B>(req: &Request<B>) -> Option<String> {
     None
 }
 
-/// `{"purged": N}`.
-pub fn purged_response(purged: u64) -> Response<ResponseBody> {
-    let json = serde_json::json!({ "purged": purged }).to_string() + "\n";
+/// `{"purged": N}`, with `"scanned": true` when a path purge scanned zones.
+pub fn purged_response(outcome: crate::purge::Outcome) -> Response<ResponseBody> {
+    let mut json = serde_json::json!({ "purged": outcome.purged });
+    if outcome.scanned {
+        // A path purge that could not trust the hosts remembered.
+        json["scanned"] = true.into();
+    }
+    let json = json.to_string() + "\n";
     with_type(Response::new(ResponseBody::full(json)), "application/json")
 }
 

@@ -4,7 +4,12 @@
 //! disk alike. Asked by `POST /purge` on the admin listener or the `PURGE`
 //! method on the proxy listener.
 //!
-//! A URL or key purge touches only its keys. Prefix, tag and `all` purges
+//! A URL or key purge touches only its keys: a path on every host is
+//! tried on each host its routes remember, unless a route met more hosts
+//! than it remembers (junk `Host` values), when the route's zones are
+//! scanned for the path on any host and the answer says `"scanned": true`.
+//! A key is what `Cache-Status: key=` shows: a rendered template, or a
+//! default key `scheme://host/path?query`. Prefix, tag and `all` purges
 //! scan: a memory zone one shard at a time under that shard's lock, a disk
 //! zone by reading the headers of its files; both on a blocking thread, so
 //! traffic is never paused for the whole scan.
@@ -138,40 +143,88 @@ fn normalised_target(text: &str) -> Result<String, String> {
     crate::edge::normalise_target(text).map_err(|e| format!("{text:?}: {}", e.cause))
 }
 
-/// Runs `purge` on every zone; returns how many objects it removed or
-/// marked stale (a Vary'd URL counts its marker).
-pub async fn run(proxy: &Arc<Proxy>, purge: Purge) -> u64 {
+/// What a purge did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Objects removed or marked stale (a Vary'd URL counts its marker).
+    pub purged: u64,
+    /// A path purge scanned whole zones: a route met more hosts than it
+    /// remembers ([`KNOWN_HOSTS_MAX`](crate::state::KNOWN_HOSTS_MAX)).
+    pub scanned: bool,
+}
+
+/// Runs `purge` on every zone.
+pub async fn run(proxy: &Arc<Proxy>, purge: Purge) -> Outcome {
     let soft = purge.soft;
-    let purged = match purge.selector {
+    let outcome = match purge.selector {
         Selector::Url {
             host,
             path_and_query,
         } => purge_url(proxy, host.as_deref(), &path_and_query, soft).await,
-        Selector::Key(key) => {
-            let key = KeyRef::new("", "", &key);
-            proxy
-                .zones
-                .iter()
-                .filter(|z| z.purge_key(&key, soft))
-                .count() as u64
-        }
+        Selector::Key(key) => Outcome {
+            purged: purge_key_text(proxy, &key, soft).await,
+            scanned: false,
+        },
         selector => {
-            let proxy = proxy.clone();
-            tokio::task::spawn_blocking(move || {
-                proxy
-                    .zones
-                    .iter()
-                    .map(|zone| scan(zone, &selector, soft))
-                    .sum()
-            })
-            .await
-            .unwrap_or(0)
+            if selector == Selector::All && !soft {
+                // Everything goes: the hosts remembered start over (before
+                // the purge, so a store racing it is remembered again).
+                for route in &proxy.routes {
+                    route.known_hosts().reset();
+                }
+            }
+            let zones: Vec<Arc<Zone>> = proxy.zones.to_vec();
+            Outcome {
+                purged: scan_zones(zones, selector, soft).await,
+                scanned: false,
+            }
         }
     };
     proxy.metrics.purge_requests.inc();
-    proxy.metrics.purged_objects.add(purged);
-    tracing::info!(purged, soft, "purge");
-    purged
+    proxy.metrics.purged_objects.add(outcome.purged);
+    tracing::info!(
+        purged = outcome.purged,
+        scanned = outcome.scanned,
+        soft,
+        "purge"
+    );
+    outcome
+}
+
+/// Purges what `selector` matches in each of `zones`, on a blocking thread.
+async fn scan_zones(zones: Vec<Arc<Zone>>, selector: Selector, soft: bool) -> u64 {
+    tokio::task::spawn_blocking(move || zones.iter().map(|z| scan(z, &selector, soft)).sum())
+        .await
+        .unwrap_or(0)
+}
+
+/// A `key` purge: the text as a `key` template rendered it, or as
+/// `Cache-Status` shows a default key (`scheme://host/path?query`), which
+/// is stored as its three parts.
+async fn purge_key_text(proxy: &Arc<Proxy>, text: &str, soft: bool) -> u64 {
+    let mut keys = vec![KeyRef::new("", "", text)];
+    if let Some(parts) = default_key_parts(text) {
+        keys.push(parts);
+    }
+    let zones: Vec<&Arc<Zone>> = proxy.zones.iter().collect();
+    let mut purged = 0;
+    let mut variants = Vec::new();
+    for key in &keys {
+        purged += purge_primary(&zones, key, soft, &mut variants).await;
+    }
+    purged + purge_variants(variants).await
+}
+
+/// `http://host/p?q` -> the parts a default key is stored as; `None` for
+/// text no default key renders as.
+fn default_key_parts(text: &str) -> Option<KeyRef<'_>> {
+    let (scheme, rest) = text.split_once("://")?;
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    let at = rest.find('/')?;
+    let (host, path_and_query) = rest.split_at(at);
+    (!host.is_empty()).then(|| KeyRef::new(scheme, host, path_and_query))
 }
 
 /// Header of a `PURGE` request asking for a soft purge: `Calmcache-Purge: soft`.
@@ -218,59 +271,96 @@ pub async fn purge_method(
     crate::admin::purged_response(run(proxy, order).await)
 }
 
-/// A path on one host or on every host its routes have stored objects for.
-async fn purge_url(proxy: &Arc<Proxy>, host: Option<&str>, pq: &str, soft: bool) -> u64 {
+/// A path on one host, or on every host its routes have stored objects
+/// for: the hosts remembered, or a scan of the zones of a route that met
+/// more hosts than it remembers.
+async fn purge_url(proxy: &Arc<Proxy>, host: Option<&str>, pq: &str, soft: bool) -> Outcome {
     let mut purged = 0;
     let mut variants = Vec::new();
+    let mut to_scan: Vec<Arc<Zone>> = Vec::new();
     for route in proxy.routes.iter().filter(|r| r.cfg.matches(pq)) {
-        let hosts: Vec<String> = match host {
-            Some(h) => vec![h.to_owned()],
-            None => route
-                .hosts
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .map(|h| h.to_string())
-                .collect(),
-        };
         let zones = route
             .zones
             .iter()
             .map(|(z, _)| z)
             .chain(route.memory.as_ref());
         let zones: Vec<&Arc<Zone>> = zones.collect();
-        // Stored over plain HTTP or over TLS: both keys go.
-        let schemes = ["http", "https"];
-        for (host, scheme) in hosts.iter().flat_map(|h| schemes.map(|s| (h, s))) {
-            let key = PrimaryKey::of(
-                route,
-                scheme,
-                &Method::GET,
-                host,
-                pq,
-                &http::HeaderMap::new(),
-            );
-            let key = key.key_ref();
-            for zone in &zones {
-                if soft && is_marker(zone, &key).await {
-                    // A Vary'd URL: its variants are marked one by one.
-                    variants.push((key.to_owned_key(), (*zone).clone()));
+        let hosts: Vec<String> = match host {
+            Some(h) => vec![h.to_owned()],
+            None => {
+                let known = route.known_hosts();
+                // A scan finds default keys (scheme, host, path) on any
+                // host; a rendered key can only be rebuilt from a host.
+                if known.overflowed() && route.key_is_default {
+                    for zone in zones {
+                        if !to_scan.iter().any(|z| Arc::ptr_eq(z, zone)) {
+                            to_scan.push(zone.clone());
+                        }
+                    }
+                    continue;
                 }
-                if zone.purge_key(&key, soft) {
-                    purged += 1;
-                }
+                known.hosts().map(str::to_owned).collect()
+            }
+        };
+        // Stored over plain HTTP or over TLS: both keys go (one, when the
+        // key template has no `$scheme`).
+        let headers = http::HeaderMap::new();
+        for host in &hosts {
+            let key_for = |scheme| {
+                PrimaryKey::of(route, scheme, &Method::GET, host, pq, &headers)
+                    .key_ref()
+                    .to_owned_key()
+            };
+            let (http, https) = (key_for("http"), key_for("https"));
+            purged += purge_primary(&zones, &http.as_ref(), soft, &mut variants).await;
+            if https != http {
+                purged += purge_primary(&zones, &https.as_ref(), soft, &mut variants).await;
             }
         }
     }
+    purged += purge_variants(variants).await;
+    let scanned = !to_scan.is_empty();
+    if scanned {
+        let selector = Selector::Url {
+            host: None,
+            path_and_query: pq.to_owned(),
+        };
+        purged += scan_zones(to_scan, selector, soft).await;
+    }
+    Outcome { purged, scanned }
+}
+
+/// Purges the primary `key` in each of `zones`; a soft purge of a Vary'd
+/// URL notes its marker in `variants`, whose variants are marked after
+/// (a hard purge removes the marker: its variants are unreachable).
+async fn purge_primary(
+    zones: &[&Arc<Zone>],
+    key: &KeyRef<'_>,
+    soft: bool,
+    variants: &mut Vec<(CacheKey, Arc<Zone>)>,
+) -> u64 {
+    let mut purged = 0;
+    for zone in zones {
+        if soft && is_marker(zone, key).await {
+            variants.push((key.to_owned_key(), (*zone).clone()));
+        }
+        if zone.purge_key(key, soft) {
+            purged += 1;
+        }
+    }
+    purged
+}
+
+/// Soft-purges the variants of the markers in `variants`.
+async fn purge_variants(variants: Vec<(CacheKey, Arc<Zone>)>) -> u64 {
+    let mut purged = 0;
     for (key, zone) in variants {
         let k = key.as_ref();
         let selector = Selector::Prefix {
             host: Some(k.host.to_owned()),
             path: format!("{}\0v", k.path_and_query),
         };
-        purged += tokio::task::spawn_blocking(move || scan(&zone, &selector, true))
-            .await
-            .unwrap_or(0);
+        purged += scan_zones(vec![zone], selector, true).await;
     }
     purged
 }
@@ -308,6 +398,17 @@ fn matches<'a, T: Iterator<Item = &'a str>>(
         }
         Selector::Tag(tag) => tags().any(|t| t == tag),
         Selector::All => true,
+        // A path on any host (a scan when the hosts are not all known): the
+        // response, or a variant of it; default keys only.
+        Selector::Url {
+            host: None,
+            path_and_query,
+        } => {
+            !k.scheme.is_empty()
+                && k.path_and_query
+                    .strip_prefix(path_and_query.as_str())
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with("\0v"))
+        }
         Selector::Url { .. } | Selector::Key(_) => false,
     }
 }
@@ -403,5 +504,53 @@ mod tests {
         let tag = Selector::Tag("post-1".into());
         assert!(matches(&tag, &key, || ["x", "post-1"].into_iter()));
         assert!(!matches(&tag, &key, || ["post-10"].into_iter()));
+    }
+
+    #[test]
+    fn a_path_scan_matches_the_path_and_its_variants_on_any_host() {
+        let any_host = Selector::Url {
+            host: None,
+            path_and_query: "/x?a=1".into(),
+        };
+        let on = |scheme: &str, host: &str, pq: &str| {
+            matches(
+                &any_host,
+                &CacheKey::new(scheme, host, pq),
+                std::iter::empty,
+            )
+        };
+        assert!(on("http", "a.example", "/x?a=1"));
+        assert!(on("https", "b.example:8443", "/x?a=1"));
+        assert!(on("http", "a.example", "/x?a=1\0v1f\0en"));
+        assert!(!on("http", "a.example", "/x?a=10"));
+        assert!(!on("http", "a.example", "/x"));
+        // A rendered key is never taken by a path scan.
+        assert!(!on("", "", "/x?a=1"));
+        let one_host = Selector::Url {
+            host: Some("a.example".into()),
+            path_and_query: "/x?a=1".into(),
+        };
+        let key = CacheKey::new("http", "a.example", "/x?a=1");
+        assert!(!matches(&one_host, &key, std::iter::empty));
+    }
+
+    #[test]
+    fn default_keys_as_cache_status_shows_them_split_into_their_parts() {
+        let k = default_key_parts("http://127.0.0.1:28080/tag2?x=1").unwrap();
+        assert_eq!(
+            (k.scheme, k.host, k.path_and_query),
+            ("http", "127.0.0.1:28080", "/tag2?x=1")
+        );
+        let k = default_key_parts("https://calm.test/").unwrap();
+        assert_eq!(
+            (k.scheme, k.host, k.path_and_query),
+            ("https", "calm.test", "/")
+        );
+        // The parts hash as the stored key's.
+        let stored = CacheKey::new("https", "calm.test", "/");
+        assert_eq!(k.to_owned_key(), stored);
+        for text in ["calm.test/x", "ftp://h/x", "http:///x", "http://host", "/x"] {
+            assert!(default_key_parts(text).is_none(), "{text}");
+        }
     }
 }

@@ -105,14 +105,16 @@ impl Reloader {
     /// generation's tasks.
     pub(crate) fn start_warm(&self, proxy: &Arc<Proxy>) {
         let mut state = self.state();
-        let first = state.bound.iter().find(|b| !b.tls).map(|b| b.actual);
+        let first = |tls: bool| state.bound.iter().find(|b| b.tls == tls).map(|b| b.actual);
+        let listeners = crate::warm::Listeners {
+            plain: first(false),
+            tls: first(true),
+        };
         let (stop, stopped) = watch::channel(false);
         let old = std::mem::replace(&mut state.warm_stop, stop);
         let _ = old.send(true);
-        if let Some(first) = first {
-            // Either stop ends them: a reload or the proxy's shutdown.
-            crate::warm::start(proxy, first, merge(stopped, self.stopped.clone()));
-        }
+        // Either stop ends them: a reload or the proxy's shutdown.
+        crate::warm::start(proxy, listeners, merge(stopped, self.stopped.clone()));
     }
 
     /// Reads the config file the proxy was started from and applies it.

@@ -160,8 +160,9 @@ pub struct Route {
     /// Keys hit once on disk recently: a second hit promotes to `memory`.
     seen_once: Mutex<HashSet<u64>>,
     /// Hosts this route has stored objects for, so a purge of a path can
-    /// reach it on every host (bounded by `KNOWN_HOSTS_MAX`).
-    pub hosts: Mutex<HashSet<Box<str>>>,
+    /// reach it on every host (bounded by `KNOWN_HOSTS_MAX`; past it, path
+    /// purges scan the route's zones).
+    pub hosts: Mutex<KnownHosts>,
     /// Refresh algorithm and beta.
     pub policy: RefreshPolicy,
     /// Keys whose answers could not be stored, fetched without coalescing.
@@ -297,11 +298,13 @@ impl Route {
 
     /// Remembers the host of a key just stored (for purges by path).
     pub fn note_host(&self, key: &CacheKey) {
-        let host = key.as_ref().host;
-        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
-        if hosts.len() < KNOWN_HOSTS_MAX && !hosts.contains(host) {
-            hosts.insert(host.into());
-        }
+        self.known_hosts().note(key.as_ref().host);
+    }
+
+    /// The hosts this route stored objects for (a poisoned lock still holds
+    /// a usable set: plain data).
+    pub fn known_hosts(&self) -> std::sync::MutexGuard<'_, KnownHosts> {
+        self.hosts.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// How long a follower waits for a fetch in flight.
@@ -311,8 +314,46 @@ impl Route {
 }
 
 /// Hosts remembered per route for purges by path; past it, a path purge
-/// reaches the hosts remembered and `prefix` purges reach the rest.
+/// scans the route's zones for the path on any host.
 pub const KNOWN_HOSTS_MAX: usize = 10_000;
+
+/// The hosts a route stored objects for, up to [`KNOWN_HOSTS_MAX`], and
+/// whether a host was ever left out: then the set is not the whole story
+/// (junk `Host` values can fill it) and a path purge must scan instead.
+#[derive(Clone, Debug, Default)]
+pub struct KnownHosts {
+    set: HashSet<Box<str>>,
+    overflowed: bool,
+}
+
+impl KnownHosts {
+    /// Remembers `host`, or notes that it did not fit.
+    pub fn note(&mut self, host: &str) {
+        if self.set.contains(host) {
+            return;
+        }
+        if self.set.len() < KNOWN_HOSTS_MAX {
+            self.set.insert(host.into());
+        } else {
+            self.overflowed = true;
+        }
+    }
+
+    /// True when some host was not remembered since the last [`reset`](Self::reset).
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    /// The hosts remembered.
+    pub fn hosts(&self) -> impl Iterator<Item = &str> {
+        self.set.iter().map(|h| &**h)
+    }
+
+    /// Forgets every host (everything stored was purged).
+    pub fn reset(&mut self) {
+        *self = KnownHosts::default();
+    }
+}
 
 /// Keys remembered by a route's doorkeeper before it starts over.
 const DOORKEEPER_MAX: usize = 65_536;
@@ -429,7 +470,7 @@ impl Proxy {
                     hosts: Mutex::new(
                         previous
                             .and_then(|p| p.routes.iter().find(|old| old.cfg.name == r.name))
-                            .map(|old| old.hosts.lock().unwrap_or_else(|p| p.into_inner()).clone())
+                            .map(|old| old.known_hosts().clone())
                             .unwrap_or_default(),
                     ),
                     policy: RefreshPolicy {
@@ -617,5 +658,23 @@ mod tests {
         assert!(keys()
             .filter(|&k| place(k, &three) != place(k, &four))
             .all(|k| place(k, &four) == seed("d4")));
+    }
+
+    #[test]
+    fn known_hosts_note_an_overflow_until_reset() {
+        use super::{KnownHosts, KNOWN_HOSTS_MAX};
+        let mut hosts = KnownHosts::default();
+        for i in 0..KNOWN_HOSTS_MAX {
+            hosts.note(&format!("h{i}"));
+        }
+        hosts.note("h0");
+        assert!(!hosts.overflowed(), "a host already known is no overflow");
+        assert_eq!(hosts.hosts().count(), KNOWN_HOSTS_MAX);
+        hosts.note("one-too-many");
+        assert!(hosts.overflowed());
+        assert_eq!(hosts.hosts().count(), KNOWN_HOSTS_MAX, "bounded");
+        hosts.reset();
+        assert!(!hosts.overflowed());
+        assert_eq!(hosts.hosts().count(), 0);
     }
 }

@@ -23,6 +23,7 @@ mod failing_origin;
 mod hostile;
 mod key_bypass;
 mod operations;
+mod purge_integrity;
 mod refresh;
 mod request_integrity;
 mod rfc_age;
@@ -36,6 +37,7 @@ mod rfc_request_directives;
 mod rfc_targeted;
 mod rfc_validation;
 mod rfc_vary;
+mod warm;
 mod websocket;
 mod zone;
 
