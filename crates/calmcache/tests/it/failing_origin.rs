@@ -11,10 +11,12 @@ use http::Method;
 
 use crate::{burst, CLIENTS};
 
-/// A 503 after 500 ms, with a page of its own.
+/// A 503 after 1.5 s (longer than it takes to open 100 connections on a
+/// busy machine, so that every request joins the first flight), with a page
+/// of its own.
 const FAILING: [(&str, &str); 3] = [
     ("x-origin-status", "503"),
-    ("x-origin-delay-ms", "500"),
+    ("x-origin-delay-ms", "1500"),
     ("x-origin-header", "Retry-After: 7"),
 ];
 
