@@ -223,7 +223,7 @@ async fn waiters_wait_for_a_slow_leader_past_lock_timeout() {
 async fn sus_serves_a_just_expired_copy_without_a_wait_by_default() {
     let origin = Origin::start().await;
     let proxy = Proxy::new(&origin)
-        .route("refresh = \"sus\"\nttl = { 200 = \"300ms\" }")
+        .route("refresh = \"sus\"\nttl = { 200 = \"1s\" }")
         .start()
         .await;
     let url = proxy.url("/short");
@@ -232,8 +232,8 @@ async fn sus_serves_a_just_expired_copy_without_a_wait_by_default() {
         .await
         .cache_status_params()
         .has("stored"));
-    // Expired 700 ms ago: beyond one delta (200 ms), inside the default 2 s.
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // Expired 500 ms ago: beyond one delta (200 ms), inside the default 2 s.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     let stale = get_with(Method::GET, &url, &slow).await;
     assert!(
         stale.cache_status().contains("stale-while-revalidate"),
@@ -242,7 +242,7 @@ async fn sus_serves_a_just_expired_copy_without_a_wait_by_default() {
     );
     assert!(stale.body.contains("n=1"));
     // The refresh ran in the background.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
     let fresh = get_with(Method::GET, &url, &slow).await;
     assert!(fresh.body.contains("n=2"), "{}", fresh.body);
     assert_eq!(origin.hits(), 2);
@@ -251,12 +251,12 @@ async fn sus_serves_a_just_expired_copy_without_a_wait_by_default() {
     // sus_stale = "0s": the old behaviour, the expired copy is fetched in the path.
     let origin = Origin::start().await;
     let proxy = Proxy::new(&origin)
-        .route("refresh = \"sus\"\nttl = { 200 = \"300ms\" }\nsus_stale = \"0s\"")
+        .route("refresh = \"sus\"\nttl = { 200 = \"1s\" }\nsus_stale = \"0s\"")
         .start()
         .await;
     let url = proxy.url("/short");
     get_with(Method::GET, &url, &slow).await;
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     let waited = get_with(Method::GET, &url, &slow).await;
     assert!(waited.body.contains("n=2"), "{}", waited.body);
     assert!(
