@@ -14,6 +14,12 @@
 //!
 //! Chunks are batched to [`BATCH`] bytes and each batch is written on the
 //! blocking pool, one at a time per object, so a slow origin holds no thread.
+//!
+//! What is written can be read back while the body still arrives
+//! ([`DiskWrite::written`]: a read-only handle of the temporary file and the
+//! body bytes in it), so readers that fall behind the live stream read the
+//! file instead of making the fill hold the body in memory; the finished
+//! object's body is handed back as a [`LazyBody`] of that same file.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -27,7 +33,7 @@ use bytes::Bytes;
 use crate::disk::{key_hash, DiskTier};
 use crate::disk_format::{self, FormatError, MAGIC, PREFIX_LEN, VERSION};
 use crate::key::CacheKey;
-use crate::object::CachedObject;
+use crate::object::{CachedObject, LazyBody};
 use crate::tier::CacheError;
 
 /// Bytes gathered before a write goes to the blocking pool.
@@ -39,6 +45,9 @@ struct FileWriter {
     header_len: u32,
     /// Created with the first write.
     file: Option<(PathBuf, File)>,
+    /// The temporary file opened for reading (it stays readable once renamed
+    /// or removed): for readers of the body while it is written.
+    reader: Option<Arc<File>>,
     crc: crc32fast::Hasher,
     written: u64,
 }
@@ -48,7 +57,10 @@ impl FileWriter {
         let body_at = PREFIX_LEN + u64::from(self.header_len) + 4;
         if self.file.is_none() {
             std::fs::create_dir_all(&self.dir)?;
-            self.file = Some(disk_format::create_temp(&self.dir)?);
+            let (tmp, file) = disk_format::create_temp(&self.dir)?;
+            let reader = File::open(&tmp);
+            self.file = Some((tmp, file));
+            self.reader = Some(Arc::new(reader?));
         }
         let Some((_, file)) = &self.file else {
             return Err(io::Error::other("no temporary file"));
@@ -61,15 +73,20 @@ impl FileWriter {
         Ok(())
     }
 
+    fn body_at(&self) -> u64 {
+        PREFIX_LEN + u64::from(self.header_len) + 4
+    }
+
     /// Writes the header of `object` (its real timings, the body written so
-    /// far), the body CRC, and renames the file to `path`.
+    /// far), the body CRC, and renames the file to `path`; returns the file's
+    /// size and its body, left in the file.
     fn finish(
         mut self,
         path: &Path,
         key: &CacheKey,
         object: &CachedObject,
         stored_at: SystemTime,
-    ) -> Result<u64, FormatError> {
+    ) -> Result<(u64, LazyBody), FormatError> {
         let header = disk_format::encode_header(key, object, stored_at, self.written)?;
         if header.len() != self.header_len as usize {
             return Err(FormatError::Corrupt("header changed while streaming"));
@@ -78,6 +95,7 @@ impl FileWriter {
         let Some((tmp, file)) = self.file.take() else {
             return Err(FormatError::Corrupt("no temporary file"));
         };
+        let body_at = self.body_at();
         let result = (|| {
             let mut prefix = Vec::with_capacity(PREFIX_LEN as usize + header.len() + 4);
             prefix.extend_from_slice(&MAGIC);
@@ -91,12 +109,24 @@ impl FileWriter {
             file.write_all_at(&crc.to_le_bytes(), end)?;
             (&file).flush()?;
             std::fs::rename(&tmp, path)?;
-            Ok(end + 4)
+            Ok((end + 4, crc))
         })();
         if result.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }
-        result.map_err(FormatError::Io)
+        let (size, crc) = result.map_err(FormatError::Io)?;
+        let file = match self.reader.take() {
+            Some(reader) => reader,
+            None => Arc::new(File::open(path)?),
+        };
+        let body = LazyBody {
+            file,
+            offset: body_at,
+            len: self.written,
+            crc,
+            path: path.to_path_buf(),
+        };
+        Ok((size, body))
     }
 }
 
@@ -108,6 +138,17 @@ impl Drop for FileWriter {
             let _ = std::fs::remove_file(tmp);
         }
     }
+}
+
+/// The part of a body already in its temporary file.
+#[derive(Clone, Debug)]
+pub struct Written {
+    /// The file, open for reading.
+    pub file: Arc<File>,
+    /// Offset of the body in the file.
+    pub body_at: u64,
+    /// Body bytes written (readable with positioned reads now).
+    pub len: u64,
 }
 
 /// An object file being written as its body arrives. Feed it with
@@ -148,6 +189,7 @@ impl DiskWrite {
                 dir,
                 header_len,
                 file: None,
+                reader: None,
                 crc: crc32fast::Hasher::new(),
                 written: 0,
             }),
@@ -156,6 +198,23 @@ impl DiskWrite {
             failed: None,
             too_large: None,
         })
+    }
+
+    /// What of the body is in the file so far (`None` before the first
+    /// batch is written, or once the write was given up).
+    pub fn written(&self) -> Option<Written> {
+        let writer = self.writer.as_ref()?;
+        Some(Written {
+            file: writer.reader.clone()?,
+            body_at: writer.body_at(),
+            len: writer.written,
+        })
+    }
+
+    /// True once the write failed or the body outgrew the zone: `finish`
+    /// will refuse it.
+    pub fn is_abandoned(&self) -> bool {
+        self.failed.is_some() || self.too_large.is_some()
     }
 
     /// Adds a chunk of the body; every [`BATCH`] bytes are written on the
@@ -209,8 +268,9 @@ impl DiskWrite {
     /// The whole body has arrived: writes what is left and the header of
     /// `object` (its metadata, status, headers and variant as given when the
     /// write began), renames the file into place and indexes it. `object`'s
-    /// own body is not written; the file holds the chunks pushed.
-    pub async fn finish(mut self, object: &CachedObject) -> Result<(), CacheError> {
+    /// own body is not written; the file holds the chunks pushed, and is
+    /// handed back as the stored object's body.
+    pub async fn finish(mut self, object: &CachedObject) -> Result<LazyBody, CacheError> {
         if !self.pending.is_empty() {
             self.flush().await;
         }
@@ -242,9 +302,9 @@ impl DiskWrite {
         let done =
             tokio::task::spawn_blocking(move || writer.finish(&path, &key, &head, stored_at)).await;
         match done {
-            Ok(Ok(size)) => {
+            Ok(Ok((size, body))) => {
                 tier.indexed(hash, size);
-                Ok(())
+                Ok(body)
             }
             Ok(Err(e)) => Err(tier.write_failed(e)),
             Err(join) => Err(CacheError::Io(join.to_string())),

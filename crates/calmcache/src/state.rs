@@ -164,6 +164,8 @@ pub struct Route {
     pub key_is_default: bool,
     /// Counters.
     pub activity: Activity,
+    /// The `max_inflight_body` gauge every fill counts its buffers in.
+    pub inflight: Arc<crate::inflight::Inflight>,
 }
 
 impl Route {
@@ -405,6 +407,15 @@ impl Proxy {
                 }))
             })
             .collect::<Result<Vec<Arc<Zone>>, String>>()?;
+        let metrics = previous.map_or_else(
+            || {
+                Arc::new(crate::metrics::Metrics::with_max_connections(
+                    config.server.max_connections,
+                ))
+            },
+            |p| p.metrics.clone(),
+        );
+        metrics.inflight.set_limit(config.server.max_inflight_body);
         let routes = config
             .routes
             .iter()
@@ -432,6 +443,7 @@ impl Proxy {
                     },
                     key_is_default: r.key.is_default(),
                     activity: Activity::default(),
+                    inflight: metrics.inflight.clone(),
                 })
             })
             .collect();
@@ -444,14 +456,7 @@ impl Proxy {
             zones,
             flights: previous.map_or_else(|| Arc::new(Flights::new()), |p| p.flights.clone()),
             upstreams,
-            metrics: previous.map_or_else(
-                || {
-                    Arc::new(crate::metrics::Metrics::with_max_connections(
-                        config.server.max_connections,
-                    ))
-                },
-                |p| p.metrics.clone(),
-            ),
+            metrics,
             // The access log is opened once, at start.
             note_served: previous.map_or(config.access_log.is_some(), |p| p.note_served),
             ready: std::sync::atomic::AtomicBool::new(previous.is_some()),
