@@ -436,7 +436,13 @@ async fn respond(
             }
             let abort = number(h, "x-origin-abort-after-bytes");
             let pieces = number(h, "x-origin-pieces").map_or(8, |n| n as usize);
-            trickle(counts.clone(), body, Duration::from_millis(ms), abort, pieces)
+            trickle(
+                counts.clone(),
+                body,
+                Duration::from_millis(ms),
+                abort,
+                pieces,
+            )
         }
         _ => whole(body),
     };

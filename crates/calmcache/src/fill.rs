@@ -405,11 +405,12 @@ fn stream_fill(
     let names = vary::names(&headers, !route.cfg.compress.is_empty());
     let zone = route.zone_for(&primary.as_ref()).cloned();
     // A plain response bound for a disk zone goes into its file as it
-    // arrives; a Vary'd or compressed one is collected and stored whole.
+    // arrives (spooled when its length, and so its header, is known only at
+    // the end); a Vary'd or compressed one is collected and stored whole.
     let mut file = zone
         .as_ref()
         .and_then(|z| z.disk())
-        .filter(|_| len.is_some() && names.is_empty() && !will_compress(&route, &headers))
+        .filter(|_| names.is_empty() && !will_compress(&route, &headers))
         .and_then(|disk| {
             let head = CachedObject::assemble(
                 meta_of(&storable, started),
@@ -419,7 +420,10 @@ fn stream_fill(
                 Vec::new(),
                 None,
             );
-            disk.begin_write(primary.clone(), &head).ok()
+            match len {
+                Some(_) => disk.begin_write(primary.clone(), &head).ok(),
+                None => disk.begin_spooled_write(primary.clone(), &head).ok(),
+            }
         });
     // Into a file: a window in memory, readers behind it read the file.
     // Otherwise the body is stored whole (bounded by max_object_size).

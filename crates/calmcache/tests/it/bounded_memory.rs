@@ -113,7 +113,9 @@ fn refs<'a>(headers: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str
 }
 
 async fn gauge(proxy: &RunningProxy) -> u64 {
-    proxy.status().await["inflight_body_bytes"].as_u64().unwrap()
+    proxy.status().await["inflight_body_bytes"]
+        .as_u64()
+        .unwrap()
 }
 
 async fn disk_proxy(origin: &Origin, dir: &Path, max_object_size: &str) -> RunningProxy {
@@ -259,7 +261,11 @@ async fn a_slow_reader_of_a_body_too_large_to_keep_is_cut_while_the_fast_one_fin
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let fast = fetch(addr, "/huge", &refs(&headers)).await.unwrap();
     check(&fast, len, "fast reader");
-    assert_eq!(origin.hits_for("/huge"), 1, "the fast reader joined the fill");
+    assert_eq!(
+        origin.hits_for("/huge"),
+        1,
+        "the fast reader joined the fill"
+    );
     assert!(gauge(&proxy).await <= 4 * MIB);
     // The slow reader (chunked framing and all) never gets the whole body.
     let mut raw = 0u64;
@@ -305,7 +311,12 @@ async fn fills_past_max_inflight_body_stream_through_uncached_and_are_counted() 
     let over = get_with(Method::GET, &proxy.url("/second"), &refs(&second)).await;
     check(&over.bytes, 2 * MIB, "relayed past the budget");
     let params = over.cache_status_params();
-    assert_eq!(params.param("detail"), Some("inflight-budget"), "{}", over.cache_status());
+    assert_eq!(
+        params.param("detail"),
+        Some("inflight-budget"),
+        "{}",
+        over.cache_status()
+    );
     assert!(!params.has("stored"), "{}", over.cache_status());
     let status = proxy.status().await;
     assert_eq!(status["fills_over_budget"], 1, "{status}");
@@ -400,7 +411,59 @@ async fn a_chunked_storable_response_reaches_its_first_client_at_once_on_every_w
         let head = wires
             .send(wire, Method::HEAD, &host, &path, &headers, "")
             .await;
-        assert_eq!(head.header("content-length"), "20", "{what}: HEAD from the cache");
+        assert_eq!(
+            head.header("content-length"),
+            "20",
+            "{what}: HEAD from the cache"
+        );
         assert_eq!(origin.hits_for(&path), 1, "{what}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunked_body_into_a_disk_zone_holds_a_window_and_is_stored_with_its_length() {
+    // A body without Content-Length gets its length only at the end: it is
+    // spooled to a file (not held whole in RAM) and stored with the exact
+    // length once it ended cleanly.
+    let origin = Origin::start().await;
+    let dir = scratch("bounded-chunked-disk");
+    let proxy = disk_proxy(&origin, &dir, "64MiB").await;
+    let len = 24 * MIB;
+    let mut headers = stream_headers(&len.to_string(), "0");
+    headers.push(("x-origin-chunked", "1".to_string()));
+    let addr = proxy.running().proxy_addrs[0];
+    // A reader that takes the head and a little, then stops reading.
+    let (mut stalled, head) = SlowReader::open(addr, "/chunked", &refs(&headers)).await;
+    assert!(head.contains("transfer-encoding: chunked"), "{head}");
+    let _ = stalled.stream.read(&mut [0u8; 1024]).await.unwrap();
+    let mut most = 0;
+    for _ in 0..2400 {
+        most = most.max(gauge(&proxy).await);
+        if origin.bytes_streamed() >= len {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        origin.bytes_streamed(),
+        len,
+        "the stalled reader held the fill"
+    );
+    assert!(most <= 4 * MIB, "inflight_body_bytes reached {most}");
+    let mut hit = None;
+    for _ in 0..200 {
+        let reply = get_with(Method::GET, &proxy.url("/chunked"), &refs(&headers)).await;
+        if reply.cache_status().contains("hit") {
+            hit = Some(reply);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let hit = hit.expect("stored after the body ended");
+    assert_eq!(hit.header("content-length"), len.to_string());
+    check(&hit.bytes, len, "hit of the spooled body");
+    assert_eq!(origin.hits_for("/chunked"), 1);
+    drop(stalled);
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }
