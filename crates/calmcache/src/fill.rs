@@ -459,6 +459,12 @@ fn stream_fill(
         let failure = loop {
             // Only the sole reader of a body not kept can hold the fill.
             growing.room().await;
+            if growing.abandoned() {
+                // Not stored and nobody reading: stop asking the origin.
+                tracing::debug!(key = %primary, "body not kept and no reader left; fetch dropped");
+                growing.fail("no reader left".into());
+                return;
+            }
             let next = match body.frame().await {
                 None => None,
                 Some(Err(e)) => Some(Err(e)),

@@ -311,6 +311,13 @@ impl Growing {
         }
     }
 
+    /// True when the body is not kept and no reader is left: nobody can
+    /// get the rest (a newcomer could not get the start).
+    pub fn abandoned(&self) -> bool {
+        let state = self.lock();
+        state.keeping == Keeping::None && state.readers.is_empty()
+    }
+
     /// Bytes received so far.
     pub fn received(&self) -> u64 {
         self.lock().received

@@ -467,3 +467,89 @@ async fn a_chunked_body_into_a_disk_zone_holds_a_window_and_is_stored_with_its_l
     proxy.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunked_compressible_body_streams_then_is_stored_with_its_encodings() {
+    // Streaming a body without Content-Length at once must not lose what
+    // storing it whole gave: the encodings, Vary, the exact length.
+    let origin = Origin::start().await;
+    let proxy = crate::rfc_proxy(&origin, "compress = [\"gzip\"]\nttl = { 200 = \"60s\" }").await;
+    let headers = [
+        ("x-origin-body-bytes", "8192"),
+        ("x-origin-trickle-ms", "100"),
+        ("x-origin-pieces", "2"),
+        ("x-origin-chunked", "1"),
+        ("x-origin-header", "Content-Type: text/html"),
+    ];
+    let first = get_with(Method::GET, &proxy.url("/page"), &headers).await;
+    assert_eq!(first.bytes.len(), 8192);
+    let expected = first.body.clone();
+    let mut gz = None;
+    for _ in 0..100 {
+        let mut with = headers.to_vec();
+        with.push(("accept-encoding", "gzip"));
+        let reply = get_with(Method::GET, &proxy.url("/page"), &with).await;
+        if reply.cache_status().contains("hit") {
+            gz = Some(reply);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let gz = gz.expect("stored after the body ended");
+    assert_eq!(gz.header("content-encoding"), "gzip", "{:?}", gz.headers);
+    assert!(gz.bytes.len() < 8192);
+    let plain = get_with(Method::GET, &proxy.url("/page"), &headers).await;
+    assert!(
+        plain.cache_status().contains("hit"),
+        "{}",
+        plain.cache_status()
+    );
+    assert_eq!(plain.body, expected);
+    assert_eq!(plain.header("content-length"), "8192");
+    assert!(
+        plain
+            .header_all("vary")
+            .iter()
+            .any(|v| v.to_ascii_lowercase().contains("accept-encoding")),
+        "{:?}",
+        plain.headers
+    );
+    let head = get_with(Method::HEAD, &proxy.url("/page"), &headers).await;
+    assert_eq!(head.header("content-length"), "8192");
+    assert_eq!(origin.hits_for("/page"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_only_reader_of_a_body_not_kept_paces_the_origin_and_its_leaving_ends_the_fetch() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .zone("256MiB", "1MiB")
+        .route("ttl = { 200 = \"60s\" }\nrefresh = \"lock\"")
+        .start()
+        .await;
+    let len = 256 * MIB;
+    let mut headers = stream_headers(&len.to_string(), "0");
+    headers.push(("x-origin-chunked", "1".to_string()));
+    let addr = proxy.running().proxy_addrs[0];
+    let (mut only, head) = SlowReader::open(addr, "/endless", &refs(&headers)).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let _ = only.stream.read(&mut [0u8; 1024]).await.unwrap();
+    // The reader holds still: the fill waits for it (socket buffers and a
+    // window ahead at most), the origin is not drained into memory.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let paced = origin.bytes_streamed();
+    assert!(paced < 64 * MIB, "origin drained to {paced} bytes");
+    assert!(gauge(&proxy).await <= 4 * MIB);
+    drop(only);
+    // Gone: nobody can use the rest, the fetch stops.
+    let mut last = origin.bytes_streamed();
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = origin.bytes_streamed();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    assert!(last < len / 2, "the origin kept streaming: {last} bytes");
+}
