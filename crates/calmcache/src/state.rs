@@ -272,11 +272,18 @@ impl Route {
     }
 
     /// After `object` was stored under `key`: a copy in the memory front is
-    /// replaced, so the front never serves an older version.
+    /// replaced (or dropped, for a body left in its file), so the front never
+    /// serves an older version.
     pub async fn stored(&self, key: &CacheKey, object: &Arc<CachedObject>) {
         if let Some(front) = &self.memory {
             if front.get(&key.as_ref()).await.is_some() {
-                let _ = front.insert(key.clone(), object.clone()).await;
+                if object.lazy_body.is_some() {
+                    // Its body is in its file (a streamed disk fill): the
+                    // front holds bodies, so the old copy just goes.
+                    front.remove(&key.as_ref());
+                } else {
+                    let _ = front.insert(key.clone(), object.clone()).await;
+                }
             }
         }
     }
