@@ -325,7 +325,7 @@ pub async fn fill(
             return fail(permit, e, usable_stale, None);
         }
     };
-    // The stored length is exact; HEAD answers rely on it.
+    // The stored length is exact; HEAD answers from the cache rely on it.
     // RFC 9110 §8.6: never on 204 or 304.
     if !matches!(origin_status, 204 | 304) {
         parts
