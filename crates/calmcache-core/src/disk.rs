@@ -350,6 +350,17 @@ impl DiskTier {
         DiskWrite::new(self.clone(), key, head).map_err(|e| CacheError::Io(e.to_string()))
     }
 
+    /// Like [`begin_write`](DiskTier::begin_write), for a body without a
+    /// declared length: `head`'s headers get their `Content-Length` only at
+    /// `finish`, so the body is spooled and copied behind the header then.
+    pub fn begin_spooled_write(
+        self: &Arc<Self>,
+        key: CacheKey,
+        head: &CachedObject,
+    ) -> Result<DiskWrite, CacheError> {
+        DiskWrite::spooled(self.clone(), key, head).map_err(|e| CacheError::Io(e.to_string()))
+    }
+
     /// Counts and logs a failed write; the error for the caller.
     pub(crate) fn write_failed(&self, e: FormatError) -> CacheError {
         // A full file system is the manager's business (min_free,

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode};
 
 use crate::freshness::Freshness;
-use crate::object::ObjectMeta;
+use crate::object::{LazyBody, ObjectMeta};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
@@ -431,5 +431,70 @@ async fn soft_marks_are_pruned_when_entries_leave() {
     assert!(tier.stats().evictions.load(Ordering::Relaxed) > 0);
     assert!(tier.soft_marks() <= tier.objects() as usize);
     assert!(tier.soft_marks() < 27);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Writes `body` in pieces through a streaming write (`spooled` or not),
+/// checking what readers see of it meanwhile, and returns the lazy body.
+async fn stream_write(tier: &Arc<DiskTier>, path: &str, body: &[u8], spooled: bool) -> LazyBody {
+    let mut headers = object("").headers.clone();
+    headers.insert("content-length", HeaderValue::from(body.len()));
+    let done = Arc::new(CachedObject::new(
+        object("").meta.clone(),
+        StatusCode::OK,
+        headers,
+        Bytes::new(),
+    ));
+    // A fixed header needs its length up front; a spooled one gets it last.
+    let head = if spooled { object("") } else { done.clone() };
+    let mut write = if spooled {
+        tier.begin_spooled_write(key(path), &head).unwrap()
+    } else {
+        tier.begin_write(key(path), &head).unwrap()
+    };
+    for piece in body.chunks(100 * 1024) {
+        write.push(Bytes::copy_from_slice(piece)).await;
+        assert!(!write.is_abandoned());
+        if let Some(w) = write.written() {
+            // Readers of a body being written see what is written.
+            let mut buf = vec![0u8; w.len as usize];
+            std::os::unix::fs::FileExt::read_exact_at(&*w.file, &mut buf, w.body_at).unwrap();
+            assert_eq!(&buf[..], &body[..buf.len()]);
+        }
+    }
+    write.finish(&done).await.unwrap()
+}
+
+#[tokio::test]
+async fn streamed_and_spooled_writes_hand_back_their_file_as_a_lazy_body() {
+    let dir = scratch("spooled");
+    let tier = DiskTier::open(config(&dir, 64 << 20)).unwrap();
+    let body: Vec<u8> = (0..(1_500_000u32)).map(|i| (i % 253) as u8).collect();
+    for (path, spooled) in [("/fixed", false), ("/spooled", true)] {
+        let lazy = stream_write(&tier, path, &body, spooled).await;
+        assert_eq!(lazy.len, body.len() as u64, "{path}");
+        assert_eq!(&lazy.read_all().unwrap()[..], &body[..], "{path}");
+        // The file in place reads back the same, with the final headers.
+        let stored = tier.get(&key(path).as_ref()).await.unwrap();
+        assert_eq!(stored.headers["content-length"], "1500000", "{path}");
+        let from_file = match &stored.lazy_body {
+            Some(lazy) => lazy.read_all().unwrap(),
+            None => stored.body.clone(),
+        };
+        assert_eq!(&from_file[..], &body[..], "{path}");
+    }
+    // Only the two object files are left: no spool, no temporary file.
+    let mut files = 0;
+    let mut stack = vec![dir.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else if e.file_name() != ZONE_MARKER {
+                files += 1;
+            }
+        }
+    }
+    assert_eq!(files, 2);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -14,6 +14,18 @@
 //!
 //! Chunks are batched to [`BATCH`] bytes and each batch is written on the
 //! blocking pool, one at a time per object, so a slow origin holds no thread.
+//!
+//! A body without a declared length gets its `Content-Length` only at the
+//! end, which changes the header's length: it is spooled to a temporary file
+//! from offset 0 instead, and copied behind the header when it is complete
+//! (`copy_file_range`, in the kernel; no user-space buffer), once more disk
+//! I/O in exchange for a bounded memory window.
+//!
+//! What is written can be read back while the body still arrives
+//! ([`DiskWrite::written`]: a read-only handle of the temporary file and the
+//! body bytes in it), so readers that fall behind the live stream read the
+//! file instead of making the fill hold the body in memory; the finished
+//! object's body is handed back as a [`LazyBody`] of that same file.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -27,7 +39,7 @@ use bytes::Bytes;
 use crate::disk::{key_hash, DiskTier};
 use crate::disk_format::{self, FormatError, MAGIC, PREFIX_LEN, VERSION};
 use crate::key::CacheKey;
-use crate::object::CachedObject;
+use crate::object::{CachedObject, LazyBody};
 use crate::tier::CacheError;
 
 /// Bytes gathered before a write goes to the blocking pool.
@@ -36,19 +48,27 @@ pub const BATCH: usize = 256 * 1024;
 /// The synchronous part: a temporary file filled at the body's offset.
 struct FileWriter {
     dir: PathBuf,
-    header_len: u32,
+    /// `None` for a spooled body (header known only at the end): the body
+    /// is written from offset 0 and copied behind the header at `finish`.
+    header_len: Option<u32>,
     /// Created with the first write.
     file: Option<(PathBuf, File)>,
+    /// The temporary file opened for reading (it stays readable once renamed
+    /// or removed): for readers of the body while it is written.
+    reader: Option<Arc<File>>,
     crc: crc32fast::Hasher,
     written: u64,
 }
 
 impl FileWriter {
     fn write(&mut self, parts: &[Bytes]) -> io::Result<()> {
-        let body_at = PREFIX_LEN + u64::from(self.header_len) + 4;
+        let body_at = self.body_at();
         if self.file.is_none() {
             std::fs::create_dir_all(&self.dir)?;
-            self.file = Some(disk_format::create_temp(&self.dir)?);
+            let (tmp, file) = disk_format::create_temp(&self.dir)?;
+            let reader = File::open(&tmp);
+            self.file = Some((tmp, file));
+            self.reader = Some(Arc::new(reader?));
         }
         let Some((_, file)) = &self.file else {
             return Err(io::Error::other("no temporary file"));
@@ -61,43 +81,117 @@ impl FileWriter {
         Ok(())
     }
 
+    fn body_at(&self) -> u64 {
+        self.header_len
+            .map_or(0, |len| PREFIX_LEN + u64::from(len) + 4)
+    }
+
     /// Writes the header of `object` (its real timings, the body written so
-    /// far), the body CRC, and renames the file to `path`.
+    /// far), the body CRC, and renames the file to `path`; returns the file's
+    /// size and its body, left in the file.
     fn finish(
         mut self,
         path: &Path,
         key: &CacheKey,
         object: &CachedObject,
         stored_at: SystemTime,
-    ) -> Result<u64, FormatError> {
+    ) -> Result<(u64, LazyBody), FormatError> {
         let header = disk_format::encode_header(key, object, stored_at, self.written)?;
-        if header.len() != self.header_len as usize {
+        let Some(header_len) = self.header_len else {
+            return self.finish_spooled(path, &header);
+        };
+        if header.len() != header_len as usize {
             return Err(FormatError::Corrupt("header changed while streaming"));
         }
         self.write(&[])?;
         let Some((tmp, file)) = self.file.take() else {
             return Err(FormatError::Corrupt("no temporary file"));
         };
+        let body_at = self.body_at();
         let result = (|| {
-            let mut prefix = Vec::with_capacity(PREFIX_LEN as usize + header.len() + 4);
-            prefix.extend_from_slice(&MAGIC);
-            prefix.extend_from_slice(&VERSION.to_le_bytes());
-            prefix.extend_from_slice(&self.header_len.to_le_bytes());
-            prefix.extend_from_slice(&header);
-            prefix.extend_from_slice(&crc32fast::hash(&header).to_le_bytes());
+            let prefix = file_prefix(&header)?;
             file.write_all_at(&prefix, 0)?;
             let crc = std::mem::take(&mut self.crc).finalize();
             let end = prefix.len() as u64 + self.written;
             file.write_all_at(&crc.to_le_bytes(), end)?;
             (&file).flush()?;
             std::fs::rename(&tmp, path)?;
-            Ok(end + 4)
+            Ok((end + 4, crc))
         })();
         if result.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }
-        result.map_err(FormatError::Io)
+        let (size, crc) = result.map_err(FormatError::Io)?;
+        let file = match self.reader.take() {
+            Some(reader) => reader,
+            None => Arc::new(File::open(path)?),
+        };
+        let body = LazyBody {
+            file,
+            offset: body_at,
+            len: self.written,
+            crc,
+            path: path.to_path_buf(),
+        };
+        Ok((size, body))
     }
+
+    /// `finish` for a spooled body: a new temporary file gets the prefix
+    /// and header, then the spooled body copied in the kernel, then the CRC;
+    /// it is renamed to `path` and the spool removed (its readers keep it).
+    fn finish_spooled(
+        mut self,
+        path: &Path,
+        header: &[u8],
+    ) -> Result<(u64, LazyBody), FormatError> {
+        self.write(&[])?;
+        let Some((spool, _)) = self.file.take() else {
+            return Err(FormatError::Corrupt("no temporary file"));
+        };
+        let written = self.written;
+        let crc = std::mem::take(&mut self.crc).finalize();
+        let result = (|| {
+            let prefix = file_prefix(header)?;
+            let (tmp, mut out) = disk_format::create_temp(&self.dir)?;
+            let copied = (|| {
+                out.write_all(&prefix)?;
+                let mut body = io::Read::take(File::open(&spool)?, written);
+                if io::copy(&mut body, &mut out)? != written {
+                    return Err(io::Error::other("spooled body shorter than written"));
+                }
+                out.write_all(&crc.to_le_bytes())?;
+                out.flush()?;
+                std::fs::rename(&tmp, path)
+            })();
+            if copied.is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+            copied.map(|()| prefix.len() as u64)
+        })();
+        let _ = std::fs::remove_file(&spool);
+        let body_at = result.map_err(FormatError::Io)?;
+        let body = LazyBody {
+            file: Arc::new(File::open(path)?),
+            offset: body_at,
+            len: written,
+            crc,
+            path: path.to_path_buf(),
+        };
+        Ok((body_at + written + 4, body))
+    }
+}
+
+/// Magic, version, header length, header and header CRC: everything before
+/// the body.
+fn file_prefix(header: &[u8]) -> io::Result<Vec<u8>> {
+    let len = u32::try_from(header.len()).map_err(|_| io::Error::other("header too large"))?;
+    let mut prefix = Vec::with_capacity(PREFIX_LEN as usize + header.len() + 4);
+    prefix.extend_from_slice(&MAGIC);
+    prefix.extend_from_slice(&VERSION.to_le_bytes());
+    prefix.extend_from_slice(&len.to_le_bytes());
+    prefix.extend_from_slice(header);
+    prefix.extend_from_slice(&crc32fast::hash(header).to_le_bytes());
+    Ok(prefix)
 }
 
 impl Drop for FileWriter {
@@ -108,6 +202,17 @@ impl Drop for FileWriter {
             let _ = std::fs::remove_file(tmp);
         }
     }
+}
+
+/// The part of a body already in its temporary file.
+#[derive(Clone, Debug)]
+pub struct Written {
+    /// The file, open for reading.
+    pub file: Arc<File>,
+    /// Offset of the body in the file.
+    pub body_at: u64,
+    /// Body bytes written (readable with positioned reads now).
+    pub len: u64,
 }
 
 /// An object file being written as its body arrives. Feed it with
@@ -136,6 +241,7 @@ impl DiskWrite {
         }
         let header = disk_format::encode_header(&key, head, SystemTime::now(), 0)?;
         let header_len = u32::try_from(header.len()).map_err(|_| FormatError::Corrupt("header"))?;
+        let header_len = Some(header_len);
         let dir = tier
             .file_path(key_hash(&key.as_ref()))
             .parent()
@@ -148,6 +254,7 @@ impl DiskWrite {
                 dir,
                 header_len,
                 file: None,
+                reader: None,
                 crc: crc32fast::Hasher::new(),
                 written: 0,
             }),
@@ -156,6 +263,37 @@ impl DiskWrite {
             failed: None,
             too_large: None,
         })
+    }
+
+    /// A write whose header is known only at the end (a body without a
+    /// declared length): the body is spooled, then copied behind it.
+    pub(crate) fn spooled(
+        tier: Arc<DiskTier>,
+        key: CacheKey,
+        head: &CachedObject,
+    ) -> Result<DiskWrite, FormatError> {
+        let mut write = Self::new(tier, key, head)?;
+        if let Some(writer) = &mut write.writer {
+            writer.header_len = None;
+        }
+        Ok(write)
+    }
+
+    /// What of the body is in the file so far (`None` before the first
+    /// batch is written, or once the write was given up).
+    pub fn written(&self) -> Option<Written> {
+        let writer = self.writer.as_ref()?;
+        Some(Written {
+            file: writer.reader.clone()?,
+            body_at: writer.body_at(),
+            len: writer.written,
+        })
+    }
+
+    /// True once the write failed or the body outgrew the zone: `finish`
+    /// will refuse it.
+    pub fn is_abandoned(&self) -> bool {
+        self.failed.is_some() || self.too_large.is_some()
     }
 
     /// Adds a chunk of the body; every [`BATCH`] bytes are written on the
@@ -209,8 +347,9 @@ impl DiskWrite {
     /// The whole body has arrived: writes what is left and the header of
     /// `object` (its metadata, status, headers and variant as given when the
     /// write began), renames the file into place and indexes it. `object`'s
-    /// own body is not written; the file holds the chunks pushed.
-    pub async fn finish(mut self, object: &CachedObject) -> Result<(), CacheError> {
+    /// own body is not written; the file holds the chunks pushed, and is
+    /// handed back as the stored object's body.
+    pub async fn finish(mut self, object: &CachedObject) -> Result<LazyBody, CacheError> {
         if !self.pending.is_empty() {
             self.flush().await;
         }
@@ -242,9 +381,9 @@ impl DiskWrite {
         let done =
             tokio::task::spawn_blocking(move || writer.finish(&path, &key, &head, stored_at)).await;
         match done {
-            Ok(Ok(size)) => {
+            Ok(Ok((size, body))) => {
                 tier.indexed(hash, size);
-                Ok(())
+                Ok(body)
             }
             Ok(Err(e)) => Err(tier.write_failed(e)),
             Err(join) => Err(CacheError::Io(join.to_string())),

@@ -27,6 +27,6 @@ pub mod wire;
 
 pub use client::{get, get_with, request, request_with_body, CacheStatusParams, Reply};
 pub use date::{http_date, http_date_ago, http_date_in, parse_http_date};
-pub use origin::{Origin, RecordedRequest};
+pub use origin::{stream_byte, Origin, RecordedRequest};
 pub use proxy::{Proxy, RunningProxy};
 pub use wire::{Wire, Wires};

@@ -24,8 +24,14 @@
 //! - `x-origin-abort-after-bytes: N`: with trickling, fail the body instead of
 //!   sending past N bytes (a connection dropped mid-body, without the last
 //!   chunk of a chunked body);
-//! - `x-origin-chunked: 1`: with trickling, no Content-Length: the body is
-//!   sent chunked.
+//! - `x-origin-chunked: 1`: with trickling or streaming, no Content-Length:
+//!   the body is sent chunked;
+//! - `x-origin-pieces: N`: with trickling, N pieces instead of 8;
+//! - `x-origin-stream-bytes: N`: a generated body of N bytes ([`stream_byte`]
+//!   gives byte *i*), sent in 64 KiB pieces as fast as it is read (never
+//!   held whole, so it can be hundreds of MB), with its Content-Length;
+//! - `x-origin-stream-pause-ms: N`: with streaming, pause N ms after each
+//!   64 KiB piece.
 //!
 //! The same names may be given as query parameters, percent-encoded
 //! (`/w?x-origin-cache-control=no-cache&x-origin-header=ETag:%20%22v1%22`),
@@ -105,6 +111,7 @@ impl RecordedRequest {
 struct Counts {
     total: AtomicU64,
     trickled: AtomicU64,
+    streamed: AtomicU64,
     by_path: Mutex<HashMap<String, u64>>,
     requests: Mutex<Vec<RecordedRequest>>,
 }
@@ -159,6 +166,12 @@ impl Origin {
     /// `host:port`, for the proxy's `servers`.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Bytes of generated bodies (`x-origin-stream-bytes`) handed to the
+    /// connection so far, over all requests.
+    pub fn bytes_streamed(&self) -> u64 {
+        self.counts.streamed.load(Ordering::SeqCst)
     }
 
     /// Trickled bodies (`x-origin-trickle-ms`) sent to their end so far.
@@ -238,19 +251,50 @@ fn echo(parts: &http::request::Parts, body: Result<usize, hyper::Error>) -> Stri
     out
 }
 
-/// A body sent in eight pieces `pause` apart (`x-origin-trickle-ms`), ending
+/// Byte `i` of a generated body (`x-origin-stream-bytes`): a checker can
+/// verify any part of it without holding the whole.
+pub fn stream_byte(i: u64) -> u8 {
+    (i % 251) as u8
+}
+
+/// Piece size of a generated body.
+const STREAM_PIECE: u64 = 64 * 1024;
+
+/// A generated body of `len` bytes, in pieces `pause` apart.
+fn generated(counts: Arc<Counts>, len: u64, pause: Duration) -> OriginBody {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, BodyError>>(1);
+    tokio::spawn(async move {
+        let mut at = 0u64;
+        while at < len {
+            let end = (at + STREAM_PIECE).min(len);
+            let piece: Vec<u8> = (at..end).map(stream_byte).collect();
+            if tx.send(Ok(Frame::data(Bytes::from(piece)))).await.is_err() {
+                return;
+            }
+            counts.streamed.fetch_add(end - at, Ordering::SeqCst);
+            at = end;
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+            }
+        }
+    });
+    ChanBody(rx).boxed()
+}
+
+/// A body sent in `pieces` pieces `pause` apart (`x-origin-trickle-ms`), ending
 /// in an error instead after `abort_after` bytes (`x-origin-abort-after-bytes`).
 fn trickle(
     counts: Arc<Counts>,
     body: Bytes,
     pause: Duration,
     abort_after: Option<u64>,
+    pieces: usize,
 ) -> OriginBody {
     let (tx, rx) = tokio::sync::mpsc::channel::<
         Result<Frame<Bytes>, Box<dyn std::error::Error + Send + Sync>>,
     >(1);
     tokio::spawn(async move {
-        let piece = body.len().div_ceil(8).max(1);
+        let piece = body.len().div_ceil(pieces.max(1)).max(1);
         let mut at = 0;
         while at < body.len() {
             let end = (at + piece).min(body.len());
@@ -422,6 +466,21 @@ async fn respond(
         headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
         body.clear();
     }
+    if let Some(len) = number(h, "x-origin-stream-bytes") {
+        let chunked = number(h, "x-origin-chunked") == Some(1);
+        if !chunked || parts.method == Method::HEAD {
+            headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
+        }
+        let pause = Duration::from_millis(number(h, "x-origin-stream-pause-ms").unwrap_or(0));
+        let body = match parts.method {
+            Method::HEAD => whole(Bytes::new()),
+            _ => generated(counts.clone(), len, pause),
+        };
+        let mut resp = Response::new(body);
+        *resp.status_mut() = status;
+        *resp.headers_mut() = headers;
+        return Ok(resp);
+    }
     let body = Bytes::from(body);
     let body = match number(h, "x-origin-trickle-ms") {
         Some(ms) if !body.is_empty() => {
@@ -429,7 +488,14 @@ async fn respond(
                 headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
             }
             let abort = number(h, "x-origin-abort-after-bytes");
-            trickle(counts.clone(), body, Duration::from_millis(ms), abort)
+            let pieces = number(h, "x-origin-pieces").map_or(8, |n| n as usize);
+            trickle(
+                counts.clone(),
+                body,
+                Duration::from_millis(ms),
+                abort,
+                pieces,
+            )
         }
         _ => whole(body),
     };

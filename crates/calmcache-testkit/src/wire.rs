@@ -107,6 +107,27 @@ impl Wires {
         };
         send(wire, addr, method, host, path, headers, body.into()).await
     }
+
+    /// Sends a GET over `wire` and returns as soon as the response head
+    /// arrives, with its body still streaming (to read it piece by piece).
+    pub async fn open(
+        &self,
+        wire: &Wire,
+        host: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> http::Response<hyper::body::Incoming> {
+        let addr = match wire {
+            Wire::H2Tls(_) => self.proxy.tls_addr(),
+            _ => self.proxy.running().proxy_addrs[0],
+        };
+        let what = format!("{} GET {host}{path}", wire.label());
+        let head = open(wire, addr, Method::GET, host, path, headers, Bytes::new());
+        tokio::time::timeout(Duration::from_secs(30), head)
+            .await
+            .unwrap_or_else(|_| panic!("{what}: no response head within 30 s"))
+            .unwrap_or_else(|e| panic!("{what}: {e}"))
+    }
 }
 
 fn rand_suffix() -> u64 {
@@ -161,6 +182,28 @@ async fn exchange(
     body: Bytes,
 ) -> Result<Reply, BoxError> {
     let started = Instant::now();
+    let resp = open(wire, addr, method, host, path, headers, body).await?;
+    let (parts, body) = resp.into_parts();
+    let bytes = body.collect().await?.to_bytes();
+    Ok(Reply {
+        status: parts.status,
+        headers: parts.headers,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+        bytes,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// The response head of one request over `wire`, its body still to read.
+async fn open(
+    wire: &Wire,
+    addr: SocketAddr,
+    method: Method,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Bytes,
+) -> Result<http::Response<hyper::body::Incoming>, BoxError> {
     let tcp = TcpStream::connect(addr).await?;
     let mut req = Request::builder().method(method);
     req = match wire {
@@ -190,13 +233,5 @@ async fn exchange(
             send_h2(connector.connect(name, tcp).await?, req).await?
         }
     };
-    let (parts, body) = resp.into_parts();
-    let bytes = body.collect().await?.to_bytes();
-    Ok(Reply {
-        status: parts.status,
-        headers: parts.headers,
-        body: String::from_utf8_lossy(&bytes).into_owned(),
-        bytes,
-        elapsed: started.elapsed(),
-    })
+    Ok(resp)
 }

@@ -61,6 +61,12 @@ pub struct Status {
     /// Requests refused at the edge (malformed or ambiguous: 400, 417, 501),
     /// counted in no route.
     pub requests_refused: u64,
+    /// Bytes of response bodies held in RAM by fills in progress now.
+    pub inflight_body_bytes: u64,
+    /// `server.max_inflight_body`: past it, new fills stream through uncached.
+    pub inflight_body_limit: u64,
+    /// Fills that streamed through uncached because the budget was spent.
+    pub fills_over_budget: u64,
     /// The access log, when one is configured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub access_log: Option<AccessLogStatus>,
@@ -304,6 +310,9 @@ pub fn status(proxy: &Proxy) -> Status {
             failed: m.reloads_failed.get(),
         },
         requests_refused: m.requests_refused.get(),
+        inflight_body_bytes: m.inflight.held(),
+        inflight_body_limit: m.inflight.limit(),
+        fills_over_budget: m.inflight.over_budget.get(),
         access_log: proxy.access_log.get().map(|log| AccessLogStatus {
             dropped: log.dropped(),
         }),

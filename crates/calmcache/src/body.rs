@@ -225,7 +225,7 @@ where
 }
 
 /// Something a [`ChannelBody`] receives chunks from: a bounded channel (file
-/// reads a few chunks ahead) or an unbounded one (a growing body's readers).
+/// reads a few chunks ahead) or a growing body's reader (`growing.rs`).
 pub trait ChunkSource: Send + Sync + 'static {
     /// The next chunk, an error, or `None` when the sender is gone.
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>>;
@@ -234,13 +234,6 @@ pub trait ChunkSource: Send + Sync + 'static {
 impl ChunkSource for tokio::sync::mpsc::Receiver<Result<Bytes, BoxError>> {
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
         self.poll_recv(cx)
-    }
-}
-
-impl ChunkSource for tokio::sync::mpsc::UnboundedReceiver<Result<Bytes, String>> {
-    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
-        self.poll_recv(cx)
-            .map(|item| item.map(|r| r.map_err(Into::into)))
     }
 }
 

@@ -34,8 +34,9 @@ use tokio::time::Instant;
 use crate::body::{BoxError, PrefixedBody, ResponseBody, TimeoutBody};
 use crate::conditional;
 use crate::error::{ErrorKind, ProxyError};
-use crate::growing::{Growing, StreamingHead};
+use crate::growing::{Growing, Keeping, StreamingHead};
 use crate::headers::strip_hop_by_hop;
+use crate::inflight::Held;
 use crate::state::{FillOutcome, Route, Zone};
 use crate::vary;
 
@@ -69,6 +70,8 @@ pub enum NotStored {
     Request,
     /// The route has no zone.
     NoZone,
+    /// `max_inflight_body` was spent when the fill started.
+    InflightBudget,
 }
 
 impl NotStored {
@@ -80,6 +83,7 @@ impl NotStored {
             NotStored::StoreFailed => "store-failed",
             NotStored::Request => "no-store-request",
             NotStored::NoZone => "no-zone",
+            NotStored::InflightBudget => "inflight-budget",
         }
     }
 }
@@ -292,40 +296,37 @@ pub async fn fill(
             return FillReply::Relay(resp, NotStored::Response(why));
         }
     };
-    let limit = zone.max_object_size() as usize;
+    let limit = zone.max_object_size();
     let declared = content_length(&parts.headers);
-    if let Some(len) = declared.filter(|&n| n > STREAM_MIN && n <= limit as u64) {
+    if declared.is_some_and(|n| n > limit) {
+        finish(permit, FillOutcome::NotStored);
+        let resp = Response::from_parts(parts, ResponseBody::stream(body));
+        return FillReply::Relay(resp, NotStored::TooLarge);
+    }
+    // `max_inflight_body`: past it, a fill buffers nothing and stores nothing.
+    let Some(held) = route.inflight.admit() else {
+        finish(permit, FillOutcome::NotStored);
+        tracing::debug!(key = %primary, "max_inflight_body spent; relayed uncached");
+        let resp = Response::from_parts(parts, ResponseBody::stream(body));
+        return FillReply::Relay(resp, NotStored::InflightBudget);
+    };
+    // A small body of declared length arrives at once: collected, then
+    // stored. Any other streams to its readers as it arrives, a body of
+    // unknown length above all (server-sent events, early-flushed HTML
+    // must not wait for the end), and is stored when it ends cleanly.
+    if declared.is_none_or(|n| n > STREAM_MIN) {
         let start = StreamStart {
             parts,
             storable,
             started,
             origin_status,
-            len: Some(len),
-            prefix: Vec::new(),
+            len: declared,
+            held,
         };
         return stream_fill(route.clone(), primary, fetch, permit, start, body);
     }
-    // Without a declared length, a body that outgrows STREAM_MIN streams
-    // from there on (when the zone could hold more).
-    let streams_later = declared.is_none() && limit as u64 > STREAM_MIN;
-    let collect_to = if streams_later {
-        STREAM_MIN as usize
-    } else {
-        limit
-    };
-    let body = match collect_limited(body, collect_to, &parts.headers).await {
+    let body = match collect_limited(body, limit as usize, held).await {
         Collected::Complete(body) => body,
-        Collected::TooLarge(prefix, rest) if streams_later => {
-            let start = StreamStart {
-                parts,
-                storable,
-                started,
-                origin_status,
-                len: None,
-                prefix,
-            };
-            return stream_fill(route.clone(), primary, fetch, permit, start, rest);
-        }
         Collected::TooLarge(prefix, rest) => {
             finish(permit, FillOutcome::NotStored);
             let body = ResponseBody::stream(PrefixedBody::new(prefix, rest));
@@ -455,7 +456,15 @@ async fn share_error(
     why: NotStorable,
     authorised: bool,
 ) -> FillReply {
-    match collect_limited(body, SHARED_ERROR_MAX, &parts.headers).await {
+    let Some(held) = route.inflight.admit() else {
+        // No room to read it: the requester gets it as it streams, the
+        // followers a plain page with its status.
+        let answer = ErrorAnswer::for_followers(parts.status, &parts.headers, None, authorised);
+        finish(permit, FillOutcome::Answered(Arc::new(answer)));
+        let resp = Response::from_parts(parts, ResponseBody::stream(body));
+        return FillReply::Relay(resp, NotStored::Response(why));
+    };
+    match collect_limited(body, SHARED_ERROR_MAX, held).await {
         Collected::Complete(bytes) => {
             let answer = ErrorAnswer::for_followers(
                 parts.status,
@@ -481,7 +490,8 @@ async fn share_error(
 }
 
 /// Bodies with a declared length above this stream to the requests waiting
-/// for them while they are stored; smaller ones are collected first.
+/// for them while they are stored; smaller ones are collected first (bodies
+/// without a declared length always stream).
 pub const STREAM_MIN: u64 = 256 * 1024;
 
 fn content_length(headers: &HeaderMap) -> Option<u64> {
@@ -499,9 +509,8 @@ struct StreamStart {
     origin_status: u16,
     /// The declared length; `None` for a chunked (or close-delimited) body.
     len: Option<u64>,
-    /// Body chunks already read (a body without a declared length is
-    /// collected up to STREAM_MIN before it is streamed).
-    prefix: Vec<Bytes>,
+    /// The fill's share of `max_inflight_body`.
+    held: Held,
 }
 
 /// Read-while-write: publishes the head to followers (and to requests that
@@ -527,18 +536,18 @@ fn stream_fill(
         started,
         origin_status,
         len,
-        prefix,
+        held,
     } = start;
     let mut headers = detach_headers(&parts.headers, &storable.strip_fields);
-    let growing = Arc::new(Growing::new(len));
     let names = vary::names(&headers, !route.cfg.compress.is_empty());
     let zone = route.zone_for(&primary.as_ref()).cloned();
     // A plain response bound for a disk zone goes into its file as it
-    // arrives; a Vary'd or compressed one is collected and stored whole.
+    // arrives (spooled when its length, and so its header, is known only at
+    // the end); a Vary'd or compressed one is collected and stored whole.
     let mut file = zone
         .as_ref()
         .and_then(|z| z.disk())
-        .filter(|_| len.is_some() && names.is_empty() && !will_compress(&route, &headers))
+        .filter(|_| names.is_empty() && !will_compress(&route, &headers))
         .and_then(|disk| {
             let head = CachedObject::assemble(
                 meta_of(&storable, started),
@@ -548,8 +557,19 @@ fn stream_fill(
                 Vec::new(),
                 None,
             );
-            disk.begin_write(primary.clone(), &head).ok()
+            match len {
+                Some(_) => disk.begin_write(primary.clone(), &head).ok(),
+                None => disk.begin_spooled_write(primary.clone(), &head).ok(),
+            }
         });
+    // Into a file: a window in memory, readers behind it read the file.
+    // Otherwise the body is stored whole (bounded by max_object_size).
+    let keeping = if file.is_some() {
+        Keeping::File
+    } else {
+        Keeping::All
+    };
+    let growing = Arc::new(Growing::new(len, keeping, Some(held)));
     let vary = (!names.is_empty()).then(|| {
         let mine = vary::secondary(&names, &fetch.selecting);
         (names, mine)
@@ -569,21 +589,25 @@ fn stream_fill(
     tokio::spawn(async move {
         let mut permit = permit;
         let limit = zone.as_ref().map_or(0, |z| z.max_object_size());
-        let mut chunks: Vec<Bytes> = Vec::new();
         let mut total = 0u64;
-        // False once a body without a declared length outgrew the zone.
+        // False once a body without a declared length outgrew the zone, or
+        // its file write failed.
         let mut keep = true;
-        let mut prefix = prefix.into_iter();
         let failure = loop {
-            let next = match prefix.next() {
-                Some(chunk) => Some(Ok(chunk)),
-                None => match body.frame().await {
-                    None => None,
-                    Some(Err(e)) => Some(Err(e)),
-                    Some(Ok(frame)) => match frame.into_data() {
-                        Ok(data) => Some(Ok(data)),
-                        Err(_) => continue,
-                    },
+            // Only the sole reader of a body not kept can hold the fill.
+            growing.room().await;
+            if growing.abandoned() {
+                // Not stored and nobody reading: stop asking the origin.
+                tracing::debug!(key = %primary, "body not kept and no reader left; fetch dropped");
+                growing.fail("no reader left".into());
+                return;
+            }
+            let next = match body.frame().await {
+                None => None,
+                Some(Err(e)) => Some(Err(e)),
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => Some(Ok(data)),
+                    Err(_) => continue,
                 },
             };
             let data = match next {
@@ -602,18 +626,24 @@ fn stream_fill(
             }
             if keep && total > limit {
                 keep = false;
-                chunks = Vec::new();
                 file = None;
                 growing.stop_keeping();
                 finish(permit.take(), FillOutcome::NotStored);
                 tracing::debug!(key = %primary, "body over max_object_size; not stored");
             }
-            if keep {
-                chunks.push(data.clone());
-            }
             growing.push(data.clone());
-            if let Some(file) = &mut file {
-                file.push(data).await;
+            if let Some(writing) = &mut file {
+                writing.push(data).await;
+                if writing.is_abandoned() {
+                    // The disk failed (counted and logged there): not stored,
+                    // and no longer kept for readers far behind.
+                    keep = false;
+                    file = None;
+                    growing.stop_keeping();
+                    finish(permit.take(), FillOutcome::NotStored);
+                } else if let Some(written) = writing.written() {
+                    growing.written(written);
+                }
             }
         };
         if let Some(why) = failure {
@@ -633,18 +663,20 @@ fn stream_fill(
             // The stored length is exact (HEAD answers rely on it).
             headers.insert(CONTENT_LENGTH, HeaderValue::from(total));
         }
-        let body = concat(chunks, total as usize);
         if let Some(file) = file {
-            let object = Arc::new(CachedObject::assemble(
+            let mut object = CachedObject::assemble(
                 meta_of(&storable, started),
                 status,
                 headers,
-                body,
+                Bytes::new(),
                 Vec::new(),
                 None,
-            ));
+            );
             match file.finish(&object).await {
-                Ok(()) => {
+                Ok(lazy) => {
+                    // The body stays in its file; hits stream it from there.
+                    object.lazy_body = Some(lazy);
+                    let object = Arc::new(object);
                     after_store(&route, &primary, &primary, &object, permit, origin_status).await;
                 }
                 Err(e) => {
@@ -654,10 +686,16 @@ fn stream_fill(
             }
             return;
         }
+        // Invariant: a body not written to a file was kept whole (else
+        // `keep` is false).
+        let Some(chunks) = growing.kept() else {
+            finish(permit, FillOutcome::NotStored);
+            return;
+        };
         let stored = Stored {
             status,
             headers,
-            body,
+            body: concat(chunks, total as usize),
             encodings: None,
         };
         let _ = store(
@@ -927,16 +965,14 @@ enum Collected {
     Failed(BoxError),
 }
 
-/// Reads the whole body if it fits in `limit` bytes; otherwise hands back what
-/// was read and the rest of the stream so the client still gets everything.
+/// Reads the whole body if it fits in `limit` bytes (counted in `held`);
+/// otherwise hands back what was read and the rest of the stream so the
+/// client still gets everything.
 async fn collect_limited(
     mut body: TimeoutBody<Incoming>,
     limit: usize,
-    headers: &HeaderMap,
+    mut held: Held,
 ) -> Collected {
-    if content_length(headers).is_some_and(|n| n > limit as u64) {
-        return Collected::TooLarge(Vec::new(), body);
-    }
     let mut chunks: Vec<Bytes> = Vec::new();
     let mut total = 0usize;
     while let Some(frame) = body.frame().await {
@@ -948,6 +984,7 @@ async fn collect_limited(
             continue;
         };
         total += data.len();
+        held.add(data.len() as u64);
         chunks.push(data);
         if total > limit {
             return Collected::TooLarge(chunks, body);

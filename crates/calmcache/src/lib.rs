@@ -13,6 +13,7 @@
 //! - [`tunnel`]: WebSocket upgrades, bytes relayed both ways.
 //! - [`upstream`]: keepalive pools, round robin, timeouts, refresh slots.
 //! - [`growing`]: a body still arriving, read by every waiting request.
+//! - [`inflight`]: the `max_inflight_body` budget of bodies held by fills.
 //! - [`headers`]: hop-by-hop, `X-Forwarded-*`, `Age`, `Cache-Status`.
 //! - [`body`]: response bodies (shared cached bytes or streams), body timeouts.
 //! - [`compress`]: br/gzip encodings made once per stored object.
@@ -45,6 +46,7 @@ pub mod file_body;
 pub mod fill;
 pub mod growing;
 pub mod headers;
+pub mod inflight;
 pub mod invalidate;
 pub mod key_template;
 pub mod lookup;

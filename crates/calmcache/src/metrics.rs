@@ -164,6 +164,8 @@ pub struct Metrics {
     pub reloads_failed: Counter,
     /// Requests the edge refused (400, 417, 501) before routing.
     pub requests_refused: Counter,
+    /// Response bodies held in RAM by fills in progress (`max_inflight_body`).
+    pub inflight: Arc<crate::inflight::Inflight>,
 }
 
 impl Default for Metrics {
@@ -181,6 +183,9 @@ impl Default for Metrics {
             reloads_ok: Counter::default(),
             reloads_failed: Counter::default(),
             requests_refused: Counter::default(),
+            inflight: Arc::new(crate::inflight::Inflight::new(
+                crate::config::DEFAULT_MAX_INFLIGHT_BODY,
+            )),
         }
     }
 }

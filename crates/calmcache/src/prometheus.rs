@@ -288,6 +288,30 @@ pub fn render(status: &Status) -> String {
         &[],
         status.requests_refused as f64,
     );
+    gauge(
+        o,
+        "calmcache_inflight_body_bytes",
+        "Bytes of response bodies held in RAM by fills in progress.",
+        status.inflight_body_bytes as f64,
+    );
+    gauge(
+        o,
+        "calmcache_inflight_body_limit_bytes",
+        "server.max_inflight_body: past it, new fills stream through uncached.",
+        status.inflight_body_limit as f64,
+    );
+    family(
+        o,
+        "calmcache_fills_over_budget_total",
+        "counter",
+        "Fills that streamed through uncached because max_inflight_body was spent.",
+    );
+    sample(
+        o,
+        "calmcache_fills_over_budget_total",
+        &[],
+        status.fills_over_budget as f64,
+    );
     out
 }
 

@@ -695,7 +695,10 @@ fn marks_hit_for_miss(why: NotStored, status: u16) -> bool {
             NotStored::TooLarge => true,
             // An authorised request's answer says nothing about others'.
             NotStored::Response(r) => r != calmcache_core::NotStorable::Authorization,
-            NotStored::StoreFailed | NotStored::Request | NotStored::NoZone => false,
+            NotStored::StoreFailed
+            | NotStored::Request
+            | NotStored::NoZone
+            | NotStored::InflightBudget => false,
         }
 }
 

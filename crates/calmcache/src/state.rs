@@ -171,6 +171,8 @@ pub struct Route {
     pub key_is_default: bool,
     /// Counters.
     pub activity: Activity,
+    /// The `max_inflight_body` gauge every fill counts its buffers in.
+    pub inflight: Arc<crate::inflight::Inflight>,
 }
 
 impl Route {
@@ -277,11 +279,18 @@ impl Route {
     }
 
     /// After `object` was stored under `key`: a copy in the memory front is
-    /// replaced, so the front never serves an older version.
+    /// replaced (or dropped, for a body left in its file), so the front never
+    /// serves an older version.
     pub async fn stored(&self, key: &CacheKey, object: &Arc<CachedObject>) {
         if let Some(front) = &self.memory {
             if front.get(&key.as_ref()).await.is_some() {
-                let _ = front.insert(key.clone(), object.clone()).await;
+                if object.lazy_body.is_some() {
+                    // Its body is in its file (a streamed disk fill): the
+                    // front holds bodies, so the old copy just goes.
+                    front.remove(&key.as_ref());
+                } else {
+                    let _ = front.insert(key.clone(), object.clone()).await;
+                }
             }
         }
     }
@@ -452,6 +461,15 @@ impl Proxy {
                 }))
             })
             .collect::<Result<Vec<Arc<Zone>>, String>>()?;
+        let metrics = previous.map_or_else(
+            || {
+                Arc::new(crate::metrics::Metrics::with_max_connections(
+                    config.server.max_connections,
+                ))
+            },
+            |p| p.metrics.clone(),
+        );
+        metrics.inflight.set_limit(config.server.max_inflight_body);
         let routes = config
             .routes
             .iter()
@@ -481,6 +499,7 @@ impl Proxy {
                     hit_for_miss: HitForMiss::new(r.hit_for_miss),
                     key_is_default: r.key.is_default(),
                     activity: Activity::default(),
+                    inflight: metrics.inflight.clone(),
                 })
             })
             .collect();
@@ -493,14 +512,7 @@ impl Proxy {
             zones,
             flights: previous.map_or_else(|| Arc::new(Flights::new()), |p| p.flights.clone()),
             upstreams,
-            metrics: previous.map_or_else(
-                || {
-                    Arc::new(crate::metrics::Metrics::with_max_connections(
-                        config.server.max_connections,
-                    ))
-                },
-                |p| p.metrics.clone(),
-            ),
+            metrics,
             // The access log is opened once, at start.
             note_served: previous.map_or(config.access_log.is_some(), |p| p.note_served),
             ready: std::sync::atomic::AtomicBool::new(previous.is_some()),

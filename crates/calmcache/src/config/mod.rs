@@ -34,6 +34,7 @@ pub(crate) mod suggest;
 mod summary;
 mod units;
 mod validate;
+pub use validate::DEFAULT_MAX_INFLIGHT_BODY;
 
 #[cfg(test)]
 mod tests;
@@ -109,6 +110,10 @@ pub struct ServerConfig {
     pub tls: Vec<crate::tls::TlsCert>,
     /// HTTP/2 with prior knowledge (h2c) on the plain listeners too.
     pub h2c: bool,
+    /// Bytes of response bodies that fills in progress may hold in RAM, all
+    /// together (default 256 MiB); a fill that starts past it streams
+    /// through uncached (`Cache-Status: ...; detail=inflight-budget`).
+    pub max_inflight_body: u64,
 }
 
 /// `[admin]`: the admin API and dashboard listener.

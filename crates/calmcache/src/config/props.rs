@@ -153,6 +153,7 @@ const SERVER: &[&str] = &[
     "shutdown_timeout",
     "tls_listen",
     "h2c",
+    "max_inflight_body",
 ];
 const ADMIN: &[&str] = &["listen", "token", "token_file", "purge_allow"];
 const UPSTREAM: &[&str] = &[

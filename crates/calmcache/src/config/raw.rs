@@ -56,6 +56,7 @@ pub(crate) struct RawServer {
     pub(crate) tls_listen: Option<Vec<String>>,
     pub(crate) tls: Option<Vec<RawTls>>,
     pub(crate) h2c: Option<bool>,
+    pub(crate) max_inflight_body: Option<Text>,
 }
 
 /// `[[server.tls]]`

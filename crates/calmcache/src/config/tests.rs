@@ -626,6 +626,21 @@ fn connection_limits_have_defaults_and_are_checked() {
 }
 
 #[test]
+fn max_inflight_body_has_a_default_and_is_checked() {
+    assert_eq!(load(MINIMAL).server.max_inflight_body, 256 * 1024 * 1024);
+    let set = MINIMAL.replace("[server]", "[server]\nmax_inflight_body = \"64MiB\"");
+    assert_eq!(load(&set).server.max_inflight_body, 64 * 1024 * 1024);
+    for bad in ["\"0B\"", "\"lots\"", "1000"] {
+        let text = MINIMAL.replace("[server]", &format!("[server]\nmax_inflight_body = {bad}"));
+        assert_eq!(
+            only_problem(&text).path,
+            "server.max_inflight_body",
+            "{bad}"
+        );
+    }
+}
+
+#[test]
 fn connection_clocks_tls_and_h2c_have_defaults_and_are_checked() {
     let default = load(MINIMAL);
     assert_eq!(default.server.header_read_timeout, Duration::from_secs(10));

@@ -152,6 +152,10 @@ impl Checker {
             }
         }
         let tls = self.tls_certs(raw.tls.unwrap_or_default(), !tls_listen.is_empty());
+        let max_inflight_body = raw
+            .max_inflight_body
+            .and_then(|t| self.positive_size("server.max_inflight_body", &t))
+            .unwrap_or(DEFAULT_MAX_INFLIGHT_BODY);
         ServerConfig {
             listen,
             threads,
@@ -165,6 +169,7 @@ impl Checker {
             tls_listen,
             tls,
             h2c: raw.h2c.unwrap_or(false),
+            max_inflight_body,
         }
     }
 
@@ -696,6 +701,10 @@ impl Checker {
 
 /// `server.max_connections` unless set.
 const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+
+/// `server.max_inflight_body` unless set: room for a few hundred fills'
+/// windows and some whole bodies bound for memory zones at once.
+pub const DEFAULT_MAX_INFLIGHT_BODY: u64 = 256 * 1024 * 1024;
 
 /// One worker per core; 1 if the OS cannot tell.
 fn default_threads() -> usize {
