@@ -7,7 +7,8 @@
 //!
 //! ```text
 //! <path>/<h[0..2]>/<h>      h = 16 hex digits of a stable 64-bit key hash
-//! <path>/<h[0..2]>/.tmp-*   writes in progress (removed by the loader)
+//! <path>/<h[0..2]>/.tmp-<token>-<n>   writes in progress; token: random per start
+//! <path>/.calmcache-zone                marker; flock'd by the process using the zone
 //! ```
 //! One level of 256 directories: a directory is created at most once per
 //! zone, where two levels (65,536 directories, NGINX's `levels=2:2`) cost a
@@ -22,6 +23,16 @@
 //! is not stored (or is treated as a miss), the fault is counted and logged,
 //! and the zone works again once the fault clears (directories are
 //! re-created on write).
+//!
+//! A file system that fills before `max_size` (ENOSPC, EDQUOT) is the
+//! manager's business: the zone remembers what the file system holds (its
+//! own bytes plus the free space), keeps 5% of that free, and evicts the
+//! least recently used objects to get there; when the file system has room
+//! for `max_size` again, `max_size` alone bounds the zone. Temp files not
+//! named after this start's token are crash leftovers: the loader removes
+//! them (one process per directory: `zone_lock.rs`). Warnings that can
+//! repeat per request are rate-limited (`warn_limit.rs`); counters keep
+//! the exact numbers.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -34,6 +45,9 @@ use crate::disk_writer::DiskWrite;
 use crate::key::{CacheKey, KeyRef};
 use crate::object::CachedObject;
 use crate::page_cache;
+use crate::warn_limit::WarnLimit;
+use crate::warn_limited;
+use crate::zone_lock::ZoneLock;
 
 #[path = "disk_purge.rs"]
 mod purge;
@@ -98,6 +112,14 @@ impl Entry {
 pub struct DiskStats {
     /// Objects removed to stay under `max_size` / `min_free`.
     pub evictions: AtomicU64,
+    /// Objects removed because the file system filled before `max_size`.
+    pub evictions_nospace: AtomicU64,
+    /// Writes that failed for lack of space (ENOSPC, EDQUOT); also in `errors`.
+    pub write_failures_nospace: AtomicU64,
+    /// Temp files of earlier starts (crash leftovers) the loader removed.
+    pub leftover_temp_files: AtomicU64,
+    /// Bytes those leftovers held.
+    pub leftover_temp_bytes: AtomicU64,
     /// Objects removed after `inactive`.
     pub expired_inactive: AtomicU64,
     /// I/O errors (reads, writes, removals, the loader).
@@ -125,7 +147,31 @@ pub struct DiskTier {
     soft: Mutex<HashMap<u64, (u32, tokio::time::Instant)>>,
     /// Entries in `soft` (a hit checks this, not the map, when it is 0).
     soft_len: std::sync::atomic::AtomicUsize,
+    /// Bytes of files the file system holds for this zone, as last seen
+    /// (own bytes + free space) once a write found it full; `u64::MAX`
+    /// while it never did or has room for `max_size` again.
+    fs_capacity: AtomicU64,
+    /// Wakes the manager at once when a write finds the file system full.
+    /// (Its own `Arc`: the waiting manager must not keep the tier alive.)
+    wake: Arc<tokio::sync::Notify>,
+    /// Repeated warnings, one limit per kind.
+    warn: Warnings,
+    /// Held while the zone is open: no other process uses the directory.
+    _lock: Arc<ZoneLock>,
 }
+
+/// One [`WarnLimit`] per kind of repeated warning of a zone.
+#[derive(Debug, Default)]
+struct Warnings {
+    write: WarnLimit,
+    nospace: WarnLimit,
+    read: WarnLimit,
+    broken: WarnLimit,
+    scan: WarnLimit,
+}
+
+/// `fs_capacity` when the file system is not what bounds the zone.
+const NO_FS_BOUND: u64 = u64::MAX;
 
 /// How long a zone stays out of a route's hash ring after an I/O error.
 pub const FAULT_COOLDOWN: Duration = Duration::from_secs(10);
@@ -150,9 +196,13 @@ impl DiskTier {
             }
             std::fs::write(&marker, b"calmcache disk zone\n")?;
         }
-        let probe = config
-            .path
-            .join(format!(".tmp-probe-{}", std::process::id()));
+        let lock = ZoneLock::acquire(&config.path, &marker)?;
+        // This start's temp name: the loader leaves it alone.
+        let probe = config.path.join(format!(
+            "{}{}-probe",
+            disk_format::TEMP_PREFIX,
+            disk_format::start_token()
+        ));
         std::fs::write(&probe, b"calmcache")?;
         std::fs::remove_file(&probe)?;
         let shards = (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect();
@@ -167,6 +217,10 @@ impl DiskTier {
             failed_until_ms: AtomicU64::new(0),
             soft: Mutex::new(HashMap::new()),
             soft_len: std::sync::atomic::AtomicUsize::new(0),
+            fs_capacity: AtomicU64::new(NO_FS_BOUND),
+            wake: Arc::new(tokio::sync::Notify::new()),
+            warn: Warnings::default(),
+            _lock: lock,
         }))
     }
 
@@ -188,6 +242,24 @@ impl DiskTier {
     /// Objects indexed.
     pub fn objects(&self) -> u64 {
         self.objects.load(Ordering::Relaxed)
+    }
+
+    /// The size the manager keeps the zone under: `max_size`, or less while
+    /// the file system holds less than that for the zone (95% of what it
+    /// was last seen to hold, so writes in progress find room).
+    pub fn effective_max_size(&self) -> u64 {
+        let capacity = self.fs_capacity.load(Ordering::Relaxed);
+        if capacity == NO_FS_BOUND {
+            return self.config.max_size;
+        }
+        self.config.max_size.min(capacity / 20 * 19)
+    }
+
+    /// Bytes the file system holds for this zone (own files + free space),
+    /// as last seen after it ran out of space; `None` while `max_size` fits.
+    pub fn fs_capacity(&self) -> Option<u64> {
+        let capacity = self.fs_capacity.load(Ordering::Relaxed);
+        (capacity != NO_FS_BOUND).then_some(capacity)
     }
 
     /// False for [`FAULT_COOLDOWN`] after an I/O error: routes placing keys
@@ -262,7 +334,7 @@ impl DiskTier {
         match read {
             Ok(result) => self.read_done(hash, version, result),
             Err(join) => {
-                tracing::warn!(error = %join, "disk read task failed");
+                warn_limited!(self.warn.read, "disk read task failed", error = %join);
                 None
             }
         }
@@ -298,11 +370,13 @@ impl DiskTier {
             FormatError::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {}
             FormatError::Io(io) => {
                 self.fault();
-                tracing::warn!(zone = %self.config.path.display(), error = %io, "disk read failed; served from the origin");
+                warn_limited!(self.warn.read, "disk read failed; served from the origin",
+                    zone = %self.config.path.display(), error = %io);
             }
             other => {
                 self.stats.broken_files.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(zone = %self.config.path.display(), error = ?other, "broken cache file removed");
+                warn_limited!(self.warn.broken, "broken cache file removed",
+                    zone = %self.config.path.display(), error = ?other);
             }
         }
     }
@@ -350,19 +424,34 @@ impl DiskTier {
         DiskWrite::new(self.clone(), key, head).map_err(|e| CacheError::Io(e.to_string()))
     }
 
-    /// Counts and logs a failed write; the error for the caller.
+    /// Counts and logs (rate-limited) a failed write; the error for the caller.
     pub(crate) fn write_failed(&self, e: FormatError) -> CacheError {
-        // A full file system is the manager's business (min_free,
-        // max_size), not a failed disk: the zone stays in the ring.
-        let full =
-            matches!(&e, FormatError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull);
-        if full {
+        // A full file system is the manager's business, not a failed disk:
+        // the zone stays in the ring and makes room.
+        if matches!(&e, FormatError::Io(io) if is_no_space(io)) {
             self.stats.errors.fetch_add(1, Ordering::Relaxed);
+            self.stats
+                .write_failures_nospace
+                .fetch_add(1, Ordering::Relaxed);
+            self.no_space();
+            warn_limited!(self.warn.nospace,
+                "disk zone's file system is full; evicting to make room (object not stored)",
+                zone = %self.config.path.display(), error = ?e);
         } else {
             self.fault();
+            warn_limited!(self.warn.write, "disk write failed; not stored",
+                zone = %self.config.path.display(), error = ?e);
         }
-        tracing::warn!(zone = %self.config.path.display(), error = ?e, "disk write failed; not stored");
         CacheError::Io(e.to_string())
+    }
+
+    /// A write found no space: from now on the file system bounds the zone
+    /// (until it has room for `max_size` again), starting from what the zone
+    /// holds now; the manager refines it and evicts at once.
+    fn no_space(&self) {
+        self.fs_capacity
+            .fetch_min(self.size_bytes(), Ordering::Relaxed);
+        self.wake.notify_one();
     }
 
     /// Indexes a file this process just wrote.
@@ -467,6 +556,8 @@ impl DiskTier {
     pub fn load(&self) {
         let mut stack = vec![self.config.path.clone()];
         let mut dirs = Vec::new();
+        // Temp files of earlier starts removed: (files, bytes).
+        let mut leftovers = (0u64, 0u64);
         while let Some(dir) = stack.pop() {
             if dir != self.config.path {
                 dirs.push(dir.clone());
@@ -475,7 +566,8 @@ impl DiskTier {
                 Ok(entries) => entries,
                 Err(e) => {
                     self.stats.errors.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(dir = %dir.display(), error = %e, "cannot scan cache directory");
+                    warn_limited!(self.warn.scan, "cannot scan cache directory",
+                        dir = %dir.display(), error = %e);
                     continue;
                 }
             };
@@ -493,11 +585,15 @@ impl DiskTier {
                     continue;
                 }
                 if disk_format::is_temp_name(&name) {
-                    // Left by an earlier process (this one's are writes in
-                    // progress).
-                    let ours = format!("{}{}-", disk_format::TEMP_PREFIX, std::process::id());
-                    if !name.to_string_lossy().starts_with(&ours) {
-                        let _ = std::fs::remove_file(&path);
+                    // This start's are writes in progress; any other is a
+                    // crash leftover (no other process uses the directory:
+                    // zone_lock.rs).
+                    if !disk_format::is_own_temp_name(&name) {
+                        let bytes = entry.metadata().map_or(0, |m| m.len());
+                        if std::fs::remove_file(&path).is_ok() {
+                            leftovers.0 += 1;
+                            leftovers.1 += bytes;
+                        }
                     }
                     continue;
                 }
@@ -514,6 +610,20 @@ impl DiskTier {
             {
                 let _ = std::fs::remove_dir(dir);
             }
+        }
+        if leftovers.0 > 0 {
+            self.stats
+                .leftover_temp_files
+                .fetch_add(leftovers.0, Ordering::Relaxed);
+            self.stats
+                .leftover_temp_bytes
+                .fetch_add(leftovers.1, Ordering::Relaxed);
+            tracing::info!(
+                zone = %self.config.path.display(),
+                files = leftovers.0,
+                bytes_freed = leftovers.1,
+                "removed temp files left by an earlier start (a crash or kill -9)"
+            );
         }
         self.stats.loader_done.store(true, Ordering::Relaxed);
     }
@@ -579,11 +689,57 @@ impl DiskTier {
     }
 
     /// One pass of the manager: removes objects unused for `inactive`, then
-    /// the least recently used ones until the zone is under `max_size` and
-    /// the file system has `min_free` available. Blocking (file removals run
-    /// right here, the manager's own blocking thread); each shard lock is
-    /// held only to copy out that shard's entries.
+    /// the least recently used ones until the zone is under its limit
+    /// ([`DiskTier::effective_max_size`]) and the file system has `min_free`
+    /// available. Blocking (file removals run right here, the manager's own
+    /// blocking thread); each shard lock is held only to copy out that
+    /// shard's entries.
     pub fn manage(&self) {
+        self.expire_inactive();
+        self.observe_capacity();
+        let low_space = || {
+            self.config.min_free > 0
+                && available_space(&self.config.path)
+                    .is_some_and(|free| free < self.config.min_free)
+        };
+        let mut short = low_space();
+        let limit = self.effective_max_size();
+        if self.size_bytes() <= limit && !short {
+            return;
+        }
+        let mut all: Vec<(u32, u64, u32)> = Vec::with_capacity(self.objects() as usize);
+        for shard in &self.shards {
+            let map = lock(shard);
+            all.extend(map.iter().map(|(&hash, e)| (e.last_use, hash, e.version)));
+        }
+        all.sort_unstable();
+        // Evict to 95% of the limit at once so the next pass is not right
+        // behind: bounded overfill, few passes. Free space is looked at again
+        // every 64 removals, not per object.
+        let target = limit / 20 * 19;
+        let max_size_target = self.config.max_size / 20 * 19;
+        for (n, (_, hash, version)) in all.into_iter().enumerate() {
+            if n % 64 == 63 {
+                short = low_space();
+            }
+            let size = self.size_bytes();
+            if size <= target && !short {
+                break;
+            }
+            if self.forget(hash, Some(version), false) {
+                let _ = std::fs::remove_file(self.file_path(hash));
+                // Counted apart when only the file system's bound asked for it.
+                let counter = if size > max_size_target || short {
+                    &self.stats.evictions
+                } else {
+                    &self.stats.evictions_nospace
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn expire_inactive(&self) {
         let now = self.now_secs();
         let inactive = u32::try_from(self.config.inactive.as_secs().max(1)).unwrap_or(u32::MAX);
         let mut stale: Vec<(u64, u32)> = Vec::new();
@@ -604,48 +760,42 @@ impl DiskTier {
                 }
             }
         }
-        let low_space = || {
-            self.config.min_free > 0
-                && available_space(&self.config.path)
-                    .is_some_and(|free| free < self.config.min_free)
-        };
-        let mut short = low_space();
-        if self.size_bytes() <= self.config.max_size && !short {
+    }
+
+    /// Once a write found the file system full: what it holds for the zone
+    /// now (own bytes + free space), so the bound follows space others free
+    /// or take; none once that is room for `max_size` and 5% more.
+    fn observe_capacity(&self) {
+        if self.fs_capacity.load(Ordering::Relaxed) == NO_FS_BOUND {
             return;
         }
-        let mut all: Vec<(u32, u64, u32)> = Vec::with_capacity(self.objects() as usize);
-        for shard in &self.shards {
-            let map = lock(shard);
-            all.extend(map.iter().map(|(&hash, e)| (e.last_use, hash, e.version)));
-        }
-        all.sort_unstable();
-        // Evict to 95% of max_size at once so the next pass is not right
-        // behind: bounded overfill, few passes. Free space is looked at again
-        // every 64 removals, not per object.
-        let target = self.config.max_size / 20 * 19;
-        for (n, (_, hash, version)) in all.into_iter().enumerate() {
-            if n % 64 == 63 {
-                short = low_space();
-            }
-            if self.size_bytes() <= target && !short {
-                break;
-            }
-            if self.forget(hash, Some(version), false) {
-                let _ = std::fs::remove_file(self.file_path(hash));
-                self.stats.evictions.fetch_add(1, Ordering::Relaxed);
-            }
+        let Some(free) = available_space(&self.config.path) else {
+            return;
+        };
+        let capacity = self.size_bytes().saturating_add(free);
+        let room = self.config.max_size.saturating_add(self.config.max_size / 20);
+        if capacity >= room {
+            self.fs_capacity.store(NO_FS_BOUND, Ordering::Relaxed);
+            tracing::info!(zone = %self.config.path.display(), "disk zone's file system has room for max_size again");
+        } else {
+            self.fs_capacity.store(capacity, Ordering::Relaxed);
         }
     }
 
-    /// Runs [`DiskTier::manage`] every `every` on a blocking thread until the
-    /// tier is dropped by everyone else.
+    /// Runs [`DiskTier::manage`] every `every` on a blocking thread (at once
+    /// when a write finds the file system full) until the tier is dropped by
+    /// everyone else.
     pub fn spawn_manager(self: &Arc<Self>, every: Duration) {
         let weak = Arc::downgrade(self);
+        let wake = self.wake.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                tick.tick().await;
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    () = wake.notified() => {}
+                }
                 let Some(tier) = weak.upgrade() else {
                     return;
                 };
@@ -673,6 +823,13 @@ fn lock(shard: &Mutex<HashMap<u64, Entry>>) -> std::sync::MutexGuard<'_, HashMap
     shard
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// True for a write that failed for lack of space: ENOSPC, or EDQUOT (a
+/// quota counts as the file system being full for this zone).
+fn is_no_space(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::StorageFull
+        || e.raw_os_error() == Some(rustix::io::Errno::DQUOT.raw_os_error())
 }
 
 /// Free bytes for unprivileged users on the file system holding `path`.
