@@ -83,7 +83,9 @@ struct Entry {
     /// File length in bytes, and [`VERIFIED`] once this process knows the
     /// file's body checksum is right.
     size_bits: u64,
-    /// Last use, in seconds since the tier was opened (saturating).
+    /// Last use, in [`TICK`]s since the tier was opened (saturating: 13
+    /// years), fine enough that eviction tells a hot object from the cold
+    /// ones written in the same second.
     last_use: u32,
     /// Bumped on each rewrite so a late eviction of an old version cannot
     /// remove the new file's entry.
@@ -151,6 +153,13 @@ pub struct DiskTier {
     /// (own bytes + free space) once a write found it full; `u64::MAX`
     /// while it never did or has room for `max_size` again.
     fs_capacity: AtomicU64,
+    /// Percent of `fs_capacity` kept free for writes in progress: 5, raised
+    /// by 5 (up to 50) for each manager pass that finds new write failures
+    /// for lack of space, lowered by 5 after a minute without any.
+    fs_headroom_pct: AtomicU64,
+    /// `write_failures_nospace` as the manager last saw it, and passes since
+    /// it last changed.
+    fs_failures_seen: (AtomicU64, AtomicU64),
     /// Wakes the manager at once when a write finds the file system full.
     /// (Its own `Arc`: the waiting manager must not keep the tier alive.)
     wake: Arc<tokio::sync::Notify>,
@@ -170,8 +179,18 @@ struct Warnings {
     scan: WarnLimit,
 }
 
+/// The unit of [`Entry::last_use`].
+const TICK: Duration = Duration::from_millis(100);
+
 /// `fs_capacity` when the file system is not what bounds the zone.
 const NO_FS_BOUND: u64 = u64::MAX;
+
+/// Least share of a full file system's capacity kept free (percent).
+const HEADROOM_MIN_PCT: u64 = 5;
+/// Most share kept free, however many writes are in progress at once.
+const HEADROOM_MAX_PCT: u64 = 50;
+/// Manager passes without a failed write before the headroom shrinks.
+const HEADROOM_QUIET_PASSES: u64 = 60;
 
 /// How long a zone stays out of a route's hash ring after an I/O error.
 pub const FAULT_COOLDOWN: Duration = Duration::from_secs(10);
@@ -218,6 +237,8 @@ impl DiskTier {
             soft: Mutex::new(HashMap::new()),
             soft_len: std::sync::atomic::AtomicUsize::new(0),
             fs_capacity: AtomicU64::new(NO_FS_BOUND),
+            fs_headroom_pct: AtomicU64::new(HEADROOM_MIN_PCT),
+            fs_failures_seen: (AtomicU64::new(0), AtomicU64::new(0)),
             wake: Arc::new(tokio::sync::Notify::new()),
             warn: Warnings::default(),
             _lock: lock,
@@ -245,14 +266,17 @@ impl DiskTier {
     }
 
     /// The size the manager keeps the zone under: `max_size`, or less while
-    /// the file system holds less than that for the zone (95% of what it
-    /// was last seen to hold, so writes in progress find room).
+    /// the file system holds less than that for the zone (what it was last
+    /// seen to hold, less a headroom for writes in progress: 5% of it, more
+    /// while writes still fail).
     pub fn effective_max_size(&self) -> u64 {
         let capacity = self.fs_capacity.load(Ordering::Relaxed);
         if capacity == NO_FS_BOUND {
             return self.config.max_size;
         }
-        self.config.max_size.min(capacity / 20 * 19)
+        let headroom = self.fs_headroom_pct.load(Ordering::Relaxed);
+        let bound = capacity / 100 * (100 - headroom);
+        self.config.max_size.min(bound)
     }
 
     /// Bytes the file system holds for this zone (own files + free space),
@@ -280,8 +304,9 @@ impl DiskTier {
         self.failed_until_ms.store(until, Ordering::Relaxed);
     }
 
-    fn now_secs(&self) -> u32 {
-        u32::try_from(self.opened.elapsed().as_secs()).unwrap_or(u32::MAX)
+    fn now_ticks(&self) -> u32 {
+        let ms = self.opened.elapsed().as_millis() / TICK.as_millis();
+        u32::try_from(ms).unwrap_or(u32::MAX)
     }
 
     fn shard(&self, hash: u64) -> &Mutex<HashMap<u64, Entry>> {
@@ -308,7 +333,7 @@ impl DiskTier {
     /// or foreign file is a miss (and is removed from the index).
     pub async fn get(self: &Arc<Self>, key: &KeyRef<'_>) -> Option<Arc<CachedObject>> {
         let hash = key_hash(key);
-        let now = self.now_secs();
+        let now = self.now_ticks();
         let (version, size, verified) = self.with_shard(hash, |map| {
             map.get_mut(&hash).map(|e| {
                 e.last_use = now;
@@ -473,7 +498,7 @@ impl DiskTier {
         let version = self.versions.fetch_add(1, Ordering::Relaxed) as u32;
         let entry = Entry {
             size_bits: size | if verified { VERIFIED } else { 0 },
-            last_use: self.now_secs(),
+            last_use: self.now_ticks(),
             version,
         };
         let old = self.with_shard(hash, |map| map.insert(hash, entry));
@@ -515,7 +540,7 @@ impl DiskTier {
     /// manager does not take the hottest objects for the coldest.
     pub fn touch(&self, key: &KeyRef<'_>) {
         let hash = key_hash(key);
-        let now = self.now_secs();
+        let now = self.now_ticks();
         self.with_shard(hash, |map| {
             if let Some(e) = map.get_mut(&hash) {
                 e.last_use = now;
@@ -740,8 +765,10 @@ impl DiskTier {
     }
 
     fn expire_inactive(&self) {
-        let now = self.now_secs();
-        let inactive = u32::try_from(self.config.inactive.as_secs().max(1)).unwrap_or(u32::MAX);
+        let now = self.now_ticks();
+        let inactive =
+            self.config.inactive.max(Duration::from_secs(1)).as_millis() / TICK.as_millis();
+        let inactive = u32::try_from(inactive).unwrap_or(u32::MAX);
         let mut stale: Vec<(u64, u32)> = Vec::new();
         for shard in &self.shards {
             stale.clear();
@@ -773,12 +800,31 @@ impl DiskTier {
             return;
         };
         let capacity = self.size_bytes().saturating_add(free);
-        let room = self.config.max_size.saturating_add(self.config.max_size / 20);
+        let room = self
+            .config
+            .max_size
+            .saturating_add(self.config.max_size / 20);
         if capacity >= room {
             self.fs_capacity.store(NO_FS_BOUND, Ordering::Relaxed);
+            self.fs_headroom_pct
+                .store(HEADROOM_MIN_PCT, Ordering::Relaxed);
             tracing::info!(zone = %self.config.path.display(), "disk zone's file system has room for max_size again");
-        } else {
-            self.fs_capacity.store(capacity, Ordering::Relaxed);
+            return;
+        }
+        self.fs_capacity.store(capacity, Ordering::Relaxed);
+        // Writes still failing: more room for writes in progress (many at
+        // once, or large); a quiet minute: a little less.
+        let failures = self.stats.write_failures_nospace.load(Ordering::Relaxed);
+        let (seen, quiet) = &self.fs_failures_seen;
+        let pct = self.fs_headroom_pct.load(Ordering::Relaxed);
+        if seen.swap(failures, Ordering::Relaxed) != failures {
+            quiet.store(0, Ordering::Relaxed);
+            let raised = (pct + HEADROOM_MIN_PCT).min(HEADROOM_MAX_PCT);
+            self.fs_headroom_pct.store(raised, Ordering::Relaxed);
+        } else if quiet.fetch_add(1, Ordering::Relaxed) + 1 >= HEADROOM_QUIET_PASSES {
+            quiet.store(0, Ordering::Relaxed);
+            let lowered = pct.saturating_sub(HEADROOM_MIN_PCT).max(HEADROOM_MIN_PCT);
+            self.fs_headroom_pct.store(lowered, Ordering::Relaxed);
         }
     }
 

@@ -185,7 +185,11 @@ mod tests {
         std::fs::write(foreign.join("precious"), b"x").unwrap();
         let err = zone_dir(&foreign).unwrap_err();
         assert!(err.contains("not a calmcache zone"), "{err}");
-        assert_eq!(std::fs::read_dir(&base).unwrap().count(), 2, "no probe left");
+        assert_eq!(
+            std::fs::read_dir(&base).unwrap().count(),
+            2,
+            "no probe left"
+        );
         let _ = std::fs::remove_dir_all(&base);
     }
 
@@ -193,7 +197,10 @@ mod tests {
     fn access_log_files() {
         let base = scratch("log");
         assert_eq!(log_file(&base.join("access.log")), Ok(()));
-        assert!(!base.join("access.log").exists(), "check creates no log file");
+        assert!(
+            !base.join("access.log").exists(),
+            "check creates no log file"
+        );
         let err = log_file(&base.join("missing/access.log")).unwrap_err();
         assert!(err.contains("does not exist"), "{err}");
         std::fs::write(base.join("existing.log"), b"line\n").unwrap();

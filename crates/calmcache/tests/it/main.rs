@@ -16,6 +16,7 @@ mod cli;
 mod compress;
 mod connections;
 mod dashboard;
+mod disk_full;
 mod disk_zone;
 mod edge_cases;
 mod errors;
