@@ -104,7 +104,9 @@ async fn wait_listening(port: u16) {
 /// stuck, a 15% hit ratio) and logged one warning per failed write (40,256
 /// lines in 20 s). Now the zone evicts until writes succeed, keeps a hot
 /// set, counts what happened, and logs a few lines. The real binary, so its
-/// log is what an operator sees.
+/// log is what an operator sees. Then a restart on the file system filled
+/// to the last byte: the start probe used to write 9 bytes and failed
+/// (exit 1), so a proxy that crashed on a full disk could not come back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_file_system_evicts_until_writes_succeed_and_logs_a_few_lines() {
     const TEST: &str = "a_full_file_system_evicts_until_writes_succeed";
@@ -239,6 +241,44 @@ async fn a_full_file_system_evicts_until_writes_succeed_and_logs_a_few_lines() {
     );
     assert!(warnings <= 4, "{warnings} warning lines:\n{text}");
     assert!(warnings >= 1, "the first one is logged:\n{text}");
+
+    // Restarted on a file system filled to the last byte (by someone
+    // else's file): it starts, serves the zone's objects, and makes room.
+    drop(_child);
+    let mut filler = std::fs::File::create(base.join("fs/filler")).unwrap();
+    let chunk = vec![0u8; 64 * 1024];
+    while std::io::Write::write_all(&mut filler, &chunk).is_ok() {}
+    while std::io::Write::write_all(&mut filler, &chunk[..512]).is_ok() {}
+    drop(filler);
+    let _child = Child(
+        std::process::Command::new(BIN)
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_listening(port).await;
+    for _ in 0..100 {
+        if status(admin).await["zones"]["d"]["disk"]["loader_done"] == true {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = sized(port, "/hot/0", "20000").await;
+    assert!(r.cache_status_params().has("hit"), "{}", r.cache_status());
+    let mut stored = 0;
+    for i in 0..20 {
+        let r = sized(port, &format!("/restarted/{i}"), "60000").await;
+        stored += usize::from(r.cache_status_params().has("stored"));
+        if i < 19 && stored == 0 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    assert!(
+        stored >= 15,
+        "{stored} of 20 stored after a restart on a full file system"
+    );
     drop(fs);
     let _ = std::fs::remove_dir_all(&base);
 }
