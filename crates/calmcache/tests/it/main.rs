@@ -22,6 +22,7 @@ mod edge_cases;
 mod errors;
 mod hostile;
 mod key_bypass;
+mod log_flood;
 mod operations;
 mod refresh;
 mod request_integrity;
