@@ -25,10 +25,9 @@
 //! re-created on write).
 //!
 //! A file system that fills before `max_size` (ENOSPC, EDQUOT) is the
-//! manager's business: the zone remembers what the file system holds (its
-//! own bytes plus the free space), keeps 5% of that free, and evicts the
-//! least recently used objects to get there; when the file system has room
-//! for `max_size` again, `max_size` alone bounds the zone. Temp files not
+//! manager's business (`disk_manage.rs`): the zone is then bounded by what
+//! the file system holds for it, less a headroom for writes in progress.
+//! Temp files not
 //! named after this start's token are crash leftovers: the loader removes
 //! them (one process per directory: `zone_lock.rs`). Warnings that can
 //! repeat per request are rate-limited (`warn_limit.rs`); counters keep
@@ -49,9 +48,12 @@ use crate::warn_limit::WarnLimit;
 use crate::warn_limited;
 use crate::zone_lock::ZoneLock;
 
+#[path = "disk_manage.rs"]
+mod manage;
 #[path = "disk_purge.rs"]
 mod purge;
 use crate::tier::CacheError;
+use manage::{is_no_space, HEADROOM_MIN_PCT};
 
 const SHARDS: usize = 64;
 
@@ -184,13 +186,6 @@ const TICK: Duration = Duration::from_millis(100);
 
 /// `fs_capacity` when the file system is not what bounds the zone.
 const NO_FS_BOUND: u64 = u64::MAX;
-
-/// Least share of a full file system's capacity kept free (percent).
-const HEADROOM_MIN_PCT: u64 = 5;
-/// Most share kept free, however many writes are in progress at once.
-const HEADROOM_MAX_PCT: u64 = 50;
-/// Manager passes without a failed write before the headroom shrinks.
-const HEADROOM_QUIET_PASSES: u64 = 60;
 
 /// How long a zone stays out of a route's hash ring after an I/O error.
 pub const FAULT_COOLDOWN: Duration = Duration::from_secs(10);
@@ -716,143 +711,6 @@ impl DiskTier {
         tokio::task::spawn_blocking(move || tier.load());
     }
 
-    /// One pass of the manager: removes objects unused for `inactive`, then
-    /// the least recently used ones until the zone is under its limit
-    /// ([`DiskTier::effective_max_size`]) and the file system has `min_free`
-    /// available. Blocking (file removals run right here, the manager's own
-    /// blocking thread); each shard lock is held only to copy out that
-    /// shard's entries.
-    pub fn manage(&self) {
-        self.expire_inactive();
-        self.observe_capacity();
-        let low_space = || {
-            self.config.min_free > 0
-                && available_space(&self.config.path)
-                    .is_some_and(|free| free < self.config.min_free)
-        };
-        let mut short = low_space();
-        let limit = self.effective_max_size();
-        if self.size_bytes() <= limit && !short {
-            return;
-        }
-        let mut all: Vec<(u32, u64, u32)> = Vec::with_capacity(self.objects() as usize);
-        for shard in &self.shards {
-            let map = lock(shard);
-            all.extend(map.iter().map(|(&hash, e)| (e.last_use, hash, e.version)));
-        }
-        all.sort_unstable();
-        // Evict to 95% of the limit at once so the next pass is not right
-        // behind: bounded overfill, few passes. Free space is looked at again
-        // every 64 removals, not per object.
-        let target = limit / 20 * 19;
-        let max_size_target = self.config.max_size / 20 * 19;
-        for (n, (_, hash, version)) in all.into_iter().enumerate() {
-            if n % 64 == 63 {
-                short = low_space();
-            }
-            let size = self.size_bytes();
-            if size <= target && !short {
-                break;
-            }
-            if self.forget(hash, Some(version), false) {
-                let _ = std::fs::remove_file(self.file_path(hash));
-                // Counted apart when only the file system's bound asked for it.
-                let counter = if size > max_size_target || short {
-                    &self.stats.evictions
-                } else {
-                    &self.stats.evictions_nospace
-                };
-                counter.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-
-    fn expire_inactive(&self) {
-        let now = self.now_ticks();
-        let inactive =
-            self.config.inactive.max(Duration::from_secs(1)).as_millis() / TICK.as_millis();
-        let inactive = u32::try_from(inactive).unwrap_or(u32::MAX);
-        let mut stale: Vec<(u64, u32)> = Vec::new();
-        for shard in &self.shards {
-            stale.clear();
-            {
-                let map = lock(shard);
-                stale.extend(
-                    map.iter()
-                        .filter(|(_, e)| now.saturating_sub(e.last_use) >= inactive)
-                        .map(|(&hash, e)| (hash, e.version)),
-                );
-            }
-            for &(hash, version) in &stale {
-                if self.forget(hash, Some(version), false) {
-                    let _ = std::fs::remove_file(self.file_path(hash));
-                    self.stats.expired_inactive.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
-    }
-
-    /// Once a write found the file system full: what it holds for the zone
-    /// now (own bytes + free space), so the bound follows space others free
-    /// or take; none once that is room for `max_size` and 5% more.
-    fn observe_capacity(&self) {
-        if self.fs_capacity.load(Ordering::Relaxed) == NO_FS_BOUND {
-            return;
-        }
-        let Some(free) = available_space(&self.config.path) else {
-            return;
-        };
-        let capacity = self.size_bytes().saturating_add(free);
-        let room = self
-            .config
-            .max_size
-            .saturating_add(self.config.max_size / 20);
-        if capacity >= room {
-            self.fs_capacity.store(NO_FS_BOUND, Ordering::Relaxed);
-            self.fs_headroom_pct
-                .store(HEADROOM_MIN_PCT, Ordering::Relaxed);
-            tracing::info!(zone = %self.config.path.display(), "disk zone's file system has room for max_size again");
-            return;
-        }
-        self.fs_capacity.store(capacity, Ordering::Relaxed);
-        // Writes still failing: more room for writes in progress (many at
-        // once, or large); a quiet minute: a little less.
-        let failures = self.stats.write_failures_nospace.load(Ordering::Relaxed);
-        let (seen, quiet) = &self.fs_failures_seen;
-        let pct = self.fs_headroom_pct.load(Ordering::Relaxed);
-        if seen.swap(failures, Ordering::Relaxed) != failures {
-            quiet.store(0, Ordering::Relaxed);
-            let raised = (pct + HEADROOM_MIN_PCT).min(HEADROOM_MAX_PCT);
-            self.fs_headroom_pct.store(raised, Ordering::Relaxed);
-        } else if quiet.fetch_add(1, Ordering::Relaxed) + 1 >= HEADROOM_QUIET_PASSES {
-            quiet.store(0, Ordering::Relaxed);
-            let lowered = pct.saturating_sub(HEADROOM_MIN_PCT).max(HEADROOM_MIN_PCT);
-            self.fs_headroom_pct.store(lowered, Ordering::Relaxed);
-        }
-    }
-
-    /// Runs [`DiskTier::manage`] every `every` on a blocking thread (at once
-    /// when a write finds the file system full) until the tier is dropped by
-    /// everyone else.
-    pub fn spawn_manager(self: &Arc<Self>, every: Duration) {
-        let weak = Arc::downgrade(self);
-        let wake = self.wake.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = tick.tick() => {}
-                    () = wake.notified() => {}
-                }
-                let Some(tier) = weak.upgrade() else {
-                    return;
-                };
-                let _ = tokio::task::spawn_blocking(move || tier.manage()).await;
-            }
-        });
-    }
-
     /// Bytes of index memory per object, measured from the map's capacity.
     pub fn index_bytes_per_object(&self) -> f64 {
         let mut capacity = 0usize;
@@ -872,19 +730,6 @@ fn lock(shard: &Mutex<HashMap<u64, Entry>>) -> std::sync::MutexGuard<'_, HashMap
     shard
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// True for a write that failed for lack of space: ENOSPC, or EDQUOT (a
-/// quota counts as the file system being full for this zone).
-fn is_no_space(e: &std::io::Error) -> bool {
-    e.kind() == std::io::ErrorKind::StorageFull
-        || e.raw_os_error() == Some(rustix::io::Errno::DQUOT.raw_os_error())
-}
-
-/// Free bytes for unprivileged users on the file system holding `path`.
-fn available_space(path: &Path) -> Option<u64> {
-    let stat = rustix::fs::statvfs(path).ok()?;
-    Some(stat.f_bavail.saturating_mul(stat.f_frsize))
 }
 
 /// A stable 64-bit hash of a key's text (`scheme://host/path?query`): FNV-1a
