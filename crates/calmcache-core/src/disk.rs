@@ -53,7 +53,8 @@ mod manage;
 #[path = "disk_purge.rs"]
 mod purge;
 use crate::tier::CacheError;
-use manage::{is_no_space, HEADROOM_MIN_PCT};
+pub use manage::is_no_space;
+use manage::HEADROOM_MIN_PCT;
 
 const SHARDS: usize = 64;
 
@@ -155,6 +156,9 @@ pub struct DiskTier {
     /// (own bytes + free space) once a write found it full; `u64::MAX`
     /// while it never did or has room for `max_size` again.
     fs_capacity: AtomicU64,
+    /// The same in files (inodes: own files + free inodes), once a write
+    /// found none left on a file system with a fixed number of them.
+    fs_file_capacity: AtomicU64,
     /// Percent of `fs_capacity` kept free for writes in progress: 5, raised
     /// by 5 (up to 50) for each manager pass that finds new write failures
     /// for lack of space, lowered by 5 after a minute without any.
@@ -217,11 +221,14 @@ impl DiskTier {
             disk_format::TEMP_PREFIX,
             disk_format::start_token()
         ));
-        // Empty: it checks that the directory takes new files, and a zone
-        // whose file system a previous run filled still opens (the manager
-        // makes room at the first write that finds none).
-        std::fs::File::create(&probe)?;
-        std::fs::remove_file(&probe)?;
+        // Empty: it checks that the directory takes new files. A zone whose
+        // file system a previous run filled still opens (no space is not
+        // a fault: the manager makes room at the first write that finds none).
+        match std::fs::File::create(&probe) {
+            Ok(_) => std::fs::remove_file(&probe)?,
+            Err(e) if is_no_space(&e) => {}
+            Err(e) => return Err(e),
+        }
         let shards = (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect();
         Ok(Arc::new(DiskTier {
             config,
@@ -235,6 +242,7 @@ impl DiskTier {
             soft: Mutex::new(HashMap::new()),
             soft_len: std::sync::atomic::AtomicUsize::new(0),
             fs_capacity: AtomicU64::new(NO_FS_BOUND),
+            fs_file_capacity: AtomicU64::new(NO_FS_BOUND),
             fs_headroom_pct: AtomicU64::new(HEADROOM_MIN_PCT),
             fs_failures_seen: (AtomicU64::new(0), AtomicU64::new(0)),
             wake: Arc::new(tokio::sync::Notify::new()),
@@ -272,9 +280,7 @@ impl DiskTier {
         if capacity == NO_FS_BOUND {
             return self.config.max_size;
         }
-        let headroom = self.fs_headroom_pct.load(Ordering::Relaxed);
-        let bound = capacity / 100 * (100 - headroom);
-        self.config.max_size.min(bound)
+        self.config.max_size.min(self.less_headroom(capacity))
     }
 
     /// Bytes the file system holds for this zone (own files + free space),
@@ -282,6 +288,33 @@ impl DiskTier {
     pub fn fs_capacity(&self) -> Option<u64> {
         let capacity = self.fs_capacity.load(Ordering::Relaxed);
         (capacity != NO_FS_BOUND).then_some(capacity)
+    }
+
+    /// Files (inodes) the file system holds for this zone (own files + free
+    /// inodes), as last seen after it ran out of them; `None` while it has
+    /// plenty (or no fixed number of inodes).
+    pub fn fs_file_capacity(&self) -> Option<u64> {
+        let capacity = self.fs_file_capacity.load(Ordering::Relaxed);
+        (capacity != NO_FS_BOUND).then_some(capacity)
+    }
+
+    /// The number of objects the manager keeps the zone under: unbounded,
+    /// but on a file system that ran out of inodes, what it holds for the
+    /// zone less the same headroom as for bytes.
+    pub fn effective_max_objects(&self) -> u64 {
+        let capacity = self.fs_file_capacity.load(Ordering::Relaxed);
+        if capacity == NO_FS_BOUND {
+            return u64::MAX;
+        }
+        self.less_headroom(capacity)
+    }
+
+    /// `capacity` less the headroom kept for writes in progress (exact for
+    /// small numbers: 40 files less 10% is 36, not 0).
+    fn less_headroom(&self, capacity: u64) -> u64 {
+        let headroom = self.fs_headroom_pct.load(Ordering::Relaxed).min(100);
+        let kept = u128::from(capacity) * u128::from(100 - headroom) / 100;
+        u64::try_from(kept).unwrap_or(u64::MAX)
     }
 
     /// False for [`FAULT_COOLDOWN`] after an I/O error: routes placing keys
@@ -472,8 +505,11 @@ impl DiskTier {
     /// (until it has room for `max_size` again), starting from what the zone
     /// holds now; the manager refines it and evicts at once.
     fn no_space(&self) {
+        // Out of bytes or of inodes: the manager's next look tells which.
         self.fs_capacity
             .fetch_min(self.size_bytes(), Ordering::Relaxed);
+        self.fs_file_capacity
+            .fetch_min(self.objects(), Ordering::Relaxed);
         self.wake.notify_one();
     }
 

@@ -6,7 +6,8 @@
 //! The limit is `max_size`, or less once a write found the file system full
 //! (ENOSPC, EDQUOT) before the zone reached it: from then on every pass
 //! looks at what the file system holds for the zone (its own bytes plus
-//! the free space) and keeps a headroom of it free for writes in progress,
+//! the free space; its own files plus the free inodes, for a file system
+//! out of inodes) and keeps a headroom of it free for writes in progress,
 //! 5% at first, 5% more (up to 50%) for each pass that finds new failed
 //! writes, 5% less after a quiet minute. Those evictions are counted apart
 //! (`evictions_nospace`). When the file system has room for `max_size` (and
@@ -41,12 +42,12 @@ impl DiskTier {
         self.observe_capacity();
         let low_space = || {
             self.config.min_free > 0
-                && available_space(&self.config.path)
-                    .is_some_and(|free| free < self.config.min_free)
+                && fs_space(&self.config.path).is_some_and(|fs| fs.bytes < self.config.min_free)
         };
         let mut short = low_space();
         let limit = self.effective_max_size();
-        if self.size_bytes() <= limit && !short {
+        let max_objects = self.effective_max_objects();
+        if self.size_bytes() <= limit && self.objects() <= max_objects && !short {
             return;
         }
         let mut all: Vec<(u32, u64, u32)> = Vec::with_capacity(self.objects() as usize);
@@ -55,17 +56,22 @@ impl DiskTier {
             all.extend(map.iter().map(|(&hash, e)| (e.last_use, hash, e.version)));
         }
         all.sort_unstable();
-        // Evict to 95% of the limit at once so the next pass is not right
+        // Evict to 95% of the limits at once so the next pass is not right
         // behind: bounded overfill, few passes. Free space is looked at again
         // every 64 removals, not per object.
         let target = limit / 20 * 19;
+        let objects_target = if max_objects == u64::MAX {
+            u64::MAX
+        } else {
+            max_objects - max_objects / 20
+        };
         let max_size_target = self.config.max_size / 20 * 19;
         for (n, (_, hash, version)) in all.into_iter().enumerate() {
             if n % 64 == 63 {
                 short = low_space();
             }
             let size = self.size_bytes();
-            if size <= target && !short {
+            if size <= target && self.objects() <= objects_target && !short {
                 break;
             }
             if self.forget(hash, Some(version), false) {
@@ -107,30 +113,53 @@ impl DiskTier {
     }
 
     /// Once a write found the file system full: what it holds for the zone
-    /// now (own bytes + free space), so the bound follows space others free
-    /// or take; none once that is room for `max_size` and 5% more.
+    /// now, in bytes (own bytes + free space) and in files (own files + free
+    /// inodes), so the bounds follow space others free or take. The byte
+    /// bound ends once there is room for `max_size` and 5% more, the file
+    /// bound once half the inodes the zone could use are free (or the file
+    /// system has no fixed number of them).
     fn observe_capacity(&self) {
-        if self.fs_capacity.load(Ordering::Relaxed) == NO_FS_BOUND {
+        let bytes_bound = self.fs_capacity.load(Ordering::Relaxed) != NO_FS_BOUND;
+        let files_bound = self.fs_file_capacity.load(Ordering::Relaxed) != NO_FS_BOUND;
+        if !bytes_bound && !files_bound {
             return;
         }
-        let Some(free) = available_space(&self.config.path) else {
+        let Some(fs) = fs_space(&self.config.path) else {
             return;
         };
-        let capacity = self.size_bytes().saturating_add(free);
-        let room = self
-            .config
-            .max_size
-            .saturating_add(self.config.max_size / 20);
-        if capacity >= room {
-            self.fs_capacity.store(NO_FS_BOUND, Ordering::Relaxed);
+        if bytes_bound {
+            let capacity = self.size_bytes().saturating_add(fs.bytes);
+            let room = self
+                .config
+                .max_size
+                .saturating_add(self.config.max_size / 20);
+            if capacity >= room {
+                self.fs_capacity.store(NO_FS_BOUND, Ordering::Relaxed);
+                tracing::info!(zone = %self.config.path.display(), "disk zone's file system has room for max_size again");
+            } else {
+                self.fs_capacity.store(capacity, Ordering::Relaxed);
+            }
+        }
+        if files_bound {
+            let capacity = self.objects().saturating_add(fs.files);
+            if fs.files_total == 0 || fs.files >= capacity / 2 {
+                self.fs_file_capacity.store(NO_FS_BOUND, Ordering::Relaxed);
+            } else {
+                self.fs_file_capacity.store(capacity, Ordering::Relaxed);
+            }
+        }
+        self.adjust_headroom();
+    }
+
+    /// Writes still failing: more room for writes in progress (many at
+    /// once, or large); a quiet minute: a little less; no bound: back to
+    /// the least.
+    fn adjust_headroom(&self) {
+        if self.fs_capacity().is_none() && self.fs_file_capacity().is_none() {
             self.fs_headroom_pct
                 .store(HEADROOM_MIN_PCT, Ordering::Relaxed);
-            tracing::info!(zone = %self.config.path.display(), "disk zone's file system has room for max_size again");
             return;
         }
-        self.fs_capacity.store(capacity, Ordering::Relaxed);
-        // Writes still failing: more room for writes in progress (many at
-        // once, or large); a quiet minute: a little less.
         let failures = self.stats.write_failures_nospace.load(Ordering::Relaxed);
         let (seen, quiet) = &self.fs_failures_seen;
         let pct = self.fs_headroom_pct.load(Ordering::Relaxed);
@@ -170,13 +199,27 @@ impl DiskTier {
 
 /// True for a write that failed for lack of space: ENOSPC, or EDQUOT (a
 /// quota counts as the file system being full for this zone).
-pub(super) fn is_no_space(e: &std::io::Error) -> bool {
+pub fn is_no_space(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::StorageFull
         || e.raw_os_error() == Some(rustix::io::Errno::DQUOT.raw_os_error())
 }
 
-/// Free bytes for unprivileged users on the file system holding `path`.
-pub(super) fn available_space(path: &Path) -> Option<u64> {
+/// What a file system has free for unprivileged users.
+struct FsSpace {
+    /// Free bytes.
+    bytes: u64,
+    /// Free inodes.
+    files: u64,
+    /// Inodes in all; 0 where there is no fixed number (btrfs).
+    files_total: u64,
+}
+
+/// [`FsSpace`] of the file system holding `path`.
+fn fs_space(path: &Path) -> Option<FsSpace> {
     let stat = rustix::fs::statvfs(path).ok()?;
-    Some(stat.f_bavail.saturating_mul(stat.f_frsize))
+    Some(FsSpace {
+        bytes: stat.f_bavail.saturating_mul(stat.f_frsize),
+        files: stat.f_favail,
+        files_total: stat.f_files,
+    })
 }

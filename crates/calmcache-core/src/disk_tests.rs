@@ -381,7 +381,7 @@ fn enospc_and_edquot_count_as_no_space_and_bound_the_zone() {
     let capacity = tier.fs_capacity().unwrap();
     assert!(capacity > 0);
     // 5% kept free for writes in progress, 5% more for the failed write.
-    assert_eq!(tier.effective_max_size(), capacity / 100 * 90);
+    assert_eq!(tier.effective_max_size(), capacity * 90 / 100);
     // Another error is a fault, not a full disk.
     tier.write_failed(FormatError::Io(other));
     assert_eq!(

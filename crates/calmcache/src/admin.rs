@@ -191,6 +191,9 @@ pub struct DiskStatus {
     /// What the file system holds for the zone (its files + free space), as
     /// last seen since a write found it full; null while max_size fits.
     pub fs_capacity_bytes: Option<u64>,
+    /// The same in files (own files + free inodes), as last seen since a
+    /// write found no inode left; null while there are plenty.
+    pub fs_capacity_files: Option<u64>,
     /// Temp files of earlier starts (crash leftovers) removed by the loader.
     pub leftover_temp_files: u64,
     /// Bytes those leftovers held.
@@ -218,6 +221,7 @@ impl DiskStatus {
             write_failures_nospace: s.write_failures_nospace.load(Relaxed),
             effective_max_size_bytes: tier.effective_max_size(),
             fs_capacity_bytes: tier.fs_capacity(),
+            fs_capacity_files: tier.fs_file_capacity(),
             leftover_temp_files: s.leftover_temp_files.load(Relaxed),
             leftover_temp_bytes: s.leftover_temp_bytes.load(Relaxed),
             inactive_removed: s.expired_inactive.load(Relaxed),
