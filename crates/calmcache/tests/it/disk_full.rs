@@ -1,5 +1,7 @@
-//! Disk zones whose file system fills before `max_size`, crash leftovers,
-//! and one process per zone directory.
+//! Disk zones whose file system fills before `max_size` (bytes or inodes),
+//! crash leftovers, one process per zone directory, and reloads checked as
+//! `check` and `serve` check. The tmpfs tests need root (mount); they fail
+//! rather than skip as root or under `CI=true`.
 
 #![allow(clippy::unwrap_used)]
 
@@ -460,5 +462,43 @@ async fn a_zone_whose_file_system_is_out_of_inodes_starts_and_makes_room() {
     );
     eprintln!("{TEST}: {stored} of 20 stored after the restart: {d}");
     drop(fs);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A reload runs the same checks as `check` and `serve`: a new disk zone on
+/// a path that cannot be a directory is refused with its TOML path, and the
+/// proxy keeps its running config.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_checks_what_check_and_serve_check() {
+    let origin = Origin::start().await;
+    let base = scratch("reload-preflight");
+    let path = base.join("calmcache.toml");
+    let config = |zone: &str| {
+        format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\n\
+             [upstreams.o]\nservers = [\"{}\"]\n{zone}\n[[routes]]\nupstream = \"o\"\n",
+            origin.addr()
+        )
+    };
+    std::fs::write(&path, config("")).unwrap();
+    let first = calmcache::config::Config::from_file(&path).unwrap();
+    let running = calmcache::start_from(&first, Some(path.clone()))
+        .await
+        .unwrap();
+    std::fs::write(base.join("file"), b"in the way").unwrap();
+    let zone = format!(
+        "[zones.d]\nkind = \"disk\"\nmax_size = \"1MiB\"\npath = {:?}\n",
+        base.join("file/zone").display().to_string()
+    );
+    std::fs::write(&path, config(&zone)).unwrap();
+    let errors = running.reloader().reload_file().await.unwrap_err();
+    let all = errors.join("\n");
+    assert!(
+        all.contains("zones.d.path") && all.contains("is not a directory"),
+        "{all}"
+    );
+    let url = format!("http://{}/still", running.proxy_addrs[0]);
+    assert_eq!(get(&url).await.status, 200, "the old config still serves");
+    running.shutdown(Duration::from_secs(2)).await;
     let _ = std::fs::remove_dir_all(&base);
 }
