@@ -16,7 +16,7 @@ use crate::{free_port, scratch, Child};
 const BIN: &str = env!("CARGO_BIN_EXE_calmcache");
 
 /// True when this process runs as root.
-fn is_root() -> bool {
+pub fn is_root() -> bool {
     std::process::Command::new("id")
         .arg("-u")
         .output()
