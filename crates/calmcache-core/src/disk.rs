@@ -7,7 +7,8 @@
 //!
 //! ```text
 //! <path>/<h[0..2]>/<h>      h = 16 hex digits of a stable 64-bit key hash
-//! <path>/<h[0..2]>/.tmp-*   writes in progress (removed by the loader)
+//! <path>/<h[0..2]>/.tmp-<token>-<n>   writes in progress; token: random per start
+//! <path>/.calmcache-zone                marker; flock'd by the process using the zone
 //! ```
 //! One level of 256 directories: a directory is created at most once per
 //! zone, where two levels (65,536 directories, NGINX's `levels=2:2`) cost a
@@ -22,6 +23,15 @@
 //! is not stored (or is treated as a miss), the fault is counted and logged,
 //! and the zone works again once the fault clears (directories are
 //! re-created on write).
+//!
+//! A file system that fills before `max_size` (ENOSPC, EDQUOT) is the
+//! manager's business (`disk_manage.rs`): the zone is then bounded by what
+//! the file system holds for it, less a headroom for writes in progress.
+//! Temp files not
+//! named after this start's token are crash leftovers: the loader removes
+//! them (one process per directory: `zone_lock.rs`). Warnings that can
+//! repeat per request are rate-limited (`warn_limit.rs`); counters keep
+//! the exact numbers.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -34,10 +44,17 @@ use crate::disk_writer::DiskWrite;
 use crate::key::{CacheKey, KeyRef};
 use crate::object::CachedObject;
 use crate::page_cache;
+use crate::warn_limit::WarnLimit;
+use crate::warn_limited;
+use crate::zone_lock::ZoneLock;
 
+#[path = "disk_manage.rs"]
+mod manage;
 #[path = "disk_purge.rs"]
 mod purge;
 use crate::tier::CacheError;
+pub use manage::is_no_space;
+use manage::HEADROOM_MIN_PCT;
 
 const SHARDS: usize = 64;
 
@@ -69,7 +86,9 @@ struct Entry {
     /// File length in bytes, and [`VERIFIED`] once this process knows the
     /// file's body checksum is right.
     size_bits: u64,
-    /// Last use, in seconds since the tier was opened (saturating).
+    /// Last use, in [`TICK`]s since the tier was opened (saturating: 13
+    /// years), fine enough that eviction tells a hot object from the cold
+    /// ones written in the same second.
     last_use: u32,
     /// Bumped on each rewrite so a late eviction of an old version cannot
     /// remove the new file's entry.
@@ -98,6 +117,14 @@ impl Entry {
 pub struct DiskStats {
     /// Objects removed to stay under `max_size` / `min_free`.
     pub evictions: AtomicU64,
+    /// Objects removed because the file system filled before `max_size`.
+    pub evictions_nospace: AtomicU64,
+    /// Writes that failed for lack of space (ENOSPC, EDQUOT); also in `errors`.
+    pub write_failures_nospace: AtomicU64,
+    /// Temp files of earlier starts (crash leftovers) the loader removed.
+    pub leftover_temp_files: AtomicU64,
+    /// Bytes those leftovers held.
+    pub leftover_temp_bytes: AtomicU64,
     /// Objects removed after `inactive`.
     pub expired_inactive: AtomicU64,
     /// I/O errors (reads, writes, removals, the loader).
@@ -125,7 +152,44 @@ pub struct DiskTier {
     soft: Mutex<HashMap<u64, (u32, tokio::time::Instant)>>,
     /// Entries in `soft` (a hit checks this, not the map, when it is 0).
     soft_len: std::sync::atomic::AtomicUsize,
+    /// Bytes of files the file system holds for this zone, as last seen
+    /// (own bytes + free space) once a write found it full; `u64::MAX`
+    /// while it never did or has room for `max_size` again.
+    fs_capacity: AtomicU64,
+    /// The same in files (inodes: own files + free inodes), once a write
+    /// found none left on a file system with a fixed number of them.
+    fs_file_capacity: AtomicU64,
+    /// Percent of `fs_capacity` kept free for writes in progress: 5, raised
+    /// by 5 (up to 50) for each manager pass that finds new write failures
+    /// for lack of space, lowered by 5 after a minute without any.
+    fs_headroom_pct: AtomicU64,
+    /// `write_failures_nospace` as the manager last saw it, and passes since
+    /// it last changed.
+    fs_failures_seen: (AtomicU64, AtomicU64),
+    /// Wakes the manager at once when a write finds the file system full.
+    /// (Its own `Arc`: the waiting manager must not keep the tier alive.)
+    wake: Arc<tokio::sync::Notify>,
+    /// Repeated warnings, one limit per kind.
+    warn: Warnings,
+    /// Held while the zone is open: no other process uses the directory.
+    _lock: Arc<ZoneLock>,
 }
+
+/// One [`WarnLimit`] per kind of repeated warning of a zone.
+#[derive(Debug, Default)]
+struct Warnings {
+    write: WarnLimit,
+    nospace: WarnLimit,
+    read: WarnLimit,
+    broken: WarnLimit,
+    scan: WarnLimit,
+}
+
+/// The unit of [`Entry::last_use`].
+const TICK: Duration = Duration::from_millis(100);
+
+/// `fs_capacity` when the file system is not what bounds the zone.
+const NO_FS_BOUND: u64 = u64::MAX;
 
 /// How long a zone stays out of a route's hash ring after an I/O error.
 pub const FAULT_COOLDOWN: Duration = Duration::from_secs(10);
@@ -150,11 +214,21 @@ impl DiskTier {
             }
             std::fs::write(&marker, b"calmcache disk zone\n")?;
         }
-        let probe = config
-            .path
-            .join(format!(".tmp-probe-{}", std::process::id()));
-        std::fs::write(&probe, b"calmcache")?;
-        std::fs::remove_file(&probe)?;
+        let lock = ZoneLock::acquire(&config.path, &marker)?;
+        // This start's temp name: the loader leaves it alone.
+        let probe = config.path.join(format!(
+            "{}{}-probe",
+            disk_format::TEMP_PREFIX,
+            disk_format::start_token()
+        ));
+        // Empty: it checks that the directory takes new files. A zone whose
+        // file system a previous run filled still opens (no space is not
+        // a fault: the manager makes room at the first write that finds none).
+        match std::fs::File::create(&probe) {
+            Ok(_) => std::fs::remove_file(&probe)?,
+            Err(e) if is_no_space(&e) => {}
+            Err(e) => return Err(e),
+        }
         let shards = (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect();
         Ok(Arc::new(DiskTier {
             config,
@@ -167,6 +241,13 @@ impl DiskTier {
             failed_until_ms: AtomicU64::new(0),
             soft: Mutex::new(HashMap::new()),
             soft_len: std::sync::atomic::AtomicUsize::new(0),
+            fs_capacity: AtomicU64::new(NO_FS_BOUND),
+            fs_file_capacity: AtomicU64::new(NO_FS_BOUND),
+            fs_headroom_pct: AtomicU64::new(HEADROOM_MIN_PCT),
+            fs_failures_seen: (AtomicU64::new(0), AtomicU64::new(0)),
+            wake: Arc::new(tokio::sync::Notify::new()),
+            warn: Warnings::default(),
+            _lock: lock,
         }))
     }
 
@@ -190,6 +271,52 @@ impl DiskTier {
         self.objects.load(Ordering::Relaxed)
     }
 
+    /// The size the manager keeps the zone under: `max_size`, or less while
+    /// the file system holds less than that for the zone (what it was last
+    /// seen to hold, less a headroom for writes in progress: 5% of it, more
+    /// while writes still fail).
+    pub fn effective_max_size(&self) -> u64 {
+        let capacity = self.fs_capacity.load(Ordering::Relaxed);
+        if capacity == NO_FS_BOUND {
+            return self.config.max_size;
+        }
+        self.config.max_size.min(self.less_headroom(capacity))
+    }
+
+    /// Bytes the file system holds for this zone (own files + free space),
+    /// as last seen after it ran out of space; `None` while `max_size` fits.
+    pub fn fs_capacity(&self) -> Option<u64> {
+        let capacity = self.fs_capacity.load(Ordering::Relaxed);
+        (capacity != NO_FS_BOUND).then_some(capacity)
+    }
+
+    /// Files (inodes) the file system holds for this zone (own files + free
+    /// inodes), as last seen after it ran out of them; `None` while it has
+    /// plenty (or no fixed number of inodes).
+    pub fn fs_file_capacity(&self) -> Option<u64> {
+        let capacity = self.fs_file_capacity.load(Ordering::Relaxed);
+        (capacity != NO_FS_BOUND).then_some(capacity)
+    }
+
+    /// The number of objects the manager keeps the zone under: unbounded,
+    /// but on a file system that ran out of inodes, what it holds for the
+    /// zone less the same headroom as for bytes.
+    pub fn effective_max_objects(&self) -> u64 {
+        let capacity = self.fs_file_capacity.load(Ordering::Relaxed);
+        if capacity == NO_FS_BOUND {
+            return u64::MAX;
+        }
+        self.less_headroom(capacity)
+    }
+
+    /// `capacity` less the headroom kept for writes in progress (exact for
+    /// small numbers: 40 files less 10% is 36, not 0).
+    fn less_headroom(&self, capacity: u64) -> u64 {
+        let headroom = self.fs_headroom_pct.load(Ordering::Relaxed).min(100);
+        let kept = u128::from(capacity) * u128::from(100 - headroom) / 100;
+        u64::try_from(kept).unwrap_or(u64::MAX)
+    }
+
     /// False for [`FAULT_COOLDOWN`] after an I/O error: routes placing keys
     /// over several zones then leave this one out, and try it again after.
     pub fn healthy(&self) -> bool {
@@ -208,8 +335,9 @@ impl DiskTier {
         self.failed_until_ms.store(until, Ordering::Relaxed);
     }
 
-    fn now_secs(&self) -> u32 {
-        u32::try_from(self.opened.elapsed().as_secs()).unwrap_or(u32::MAX)
+    fn now_ticks(&self) -> u32 {
+        let ms = self.opened.elapsed().as_millis() / TICK.as_millis();
+        u32::try_from(ms).unwrap_or(u32::MAX)
     }
 
     fn shard(&self, hash: u64) -> &Mutex<HashMap<u64, Entry>> {
@@ -236,7 +364,7 @@ impl DiskTier {
     /// or foreign file is a miss (and is removed from the index).
     pub async fn get(self: &Arc<Self>, key: &KeyRef<'_>) -> Option<Arc<CachedObject>> {
         let hash = key_hash(key);
-        let now = self.now_secs();
+        let now = self.now_ticks();
         let (version, size, verified) = self.with_shard(hash, |map| {
             map.get_mut(&hash).map(|e| {
                 e.last_use = now;
@@ -262,7 +390,7 @@ impl DiskTier {
         match read {
             Ok(result) => self.read_done(hash, version, result),
             Err(join) => {
-                tracing::warn!(error = %join, "disk read task failed");
+                warn_limited!(self.warn.read, "disk read task failed", error = %join);
                 None
             }
         }
@@ -298,11 +426,13 @@ impl DiskTier {
             FormatError::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {}
             FormatError::Io(io) => {
                 self.fault();
-                tracing::warn!(zone = %self.config.path.display(), error = %io, "disk read failed; served from the origin");
+                warn_limited!(self.warn.read, "disk read failed; served from the origin",
+                    zone = %self.config.path.display(), error = %io);
             }
             other => {
                 self.stats.broken_files.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(zone = %self.config.path.display(), error = ?other, "broken cache file removed");
+                warn_limited!(self.warn.broken, "broken cache file removed",
+                    zone = %self.config.path.display(), error = ?other);
             }
         }
     }
@@ -361,19 +491,37 @@ impl DiskTier {
         DiskWrite::spooled(self.clone(), key, head).map_err(|e| CacheError::Io(e.to_string()))
     }
 
-    /// Counts and logs a failed write; the error for the caller.
+    /// Counts and logs (rate-limited) a failed write; the error for the caller.
     pub(crate) fn write_failed(&self, e: FormatError) -> CacheError {
-        // A full file system is the manager's business (min_free,
-        // max_size), not a failed disk: the zone stays in the ring.
-        let full =
-            matches!(&e, FormatError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull);
-        if full {
+        // A full file system is the manager's business, not a failed disk:
+        // the zone stays in the ring and makes room.
+        if matches!(&e, FormatError::Io(io) if is_no_space(io)) {
             self.stats.errors.fetch_add(1, Ordering::Relaxed);
+            self.stats
+                .write_failures_nospace
+                .fetch_add(1, Ordering::Relaxed);
+            self.no_space();
+            warn_limited!(self.warn.nospace,
+                "disk zone's file system is full; evicting to make room (object not stored)",
+                zone = %self.config.path.display(), error = ?e);
         } else {
             self.fault();
+            warn_limited!(self.warn.write, "disk write failed; not stored",
+                zone = %self.config.path.display(), error = ?e);
         }
-        tracing::warn!(zone = %self.config.path.display(), error = ?e, "disk write failed; not stored");
         CacheError::Io(e.to_string())
+    }
+
+    /// A write found no space: from now on the file system bounds the zone
+    /// (until it has room for `max_size` again), starting from what the zone
+    /// holds now; the manager refines it and evicts at once.
+    fn no_space(&self) {
+        // Out of bytes or of inodes: the manager's next look tells which.
+        self.fs_capacity
+            .fetch_min(self.size_bytes(), Ordering::Relaxed);
+        self.fs_file_capacity
+            .fetch_min(self.objects(), Ordering::Relaxed);
+        self.wake.notify_one();
     }
 
     /// Indexes a file this process just wrote.
@@ -395,7 +543,7 @@ impl DiskTier {
         let version = self.versions.fetch_add(1, Ordering::Relaxed) as u32;
         let entry = Entry {
             size_bits: size | if verified { VERIFIED } else { 0 },
-            last_use: self.now_secs(),
+            last_use: self.now_ticks(),
             version,
         };
         let old = self.with_shard(hash, |map| map.insert(hash, entry));
@@ -439,7 +587,7 @@ impl DiskTier {
     /// manager does not take the hottest objects for the coldest.
     pub fn touch(&self, key: &KeyRef<'_>) {
         let hash = key_hash(key);
-        let now = self.now_secs();
+        let now = self.now_ticks();
         self.with_shard(hash, |map| {
             if let Some(e) = map.get_mut(&hash) {
                 e.last_use = now;
@@ -481,6 +629,8 @@ impl DiskTier {
     pub fn load(&self) {
         let mut stack = vec![self.config.path.clone()];
         let mut dirs = Vec::new();
+        // Temp files of earlier starts removed: (files, bytes).
+        let mut leftovers = (0u64, 0u64);
         while let Some(dir) = stack.pop() {
             if dir != self.config.path {
                 dirs.push(dir.clone());
@@ -489,7 +639,8 @@ impl DiskTier {
                 Ok(entries) => entries,
                 Err(e) => {
                     self.stats.errors.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(dir = %dir.display(), error = %e, "cannot scan cache directory");
+                    warn_limited!(self.warn.scan, "cannot scan cache directory",
+                        dir = %dir.display(), error = %e);
                     continue;
                 }
             };
@@ -507,11 +658,15 @@ impl DiskTier {
                     continue;
                 }
                 if disk_format::is_temp_name(&name) {
-                    // Left by an earlier process (this one's are writes in
-                    // progress).
-                    let ours = format!("{}{}-", disk_format::TEMP_PREFIX, std::process::id());
-                    if !name.to_string_lossy().starts_with(&ours) {
-                        let _ = std::fs::remove_file(&path);
+                    // This start's are writes in progress; any other is a
+                    // crash leftover (no other process uses the directory:
+                    // zone_lock.rs).
+                    if !disk_format::is_own_temp_name(&name) {
+                        let bytes = entry.metadata().map_or(0, |m| m.len());
+                        if std::fs::remove_file(&path).is_ok() {
+                            leftovers.0 += 1;
+                            leftovers.1 += bytes;
+                        }
                     }
                     continue;
                 }
@@ -528,6 +683,20 @@ impl DiskTier {
             {
                 let _ = std::fs::remove_dir(dir);
             }
+        }
+        if leftovers.0 > 0 {
+            self.stats
+                .leftover_temp_files
+                .fetch_add(leftovers.0, Ordering::Relaxed);
+            self.stats
+                .leftover_temp_bytes
+                .fetch_add(leftovers.1, Ordering::Relaxed);
+            tracing::info!(
+                zone = %self.config.path.display(),
+                files = leftovers.0,
+                bytes_freed = leftovers.1,
+                "removed temp files left by an earlier start (a crash or kill -9)"
+            );
         }
         self.stats.loader_done.store(true, Ordering::Relaxed);
     }
@@ -592,82 +761,6 @@ impl DiskTier {
         tokio::task::spawn_blocking(move || tier.load());
     }
 
-    /// One pass of the manager: removes objects unused for `inactive`, then
-    /// the least recently used ones until the zone is under `max_size` and
-    /// the file system has `min_free` available. Blocking (file removals run
-    /// right here, the manager's own blocking thread); each shard lock is
-    /// held only to copy out that shard's entries.
-    pub fn manage(&self) {
-        let now = self.now_secs();
-        let inactive = u32::try_from(self.config.inactive.as_secs().max(1)).unwrap_or(u32::MAX);
-        let mut stale: Vec<(u64, u32)> = Vec::new();
-        for shard in &self.shards {
-            stale.clear();
-            {
-                let map = lock(shard);
-                stale.extend(
-                    map.iter()
-                        .filter(|(_, e)| now.saturating_sub(e.last_use) >= inactive)
-                        .map(|(&hash, e)| (hash, e.version)),
-                );
-            }
-            for &(hash, version) in &stale {
-                if self.forget(hash, Some(version), false) {
-                    let _ = std::fs::remove_file(self.file_path(hash));
-                    self.stats.expired_inactive.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
-        let low_space = || {
-            self.config.min_free > 0
-                && available_space(&self.config.path)
-                    .is_some_and(|free| free < self.config.min_free)
-        };
-        let mut short = low_space();
-        if self.size_bytes() <= self.config.max_size && !short {
-            return;
-        }
-        let mut all: Vec<(u32, u64, u32)> = Vec::with_capacity(self.objects() as usize);
-        for shard in &self.shards {
-            let map = lock(shard);
-            all.extend(map.iter().map(|(&hash, e)| (e.last_use, hash, e.version)));
-        }
-        all.sort_unstable();
-        // Evict to 95% of max_size at once so the next pass is not right
-        // behind: bounded overfill, few passes. Free space is looked at again
-        // every 64 removals, not per object.
-        let target = self.config.max_size / 20 * 19;
-        for (n, (_, hash, version)) in all.into_iter().enumerate() {
-            if n % 64 == 63 {
-                short = low_space();
-            }
-            if self.size_bytes() <= target && !short {
-                break;
-            }
-            if self.forget(hash, Some(version), false) {
-                let _ = std::fs::remove_file(self.file_path(hash));
-                self.stats.evictions.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// Runs [`DiskTier::manage`] every `every` on a blocking thread until the
-    /// tier is dropped by everyone else.
-    pub fn spawn_manager(self: &Arc<Self>, every: Duration) {
-        let weak = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                let Some(tier) = weak.upgrade() else {
-                    return;
-                };
-                let _ = tokio::task::spawn_blocking(move || tier.manage()).await;
-            }
-        });
-    }
-
     /// Bytes of index memory per object, measured from the map's capacity.
     pub fn index_bytes_per_object(&self) -> f64 {
         let mut capacity = 0usize;
@@ -687,12 +780,6 @@ fn lock(shard: &Mutex<HashMap<u64, Entry>>) -> std::sync::MutexGuard<'_, HashMap
     shard
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Free bytes for unprivileged users on the file system holding `path`.
-fn available_space(path: &Path) -> Option<u64> {
-    let stat = rustix::fs::statvfs(path).ok()?;
-    Some(stat.f_bavail.saturating_mul(stat.f_frsize))
 }
 
 /// A stable 64-bit hash of a key's text (`scheme://host/path?query`): FNV-1a

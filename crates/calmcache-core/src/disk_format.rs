@@ -465,24 +465,47 @@ fn check_key(header: &Header, expect: Option<&KeyRef<'_>>) -> Result<(), FormatE
     Ok(())
 }
 
-/// True for a temporary file name left by an interrupted [`write_object`]
-/// (it starts with [`TEMP_PREFIX`]).
+/// True for a temporary file name (it starts with [`TEMP_PREFIX`]): a write
+/// in progress, or one an interrupted process left.
 pub fn is_temp_name(name: &OsStr) -> bool {
     name.as_encoded_bytes().starts_with(TEMP_PREFIX.as_bytes())
 }
 
+/// True for a temporary file this process start created: its name carries
+/// [`start_token`]. Any other temporary file in a zone is a leftover (a
+/// crash, `kill -9`, an earlier version naming them after its PID).
+pub fn is_own_temp_name(name: &OsStr) -> bool {
+    let own = own_temp_prefix();
+    name.as_encoded_bytes().starts_with(own.as_bytes())
+}
+
+/// A random token drawn once per process start. Temp files are named after
+/// it, not after the PID: in a container the PID is 1 on every start, so a
+/// crash's files would look like this start's writes in progress forever.
+pub fn start_token() -> &'static str {
+    static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TOKEN.get_or_init(|| format!("{:016x}", rand::random::<u64>()))
+}
+
+/// `.tmp-<token>-`: the start of every temp file name of this start.
+fn own_temp_prefix() -> &'static str {
+    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PREFIX.get_or_init(|| format!("{TEMP_PREFIX}{}-", start_token()))
+}
+
 // ---------------------------------------------------------------- writing
 
-/// Creates a new, uniquely named temporary file in `dir`.
+/// Creates a new, uniquely named temporary file in `dir`:
+/// `.tmp-<start token>-<n>`.
 pub(crate) fn create_temp(dir: &Path) -> io::Result<(PathBuf, File)> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let pid = std::process::id();
+    let prefix = own_temp_prefix();
     let mut last = None;
-    // A name can only clash with a leftover of an earlier process that had
-    // the same pid; a few tries step over any such leftovers.
+    // The token is random per start, so a clash needs a leftover of a start
+    // that drew the same 64 bits; a few tries step over any such leftovers.
     for _ in 0..16 {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let tmp = dir.join(format!("{TEMP_PREFIX}{pid}-{n}"));
+        let tmp = dir.join(format!("{prefix}{n}"));
         match OpenOptions::new().write(true).create_new(true).open(&tmp) {
             Ok(file) => return Ok((tmp, file)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),

@@ -746,6 +746,14 @@ fn temp_names() {
     let dir = Scratch::new();
     let (tmp, _file) = create_temp(&dir.0).unwrap();
     assert!(is_temp_name(tmp.file_name().unwrap()));
+    assert!(is_own_temp_name(tmp.file_name().unwrap()));
+    let name = tmp.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with(&format!(".tmp-{}-", start_token())),
+        "named after the start token, not the PID: {name}"
+    );
+    assert_eq!(start_token().len(), 16);
+    assert!(!is_own_temp_name(OsStr::new(".tmp-1-1")));
     for (name, temp) in [
         (".tmp-123-4", true),
         (".tmp-", true),

@@ -246,10 +246,14 @@ async fn the_loader_keeps_this_process_temp_files_and_removal_reaches_unindexed_
     tier.insert(key("/k"), object("v")).await.unwrap();
     let path = tier.file_path(key_hash(&key("/k").as_ref()));
     let shard = path.parent().unwrap();
-    let ours = shard.join(format!(".tmp-{}-99", std::process::id()));
-    let theirs = shard.join(".tmp-1-1");
+    let ours = shard.join(format!(".tmp-{}-99", disk_format::start_token()));
+    // Another start's (a crash), and one of a version that used the PID:
+    // in a container the PID is 1 on every start, so that is no proof.
+    let theirs = shard.join(".tmp-0123456789abcdef-1");
+    let pid_named = shard.join(format!(".tmp-{}-1", std::process::id()));
     std::fs::write(&ours, b"in progress").unwrap();
     std::fs::write(&theirs, b"left over").unwrap();
+    std::fs::write(&pid_named, b"left").unwrap();
     drop(tier);
     let again = DiskTier::open(config(&dir, 1 << 20)).unwrap();
     // Removed before the loader reached it: the file goes too.
@@ -258,6 +262,12 @@ async fn the_loader_keeps_this_process_temp_files_and_removal_reaches_unindexed_
     again.load();
     assert!(ours.exists(), "a write in progress is not touched");
     assert!(!theirs.exists());
+    assert!(!pid_named.exists());
+    assert_eq!(again.stats().leftover_temp_files.load(Ordering::Relaxed), 2);
+    assert_eq!(
+        again.stats().leftover_temp_bytes.load(Ordering::Relaxed),
+        13
+    );
     assert!(
         again.get(&key("/k").as_ref()).await.is_none(),
         "invalidated stays invalid"
@@ -496,5 +506,77 @@ async fn streamed_and_spooled_writes_hand_back_their_file_as_a_lazy_body() {
         }
     }
     assert_eq!(files, 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_zone_used_by_another_process_is_refused_and_one_process_shares_its_lock() {
+    let dir = scratch("locked");
+    let first = DiskTier::open(config(&dir, 1 << 20)).unwrap();
+    // A second tier of this process (a reload) shares the lock.
+    let second = DiskTier::open(config(&dir, 1 << 20)).unwrap();
+    drop((first, second));
+    // Another process's flock: an open file description of its own.
+    let other = std::fs::File::open(dir.join(ZONE_MARKER)).unwrap();
+    rustix::fs::flock(&other, rustix::fs::FlockOperation::NonBlockingLockExclusive).unwrap();
+    let err = DiskTier::open(config(&dir, 1 << 20)).err().unwrap();
+    assert!(
+        err.to_string()
+            .contains("in use by another calmcache process"),
+        "{err}"
+    );
+    drop(other);
+    drop(DiskTier::open(config(&dir, 1 << 20)).unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn enospc_and_edquot_count_as_no_space_and_bound_the_zone() {
+    let dir = scratch("nospace");
+    let tier = DiskTier::open(config(&dir, 1 << 40)).unwrap();
+    assert_eq!(tier.effective_max_size(), 1 << 40);
+    assert!(tier.fs_capacity().is_none());
+    let full = std::io::Error::from_raw_os_error(rustix::io::Errno::NOSPC.raw_os_error());
+    let quota = std::io::Error::from_raw_os_error(rustix::io::Errno::DQUOT.raw_os_error());
+    let other = std::io::Error::from_raw_os_error(rustix::io::Errno::IO.raw_os_error());
+    assert!(is_no_space(&full) && is_no_space(&quota) && !is_no_space(&other));
+    tier.write_failed(FormatError::Io(quota));
+    assert_eq!(
+        tier.stats().write_failures_nospace.load(Ordering::Relaxed),
+        1
+    );
+    assert!(
+        tier.healthy(),
+        "a full file system keeps the zone in the ring"
+    );
+    assert_eq!(tier.fs_capacity(), Some(0));
+    // A 1 TiB max_size does not fit this file system: it bounds the zone
+    // at what it holds (free space), not 0 forever.
+    tier.manage();
+    let capacity = tier.fs_capacity().unwrap();
+    assert!(capacity > 0);
+    // 5% kept free for writes in progress, 5% more for the failed write.
+    assert_eq!(tier.effective_max_size(), capacity * 90 / 100);
+    // Another error is a fault, not a full disk.
+    tier.write_failed(FormatError::Io(other));
+    assert_eq!(
+        tier.stats().write_failures_nospace.load(Ordering::Relaxed),
+        1
+    );
+    assert!(!tier.healthy());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_file_system_with_room_for_max_size_again_stops_bounding_the_zone() {
+    let dir = scratch("room-again");
+    let tier = DiskTier::open(config(&dir, 1 << 20)).unwrap();
+    let full = std::io::Error::from_raw_os_error(rustix::io::Errno::NOSPC.raw_os_error());
+    tier.write_failed(FormatError::Io(full));
+    assert_eq!(tier.fs_capacity(), Some(0));
+    // The temp directory has more than 1.05 MiB free.
+    tier.manage();
+    assert_eq!(tier.fs_capacity(), None);
+    assert_eq!(tier.effective_max_size(), 1 << 20);
     let _ = std::fs::remove_dir_all(&dir);
 }

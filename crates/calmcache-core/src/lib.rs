@@ -14,6 +14,8 @@
 //! - [`flight`]: single-flight coalescing with leader/follower and abandonment.
 //! - [`policy`]: refresh decisions (none, lock, PER/XFetch, SUS, stale windows).
 //! - [`status`]: the `Cache-Status` vocabulary.
+//! - [`warn_limit`]: repeated warnings logged once per interval, with a count.
+//! - [`zone_lock`]: one process per disk zone directory (an `flock`).
 
 #![warn(missing_docs)]
 
@@ -31,6 +33,8 @@ pub mod page_cache;
 pub mod policy;
 pub mod status;
 pub mod tier;
+pub mod warn_limit;
+pub mod zone_lock;
 
 pub use cache_control::{CacheControl, RequestCacheControl};
 pub use flight::{FetchPermit, Flights, Interest, Lookup, WaitError, Waiter};

@@ -690,10 +690,14 @@ impl Sink {
             Ok(()) => {}
             Err(e) if !self.failing => {
                 self.failing = true;
-                tracing::warn!(
+                // A disk that fails every other write would flap: limited too.
+                static FAILED: calmcache_core::warn_limit::WarnLimit =
+                    calmcache_core::warn_limit::WarnLimit::new();
+                calmcache_core::warn_limited!(
+                    FAILED,
+                    "access log: write failed; lines are dropped until it works again",
                     path = ?self.path,
-                    error = %e,
-                    "access log: write failed; lines are dropped until it works again"
+                    error = %e
                 );
             }
             Err(_) => {}

@@ -187,6 +187,23 @@ pub struct DiskStatus {
     pub path: String,
     /// Objects removed to stay under max_size / min_free.
     pub evictions: u64,
+    /// Objects removed because the file system filled before max_size.
+    pub evictions_nospace: u64,
+    /// Writes that failed for lack of space (ENOSPC, EDQUOT); also in `errors`.
+    pub write_failures_nospace: u64,
+    /// The size the zone is kept under: max_size, or less while its file
+    /// system holds less (95% of `fs_capacity_bytes`).
+    pub effective_max_size_bytes: u64,
+    /// What the file system holds for the zone (its files + free space), as
+    /// last seen since a write found it full; null while max_size fits.
+    pub fs_capacity_bytes: Option<u64>,
+    /// The same in files (own files + free inodes), as last seen since a
+    /// write found no inode left; null while there are plenty.
+    pub fs_capacity_files: Option<u64>,
+    /// Temp files of earlier starts (crash leftovers) removed by the loader.
+    pub leftover_temp_files: u64,
+    /// Bytes those leftovers held.
+    pub leftover_temp_bytes: u64,
     /// Objects removed after `inactive`.
     pub inactive_removed: u64,
     /// I/O errors (reads, writes, the loader): each one served from the origin.
@@ -206,6 +223,13 @@ impl DiskStatus {
         DiskStatus {
             path: tier.config().path.display().to_string(),
             evictions: s.evictions.load(Relaxed),
+            evictions_nospace: s.evictions_nospace.load(Relaxed),
+            write_failures_nospace: s.write_failures_nospace.load(Relaxed),
+            effective_max_size_bytes: tier.effective_max_size(),
+            fs_capacity_bytes: tier.fs_capacity(),
+            fs_capacity_files: tier.fs_file_capacity(),
+            leftover_temp_files: s.leftover_temp_files.load(Relaxed),
+            leftover_temp_bytes: s.leftover_temp_bytes.load(Relaxed),
             inactive_removed: s.expired_inactive.load(Relaxed),
             errors: s.errors.load(Relaxed),
             broken_files: s.broken_files.load(Relaxed),

@@ -30,6 +30,8 @@
 //! - [`purge`]: purges by URL, key, prefix, tag or all, hard or soft.
 //! - [`warm`]: keeping `warm` paths fresh without traffic.
 //! - [`origin`]: the bundled slow origin; [`demo`]: `calmcache demo`.
+//! - [`preflight`]: what `check`, `serve` and reloads check beyond the config
+//!   text (zone directories writable, the access log openable).
 
 pub mod access_log;
 pub mod admin;
@@ -52,6 +54,7 @@ pub mod key_template;
 pub mod lookup;
 pub mod metrics;
 pub mod origin;
+pub mod preflight;
 pub mod prometheus;
 pub mod proxy;
 pub mod purge;

@@ -34,7 +34,9 @@ enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
-    /// Validate a config: every problem with its TOML path (exit 2), or a summary (exit 0).
+    /// Validate a config and the environment it needs (zone directories
+    /// writable, the access log openable, TLS files loaded; not the ports):
+    /// every problem with its TOML path (exit 2), or a summary (exit 0).
     Check {
         /// The TOML config.
         #[arg(long, short)]
@@ -140,7 +142,7 @@ fn init_logging() {
 }
 
 fn check(path: &std::path::Path) -> ExitCode {
-    match Config::from_file(path) {
+    match calmcache::preflight::load(path) {
         Ok(config) => {
             println!("{}", config.summary());
             ExitCode::SUCCESS
@@ -161,7 +163,8 @@ fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 fn serve(path: &std::path::Path) -> anyhow::Result<()> {
-    let config = match Config::from_file(path) {
+    // The same checks as `check`, reported the same way (exit 2).
+    let config = match calmcache::preflight::load(path) {
         Ok(config) => config,
         Err(e) => {
             eprintln!("{e}");

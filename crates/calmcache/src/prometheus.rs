@@ -177,12 +177,42 @@ pub fn render(status: &Status) -> String {
             sample(o, name, &[("zone", zone), ("kind", z.kind)], value(z));
         }
     }
-    let disk: [(&str, &str, &str, DiskValue); 6] = [
+    let disk: [(&str, &str, &str, DiskValue); 11] = [
         (
             "calmcache_zone_evictions_total",
             "counter",
             "Objects evicted for max_size or min_free.",
             |d| d.evictions as f64,
+        ),
+        (
+            "calmcache_zone_evictions_nospace_total",
+            "counter",
+            "Objects evicted because the file system filled before max_size.",
+            |d| d.evictions_nospace as f64,
+        ),
+        (
+            "calmcache_zone_write_failures_nospace_total",
+            "counter",
+            "Disk writes that failed for lack of space (ENOSPC, EDQUOT).",
+            |d| d.write_failures_nospace as f64,
+        ),
+        (
+            "calmcache_zone_effective_max_size_bytes",
+            "gauge",
+            "The size a disk zone is kept under: max_size, or less while its file system holds less.",
+            |d| d.effective_max_size_bytes as f64,
+        ),
+        (
+            "calmcache_zone_leftover_temp_files_total",
+            "counter",
+            "Temp files of earlier starts (crash leftovers) removed by the loader.",
+            |d| d.leftover_temp_files as f64,
+        ),
+        (
+            "calmcache_zone_leftover_temp_bytes_total",
+            "counter",
+            "Bytes of temp files of earlier starts removed by the loader.",
+            |d| d.leftover_temp_bytes as f64,
         ),
         (
             "calmcache_zone_inactive_removed_total",

@@ -853,7 +853,11 @@ async fn pass(
                 return refused(&fault, version);
             }
             route.activity.upstream_errors.inc();
-            tracing::warn!(upstream = %upstream.name, error = %e, "origin request failed");
+            // Per request: a dead upstream must not flood the log.
+            static FAILED: calmcache_core::warn_limit::WarnLimit =
+                calmcache_core::warn_limit::WarnLimit::new();
+            calmcache_core::warn_limited!(FAILED, "origin request failed",
+                upstream = %upstream.name, error = %e);
             route.activity.record(&report);
             error_response(&e, &report)
         }

@@ -129,7 +129,7 @@ impl Reloader {
         };
         let read = {
             let path = path.clone();
-            tokio::task::spawn_blocking(move || Config::from_file(&path)).await
+            tokio::task::spawn_blocking(move || crate::preflight::load(&path)).await
         };
         let config = match read {
             Ok(Ok(config)) => config,

@@ -16,6 +16,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use calmcache_core::warn_limit::WarnLimit;
 use hyper::body::Incoming;
 use hyper::Request;
 use tokio::net::TcpListener;
@@ -628,8 +629,10 @@ pub(crate) async fn accept_loop<S, F, B>(
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
-                    // EMFILE and friends: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
+                    // EMFILE and friends: back off instead of spinning,
+                    // and do not log 20 lines a second per worker.
+                    static ACCEPT_FAILED: WarnLimit = WarnLimit::new();
+                    calmcache_core::warn_limited!(ACCEPT_FAILED, "accept failed", error = %e);
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }

@@ -167,7 +167,11 @@ pub async fn open(
         Ok(resp) => resp,
         Err(e) => {
             route.activity.upstream_errors.inc();
-            tracing::warn!(upstream = %upstream.name, error = %e, "websocket handshake failed");
+            // Per request: a dead upstream must not flood the log.
+            static FAILED: calmcache_core::warn_limit::WarnLimit =
+                calmcache_core::warn_limit::WarnLimit::new();
+            calmcache_core::warn_limited!(FAILED, "websocket handshake failed",
+                upstream = %upstream.name, error = %e);
             route.activity.record(&report);
             return error_response(&e, &report);
         }
@@ -185,7 +189,10 @@ pub async fn open(
     }
     if let Some(why) = bad_switch(resp.headers(), &key) {
         route.activity.upstream_errors.inc();
-        tracing::warn!(upstream = %upstream.name, why, "websocket handshake refused");
+        static REFUSED: calmcache_core::warn_limit::WarnLimit =
+            calmcache_core::warn_limit::WarnLimit::new();
+        calmcache_core::warn_limited!(REFUSED, "websocket handshake refused",
+            upstream = %upstream.name, why);
         let report = CacheStatus::Bypass.report();
         route.activity.record(&report);
         // Dropping `resp` closes the upstream connection: it was switched.

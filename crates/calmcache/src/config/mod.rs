@@ -54,6 +54,7 @@ use crate::conditions::Condition;
 use crate::key_template::KeyTemplate;
 
 pub use crate::access_log::{AccessLogConfig, LogFormat, LogTarget};
+pub(crate) use error::toml_key;
 pub use error::{ConfigError, Problem};
 
 /// A validated config: every default applied, every reference resolved.

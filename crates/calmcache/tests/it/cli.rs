@@ -133,3 +133,84 @@ fn demo_on_a_taken_port_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
 }
+
+/// Regression (issue 12, item 7): `check` passed a disk zone on a read-only
+/// file system and an access log in a missing directory; `serve` then
+/// refused the first (exit 1, as for a runtime failure). Both now report
+/// both problems, each with its TOML path, and exit 2.
+#[test]
+fn check_and_serve_report_a_read_only_zone_and_a_missing_log_directory_alike() {
+    let base = crate::scratch("check-env");
+    let mut ro = base.join("ro");
+    let mounted = crate::disk_zone::Tmpfs::mount_with(&ro, "ro,size=1m");
+    // Where tests may not mount (no CAP_SYS_ADMIN), another unusable
+    // directory: one without write permission (non-root), or below a file
+    // (root, whom permissions do not stop).
+    let root = crate::disk_full::is_root();
+    if mounted.is_none() {
+        eprintln!("\n!!! check_and_serve_report...: no tmpfs here; a stand-in for a read-only file system\n");
+        if root {
+            std::fs::write(base.join("file"), b"in the way").unwrap();
+            ro = base.join("file/zone");
+        } else {
+            std::fs::create_dir_all(&ro).unwrap();
+            let mut perms = std::fs::metadata(&ro).unwrap().permissions();
+            std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o555);
+            std::fs::set_permissions(&ro, perms).unwrap();
+        }
+    }
+    let config = base.join("calmcache.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = [\"127.0.0.1:{}\"]\n[upstreams.o]\nservers = [\"127.0.0.1:9\"]\n\
+             [zones.d]\nkind = \"disk\"\nmax_size = \"1MiB\"\npath = {:?}\n\
+             [[routes]]\nupstream = \"o\"\nzone = \"d\"\n\
+             [access_log]\npath = {:?}\n",
+            free_port(),
+            ro.display().to_string(),
+            base.join("no-such-dir/access.log").display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = check_file(config.to_str().unwrap());
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let zone_line = err
+        .lines()
+        .find(|l| l.contains("zones.d.path"))
+        .unwrap_or_else(|| panic!("no zone problem in:\n{err}"));
+    if mounted.is_some() {
+        assert!(zone_line.contains("is not writable"), "{zone_line}");
+        assert!(zone_line.contains("Read-only file system"), "{zone_line}");
+    }
+    let log_line = err
+        .lines()
+        .find(|l| l.contains("access_log.path"))
+        .unwrap_or_else(|| panic!("no access log problem in:\n{err}"));
+    assert!(log_line.contains("does not exist"), "{log_line}");
+    assert!(!base.join("no-such-dir").exists(), "check creates nothing");
+
+    // `serve` refuses with the same lines and the same exit code.
+    let served = crate::disk_full::serve_until_exit(&config, std::time::Duration::from_secs(20));
+    let serve_err = String::from_utf8_lossy(&served.stderr);
+    assert_eq!(served.status.code(), Some(2), "{serve_err}");
+    for line in [zone_line, log_line] {
+        assert!(
+            serve_err.contains(line),
+            "serve lacks {line:?}:\n{serve_err}"
+        );
+    }
+    drop(mounted);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn check_says_what_it_checks() {
+    let out = Command::new(BIN)
+        .args(["check", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("not the ports"), "{help}");
+}
