@@ -39,6 +39,8 @@ use crate::headers::strip_hop_by_hop;
 use crate::inflight::Held;
 use crate::state::{FillOutcome, Route, Zone};
 use crate::vary;
+use calmcache_core::warn_limit::WarnLimit;
+use calmcache_core::warn_limited;
 
 /// The request a fill sends upstream: always a GET for the whole object.
 #[derive(Clone, Debug)]
@@ -183,7 +185,10 @@ pub async fn fill(
         Ok(resp) => resp,
         Err(e) => {
             route.activity.upstream_errors.inc();
-            tracing::warn!(upstream = %upstream.name, key = %primary, error = %e, "origin fetch failed");
+            // Per request: a dead origin must not flood the log.
+            static FETCH_FAILED: WarnLimit = WarnLimit::new();
+            warn_limited!(FETCH_FAILED, "origin fetch failed",
+                upstream = %upstream.name, key = %primary, error = %e);
             return fail(permit, e, usable_stale, None);
         }
     };
@@ -335,7 +340,9 @@ pub async fn fill(
         Collected::Failed(e) => {
             route.activity.upstream_errors.inc();
             let e = ProxyError::upstream(ErrorKind::Broken, &upstream.name, e);
-            tracing::warn!(upstream = %upstream.name, key = %primary, error = %e, "origin body failed");
+            static BODY_FAILED: WarnLimit = WarnLimit::new();
+            warn_limited!(BODY_FAILED, "origin body failed",
+                upstream = %upstream.name, key = %primary, error = %e);
             return fail(permit, e, usable_stale, None);
         }
     };
@@ -648,7 +655,9 @@ fn stream_fill(
         };
         if let Some(why) = failure {
             route.activity.upstream_errors.inc();
-            tracing::warn!(key = %primary, error = %why, "origin body failed; not stored");
+            static STREAM_FAILED: WarnLimit = WarnLimit::new();
+            warn_limited!(STREAM_FAILED, "origin body failed; not stored",
+                key = %primary, error = %why);
             growing.fail(why.clone());
             let e = ProxyError::upstream(ErrorKind::Broken, &route.upstream.name, why);
             finish(permit, FillOutcome::Failed(e));
