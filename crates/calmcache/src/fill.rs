@@ -588,6 +588,7 @@ fn stream_fill(
         origin_status,
         ttl: storable.freshness.fresh_for().as_secs_f64(),
         vary,
+        first: crate::growing::FirstReader::new(growing.reader()),
     });
     if let Some(permit) = &permit {
         permit.publish(FillOutcome::Streaming(head.clone()));

@@ -72,6 +72,33 @@ pub struct StreamingHead {
     /// The Vary names and the leader's selection, so a follower can tell
     /// whether this is its variant.
     pub vary: Option<(Vec<http::HeaderName>, String)>,
+    /// A reader registered before the first chunk arrived, for the request
+    /// that started the fill: without it, a body that is not kept could
+    /// drop (or stop fetching) what that request had not read yet because
+    /// it had not asked for its body when the chunks came.
+    pub first: FirstReader,
+}
+
+/// The reader [`StreamingHead::first`] holds until a request takes it.
+#[derive(Default)]
+pub struct FirstReader(Mutex<Option<ResponseBody>>);
+
+impl FirstReader {
+    /// Holds `body` (a reader at offset 0) for the first taker.
+    pub fn new(body: ResponseBody) -> Self {
+        FirstReader(Mutex::new(Some(body)))
+    }
+
+    /// The held reader, once.
+    pub fn take(&self) -> Option<ResponseBody> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+impl std::fmt::Debug for FirstReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FirstReader")
+    }
 }
 
 /// A body being filled by one fetch and read by many.

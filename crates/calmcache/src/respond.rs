@@ -199,8 +199,10 @@ pub fn serve_streaming(
             .activity
             .bytes_from_cache
             .add(head.growing.len.unwrap_or(0));
-        head.growing.reader()
+        head.first.take().unwrap_or_else(|| head.growing.reader())
     } else {
+        // A reader nobody will read must not hold the body back.
+        drop(head.first.take());
         ResponseBody::empty()
     };
     let mut resp = Response::new(body);
