@@ -12,6 +12,7 @@
 //! - [`fill`]: fetching from the origin and storing.
 //! - [`tunnel`]: WebSocket upgrades, bytes relayed both ways.
 //! - [`upstream`]: keepalive pools, round robin, timeouts, refresh slots.
+//! - [`health`]: upstream servers' health (passive `max_fails`, active checks).
 //! - [`growing`]: a body still arriving, read by every waiting request.
 //! - [`headers`]: hop-by-hop, `X-Forwarded-*`, `Age`, `Cache-Status`.
 //! - [`body`]: response bodies (shared cached bytes or streams), body timeouts.
@@ -45,6 +46,7 @@ pub mod file_body;
 pub mod fill;
 pub mod growing;
 pub mod headers;
+pub mod health;
 pub mod invalidate;
 pub mod key_template;
 pub mod lookup;

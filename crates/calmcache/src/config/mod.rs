@@ -39,6 +39,9 @@ mod validate;
 mod tests;
 
 #[cfg(test)]
+mod health_tests;
+
+#[cfg(test)]
 mod props;
 
 use std::collections::BTreeMap;
@@ -204,6 +207,30 @@ pub struct UpstreamConfig {
     /// Background refreshes in flight at once against this upstream
     /// (default 8, at least 1), so refreshing never floods the origin.
     pub refresh_concurrency: usize,
+    /// Failures within `fail_timeout` that mark a server down for
+    /// `fail_timeout` (default 1, as NGINX's; 0 turns passive checks off).
+    pub max_fails: u32,
+    /// The window failures are counted in, and how long a failed server is
+    /// skipped before one trial request (default 10s, as NGINX's).
+    pub fail_timeout: Duration,
+    /// Active checks (`health_check = { path, interval }`); `None`: off.
+    pub health_check: Option<HealthCheckConfig>,
+}
+
+/// `health_check = { path = "/healthz", interval = "5s" }`: a background
+/// request to each server of the upstream every `interval`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthCheckConfig {
+    /// Origin-form path (and query) requested with GET, e.g. `/healthz`.
+    pub path: String,
+    /// Time between two checks of one server (default 5s, more than 0).
+    pub interval: Duration,
+    /// Limit on a check's connect and response head (default 5s).
+    pub timeout: Duration,
+    /// Consecutive failed checks that mark a server down (default 1).
+    pub fails: u32,
+    /// Consecutive passed checks that mark a down server up again (default 1).
+    pub passes: u32,
 }
 
 /// The storage behind a zone.

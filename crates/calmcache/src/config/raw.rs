@@ -89,6 +89,20 @@ pub(crate) struct RawUpstream {
     pub(crate) read_timeout: Option<Text>,
     pub(crate) send_timeout: Option<Text>,
     pub(crate) refresh_concurrency: Option<i64>,
+    pub(crate) max_fails: Option<i64>,
+    pub(crate) fail_timeout: Option<Text>,
+    pub(crate) health_check: Option<RawHealthCheck>,
+}
+
+/// `[upstreams.<name>] health_check = { path = "/healthz", interval = "5s" }`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHealthCheck {
+    pub(crate) path: Option<String>,
+    pub(crate) interval: Option<Text>,
+    pub(crate) timeout: Option<Text>,
+    pub(crate) fails: Option<i64>,
+    pub(crate) passes: Option<i64>,
 }
 
 /// `[zones.<name>]`

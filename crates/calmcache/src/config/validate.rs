@@ -6,8 +6,10 @@
 //! one run tells the user everything to fix. The placeholders never escape:
 //! any problem turns the whole result into `Err`.
 //!
-//! Route checks live in `validate/routes.rs`.
+//! Route checks live in `validate/routes.rs`, upstream health checks in
+//! `validate/health.rs`.
 
+mod health;
 mod routes;
 
 use std::collections::BTreeMap;
@@ -461,6 +463,7 @@ impl Checker {
     fn upstream(&mut self, name: String, raw: RawUpstream) -> UpstreamConfig {
         let path = format!("upstreams.{}", toml_key(&name));
         let at = |key: &str| format!("{path}.{key}");
+        let health = self.health(&path, &raw);
         UpstreamConfig {
             servers: self.servers(&at("servers"), raw.servers),
             keepalive: self.count(&at("keepalive"), raw.keepalive, DEFAULT_KEEPALIVE, 0),
@@ -485,6 +488,9 @@ impl Checker {
                 DEFAULT_REFRESH_CONCURRENCY,
                 1,
             ),
+            max_fails: health.max_fails,
+            fail_timeout: health.fail_timeout,
+            health_check: health.health_check,
             name,
         }
     }
