@@ -113,6 +113,13 @@ impl ProxyError {
         }
     }
 
+    /// True for an error every request meets while a state lasts (every
+    /// server down): logged once when the state began (by `health.rs`),
+    /// not once per request.
+    pub fn repeats(&self) -> bool {
+        self.kind == ErrorKind::AllServersDown
+    }
+
     /// True when the client connection should close after this answer: the
     /// request's framing can no longer be trusted (RFC 9112 §6.3, §9.6).
     pub fn closes_connection(&self) -> bool {

@@ -173,7 +173,9 @@ pub async fn fill(
         Ok(resp) => resp,
         Err(e) => {
             route.activity.upstream_errors.inc();
-            tracing::warn!(upstream = %upstream.name, key = %primary, error = %e, "origin fetch failed");
+            if !e.repeats() {
+                tracing::warn!(upstream = %upstream.name, key = %primary, error = %e, "origin fetch failed");
+            }
             return fail(permit, e, usable_stale, None);
         }
     };

@@ -233,6 +233,7 @@ impl ServerHealth {
     }
 
     fn trial_succeeded(&self) {
+        tracing::info!(server = %self.server, "trial request answered: server up");
         let mut state = self.lock();
         state.trial = false;
         state.down = None;
@@ -250,6 +251,7 @@ impl ServerHealth {
             return;
         }
         if admit == Admit::Trial {
+            tracing::info!(server = %self.server, reason, "trial request failed: server stays down");
             state.trial = false;
             state.fails = state.fails.saturating_add(1);
             let since = state.down.map_or_else(SystemTime::now, |d| d.since);
@@ -268,6 +270,13 @@ impl ServerHealth {
             }
             state.fails = state.fails.saturating_add(1);
             if state.fails >= s.max_fails {
+                tracing::warn!(
+                    server = %self.server,
+                    fails = state.fails,
+                    reason,
+                    "upstream server down for fail_timeout {:?}",
+                    s.fail_timeout
+                );
                 state.down = Some(Down {
                     until: now + s.fail_timeout,
                     since: SystemTime::now(),

@@ -795,7 +795,9 @@ async fn pass(
                 return refused(&fault, version);
             }
             route.activity.upstream_errors.inc();
-            tracing::warn!(upstream = %upstream.name, error = %e, "origin request failed");
+            if !e.repeats() {
+                tracing::warn!(upstream = %upstream.name, error = %e, "origin request failed");
+            }
             route.activity.record(&report);
             error_response(&e, &report)
         }

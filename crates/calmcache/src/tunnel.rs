@@ -167,7 +167,9 @@ pub async fn open(
         Ok(resp) => resp,
         Err(e) => {
             route.activity.upstream_errors.inc();
-            tracing::warn!(upstream = %upstream.name, error = %e, "websocket handshake failed");
+            if !e.repeats() {
+                tracing::warn!(upstream = %upstream.name, error = %e, "websocket handshake failed");
+            }
             route.activity.record(&report);
             return error_response(&e, &report);
         }

@@ -19,6 +19,7 @@ mod dashboard;
 mod disk_zone;
 mod edge_cases;
 mod errors;
+mod health;
 mod hostile;
 mod key_bypass;
 mod operations;

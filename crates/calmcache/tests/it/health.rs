@@ -1,0 +1,491 @@
+//! Upstream health (issue 12, item 3): passive checks (`max_fails`,
+//! `fail_timeout`), skipping down servers, the all-down answer (a stale copy
+//! or a 502 at once, no connection attempted), one trial per
+//! `fail_timeout`, active checks, and `/status` / `/metrics`.
+//!
+//! The origins here are [`Flaky`]: a listener that counts every accepted
+//! connection and can serve, close each connection at once, or hold it
+//! without answering, so a test counts the connection attempts a dead
+//! origin would see.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU16, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use calmcache_testkit::proxy::RunningProxy;
+use calmcache_testkit::{get, request, request_with_body, Origin, Proxy, Wire, Wires};
+use http::{Method, StatusCode};
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+/// What a [`Flaky`] does with a connection.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+enum Mode {
+    /// HTTP/1.1: `/healthz` answers the health status, anything else 200.
+    Serve = 0,
+    /// Accept and close at once (a crashed app behind a live port); a
+    /// request on a connection opened before is answered by a close too.
+    Close = 1,
+    /// Accept and never answer.
+    Hang = 2,
+}
+
+/// A loopback origin that counts accepted connections and can be switched
+/// between serving, closing and hanging.
+struct Flaky {
+    addr: SocketAddr,
+    accepted: Arc<AtomicU64>,
+    served: Arc<AtomicU64>,
+    mode: Arc<AtomicU8>,
+    health: Arc<AtomicU16>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Flaky {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Flaky {
+    async fn start(mode: Mode) -> Flaky {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(AtomicU64::new(0));
+        let served = Arc::new(AtomicU64::new(0));
+        let mode = Arc::new(AtomicU8::new(mode as u8));
+        let health = Arc::new(AtomicU16::new(200));
+        let (a, s, m, h) = (
+            accepted.clone(),
+            served.clone(),
+            mode.clone(),
+            health.clone(),
+        );
+        let task = tokio::spawn(async move {
+            // Connections live in this set: aborting the task closes them all.
+            let mut conns = JoinSet::new();
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                a.fetch_add(1, Ordering::SeqCst);
+                match m.load(Ordering::SeqCst) {
+                    1 => drop(stream),
+                    2 => {
+                        conns.spawn(async move {
+                            let _held = stream;
+                            std::future::pending::<()>().await;
+                        });
+                    }
+                    _ => {
+                        let (s, m, h) = (s.clone(), m.clone(), h.clone());
+                        let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                            let (s, m, h) = (s.clone(), m.clone(), h.clone());
+                            async move { answer(&req, &s, &m, &h) }
+                        });
+                        conns.spawn(async move {
+                            let _ = hyper::server::conn::http1::Builder::new()
+                                .serve_connection(TokioIo::new(stream), svc)
+                                .await;
+                        });
+                    }
+                }
+            }
+        });
+        Flaky {
+            addr,
+            accepted,
+            served,
+            mode,
+            health,
+            task,
+        }
+    }
+
+    fn set(&self, mode: Mode) {
+        self.mode.store(mode as u8, Ordering::SeqCst);
+    }
+
+    fn set_health(&self, status: u16) {
+        self.health.store(status, Ordering::SeqCst);
+    }
+
+    fn accepted(&self) -> u64 {
+        self.accepted.load(Ordering::SeqCst)
+    }
+
+    fn served(&self) -> u64 {
+        self.served.load(Ordering::SeqCst)
+    }
+}
+
+type Answer = Result<http::Response<Full<Bytes>>, std::io::Error>;
+
+fn answer(
+    req: &http::Request<hyper::body::Incoming>,
+    served: &AtomicU64,
+    mode: &AtomicU8,
+    health: &AtomicU16,
+) -> Answer {
+    if mode.load(Ordering::SeqCst) != Mode::Serve as u8 {
+        // hyper closes the connection without an answer.
+        return Err(std::io::Error::other("origin switched off"));
+    }
+    let (status, body) = if req.uri().path() == "/healthz" {
+        (health.load(Ordering::SeqCst), "health".to_string())
+    } else {
+        served.fetch_add(1, Ordering::SeqCst);
+        (200, format!("copy of {}", req.uri().path()))
+    };
+    let resp = http::Response::builder()
+        .status(status)
+        .body(Full::new(Bytes::from(body)))
+        .map_err(std::io::Error::other)?;
+    Ok(resp)
+}
+
+/// `/status` -> `upstreams.origin`.
+async fn upstream_status(proxy: &RunningProxy) -> serde_json::Value {
+    proxy.status().await["upstreams"]["origin"].clone()
+}
+
+/// Polls `/status` every 25 ms until server `i` of `origin` is in `state`;
+/// panics after 10 s.
+async fn wait_for_state(proxy: &RunningProxy, i: usize, state: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let u = upstream_status(proxy).await;
+        if u["health"][i]["state"] == state {
+            return;
+        }
+        assert!(Instant::now() < deadline, "server {i} never {state}: {u:#}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+async fn metrics(proxy: &RunningProxy) -> String {
+    get(&proxy.admin_url("/metrics")).await.body
+}
+
+async fn send(wires: &Wires, wire: &Wire, method: Method, path: &str) -> calmcache_testkit::Reply {
+    let host = wires.proxy.host();
+    wires.send(wire, method, &host, path, &[], "").await
+}
+
+/// The bug: with the origin killed and stale_if_error covering every
+/// client, calmcache made ~12,500 connection attempts per second to it.
+/// Now the first failure marks the server down; while it is down, stale
+/// copies are served with no attempt, and one trial goes per fail_timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_origin_sees_one_attempt_per_fail_timeout_while_stale_copies_are_served() {
+    let origin = Flaky::start(Mode::Serve).await;
+    let proxy = Proxy::with_upstream(origin.addr)
+        .upstream("fail_timeout = \"1s\"")
+        .route("refresh = \"lock\"\nttl = { 200 = \"100ms\" }\nstale_if_error = \"1h\"");
+    let wires = Arc::new(Wires::start(proxy, "").await);
+    let paths: Vec<String> = (0..10).map(|i| format!("/stale/{i}")).collect();
+    // Every wire: TLS requests are keyed under https.
+    for wire in &wires.all {
+        for path in &paths {
+            let r = send(&wires, wire, Method::GET, path).await;
+            assert_eq!(r.status, StatusCode::OK, "{path}: {}", r.body);
+        }
+    }
+    origin.set(Mode::Close);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = origin.accepted();
+
+    // A bounded burst: 2,000 requests or 2 s, 12 clients over the three wires.
+    let started = Instant::now();
+    let sent = Arc::new(AtomicU64::new(0));
+    let mut clients = JoinSet::new();
+    for c in 0..12usize {
+        let (wires, sent, paths) = (wires.clone(), sent.clone(), paths.clone());
+        clients.spawn(async move {
+            let mut bad = Vec::new();
+            let wire = wires.all[c % wires.all.len()].clone();
+            while started.elapsed() < Duration::from_secs(2) {
+                let n = sent.fetch_add(1, Ordering::SeqCst);
+                if n >= 2_000 {
+                    break;
+                }
+                let path = &paths[n as usize % paths.len()];
+                let r = send(&wires, &wire, Method::GET, path).await;
+                if r.status != StatusCode::OK || r.body != format!("copy of {path}") {
+                    bad.push(format!(
+                        "{} {path}: {} {:?}",
+                        wire.label(),
+                        r.status,
+                        r.body
+                    ));
+                }
+            }
+            bad
+        });
+    }
+    let mut bad = Vec::new();
+    while let Some(r) = clients.join_next().await {
+        bad.extend(r.unwrap());
+    }
+    let elapsed = started.elapsed();
+    let requests = sent.load(Ordering::SeqCst).min(2_000);
+    assert!(bad.is_empty(), "not the stale copy: {bad:#?}");
+    assert!(requests >= 50, "only {requests} requests in {elapsed:?}");
+    let attempts = origin.accepted() - before;
+    // The first failure, one trial per fail_timeout (1 s), and slack.
+    let allowed = 1 + elapsed.as_secs() + 3;
+    assert!(
+        attempts <= allowed,
+        "{attempts} connection attempts for {requests} requests in {elapsed:?} (allowed {allowed})"
+    );
+
+    let u = upstream_status(&wires.proxy).await;
+    let server = &u["health"][0];
+    assert!(
+        server["state"] == "down" || server["state"] == "trial",
+        "{u:#}"
+    );
+    assert!(u["all_down"].as_u64().unwrap() > 0, "{u:#}");
+    assert!(server["fails_total"].as_u64().unwrap() >= 1, "{u:#}");
+    assert!(
+        server["last_failure"].as_str().unwrap().contains("Broken"),
+        "{u:#}"
+    );
+    let text = metrics(&wires.proxy).await;
+    let up = format!(
+        "calmcache_upstream_server_up{{upstream=\"origin\",server=\"{}\"}} 0",
+        origin.addr
+    );
+    assert!(text.contains(&up), "{up} not in\n{text}");
+    assert!(text.contains("calmcache_upstream_all_down_total{upstream=\"origin\"} "));
+}
+
+/// Without a stale copy, a request is answered 502 at once while every
+/// server is down (here a server that never answers: a real attempt would
+/// wait read_timeout), on every wire, for cached routes, pass-through
+/// methods and WebSocket handshakes alike, and no connection is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_stale_copy_every_server_down_is_a_502_at_once() {
+    let origin = Flaky::start(Mode::Hang).await;
+    let proxy =
+        Proxy::with_upstream(origin.addr).upstream("read_timeout = \"3s\"\nfail_timeout = \"30s\"");
+    let wires = Wires::start(proxy, "").await;
+    // The first request waits for read_timeout and marks the server down.
+    let first = send(&wires, &Wire::Http1, Method::GET, "/first").await;
+    assert_eq!(first.status, StatusCode::GATEWAY_TIMEOUT, "{}", first.body);
+    let attempts = origin.accepted();
+    for wire in &wires.all {
+        for (method, path) in [(Method::GET, "/never-seen"), (Method::POST, "/form")] {
+            let r = send(&wires, wire, method.clone(), path).await;
+            let what = format!("{} {method} {path}", wire.label());
+            assert_eq!(r.status, StatusCode::BAD_GATEWAY, "{what}: {}", r.body);
+            assert!(
+                r.body.contains("every origin server is down"),
+                "{what}: {}",
+                r.body
+            );
+            assert!(
+                r.elapsed < Duration::from_millis(1500),
+                "{what}: {:?}",
+                r.elapsed
+            );
+        }
+    }
+    let ws = request(
+        Method::GET,
+        &wires.proxy.url("/socket"),
+        &[
+            ("connection", "upgrade"),
+            ("upgrade", "websocket"),
+            ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+            ("sec-websocket-version", "13"),
+        ],
+    )
+    .await;
+    assert_eq!(ws.status, StatusCode::BAD_GATEWAY, "{}", ws.body);
+    assert!(ws.elapsed < Duration::from_millis(1500), "{:?}", ws.elapsed);
+    let posted = request_with_body(Method::POST, &wires.proxy.url("/upload"), &[], "x=1").await;
+    assert_eq!(posted.status, StatusCode::BAD_GATEWAY, "{}", posted.body);
+    assert_eq!(origin.accepted(), attempts, "no connection while down");
+
+    let u = upstream_status(&wires.proxy).await;
+    assert_eq!(u["health"][0]["state"], "down", "{u:#}");
+    assert!(u["all_down"].as_u64().unwrap() >= 8, "{u:#}");
+    let retry = u["health"][0]["retry_in_seconds"].as_f64().unwrap();
+    assert!(retry > 0.0 && retry <= 30.0, "{u:#}");
+    assert!(
+        u["health"][0]["last_failure"]
+            .as_str()
+            .unwrap()
+            .contains("ReadTimeout"),
+        "{u:#}"
+    );
+}
+
+/// After fail_timeout one request is the trial; when it is answered the
+/// server is up again and every request after it is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_fail_timeout_one_trial_brings_a_recovered_origin_back() {
+    let origin = Flaky::start(Mode::Close).await;
+    let proxy = Proxy::with_upstream(origin.addr)
+        .upstream("fail_timeout = \"1s\"")
+        .start()
+        .await;
+    let failed_at = Instant::now();
+    let r = get(&proxy.url("/r/0")).await;
+    assert_eq!(r.status, StatusCode::BAD_GATEWAY, "{}", r.body);
+    assert_eq!(origin.accepted(), 1);
+    origin.set(Mode::Serve);
+    // Within fail_timeout: refused without an attempt, even though the
+    // origin is back.
+    let r = get(&proxy.url("/r/1")).await;
+    if failed_at.elapsed() < Duration::from_millis(900) {
+        assert_eq!(r.status, StatusCode::BAD_GATEWAY, "{}", r.body);
+        assert!(r.body.contains("every origin server is down"), "{}", r.body);
+        assert_eq!(origin.accepted(), 1);
+    }
+    tokio::time::sleep(Duration::from_millis(1100).saturating_sub(failed_at.elapsed())).await;
+    let trial = get(&proxy.url("/r/2")).await;
+    assert_eq!(trial.status, StatusCode::OK, "the trial: {}", trial.body);
+    for i in 3..23 {
+        let r = get(&proxy.url(&format!("/r/{i}"))).await;
+        assert_eq!(r.status, StatusCode::OK, "/r/{i}: {}", r.body);
+    }
+    let u = upstream_status(&proxy).await;
+    assert_eq!(u["health"][0]["state"], "up", "{u:#}");
+    assert_eq!(u["health"][0]["fails"], 0, "{u:#}");
+    assert!(origin.served() >= 21, "{}", origin.served());
+}
+
+/// Two servers, one dead: after its first failure every request goes to
+/// the live one (round robin skips the down server), on every wire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_two_servers_the_dead_one_is_skipped_after_its_first_failure() {
+    let dead = Flaky::start(Mode::Close).await;
+    let live = Origin::start().await;
+    let proxy = Proxy::with_upstream(dead.addr)
+        .also_server(live.addr())
+        .no_zone();
+    let wires = Wires::start(proxy, "").await;
+    let mut failures = Vec::new();
+    for i in 0..30 {
+        let wire = &wires.all[i % wires.all.len()];
+        let path = format!("/two/{i}");
+        let r = send(&wires, wire, Method::GET, &path).await;
+        if r.status != StatusCode::OK {
+            failures.push(format!("{} {path}: {} {}", wire.label(), r.status, r.body));
+        }
+    }
+    // The first request round robin sends to the dead server may fail
+    // (a request is not retried on another server); none after it.
+    assert!(failures.len() <= 1, "{failures:#?}");
+    assert!(
+        dead.accepted() <= 1,
+        "{} attempts on the dead server",
+        dead.accepted()
+    );
+    assert!(live.hits() >= 29, "{} on the live server", live.hits());
+    let u = upstream_status(&wires.proxy).await;
+    assert_eq!(u["health"][0]["state"], "down", "{u:#}");
+    assert_eq!(u["health"][1]["state"], "up", "{u:#}");
+    assert!(u["skipped"].as_u64().unwrap() >= 10, "{u:#}");
+    assert_eq!(u["all_down"], 0, "{u:#}");
+}
+
+/// health_check: a server whose check fails is skipped until it passes again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_active_health_check_marks_a_server_down_and_up() {
+    let a = Flaky::start(Mode::Serve).await;
+    let b = Flaky::start(Mode::Serve).await;
+    let proxy = Proxy::with_upstream(a.addr)
+        .also_server(b.addr)
+        .upstream("health_check = { path = \"/healthz\", interval = \"100ms\", timeout = \"1s\" }")
+        .no_zone()
+        .start()
+        .await;
+    b.set_health(503);
+    wait_for_state(&proxy, 1, "check_failed").await;
+    let served_b = b.served();
+    for i in 0..20 {
+        let r = get(&proxy.url(&format!("/active/{i}"))).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    }
+    assert_eq!(
+        b.served(),
+        served_b,
+        "a server failing its check got requests"
+    );
+    let u = upstream_status(&proxy).await;
+    let server = &u["health"][1];
+    assert_eq!(server["last_check"], "503 Service Unavailable", "{u:#}");
+    assert!(server["checks_failed"].as_u64().unwrap() >= 1, "{u:#}");
+    let text = metrics(&proxy).await;
+    let checks = format!(
+        "calmcache_upstream_server_checks_failed_total{{upstream=\"origin\",server=\"{}\"}}",
+        b.addr
+    );
+    assert!(text.contains(&checks), "{checks} not in\n{text}");
+
+    b.set_health(200);
+    wait_for_state(&proxy, 1, "up").await;
+    for i in 20..40 {
+        let r = get(&proxy.url(&format!("/active/{i}"))).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    }
+    assert!(
+        b.served() >= served_b + 5,
+        "{} after coming back",
+        b.served()
+    );
+}
+
+/// A health check that finds every server down answers 502 at once too,
+/// saying why; a check on a dead port counts as failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_server_failing_its_check_is_a_502_naming_the_check() {
+    let a = Flaky::start(Mode::Serve).await;
+    a.set_health(500);
+    let proxy = Proxy::with_upstream(a.addr)
+        .upstream("health_check = { path = \"/healthz\", interval = \"100ms\" }")
+        .start()
+        .await;
+    wait_for_state(&proxy, 0, "check_failed").await;
+    let served = a.served();
+    let r = get(&proxy.url("/x")).await;
+    assert_eq!(r.status, StatusCode::BAD_GATEWAY, "{}", r.body);
+    assert_eq!(a.served(), served);
+}
+
+/// Bad values of the new keys are reported with their TOML path, exit 2.
+#[test]
+fn bad_health_settings_are_clear_errors() {
+    let text = r#"
+[server]
+listen = ["127.0.0.1:0"]
+[upstreams.app]
+servers = ["127.0.0.1:8081"]
+max_fails = -1
+fail_timeout = "abc"
+health_check = { interval = "0s" }
+[[routes]]
+upstream = "app"
+"#;
+    let err = calmcache::config::Config::from_toml(text, "test.toml")
+        .unwrap_err()
+        .to_string();
+    for needle in [
+        "upstreams.app.max_fails",
+        "upstreams.app.fail_timeout",
+        "\"abc\" is not a duration",
+        "upstreams.app.health_check.path",
+        "upstreams.app.health_check.interval",
+    ] {
+        assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
+    }
+}
