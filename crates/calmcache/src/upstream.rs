@@ -178,6 +178,10 @@ impl Upstream {
         let has_body = !req.body().is_end_stream();
         self.stats.requests.inc();
         let started = std::time::Instant::now();
+        // An answer NGINX would call invalid_header (a malformed head, an
+        // interim 101) is not in its default proxy_next_upstream, so it does
+        // not count against the server.
+        let mut invalid_head = false;
         let mut result =
             match tokio::time::timeout(self.read_timeout, self.client.request(req)).await {
                 Err(_) => Err(ProxyError::upstream(
@@ -185,7 +189,10 @@ impl Upstream {
                     server.as_str(),
                     format!("no response within read_timeout {:?}", self.read_timeout),
                 )),
-                Ok(Err(e)) => Err(classify(&e, server.as_str())),
+                Ok(Err(e)) => {
+                    invalid_head = is_parse_error(&e);
+                    Err(classify(&e, server.as_str()))
+                }
                 Ok(Ok(resp)) => Ok(resp),
             };
         if expect == Expect::Final {
@@ -197,6 +204,7 @@ impl Upstream {
                         "interim {} to a request that asked no upgrade",
                         resp.status()
                     );
+                    invalid_head = true;
                     result = Err(ProxyError::upstream(
                         ErrorKind::Broken,
                         server.as_str(),
@@ -207,7 +215,7 @@ impl Upstream {
         }
         match &result {
             Ok(_) => attempt.succeeded(),
-            Err(e) if counts_against_server(e, has_body) => {
+            Err(e) if !invalid_head && counts_against_server(e, has_body) => {
                 attempt.failed(&format!("{:?}: {}", e.kind, e.cause));
             }
             Err(_) => attempt.neutral(),
@@ -309,11 +317,12 @@ fn origin_uri(server: &Authority, uri: &Uri) -> Result<Uri, ProxyError> {
     Uri::from_parts(parts).map_err(|e| ProxyError::downstream(ErrorKind::BadRequest, e))
 }
 
-/// NGINX's `proxy_next_upstream error timeout` (its default) plus an
-/// invalid response head: a failed connect, no response head in time, or
-/// a broken or malformed head. A 5xx answer does not count (neither does
-/// it in NGINX by default); with a request body only a failed connect
-/// counts, so a client cannot mark servers down with a body that stalls.
+/// NGINX's `proxy_next_upstream error timeout` (its default): a failed
+/// connect, no response head within `read_timeout`, or the connection
+/// closed or reset before a complete head. A malformed head
+/// (`invalid_header`) and a 5xx answer do not count, as in NGINX by
+/// default; with a request body only a failed connect counts, so a client
+/// cannot mark servers down with a body that stalls or breaks.
 fn counts_against_server(e: &ProxyError, has_body: bool) -> bool {
     match e.kind {
         ErrorKind::ConnectFailed | ErrorKind::ConnectTimeout => true,
@@ -334,6 +343,18 @@ fn classify(e: &hyper_util::client::legacy::Error, server: &str) -> ProxyError {
         return ProxyError::upstream(kind, server, cause);
     }
     ProxyError::upstream(ErrorKind::Broken, server, cause)
+}
+
+/// hyper could not parse the response head.
+fn is_parse_error(e: &hyper_util::client::legacy::Error) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(err) = cur {
+        if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            return h.is_parse() || h.is_parse_status() || h.is_parse_too_large();
+        }
+        cur = err.source();
+    }
+    false
 }
 
 fn source_io_kind(e: &(dyn std::error::Error + 'static)) -> Option<std::io::ErrorKind> {
