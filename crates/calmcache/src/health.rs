@@ -261,9 +261,10 @@ impl ServerHealth {
             });
         } else if state.down.is_none() {
             // A request begun before the server went down adds nothing.
-            let expired = state
-                .window_start
-                .map_or(true, |w| now.saturating_duration_since(w) >= s.fail_timeout);
+            let expired = match state.window_start {
+                Some(w) => now.saturating_duration_since(w) >= s.fail_timeout,
+                None => true,
+            };
             if expired {
                 state.window_start = Some(now);
                 state.fails = 0;

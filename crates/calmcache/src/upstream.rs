@@ -47,6 +47,18 @@ struct Server {
     health: Arc<ServerHealth>,
 }
 
+/// How one exchange went for its server's health.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Failed {
+    /// Answered.
+    No,
+    /// Failed in a way that counts against the server.
+    Counted,
+    /// Failed, but not surely the server's fault (the client's body, a
+    /// malformed head).
+    NotCounted,
+}
+
 /// What a request to the upstream may answer with.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Expect {
@@ -107,20 +119,27 @@ impl Upstream {
     /// The next server in round robin that its health lets through; the
     /// all-down error when none does (no connection is attempted).
     fn pick(&self) -> Result<(&Server, Attempt), ProxyError> {
+        let now = Instant::now();
+        self.choose(now).ok_or_else(|| {
+            self.stats.all_down.inc();
+            self.all_down(now)
+        })
+    }
+
+    /// The next server in round robin that is up (counting the ones skipped).
+    fn choose(&self, now: Instant) -> Option<(&Server, Attempt)> {
         let n = self.servers.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
-        let now = Instant::now();
         for k in 0..n {
             let server = &self.servers[start.wrapping_add(k) % n];
             if let Some(attempt) = server.health.admit(now) {
                 if k > 0 {
                     self.stats.skipped.inc();
                 }
-                return Ok((server, attempt));
+                return Some((server, attempt));
             }
         }
-        self.stats.all_down.inc();
-        Err(self.all_down(now))
+        None
     }
 
     /// `upstream app: all 2 servers down (a:80: failed 1 time, retry in 4s
@@ -157,12 +176,59 @@ impl Upstream {
         self.exchange(req, Expect::Upgrade).await
     }
 
+    /// One request to the upstream. A bodiless GET or HEAD whose server
+    /// failed (connect error, or closed before its head; not a read
+    /// timeout, which would double the wait) is sent once more to the next
+    /// server that is up, as NGINX's `proxy_next_upstream` does.
     async fn exchange(
         &self,
-        mut req: Request<StreamBody>,
+        req: Request<StreamBody>,
         expect: Expect,
     ) -> Result<Response<Incoming>, ProxyError> {
         let (server, attempt) = self.pick()?;
+        let copy = self.retry_copy(&req, expect);
+        let (result, failed) = self.once(server, attempt, req, expect).await;
+        let (Err(e), Some(copy), Failed::Counted) = (&result, copy, failed) else {
+            return result;
+        };
+        if e.kind == ErrorKind::ReadTimeout {
+            return result;
+        }
+        match self.choose(Instant::now()) {
+            Some((next, attempt)) if !std::ptr::eq(next, server) => {
+                tracing::debug!(upstream = %self.name, error = %e, next = %next.authority, "trying the next server");
+                self.once(next, attempt, copy, expect).await.0
+            }
+            _ => result,
+        }
+    }
+
+    /// A copy of a bodiless GET or HEAD for a second server, when there is one.
+    fn retry_copy(&self, req: &Request<StreamBody>, expect: Expect) -> Option<Request<StreamBody>> {
+        let idempotent = matches!(*req.method(), http::Method::GET | http::Method::HEAD);
+        if self.servers.len() < 2
+            || expect != Expect::Final
+            || !idempotent
+            || !req.body().is_end_stream()
+        {
+            return None;
+        }
+        let mut copy = Request::new(empty_body());
+        *copy.method_mut() = req.method().clone();
+        *copy.uri_mut() = req.uri().clone();
+        *copy.headers_mut() = req.headers().clone();
+        Some(copy)
+    }
+
+    /// `req` to `server`, reported to its health; says whether the failure
+    /// (if any) counted against the server.
+    async fn once(
+        &self,
+        server: &Server,
+        attempt: Attempt,
+        mut req: Request<StreamBody>,
+        expect: Expect,
+    ) -> (Result<Response<Incoming>, ProxyError>, Failed) {
         let server = &server.authority;
         *req.version_mut() = http::Version::HTTP_11;
         if !req.headers().contains_key(http::header::HOST) {
@@ -172,7 +238,10 @@ impl Upstream {
                 req.headers_mut().insert(http::header::HOST, host);
             }
         }
-        *req.uri_mut() = origin_uri(server, req.uri())?;
+        *req.uri_mut() = match origin_uri(server, req.uri()) {
+            Ok(uri) => uri,
+            Err(e) => return (Err(e), Failed::NotCounted),
+        };
         // With a client body on the way, only a failed connect is surely
         // the server's: a timeout or a broken exchange may be the body's.
         let has_body = !req.body().is_end_stream();
@@ -213,13 +282,20 @@ impl Upstream {
                 }
             }
         }
-        match &result {
-            Ok(_) => attempt.succeeded(),
+        let failed = match &result {
+            Ok(_) => {
+                attempt.succeeded();
+                Failed::No
+            }
             Err(e) if !invalid_head && counts_against_server(e, has_body) => {
                 attempt.failed(&format!("{:?}: {}", e.kind, e.cause));
+                Failed::Counted
             }
-            Err(_) => attempt.neutral(),
-        }
+            Err(_) => {
+                attempt.neutral();
+                Failed::NotCounted
+            }
+        };
         let elapsed = started.elapsed();
         self.stats.latency.observe(elapsed);
         if result
@@ -232,7 +308,7 @@ impl Upstream {
             addr: server.as_str().parse().ok(),
             elapsed,
         });
-        result
+        (result, failed)
     }
 
     /// The servers, as configured.
@@ -302,6 +378,12 @@ impl Upstream {
     pub fn try_refresh_slot(&self) -> Option<OwnedSemaphorePermit> {
         self.refresh_slots.clone().try_acquire_owned().ok()
     }
+}
+
+fn empty_body() -> StreamBody {
+    Empty::<Bytes>::new()
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 /// `http://server/<path and query of uri>`.
