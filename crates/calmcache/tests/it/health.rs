@@ -42,6 +42,7 @@ struct Flaky {
     addr: SocketAddr,
     accepted: Arc<AtomicU64>,
     served: Arc<AtomicU64>,
+    checks: Arc<AtomicU64>,
     mode: Arc<AtomicU8>,
     health: Arc<AtomicU16>,
     task: tokio::task::JoinHandle<()>,
@@ -59,14 +60,11 @@ impl Flaky {
         let addr = listener.local_addr().unwrap();
         let accepted = Arc::new(AtomicU64::new(0));
         let served = Arc::new(AtomicU64::new(0));
+        let checks = Arc::new(AtomicU64::new(0));
         let mode = Arc::new(AtomicU8::new(mode as u8));
         let health = Arc::new(AtomicU16::new(200));
-        let (a, s, m, h) = (
-            accepted.clone(),
-            served.clone(),
-            mode.clone(),
-            health.clone(),
-        );
+        let (a, m) = (accepted.clone(), mode.clone());
+        let counts = (served.clone(), checks.clone(), health.clone());
         let task = tokio::spawn(async move {
             // Connections live in this set: aborting the task closes them all.
             let mut conns = JoinSet::new();
@@ -84,10 +82,10 @@ impl Flaky {
                         });
                     }
                     _ => {
-                        let (s, m, h) = (s.clone(), m.clone(), h.clone());
+                        let (counts, m) = (counts.clone(), m.clone());
                         let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                            let (s, m, h) = (s.clone(), m.clone(), h.clone());
-                            async move { answer(&req, &s, &m, &h) }
+                            let (counts, m) = (counts.clone(), m.clone());
+                            async move { answer(&req, &counts, &m) }
                         });
                         conns.spawn(async move {
                             let _ = hyper::server::conn::http1::Builder::new()
@@ -102,6 +100,7 @@ impl Flaky {
             addr,
             accepted,
             served,
+            checks,
             mode,
             health,
             task,
@@ -123,21 +122,25 @@ impl Flaky {
     fn served(&self) -> u64 {
         self.served.load(Ordering::SeqCst)
     }
+
+    fn checks(&self) -> u64 {
+        self.checks.load(Ordering::SeqCst)
+    }
 }
 
 type Answer = Result<http::Response<Full<Bytes>>, std::io::Error>;
 
-fn answer(
-    req: &http::Request<hyper::body::Incoming>,
-    served: &AtomicU64,
-    mode: &AtomicU8,
-    health: &AtomicU16,
-) -> Answer {
+/// Requests served, health checks answered, the health status.
+type Counts = (Arc<AtomicU64>, Arc<AtomicU64>, Arc<AtomicU16>);
+
+fn answer(req: &http::Request<hyper::body::Incoming>, counts: &Counts, mode: &AtomicU8) -> Answer {
+    let (served, checks, health) = counts;
     if mode.load(Ordering::SeqCst) != Mode::Serve as u8 {
         // hyper closes the connection without an answer.
         return Err(std::io::Error::other("origin switched off"));
     }
     let (status, body) = if req.uri().path() == "/healthz" {
+        checks.fetch_add(1, Ordering::SeqCst);
         (health.load(Ordering::SeqCst), "health".to_string())
     } else {
         served.fetch_add(1, Ordering::SeqCst);
@@ -487,6 +490,54 @@ async fn every_server_failing_its_check_is_a_502_naming_the_check() {
     let r = get(&proxy.url("/x")).await;
     assert_eq!(r.status, StatusCode::BAD_GATEWAY, "{}", r.body);
     assert_eq!(a.served(), served);
+}
+
+/// A reload keeps a down server down when its settings are unchanged
+/// (no burst of attempts at each reload), starts it afresh when they
+/// change, and stops the previous generation's active checks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_health_of_unchanged_servers_and_stops_old_checks() {
+    let origin = Flaky::start(Mode::Close).await;
+    let builder = |keys: &str| {
+        Proxy::with_upstream(origin.addr)
+            .upstream(keys)
+            .route("ttl = { 200 = \"2s\" }")
+    };
+    let passive = "fail_timeout = \"30s\"";
+    let proxy = builder(passive).start().await;
+    let r = get(&proxy.url("/k")).await;
+    assert_eq!(r.status, StatusCode::BAD_GATEWAY, "{}", r.body);
+    assert_eq!(upstream_status(&proxy).await["health"][0]["state"], "down");
+    let reload = |keys: &str| {
+        let text = builder(keys).toml();
+        calmcache::config::Config::from_toml(&text, "<test>").unwrap()
+    };
+    let reloader = proxy.running().reloader().clone();
+    // The same upstream settings (a route changed): still down, no attempt.
+    let mut same = reload(passive);
+    same.routes[0].ttl = Default::default();
+    reloader.apply(same).await.unwrap();
+    let attempts = origin.accepted();
+    let r = get(&proxy.url("/k")).await;
+    assert!(r.body.contains("every origin server is down"), "{}", r.body);
+    assert_eq!(origin.accepted(), attempts);
+    // Other settings (a health check added): the server starts up.
+    origin.set(Mode::Serve);
+    let checked =
+        "fail_timeout = \"30s\"\nhealth_check = { path = \"/healthz\", interval = \"50ms\" }";
+    reloader.apply(reload(checked)).await.unwrap();
+    assert_eq!(upstream_status(&proxy).await["health"][0]["state"], "up");
+    assert_eq!(get(&proxy.url("/k")).await.status, StatusCode::OK);
+    crate::wait_until(Duration::from_secs(10), "no health checks", || {
+        origin.checks() >= 2
+    })
+    .await;
+    // The check removed: the previous generation's checks stop.
+    reloader.apply(reload(passive)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let checks = origin.checks();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(origin.checks(), checks, "old checks still running");
 }
 
 /// Bad values of the new keys are reported with their TOML path, exit 2.
