@@ -40,6 +40,8 @@ pub struct Settings {
     pub max_fails: u32,
     /// The counting window, and how long a down server is skipped.
     pub fail_timeout: Duration,
+    /// Response statuses that count as failures (none by default).
+    pub fail_statuses: Vec<u16>,
     /// Active checks, if configured.
     pub check: Option<HealthCheckConfig>,
 }
@@ -210,6 +212,12 @@ impl ServerHealth {
     /// only when they are unchanged).
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// True when `status` counts as a failure (`fail_statuses`).
+    pub fn fails_on(&self, status: http::StatusCode) -> bool {
+        !self.settings.fail_statuses.is_empty()
+            && self.settings.fail_statuses.contains(&status.as_u16())
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

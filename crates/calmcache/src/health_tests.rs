@@ -19,6 +19,7 @@ fn server(max_fails: u32, check: Option<(u32, u32)>) -> Arc<ServerHealth> {
     let settings = Settings {
         max_fails,
         fail_timeout: FT,
+        fail_statuses: Vec::new(),
         check,
     };
     ServerHealth::new("127.0.0.1:1".into(), settings)

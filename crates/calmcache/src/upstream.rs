@@ -76,6 +76,7 @@ impl Upstream {
         let settings = health::Settings {
             max_fails: cfg.max_fails,
             fail_timeout: cfg.fail_timeout,
+            fail_statuses: cfg.fail_statuses.clone(),
             check: cfg.health_check.clone(),
         };
         let servers = cfg
@@ -283,6 +284,11 @@ impl Upstream {
             }
         }
         let failed = match &result {
+            Ok(resp) if attempt.health().fails_on(resp.status()) => {
+                // Relayed as it came (or stale-if-error), but counted.
+                attempt.failed(&format!("answered {}", resp.status()));
+                Failed::No
+            }
             Ok(_) => {
                 attempt.succeeded();
                 Failed::No

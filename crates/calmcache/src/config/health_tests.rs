@@ -33,13 +33,14 @@ fn defaults_are_nginx_s() {
     let u = &config.upstreams[0];
     assert_eq!((u.max_fails, u.fail_timeout), (1, Duration::from_secs(10)));
     assert_eq!(u.health_check, None);
+    assert!(u.fail_statuses.is_empty());
 }
 
 #[test]
 fn health_check_defaults_and_keys() {
     let config = Config::from_toml(
         &upstream(
-            "max_fails = 0\nfail_timeout = \"30s\"\n\
+            "max_fails = 0\nfail_timeout = \"30s\"\nfail_statuses = [429, 503]\n\
              health_check = { path = \"/healthz?deep=1\", passes = 2 }",
         ),
         "test.toml",
@@ -47,6 +48,7 @@ fn health_check_defaults_and_keys() {
     .unwrap();
     let u = &config.upstreams[0];
     assert_eq!((u.max_fails, u.fail_timeout), (0, Duration::from_secs(30)));
+    assert_eq!(u.fail_statuses, [429, 503]);
     let check = u.health_check.as_ref().unwrap();
     assert_eq!(check.path, "/healthz?deep=1");
     assert_eq!(check.interval, Duration::from_secs(5));
@@ -77,6 +79,16 @@ fn bad_values_name_their_key() {
             "fail_timeout = \"0s\"",
             "upstreams.app.fail_timeout",
             "max_fails = 0",
+        ),
+        (
+            "fail_statuses = [503, 404]",
+            "upstreams.app.fail_statuses[1]",
+            "404 is not a failure status",
+        ),
+        (
+            "fail_statuses = [503, 503]",
+            "upstreams.app.fail_statuses[1]",
+            "listed twice",
         ),
         (
             "health_check = { interval = \"5s\" }",

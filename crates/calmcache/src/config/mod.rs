@@ -213,6 +213,9 @@ pub struct UpstreamConfig {
     /// The window failures are counted in, and how long a failed server is
     /// skipped before one trial request (default 10s, as NGINX's).
     pub fail_timeout: Duration,
+    /// Response statuses that count as failures too (default none, as
+    /// NGINX's default `proxy_next_upstream`); 429 and 500-599 only.
+    pub fail_statuses: Vec<u16>,
     /// Active checks (`health_check = { path, interval }`); `None`: off.
     pub health_check: Option<HealthCheckConfig>,
 }

@@ -91,6 +91,7 @@ pub(crate) struct RawUpstream {
     pub(crate) refresh_concurrency: Option<i64>,
     pub(crate) max_fails: Option<i64>,
     pub(crate) fail_timeout: Option<Text>,
+    pub(crate) fail_statuses: Option<Vec<i64>>,
     pub(crate) health_check: Option<RawHealthCheck>,
 }
 

@@ -490,6 +490,7 @@ impl Checker {
             ),
             max_fails: health.max_fails,
             fail_timeout: health.fail_timeout,
+            fail_statuses: health.fail_statuses,
             health_check: health.health_check,
             name,
         }

@@ -428,6 +428,39 @@ async fn a_post_is_not_retried_on_another_server() {
     assert_eq!(u["health"][0]["state"], "up", "{u:#}");
 }
 
+/// 5xx answers do not count by default (NGINX's); with `fail_statuses`
+/// they do: the 503 is relayed, and the server is down after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_statuses_count_listed_answers_as_failures() {
+    let origin = Origin::start().await;
+    let failing = [("x-origin-status", "503")];
+    let plain = Proxy::new(&origin).no_zone().start().await;
+    for _ in 0..3 {
+        let r = request(Method::GET, &plain.url("/busy"), &failing).await;
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    }
+    assert_eq!(upstream_status(&plain).await["health"][0]["state"], "up");
+    let counting = Proxy::new(&origin)
+        .no_zone()
+        .upstream("fail_statuses = [503]\nfail_timeout = \"30s\"")
+        .start()
+        .await;
+    let hits = origin.hits();
+    let r = request(Method::GET, &counting.url("/busy"), &failing).await;
+    assert_eq!(
+        r.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "relayed as it came"
+    );
+    let r = get(&counting.url("/fine")).await;
+    assert_eq!(r.status, StatusCode::BAD_GATEWAY, "{}", r.body);
+    assert_eq!(origin.hits(), hits + 1);
+    let u = upstream_status(&counting).await;
+    assert_eq!(u["health"][0]["state"], "down", "{u:#}");
+    let last = u["health"][0]["last_failure"].as_str().unwrap();
+    assert!(last.contains("answered 503"), "{u:#}");
+}
+
 /// health_check: a server whose check fails is skipped until it passes again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_active_health_check_marks_a_server_down_and_up() {

@@ -24,6 +24,7 @@ const DEFAULT_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 pub(super) struct Health {
     pub(super) max_fails: u32,
     pub(super) fail_timeout: Duration,
+    pub(super) fail_statuses: Vec<u16>,
     pub(super) health_check: Option<HealthCheckConfig>,
 }
 
@@ -43,6 +44,7 @@ impl Checker {
                     .hint("to never mark servers down, set max_fails = 0"),
             );
         }
+        let fail_statuses = self.fail_statuses(&at("fail_statuses"), raw.fail_statuses.as_deref());
         let health_check = raw
             .health_check
             .as_ref()
@@ -50,8 +52,35 @@ impl Checker {
         Health {
             max_fails,
             fail_timeout,
+            fail_statuses,
             health_check,
         }
+    }
+
+    /// `fail_statuses = [502, 503, 504]`: 429 and 500-599, each once.
+    fn fail_statuses(&mut self, path: &str, raw: Option<&[i64]>) -> Vec<u16> {
+        let mut out = Vec::new();
+        for (i, &code) in raw.unwrap_or_default().iter().enumerate() {
+            match u16::try_from(code) {
+                Ok(status @ (429 | 500..=599)) if !out.contains(&status) => out.push(status),
+                Ok(status) if out.contains(&status) => {
+                    self.report(Problem::new(
+                        format!("{path}[{i}]"),
+                        format!("{code} is listed twice"),
+                    ));
+                }
+                _ => {
+                    let problem = Problem::new(
+                        format!("{path}[{i}]"),
+                        format!("{code} is not a failure status"),
+                    );
+                    self.report(
+                        problem.hint("429 or 500 to 599, e.g. fail_statuses = [502, 503, 504]"),
+                    );
+                }
+            }
+        }
+        out
     }
 
     fn health_check(&mut self, path: &str, raw: &RawHealthCheck) -> Option<HealthCheckConfig> {
