@@ -98,9 +98,30 @@ pub enum Admit {
     Skip,
 }
 
+/// What one exchange says of its server's health.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// A response head came (any status not in `fail_statuses`).
+    Answered,
+    /// A response head with a status in `fail_statuses`: relayed, but a failure.
+    FailingStatus(String),
+    /// Failed in a way that counts against the server (why).
+    Failed(String),
+    /// Failed, but not surely the server's doing (the client's body, a
+    /// malformed head): neither a success nor a failure.
+    Neutral,
+}
+
+impl Verdict {
+    /// True for [`Verdict::Failed`]: no response, and the server's fault.
+    pub fn counts(&self) -> bool {
+        matches!(self, Verdict::Failed(_))
+    }
+}
+
 /// A request on its way to one server: report how it went with
-/// [`Attempt::succeeded`] or [`Attempt::failed`]; dropped without either
-/// (the client went away), a trial lets the next request try.
+/// [`Attempt::report`]; dropped without it (the client went away), a trial
+/// lets the next request try.
 #[derive(Debug)]
 pub struct Attempt {
     health: Arc<ServerHealth>,
@@ -109,28 +130,27 @@ pub struct Attempt {
 }
 
 impl Attempt {
-    /// The server answered with a response head (any status).
-    pub fn succeeded(mut self) {
-        self.reported = true;
-        if self.admit == Admit::Trial {
-            self.health.trial_succeeded();
+    /// Records how the exchange went.
+    pub fn report(mut self, verdict: Verdict) {
+        match verdict {
+            Verdict::Answered => {
+                self.reported = true;
+                if self.admit == Admit::Trial {
+                    self.health.trial_succeeded();
+                }
+            }
+            Verdict::Failed(why) | Verdict::FailingStatus(why) => {
+                self.reported = true;
+                self.health.failed(self.admit, &why, Instant::now());
+            }
+            // Drop releases a trial without a verdict.
+            Verdict::Neutral => {}
         }
     }
 
-    /// The exchange failed in a way that counts against the server.
-    pub fn failed(mut self, reason: &str) {
-        self.reported = true;
-        self.health.failed(self.admit, reason, Instant::now());
-    }
-
-    /// Neither success nor failure of the server (the client's body broke).
-    pub fn neutral(self) {
-        // Drop releases a trial without a verdict.
-    }
-
-    /// The server this attempt goes to.
-    pub fn health(&self) -> &ServerHealth {
-        &self.health
+    /// Whether the server was up, or this is its trial.
+    pub fn admit(&self) -> Admit {
+        self.admit
     }
 }
 

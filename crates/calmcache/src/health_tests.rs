@@ -42,7 +42,7 @@ fn one_failure_marks_down_with_the_defaults_then_one_trial_after_fail_timeout() 
     assert_eq!(trial.admit, Admit::Trial);
     assert!(s.admit(t0 + FT).is_none(), "one trial at a time");
     assert_eq!(s.status(t0 + FT).state, ServerState::Trial);
-    trial.succeeded();
+    trial.report(Verdict::Answered);
     assert_eq!(s.admit(t0 + FT).map(|a| a.admit), Some(Admit::Normal));
     assert_eq!(s.status(t0 + FT).state, ServerState::Up);
 }

@@ -22,7 +22,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use crate::body::StreamBody;
 use crate::config::UpstreamConfig;
 use crate::error::{ErrorKind, ProxyError};
-use crate::health::{self, Attempt, ServerHealth};
+use crate::health::{self, Admit, Attempt, ServerHealth, Verdict};
 
 /// One named upstream: its servers and the shared connection pool.
 pub struct Upstream {
@@ -45,18 +45,6 @@ pub struct Upstream {
 struct Server {
     authority: Authority,
     health: Arc<ServerHealth>,
-}
-
-/// How one exchange went for its server's health.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Failed {
-    /// Answered.
-    No,
-    /// Failed in a way that counts against the server.
-    Counted,
-    /// Failed, but not surely the server's fault (the client's body, a
-    /// malformed head).
-    NotCounted,
 }
 
 /// What a request to the upstream may answer with.
@@ -177,59 +165,56 @@ impl Upstream {
         self.exchange(req, Expect::Upgrade).await
     }
 
-    /// One request to the upstream. A bodiless GET or HEAD whose server
-    /// failed (connect error, or closed before its head; not a read
-    /// timeout, which would double the wait) is sent once more to the next
-    /// server that is up, as NGINX's `proxy_next_upstream` does.
+    /// One request to the upstream. A bodiless GET or HEAD is sent again:
+    /// once more to the same server when its connection closed before the
+    /// head while the server was up (most often a pooled connection the
+    /// server closed as the request went out: its keep-alive timeout, not
+    /// its death; only the second failure counts), and once to the next
+    /// server that is up when the failure counted (not a read timeout,
+    /// which would double the wait), as NGINX's `proxy_next_upstream`.
     async fn exchange(
         &self,
         req: Request<StreamBody>,
         expect: Expect,
     ) -> Result<Response<Incoming>, ProxyError> {
         let (server, attempt) = self.pick()?;
-        let copy = self.retry_copy(&req, expect);
-        let (result, failed) = self.once(server, attempt, req, expect).await;
-        let (Err(e), Some(copy), Failed::Counted) = (&result, copy, failed) else {
+        let mut copy = retry_copy(&req, expect);
+        let (mut result, mut verdict) = self.once(server, req, expect).await;
+        if verdict.counts()
+            && attempt.admit() == Admit::Normal
+            && is_kind(&result, ErrorKind::Broken)
+        {
+            if let Some(again) = copy.take() {
+                copy = retry_copy(&again, expect).filter(|_| self.servers.len() > 1);
+                (result, verdict) = self.once(server, again, expect).await;
+            }
+        }
+        let retry = verdict.counts() && !is_kind(&result, ErrorKind::ReadTimeout);
+        attempt.report(verdict);
+        let (Some(copy), true) = (copy.filter(|_| self.servers.len() > 1), retry) else {
             return result;
         };
-        if e.kind == ErrorKind::ReadTimeout {
-            return result;
-        }
         match self.choose(Instant::now()) {
             Some((next, attempt)) if !std::ptr::eq(next, server) => {
-                tracing::debug!(upstream = %self.name, error = %e, next = %next.authority, "trying the next server");
-                self.once(next, attempt, copy, expect).await.0
+                if let Err(e) = &result {
+                    tracing::debug!(upstream = %self.name, error = %e, next = %next.authority, "trying the next server");
+                }
+                let (result, verdict) = self.once(next, copy, expect).await;
+                attempt.report(verdict);
+                result
             }
             _ => result,
         }
     }
 
-    /// A copy of a bodiless GET or HEAD for a second server, when there is one.
-    fn retry_copy(&self, req: &Request<StreamBody>, expect: Expect) -> Option<Request<StreamBody>> {
-        let idempotent = matches!(*req.method(), http::Method::GET | http::Method::HEAD);
-        if self.servers.len() < 2
-            || expect != Expect::Final
-            || !idempotent
-            || !req.body().is_end_stream()
-        {
-            return None;
-        }
-        let mut copy = Request::new(empty_body());
-        *copy.method_mut() = req.method().clone();
-        *copy.uri_mut() = req.uri().clone();
-        *copy.headers_mut() = req.headers().clone();
-        Some(copy)
-    }
-
-    /// `req` to `server`, reported to its health; says whether the failure
-    /// (if any) counted against the server.
+    /// `req` to `server`, and what its outcome says of the server's health.
     async fn once(
         &self,
         server: &Server,
-        attempt: Attempt,
         mut req: Request<StreamBody>,
         expect: Expect,
-    ) -> (Result<Response<Incoming>, ProxyError>, Failed) {
+    ) -> (Result<Response<Incoming>, ProxyError>, Verdict) {
+        let health = &server.health;
         let server = &server.authority;
         *req.version_mut() = http::Version::HTTP_11;
         if !req.headers().contains_key(http::header::HOST) {
@@ -241,7 +226,7 @@ impl Upstream {
         }
         *req.uri_mut() = match origin_uri(server, req.uri()) {
             Ok(uri) => uri,
-            Err(e) => return (Err(e), Failed::NotCounted),
+            Err(e) => return (Err(e), Verdict::Neutral),
         };
         // With a client body on the way, only a failed connect is surely
         // the server's: a timeout or a broken exchange may be the body's.
@@ -283,24 +268,16 @@ impl Upstream {
                 }
             }
         }
-        let failed = match &result {
-            Ok(resp) if attempt.health().fails_on(resp.status()) => {
+        let verdict = match &result {
+            Ok(resp) if health.fails_on(resp.status()) => {
                 // Relayed as it came (or stale-if-error), but counted.
-                attempt.failed(&format!("answered {}", resp.status()));
-                Failed::No
+                Verdict::FailingStatus(format!("answered {}", resp.status()))
             }
-            Ok(_) => {
-                attempt.succeeded();
-                Failed::No
-            }
+            Ok(_) => Verdict::Answered,
             Err(e) if !invalid_head && counts_against_server(e, has_body) => {
-                attempt.failed(&format!("{:?}: {}", e.kind, e.cause));
-                Failed::Counted
+                Verdict::Failed(format!("{:?}: {}", e.kind, e.cause))
             }
-            Err(_) => {
-                attempt.neutral();
-                Failed::NotCounted
-            }
+            Err(_) => Verdict::Neutral,
         };
         let elapsed = started.elapsed();
         self.stats.latency.observe(elapsed);
@@ -314,7 +291,7 @@ impl Upstream {
             addr: server.as_str().parse().ok(),
             elapsed,
         });
-        (result, failed)
+        (result, verdict)
     }
 
     /// The servers, as configured.
@@ -384,6 +361,23 @@ impl Upstream {
     pub fn try_refresh_slot(&self) -> Option<OwnedSemaphorePermit> {
         self.refresh_slots.clone().try_acquire_owned().ok()
     }
+}
+
+/// A copy of a bodiless GET or HEAD (method, URI, headers) to send again.
+fn retry_copy(req: &Request<StreamBody>, expect: Expect) -> Option<Request<StreamBody>> {
+    let idempotent = matches!(*req.method(), http::Method::GET | http::Method::HEAD);
+    if expect != Expect::Final || !idempotent || !req.body().is_end_stream() {
+        return None;
+    }
+    let mut copy = Request::new(empty_body());
+    *copy.method_mut() = req.method().clone();
+    *copy.uri_mut() = req.uri().clone();
+    *copy.headers_mut() = req.headers().clone();
+    Some(copy)
+}
+
+fn is_kind(result: &Result<Response<Incoming>, ProxyError>, kind: ErrorKind) -> bool {
+    matches!(result, Err(e) if e.kind == kind)
 }
 
 fn empty_body() -> StreamBody {
