@@ -352,7 +352,7 @@ impl ServerHealth {
     /// Why the server is not used now (`None`: it is up), for the
     /// all-down error: `127.0.0.1:8081: failed 3 times, retry in 7s (last:
     /// ConnectFailed: connection refused)`.
-    pub fn why_down(&self, now: Instant) -> Option<(String, Option<Duration>)> {
+    pub fn why_down(&self, now: Instant) -> Option<String> {
         if self.available.load(Ordering::Acquire) {
             return None;
         }
@@ -365,7 +365,7 @@ impl ServerHealth {
                 "{}: failing health check GET {path} ({outcome})",
                 self.server
             );
-            return Some((why, None));
+            return Some(why);
         }
         let down = state.down?;
         let retry = down.until.saturating_duration_since(now);
@@ -375,11 +375,10 @@ impl ServerHealth {
         } else {
             format!("retry in {}", round_up(retry))
         };
-        let why = format!(
+        Some(format!(
             "{}: failed {} {times}, {when} (last: {last})",
             self.server, state.fails
-        );
-        Some((why, Some(retry)))
+        ))
     }
 
     /// This server for `/status`.

@@ -57,7 +57,7 @@ fn a_failed_trial_is_down_for_another_fail_timeout() {
     std::mem::forget(trial);
     assert!(s.admit(t0 + FT + FT / 2).is_none());
     assert!(s.admit(t0 + FT * 2).is_some());
-    let why = s.why_down(t0 + FT + FT / 2).expect("down").0;
+    let why = s.why_down(t0 + FT + FT / 2).expect("down");
     assert!(why.contains("failed 2 times"), "{why}");
     assert!(why.contains("retry in 5s"), "{why}");
     assert!(why.contains("ReadTimeout"), "{why}");
@@ -121,7 +121,7 @@ fn active_checks_mark_down_after_fails_and_up_after_passes() {
     s.checked(Err("503 Service Unavailable".into()));
     assert!(s.admit(t0).is_none());
     assert_eq!(s.status(t0).state, ServerState::CheckFailed);
-    let why = s.why_down(t0).expect("down").0;
+    let why = s.why_down(t0).expect("down");
     assert!(why.contains("failing health check GET /healthz"), "{why}");
     s.checked(Ok("200 OK".into()));
     s.checked(Err("503 Service Unavailable".into()));

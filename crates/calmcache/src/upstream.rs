@@ -111,7 +111,11 @@ impl Upstream {
         let now = Instant::now();
         self.choose(now).ok_or_else(|| {
             self.stats.all_down.inc();
-            self.all_down(now)
+            let e = self.all_down(now);
+            // Once per request: warn would flood the log (health.rs warns
+            // once when a server goes down).
+            tracing::debug!(error = %e, "refused without trying the origin");
+            e
         })
     }
 
@@ -137,7 +141,7 @@ impl Upstream {
         let why: Vec<String> = self
             .servers
             .iter()
-            .filter_map(|s| s.health.why_down(now).map(|(why, _)| why))
+            .filter_map(|s| s.health.why_down(now))
             .collect();
         let n = self.servers.len();
         let servers = if n == 1 { "server" } else { "servers" };
