@@ -61,16 +61,18 @@ impl Upstream {
     /// At a reload, a server `previous` had with the same health settings
     /// keeps its health (a server down stays down).
     pub fn new(cfg: &UpstreamConfig, previous: Option<&Upstream>) -> Result<Self, String> {
-        let settings = health::Settings {
-            max_fails: cfg.max_fails,
-            fail_timeout: cfg.fail_timeout,
-            fail_statuses: cfg.fail_statuses.clone(),
-            check: cfg.health_check.clone(),
-        };
         let servers = cfg
             .servers
             .iter()
-            .map(|s| {
+            .enumerate()
+            .map(|(i, s)| {
+                let passive = cfg.server_health.get(i);
+                let settings = health::Settings {
+                    max_fails: passive.map_or(cfg.max_fails, |p| p.max_fails),
+                    fail_timeout: passive.map_or(cfg.fail_timeout, |p| p.fail_timeout),
+                    fail_statuses: cfg.fail_statuses.clone(),
+                    check: cfg.health_check.clone(),
+                };
                 let authority = s
                     .parse::<Authority>()
                     .map_err(|e| format!("upstream {}: server {s:?}: {e}", cfg.name))?;

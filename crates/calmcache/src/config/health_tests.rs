@@ -8,8 +8,12 @@ use std::time::Duration;
 use super::{Config, ConfigError, Problem};
 
 fn upstream(keys: &str) -> String {
+    with_servers(r#"["127.0.0.1:8081"]"#, keys)
+}
+
+fn with_servers(servers: &str, keys: &str) -> String {
     format!(
-        "[server]\nlisten = [\"127.0.0.1:0\"]\n\n[upstreams.app]\nservers = [\"127.0.0.1:8081\"]\n\
+        "[server]\nlisten = [\"127.0.0.1:0\"]\n\n[upstreams.app]\nservers = {servers}\n\
          {keys}\n\n[[routes]]\nupstream = \"app\"\n"
     )
 }
@@ -120,5 +124,65 @@ fn bad_values_name_their_key() {
         let (got_path, text) = one(keys);
         assert_eq!(got_path, path, "{keys}: {text}");
         assert!(text.contains(words), "{keys}: {text:?} lacks {words:?}");
+    }
+}
+
+#[test]
+fn a_server_may_have_its_own_max_fails_and_fail_timeout() {
+    let servers = r#"["127.0.0.1:8081", { address = "127.0.0.1:8082", max_fails = 3 },
+        { address = "127.0.0.1:8083", fail_timeout = "1m" }]"#;
+    let config = Config::from_toml(&with_servers(servers, "max_fails = 2"), "t.toml").unwrap();
+    let u = &config.upstreams[0];
+    assert_eq!(
+        u.servers,
+        ["127.0.0.1:8081", "127.0.0.1:8082", "127.0.0.1:8083"]
+    );
+    let passive: Vec<(u32, u64)> = u
+        .server_health
+        .iter()
+        .map(|p| (p.max_fails, p.fail_timeout.as_secs()))
+        .collect();
+    assert_eq!(passive, [(2, 10), (3, 10), (2, 60)]);
+}
+
+#[test]
+fn bad_server_tables_name_their_key() {
+    let cases = [
+        (
+            r#"[{ max_fails = 3 }]"#,
+            "upstreams.app.servers[0].address",
+            "missing required key",
+        ),
+        (
+            r#"[{ address = "127.0.0.1:1", max_fails = -2 }]"#,
+            "upstreams.app.servers[0].max_fails",
+            "got -2",
+        ),
+        (
+            r#"[{ address = "127.0.0.1:1", fail_timeout = "soon" }]"#,
+            "upstreams.app.servers[0].fail_timeout",
+            "not a duration",
+        ),
+        (
+            r#"[{ address = "http://x:1", max_fails = 2 }]"#,
+            "upstreams.app.servers[0].address",
+            "not host:port",
+        ),
+        (
+            r#"[{ address = "127.0.0.1:1", weight = 2 }]"#,
+            "upstreams.app.servers[0]",
+            "unknown field",
+        ),
+        (r#"[8081]"#, "upstreams.app.servers[0]", "host:port"),
+    ];
+    for (servers, path, words) in cases {
+        let found = match Config::from_toml(&with_servers(servers, ""), "t.toml") {
+            Err(ConfigError::Invalid { problems, .. }) => problems,
+            other => panic!("{servers}: expected an invalid config, got {other:?}"),
+        };
+        assert_eq!(found.len(), 1, "{servers}: {found:#?}");
+        let text = found[0].to_string();
+        assert!(found[0].path.starts_with(path), "{servers}: {text}");
+        assert!(text.contains(words), "{servers}: {text:?} lacks {words:?}");
     }
 }

@@ -196,6 +196,10 @@ pub struct UpstreamConfig {
     /// `host:port` of each server, never empty; host names are resolved by
     /// the upstream pool, not here.
     pub servers: Vec<String>,
+    /// Each server's passive health settings, in `servers` order: the
+    /// upstream's `max_fails` / `fail_timeout` unless its table form gives
+    /// its own.
+    pub server_health: Vec<PassiveHealth>,
     /// Idle keep-alive connections kept per server (default 32).
     pub keepalive: usize,
     /// Limit on establishing a TCP connection (default 5s).
@@ -218,6 +222,15 @@ pub struct UpstreamConfig {
     pub fail_statuses: Vec<u16>,
     /// Active checks (`health_check = { path, interval }`); `None`: off.
     pub health_check: Option<HealthCheckConfig>,
+}
+
+/// `max_fails` and `fail_timeout` as they apply to one server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PassiveHealth {
+    /// Failures within `fail_timeout` that mark the server down; 0: never.
+    pub max_fails: u32,
+    /// The window failures are counted in, and how long the server is skipped.
+    pub fail_timeout: Duration,
 }
 
 /// `health_check = { path = "/healthz", interval = "5s" }`: a background

@@ -604,6 +604,33 @@ async fn a_reload_keeps_health_of_unchanged_servers_and_stops_old_checks() {
     assert_eq!(origin.checks(), checks, "old checks still running");
 }
 
+/// A server's own settings (the table form of a `servers` entry) override
+/// the upstream's: here `max_fails = 0` keeps a failing server in use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_table_overrides_the_upstream_settings() {
+    let origin = Flaky::start(Mode::Close).await;
+    let builder = Proxy::with_upstream(origin.addr).no_zone();
+    let text = builder.toml().replace(
+        &format!("servers = [\"{}\"]", origin.addr),
+        &format!(
+            "servers = [{{ address = \"{}\", max_fails = 0 }}]",
+            origin.addr
+        ),
+    );
+    let config = calmcache::config::Config::from_toml(&text, "<test>").unwrap();
+    assert_eq!(config.upstreams[0].server_health[0].max_fails, 0, "{text}");
+    let running = calmcache::start(&config).await.unwrap();
+    let url = format!("http://{}/t", running.proxy_addrs[0]);
+    for _ in 0..3 {
+        let r = get(&url).await;
+        assert_eq!(r.status, StatusCode::BAD_GATEWAY, "{}", r.body);
+        assert!(r.body.contains("broken response"), "{}", r.body);
+    }
+    // Each request tried (twice: closed before the head), none refused.
+    assert_eq!(origin.accepted(), 6);
+    running.shutdown(Duration::from_secs(1)).await;
+}
+
 /// Bad values of the new keys are reported with their TOML path, exit 2.
 #[test]
 fn bad_health_settings_are_clear_errors() {

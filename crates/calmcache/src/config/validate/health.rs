@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use super::Checker;
 use crate::config::error::Problem;
-use crate::config::raw::{RawHealthCheck, RawUpstream};
-use crate::config::HealthCheckConfig;
+use crate::config::raw::{RawHealthCheck, RawServerTable, RawUpstream};
+use crate::config::{HealthCheckConfig, PassiveHealth};
 
 /// NGINX's `max_fails` default.
 pub(super) const DEFAULT_MAX_FAILS: u32 = 1;
@@ -21,14 +21,51 @@ const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 const DEFAULT_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The passive and active health settings of one upstream.
-pub(super) struct Health {
+pub(crate) struct Health {
     pub(super) max_fails: u32,
     pub(super) fail_timeout: Duration,
     pub(super) fail_statuses: Vec<u16>,
     pub(super) health_check: Option<HealthCheckConfig>,
 }
 
+impl Health {
+    /// The upstream's `max_fails` and `fail_timeout`.
+    pub(super) fn passive(&self) -> PassiveHealth {
+        PassiveHealth {
+            max_fails: self.max_fails,
+            fail_timeout: self.fail_timeout,
+        }
+    }
+}
+
 impl Checker {
+    /// A server's own `max_fails` / `fail_timeout` (table form of a
+    /// `servers` entry at `path`), the upstream's where it gives none.
+    pub(super) fn server_health(
+        &mut self,
+        path: &str,
+        raw: &RawServerTable,
+        upstream: &Health,
+    ) -> PassiveHealth {
+        let at = |key: &str| format!("{path}.{key}");
+        let max_fails = self.small_count(&at("max_fails"), raw.max_fails, upstream.max_fails, 0);
+        let fail_timeout = self.duration(
+            &at("fail_timeout"),
+            raw.fail_timeout.as_ref(),
+            upstream.fail_timeout,
+        );
+        if fail_timeout.is_zero() {
+            self.report(
+                Problem::new(at("fail_timeout"), "must be more than 0")
+                    .hint("to never mark this server down, set its max_fails = 0"),
+            );
+        }
+        PassiveHealth {
+            max_fails,
+            fail_timeout,
+        }
+    }
+
     /// `max_fails`, `fail_timeout` and `health_check` at `path` (the upstream's).
     pub(super) fn health(&mut self, path: &str, raw: &RawUpstream) -> Health {
         let at = |key: &str| format!("{path}.{key}");
