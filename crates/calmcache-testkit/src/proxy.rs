@@ -17,6 +17,7 @@ use calmcache::Running;
 /// Builds a proxy with one upstream (the origin), one memory zone and one route.
 pub struct Proxy {
     origin: std::net::SocketAddr,
+    more_servers: Vec<std::net::SocketAddr>,
     route: String,
     upstream: String,
     zone_size: String,
@@ -40,6 +41,7 @@ impl Proxy {
     pub fn with_upstream(addr: std::net::SocketAddr) -> Proxy {
         Proxy {
             origin: addr,
+            more_servers: Vec::new(),
             route: String::new(),
             upstream: String::new(),
             zone_size: "64MiB".into(),
@@ -57,6 +59,12 @@ impl Proxy {
     pub fn route(mut self, keys: &str) -> Proxy {
         self.route.push_str(keys);
         self.route.push('\n');
+        self
+    }
+
+    /// Another server for the upstream, after the origin (round robin).
+    pub fn also_server(mut self, addr: std::net::SocketAddr) -> Proxy {
+        self.more_servers.push(addr);
         self
     }
 
@@ -130,14 +138,18 @@ impl Proxy {
         };
         let zone = if self.zone { "zone = \"ram\"\n" } else { "" };
         let kind = self.disk.as_deref().unwrap_or("kind = \"memory\"\n");
+        let servers: Vec<String> = std::iter::once(self.origin)
+            .chain(self.more_servers.iter().copied())
+            .map(|a| format!("\"{a}\""))
+            .collect();
         format!(
             "[server]\nlisten = [\"127.0.0.1:0\"]\nthreads = 2\n{}\n[admin]\n{}\n\
-             [upstreams.origin]\nservers = [\"{}\"]\n{}\n\
+             [upstreams.origin]\nservers = [{}]\n{}\n\
              [zones.ram]\n{kind}max_size = \"{}\"\nmax_object_size = \"{}\"\n\n\
              [[routes]]\nname = \"test\"\nupstream = \"origin\"\n{zone}{ttl}{}{}",
             self.server,
             self.admin,
-            self.origin,
+            servers.join(", "),
             self.upstream,
             self.zone_size,
             self.max_object_size,

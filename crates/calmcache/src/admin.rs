@@ -117,6 +117,14 @@ pub struct UpstreamStatus {
     pub errors: u64,
     /// Its servers.
     pub servers: Vec<String>,
+    /// Requests sent to another server because the one round robin chose
+    /// was down.
+    pub skipped: u64,
+    /// Requests refused at once (502, or a stale copy) because every
+    /// server was down.
+    pub all_down: u64,
+    /// Each server's health, in `servers` order.
+    pub health: Vec<crate::health::ServerStatus>,
 }
 
 /// Access log counters.
@@ -321,6 +329,9 @@ pub fn status(proxy: &Proxy) -> Status {
                     requests: u.stats.requests.get(),
                     errors: u.stats.errors.get(),
                     servers: u.servers(),
+                    skipped: u.stats.skipped.get(),
+                    all_down: u.stats.all_down.get(),
+                    health: u.server_status(),
                 };
                 (u.name.clone(), s)
             })

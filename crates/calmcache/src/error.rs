@@ -38,6 +38,9 @@ pub enum ErrorKind {
     NotImplemented,
     /// An `Expect` other than `100-continue` (RFC 9110 §10.1.1).
     ExpectationFailed,
+    /// Every server of the upstream is down (failed requests or health
+    /// checks): refused at once, no connection attempted.
+    AllServersDown,
 }
 
 /// An error with its side, the upstream involved and a cause for the log.
@@ -79,7 +82,9 @@ impl ProxyError {
     pub fn status(&self) -> StatusCode {
         match self.kind {
             ErrorKind::ConnectTimeout | ErrorKind::ReadTimeout => StatusCode::GATEWAY_TIMEOUT,
-            ErrorKind::ConnectFailed | ErrorKind::Broken => StatusCode::BAD_GATEWAY,
+            ErrorKind::ConnectFailed | ErrorKind::Broken | ErrorKind::AllServersDown => {
+                StatusCode::BAD_GATEWAY
+            }
             ErrorKind::BadRequest | ErrorKind::BadBody => StatusCode::BAD_REQUEST,
             ErrorKind::NoRoute => StatusCode::NOT_FOUND,
             ErrorKind::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
@@ -102,7 +107,17 @@ impl ProxyError {
             ErrorKind::BodyTimeout => "408 Request Timeout: the request body stopped arriving\n",
             ErrorKind::NotImplemented => "501 Not Implemented: unsupported transfer coding\n",
             ErrorKind::ExpectationFailed => "417 Expectation Failed\n",
+            ErrorKind::AllServersDown => {
+                "502 Bad Gateway: every origin server is down; calmcache retries it later\n"
+            }
         }
+    }
+
+    /// True for an error every request meets while a state lasts (every
+    /// server down): logged once when the state began (by `health.rs`),
+    /// not once per request.
+    pub fn repeats(&self) -> bool {
+        self.kind == ErrorKind::AllServersDown
     }
 
     /// True when the client connection should close after this answer: the

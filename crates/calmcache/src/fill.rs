@@ -185,10 +185,12 @@ pub async fn fill(
         Ok(resp) => resp,
         Err(e) => {
             route.activity.upstream_errors.inc();
-            // Per request: a dead origin must not flood the log.
-            static FETCH_FAILED: WarnLimit = WarnLimit::new();
-            warn_limited!(FETCH_FAILED, "origin fetch failed",
-                upstream = %upstream.name, key = %primary, error = %e);
+            if !e.repeats() {
+                // Per request: a dead origin must not flood the log.
+                static FETCH_FAILED: WarnLimit = WarnLimit::new();
+                warn_limited!(FETCH_FAILED, "origin fetch failed",
+                    upstream = %upstream.name, key = %primary, error = %e);
+            }
             return fail(permit, e, usable_stale, None);
         }
     };

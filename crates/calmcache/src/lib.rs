@@ -12,6 +12,7 @@
 //! - [`fill`]: fetching from the origin and storing.
 //! - [`tunnel`]: WebSocket upgrades, bytes relayed both ways.
 //! - [`upstream`]: keepalive pools, round robin, timeouts, refresh slots.
+//! - [`health`]: upstream servers' health (passive `max_fails`, active checks).
 //! - [`growing`]: a body still arriving, read by every waiting request.
 //! - [`inflight`]: the `max_inflight_body` budget of bodies held by fills.
 //! - [`headers`]: hop-by-hop, `X-Forwarded-*`, `Age`, `Cache-Status`.
@@ -48,6 +49,7 @@ pub mod file_body;
 pub mod fill;
 pub mod growing;
 pub mod headers;
+pub mod health;
 pub mod inflight;
 pub mod invalidate;
 pub mod key_template;

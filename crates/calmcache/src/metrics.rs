@@ -262,6 +262,11 @@ pub struct UpstreamStats {
     pub errors: Counter,
     /// Time from sending to the response head.
     pub latency: Histogram,
+    /// Requests sent to another server because the one round robin chose
+    /// was down.
+    pub skipped: Counter,
+    /// Requests refused at once because every server was down.
+    pub all_down: Counter,
 }
 
 /// One call to an upstream server, for the access log.

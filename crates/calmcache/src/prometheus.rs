@@ -143,6 +143,7 @@ pub fn render(status: &Status) -> String {
             u.errors as f64,
         );
     }
+    upstream_health(o, status);
     family(
         o,
         "calmcache_upstream_response_seconds",
@@ -343,6 +344,68 @@ pub fn render(status: &Status) -> String {
         status.fills_over_budget as f64,
     );
     out
+}
+
+/// Per upstream: requests that skipped a down server, requests refused
+/// because all were down; per server: up or not, failures, checks.
+fn upstream_health(o: &mut String, status: &crate::admin::Status) {
+    type UpstreamValue = fn(&crate::admin::UpstreamStatus) -> u64;
+    let counters: [(&str, &str, UpstreamValue); 2] = [
+        (
+            "calmcache_upstream_skipped_total",
+            "Requests sent to another server because the one chosen was down.",
+            |u| u.skipped,
+        ),
+        (
+            "calmcache_upstream_all_down_total",
+            "Requests refused at once (502 or a stale copy): every server was down.",
+            |u| u.all_down,
+        ),
+    ];
+    for (name, help, value) in counters {
+        family(o, name, "counter", help);
+        for (upstream, u) in &status.upstreams {
+            sample(o, name, &[("upstream", upstream)], value(u) as f64);
+        }
+    }
+    type ServerValue = fn(&crate::health::ServerStatus) -> Option<u64>;
+    let per_server: [(&str, &str, &str, ServerValue); 4] = [
+        (
+            "calmcache_upstream_server_up",
+            "gauge",
+            "1 while requests go to the server, 0 while it is down or on trial.",
+            |s| Some(u64::from(s.state == crate::health::ServerState::Up)),
+        ),
+        (
+            "calmcache_upstream_server_fails_total",
+            "counter",
+            "Requests to the server that failed (connect, timeout, broken head).",
+            |s| Some(s.fails_total),
+        ),
+        (
+            "calmcache_upstream_server_checks_total",
+            "counter",
+            "Active health checks sent to the server.",
+            |s| s.checks,
+        ),
+        (
+            "calmcache_upstream_server_checks_failed_total",
+            "counter",
+            "Active health checks the server failed.",
+            |s| s.checks_failed,
+        ),
+    ];
+    for (name, kind, help, value) in per_server {
+        family(o, name, kind, help);
+        for (upstream, u) in &status.upstreams {
+            for server in &u.health {
+                if let Some(v) = value(server) {
+                    let labels = [("upstream", upstream.as_str()), ("server", &server.server)];
+                    sample(o, name, &labels, v as f64);
+                }
+            }
+        }
+    }
 }
 
 fn family(o: &mut String, name: &str, kind: &str, help: &str) {

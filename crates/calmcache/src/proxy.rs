@@ -853,11 +853,13 @@ async fn pass(
                 return refused(&fault, version);
             }
             route.activity.upstream_errors.inc();
-            // Per request: a dead upstream must not flood the log.
-            static FAILED: calmcache_core::warn_limit::WarnLimit =
-                calmcache_core::warn_limit::WarnLimit::new();
-            calmcache_core::warn_limited!(FAILED, "origin request failed",
-                upstream = %upstream.name, error = %e);
+            if !e.repeats() {
+                // Per request: a dead upstream must not flood the log.
+                static FAILED: calmcache_core::warn_limit::WarnLimit =
+                    calmcache_core::warn_limit::WarnLimit::new();
+                calmcache_core::warn_limited!(FAILED, "origin request failed",
+                    upstream = %upstream.name, error = %e);
+            }
             route.activity.record(&report);
             error_response(&e, &report)
         }

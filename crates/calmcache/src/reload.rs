@@ -4,7 +4,8 @@
 //! [`Reloader::reload_file`] reads the config file again; an invalid one
 //! changes nothing and every problem is logged and returned. A valid one
 //! becomes a new generation of [`Proxy`]: routes, upstreams and admin
-//! settings are new, zones of the same name and storage are the same
+//! settings are new (a server whose health settings are unchanged keeps
+//! its health; active checks restart), zones of the same name and storage are the same
 //! objects (contents kept), and metrics, fetches in flight and the access
 //! log carry over. Listen addresses that are new are bound first (a taken
 //! port fails the reload before anything changed), then every worker
@@ -45,7 +46,7 @@ struct State {
     admin: Option<AdminBound>,
     config: Config,
     path: Option<PathBuf>,
-    /// Stops the current generation's warm-up tasks.
+    /// Stops the current generation's warm-up tasks and health checks.
     warm_stop: watch::Sender<bool>,
 }
 
@@ -101,8 +102,8 @@ impl Reloader {
         Ok(actual)
     }
 
-    /// Starts keeping `proxy`'s `warm` paths fresh, stopping the previous
-    /// generation's tasks.
+    /// Starts keeping `proxy`'s `warm` paths fresh and its upstreams'
+    /// active health checks, stopping the previous generation's tasks.
     pub(crate) fn start_warm(&self, proxy: &Arc<Proxy>) {
         let mut state = self.state();
         let first = |tls: bool| state.bound.iter().find(|b| b.tls == tls).map(|b| b.actual);
@@ -114,7 +115,11 @@ impl Reloader {
         let old = std::mem::replace(&mut state.warm_stop, stop);
         let _ = old.send(true);
         // Either stop ends them: a reload or the proxy's shutdown.
-        crate::warm::start(proxy, listeners, merge(stopped, self.stopped.clone()));
+        let stopped = merge(stopped, self.stopped.clone());
+        for upstream in &proxy.upstreams {
+            upstream.start_checks(&stopped);
+        }
+        crate::warm::start(proxy, listeners, stopped);
     }
 
     /// Reads the config file the proxy was started from and applies it.

@@ -421,7 +421,10 @@ impl Proxy {
         let upstreams = config
             .upstreams
             .iter()
-            .map(|u| Upstream::new(u).map(Arc::new))
+            .map(|u| {
+                let old = previous.and_then(|p| p.upstreams.iter().find(|o| o.name == u.name));
+                Upstream::new(u, old.map(|o| &**o)).map(Arc::new)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let zones = config
             .zones

@@ -167,11 +167,13 @@ pub async fn open(
         Ok(resp) => resp,
         Err(e) => {
             route.activity.upstream_errors.inc();
-            // Per request: a dead upstream must not flood the log.
-            static FAILED: calmcache_core::warn_limit::WarnLimit =
-                calmcache_core::warn_limit::WarnLimit::new();
-            calmcache_core::warn_limited!(FAILED, "websocket handshake failed",
-                upstream = %upstream.name, error = %e);
+            if !e.repeats() {
+                // Per request: a dead upstream must not flood the log.
+                static FAILED: calmcache_core::warn_limit::WarnLimit =
+                    calmcache_core::warn_limit::WarnLimit::new();
+                calmcache_core::warn_limited!(FAILED, "websocket handshake failed",
+                    upstream = %upstream.name, error = %e);
+            }
             route.activity.record(&report);
             return error_response(&e, &report);
         }

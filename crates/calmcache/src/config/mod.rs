@@ -40,6 +40,9 @@ pub use validate::DEFAULT_MAX_INFLIGHT_BODY;
 mod tests;
 
 #[cfg(test)]
+mod health_tests;
+
+#[cfg(test)]
 mod props;
 
 use std::collections::BTreeMap;
@@ -199,6 +202,10 @@ pub struct UpstreamConfig {
     /// `host:port` of each server, never empty; host names are resolved by
     /// the upstream pool, not here.
     pub servers: Vec<String>,
+    /// Each server's passive health settings, in `servers` order: the
+    /// upstream's `max_fails` / `fail_timeout` unless its table form gives
+    /// its own.
+    pub server_health: Vec<PassiveHealth>,
     /// Idle keep-alive connections kept per server (default 32).
     pub keepalive: usize,
     /// Limit on establishing a TCP connection (default 5s).
@@ -210,6 +217,42 @@ pub struct UpstreamConfig {
     /// Background refreshes in flight at once against this upstream
     /// (default 8, at least 1), so refreshing never floods the origin.
     pub refresh_concurrency: usize,
+    /// Failures within `fail_timeout` that mark a server down for
+    /// `fail_timeout` (default 1, as NGINX's; 0 turns passive checks off).
+    pub max_fails: u32,
+    /// The window failures are counted in, and how long a failed server is
+    /// skipped before one trial request (default 10s, as NGINX's).
+    pub fail_timeout: Duration,
+    /// Response statuses that count as failures too (default none, as
+    /// NGINX's default `proxy_next_upstream`); 429 and 500-599 only.
+    pub fail_statuses: Vec<u16>,
+    /// Active checks (`health_check = { path, interval }`); `None`: off.
+    pub health_check: Option<HealthCheckConfig>,
+}
+
+/// `max_fails` and `fail_timeout` as they apply to one server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PassiveHealth {
+    /// Failures within `fail_timeout` that mark the server down; 0: never.
+    pub max_fails: u32,
+    /// The window failures are counted in, and how long the server is skipped.
+    pub fail_timeout: Duration,
+}
+
+/// `health_check = { path = "/healthz", interval = "5s" }`: a background
+/// request to each server of the upstream every `interval`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthCheckConfig {
+    /// Origin-form path (and query) requested with GET, e.g. `/healthz`.
+    pub path: String,
+    /// Time between two checks of one server (default 5s, more than 0).
+    pub interval: Duration,
+    /// Limit on a check's connect and response head (default 5s).
+    pub timeout: Duration,
+    /// Consecutive failed checks that mark a server down (default 1).
+    pub fails: u32,
+    /// Consecutive passed checks that mark a down server up again (default 1).
+    pub passes: u32,
 }
 
 /// The storage behind a zone.

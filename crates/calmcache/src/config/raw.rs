@@ -84,12 +84,72 @@ pub(crate) struct RawAdmin {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawUpstream {
-    pub(crate) servers: Option<Vec<String>>,
+    pub(crate) servers: Option<Vec<RawUpstreamServer>>,
     pub(crate) keepalive: Option<i64>,
     pub(crate) connect_timeout: Option<Text>,
     pub(crate) read_timeout: Option<Text>,
     pub(crate) send_timeout: Option<Text>,
     pub(crate) refresh_concurrency: Option<i64>,
+    pub(crate) max_fails: Option<i64>,
+    pub(crate) fail_timeout: Option<Text>,
+    pub(crate) fail_statuses: Option<Vec<i64>>,
+    pub(crate) health_check: Option<RawHealthCheck>,
+}
+
+/// One entry of `servers`: `"host:port"`, or a table with its own passive
+/// health settings, `{ address = "host:port", max_fails = 3, fail_timeout =
+/// "30s" }` (NGINX's `server address max_fails=3 fail_timeout=30s`).
+#[derive(Debug)]
+pub(crate) enum RawUpstreamServer {
+    /// `"host:port"`.
+    Address(String),
+    /// `{ address = ..., ... }`.
+    Table(RawServerTable),
+}
+
+/// The table form of a `servers` entry.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawServerTable {
+    pub(crate) address: Option<String>,
+    pub(crate) max_fails: Option<i64>,
+    pub(crate) fail_timeout: Option<Text>,
+}
+
+impl<'de> Deserialize<'de> for RawUpstreamServer {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ServerVisitor)
+    }
+}
+
+struct ServerVisitor;
+
+impl<'de> Visitor<'de> for ServerVisitor {
+    type Value = RawUpstreamServer;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(r#""host:port" or { address = "host:port", max_fails = 3 }"#)
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<RawUpstreamServer, E> {
+        Ok(RawUpstreamServer::Address(value.to_owned()))
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<RawUpstreamServer, A::Error> {
+        let table = RawServerTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Ok(RawUpstreamServer::Table(table))
+    }
+}
+
+/// `[upstreams.<name>] health_check = { path = "/healthz", interval = "5s" }`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHealthCheck {
+    pub(crate) path: Option<String>,
+    pub(crate) interval: Option<Text>,
+    pub(crate) timeout: Option<Text>,
+    pub(crate) fails: Option<i64>,
+    pub(crate) passes: Option<i64>,
 }
 
 /// `[zones.<name>]`

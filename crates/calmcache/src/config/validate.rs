@@ -6,8 +6,10 @@
 //! one run tells the user everything to fix. The placeholders never escape:
 //! any problem turns the whole result into `Err`.
 //!
-//! Route checks live in `validate/routes.rs`.
+//! Route checks live in `validate/routes.rs`, upstream health checks in
+//! `validate/health.rs`.
 
+mod health;
 mod routes;
 
 use std::collections::BTreeMap;
@@ -16,10 +18,12 @@ use std::time::Duration;
 
 use super::error::{toml_key, Problem};
 use super::raw::RawAccessLog;
-use super::raw::{RawAdmin, RawConfig, RawServer, RawTls, RawUpstream, RawZone, Text};
+use super::raw::{RawAdmin, RawConfig, RawServer, RawTls, RawUpstream, RawUpstreamServer};
+use super::raw::{RawZone, Text};
 use super::units::{self, BadValue, DURATION_HINT, MIB, SIZE_HINT};
 use super::{
-    suggest, AdminConfig, Config, Network, ServerConfig, UpstreamConfig, ZoneConfig, ZoneKind,
+    suggest, AdminConfig, Config, Network, PassiveHealth, ServerConfig, UpstreamConfig, ZoneConfig,
+    ZoneKind,
 };
 use crate::access_log::{AccessLogConfig, LogFormat, LogTarget};
 
@@ -466,8 +470,11 @@ impl Checker {
     fn upstream(&mut self, name: String, raw: RawUpstream) -> UpstreamConfig {
         let path = format!("upstreams.{}", toml_key(&name));
         let at = |key: &str| format!("{path}.{key}");
+        let health = self.health(&path, &raw);
+        let (servers, server_health) = self.servers(&at("servers"), raw.servers, &health);
         UpstreamConfig {
-            servers: self.servers(&at("servers"), raw.servers),
+            servers,
+            server_health,
             keepalive: self.count(&at("keepalive"), raw.keepalive, DEFAULT_KEEPALIVE, 0),
             connect_timeout: self.duration(
                 &at("connect_timeout"),
@@ -490,25 +497,57 @@ impl Checker {
                 DEFAULT_REFRESH_CONCURRENCY,
                 1,
             ),
+            max_fails: health.max_fails,
+            fail_timeout: health.fail_timeout,
+            fail_statuses: health.fail_statuses,
+            health_check: health.health_check,
             name,
         }
     }
 
-    fn servers(&mut self, path: &str, raw: Option<Vec<String>>) -> Vec<String> {
+    /// The servers' addresses, and each one's passive health settings
+    /// (`health`'s unless its table form gives its own).
+    fn servers(
+        &mut self,
+        path: &str,
+        raw: Option<Vec<RawUpstreamServer>>,
+        health: &health::Health,
+    ) -> (Vec<String>, Vec<PassiveHealth>) {
         let example = r#"servers = ["127.0.0.1:8081"]"#;
         let Some(servers) = raw else {
             self.missing(path, example);
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
         if servers.is_empty() {
             self.report(Problem::new(path, "must not be empty").hint(format!("e.g. {example}")));
         }
-        for (i, server) in servers.iter().enumerate() {
-            if let Err(bad) = check_host_port(server) {
-                self.bad_value(format!("{path}[{i}]"), bad);
+        let mut addresses = Vec::with_capacity(servers.len());
+        let mut settings = Vec::with_capacity(servers.len());
+        for (i, server) in servers.into_iter().enumerate() {
+            let at = format!("{path}[{i}]");
+            let (address, passive) = match server {
+                RawUpstreamServer::Address(address) => (address, health.passive()),
+                RawUpstreamServer::Table(table) => {
+                    let passive = self.server_health(&at, &table, health);
+                    let Some(address) = table.address else {
+                        self.missing(&format!("{at}.address"), r#"address = "127.0.0.1:8081""#);
+                        continue;
+                    };
+                    (address, passive)
+                }
+            };
+            if let Err(bad) = check_host_port(&address) {
+                let at = if health.passive() == passive {
+                    at
+                } else {
+                    format!("{at}.address")
+                };
+                self.bad_value(at, bad);
             }
+            addresses.push(address);
+            settings.push(passive);
         }
-        servers
+        (addresses, settings)
     }
 
     fn zone(&mut self, name: String, raw: RawZone) -> ZoneConfig {

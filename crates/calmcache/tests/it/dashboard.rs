@@ -347,6 +347,12 @@ async fn dashboard_in_headless_chromium_follows_traffic() {
             "upstream origin",
             "0",
         ),
+        (
+            "data-upstream=\"origin\"",
+            "server-state",
+            "upstream origin server",
+            "up",
+        ),
     ] {
         match row(dom, table) {
             Some(r) => checks.eq(&format!("{what}, {name}"), r, field, want),

@@ -82,8 +82,11 @@ async fn a_slow_origin_is_a_504_after_read_timeout() {
 async fn followers_of_a_failed_fetch_get_the_error_without_a_second_try() {
     let mut origin = Origin::start().await;
     let addr = origin.addr();
+    // max_fails = 0: the origin is back at once here, not after fail_timeout
+    // (health.rs has the tests of the back-off).
     let proxy = Proxy::new(&origin)
         .route("refresh = \"lock\"")
+        .upstream("max_fails = 0")
         .start()
         .await;
     origin.stop();
