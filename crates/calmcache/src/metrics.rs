@@ -164,6 +164,9 @@ pub struct Metrics {
     pub reloads_failed: Counter,
     /// Requests the edge refused (400, 417, 501) before routing.
     pub requests_refused: Counter,
+    /// Client connections closed, and HTTP/2 streams reset, because the
+    /// client took no bytes for `server.send_timeout`.
+    pub send_timeouts: Counter,
 }
 
 impl Default for Metrics {
@@ -181,6 +184,7 @@ impl Default for Metrics {
             reloads_ok: Counter::default(),
             reloads_failed: Counter::default(),
             requests_refused: Counter::default(),
+            send_timeouts: Counter::default(),
         }
     }
 }
@@ -220,6 +224,13 @@ pub struct ConnectionGuard {
     metrics: Arc<Metrics>,
     /// Released when the guard drops.
     _slot: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl ConnectionGuard {
+    /// The metrics this connection is counted in.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
 }
 
 impl Drop for ConnectionGuard {

@@ -153,6 +153,9 @@ const SERVER: &[&str] = &[
     "shutdown_timeout",
     "tls_listen",
     "h2c",
+    "send_timeout",
+    "http2_keepalive_interval",
+    "http2_keepalive_timeout",
 ];
 const ADMIN: &[&str] = &["listen", "token", "token_file", "purge_allow"];
 const UPSTREAM: &[&str] = &[

@@ -56,6 +56,9 @@ pub(crate) struct RawServer {
     pub(crate) tls_listen: Option<Vec<String>>,
     pub(crate) tls: Option<Vec<RawTls>>,
     pub(crate) h2c: Option<bool>,
+    pub(crate) send_timeout: Option<Text>,
+    pub(crate) http2_keepalive_interval: Option<Text>,
+    pub(crate) http2_keepalive_timeout: Option<Text>,
 }
 
 /// `[[server.tls]]`

@@ -1,0 +1,186 @@
+//! `send_timeout` on a client connection's writes: a write (or flush, or
+//! shutdown) that the client leaves waiting that long, without taking a
+//! byte, fails with `TimedOut`, and hyper closes the connection.
+//!
+//! As NGINX's `send_timeout`, the clock runs between two successive writes
+//! that make progress, not over the whole answer: a client reading slowly
+//! but steadily is never cut. [`WriteClock`] sits in the connection's IO
+//! (`conn::Clocked`), under hyper, so it covers HTTP/1.1 and HTTP/2, plain
+//! and TLS, and a WebSocket tunnel's writes to its client; HTTP/2 streams
+//! stuck on a zero window while the connection moves are
+//! [`crate::stream_clock`]'s.
+//!
+//! Writes that make progress cost a branch: the clock looks at the time only
+//! when a write returns `Pending`, and its timer (one per connection,
+//! allocated at the first stall) is re-armed only when it fires early for a
+//! stall that began after it was set, so at most once per `send_timeout`.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
+
+use crate::metrics::Metrics;
+
+/// The clock on one connection's writes to its client.
+pub(crate) struct WriteClock {
+    /// `server.send_timeout`.
+    limit: Duration,
+    /// When the write now waiting first found the client not reading;
+    /// `None` while writes make progress.
+    since: Option<Instant>,
+    /// Allocated at the first stall; its deadline may be an earlier stall's.
+    sleep: Option<Pin<Box<Sleep>>>,
+    /// The client, for the one log line of a cut.
+    peer: SocketAddr,
+    /// Counts the cut (`send_timeouts`); `None` on uncounted listeners.
+    counted: Option<Arc<Metrics>>,
+}
+
+/// Hard bound on the timer: `Instant + Duration` overflows past ~292 years.
+const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+impl WriteClock {
+    /// A clock cutting writes that wait `limit` for `peer`.
+    pub(crate) fn new(limit: Duration, peer: SocketAddr, counted: Option<Arc<Metrics>>) -> Self {
+        WriteClock {
+            limit: limit.min(FOREVER),
+            since: None,
+            sleep: None,
+            peer,
+            counted,
+        }
+    }
+
+    /// Passes on the result of a write, flush or shutdown of the client's
+    /// IO, failing it with `TimedOut` when it has been `Pending` (without a
+    /// write making progress in between) for the limit.
+    #[inline]
+    pub(crate) fn watch<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        result: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        match result {
+            Poll::Pending => self.stalled(cx),
+            ready => {
+                self.since = None;
+                ready
+            }
+        }
+    }
+
+    /// A write is waiting on the client: arms the timer for this stall (if
+    /// it is not armed for it already) and cuts when it has run out.
+    fn stalled<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        let since = *self.since.get_or_insert_with(Instant::now);
+        let deadline = since + self.limit;
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        loop {
+            if sleep.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            if Instant::now() >= deadline {
+                return Poll::Ready(Err(self.cut()));
+            }
+            // It fired for an earlier stall: set it for this one.
+            sleep.as_mut().reset(deadline);
+        }
+    }
+
+    /// Counts and logs the cut; the error hyper ends the connection with.
+    fn cut(&mut self) -> io::Error {
+        // Ready again at once if hyper writes after the error: one count.
+        self.since = None;
+        if let Some(metrics) = self.counted.take() {
+            metrics.send_timeouts.inc();
+        }
+        tracing::debug!(
+            peer = %self.peer,
+            send_timeout = ?self.limit,
+            "client took no bytes for send_timeout: connection closed"
+        );
+        io::Error::new(io::ErrorKind::TimedOut, SendTimedOut)
+    }
+}
+
+/// The error of a write cut by `send_timeout` (the connection's end logs
+/// nothing more for it: the cut has its own line).
+#[derive(Debug)]
+pub(crate) struct SendTimedOut;
+
+impl std::fmt::Display for SendTimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the client took no bytes for send_timeout")
+    }
+}
+
+impl std::error::Error for SendTimedOut {}
+
+/// True when `error` (or one of its sources) is a [`SendTimedOut`] cut.
+pub(crate) fn is_send_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if e.is::<SendTimedOut>() {
+            return true;
+        }
+        if let Some(io) = e.downcast_ref::<io::Error>() {
+            if io.get_ref().is_some_and(|inner| inner.is::<SendTimedOut>()) {
+                return true;
+            }
+        }
+        next = e.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn clock(limit: Duration) -> WriteClock {
+        WriteClock::new(limit, "127.0.0.1:1".parse().unwrap(), None)
+    }
+
+    fn poll_stall(clock: &mut WriteClock) -> Poll<io::Result<usize>> {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        clock.watch(&mut cx, Poll::Pending)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stall_is_cut_after_the_limit_and_progress_resets_it() {
+        let mut clock = clock(Duration::from_secs(2));
+        assert!(poll_stall(&mut clock).is_pending());
+        tokio::time::advance(Duration::from_millis(1500)).await;
+        assert!(poll_stall(&mut clock).is_pending());
+        // Progress: the next stall starts a new clock.
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(clock.watch(&mut cx, Poll::Ready(Ok(10usize))).is_ready());
+        tokio::time::advance(Duration::from_millis(1500)).await;
+        assert!(poll_stall(&mut clock).is_pending());
+        tokio::time::advance(Duration::from_millis(1500)).await;
+        assert!(poll_stall(&mut clock).is_pending(), "1.5 s into this stall");
+        tokio::time::advance(Duration::from_millis(600)).await;
+        match poll_stall(&mut clock) {
+            Poll::Ready(Err(e)) => {
+                assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+                assert!(is_send_timeout(&e));
+            }
+            other => panic!("expected a cut, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn other_errors_are_not_send_timeouts() {
+        let e = io::Error::new(io::ErrorKind::TimedOut, "keepalive");
+        assert!(!is_send_timeout(&e));
+    }
+}
