@@ -39,7 +39,7 @@ use tokio::time::{Instant, Sleep};
 use crate::headers::has_token;
 use crate::metrics::ConnectionGuard;
 use crate::stream_clock::{self, StreamExec};
-use crate::write_clock::WriteClock;
+use crate::write_clock::{Stall, WriteClock};
 
 /// Who is on the other end of a client connection.
 #[derive(Clone, Copy, Debug)]
@@ -196,7 +196,12 @@ pub(crate) fn spawn<IO, S, F, B>(
     // HTTP/2 has no request head to time on the wire: only the idle clock.
     let heads = (protocol != Protocol::Http2).then_some(settings.header_read_timeout);
     let counted = guard.as_ref().map(|g| g.metrics().clone());
-    let streams = StreamExec::new(settings.send_timeout, peer.addr, counted.clone());
+    let streams = StreamExec::new(
+        settings.send_timeout,
+        peer.addr,
+        counted.clone(),
+        phase.clone(),
+    );
     let writes = WriteClock::new(settings.send_timeout, peer.addr, counted);
     let io = TokioIo::new(Clocked::new(
         io,
@@ -329,6 +334,15 @@ struct Phase {
     /// answer is done so that its idle clock starts (hyper may not read
     /// again on its own before the client sends something).
     waker: std::sync::Mutex<Option<std::task::Waker>>,
+    /// Raised while the connection's writes wait on the client: its HTTP/2
+    /// streams then leave the cut to the write clock.
+    writes: Stall,
+}
+
+impl AsRef<Stall> for Phase {
+    fn as_ref(&self) -> &Stall {
+        &self.writes
+    }
 }
 
 /// One request in progress; dropped with the answer's body (or with the
@@ -492,6 +506,11 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Clocked<IO> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        // A stalled write's cut comes through reads too: a writer may not
+        // poll its write again (module doc of write_clock).
+        if let Some(cut) = this.write.check(cx) {
+            return Poll::Ready(Err(cut));
+        }
         if this.phase.inflight.load(Relaxed) > 0 {
             this.clock = Clock::Busy;
             let read = Pin::new(&mut this.io).poll_read(cx, buf);
@@ -542,7 +561,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Clocked<IO> {
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
         let written = Pin::new(&mut this.io).poll_write(cx, buf);
-        this.write.watch(cx, written)
+        this.write.watch(cx, written, &this.phase.writes)
     }
 
     fn poll_write_vectored(
@@ -552,7 +571,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Clocked<IO> {
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
         let written = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
-        this.write.watch(cx, written)
+        this.write.watch(cx, written, &this.phase.writes)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -562,12 +581,12 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Clocked<IO> {
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
         let flushed = Pin::new(&mut this.io).poll_flush(cx);
-        this.write.watch(cx, flushed)
+        this.write.watch(cx, flushed, &this.phase.writes)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
         let shut = Pin::new(&mut this.io).poll_shutdown(cx);
-        this.write.watch(cx, shut)
+        this.write.watch(cx, shut, &this.phase.writes)
     }
 }

@@ -37,6 +37,7 @@ use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 
 use crate::metrics::Metrics;
+use crate::write_clock::Stall;
 
 /// Largest piece of body handed to hyper at once on HTTP/2: one DATA frame
 /// of the default `SETTINGS_MAX_FRAME_SIZE`.
@@ -79,15 +80,25 @@ pub(crate) struct StreamExec {
     peer: SocketAddr,
     /// Counts resets (`send_timeouts`); `None` on uncounted listeners.
     counted: Option<Arc<Metrics>>,
+    /// The connection's write stall: while its writes wait on the client,
+    /// its streams wait for the connection's cut instead of being reset.
+    connection: Arc<dyn AsRef<Stall> + Send + Sync>,
 }
 
 impl StreamExec {
-    /// Streams of `peer`'s connection, reset when stuck for `limit`.
-    pub(crate) fn new(limit: Duration, peer: SocketAddr, counted: Option<Arc<Metrics>>) -> Self {
+    /// Streams of `peer`'s connection, reset when stuck for `limit` while
+    /// the `connection` itself is not stalled.
+    pub(crate) fn new(
+        limit: Duration,
+        peer: SocketAddr,
+        counted: Option<Arc<Metrics>>,
+        connection: Arc<dyn AsRef<Stall> + Send + Sync>,
+    ) -> Self {
         StreamExec {
             limit,
             peer,
             counted,
+            connection,
         }
     }
 }
@@ -141,18 +152,26 @@ impl<F: Future<Output = ()>> Future for Watched<F> {
         let Some(since) = *this.since else {
             return Poll::Pending;
         };
-        let deadline = since + this.exec.limit;
+        let mut deadline = since + this.exec.limit;
         let sleep = this
             .sleep
             .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
         // Re-armed only when it fires for an earlier wait (at most once per
-        // limit), not at every piece.
+        // limit), not at every piece: this future is the task, so every
+        // wake polls it.
         loop {
             if sleep.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
-            if Instant::now() >= deadline {
+            let now = Instant::now();
+            if now >= deadline && !(*this.exec.connection).as_ref().is_stalled() {
                 break;
+            }
+            if now >= deadline {
+                // The whole connection waits on the client: its own clock
+                // cuts it; look again a limit later.
+                *this.since = Some(now);
+                deadline = now + this.exec.limit;
             }
             sleep.as_mut().reset(deadline);
         }

@@ -10,15 +10,22 @@
 //! stuck on a zero window while the connection moves are
 //! [`crate::stream_clock`]'s.
 //!
-//! Writes that make progress cost a branch: the clock looks at the time only
-//! when a write returns `Pending`, and its timer (one per connection,
-//! allocated at the first stall) is re-armed only when it fires early for a
-//! stall that began after it was set, so at most once per `send_timeout`.
+//! Writes that make progress cost a branch: the clock reads the time and
+//! resets its timer (one per connection, allocated at the first stall) only
+//! when a write that made progress is followed by one that waits. A writer
+//! need not poll again for the cut to come: the connection's reads check the
+//! clock too (h2 does not retry a waiting flush on every wake), so
+//! [`WriteClock::check`] is also called from `poll_read`.
+//!
+//! [`Stall`] tells the connection's HTTP/2 stream clocks that the connection
+//! itself is stalled: its streams then wait for this clock's cut rather
+//! than being reset one by one.
 
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -59,45 +66,61 @@ impl WriteClock {
 
     /// Passes on the result of a write, flush or shutdown of the client's
     /// IO, failing it with `TimedOut` when it has been `Pending` (without a
-    /// write making progress in between) for the limit.
+    /// write making progress in between) for the limit. `stall` is raised
+    /// while writes wait.
     #[inline]
     pub(crate) fn watch<T>(
         &mut self,
         cx: &mut Context<'_>,
         result: Poll<io::Result<T>>,
+        stall: &Stall,
     ) -> Poll<io::Result<T>> {
         match result {
-            Poll::Pending => self.stalled(cx),
+            Poll::Pending => self.stalled(cx, stall),
             ready => {
-                self.since = None;
+                if self.since.take().is_some() {
+                    stall.0.store(false, Relaxed);
+                }
                 ready
             }
         }
     }
 
-    /// A write is waiting on the client: arms the timer for this stall (if
-    /// it is not armed for it already) and cuts when it has run out.
-    fn stalled<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
-        let since = *self.since.get_or_insert_with(Instant::now);
-        let deadline = since + self.limit;
-        let sleep = self
-            .sleep
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-        loop {
-            if sleep.as_mut().poll(cx).is_pending() {
-                return Poll::Pending;
+    /// A write is waiting on the client: starts the clock if this is a new
+    /// stall, then checks it.
+    fn stalled<T>(&mut self, cx: &mut Context<'_>, stall: &Stall) -> Poll<io::Result<T>> {
+        if self.since.is_none() {
+            let now = Instant::now();
+            self.since = Some(now);
+            stall.0.store(true, Relaxed);
+            let deadline = now + self.limit;
+            match &mut self.sleep {
+                Some(sleep) => sleep.as_mut().reset(deadline),
+                None => self.sleep = Some(Box::pin(tokio::time::sleep_until(deadline))),
             }
-            if Instant::now() >= deadline {
-                return Poll::Ready(Err(self.cut()));
-            }
-            // It fired for an earlier stall: set it for this one.
-            sleep.as_mut().reset(deadline);
         }
+        match self.check(cx) {
+            Some(cut) => Poll::Ready(Err(cut)),
+            None => Poll::Pending,
+        }
+    }
+
+    /// While a write waits: the cut once the limit has passed, else `None`
+    /// (the task is woken when it passes). Costs a branch otherwise.
+    #[inline]
+    pub(crate) fn check(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
+        self.since?;
+        let sleep = self.sleep.as_mut()?;
+        if sleep.as_mut().poll(cx).is_pending() {
+            return None;
+        }
+        Some(self.cut())
     }
 
     /// Counts and logs the cut; the error hyper ends the connection with.
     fn cut(&mut self) -> io::Error {
-        // Ready again at once if hyper writes after the error: one count.
+        // Later writes (a TLS close_notify) get one more `send_timeout` at
+        // most, and are not counted again.
         self.since = None;
         if let Some(metrics) = self.counted.take() {
             metrics.send_timeouts.inc();
@@ -108,6 +131,18 @@ impl WriteClock {
             "client took no bytes for send_timeout: connection closed"
         );
         io::Error::new(io::ErrorKind::TimedOut, SendTimedOut)
+    }
+}
+
+/// Raised while a connection's writes wait on its client (shared with its
+/// HTTP/2 stream clocks).
+#[derive(Debug, Default)]
+pub(crate) struct Stall(AtomicBool);
+
+impl Stall {
+    /// True while a write of the connection waits on the client.
+    pub(crate) fn is_stalled(&self) -> bool {
+        self.0.load(Relaxed)
     }
 }
 
@@ -152,7 +187,7 @@ mod tests {
 
     fn poll_stall(clock: &mut WriteClock) -> Poll<io::Result<usize>> {
         let mut cx = Context::from_waker(std::task::Waker::noop());
-        clock.watch(&mut cx, Poll::Pending)
+        clock.watch(&mut cx, Poll::Pending, &Stall::default())
     }
 
     #[tokio::test(start_paused = true)]
@@ -163,11 +198,20 @@ mod tests {
         assert!(poll_stall(&mut clock).is_pending());
         // Progress: the next stall starts a new clock.
         let mut cx = Context::from_waker(std::task::Waker::noop());
-        assert!(clock.watch(&mut cx, Poll::Ready(Ok(10usize))).is_ready());
+        let stall = Stall::default();
+        assert!(clock
+            .watch(&mut cx, Poll::Ready(Ok(10usize)), &stall)
+            .is_ready());
+        assert!(!stall.is_stalled());
         tokio::time::advance(Duration::from_millis(1500)).await;
         assert!(poll_stall(&mut clock).is_pending());
         tokio::time::advance(Duration::from_millis(1500)).await;
         assert!(poll_stall(&mut clock).is_pending(), "1.5 s into this stall");
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(
+            clock.check(&mut cx).is_none(),
+            "no cut yet from the read side"
+        );
         tokio::time::advance(Duration::from_millis(600)).await;
         match poll_stall(&mut clock) {
             Poll::Ready(Err(e)) => {
@@ -176,6 +220,20 @@ mod tests {
             }
             other => panic!("expected a cut, got {other:?}"),
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_read_side_delivers_the_cut_when_the_writer_waits_on() {
+        let mut clock = clock(Duration::from_secs(1));
+        let stall = Stall::default();
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let waited: Poll<io::Result<usize>> = clock.watch(&mut cx, Poll::Pending, &stall);
+        assert!(waited.is_pending() && stall.is_stalled());
+        assert!(clock.check(&mut cx).is_none());
+        tokio::time::advance(Duration::from_millis(1001)).await;
+        let cut = clock.check(&mut cx).expect("cut");
+        assert!(is_send_timeout(&cut));
+        assert!(clock.check(&mut cx).is_none(), "one cut");
     }
 
     #[test]

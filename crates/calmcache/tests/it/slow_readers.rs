@@ -157,6 +157,7 @@ async fn clients_that_never_read_are_cut_after_send_timeout_and_others_are_serve
     store_big(&proxy, h1_tls.clone()).await;
 
     // 300 plain HTTP/1.1 clients ask for it and never read.
+    let first_slow = Instant::now();
     let mut plain = Vec::with_capacity(SLOW_PLAIN);
     for _ in 0..SLOW_PLAIN {
         let mut s = tight_connect(addr).await;
@@ -221,6 +222,13 @@ async fn clients_that_never_read_are_cut_after_send_timeout_and_others_are_serve
         reply.response
     );
 
+    // Nobody is cut before send_timeout (checked only when this point came
+    // early enough to tell).
+    let early = connections(&proxy, "send_timeouts").await;
+    if first_slow.elapsed() < Duration::from_millis(900) {
+        assert_eq!(early, 0, "cut before send_timeout");
+    }
+
     // All of them are cut after send_timeout: counted, slots freed.
     let cuts = wait_for_cuts(&proxy, slow, Duration::from_secs(8)).await;
     assert!(cuts >= slow, "{cuts} cuts, want {slow}");
@@ -231,6 +239,9 @@ async fn clients_that_never_read_are_cut_after_send_timeout_and_others_are_serve
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(active <= 3, "{active} connections still open");
+    // One cut each: a stalled HTTP/2 connection is cut once, its streams
+    // are not reset one by one as well.
+    assert_eq!(connections(&proxy, "send_timeouts").await, slow);
 
     // Each slow client, reading at last, finds its answer cut short.
     let whole = BIG + 100;
@@ -387,4 +398,94 @@ async fn an_http2_stream_without_window_is_reset_while_its_connection_serves_oth
     );
     proxy.stop().await;
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A WebSocket upstream that accepts one handshake per connection and then
+/// sends bytes as fast as the proxy takes them (at most 64 MiB); it counts
+/// the connections that ended (the proxy closed them).
+async fn flooding_upstream() -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let ended = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = ended.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 65536 {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+                let key = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("sec-websocket-key:"))
+                    .map(str::trim)
+                    .unwrap_or_default()
+                    .to_string();
+                // The key is case-sensitive: take it from the original head.
+                let at = text.find(&key).unwrap_or(0);
+                let key = String::from_utf8_lossy(&head[at..at + key.len()]).into_owned();
+                let answer = format!(
+                    "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
+                     Connection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
+                    calmcache::tunnel::accept_for(key.as_bytes())
+                );
+                if s.write_all(answer.as_bytes()).await.is_err() {
+                    return;
+                }
+                let chunk = vec![0x82u8; 64 * 1024];
+                for _ in 0..1024 {
+                    let wrote =
+                        tokio::time::timeout(Duration::from_secs(10), s.write_all(&chunk)).await;
+                    if !matches!(wrote, Ok(Ok(()))) {
+                        break;
+                    }
+                }
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            });
+        }
+    });
+    (addr, ended)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_client_that_stops_reading_is_cut_after_send_timeout() {
+    let (upstream, ended) = flooding_upstream().await;
+    // The upstream's own send_timeout (60 s) is not what cuts it.
+    let proxy = Proxy::with_upstream(upstream)
+        .no_zone()
+        .server("send_timeout = \"1s\"")
+        .start()
+        .await;
+    let mut client = tight_connect(proxy.running().proxy_addrs[0]).await;
+    let handshake = format!(
+        "GET /ws HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+        proxy.host()
+    );
+    client.write_all(handshake.as_bytes()).await.unwrap();
+    let t0 = Instant::now();
+    let cuts = wait_for_cuts(&proxy, 1, Duration::from_secs(8)).await;
+    assert_eq!(cuts, 1, "the tunnel's client side was not cut");
+    assert!(t0.elapsed() < Duration::from_secs(8));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while ended.load(std::sync::atomic::Ordering::SeqCst) == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        ended.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the upstream side still open"
+    );
+    let read = read_to_close(&mut client, Duration::from_secs(5)).await;
+    let read = read.expect("the client side still open");
+    assert!(read < 64 * 1024 * 1024, "{read}");
+    let head = proxy.status().await;
+    assert_eq!(head["websockets"]["active"].as_u64(), Some(0), "{head}");
+    proxy.stop().await;
 }
