@@ -489,3 +489,62 @@ async fn a_websocket_client_that_stops_reading_is_cut_after_send_timeout() {
     assert_eq!(head["websockets"]["active"].as_u64(), Some(0), "{head}");
     proxy.stop().await;
 }
+
+/// `connections.send_timeouts` from the admin listener on `admin`.
+async fn send_timeouts_at(admin: u16) -> u64 {
+    let reply = get(&format!("http://127.0.0.1:{admin}/status")).await;
+    let status: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
+    status["connections"]["send_timeouts"].as_u64().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_gives_new_connections_the_new_send_timeout() {
+    let origin = Origin::start().await;
+    // Fixed ports: a reload keeps a listener only at the same address.
+    let (port, admin) = (crate::free_port(), crate::free_port());
+    let before = Proxy::new(&origin)
+        .zone("64MiB", "2MiB")
+        .route("ttl = { 200 = \"60s\" }")
+        .admin(&format!("listen = \"127.0.0.1:{admin}\""))
+        .server("send_timeout = \"30s\"");
+    let text = before
+        .toml()
+        .replace("127.0.0.1:0", &format!("127.0.0.1:{port}"));
+    let config = calmcache::config::Config::from_toml(&text, "<test>").unwrap();
+    let running = calmcache::start(&config).await.unwrap();
+    let addr = running.proxy_addrs[0];
+    let host = addr.to_string();
+    let body_bytes = BIG.to_string();
+    let headers = [("x-origin-body-bytes", body_bytes.as_str())];
+    let url = format!("http://{addr}/big");
+    let stored = calmcache_testkit::get_with(http::Method::GET, &url, &headers).await;
+    assert_eq!(stored.body.len(), BIG);
+    // A client of the old config stops reading.
+    let mut old = tight_connect(addr).await;
+    old.write_all(big_request(&host).as_bytes()).await.unwrap();
+    // The same config with send_timeout 1s.
+    let text = text.replace("send_timeout = \"30s\"", "send_timeout = \"1s\"");
+    let config = calmcache::config::Config::from_toml(&text, "<test>").unwrap();
+    assert_eq!(config.server.send_timeout, Duration::from_secs(1));
+    running.reloader().apply(config).await.unwrap();
+    // A client of the new one stops reading: cut after 1 s; the old one
+    // keeps its 30 s.
+    let mut new = tight_connect(addr).await;
+    new.write_all(big_request(&host).as_bytes()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(8);
+    while send_timeouts_at(admin).await == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        send_timeouts_at(admin).await,
+        1,
+        "the new connection was not cut"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(send_timeouts_at(admin).await, 1, "the old one was cut too");
+    assert!(read_to_close(&mut new, Duration::from_secs(5))
+        .await
+        .is_some());
+    drop(old);
+    running.shutdown(Duration::from_secs(1)).await;
+}
