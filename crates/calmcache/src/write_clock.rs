@@ -47,6 +47,9 @@ pub(crate) struct WriteClock {
     peer: SocketAddr,
     /// Counts the cut (`send_timeouts`); `None` on uncounted listeners.
     counted: Option<Arc<Metrics>>,
+    /// Set by the cut: a later write that waits (a TLS close_notify) fails
+    /// at once instead of holding the connection another limit.
+    spent: bool,
 }
 
 /// Hard bound on the timer: `Instant + Duration` overflows past ~292 years.
@@ -61,6 +64,7 @@ impl WriteClock {
             sleep: None,
             peer,
             counted,
+            spent: false,
         }
     }
 
@@ -89,6 +93,9 @@ impl WriteClock {
     /// A write is waiting on the client: starts the clock if this is a new
     /// stall, then checks it.
     fn stalled<T>(&mut self, cx: &mut Context<'_>, stall: &Stall) -> Poll<io::Result<T>> {
+        if self.spent {
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, SendTimedOut)));
+        }
         if self.since.is_none() {
             let now = Instant::now();
             self.since = Some(now);
@@ -119,9 +126,8 @@ impl WriteClock {
 
     /// Counts and logs the cut; the error hyper ends the connection with.
     fn cut(&mut self) -> io::Error {
-        // Later writes (a TLS close_notify) get one more `send_timeout` at
-        // most, and are not counted again.
         self.since = None;
+        self.spent = true;
         if let Some(metrics) = self.counted.take() {
             metrics.send_timeouts.inc();
         }
@@ -234,6 +240,9 @@ mod tests {
         let cut = clock.check(&mut cx).expect("cut");
         assert!(is_send_timeout(&cut));
         assert!(clock.check(&mut cx).is_none(), "one cut");
+        // A write that waits after the cut fails at once.
+        let after: Poll<io::Result<usize>> = clock.watch(&mut cx, Poll::Pending, &stall);
+        assert!(matches!(after, Poll::Ready(Err(ref e)) if is_send_timeout(e)));
     }
 
     #[test]
