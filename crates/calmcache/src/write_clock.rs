@@ -41,7 +41,7 @@ pub(crate) struct WriteClock {
     /// When the write now waiting first found the client not reading;
     /// `None` while writes make progress.
     since: Option<Instant>,
-    /// Allocated at the first stall; its deadline may be an earlier stall's.
+    /// Allocated at the first stall, set again at the start of each stall.
     sleep: Option<Pin<Box<Sleep>>>,
     /// The client, for the one log line of a cut.
     peer: SocketAddr,
