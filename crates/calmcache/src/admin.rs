@@ -85,6 +85,9 @@ pub struct Connections {
     pub active: u64,
     /// Accepted since start.
     pub accepted: u64,
+    /// Closed (or, on HTTP/2, one stream reset) because the client took no
+    /// bytes for `server.send_timeout`.
+    pub send_timeouts: u64,
 }
 
 /// WebSocket tunnels (an upgraded connection counts here, no longer in
@@ -304,6 +307,7 @@ pub fn status(proxy: &Proxy) -> Status {
         connections: Connections {
             active: m.connections_active.load(Ordering::Relaxed),
             accepted: m.connections_accepted.get(),
+            send_timeouts: m.send_timeouts.get(),
         },
         websockets: Websockets {
             active: m.websockets_active.load(Ordering::Relaxed),

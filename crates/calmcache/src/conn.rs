@@ -10,6 +10,13 @@
 //! request starts and when its answer is done from the service wrapper here
 //! (a [`Ticket`] carried by the response body), so the clocks cost two
 //! atomic counters per request and one timer reset per head.
+//!
+//! Writes have a third clock, `send_timeout` ([`crate::write_clock`], in
+//! [`Clocked`] too): a client that takes no bytes that long is cut. On
+//! HTTP/2 the same limit resets a stream stuck on a zero window
+//! ([`crate::stream_clock`]: the executor of its stream tasks, and the
+//! response body handed to hyper in pieces), and hyper's keepalive PINGs
+//! close a connection whose client no longer answers.
 
 use std::future::Future;
 use std::io;
@@ -24,13 +31,15 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
 use crate::headers::has_token;
 use crate::metrics::ConnectionGuard;
+use crate::stream_clock::{self, StreamExec};
+use crate::write_clock::{Stall, WriteClock};
 
 /// Who is on the other end of a client connection.
 #[derive(Clone, Copy, Debug)]
@@ -70,6 +79,13 @@ pub struct ConnSettings {
     pub max_header_size: usize,
     /// HTTP/2 with prior knowledge on plain connections.
     pub h2c: bool,
+    /// A write the client leaves waiting this long closes the connection;
+    /// an HTTP/2 stream without window this long is reset.
+    pub send_timeout: Duration,
+    /// HTTP/2: a PING after this long without a frame from the client.
+    pub http2_keepalive_interval: Duration,
+    /// HTTP/2: a PING not acknowledged within this closes the connection.
+    pub http2_keepalive_timeout: Duration,
 }
 
 impl Default for ConnSettings {
@@ -81,6 +97,9 @@ impl Default for ConnSettings {
             keepalive_requests: u32::MAX,
             max_header_size: 64 * 1024,
             h2c: false,
+            send_timeout: Duration::from_secs(60),
+            http2_keepalive_interval: Duration::from_secs(20),
+            http2_keepalive_timeout: Duration::from_secs(20),
         }
     }
 }
@@ -94,6 +113,9 @@ impl ConnSettings {
             keepalive_requests: server.keepalive_requests,
             max_header_size: server.max_header_size.max(8192),
             h2c: server.h2c,
+            send_timeout: server.send_timeout,
+            http2_keepalive_interval: server.http2_keepalive_interval,
+            http2_keepalive_timeout: server.http2_keepalive_timeout,
         }
     }
 }
@@ -127,7 +149,12 @@ macro_rules! drive {
             // `drain` is held until here: the accept loop waits for it.
             drop(drain);
             if let Err(e) = ended {
-                tracing::debug!(peer = %peer.addr, error = %e, "connection ended with an error");
+                // One error type for the three connection types.
+                let e: Box<dyn std::error::Error + Send + Sync> = e.into();
+                // A send_timeout cut has logged its own line.
+                if !crate::write_clock::is_send_timeout(&*e) {
+                    tracing::debug!(peer = %peer.addr, error = %e, "connection ended with an error");
+                }
             }
         }
     };
@@ -168,6 +195,14 @@ pub(crate) fn spawn<IO, S, F, B>(
     let phase = Arc::new(Phase::default());
     // HTTP/2 has no request head to time on the wire: only the idle clock.
     let heads = (protocol != Protocol::Http2).then_some(settings.header_read_timeout);
+    let counted = guard.as_ref().map(|g| g.metrics().clone());
+    let streams = StreamExec::new(
+        settings.send_timeout,
+        peer.addr,
+        counted.clone(),
+        phase.clone(),
+    );
+    let writes = WriteClock::new(settings.send_timeout, peer.addr, counted);
     let io = TokioIo::new(Clocked::new(
         io,
         phase.clone(),
@@ -175,6 +210,7 @@ pub(crate) fn spawn<IO, S, F, B>(
         heads,
         accepted + settings.header_read_timeout,
         guard,
+        writes,
     ));
     let served = AtomicU32::new(0);
     let service = service_fn(move |req: Request<Incoming>| {
@@ -201,8 +237,14 @@ pub(crate) fn spawn<IO, S, F, B>(
                 let sized = resp.body().size_hint().exact().is_some();
                 answer_connection(&mut resp, version, http10_keepalive && sized, n, settings);
             }
+            let handing = if h1 {
+                Handing::Whole
+            } else {
+                Handing::Pieces(Bytes::new())
+            };
             Ok::<_, std::convert::Infallible>(resp.map(|inner| Tracked {
                 inner,
+                handing,
                 _ticket: ticket,
             }))
         }
@@ -221,14 +263,16 @@ pub(crate) fn spawn<IO, S, F, B>(
             tokio::spawn(drive!(conn, peer, drain));
         }
         Protocol::Http2 => {
-            let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            let conn = hyper::server::conn::http2::Builder::new(streams)
                 .timer(TokioTimer::new())
+                .keep_alive_interval(settings.http2_keepalive_interval)
+                .keep_alive_timeout(settings.http2_keepalive_timeout)
                 .max_header_list_size(u32::try_from(settings.max_header_size).unwrap_or(u32::MAX))
                 .serve_connection(io, service);
             tokio::spawn(drive!(conn, peer, drain));
         }
         Protocol::Detect => {
-            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let mut builder = hyper_util::server::conn::auto::Builder::new(streams);
             builder
                 .http1()
                 .keep_alive(true)
@@ -238,6 +282,8 @@ pub(crate) fn spawn<IO, S, F, B>(
             builder
                 .http2()
                 .timer(TokioTimer::new())
+                .keep_alive_interval(settings.http2_keepalive_interval)
+                .keep_alive_timeout(settings.http2_keepalive_timeout)
                 .max_header_list_size(u32::try_from(settings.max_header_size).unwrap_or(u32::MAX));
             tokio::spawn(async move {
                 let conn = builder.serve_connection_with_upgrades(io, service);
@@ -288,6 +334,15 @@ struct Phase {
     /// answer is done so that its idle clock starts (hyper may not read
     /// again on its own before the client sends something).
     waker: std::sync::Mutex<Option<std::task::Waker>>,
+    /// Raised while the connection's writes wait on the client: its HTTP/2
+    /// streams then leave the cut to the write clock.
+    writes: Stall,
+}
+
+impl AsRef<Stall> for Phase {
+    fn as_ref(&self) -> &Stall {
+        &self.writes
+    }
 }
 
 /// One request in progress; dropped with the answer's body (or with the
@@ -318,33 +373,75 @@ impl Drop for Ticket {
     }
 }
 
+/// How a response body's data reaches hyper.
+enum Handing {
+    /// HTTP/1.x: frames as they come (the connection's write clock times
+    /// the client).
+    Whole,
+    /// HTTP/2: in pieces of at most [`stream_clock::PIECE`], each marked
+    /// for the stream's clock; holds the rest of the frame being handed out.
+    Pieces(Bytes),
+}
+
 pin_project_lite::pin_project! {
     /// A response body that ends its request's [`Ticket`] when hyper is
-    /// done with it.
+    /// done with it (and on HTTP/2 feeds the stream's clock).
     pub struct Tracked<B> {
         #[pin]
         inner: B,
+        handing: Handing,
         _ticket: Ticket,
     }
 }
 
-impl<B: Body> Body for Tracked<B> {
-    type Data = B::Data;
+impl<B: Body<Data = Bytes>> Body for Tracked<B> {
+    type Data = Bytes;
     type Error = B::Error;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        self.project().inner.poll_frame(cx)
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.project();
+        let Handing::Pieces(rest) = this.handing else {
+            return this.inner.poll_frame(cx);
+        };
+        stream_clock::asked();
+        if rest.is_empty() {
+            let frame = match std::task::ready!(this.inner.poll_frame(cx)) {
+                Some(Ok(frame)) => frame,
+                other => return Poll::Ready(other),
+            };
+            match frame.into_data() {
+                Ok(data) => *rest = data,
+                Err(other) => return Poll::Ready(Some(Ok(other))),
+            }
+        }
+        // Shares the frame's bytes: no copy.
+        let piece = rest.split_to(rest.len().min(stream_clock::PIECE));
+        stream_clock::handed();
+        Poll::Ready(Some(Ok(Frame::data(piece))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        match &self.handing {
+            Handing::Pieces(rest) if !rest.is_empty() => false,
+            _ => self.inner.is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        let inner = self.inner.size_hint();
+        let rest = match &self.handing {
+            Handing::Pieces(rest) => rest.len() as u64,
+            Handing::Whole => return inner,
+        };
+        let mut hint = SizeHint::new();
+        hint.set_lower(inner.lower().saturating_add(rest));
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper.saturating_add(rest));
+        }
+        hint
     }
 }
 
@@ -371,6 +468,8 @@ pub struct Clocked<IO> {
     /// The connection's max_connections slot and gauge: held by the IO, so
     /// a WebSocket tunnel (which takes the IO over) keeps it until it closes.
     _slot: Option<ConnectionGuard>,
+    /// `send_timeout` on every write (a tunnel's too).
+    write: WriteClock,
 }
 
 impl<IO> Clocked<IO> {
@@ -381,6 +480,7 @@ impl<IO> Clocked<IO> {
         head: Option<Duration>,
         first_deadline: Instant,
         slot: Option<ConnectionGuard>,
+        write: WriteClock,
     ) -> Self {
         let (clock, deadline) = match head {
             Some(_) => (Clock::Head, first_deadline),
@@ -394,6 +494,7 @@ impl<IO> Clocked<IO> {
             keepalive,
             head,
             _slot: slot,
+            write,
         }
     }
 }
@@ -405,6 +506,11 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Clocked<IO> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        // A stalled write's cut comes through reads too: a writer may not
+        // poll its write again (module doc of write_clock).
+        if let Some(cut) = this.write.check(cx) {
+            return Poll::Ready(Err(cut));
+        }
         if this.phase.inflight.load(Relaxed) > 0 {
             this.clock = Clock::Busy;
             let read = Pin::new(&mut this.io).poll_read(cx, buf);
@@ -453,7 +559,9 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Clocked<IO> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        let this = &mut *self;
+        let written = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.write.watch(cx, written, &this.phase.writes)
     }
 
     fn poll_write_vectored(
@@ -461,7 +569,9 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Clocked<IO> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        let this = &mut *self;
+        let written = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.write.watch(cx, written, &this.phase.writes)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -469,10 +579,14 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Clocked<IO> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
+        let this = &mut *self;
+        let flushed = Pin::new(&mut this.io).poll_flush(cx);
+        this.write.watch(cx, flushed, &this.phase.writes)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
+        let this = &mut *self;
+        let shut = Pin::new(&mut this.io).poll_shutdown(cx);
+        this.write.watch(cx, shut, &this.phase.writes)
     }
 }

@@ -4,6 +4,8 @@
 //! - [`config`]: config file -> raw (serde) -> validated [`config::Config`].
 //! - [`access_log`]: one line per request (`combined` or `json`), reopened for logrotate.
 //! - [`server`]: listeners, connections, graceful stop; [`start`] runs a proxy.
+//! - [`write_clock`], [`stream_clock`]: `send_timeout` on client writes and
+//!   on HTTP/2 streams without window.
 //! - [`state`]: routes bound to upstreams and zones, the single-flight table.
 //! - [`edge`]: the one trusted view of a request (authority, normalised path,
 //!   framing and forwarding fields), built when it arrives.
@@ -66,10 +68,12 @@ pub mod respond;
 pub mod server;
 pub mod state;
 pub mod stats;
+pub mod stream_clock;
 pub mod tls;
 pub mod tunnel;
 pub mod upstream;
 pub mod vary;
 pub mod warm;
+pub mod write_clock;
 
 pub use server::{start, start_from, Running, StartError};

@@ -166,6 +166,9 @@ pub struct Metrics {
     pub requests_refused: Counter,
     /// Response bodies held in RAM by fills in progress (`max_inflight_body`).
     pub inflight: Arc<crate::inflight::Inflight>,
+    /// Client connections closed, and HTTP/2 streams reset, because the
+    /// client took no bytes for `server.send_timeout`.
+    pub send_timeouts: Counter,
 }
 
 impl Default for Metrics {
@@ -186,6 +189,7 @@ impl Default for Metrics {
             inflight: Arc::new(crate::inflight::Inflight::new(
                 crate::config::DEFAULT_MAX_INFLIGHT_BODY,
             )),
+            send_timeouts: Counter::default(),
         }
     }
 }
@@ -225,6 +229,13 @@ pub struct ConnectionGuard {
     metrics: Arc<Metrics>,
     /// Released when the guard drops.
     _slot: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl ConnectionGuard {
+    /// The metrics this connection is counted in.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
 }
 
 impl Drop for ConnectionGuard {

@@ -36,6 +36,18 @@ pub fn render(status: &Status) -> String {
         &[],
         status.connections.accepted as f64,
     );
+    family(
+        o,
+        "calmcache_send_timeouts_total",
+        "counter",
+        "Client connections closed, and HTTP/2 streams reset, after send_timeout without progress.",
+    );
+    sample(
+        o,
+        "calmcache_send_timeouts_total",
+        &[],
+        status.connections.send_timeouts as f64,
+    );
     gauge(
         o,
         "calmcache_websockets_active",

@@ -17,6 +17,10 @@
 //!                 proxy_read_timeout), each write bounded by send_timeout
 //! ```
 //!
+//! The client side's writes also run under the connection's `[server]
+//! send_timeout` (`conn::Clocked` is under the upgraded IO): a client that
+//! stops reading is cut by whichever limit comes first.
+//!
 //! A tunnel never looks up, stores or joins a flight: nothing of it is
 //! cached. As in NGINX, an end of stream from either side ends the tunnel:
 //! what was read before it is written on, the other side gets a FIN, and

@@ -118,6 +118,17 @@ pub struct ServerConfig {
     /// together (default 256 MiB); a fill that starts past it streams
     /// through uncached (`Cache-Status: ...; detail=inflight-budget`).
     pub max_inflight_body: u64,
+    /// A write to a client that takes no bytes this long closes the
+    /// connection, and an HTTP/2 stream that gets no window this long is
+    /// reset (NGINX's `send_timeout`: between two writes, not for the whole
+    /// answer; default 60 s).
+    pub send_timeout: Duration,
+    /// HTTP/2: a PING after this long without a frame from the client
+    /// (default 20 s).
+    pub http2_keepalive_interval: Duration,
+    /// HTTP/2: a keepalive PING not acknowledged within this closes the
+    /// connection (default 20 s).
+    pub http2_keepalive_timeout: Duration,
 }
 
 /// `[admin]`: the admin API and dashboard listener.

@@ -154,6 +154,9 @@ const SERVER: &[&str] = &[
     "tls_listen",
     "h2c",
     "max_inflight_body",
+    "send_timeout",
+    "http2_keepalive_interval",
+    "http2_keepalive_timeout",
 ];
 const ADMIN: &[&str] = &["listen", "token", "token_file", "purge_allow"];
 const UPSTREAM: &[&str] = &[

@@ -57,6 +57,9 @@ pub(crate) struct RawServer {
     pub(crate) tls: Option<Vec<RawTls>>,
     pub(crate) h2c: Option<bool>,
     pub(crate) max_inflight_body: Option<Text>,
+    pub(crate) send_timeout: Option<Text>,
+    pub(crate) http2_keepalive_interval: Option<Text>,
+    pub(crate) http2_keepalive_timeout: Option<Text>,
 }
 
 /// `[[server.tls]]`

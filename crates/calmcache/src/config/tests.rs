@@ -641,6 +641,59 @@ fn max_inflight_body_has_a_default_and_is_checked() {
 }
 
 #[test]
+fn send_timeout_and_http2_keepalive_have_defaults_and_are_checked() {
+    let default = load(MINIMAL);
+    assert_eq!(default.server.send_timeout, Duration::from_secs(60));
+    assert_eq!(
+        default.server.http2_keepalive_interval,
+        Duration::from_secs(20)
+    );
+    assert_eq!(
+        default.server.http2_keepalive_timeout,
+        Duration::from_secs(20)
+    );
+    let set = load(&MINIMAL.replace(
+        "[server]",
+        "[server]\nsend_timeout = \"1500ms\"\nhttp2_keepalive_interval = \"5s\"\n\
+         http2_keepalive_timeout = \"2s\"",
+    ));
+    assert_eq!(set.server.send_timeout, Duration::from_millis(1500));
+    assert_eq!(set.server.http2_keepalive_interval, Duration::from_secs(5));
+    assert_eq!(set.server.http2_keepalive_timeout, Duration::from_secs(2));
+    for key in [
+        "send_timeout",
+        "http2_keepalive_interval",
+        "http2_keepalive_timeout",
+    ] {
+        let path = format!("server.{key}");
+        let zero = MINIMAL.replace("[server]", &format!("[server]\n{key} = \"0s\""));
+        let problem = only_problem(&zero);
+        assert_eq!(
+            (problem.path.as_str(), problem.message.as_str()),
+            (path.as_str(), "must be above 0")
+        );
+        let garbage = MINIMAL.replace("[server]", &format!("[server]\n{key} = \"soon\""));
+        let problem = only_problem(&garbage);
+        assert_eq!(problem.path, path);
+        assert!(
+            problem.message.contains("not a duration"),
+            "{}",
+            problem.message
+        );
+        let bare = MINIMAL.replace("[server]", &format!("[server]\n{key} = 60"));
+        assert_eq!(only_problem(&bare).path, path);
+        let huge = MINIMAL.replace("[server]", &format!("[server]\n{key} = \"400d\""));
+        let problem = only_problem(&huge);
+        assert_eq!(problem.path, path);
+        assert!(
+            problem.message.contains("largest timeout"),
+            "{}",
+            problem.message
+        );
+    }
+}
+
+#[test]
 fn connection_clocks_tls_and_h2c_have_defaults_and_are_checked() {
     let default = load(MINIMAL);
     assert_eq!(default.server.header_read_timeout, Duration::from_secs(10));

@@ -32,6 +32,8 @@ const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(60);
 const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
 const DEFAULT_REFRESH_CONCURRENCY: usize = 8;
+/// The longest client clock (`server.send_timeout`, HTTP/2 keepalive).
+const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 86_400);
 /// Default `inactive` of disk zones (NGINX's proxy_cache_path default too).
 const DEFAULT_INACTIVE: Duration = Duration::from_secs(600);
 
@@ -160,6 +162,21 @@ impl Checker {
             .max_inflight_body
             .and_then(|t| self.positive_size("server.max_inflight_body", &t))
             .unwrap_or(DEFAULT_MAX_INFLIGHT_BODY);
+        let send_timeout = self.timeout(
+            "server.send_timeout",
+            raw.send_timeout.as_ref(),
+            Duration::from_secs(60),
+        );
+        let http2_keepalive_interval = self.timeout(
+            "server.http2_keepalive_interval",
+            raw.http2_keepalive_interval.as_ref(),
+            Duration::from_secs(20),
+        );
+        let http2_keepalive_timeout = self.timeout(
+            "server.http2_keepalive_timeout",
+            raw.http2_keepalive_timeout.as_ref(),
+            Duration::from_secs(20),
+        );
         ServerConfig {
             listen,
             threads,
@@ -174,6 +191,9 @@ impl Checker {
             tls,
             h2c: raw.h2c.unwrap_or(false),
             max_inflight_body,
+            send_timeout,
+            http2_keepalive_interval,
+            http2_keepalive_timeout,
         }
     }
 
@@ -714,6 +734,21 @@ impl Checker {
             self.bad_value(path, bad);
             default
         })
+    }
+
+    /// A clock's limit at `path`: above 0 and at most [`MAX_TIMEOUT`] (the
+    /// clocks add it to the time now), `default` when absent or invalid.
+    fn timeout(&mut self, path: &str, raw: Option<&Text>, default: Duration) -> Duration {
+        let duration = self.duration(path, raw, default);
+        let message = if duration.is_zero() {
+            "must be above 0".to_string()
+        } else if duration > MAX_TIMEOUT {
+            format!("{duration:?} is more than the largest timeout, 365d")
+        } else {
+            return duration;
+        };
+        self.report(Problem::new(path, message).hint(r#"write e.g. "60s""#));
+        default
     }
 
     /// A count at `path` of at least `min`, `default` when absent or invalid.

@@ -41,6 +41,7 @@ mod rfc_request_directives;
 mod rfc_targeted;
 mod rfc_validation;
 mod rfc_vary;
+mod slow_readers;
 mod warm;
 mod websocket;
 mod zone;
