@@ -689,7 +689,17 @@ fn stream_fill(
                     // The body stays in its file; hits stream it from there.
                     object.lazy_body = Some(lazy);
                     let object = Arc::new(object);
-                    after_store(&route, &primary, &primary, &object, permit, origin_status).await;
+                    let host = request_host(&fetch);
+                    after_store(
+                        &route,
+                        &primary,
+                        &primary,
+                        &object,
+                        permit,
+                        origin_status,
+                        host,
+                    )
+                    .await;
                 }
                 Err(e) => {
                     tracing::debug!(key = %primary, zone = %zone.name, error = %e, "not stored");
@@ -804,8 +814,18 @@ async fn store(
         *resp.headers_mut() = object.headers.clone();
         return FillReply::Relay(resp, why);
     }
-    after_store(route, primary, &key, &object, permit, origin_status).await;
+    let host = request_host(fetch);
+    after_store(route, primary, &key, &object, permit, origin_status, host).await;
     FillReply::Stored(object, origin_status)
+}
+
+/// The `Host` the fetch was made for (as the key template's `$host` read it).
+fn request_host(fetch: &FetchRequest) -> &str {
+    fetch
+        .headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("")
 }
 
 /// Bookkeeping once `object` is in its zone under `key`: the host for path
@@ -817,8 +837,15 @@ async fn after_store(
     object: &Arc<CachedObject>,
     permit: Option<FetchPermit<FillOutcome>>,
     origin_status: u16,
+    host: &str,
 ) {
-    route.note_host(primary);
+    // A default key carries its host; a rendered one does not, and a path
+    // purge renders the template again with each host remembered here.
+    if route.key_is_default {
+        route.note_host(primary);
+    } else {
+        route.known_hosts().note(host);
+    }
     route.hit_for_miss.clear(primary);
     if key != primary {
         route.hit_for_miss.clear(key);

@@ -276,3 +276,29 @@ async fn a_key_purge_takes_the_key_cache_status_shows() {
         }
     }
 }
+
+/// A path purge on a route whose key template renders `$host` (the stored
+/// key has no host part of its own) reaches the hosts the route stored
+/// objects for, over each wire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_purge_reaches_rendered_keys_with_their_host() {
+    let origin = Origin::start().await;
+    let route = "ttl = { 200 = \"600s\" }\nrefresh = \"lock\"\nkey = \"$host$uri$is_args$args\"\n";
+    let builder = Proxy::new(&origin).admin(&admin()).route(route);
+    let wires = Wires::start(builder, "").await;
+    let proxy = &wires.proxy;
+    for wire in &wires.all {
+        let what = wire.label();
+        let send = async || {
+            wires
+                .send(wire, Method::GET, "calm.test", "/rendered", &[], "")
+                .await
+        };
+        send().await;
+        assert!(is_hit(&send().await), "{what}: stored");
+        let answer = purge(proxy, r#"{"url": "/rendered"}"#).await;
+        assert_eq!(answer["purged"], 1, "{what}: {answer}");
+        assert!(!is_hit(&send().await), "{what}: purged");
+    }
+    wires.proxy.stop().await;
+}
