@@ -479,7 +479,7 @@ async fn stream_write(tier: &Arc<DiskTier>, path: &str, body: &[u8], spooled: bo
 async fn streamed_and_spooled_writes_hand_back_their_file_as_a_lazy_body() {
     let dir = scratch("spooled");
     let tier = DiskTier::open(config(&dir, 64 << 20)).unwrap();
-    let body: Vec<u8> = (0..(1_500_000u32)).map(|i| (i % 253) as u8).collect();
+    let body: Vec<u8> = (0..1_500_000u32).map(|i| (i % 253) as u8).collect();
     for (path, spooled) in [("/fixed", false), ("/spooled", true)] {
         let lazy = stream_write(&tier, path, &body, spooled).await;
         assert_eq!(lazy.len, body.len() as u64, "{path}");
