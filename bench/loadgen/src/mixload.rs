@@ -236,7 +236,10 @@ impl Pool {
         let req = if post {
             builder
                 .method(hyper::Method::POST)
-                .header(hyper::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .header(
+                    hyper::header::CONTENT_TYPE,
+                    "application/x-www-form-urlencoded",
+                )
                 .body(Full::new(Bytes::from_static(b"comment=hello&soak=1")))?
         } else {
             builder.body(Full::new(Bytes::new()))?
@@ -289,7 +292,10 @@ fn unix_ms() -> u64 {
 }
 
 fn new_pool(args: &Args) -> Result<Arc<Pool>> {
-    let uri: hyper::Uri = args.base.parse().with_context(|| format!("bad --base {:?}", args.base))?;
+    let uri: hyper::Uri = args
+        .base
+        .parse()
+        .with_context(|| format!("bad --base {:?}", args.base))?;
     if uri.scheme_str() != Some("http") {
         bail!("only http:// is supported: {}", args.base);
     }
@@ -456,7 +462,11 @@ fn write_timeline(path: &PathBuf, out: &[Outcome], slow_ms: f64) -> Result<()> {
         std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?,
     );
     for ((bucket, kind), c) in &t {
-        writeln!(f, "{bucket} {} {} {} {} {}", KINDS[*kind], c[0], c[1], c[2], c[3])?;
+        writeln!(
+            f,
+            "{bucket} {} {} {} {} {}",
+            KINDS[*kind], c[0], c[1], c[2], c[3]
+        )?;
     }
     f.flush()?;
     Ok(())
@@ -513,7 +523,10 @@ mod tests {
 
     #[test]
     fn mix_and_plan() {
-        assert_eq!(parse_mix("hit:80,miss:10,post:10").expect("ok"), [80, 90, 100]);
+        assert_eq!(
+            parse_mix("hit:80,miss:10,post:10").expect("ok"),
+            [80, 90, 100]
+        );
         assert!(parse_mix("hit:0").is_err());
         assert!(parse_mix("get:1").is_err());
         let args = Args::parse_from(["mixload", "--base", "http://127.0.0.1:1", "--hot", "100"]);
@@ -528,6 +541,9 @@ mod tests {
             }
         }
         assert!((7_500..8_500).contains(&n[0]), "{n:?}");
-        assert!((700..1_300).contains(&n[1]) && (700..1_300).contains(&n[2]), "{n:?}");
+        assert!(
+            (700..1_300).contains(&n[1]) && (700..1_300).contains(&n[2]),
+            "{n:?}"
+        );
     }
 }
