@@ -313,6 +313,10 @@ fn new_pool(args: &Args) -> Result<Arc<Pool>> {
 }
 
 /// The timed, open-loop run.
+/// How late the dispatcher sent its latest request at worst (µs): a
+/// generator that cannot keep up shows here rather than in the proxy's figures.
+static MAX_DISPATCH_LAG_US: AtomicU64 = AtomicU64::new(0);
+
 async fn run(args: Arc<Args>) -> Result<(Vec<Outcome>, u64, u64)> {
     if !(args.rps.is_finite() && args.rps > 0.0) {
         bail!("--rps must be a positive number");
@@ -341,9 +345,12 @@ async fn run(args: Arc<Args>) -> Result<(Vec<Outcome>, u64, u64)> {
                 if due > now {
                     std::thread::sleep(due - now);
                 }
-                if std::time::Instant::now() >= stop_std {
+                let now = std::time::Instant::now();
+                if now >= stop_std {
                     break;
                 }
+                let lag = now.saturating_duration_since(due).as_micros() as u64;
+                MAX_DISPATCH_LAG_US.fetch_max(lag, Ordering::Relaxed);
                 let (kind, path) = plan(i, &cum, &args, &nonce);
                 let bucket_ms = start_unix + offset.as_millis() as u64;
                 let bucket = bucket_ms - bucket_ms % args.bucket_ms;
@@ -444,6 +451,7 @@ fn summary(args: &Args, out: &[Outcome], scheduled: u64, opened: u64) -> serde_j
         "corrupt": out.iter().filter(|o| o.corrupt).count(),
         "unfinished": unfinished,
         "connections_opened": opened,
+        "max_dispatch_lag_ms": round3(MAX_DISPATCH_LAG_US.load(Ordering::Relaxed) as f64 / 1000.0),
         "kinds": kinds,
     })
 }
