@@ -35,11 +35,11 @@ refresh = \"sus\"
 stale_while_revalidate = \"0s\"
 stale_if_error = \"0s\"
 lock_timeout = \"5s\""
-		windows="$(awk -v d=$((WARMUP + secs)) -v t="$ttl" 'BEGIN {w = d / t; printf "%d\n", (w == int(w) ? w : int(w) + 1)}')"
+		windows="$(awk -v d=$((WARMUP + secs)) -v t="$ttl" 'BEGIN {printf "%d\n", int(d / t + 1e-9)}')"
 		;;
 	nginx-best)
 		start_nginx honorbg "$ORIGIN_PORT"
-		windows="$(((WARMUP + secs + cc_ttl - 1) / cc_ttl))"
+		windows="$(((WARMUP + secs) / cc_ttl))"
 		;;
 	esac
 	tag="ttl${ttl}-${rate}rps-$row"
@@ -110,7 +110,7 @@ sus_grid() {
 		printf '\n'
 	done
 	echo
-	echo "### origin fetches per object lifetime (fetches / lifetimes; NGINX lifetimes counted in its whole-second TTL)"
+	echo "### origin fetches per object lifetime: fetches / expiries during warm-up + run (floor(time / TTL); NGINX: its whole-second TTL)"
 	echo "$hdr"
 	for ttl in "${ttls[@]}"; do
 		printf '%-8s' "${ttl} s"
