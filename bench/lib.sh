@@ -273,6 +273,7 @@ calm_status() { curl -s -m 5 "http://127.0.0.1:$ADMIN_PORT/status" || true; }
 #   cache    proxy_cache + proxy_cache_valid 200 TTL
 #   lockbg   cache + proxy_cache_lock + use_stale updating + background_update
 #   honor    proxy_cache, freshness from the origin's Cache-Control
+#   honorbg  honor + proxy_cache_lock + use_stale updating + background_update
 #   ceiling  `return 200` with a 1 KB body (no upstream)
 start_nginx() {
 	local mode="$1" origin_port="$2" ttl="${3:-1s}" dir loc
@@ -300,6 +301,11 @@ start_nginx() {
             proxy_cache_background_update on;" ;;
 	honor) loc="$proxy
             $cache" ;;
+	honorbg) loc="$proxy
+            $cache
+            proxy_cache_lock on;
+            proxy_cache_use_stale updating;
+            proxy_cache_background_update on;" ;;
 	ceiling) loc="default_type text/html;
             return 200 \"$(head -c 1024 /dev/zero | tr '\0' 'x')\";" ;;
 	*) die "unknown nginx mode $mode" ;;
