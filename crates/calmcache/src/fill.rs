@@ -120,7 +120,6 @@ pub async fn fill(
     let started = Instant::now();
     let mut request_time = SystemTime::now();
     let upstream = &route.upstream;
-    route.activity.upstream_requests.inc();
     // Validators only when a 304 can be used: with storing allowed (a 304
     // must never reach a client that sent no conditional).
     let mut revalidating = stale
@@ -141,6 +140,7 @@ pub async fn fill(
     let mut result = upstream
         .send(upstream_request(&fetch, revalidating.as_deref()))
         .await;
+    route.activity.upstream_call(&result);
     // RFC 9111 §4.3.3: a 304 that does not match the stored copy (another
     // ETag) cannot update it; ask again without conditionals.
     let mismatched = |r: &Result<Response<Incoming>, ProxyError>,
@@ -152,9 +152,9 @@ pub async fn fill(
     if mismatched(&result, &revalidating) {
         revalidating = None;
         request_time = SystemTime::now();
-        route.activity.upstream_requests.inc();
         alive_for(&permit, head_bound);
         result = upstream.send(upstream_request(&fetch, None)).await;
+        route.activity.upstream_call(&result);
     }
     let usable_stale = stale.filter(|s| s.meta.within_stale_if_error(Instant::now()));
     // A 304 to a request without our validators (fills strip the client's)
@@ -184,7 +184,7 @@ pub async fn fill(
         }
         Ok(resp) => resp,
         Err(e) => {
-            route.activity.upstream_errors.inc();
+            // Counted with the call (upstream_call).
             if !e.repeats() {
                 // Per request: a dead origin must not flood the log.
                 static FETCH_FAILED: WarnLimit = WarnLimit::new();
@@ -963,16 +963,15 @@ pub async fn fetch_range(
     client: &HeaderMap,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     let upstream = &route.upstream;
-    route.activity.upstream_requests.inc();
     let mut req = upstream_request(fetch, None);
     for name in [http::header::RANGE, http::header::IF_RANGE] {
         if let Some(value) = client.get(&name) {
             req.headers_mut().insert(name, value.clone());
         }
     }
-    let resp = upstream.send(req).await.inspect_err(|_| {
-        route.activity.upstream_errors.inc();
-    })?;
+    let resp = upstream.send(req).await;
+    route.activity.upstream_call(&resp);
+    let resp = resp?;
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     let body = ResponseBody::stream(TimeoutBody::new(body, upstream.read_timeout));

@@ -823,7 +823,6 @@ async fn pass(
         Fwd::Method => CacheStatus::Bypass.report().fwd(Fwd::Method),
         other => CacheStatus::MissNotStored.report().fwd(other),
     };
-    route.activity.upstream_requests.inc();
     let upstream = &route.upstream;
     let invalidation = crate::invalidate::Target::of(&req, client.scheme());
     let version = req.version();
@@ -831,8 +830,10 @@ async fn pass(
     crate::edge::ensure_host(&mut parts.headers, &parts.uri);
     add_forwarded(&mut parts.headers, client.addr.ip(), client.scheme());
     let (body, client_body) = crate::body::ClientBody::watch(body, upstream.send_timeout);
-    match upstream.send(Request::from_parts(parts, body)).await {
+    let sent = upstream.send(Request::from_parts(parts, body)).await;
+    match sent {
         Ok(resp) => {
+            route.activity.upstream_requests.inc();
             let (mut parts, body) = resp.into_parts();
             if let Some(target) = invalidation {
                 target.apply(proxy, parts.status, &parts.headers);
@@ -849,10 +850,11 @@ async fn pass(
             // The client's body broke off or was malformed: its fault, not the origin's.
             if let Some(fault) = client_body.fault() {
                 tracing::debug!(error = %e, "request body failed");
+                route.activity.upstream_requests.inc();
                 route.activity.record(&report);
                 return refused(&fault, version);
             }
-            route.activity.upstream_errors.inc();
+            route.activity.upstream_failed(&e);
             if !e.repeats() {
                 // Per request: a dead upstream must not flood the log.
                 static FAILED: calmcache_core::warn_limit::WarnLimit =

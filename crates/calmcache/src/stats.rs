@@ -95,6 +95,25 @@ impl Activity {
         }
     }
 
+    /// Counts one call to the upstream by its result: an origin request,
+    /// and an origin error when it failed. A request refused at once because
+    /// every server is down never reached the origin: it is neither (the
+    /// upstream's `all_down` counts it).
+    pub fn upstream_call<T>(&self, result: &Result<T, crate::error::ProxyError>) {
+        match result {
+            Ok(_) => self.upstream_requests.inc(),
+            Err(e) => self.upstream_failed(e),
+        }
+    }
+
+    /// [`Activity::upstream_call`] for a call that failed with `e`.
+    pub fn upstream_failed(&self, e: &crate::error::ProxyError) {
+        if !e.repeats() {
+            self.upstream_requests.inc();
+            self.upstream_errors.inc();
+        }
+    }
+
     /// A JSON-ready copy. `requests` is derived: every answer is counted in
     /// exactly one of hits, misses, stale_served and bypass, which spares a
     /// hit one atomic add on a cache line all workers share.

@@ -155,7 +155,6 @@ pub async fn open(
         route.activity.record(&report);
         return error_response(&e, &report);
     };
-    route.activity.upstream_requests.inc();
     let upstream = &route.upstream;
     let client_side = hyper::upgrade::on(&mut req);
     let (mut parts, body) = req.into_parts();
@@ -164,13 +163,13 @@ pub async fn open(
     let body = TimeoutBody::new(body, upstream.send_timeout)
         .map_err(Into::into)
         .boxed();
-    let mut resp = match upstream
+    let sent = upstream
         .send_upgrade(Request::from_parts(parts, body))
-        .await
-    {
+        .await;
+    route.activity.upstream_call(&sent);
+    let mut resp = match sent {
         Ok(resp) => resp,
         Err(e) => {
-            route.activity.upstream_errors.inc();
             if !e.repeats() {
                 // Per request: a dead upstream must not flood the log.
                 static FAILED: calmcache_core::warn_limit::WarnLimit =

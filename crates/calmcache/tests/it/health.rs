@@ -220,6 +220,9 @@ async fn a_dead_origin_sees_one_attempt_per_fail_timeout_while_stale_copies_are_
     let first = send(&wires, &Wire::Http1, Method::GET, &paths[0]).await;
     assert_eq!(first.status, StatusCode::OK, "{}", first.body);
     let before = origin.accepted();
+    let counted_before = wires.proxy.status().await["totals"]["upstream_requests"]
+        .as_u64()
+        .unwrap();
 
     // A bounded burst: 2,000 requests or 2 s, 12 clients over the three wires.
     let started = Instant::now();
@@ -275,6 +278,14 @@ async fn a_dead_origin_sees_one_attempt_per_fail_timeout_while_stale_copies_are_
     );
     assert!(u["all_down"].as_u64().unwrap() > 0, "{u:#}");
     assert!(server["fails_total"].as_u64().unwrap() >= 1, "{u:#}");
+    // Requests refused at once never reached the origin: the routes'
+    // origin request count (the dashboard's) is the attempts, not the burst.
+    let totals = &wires.proxy.status().await["totals"];
+    let origin_requests = totals["upstream_requests"].as_u64().unwrap() - counted_before;
+    assert!(
+        origin_requests <= attempts + 2,
+        "{origin_requests} origin requests counted for {attempts} attempts: {totals:#}"
+    );
     assert!(
         server["last_failure"].as_str().unwrap().contains("Broken"),
         "{u:#}"
