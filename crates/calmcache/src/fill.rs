@@ -839,13 +839,7 @@ async fn after_store(
     origin_status: u16,
     host: &str,
 ) {
-    // A default key carries its host; a rendered one does not, and a path
-    // purge renders the template again with each host remembered here.
-    if route.key_is_default {
-        route.note_host(primary);
-    } else {
-        route.known_hosts().note(host);
-    }
+    route.note_host(primary, host);
     route.hit_for_miss.clear(primary);
     if key != primary {
         route.hit_for_miss.clear(key);

@@ -83,16 +83,7 @@ enum Piece {
 }
 
 fn piece() -> impl Strategy<Value = Piece> {
-    let fixed = prop::sample::select(vec![
-        "scheme",
-        "host",
-        "uri",
-        "args",
-        "is_args",
-        "request_uri",
-        "method",
-    ])
-    .prop_map(str::to_owned);
+    let fixed = prop::sample::select(super::FIXED.to_vec()).prop_map(str::to_owned);
     let name = prop_oneof![
         fixed,
         "[a-c_]{1,2}".prop_map(|n| format!("arg_{n}")),

@@ -305,9 +305,17 @@ impl Route {
         removed
     }
 
-    /// Remembers the host of a key just stored (for purges by path).
-    pub fn note_host(&self, key: &CacheKey) {
-        self.known_hosts().note(key.as_ref().host);
+    /// Remembers the host of a key just stored (for purges by path): the
+    /// key's own with the default template; a rendered key has none, so the
+    /// `Host` of the request it was fetched for (a path purge renders the
+    /// template again with each host remembered).
+    pub fn note_host(&self, primary: &CacheKey, request_host: &str) {
+        let host = if self.key_is_default {
+            primary.as_ref().host
+        } else {
+            request_host
+        };
+        self.known_hosts().note(host);
     }
 
     /// The hosts this route stored objects for (a poisoned lock still holds

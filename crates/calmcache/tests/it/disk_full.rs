@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use calmcache_testkit::{get, get_with, Origin, Proxy, Reply};
 
 use crate::disk_zone::Tmpfs;
-use crate::{free_port, scratch, Child};
+use crate::{free_port, scratch, wait_listening, Child};
 
 const BIN: &str = env!("CARGO_BIN_EXE_calmcache");
 
@@ -86,19 +86,6 @@ pub fn serve_until_exit(config: &Path, limit: Duration) -> std::process::Output 
         let _ = e.read_to_end(&mut out.stderr);
     }
     out
-}
-
-async fn wait_listening(port: u16) {
-    for _ in 0..400 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("calmcache did not start listening on {port}");
 }
 
 /// Regression (issue 12, item 7): a zone on a file system smaller than

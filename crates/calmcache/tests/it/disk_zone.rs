@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use crate::free_port;
+use crate::{free_port, wait_listening};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -530,19 +530,6 @@ impl Drop for Killed {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-async fn wait_listening(port: u16) {
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("calmcache did not start listening on {port}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -72,6 +72,21 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Waits (up to 10 s) until something accepts on `127.0.0.1:port`: a
+/// calmcache process started by a test is up.
+pub async fn wait_listening(port: u16) {
+    for _ in 0..400 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("calmcache did not start listening on {port}");
+}
+
 /// A child process killed and reaped when dropped, so a failing assertion
 /// never leaves a calmcache running.
 pub struct Child(pub std::process::Child);
