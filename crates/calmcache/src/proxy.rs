@@ -440,12 +440,22 @@ impl Fetch {
             let task = fill(route.clone(), primary, request, None, stale);
             return answer(task, None, None).await;
         }
+        // An answer to a request with credentials may be personal because
+        // of them: it says nothing about the URL, and must not let one
+        // client turn coalescing off for everyone.
+        let anonymous =
+            !request.has_authorization && !request.selecting.contains_key(header::COOKIE);
         // Hit-for-miss: this key's last answer could not be stored, so
         // nobody could use ours either; fetch side by side.
         if route.hit_for_miss.active(&flight) {
             route.activity.hit_for_miss.inc();
             let task = fill(route.clone(), primary, request, None, stale);
-            return answer(task, None, Some((&flight, true))).await;
+            let hfm = Hfm {
+                key: &flight,
+                marked: true,
+                may_mark: anonymous,
+            };
+            return answer(task, None, Some(hfm)).await;
         }
         // Twice at most: a follower of a URI's first fetch may learn from it
         // that the URI varies and that its variant is another one; it then
@@ -463,7 +473,12 @@ impl Fetch {
                     }
                     let interest = Some(permit.interest());
                     let task = fill(route.clone(), primary, request, Some(permit), stale);
-                    return answer(task, interest, Some((&flight, false))).await;
+                    let hfm = Hfm {
+                        key: &flight,
+                        marked: false,
+                        may_mark: anonymous,
+                    };
+                    return answer(task, interest, Some(hfm)).await;
                 }
                 Lookup::Follower(waiter) => waiter,
             };
@@ -612,8 +627,7 @@ pub fn refresh_in_background(
 
 /// Runs a fill in its own task, so a client that goes away does not cancel a
 /// fetch others wait for, and answers this client from its reply. `hfm`
-/// names the key to mark hit-for-miss when the answer cannot be stored, and
-/// says whether it was marked already (this fetch skipped the queue).
+/// says how this fetch takes part in hit-for-miss.
 async fn answer_fill(
     route: &Arc<Route>,
     task: impl std::future::Future<Output = FillReply> + Send + 'static,
@@ -621,7 +635,7 @@ async fn answer_fill(
     why: Why,
     ask: &Ask<'_>,
     ranged: Option<FetchRequest>,
-    hfm: Option<(&CacheKey, bool)>,
+    hfm: Option<Hfm<'_>>,
 ) -> Response<ResponseBody> {
     // The fetch runs in its own task, so that requests waiting for it are
     // not hurt when this one goes away; its upstream call is noted for this
@@ -662,9 +676,11 @@ async fn answer_fill(
         Ok(FillReply::Relay(resp, not_stored)) => {
             let status = resp.status().as_u16();
             let mut report = why.not_stored(status, not_stored);
-            if let Some((key, marked)) = hfm.filter(|_| marks_hit_for_miss(not_stored, status)) {
-                route.hit_for_miss.note(key);
-                if marked {
+            if let Some(hfm) = hfm.filter(|_| marks_hit_for_miss(not_stored, status)) {
+                if hfm.may_mark {
+                    route.hit_for_miss.note(hfm.key);
+                }
+                if hfm.marked {
                     report = report.detail("hit-for-miss");
                 }
             }
@@ -683,6 +699,17 @@ async fn answer_fill(
             error_response(&e, &report)
         }
     }
+}
+
+/// A coalesced fetch's part in hit-for-miss.
+#[derive(Clone, Copy)]
+struct Hfm<'a> {
+    /// The key marked when the answer cannot be stored.
+    key: &'a CacheKey,
+    /// The key was marked already: this fetch skipped the queue.
+    marked: bool,
+    /// The request carried no credentials, so its answer speaks for the URL.
+    may_mark: bool,
 }
 
 /// True when an answer relayed for `why` says the key's answers cannot be

@@ -268,3 +268,57 @@ async fn sus_serves_a_just_expired_copy_without_a_wait_by_default() {
         waited.cache_status()
     );
 }
+
+/// Hit-for-miss over each wire, and never from an answer to a request with
+/// `Authorization` or `Cookie` (it says nothing about other requests).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hit_for_miss_over_every_wire_and_never_from_credentialed_requests() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .no_default_ttl()
+        .route("refresh = \"lock\"");
+    let wires = Wires::start(proxy, "").await;
+    let private = [("x-origin-cache-control", "private")];
+    for (i, wire) in wires.all.iter().enumerate() {
+        let what = wire.label();
+        let path = format!("/private/{i}");
+        let send = async |headers: &[(&str, &str)]| {
+            wires
+                .send(wire, Method::GET, TLS_NAME, &path, headers, "")
+                .await
+        };
+        let first = send(&private).await;
+        assert!(!first.cache_status().contains("hit-for-miss"), "{what}");
+        let second = send(&private).await;
+        assert!(
+            second.cache_status().contains("detail=hit-for-miss"),
+            "{what}: {}",
+            second.cache_status()
+        );
+        // A private answer to a request with credentials marks nothing: one
+        // logged-in client must not turn coalescing off for everyone.
+        for (n, credential) in [("authorization", "Bearer x"), ("cookie", "session=1")]
+            .into_iter()
+            .enumerate()
+        {
+            let personal_path = format!("/personal/{i}/{n}");
+            let with = [("x-origin-cache-control", "private"), credential];
+            for _ in 0..2 {
+                let r = wires
+                    .send(wire, Method::GET, TLS_NAME, &personal_path, &with, "")
+                    .await;
+                assert!(
+                    !r.cache_status().contains("hit-for-miss"),
+                    "{what} {credential:?}: {}",
+                    r.cache_status()
+                );
+            }
+            // An anonymous request after it is not sent past the queue either.
+            let anonymous = wires
+                .send(wire, Method::GET, TLS_NAME, &personal_path, &private, "")
+                .await;
+            assert!(!anonymous.cache_status().contains("hit-for-miss"), "{what}");
+        }
+    }
+    wires.proxy.stop().await;
+}
