@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use calmcache::config::Config;
-use calmcache::{demo, origin};
+use calmcache::{demo, demo::origin};
 use clap::{Parser, Subcommand};
 
 /// A caching reverse proxy that keeps slow origins calm.
@@ -142,7 +142,7 @@ fn init_logging() {
 }
 
 fn check(path: &std::path::Path) -> ExitCode {
-    match calmcache::preflight::load(path) {
+    match calmcache::run::preflight::load(path) {
         Ok(config) => {
             println!("{}", config.summary());
             ExitCode::SUCCESS
@@ -164,7 +164,7 @@ fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
 
 fn serve(path: &std::path::Path) -> anyhow::Result<()> {
     // The same checks as `check`, reported the same way (exit 2).
-    let config = match calmcache::preflight::load(path) {
+    let config = match calmcache::run::preflight::load(path) {
         Ok(config) => config,
         Err(e) => {
             eprintln!("{e}");
@@ -250,7 +250,7 @@ fn say(text: &str) {
 #[cfg(unix)]
 fn reopen_on_signal(
     mut usr1: tokio::signal::unix::Signal,
-    log: Option<calmcache::access_log::AccessLog>,
+    log: Option<calmcache::telemetry::access_log::AccessLog>,
 ) {
     tokio::spawn(async move {
         while usr1.recv().await.is_some() {
@@ -266,7 +266,7 @@ fn reopen_on_signal(
 #[cfg(unix)]
 fn reload_on_signal(
     mut hup: tokio::signal::unix::Signal,
-    reloader: std::sync::Arc<calmcache::reload::Reloader>,
+    reloader: std::sync::Arc<calmcache::run::reload::Reloader>,
 ) {
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
@@ -295,7 +295,7 @@ fn reload(path: &std::path::Path) -> ExitCode {
         return ExitCode::from(2);
     };
     let result = runtime(1).and_then(|rt| {
-        rt.block_on(calmcache::admin::post_reload(
+        rt.block_on(calmcache::ops::admin::post_reload(
             admin.listen,
             admin.token.as_deref(),
         ))

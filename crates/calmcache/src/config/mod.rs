@@ -28,7 +28,9 @@
 //! - `error.rs`: [`ConfigError`], [`Problem`] and how they print.
 //! - `summary.rs`: [`Config::summary`], the one-line "config ok" report.
 
+pub mod conditions;
 mod error;
+pub mod key_template;
 mod raw;
 pub(crate) mod suggest;
 mod summary;
@@ -52,11 +54,11 @@ use std::time::Duration;
 
 use calmcache_core::RefreshMode;
 
-use crate::compress::Coding;
-use crate::conditions::Condition;
-use crate::key_template::KeyTemplate;
+use crate::config::conditions::Condition;
+use crate::config::key_template::KeyTemplate;
+use crate::http::compress::Coding;
 
-pub use crate::access_log::{AccessLogConfig, LogFormat, LogTarget};
+pub use crate::telemetry::access_log::{AccessLogConfig, LogFormat, LogTarget};
 pub(crate) use error::toml_key;
 pub use error::{ConfigError, Problem};
 
@@ -111,7 +113,7 @@ pub struct ServerConfig {
     pub tls_listen: Vec<SocketAddr>,
     /// Certificates of the TLS listeners, in file order; the first is the
     /// default for clients without (or with an unknown) SNI name.
-    pub tls: Vec<crate::tls::TlsCert>,
+    pub tls: Vec<crate::net::tls::TlsCert>,
     /// HTTP/2 with prior knowledge (h2c) on the plain listeners too.
     pub h2c: bool,
     /// Bytes of response bodies that fills in progress may hold in RAM, all

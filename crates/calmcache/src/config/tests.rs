@@ -11,9 +11,9 @@ use calmcache_core::RefreshMode;
 use super::suggest::{closest, edit_distance};
 use super::units::{format_size, parse_duration, parse_size, GIB, KIB, MIB};
 use super::{ClientCacheControl, Config, ConfigError, Problem, ZoneKind};
-use crate::compress::Coding;
-use crate::conditions::Condition;
-use crate::key_template::KeyTemplate;
+use crate::config::conditions::Condition;
+use crate::config::key_template::KeyTemplate;
+use crate::http::compress::Coding;
 
 const EXAMPLE: &str = include_str!("../../../../config.example.toml");
 

@@ -588,7 +588,7 @@ async fn tunnels_open_only_on_this_handshakes_websocket_101() {
     let (good, heads) = scripted(|head| {
         switch(
             "websocket",
-            &calmcache::tunnel::accept_for(key_of(head).as_bytes()),
+            &calmcache::proxy::tunnel::accept_for(key_of(head).as_bytes()),
         )
     })
     .await;
@@ -611,7 +611,12 @@ async fn tunnels_open_only_on_this_handshakes_websocket_101() {
 
     let wrong: [Answer; 3] = [
         Box::new(|_: &str| switch("websocket", "AAAAAAAAAAAAAAAAAAAAAAAAAAA=")),
-        Box::new(|h: &str| switch("h2c", &calmcache::tunnel::accept_for(key_of(h).as_bytes()))),
+        Box::new(|h: &str| {
+            switch(
+                "h2c",
+                &calmcache::proxy::tunnel::accept_for(key_of(h).as_bytes()),
+            )
+        }),
         Box::new(|_: &str| {
             b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n\r\n".to_vec()
         }),

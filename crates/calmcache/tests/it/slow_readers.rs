@@ -438,7 +438,7 @@ async fn flooding_upstream() -> (std::net::SocketAddr, Arc<std::sync::atomic::At
                 let answer = format!(
                     "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
                      Connection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
-                    calmcache::tunnel::accept_for(key.as_bytes())
+                    calmcache::proxy::tunnel::accept_for(key.as_bytes())
                 );
                 if s.write_all(answer.as_bytes()).await.is_err() {
                     return;

@@ -11,15 +11,15 @@ use calmcache_core::RefreshMode;
 use regex::Regex;
 
 use super::Checker;
-use crate::compress::Coding;
-use crate::conditions::Condition;
+use crate::config::conditions::Condition;
 use crate::config::error::{toml_key, Problem};
+use crate::config::key_template::KeyTemplate;
 use crate::config::raw::{RawRoute, Text};
 use crate::config::ZoneKind;
 use crate::config::{
     suggest, ClientCacheControl, RouteConfig, TtlTable, UpstreamConfig, ZoneConfig,
 };
-use crate::key_template::KeyTemplate;
+use crate::http::compress::Coding;
 
 const DEFAULT_REFRESH: RefreshMode = RefreshMode::Sus;
 const DEFAULT_PER_BETA: f64 = 1.0;

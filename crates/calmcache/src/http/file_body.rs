@@ -1,0 +1,74 @@
+//! Streaming a large disk object's body: chunks read with positioned reads
+//! on the blocking thread pool, a few chunks ahead of the client at most, so
+//! memory per response stays bounded whatever the object's size and no
+//! blocking-pool thread waits on a slow client.
+
+use bytes::Bytes;
+use calmcache_core::LazyBody;
+use tokio::sync::mpsc;
+
+use crate::http::body::{BoxError, ChannelBody, ResponseBody};
+
+/// Bytes read per blocking call.
+pub const CHUNK: usize = 256 * 1024;
+/// Chunks read ahead of the client.
+const AHEAD: usize = 4;
+
+/// Streams `len` bytes of `lazy`'s body from `start`. With `verify` (the
+/// whole body), the body's CRC is checked at the end: a mismatch ends the
+/// response with an error (the client sees a cut connection, never wrong
+/// bytes presented as complete) and removes the file.
+pub fn file_body(lazy: &LazyBody, start: u64, len: u64, verify: bool) -> ResponseBody {
+    let (tx, rx) = mpsc::channel::<Result<Bytes, BoxError>>(AHEAD);
+    let lazy = lazy.clone();
+    tokio::spawn(async move {
+        let mut crc = crc32fast::Hasher::new();
+        let mut at = start;
+        let end = start.saturating_add(len);
+        // With `verify`, the last chunk is held back until the checksum is
+        // known: a corrupt body then ends in an error, never as complete.
+        let mut held: Option<Bytes> = None;
+        while at < end {
+            let n = usize::try_from((end - at).min(CHUNK as u64)).unwrap_or(CHUNK);
+            let reader = lazy.clone();
+            let chunk = match tokio::task::spawn_blocking(move || reader.read_at(at, n)).await {
+                Ok(Ok(chunk)) => chunk,
+                Ok(Err(e)) => {
+                    let _ = tx.send(Err(e.into())).await;
+                    return;
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e.into())).await;
+                    return;
+                }
+            };
+            at += n as u64;
+            if verify {
+                crc.update(&chunk);
+            }
+            let ready = if verify {
+                held.replace(chunk)
+            } else {
+                Some(chunk)
+            };
+            if let Some(ready) = ready {
+                if tx.send(Ok(ready)).await.is_err() {
+                    return; // The client went away.
+                }
+            }
+        }
+        if verify && crc.finalize() != lazy.crc {
+            tracing::warn!(file = %lazy.path.display(), "cache file body checksum mismatch; removed");
+            let path = lazy.path.clone();
+            let _ = tokio::task::spawn_blocking(move || std::fs::remove_file(path)).await;
+            let _ = tx
+                .send(Err("cache file body checksum mismatch".into()))
+                .await;
+            return;
+        }
+        if let Some(last) = held {
+            let _ = tx.send(Ok(last)).await;
+        }
+    });
+    ResponseBody::stream(ChannelBody::new(rx, len))
+}

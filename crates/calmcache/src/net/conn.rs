@@ -1,0 +1,592 @@
+//! One client connection: HTTP/1.1 (with upgrades), HTTP/2 (TLS with ALPN
+//! `h2`) or either by prior knowledge (h2c), its two clocks, its request
+//! count, and its graceful end when the listener stops.
+//!
+//! hyper has one timer for an idle keepalive connection and a slow request
+//! head, so it is off, and [`Clocked`], the connection's IO under hyper,
+//! keeps both: `keepalive_timeout` while no request is in progress,
+//! `header_read_timeout` from the first byte of a request head (or from
+//! accept) until hyper hands the request to the service. It learns when a
+//! request starts and when its answer is done from the service wrapper here
+//! (a [`Ticket`] carried by the response body), so the clocks cost two
+//! atomic counters per request and one timer reset per head.
+//!
+//! Writes have a third clock, `send_timeout` ([`crate::net::write_clock`], in
+//! [`Clocked`] too): a client that takes no bytes that long is cut. On
+//! HTTP/2 the same limit resets a stream stuck on a zero window
+//! ([`crate::net::stream_clock`]: the executor of its stream tasks, and the
+//! response body handed to hyper in pieces), and hyper's keepalive PINGs
+//! close a connection whose client no longer answers.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::watch;
+use tokio::time::{Instant, Sleep};
+
+use crate::http::headers::has_token;
+use crate::net::stream_clock::{self, StreamExec};
+use crate::net::write_clock::{Stall, WriteClock};
+use crate::telemetry::metrics::ConnectionGuard;
+
+/// Who is on the other end of a client connection.
+#[derive(Clone, Copy, Debug)]
+pub struct Peer {
+    /// The client's address.
+    pub addr: SocketAddr,
+    /// True on a TLS listener.
+    pub tls: bool,
+}
+
+impl Peer {
+    /// A plain-HTTP client.
+    pub fn plain(addr: SocketAddr) -> Peer {
+        Peer { addr, tls: false }
+    }
+
+    /// `http` or `https`: `$scheme`, `X-Forwarded-Proto`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls {
+            "https"
+        } else {
+            "http"
+        }
+    }
+}
+
+/// How client connections of a listener are served.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnSettings {
+    /// Idle time (no request in progress) before the connection is closed.
+    pub keepalive_timeout: Duration,
+    /// Time from a head's first byte (or from accept) to the whole head.
+    pub header_read_timeout: Duration,
+    /// Requests per connection; the last HTTP/1.1 answer says `Connection: close`.
+    pub keepalive_requests: u32,
+    /// Largest request head (hyper's read buffer), at least 8 KiB.
+    pub max_header_size: usize,
+    /// HTTP/2 with prior knowledge on plain connections.
+    pub h2c: bool,
+    /// A write the client leaves waiting this long closes the connection;
+    /// an HTTP/2 stream without window this long is reset.
+    pub send_timeout: Duration,
+    /// HTTP/2: a PING after this long without a frame from the client.
+    pub http2_keepalive_interval: Duration,
+    /// HTTP/2: a PING not acknowledged within this closes the connection.
+    pub http2_keepalive_timeout: Duration,
+}
+
+impl Default for ConnSettings {
+    /// The admin listener's and the bundled origin's.
+    fn default() -> Self {
+        ConnSettings {
+            keepalive_timeout: Duration::from_secs(75),
+            header_read_timeout: Duration::from_secs(10),
+            keepalive_requests: u32::MAX,
+            max_header_size: 64 * 1024,
+            h2c: false,
+            send_timeout: Duration::from_secs(60),
+            http2_keepalive_interval: Duration::from_secs(20),
+            http2_keepalive_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+impl ConnSettings {
+    /// The proxy listeners' settings from `[server]`.
+    pub fn of(server: &crate::config::ServerConfig) -> ConnSettings {
+        ConnSettings {
+            keepalive_timeout: server.keepalive_timeout,
+            header_read_timeout: server.header_read_timeout,
+            keepalive_requests: server.keepalive_requests,
+            max_header_size: server.max_header_size.max(8192),
+            h2c: server.h2c,
+            send_timeout: server.send_timeout,
+            http2_keepalive_interval: server.http2_keepalive_interval,
+            http2_keepalive_timeout: server.http2_keepalive_timeout,
+        }
+    }
+}
+
+/// The protocol a connection speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP/1.x (a plain listener, or TLS without ALPN `h2`).
+    Http1,
+    /// HTTP/2 (TLS with ALPN `h2`).
+    Http2,
+    /// Either, told apart by the HTTP/2 preface (h2c prior knowledge).
+    Detect,
+}
+
+/// Runs a hyper connection future until it ends, or until `drain` asks it
+/// to finish gracefully (one body for three connection types that share
+/// `graceful_shutdown` by name only).
+macro_rules! drive {
+    ($conn:expr, $peer:expr, $drain:expr) => {
+        async move {
+            let (conn, peer, mut drain) = ($conn, $peer, $drain);
+            let mut conn = std::pin::pin!(conn);
+            let ended = tokio::select! {
+                ended = conn.as_mut() => ended,
+                _ = drain.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            // `drain` is held until here: the accept loop waits for it.
+            drop(drain);
+            if let Err(e) = ended {
+                // One error type for the three connection types.
+                let e: Box<dyn std::error::Error + Send + Sync> = e.into();
+                // A send_timeout cut has logged its own line.
+                if !crate::net::write_clock::is_send_timeout(&*e) {
+                    tracing::debug!(peer = %peer.addr, error = %e, "connection ended with an error");
+                }
+            }
+        }
+    };
+}
+
+/// A connection just accepted (and through its TLS handshake).
+#[derive(Clone, Copy, Debug)]
+pub struct Accepted {
+    /// The client.
+    pub peer: Peer,
+    /// What it speaks.
+    pub protocol: Protocol,
+    /// When it was accepted: the first head's clock starts here.
+    pub at: Instant,
+}
+
+/// Serves one accepted connection on its own task until it ends, or until
+/// `drain` asks it to finish gracefully (the task holds `drain` until then).
+pub(crate) fn spawn<IO, S, F, B>(
+    io: IO,
+    accepted: Accepted,
+    serve: S,
+    drain: watch::Receiver<()>,
+    guard: Option<ConnectionGuard>,
+    settings: ConnSettings,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: Fn(Request<Incoming>, Peer) -> F + Send + Sync + 'static,
+    F: Future<Output = Result<Response<B>, std::convert::Infallible>> + Send + 'static,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let Accepted {
+        peer,
+        protocol,
+        at: accepted,
+    } = accepted;
+    let phase = Arc::new(Phase::default());
+    // HTTP/2 has no request head to time on the wire: only the idle clock.
+    let heads = (protocol != Protocol::Http2).then_some(settings.header_read_timeout);
+    let counted = guard.as_ref().map(|g| g.metrics().clone());
+    let streams = StreamExec::new(
+        settings.send_timeout,
+        peer.addr,
+        counted.clone(),
+        phase.clone(),
+    );
+    let writes = WriteClock::new(settings.send_timeout, peer.addr, counted);
+    let io = TokioIo::new(Clocked::new(
+        io,
+        phase.clone(),
+        settings.keepalive_timeout,
+        heads,
+        accepted + settings.header_read_timeout,
+        guard,
+        writes,
+    ));
+    let served = AtomicU32::new(0);
+    let service = service_fn(move |req: Request<Incoming>| {
+        let ticket = Ticket::begin(&phase);
+        let n = served.fetch_add(1, Relaxed) + 1;
+        let version = req.version();
+        let h1 = version < http::Version::HTTP_2;
+        // RFC 9112 §9.3: an HTTP/1.0 connection persists only when the
+        // client asked for it and the answer says `keep-alive`.
+        let http10_keepalive = version == http::Version::HTTP_10
+            && has_token(req.headers(), &http::header::CONNECTION, "keep-alive");
+        // Boxed: the request future is several KiB, and HTTP/2 moves it into
+        // a task of its own per stream (copies that cost a third of the CPU
+        // in perf under h2load); one allocation moves a pointer instead.
+        let answer = Box::pin(serve(req, peer));
+        async move {
+            let mut resp = answer.await?;
+            if resp.status() == http::StatusCode::SWITCHING_PROTOCOLS {
+                // A tunnel now: no keepalive or head clock on its bytes.
+                ticket.0.inflight.fetch_add(1, Relaxed);
+            } else if h1 {
+                // HTTP/1.0 has no chunked coding: a body of unknown length
+                // ends when the connection closes.
+                let sized = resp.body().size_hint().exact().is_some();
+                answer_connection(&mut resp, version, http10_keepalive && sized, n, settings);
+            }
+            let handing = if h1 {
+                Handing::Whole
+            } else {
+                Handing::Pieces(Bytes::new())
+            };
+            Ok::<_, std::convert::Infallible>(resp.map(|inner| Tracked {
+                inner,
+                handing,
+                _ticket: ticket,
+            }))
+        }
+    });
+    match protocol {
+        Protocol::Http1 => {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .keep_alive(true)
+                .timer(TokioTimer::new())
+                // The clocks are Clocked's (see the module doc).
+                .header_read_timeout(None)
+                .max_buf_size(settings.max_header_size)
+                .serve_connection(io, service)
+                // WebSocket handshakes hand the connection to a tunnel (tunnel.rs).
+                .with_upgrades();
+            tokio::spawn(drive!(conn, peer, drain));
+        }
+        Protocol::Http2 => {
+            let conn = hyper::server::conn::http2::Builder::new(streams)
+                .timer(TokioTimer::new())
+                .keep_alive_interval(settings.http2_keepalive_interval)
+                .keep_alive_timeout(settings.http2_keepalive_timeout)
+                .max_header_list_size(u32::try_from(settings.max_header_size).unwrap_or(u32::MAX))
+                .serve_connection(io, service);
+            tokio::spawn(drive!(conn, peer, drain));
+        }
+        Protocol::Detect => {
+            let mut builder = hyper_util::server::conn::auto::Builder::new(streams);
+            builder
+                .http1()
+                .keep_alive(true)
+                .timer(TokioTimer::new())
+                .header_read_timeout(None)
+                .max_buf_size(settings.max_header_size);
+            builder
+                .http2()
+                .timer(TokioTimer::new())
+                .keep_alive_interval(settings.http2_keepalive_interval)
+                .keep_alive_timeout(settings.http2_keepalive_timeout)
+                .max_header_list_size(u32::try_from(settings.max_header_size).unwrap_or(u32::MAX));
+            tokio::spawn(async move {
+                let conn = builder.serve_connection_with_upgrades(io, service);
+                drive!(conn, peer, drain).await;
+            });
+        }
+    }
+}
+
+/// One consistent `Connection` field on an HTTP/1.x answer: `close` on the
+/// last answer of `keepalive_requests` (or one that asks to close, such as a
+/// refused request), `keep-alive` to an HTTP/1.0 client that asked for it.
+/// The answer's version is the request's, so hyper adds nothing of its own
+/// (it would append `keep-alive` to our `close` for an HTTP/1.0 client).
+fn answer_connection<B>(
+    resp: &mut Response<B>,
+    version: http::Version,
+    http10_keepalive: bool,
+    served: u32,
+    settings: ConnSettings,
+) {
+    *resp.version_mut() = version;
+    let closing = served >= settings.keepalive_requests
+        || has_token(resp.headers(), &http::header::CONNECTION, "close");
+    let value = if closing {
+        "close"
+    } else if http10_keepalive {
+        "keep-alive"
+    } else if version == http::Version::HTTP_10 {
+        "close"
+    } else {
+        return;
+    };
+    resp.headers_mut().insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static(value),
+    );
+}
+
+/// What the service tells the connection's clocks.
+#[derive(Default)]
+struct Phase {
+    /// Requests whose answers are not done (a tunnel counts for ever).
+    inflight: AtomicU32,
+    /// Set when `inflight` falls to 0: the idle clock starts again.
+    rearm: AtomicBool,
+    /// The connection task, when it read while busy: woken when the last
+    /// answer is done so that its idle clock starts (hyper may not read
+    /// again on its own before the client sends something).
+    waker: std::sync::Mutex<Option<std::task::Waker>>,
+    /// Raised while the connection's writes wait on the client: its HTTP/2
+    /// streams then leave the cut to the write clock.
+    writes: Stall,
+}
+
+impl AsRef<Stall> for Phase {
+    fn as_ref(&self) -> &Stall {
+        &self.writes
+    }
+}
+
+/// One request in progress; dropped with the answer's body (or with the
+/// request, if the client left first).
+struct Ticket(Arc<Phase>);
+
+impl Ticket {
+    fn begin(phase: &Arc<Phase>) -> Ticket {
+        phase.inflight.fetch_add(1, Relaxed);
+        Ticket(phase.clone())
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if self.0.inflight.fetch_sub(1, Relaxed) == 1 {
+            self.0.rearm.store(true, Relaxed);
+            let waker = self
+                .0
+                .waker
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+        }
+    }
+}
+
+/// How a response body's data reaches hyper.
+enum Handing {
+    /// HTTP/1.x: frames as they come (the connection's write clock times
+    /// the client).
+    Whole,
+    /// HTTP/2: in pieces of at most [`stream_clock::PIECE`], each marked
+    /// for the stream's clock; holds the rest of the frame being handed out.
+    Pieces(Bytes),
+}
+
+pin_project_lite::pin_project! {
+    /// A response body that ends its request's [`Ticket`] when hyper is
+    /// done with it (and on HTTP/2 feeds the stream's clock).
+    pub struct Tracked<B> {
+        #[pin]
+        inner: B,
+        handing: Handing,
+        _ticket: Ticket,
+    }
+}
+
+impl<B: Body<Data = Bytes>> Body for Tracked<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.project();
+        let Handing::Pieces(rest) = this.handing else {
+            return this.inner.poll_frame(cx);
+        };
+        stream_clock::asked();
+        if rest.is_empty() {
+            let frame = match std::task::ready!(this.inner.poll_frame(cx)) {
+                Some(Ok(frame)) => frame,
+                other => return Poll::Ready(other),
+            };
+            match frame.into_data() {
+                Ok(data) => *rest = data,
+                Err(other) => return Poll::Ready(Some(Ok(other))),
+            }
+        }
+        // Shares the frame's bytes: no copy.
+        let piece = rest.split_to(rest.len().min(stream_clock::PIECE));
+        stream_clock::handed();
+        Poll::Ready(Some(Ok(Frame::data(piece))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.handing {
+            Handing::Pieces(rest) if !rest.is_empty() => false,
+            _ => self.inner.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let inner = self.inner.size_hint();
+        let rest = match &self.handing {
+            Handing::Pieces(rest) => rest.len() as u64,
+            Handing::Whole => return inner,
+        };
+        let mut hint = SizeHint::new();
+        hint.set_lower(inner.lower().saturating_add(rest));
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper.saturating_add(rest));
+        }
+        hint
+    }
+}
+
+/// Where a connection's clock stands.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Clock {
+    /// No request in progress: `keepalive_timeout`.
+    Idle,
+    /// Part of a head has arrived (or the connection is new): `header_read_timeout`.
+    Head,
+    /// A request is being served: no clock here.
+    Busy,
+}
+
+/// A client connection's IO with its idle and head clocks (module doc).
+pub struct Clocked<IO> {
+    io: IO,
+    phase: Arc<Phase>,
+    clock: Clock,
+    sleep: Pin<Box<Sleep>>,
+    keepalive: Duration,
+    /// `None` for HTTP/2: its bytes between requests are not heads.
+    head: Option<Duration>,
+    /// The connection's max_connections slot and gauge: held by the IO, so
+    /// a WebSocket tunnel (which takes the IO over) keeps it until it closes.
+    _slot: Option<ConnectionGuard>,
+    /// `send_timeout` on every write (a tunnel's too).
+    write: WriteClock,
+}
+
+impl<IO> Clocked<IO> {
+    fn new(
+        io: IO,
+        phase: Arc<Phase>,
+        keepalive: Duration,
+        head: Option<Duration>,
+        first_deadline: Instant,
+        slot: Option<ConnectionGuard>,
+        write: WriteClock,
+    ) -> Self {
+        let (clock, deadline) = match head {
+            Some(_) => (Clock::Head, first_deadline),
+            None => (Clock::Idle, Instant::now() + keepalive),
+        };
+        Clocked {
+            io,
+            phase,
+            clock,
+            sleep: Box::pin(tokio::time::sleep_until(deadline)),
+            keepalive,
+            head,
+            _slot: slot,
+            write,
+        }
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Clocked<IO> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        // A stalled write's cut comes through reads too: a writer may not
+        // poll its write again (module doc of write_clock).
+        if let Some(cut) = this.write.check(cx) {
+            return Poll::Ready(Err(cut));
+        }
+        if this.phase.inflight.load(Relaxed) > 0 {
+            this.clock = Clock::Busy;
+            let read = Pin::new(&mut this.io).poll_read(cx, buf);
+            if read.is_pending() {
+                let mut waker = this.phase.waker.lock().unwrap_or_else(|e| e.into_inner());
+                if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    *waker = Some(cx.waker().clone());
+                }
+            }
+            return read;
+        }
+        if this.clock == Clock::Busy || this.phase.rearm.swap(false, Relaxed) {
+            this.clock = Clock::Idle;
+            let deadline = Instant::now() + this.keepalive;
+            this.sleep.as_mut().reset(deadline);
+        }
+        let before = buf.filled().len();
+        match Pin::new(&mut this.io).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if let (Clock::Idle, Some(head)) = (this.clock, this.head) {
+                    if buf.filled().len() > before {
+                        this.clock = Clock::Head;
+                        this.sleep.as_mut().reset(Instant::now() + head);
+                    }
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Pending => match this.sleep.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    let what = match this.clock {
+                        Clock::Head => "request head not received within header_read_timeout",
+                        _ => "idle connection closed after keepalive_timeout",
+                    };
+                    Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, what)))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+            ready => ready,
+        }
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Clocked<IO> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        let written = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.write.watch(cx, written, &this.phase.writes)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        let written = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.write.watch(cx, written, &this.phase.writes)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let flushed = Pin::new(&mut this.io).poll_flush(cx);
+        this.write.watch(cx, flushed, &this.phase.writes)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let shut = Pin::new(&mut this.io).poll_shutdown(cx);
+        this.write.watch(cx, shut, &this.phase.writes)
+    }
+}

@@ -1,0 +1,469 @@
+//! Upstreams: round robin over an upstream's healthy servers, a bounded
+//! keepalive pool per server, timeouts, and the slots that bound background
+//! refreshes. Each exchange reports to its server's [`ServerHealth`] (what
+//! counts as a failure: [`counts_against_server`]); while every server is
+//! down a request fails at once with [`ErrorKind::AllServersDown`], no
+//! connection attempted.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{Request, Response, Uri};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::{Body, Incoming};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+
+use crate::config::UpstreamConfig;
+use crate::http::body::StreamBody;
+use crate::http::error::{ErrorKind, ProxyError};
+use crate::net::health::{self, Admit, Attempt, ServerHealth, Verdict};
+
+/// One named upstream: its servers and the shared connection pool.
+pub struct Upstream {
+    /// The config name, for logs and status.
+    pub name: String,
+    servers: Vec<Server>,
+    next: AtomicUsize,
+    client: Client<HttpConnector, StreamBody>,
+    /// Longest wait for a response head (counted from sending the request, so a
+    /// request body upload counts too), and between two response body frames.
+    pub read_timeout: Duration,
+    /// Longest wait between two frames of a request body being sent.
+    pub send_timeout: Duration,
+    refresh_slots: Arc<Semaphore>,
+    /// Requests, errors, latency.
+    pub stats: crate::telemetry::metrics::UpstreamStats,
+}
+
+/// One configured server and its health.
+struct Server {
+    authority: Authority,
+    health: Arc<ServerHealth>,
+}
+
+/// What a request to the upstream may answer with.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// A final response: a `101` is an origin fault.
+    Final,
+    /// A WebSocket handshake: a `101` is the answer.
+    Upgrade,
+}
+
+impl Upstream {
+    /// Builds the pool for `cfg`. Server names were validated as `host:port`.
+    /// At a reload, a server `previous` had with the same health settings
+    /// keeps its health (a server down stays down).
+    pub fn new(cfg: &UpstreamConfig, previous: Option<&Upstream>) -> Result<Self, String> {
+        let servers = cfg
+            .servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let passive = cfg.server_health.get(i);
+                let settings = health::Settings {
+                    max_fails: passive.map_or(cfg.max_fails, |p| p.max_fails),
+                    fail_timeout: passive.map_or(cfg.fail_timeout, |p| p.fail_timeout),
+                    fail_statuses: cfg.fail_statuses.clone(),
+                    check: cfg.health_check.clone(),
+                };
+                let authority = s
+                    .parse::<Authority>()
+                    .map_err(|e| format!("upstream {}: server {s:?}: {e}", cfg.name))?;
+                let kept = previous
+                    .and_then(|p| p.servers.iter().find(|old| old.authority == authority))
+                    .map(|old| &old.health)
+                    .filter(|h| *h.settings() == settings);
+                let health = match kept {
+                    Some(h) => h.clone(),
+                    None => ServerHealth::new(s.clone(), settings.clone()),
+                };
+                Ok(Server { authority, health })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(cfg.connect_timeout));
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(cfg.keepalive)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .set_host(false)
+            .build(connector);
+        Ok(Upstream {
+            name: cfg.name.clone(),
+            servers,
+            next: AtomicUsize::new(0),
+            client,
+            read_timeout: cfg.read_timeout,
+            send_timeout: cfg.send_timeout,
+            refresh_slots: Arc::new(Semaphore::new(cfg.refresh_concurrency)),
+            stats: crate::telemetry::metrics::UpstreamStats::default(),
+        })
+    }
+
+    /// The next server in round robin that its health lets through; the
+    /// all-down error when none does (no connection is attempted).
+    fn pick(&self) -> Result<(&Server, Attempt), ProxyError> {
+        let now = Instant::now();
+        self.choose(now).ok_or_else(|| {
+            self.stats.all_down.inc();
+            let e = self.all_down(now);
+            // Once per request: warn would flood the log (health.rs warns
+            // once when a server goes down).
+            tracing::debug!(error = %e, "refused without trying the origin");
+            e
+        })
+    }
+
+    /// The next server in round robin that is up (counting the ones skipped).
+    fn choose(&self, now: Instant) -> Option<(&Server, Attempt)> {
+        let n = self.servers.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        for k in 0..n {
+            let server = &self.servers[start.wrapping_add(k) % n];
+            if let Some(attempt) = server.health.admit(now) {
+                if k > 0 {
+                    self.stats.skipped.inc();
+                }
+                return Some((server, attempt));
+            }
+        }
+        None
+    }
+
+    /// `upstream app: all 2 servers down (a:80: failed 1 time, retry in 4s
+    /// (last: ...); b:80: failing health check GET /healthz (503 ...))`.
+    fn all_down(&self, now: Instant) -> ProxyError {
+        let why: Vec<String> = self
+            .servers
+            .iter()
+            .filter_map(|s| s.health.why_down(now))
+            .collect();
+        let n = self.servers.len();
+        let servers = if n == 1 { "server" } else { "servers" };
+        let cause = format!(
+            "upstream {}: all {n} {servers} down ({})",
+            self.name,
+            why.join("; ")
+        );
+        ProxyError::upstream(ErrorKind::AllServersDown, &self.name, cause)
+    }
+
+    /// Sends `req` (whose URI carries only path and query) to the next server and
+    /// waits up to `read_timeout` for the response head. A `101` is an
+    /// origin fault here: only [`Upstream::send_upgrade`] asks for one.
+    pub async fn send(&self, req: Request<StreamBody>) -> Result<Response<Incoming>, ProxyError> {
+        self.exchange(req, Expect::Final).await
+    }
+
+    /// [`Upstream::send`] for a WebSocket handshake: a `101` is the answer.
+    /// Every request leaves as HTTP/1.1 (an HTTP/2 client's too) with a `Host`.
+    pub async fn send_upgrade(
+        &self,
+        req: Request<StreamBody>,
+    ) -> Result<Response<Incoming>, ProxyError> {
+        self.exchange(req, Expect::Upgrade).await
+    }
+
+    /// One request to the upstream. A bodiless GET or HEAD is sent again:
+    /// once more to the same server when its connection closed before the
+    /// head while the server was up (most often a pooled connection the
+    /// server closed as the request went out: its keep-alive timeout, not
+    /// its death; only the second failure counts), and once to the next
+    /// server that is up when the failure counted (not a read timeout,
+    /// which would double the wait), as NGINX's `proxy_next_upstream`.
+    async fn exchange(
+        &self,
+        req: Request<StreamBody>,
+        expect: Expect,
+    ) -> Result<Response<Incoming>, ProxyError> {
+        let (server, attempt) = self.pick()?;
+        let mut copy = retry_copy(&req, expect);
+        let (mut result, mut verdict) = self.once(server, req, expect).await;
+        if verdict.counts()
+            && attempt.admit() == Admit::Normal
+            && is_kind(&result, ErrorKind::Broken)
+        {
+            if let Some(again) = copy.take() {
+                copy = retry_copy(&again, expect).filter(|_| self.servers.len() > 1);
+                (result, verdict) = self.once(server, again, expect).await;
+            }
+        }
+        let retry = verdict.counts() && !is_kind(&result, ErrorKind::ReadTimeout);
+        attempt.report(verdict);
+        let (Some(copy), true) = (copy.filter(|_| self.servers.len() > 1), retry) else {
+            return result;
+        };
+        match self.choose(Instant::now()) {
+            Some((next, attempt)) if !std::ptr::eq(next, server) => {
+                if let Err(e) = &result {
+                    tracing::debug!(upstream = %self.name, error = %e, next = %next.authority, "trying the next server");
+                }
+                let (result, verdict) = self.once(next, copy, expect).await;
+                attempt.report(verdict);
+                result
+            }
+            _ => result,
+        }
+    }
+
+    /// `req` to `server`, and what its outcome says of the server's health.
+    async fn once(
+        &self,
+        server: &Server,
+        mut req: Request<StreamBody>,
+        expect: Expect,
+    ) -> (Result<Response<Incoming>, ProxyError>, Verdict) {
+        let health = &server.health;
+        let server = &server.authority;
+        *req.version_mut() = http::Version::HTTP_11;
+        if !req.headers().contains_key(http::header::HOST) {
+            // The edge gives every client request its Host; this covers
+            // requests of our own making.
+            if let Ok(host) = http::HeaderValue::from_str(server.as_str()) {
+                req.headers_mut().insert(http::header::HOST, host);
+            }
+        }
+        *req.uri_mut() = match origin_uri(server, req.uri()) {
+            Ok(uri) => uri,
+            Err(e) => return (Err(e), Verdict::Neutral),
+        };
+        // With a client body on the way, only a failed connect is surely
+        // the server's: a timeout or a broken exchange may be the body's.
+        let has_body = !req.body().is_end_stream();
+        self.stats.requests.inc();
+        let started = std::time::Instant::now();
+        // An answer NGINX would call invalid_header (a malformed head, an
+        // interim 101) is not in its default proxy_next_upstream, so it does
+        // not count against the server.
+        let mut invalid_head = false;
+        let mut result =
+            match tokio::time::timeout(self.read_timeout, self.client.request(req)).await {
+                Err(_) => Err(ProxyError::upstream(
+                    ErrorKind::ReadTimeout,
+                    server.as_str(),
+                    format!("no response within read_timeout {:?}", self.read_timeout),
+                )),
+                Ok(Err(e)) => {
+                    invalid_head = is_parse_error(&e);
+                    Err(classify(&e, server.as_str()))
+                }
+                Ok(Ok(resp)) => Ok(resp),
+            };
+        if expect == Expect::Final {
+            if let Ok(resp) = &result {
+                if resp.status().is_informational() {
+                    // hyper skips 100 and 102-199; a 101 would end the exchange as if
+                    // it were the final answer (and open a tunnel to the client).
+                    let why = format!(
+                        "interim {} to a request that asked no upgrade",
+                        resp.status()
+                    );
+                    invalid_head = true;
+                    result = Err(ProxyError::upstream(
+                        ErrorKind::Broken,
+                        server.as_str(),
+                        why,
+                    ));
+                }
+            }
+        }
+        let verdict = match &result {
+            Ok(resp) if health.fails_on(resp.status()) => {
+                // Relayed as it came (or stale-if-error), but counted.
+                Verdict::FailingStatus(format!("answered {}", resp.status()))
+            }
+            Ok(_) => Verdict::Answered,
+            Err(e) if !invalid_head && counts_against_server(e, has_body) => {
+                Verdict::Failed(format!("{:?}: {}", e.kind, e.cause))
+            }
+            Err(_) => Verdict::Neutral,
+        };
+        let elapsed = started.elapsed();
+        self.stats.latency.observe(elapsed);
+        if result
+            .as_ref()
+            .map_or(true, |r| r.status().is_server_error())
+        {
+            self.stats.errors.inc();
+        }
+        crate::telemetry::metrics::note_call(crate::telemetry::metrics::UpstreamCall {
+            addr: server.as_str().parse().ok(),
+            elapsed,
+        });
+        (result, verdict)
+    }
+
+    /// The servers, as configured.
+    pub fn servers(&self) -> Vec<String> {
+        self.servers
+            .iter()
+            .map(|s| s.authority.to_string())
+            .collect()
+    }
+
+    /// Each server's health, for `/status`.
+    pub fn server_status(&self) -> Vec<health::ServerStatus> {
+        let now = Instant::now();
+        self.servers.iter().map(|s| s.health.status(now)).collect()
+    }
+
+    /// Starts the active health checks of every server (when configured) on
+    /// the current runtime; they end when `stop` turns true.
+    pub fn start_checks(self: &Arc<Self>, stop: &watch::Receiver<bool>) {
+        for i in 0..self.servers.len() {
+            let health = self.servers[i].health.clone();
+            let upstream = Arc::downgrade(self);
+            tokio::spawn(health::check_loop(health, stop.clone(), move || {
+                let upstream = upstream.clone();
+                async move {
+                    match upstream.upgrade() {
+                        Some(u) => u.check(i).await,
+                        None => Err("upstream gone".to_owned()),
+                    }
+                }
+            }));
+        }
+    }
+
+    /// One active check of server `i`: `GET <path>` with `Host` the
+    /// server's `host:port`; `Ok` for a 2xx or 3xx within the check's timeout.
+    async fn check(&self, i: usize) -> Result<String, String> {
+        let server = &self.servers[i];
+        let Some(check) = server.health.settings().check.as_ref() else {
+            return Err("no health check configured".to_owned());
+        };
+        let pq = PathAndQuery::try_from(check.path.as_str()).map_err(|e| e.to_string())?;
+        let uri = origin_uri(&server.authority, &Uri::from(pq)).map_err(|e| e.cause)?;
+        let req = Request::get(uri)
+            .header(http::header::HOST, server.authority.as_str())
+            .header(http::header::USER_AGENT, "calmcache-health-check")
+            .body(
+                Empty::<Bytes>::new()
+                    .map_err(|never| match never {})
+                    .boxed(),
+            )
+            .map_err(|e| e.to_string())?;
+        let resp = match tokio::time::timeout(check.timeout, self.client.request(req)).await {
+            Err(_) => return Err(format!("no response within {:?}", check.timeout)),
+            Ok(Err(e)) => return Err(cause_chain(&e)),
+            Ok(Ok(resp)) => resp,
+        };
+        let status = resp.status();
+        if status.is_success() || status.is_redirection() {
+            Ok(status.to_string())
+        } else {
+            Err(status.to_string())
+        }
+    }
+
+    /// A slot for one background refresh, or `None` when `refresh_concurrency` are running.
+    pub fn try_refresh_slot(&self) -> Option<OwnedSemaphorePermit> {
+        self.refresh_slots.clone().try_acquire_owned().ok()
+    }
+}
+
+/// A copy of a bodiless GET or HEAD (method, URI, headers) to send again.
+fn retry_copy(req: &Request<StreamBody>, expect: Expect) -> Option<Request<StreamBody>> {
+    let idempotent = matches!(*req.method(), http::Method::GET | http::Method::HEAD);
+    if expect != Expect::Final || !idempotent || !req.body().is_end_stream() {
+        return None;
+    }
+    let mut copy = Request::new(empty_body());
+    *copy.method_mut() = req.method().clone();
+    *copy.uri_mut() = req.uri().clone();
+    *copy.headers_mut() = req.headers().clone();
+    Some(copy)
+}
+
+fn is_kind(result: &Result<Response<Incoming>, ProxyError>, kind: ErrorKind) -> bool {
+    matches!(result, Err(e) if e.kind == kind)
+}
+
+fn empty_body() -> StreamBody {
+    Empty::<Bytes>::new()
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+/// `http://server/<path and query of uri>`.
+fn origin_uri(server: &Authority, uri: &Uri) -> Result<Uri, ProxyError> {
+    let pq = uri
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| PathAndQuery::from_static("/"));
+    let mut parts = http::uri::Parts::default();
+    parts.scheme = Some(Scheme::HTTP);
+    parts.authority = Some(server.clone());
+    parts.path_and_query = Some(pq);
+    Uri::from_parts(parts).map_err(|e| ProxyError::downstream(ErrorKind::BadRequest, e))
+}
+
+/// NGINX's `proxy_next_upstream error timeout` (its default): a failed
+/// connect, no response head within `read_timeout`, or the connection
+/// closed or reset before a complete head. A malformed head
+/// (`invalid_header`) and a 5xx answer do not count, as in NGINX by
+/// default; with a request body only a failed connect counts, so a client
+/// cannot mark servers down with a body that stalls or breaks.
+fn counts_against_server(e: &ProxyError, has_body: bool) -> bool {
+    match e.kind {
+        ErrorKind::ConnectFailed | ErrorKind::ConnectTimeout => true,
+        ErrorKind::ReadTimeout | ErrorKind::Broken => !has_body,
+        _ => false,
+    }
+}
+
+fn classify(e: &hyper_util::client::legacy::Error, server: &str) -> ProxyError {
+    let cause = cause_chain(e);
+    if e.is_connect() {
+        let timed_out = source_io_kind(e) == Some(std::io::ErrorKind::TimedOut);
+        let kind = if timed_out {
+            ErrorKind::ConnectTimeout
+        } else {
+            ErrorKind::ConnectFailed
+        };
+        return ProxyError::upstream(kind, server, cause);
+    }
+    ProxyError::upstream(ErrorKind::Broken, server, cause)
+}
+
+/// hyper could not parse the response head.
+fn is_parse_error(e: &hyper_util::client::legacy::Error) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(err) = cur {
+        if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            return h.is_parse() || h.is_parse_status() || h.is_parse_too_large();
+        }
+        cur = err.source();
+    }
+    false
+}
+
+fn source_io_kind(e: &(dyn std::error::Error + 'static)) -> Option<std::io::ErrorKind> {
+    let mut cur = e.source();
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return Some(io.kind());
+        }
+        cur = err.source();
+    }
+    None
+}
+
+/// "outer: inner: innermost", for logs.
+pub fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(err) = cur {
+        out.push_str(": ");
+        out.push_str(&err.to_string());
+        cur = err.source();
+    }
+    out
+}

@@ -1,0 +1,499 @@
+//! `GET /metrics`: the `/status` document in the Prometheus text exposition
+//! format (version 0.0.4), every name prefixed `calmcache_`.
+
+use std::fmt::Write;
+
+use crate::ops::admin::Status;
+use crate::telemetry::metrics::{HistogramSnapshot, BOUNDS};
+
+/// Renders `status` as Prometheus text.
+pub fn render(status: &Status) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    let o = &mut out;
+    family(o, "calmcache_info", "gauge", "Build information.");
+    sample(o, "calmcache_info", &[("version", status.version)], 1.0);
+    gauge(
+        o,
+        "calmcache_uptime_seconds",
+        "Seconds since start.",
+        status.uptime_seconds,
+    );
+    gauge(
+        o,
+        "calmcache_connections_active",
+        "Client connections open now.",
+        status.connections.active as f64,
+    );
+    family(
+        o,
+        "calmcache_connections_accepted_total",
+        "counter",
+        "Client connections accepted.",
+    );
+    sample(
+        o,
+        "calmcache_connections_accepted_total",
+        &[],
+        status.connections.accepted as f64,
+    );
+    family(
+        o,
+        "calmcache_send_timeouts_total",
+        "counter",
+        "Client connections closed, and HTTP/2 streams reset, after send_timeout without progress.",
+    );
+    sample(
+        o,
+        "calmcache_send_timeouts_total",
+        &[],
+        status.connections.send_timeouts as f64,
+    );
+    gauge(
+        o,
+        "calmcache_websockets_active",
+        "WebSocket tunnels open now.",
+        status.websockets.active as f64,
+    );
+    family(
+        o,
+        "calmcache_websockets_total",
+        "counter",
+        "WebSocket tunnels opened.",
+    );
+    sample(
+        o,
+        "calmcache_websockets_total",
+        &[],
+        status.websockets.total as f64,
+    );
+    gauge(
+        o,
+        "calmcache_fetches_in_flight",
+        "Origin fetches in flight.",
+        status.fetches_in_flight as f64,
+    );
+
+    family(
+        o,
+        "calmcache_requests_total",
+        "counter",
+        "Answers by cache status class (hit, miss, stale, revalidated, bypass).",
+    );
+    for (class, n) in &status.cache_status {
+        sample(
+            o,
+            "calmcache_requests_total",
+            &[("cache_status", class)],
+            *n as f64,
+        );
+    }
+    family(
+        o,
+        "calmcache_request_duration_seconds",
+        "histogram",
+        "Time to the response head, by cache status class.",
+    );
+    for (class, h) in &status.latency.by_cache_status {
+        histogram(
+            o,
+            "calmcache_request_duration_seconds",
+            ("cache_status", class),
+            h,
+        );
+    }
+
+    // Per route: every counter of the route's activity.
+    let routes: Vec<(&String, serde_json::Value)> = status
+        .routes
+        .iter()
+        .map(|(name, r)| (name, serde_json::to_value(&r.activity).unwrap_or_default()))
+        .collect();
+    if let Some((_, first)) = routes.first() {
+        for field in first.as_object().into_iter().flat_map(|m| m.keys()) {
+            let name = format!("calmcache_route_{field}_total");
+            family(
+                o,
+                &name,
+                "counter",
+                &format!("Per route: {}.", field.replace('_', " ")),
+            );
+            for (route, values) in &routes {
+                let v = values
+                    .get(field)
+                    .and_then(serde_json::Value::as_u64)
+                    .unwrap_or(0);
+                sample(o, &name, &[("route", route)], v as f64);
+            }
+        }
+    }
+
+    family(
+        o,
+        "calmcache_upstream_requests_total",
+        "counter",
+        "Requests sent to the upstream.",
+    );
+    for (name, u) in &status.upstreams {
+        sample(
+            o,
+            "calmcache_upstream_requests_total",
+            &[("upstream", name)],
+            u.requests as f64,
+        );
+    }
+    family(
+        o,
+        "calmcache_upstream_errors_total",
+        "counter",
+        "Upstream requests that failed or answered 5xx.",
+    );
+    for (name, u) in &status.upstreams {
+        sample(
+            o,
+            "calmcache_upstream_errors_total",
+            &[("upstream", name)],
+            u.errors as f64,
+        );
+    }
+    upstream_health(o, status);
+    family(
+        o,
+        "calmcache_upstream_response_seconds",
+        "histogram",
+        "Time from sending a request upstream to its response head.",
+    );
+    for (name, h) in &status.latency.by_upstream {
+        histogram(
+            o,
+            "calmcache_upstream_response_seconds",
+            ("upstream", name),
+            h,
+        );
+    }
+
+    type ZoneValue = fn(&crate::ops::admin::ZoneStatus) -> f64;
+    type DiskValue = fn(&crate::ops::admin::DiskStatus) -> f64;
+    let zone_gauges: [(&str, &str, ZoneValue); 3] = [
+        ("calmcache_zone_size_bytes", "Bytes a zone holds.", |z| {
+            z.size_bytes as f64
+        }),
+        ("calmcache_zone_max_size_bytes", "A zone's max_size.", |z| {
+            z.max_size_bytes as f64
+        }),
+        ("calmcache_zone_objects", "Objects a zone holds.", |z| {
+            z.objects as f64
+        }),
+    ];
+    for (name, help, value) in zone_gauges {
+        family(o, name, "gauge", help);
+        for (zone, z) in &status.zones {
+            sample(o, name, &[("zone", zone), ("kind", z.kind)], value(z));
+        }
+    }
+    let disk: [(&str, &str, &str, DiskValue); 11] = [
+        (
+            "calmcache_zone_evictions_total",
+            "counter",
+            "Objects evicted for max_size or min_free.",
+            |d| d.evictions as f64,
+        ),
+        (
+            "calmcache_zone_evictions_nospace_total",
+            "counter",
+            "Objects evicted because the file system filled before max_size.",
+            |d| d.evictions_nospace as f64,
+        ),
+        (
+            "calmcache_zone_write_failures_nospace_total",
+            "counter",
+            "Disk writes that failed for lack of space (ENOSPC, EDQUOT).",
+            |d| d.write_failures_nospace as f64,
+        ),
+        (
+            "calmcache_zone_effective_max_size_bytes",
+            "gauge",
+            "The size a disk zone is kept under: max_size, or less while its file system holds less.",
+            |d| d.effective_max_size_bytes as f64,
+        ),
+        (
+            "calmcache_zone_leftover_temp_files_total",
+            "counter",
+            "Temp files of earlier starts (crash leftovers) removed by the loader.",
+            |d| d.leftover_temp_files as f64,
+        ),
+        (
+            "calmcache_zone_leftover_temp_bytes_total",
+            "counter",
+            "Bytes of temp files of earlier starts removed by the loader.",
+            |d| d.leftover_temp_bytes as f64,
+        ),
+        (
+            "calmcache_zone_inactive_removed_total",
+            "counter",
+            "Objects removed after inactive.",
+            |d| d.inactive_removed as f64,
+        ),
+        (
+            "calmcache_zone_disk_errors_total",
+            "counter",
+            "Disk I/O errors (each served from the origin).",
+            |d| d.errors as f64,
+        ),
+        (
+            "calmcache_zone_broken_files_total",
+            "counter",
+            "Torn, corrupt or foreign files removed.",
+            |d| d.broken_files as f64,
+        ),
+        (
+            "calmcache_zone_loaded_objects",
+            "gauge",
+            "Files indexed by the loader so far.",
+            |d| d.loaded as f64,
+        ),
+        (
+            "calmcache_zone_loader_done",
+            "gauge",
+            "1 once the loader has scanned the zone.",
+            |d| f64::from(u8::from(d.loader_done)),
+        ),
+    ];
+    for (name, kind, help, value) in disk {
+        family(o, name, kind, help);
+        for (zone, z) in &status.zones {
+            if let Some(d) = &z.disk {
+                sample(o, name, &[("zone", zone)], value(d));
+            }
+        }
+    }
+
+    if let Some(log) = &status.access_log {
+        family(
+            o,
+            "calmcache_access_log_dropped_total",
+            "counter",
+            "Access log lines lost (queue full or write failed).",
+        );
+        sample(
+            o,
+            "calmcache_access_log_dropped_total",
+            &[],
+            log.dropped as f64,
+        );
+    }
+    family(
+        o,
+        "calmcache_purges_total",
+        "counter",
+        "Purge requests served.",
+    );
+    sample(
+        o,
+        "calmcache_purges_total",
+        &[],
+        status.purges.requests as f64,
+    );
+    family(
+        o,
+        "calmcache_purged_objects_total",
+        "counter",
+        "Objects removed or marked stale by purges.",
+    );
+    sample(
+        o,
+        "calmcache_purged_objects_total",
+        &[],
+        status.purges.objects as f64,
+    );
+    family(
+        o,
+        "calmcache_reloads_total",
+        "counter",
+        "Config reloads, applied (ok) or refused (failed).",
+    );
+    for (result, n) in [("ok", status.reloads.ok), ("failed", status.reloads.failed)] {
+        sample(
+            o,
+            "calmcache_reloads_total",
+            &[("result", result)],
+            n as f64,
+        );
+    }
+    family(
+        o,
+        "calmcache_requests_refused_total",
+        "counter",
+        "Requests refused at the edge as malformed or ambiguous (400, 417, 501).",
+    );
+    sample(
+        o,
+        "calmcache_requests_refused_total",
+        &[],
+        status.requests_refused as f64,
+    );
+    gauge(
+        o,
+        "calmcache_inflight_body_bytes",
+        "Bytes of response bodies held in RAM by fills in progress.",
+        status.inflight_body_bytes as f64,
+    );
+    gauge(
+        o,
+        "calmcache_inflight_body_limit_bytes",
+        "server.max_inflight_body: past it, new fills stream through uncached.",
+        status.inflight_body_limit as f64,
+    );
+    family(
+        o,
+        "calmcache_fills_over_budget_total",
+        "counter",
+        "Fills that streamed through uncached because max_inflight_body was spent.",
+    );
+    sample(
+        o,
+        "calmcache_fills_over_budget_total",
+        &[],
+        status.fills_over_budget as f64,
+    );
+    out
+}
+
+/// Per upstream: requests that skipped a down server, requests refused
+/// because all were down; per server: up or not, failures, checks.
+fn upstream_health(o: &mut String, status: &crate::ops::admin::Status) {
+    type UpstreamValue = fn(&crate::ops::admin::UpstreamStatus) -> u64;
+    let counters: [(&str, &str, UpstreamValue); 2] = [
+        (
+            "calmcache_upstream_skipped_total",
+            "Requests sent to another server because the one chosen was down.",
+            |u| u.skipped,
+        ),
+        (
+            "calmcache_upstream_all_down_total",
+            "Requests refused at once (502 or a stale copy): every server was down.",
+            |u| u.all_down,
+        ),
+    ];
+    for (name, help, value) in counters {
+        family(o, name, "counter", help);
+        for (upstream, u) in &status.upstreams {
+            sample(o, name, &[("upstream", upstream)], value(u) as f64);
+        }
+    }
+    type ServerValue = fn(&crate::net::health::ServerStatus) -> Option<u64>;
+    let per_server: [(&str, &str, &str, ServerValue); 4] = [
+        (
+            "calmcache_upstream_server_up",
+            "gauge",
+            "1 while requests go to the server, 0 while it is down or on trial.",
+            |s| Some(u64::from(s.state == crate::net::health::ServerState::Up)),
+        ),
+        (
+            "calmcache_upstream_server_fails_total",
+            "counter",
+            "Requests to the server that failed (connect, timeout, broken head).",
+            |s| Some(s.fails_total),
+        ),
+        (
+            "calmcache_upstream_server_checks_total",
+            "counter",
+            "Active health checks sent to the server.",
+            |s| s.checks,
+        ),
+        (
+            "calmcache_upstream_server_checks_failed_total",
+            "counter",
+            "Active health checks the server failed.",
+            |s| s.checks_failed,
+        ),
+    ];
+    for (name, kind, help, value) in per_server {
+        family(o, name, kind, help);
+        for (upstream, u) in &status.upstreams {
+            for server in &u.health {
+                if let Some(v) = value(server) {
+                    let labels = [("upstream", upstream.as_str()), ("server", &server.server)];
+                    sample(o, name, &labels, v as f64);
+                }
+            }
+        }
+    }
+}
+
+fn family(o: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(o, "# HELP {name} {help}");
+    let _ = writeln!(o, "# TYPE {name} {kind}");
+}
+
+fn gauge(o: &mut String, name: &str, help: &str, value: f64) {
+    family(o, name, "gauge", help);
+    sample(o, name, &[], value);
+}
+
+fn sample(o: &mut String, name: &str, labels: &[(&str, &str)], value: f64) {
+    o.push_str(name);
+    if !labels.is_empty() {
+        o.push('{');
+        for (i, (k, v)) in labels.iter().enumerate() {
+            if i > 0 {
+                o.push(',');
+            }
+            let _ = write!(o, "{k}=\"");
+            escape(o, v);
+            o.push('"');
+        }
+        o.push('}');
+    }
+    let _ = writeln!(o, " {value}");
+}
+
+fn histogram(o: &mut String, name: &str, label: (&str, &str), h: &HistogramSnapshot) {
+    let bucket = format!("{name}_bucket");
+    for (i, count) in h.buckets.iter().enumerate() {
+        let le = BOUNDS
+            .get(i)
+            .map_or_else(|| "+Inf".to_owned(), |b| b.to_string());
+        sample(o, &bucket, &[label, ("le", &le)], *count as f64);
+    }
+    sample(o, &format!("{name}_sum"), &[label], h.sum_seconds);
+    sample(o, &format!("{name}_count"), &[label], h.count as f64);
+}
+
+/// Label values: backslash, double quote and newline escaped.
+fn escape(o: &mut String, value: &str) {
+    for c in value.chars() {
+        match c {
+            '\\' => o.push_str("\\\\"),
+            '"' => o.push_str("\\\""),
+            '\n' => o.push_str("\\n"),
+            c => o.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        let mut o = String::new();
+        sample(&mut o, "m", &[("route", "a\"b\\c\nd")], 2.0);
+        assert_eq!(o, "m{route=\"a\\\"b\\\\c\\nd\"} 2\n");
+    }
+
+    #[test]
+    fn histograms_have_cumulative_buckets_sum_and_count() {
+        let mut o = String::new();
+        let h = HistogramSnapshot {
+            count: 3,
+            sum_seconds: 0.5,
+            buckets: vec![1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3],
+        };
+        histogram(&mut o, "x", ("cache_status", "hit"), &h);
+        assert!(o.contains("x_bucket{cache_status=\"hit\",le=\"0.0001\"} 1\n"));
+        assert!(o.contains("x_bucket{cache_status=\"hit\",le=\"+Inf\"} 3\n"));
+        assert!(o.contains("x_sum{cache_status=\"hit\"} 0.5\n"));
+        assert!(o.contains("x_count{cache_status=\"hit\"} 3\n"));
+    }
+}

@@ -1,0 +1,1047 @@
+//! Fetching an object from the origin and storing it: the one place a response
+//! becomes a cached object.
+//!
+//! A fill runs in its own task (see `proxy.rs`), so a client that goes away does
+//! not cancel a fetch that other waiters need. It reports to followers through
+//! its [`FetchPermit`] and to the request that started it through [`FillReply`].
+//!
+//! ```text
+//! fill ─ send (GET; validators of the stale copy, RFC 9111 §4.3.1)
+//!   ├─ error / 5xx with a stale-if-error copy ─────────── Stale
+//!   ├─ 304 for the stale copy ─ merge headers (§4.3.4) ─┐
+//!   ├─ 5xx, not storable ─ collect ≤ 64 KiB ─ share ──── Relay (followers get it too)
+//!   ├─ 200.. ─ evaluate ─ not storable ───────────────── Relay (stream)
+//!   │                  └─ collect ≤ max_object_size ────┴─ store ─ Stored
+//!   └─ too large ────────────────────────────────────────── Relay (prefix + rest)
+//! store: Vary marker + variant key (vary.rs), compress once (compress.rs), insert
+//! ```
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::{Bytes, BytesMut};
+use calmcache_core::{
+    freshness, CacheKey, CachedObject, Encoded, Exchange, FetchPermit, NotStorable, ObjectMeta,
+    Storable, VaryIndex,
+};
+use http::header::{CONTENT_LENGTH, VARY};
+use http::uri::PathAndQuery;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
+use tokio::time::Instant;
+
+use crate::http::body::{BoxError, PrefixedBody, ResponseBody, TimeoutBody};
+use crate::http::conditional;
+use crate::http::error::{ErrorKind, ProxyError};
+use crate::http::headers::strip_hop_by_hop;
+use crate::http::vary;
+use crate::proxy::growing::{Growing, Keeping, StreamingHead};
+use crate::proxy::state::{FillOutcome, Route, Zone};
+use crate::telemetry::inflight::Held;
+use calmcache_core::warn_limit::WarnLimit;
+use calmcache_core::warn_limited;
+
+/// The request a fill sends upstream: always a GET for the whole object.
+#[derive(Clone, Debug)]
+pub struct FetchRequest {
+    /// Path and query, already parsed (nothing to re-parse or fall back on).
+    pub path_and_query: PathAndQuery,
+    /// Headers to send: the client's end-to-end headers with `X-Forwarded-*`,
+    /// without conditionals or `Range` (the cache wants the whole 200).
+    pub headers: HeaderMap,
+    /// The client sent `Authorization` (RFC 9111 §3.5).
+    pub has_authorization: bool,
+    /// False when the request or a `no_store` condition forbids storing.
+    pub store: bool,
+    /// The client's own request headers: a variant is selected by these
+    /// (RFC 9111 §4.1), as lookups are, not by the rewritten upstream ones.
+    pub selecting: HeaderMap,
+}
+
+/// Why a response was relayed instead of stored (`Cache-Status` detail).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotStored {
+    /// The response itself says so.
+    Response(NotStorable),
+    /// Over the zone's `max_object_size`.
+    TooLarge,
+    /// The zone's storage failed (disk full, I/O error, read-only).
+    StoreFailed,
+    /// The request (`no-store`) or a `no_store` condition said so.
+    Request,
+    /// The route has no zone.
+    NoZone,
+    /// `max_inflight_body` was spent when the fill started.
+    InflightBudget,
+}
+
+impl NotStored {
+    /// The `detail` token.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotStored::Response(why) => why.as_str(),
+            NotStored::TooLarge => "too-large",
+            NotStored::StoreFailed => "store-failed",
+            NotStored::Request => "no-store-request",
+            NotStored::NoZone => "no-zone",
+            NotStored::InflightBudget => "inflight-budget",
+        }
+    }
+}
+
+/// What the request that started a fill gets.
+pub enum FillReply {
+    /// Stored; serve it. `u16` is the origin's status (304 on a revalidation).
+    Stored(Arc<CachedObject>, u16),
+    /// Not stored: relay this response (hop-by-hop removed).
+    Relay(Response<ResponseBody>, NotStored),
+    /// The origin failed (with this status, when it answered) and this copy
+    /// is inside stale-if-error.
+    Stale(Arc<CachedObject>, Option<u16>),
+    /// The origin failed and there is no usable copy.
+    Failed(ProxyError),
+    /// Storable and large: answer from the head now; the body streams to
+    /// every reader while it is stored.
+    Streaming(Arc<StreamingHead>),
+}
+
+/// Fetches `fetch` for the URI keyed `primary`, stores it if allowed (under
+/// `primary` or, when the response varies, under its variant key), and
+/// reports to followers. `stale` is the stored copy this fetch replaces: its
+/// validators make the request conditional, and it backs stale-if-error.
+pub async fn fill(
+    route: Arc<Route>,
+    primary: CacheKey,
+    fetch: FetchRequest,
+    permit: Option<FetchPermit<FillOutcome>>,
+    stale: Option<Arc<CachedObject>>,
+) -> FillReply {
+    let started = Instant::now();
+    let mut request_time = SystemTime::now();
+    let upstream = &route.upstream;
+    // Validators only when a 304 can be used: with storing allowed (a 304
+    // must never reach a client that sent no conditional).
+    let mut revalidating = stale
+        .as_ref()
+        .filter(|s| {
+            // An authorised request's answer could not refresh a shared copy
+            // (RFC 9111 §3.5): it fetches whole and leaves the copy alone.
+            fetch.store
+                && !fetch.has_authorization
+                && route.zone_for(&primary.as_ref()).is_some()
+                && conditional::has_validator(&s.headers)
+        })
+        .cloned();
+    // Followers wait as long as the head may take (read_timeout counts
+    // from sending, connecting included), not just their lock_timeout.
+    let head_bound = upstream.read_timeout + BOUND_SLACK;
+    alive_for(&permit, head_bound);
+    let mut result = upstream
+        .send(upstream_request(&fetch, revalidating.as_deref()))
+        .await;
+    route.activity.upstream_call(&result);
+    // RFC 9111 §4.3.3: a 304 that does not match the stored copy (another
+    // ETag) cannot update it; ask again without conditionals.
+    let mismatched = |r: &Result<Response<Incoming>, ProxyError>,
+                      old: &Option<Arc<CachedObject>>| {
+        matches!((r, old), (Ok(resp), Some(old))
+            if resp.status() == StatusCode::NOT_MODIFIED
+                && !conditional::applies_to(resp.headers(), &old.headers))
+    };
+    if mismatched(&result, &revalidating) {
+        revalidating = None;
+        request_time = SystemTime::now();
+        alive_for(&permit, head_bound);
+        result = upstream.send(upstream_request(&fetch, None)).await;
+        route.activity.upstream_call(&result);
+    }
+    let usable_stale = stale.filter(|s| s.meta.within_stale_if_error(Instant::now()));
+    // A 304 to a request without our validators (fills strip the client's)
+    // is an origin fault, never something to hand a client that may have
+    // sent no conditional.
+    if revalidating.is_none()
+        && matches!(&result, Ok(resp) if resp.status() == StatusCode::NOT_MODIFIED)
+    {
+        route.activity.upstream_errors.inc();
+        let e = ProxyError::upstream(
+            ErrorKind::Broken,
+            &upstream.name,
+            "origin answered 304 to an unconditional request",
+        );
+        return fail(permit, e, usable_stale, Some(304));
+    }
+    let resp = match result {
+        Ok(resp) if resp.status().is_server_error() && usable_stale.is_some() => {
+            route.activity.upstream_errors.inc();
+            let status = resp.status().as_u16();
+            let e = ProxyError::upstream(
+                ErrorKind::Broken,
+                &upstream.name,
+                format!("origin answered {status}"),
+            );
+            return fail(permit, e, usable_stale, Some(status));
+        }
+        Ok(resp) => resp,
+        Err(e) => {
+            // Counted with the call (upstream_call).
+            if !e.repeats() {
+                // Per request: a dead origin must not flood the log.
+                static FETCH_FAILED: WarnLimit = WarnLimit::new();
+                warn_limited!(FETCH_FAILED, "origin fetch failed",
+                    upstream = %upstream.name, key = %primary, error = %e);
+            }
+            return fail(permit, e, usable_stale, None);
+        }
+    };
+    if resp.status().is_server_error() {
+        route.activity.upstream_errors.inc();
+    }
+    let (mut parts, body) = resp.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    // The body comes next: each frame within read_timeout.
+    alive_for(&permit, upstream.read_timeout + BOUND_SLACK);
+    let response_time = SystemTime::now();
+    let origin_status = parts.status.as_u16();
+    let zone = match (route.zone_for(&primary.as_ref()), fetch.store) {
+        (Some(zone), true) => zone,
+        (zone, _) => {
+            finish(permit, FillOutcome::NotStored);
+            let why = if zone.is_none() {
+                NotStored::NoZone
+            } else {
+                NotStored::Request
+            };
+            let body = ResponseBody::stream(TimeoutBody::new(body, upstream.read_timeout));
+            return FillReply::Relay(Response::from_parts(parts, body), why);
+        }
+    };
+    // RFC 9111 §4.3.4: a 304 freshens the stored response it validates.
+    if parts.status == StatusCode::NOT_MODIFIED {
+        if let Some(old) = revalidating {
+            // A large disk object's body is still in its file: read it to
+            // store the freshened copy (a failed read is an origin refetch).
+            let old_body = match &old.lazy_body {
+                None => Some(old.body.clone()),
+                Some(lazy) => {
+                    let lazy = lazy.clone();
+                    tokio::task::spawn_blocking(move || lazy.read_all())
+                        .await
+                        .ok()
+                        .and_then(Result::ok)
+                }
+            };
+            let Some(old_body) = old_body else {
+                // The stored body cannot be read back (disk fault, corrupt):
+                // fetch the whole object instead; the request does not fail.
+                drop(parts);
+                return Box::pin(fill(route.clone(), primary, fetch, permit, None)).await;
+            };
+            let merged = conditional::merge_not_modified(&old.headers, &parts.headers, &[]);
+            let exchange = Exchange {
+                request_has_authorization: fetch.has_authorization,
+                status: old.status.as_u16(),
+                headers: &merged,
+                request_time,
+                response_time,
+            };
+            return match freshness::evaluate(&exchange, &route.store_rules(exchange.status)) {
+                Ok(storable) => {
+                    let stored = Stored {
+                        status: old.status,
+                        headers: detach_headers(&merged, &storable.strip_fields),
+                        body: old_body.clone(),
+                        encodings: Some(old.encodings.clone()),
+                    };
+                    store(
+                        &route, zone, &primary, &fetch, stored, storable, started, permit, 304,
+                    )
+                    .await
+                }
+                Err(why) => {
+                    // The origin now forbids storing it: drop the copy (and
+                    // its siblings under the URI), relay it.
+                    if matches!(
+                        why,
+                        NotStorable::NoStore
+                            | NotStorable::Private
+                            | NotStorable::NoCache
+                            | NotStorable::VaryStar
+                            | NotStorable::NoFreshness
+                    ) {
+                        route.remove(&primary.as_ref());
+                    }
+                    finish(permit, FillOutcome::NotStored);
+                    let mut resp = Response::new(ResponseBody::full(old_body));
+                    *resp.status_mut() = old.status;
+                    *resp.headers_mut() = merged;
+                    FillReply::Relay(resp, NotStored::Response(why))
+                }
+            };
+        }
+    }
+    let exchange = Exchange {
+        request_has_authorization: fetch.has_authorization,
+        status: origin_status,
+        headers: &parts.headers,
+        request_time,
+        response_time,
+    };
+    let rules = route.store_rules(origin_status);
+    let body = TimeoutBody::new(body, upstream.read_timeout);
+    let storable = match freshness::evaluate(&exchange, &rules) {
+        Ok(storable) => storable,
+        Err(why) if parts.status.is_server_error() && permit.is_some() => {
+            // The origin is failing: its answer goes to every follower, so
+            // that one request reaches it, not one per waiting client.
+            let authorised = fetch.has_authorization;
+            return share_error(&route, permit, parts, body, why, authorised).await;
+        }
+        Err(why) => {
+            finish(permit, FillOutcome::NotStored);
+            let resp = Response::from_parts(parts, ResponseBody::stream(body));
+            return FillReply::Relay(resp, NotStored::Response(why));
+        }
+    };
+    let limit = zone.max_object_size();
+    let declared = content_length(&parts.headers);
+    if declared.is_some_and(|n| n > limit) {
+        finish(permit, FillOutcome::NotStored);
+        let resp = Response::from_parts(parts, ResponseBody::stream(body));
+        return FillReply::Relay(resp, NotStored::TooLarge);
+    }
+    // `max_inflight_body`: past it, a fill buffers nothing and stores nothing.
+    let Some(held) = route.inflight.admit() else {
+        finish(permit, FillOutcome::NotStored);
+        tracing::debug!(key = %primary, "max_inflight_body spent; relayed uncached");
+        let resp = Response::from_parts(parts, ResponseBody::stream(body));
+        return FillReply::Relay(resp, NotStored::InflightBudget);
+    };
+    // A small body of declared length arrives at once: collected, then
+    // stored. Any other streams to its readers as it arrives, a body of
+    // unknown length above all (server-sent events, early-flushed HTML
+    // must not wait for the end), and is stored when it ends cleanly.
+    if declared.is_none_or(|n| n > STREAM_MIN) {
+        let start = StreamStart {
+            parts,
+            storable,
+            started,
+            origin_status,
+            len: declared,
+            held,
+        };
+        return stream_fill(route.clone(), primary, fetch, permit, start, body);
+    }
+    let body = match collect_limited(body, limit as usize, held).await {
+        Collected::Complete(body) => body,
+        Collected::TooLarge(prefix, rest) => {
+            finish(permit, FillOutcome::NotStored);
+            let body = ResponseBody::stream(PrefixedBody::new(prefix, rest));
+            return FillReply::Relay(Response::from_parts(parts, body), NotStored::TooLarge);
+        }
+        Collected::Failed(e) => {
+            route.activity.upstream_errors.inc();
+            let e = ProxyError::upstream(ErrorKind::Broken, &upstream.name, e);
+            static BODY_FAILED: WarnLimit = WarnLimit::new();
+            warn_limited!(BODY_FAILED, "origin body failed",
+                upstream = %upstream.name, key = %primary, error = %e);
+            return fail(permit, e, usable_stale, None);
+        }
+    };
+    // The stored length is exact; HEAD answers from the cache rely on it.
+    // RFC 9110 §8.6: never on 204 or 304.
+    if !matches!(origin_status, 204 | 304) {
+        parts
+            .headers
+            .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    }
+    let stored = Stored {
+        status: parts.status,
+        headers: detach_headers(&parts.headers, &storable.strip_fields),
+        body,
+        encodings: None,
+    };
+    store(
+        &route,
+        zone,
+        &primary,
+        &fetch,
+        stored,
+        storable,
+        started,
+        permit,
+        origin_status,
+    )
+    .await
+}
+
+/// Added to an upstream timeout when telling followers how long a step may
+/// last: the timeout fires, and its error reaches them, a little after it.
+const BOUND_SLACK: Duration = Duration::from_millis(250);
+
+/// An error answer body larger than this is not handed to followers (they
+/// get calmcache's own page with the same status).
+pub const SHARED_ERROR_MAX: usize = 64 * 1024;
+
+/// Tells the fetch's followers that its next step is bounded by `limit`.
+fn alive_for(permit: &Option<FetchPermit<FillOutcome>>, limit: Duration) {
+    if let Some(permit) = permit {
+        permit.alive_for(limit);
+    }
+}
+
+/// An origin's error answer (5xx, not storable) as every request that
+/// waited for the fetch gets it. The origin's own page is only shared when
+/// nothing in it belongs to one client: no `Set-Cookie`, not `private` or
+/// `no-store`, no `Vary` or `Content-Encoding` that another request might
+/// not match; otherwise followers get a plain page with the same status
+/// (and `Retry-After`, which tells every client the same thing).
+#[derive(Debug)]
+pub struct ErrorAnswer {
+    /// The origin's status.
+    pub status: StatusCode,
+    /// End-to-end headers to send (hop-by-hop removed).
+    pub headers: HeaderMap,
+    /// The whole body.
+    pub body: Bytes,
+}
+
+impl ErrorAnswer {
+    /// The answer for followers of a request answered `status` with
+    /// `headers` and, when it was read whole and small, `body`.
+    fn for_followers(
+        status: StatusCode,
+        headers: &HeaderMap,
+        body: Option<Bytes>,
+        has_authorization: bool,
+    ) -> Self {
+        let personal = has_authorization
+            || headers.contains_key(http::header::SET_COOKIE)
+            || headers.contains_key(VARY)
+            || headers.contains_key(http::header::CONTENT_ENCODING)
+            || {
+                let (cc, _) = calmcache_core::CacheControl::for_response(headers);
+                cc.private || cc.no_store
+            };
+        match body.filter(|_| !personal) {
+            Some(body) => ErrorAnswer {
+                status,
+                headers: detach_headers(headers, &[]),
+                body,
+            },
+            None => {
+                let mut own = HeaderMap::new();
+                own.insert(
+                    http::header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/plain; charset=utf-8"),
+                );
+                if let Some(v) = headers.get(http::header::RETRY_AFTER) {
+                    own.insert(http::header::RETRY_AFTER, v.clone());
+                }
+                let text = format!(
+                    "{} {}: the origin answered with an error\n",
+                    status.as_u16(),
+                    status.canonical_reason().unwrap_or("Error")
+                );
+                ErrorAnswer {
+                    status,
+                    headers: own,
+                    body: Bytes::from(text),
+                }
+            }
+        }
+    }
+}
+
+/// Hands a failing origin's 5xx answer to the fetch's followers and relays
+/// it to its requester. A small body is read whole (within the upstream's
+/// read timeout per frame) and shared; a large one streams to the
+/// requester while followers get a plain page with the same status.
+async fn share_error(
+    route: &Route,
+    permit: Option<FetchPermit<FillOutcome>>,
+    parts: http::response::Parts,
+    body: TimeoutBody<Incoming>,
+    why: NotStorable,
+    authorised: bool,
+) -> FillReply {
+    let Some(held) = route.inflight.admit() else {
+        // No room to read it: the requester gets it as it streams, the
+        // followers a plain page with its status.
+        let answer = ErrorAnswer::for_followers(parts.status, &parts.headers, None, authorised);
+        finish(permit, FillOutcome::Answered(Arc::new(answer)));
+        let resp = Response::from_parts(parts, ResponseBody::stream(body));
+        return FillReply::Relay(resp, NotStored::Response(why));
+    };
+    match collect_limited(body, SHARED_ERROR_MAX, held).await {
+        Collected::Complete(bytes) => {
+            let answer = ErrorAnswer::for_followers(
+                parts.status,
+                &parts.headers,
+                Some(bytes.clone()),
+                authorised,
+            );
+            finish(permit, FillOutcome::Answered(Arc::new(answer)));
+            let resp = Response::from_parts(parts, ResponseBody::full(bytes));
+            FillReply::Relay(resp, NotStored::Response(why))
+        }
+        Collected::TooLarge(prefix, rest) => {
+            let answer = ErrorAnswer::for_followers(parts.status, &parts.headers, None, authorised);
+            finish(permit, FillOutcome::Answered(Arc::new(answer)));
+            let body = ResponseBody::stream(PrefixedBody::new(prefix, rest));
+            FillReply::Relay(Response::from_parts(parts, body), NotStored::Response(why))
+        }
+        Collected::Failed(e) => {
+            let e = ProxyError::upstream(ErrorKind::Broken, &route.upstream.name, e);
+            fail(permit, e, None, Some(parts.status.as_u16()))
+        }
+    }
+}
+
+/// Bodies with a declared length above this stream to the requests waiting
+/// for them while they are stored; smaller ones are collected first (bodies
+/// without a declared length always stream).
+pub const STREAM_MIN: u64 = 256 * 1024;
+
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+}
+
+/// What a streaming fill starts from.
+struct StreamStart {
+    parts: http::response::Parts,
+    storable: Storable,
+    started: Instant,
+    origin_status: u16,
+    /// The declared length; `None` for a chunked (or close-delimited) body.
+    len: Option<u64>,
+    /// The fill's share of `max_inflight_body`.
+    held: Held,
+}
+
+/// Read-while-write: publishes the head to followers (and to requests that
+/// join until the object is stored), then reads the body in its own task,
+/// handing each chunk to every reader as it arrives, and stores the object
+/// when the body is complete: exactly as long as declared, or, without a
+/// declared length, ended cleanly (the last chunk of a chunked body) and
+/// within the zone's `max_object_size` (past it, the body still reaches
+/// every reader, nothing is stored, and later requests fetch for
+/// themselves). A body that fails or comes up short is never stored and
+/// ends every reader in error.
+fn stream_fill(
+    route: Arc<Route>,
+    primary: CacheKey,
+    fetch: FetchRequest,
+    permit: Option<FetchPermit<FillOutcome>>,
+    start: StreamStart,
+    mut body: TimeoutBody<Incoming>,
+) -> FillReply {
+    let StreamStart {
+        parts,
+        storable,
+        started,
+        origin_status,
+        len,
+        held,
+    } = start;
+    let mut headers = detach_headers(&parts.headers, &storable.strip_fields);
+    let names = vary::names(&headers, !route.cfg.compress.is_empty());
+    let zone = route.zone_for(&primary.as_ref()).cloned();
+    // A plain response bound for a disk zone goes into its file as it
+    // arrives (spooled when its length, and so its header, is known only at
+    // the end); a Vary'd or compressed one is collected and stored whole.
+    let mut file = zone
+        .as_ref()
+        .and_then(|z| z.disk())
+        .filter(|_| names.is_empty() && !will_compress(&route, &headers))
+        .and_then(|disk| {
+            let head = CachedObject::assemble(
+                meta_of(&storable, started),
+                parts.status,
+                headers.clone(),
+                Bytes::new(),
+                Vec::new(),
+                None,
+            );
+            match len {
+                Some(_) => disk.begin_write(primary.clone(), &head).ok(),
+                None => disk.begin_spooled_write(primary.clone(), &head).ok(),
+            }
+        });
+    // Into a file: a window in memory, readers behind it read the file.
+    // Otherwise the body is stored whole (bounded by max_object_size).
+    let keeping = if file.is_some() {
+        Keeping::File
+    } else {
+        Keeping::All
+    };
+    let growing = Arc::new(Growing::new(len, keeping, Some(held)));
+    let vary = (!names.is_empty()).then(|| {
+        let mine = vary::secondary(&names, &fetch.selecting);
+        (names, mine)
+    });
+    let head = Arc::new(StreamingHead {
+        status: parts.status,
+        headers: headers.clone(),
+        growing: growing.clone(),
+        origin_status,
+        ttl: storable.freshness.fresh_for().as_secs_f64(),
+        vary,
+        first: crate::proxy::growing::FirstReader::new(growing.reader()),
+    });
+    if let Some(permit) = &permit {
+        permit.publish(FillOutcome::Streaming(head.clone()));
+    }
+    let status = parts.status;
+    tokio::spawn(async move {
+        let mut permit = permit;
+        let limit = zone.as_ref().map_or(0, |z| z.max_object_size());
+        let mut total = 0u64;
+        // False once a body without a declared length outgrew the zone, or
+        // its file write failed.
+        let mut keep = true;
+        let failure = loop {
+            // Only the sole reader of a body not kept can hold the fill.
+            growing.room().await;
+            if growing.abandoned() {
+                // Not stored and nobody reading: stop asking the origin.
+                tracing::debug!(key = %primary, "body not kept and no reader left; fetch dropped");
+                growing.fail("no reader left".into());
+                return;
+            }
+            let next = match body.frame().await {
+                None => None,
+                Some(Err(e)) => Some(Err(e)),
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => Some(Ok(data)),
+                    Err(_) => continue,
+                },
+            };
+            let data = match next {
+                None => match len {
+                    Some(len) if total != len => {
+                        break Some(format!("origin body ended at {total} of {len} bytes"))
+                    }
+                    _ => break None,
+                },
+                Some(Err(e)) => break Some(format!("origin body failed: {e}")),
+                Some(Ok(data)) => data,
+            };
+            total += data.len() as u64;
+            if let Some(len) = len.filter(|&len| total > len) {
+                break Some(format!("origin body longer than its Content-Length {len}"));
+            }
+            if keep && total > limit {
+                keep = false;
+                file = None;
+                growing.stop_keeping();
+                finish(permit.take(), FillOutcome::NotStored);
+                tracing::debug!(key = %primary, "body over max_object_size; not stored");
+            }
+            growing.push(data.clone());
+            if let Some(writing) = &mut file {
+                writing.push(data).await;
+                if writing.is_abandoned() {
+                    // The disk failed (counted and logged there): not stored,
+                    // and no longer kept for readers far behind.
+                    keep = false;
+                    file = None;
+                    growing.stop_keeping();
+                    finish(permit.take(), FillOutcome::NotStored);
+                } else if let Some(written) = writing.written() {
+                    growing.written(written);
+                }
+            }
+        };
+        if let Some(why) = failure {
+            route.activity.upstream_errors.inc();
+            static STREAM_FAILED: WarnLimit = WarnLimit::new();
+            warn_limited!(STREAM_FAILED, "origin body failed; not stored",
+                key = %primary, error = %why);
+            growing.fail(why.clone());
+            let e = ProxyError::upstream(ErrorKind::Broken, &route.upstream.name, why);
+            finish(permit, FillOutcome::Failed(e));
+            return;
+        }
+        growing.finish();
+        let Some(zone) = zone.filter(|_| keep) else {
+            finish(permit, FillOutcome::NotStored);
+            return;
+        };
+        if len.is_none() {
+            // The stored length is exact (HEAD answers rely on it).
+            headers.insert(CONTENT_LENGTH, HeaderValue::from(total));
+        }
+        if let Some(file) = file {
+            let mut object = CachedObject::assemble(
+                meta_of(&storable, started),
+                status,
+                headers,
+                Bytes::new(),
+                Vec::new(),
+                None,
+            );
+            match file.finish(&object).await {
+                Ok(lazy) => {
+                    // The body stays in its file; hits stream it from there.
+                    object.lazy_body = Some(lazy);
+                    let object = Arc::new(object);
+                    let host = request_host(&fetch);
+                    after_store(
+                        &route,
+                        &primary,
+                        &primary,
+                        &object,
+                        permit,
+                        origin_status,
+                        host,
+                    )
+                    .await;
+                }
+                Err(e) => {
+                    tracing::debug!(key = %primary, zone = %zone.name, error = %e, "not stored");
+                    finish(permit, FillOutcome::NotStored);
+                }
+            }
+            return;
+        }
+        // Invariant: a body not written to a file was kept whole (else
+        // `keep` is false).
+        let Some(chunks) = growing.kept() else {
+            finish(permit, FillOutcome::NotStored);
+            return;
+        };
+        let stored = Stored {
+            status,
+            headers,
+            body: concat(chunks, total as usize),
+            encodings: None,
+        };
+        let _ = store(
+            &route,
+            &zone,
+            &primary,
+            &fetch,
+            stored,
+            storable,
+            started,
+            permit,
+            origin_status,
+        )
+        .await;
+    });
+    FillReply::Streaming(head)
+}
+
+/// True when storing a response with `headers` adds compressed encodings
+/// (a body of at least `compress::MIN_SIZE` is assumed).
+fn will_compress(route: &Route, headers: &HeaderMap) -> bool {
+    !route.cfg.compress.is_empty() && crate::http::compress::compressible(headers)
+}
+
+/// The metadata of an object stored now, fetched since `started`.
+fn meta_of(storable: &Storable, started: Instant) -> ObjectMeta {
+    ObjectMeta {
+        stored_at: Instant::now(),
+        freshness: storable.freshness,
+        fetch_time: started.elapsed(),
+    }
+}
+
+/// A response ready to store.
+struct Stored {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+    /// Encodings to reuse (a freshened copy); `None` makes them anew.
+    encodings: Option<Vec<Encoded>>,
+}
+
+/// Stores a response under its key (the primary key, or its variant key
+/// under a Vary marker), compressing it first when the route asks.
+#[allow(clippy::too_many_arguments)]
+async fn store(
+    route: &Route,
+    zone: &Zone,
+    primary: &CacheKey,
+    fetch: &FetchRequest,
+    mut stored: Stored,
+    storable: Storable,
+    started: Instant,
+    permit: Option<FetchPermit<FillOutcome>>,
+    origin_status: u16,
+) -> FillReply {
+    let compresses = !route.cfg.compress.is_empty();
+    let encodings = match stored.encodings.take() {
+        Some(encodings) => encodings,
+        None => encode(route, &stored.headers, &stored.body).await,
+    };
+    if !encodings.is_empty() {
+        add_vary_accept_encoding(&mut stored.headers);
+    }
+    let meta = meta_of(&storable, started);
+    let names = vary::names(&stored.headers, compresses);
+    let (key, variant) = if names.is_empty() {
+        (primary.clone(), None)
+    } else {
+        let id = marker_for(zone, primary, names.clone(), &meta).await;
+        let secondary = vary::secondary(&names, &fetch.selecting);
+        let key = vary::variant_key(&primary.as_ref(), id, &secondary);
+        (key, Some(secondary.into_boxed_str()))
+    };
+    let object = Arc::new(CachedObject::assemble(
+        meta,
+        stored.status,
+        stored.headers,
+        stored.body,
+        encodings,
+        variant,
+    ));
+    if let Err(e) = zone.insert(key.clone(), object.clone()).await {
+        // Headers and bookkeeping pushed it over the zone's limit, or the
+        // disk failed: relay it.
+        tracing::debug!(key = %key, zone = %zone.name, error = %e, "not stored");
+        let why = match e {
+            calmcache_core::CacheError::TooLarge { .. } => NotStored::TooLarge,
+            calmcache_core::CacheError::Io(_) => NotStored::StoreFailed,
+        };
+        finish(permit, FillOutcome::NotStored);
+        let mut resp = Response::new(ResponseBody::full(object.body.clone()));
+        *resp.status_mut() = object.status;
+        *resp.headers_mut() = object.headers.clone();
+        return FillReply::Relay(resp, why);
+    }
+    let host = request_host(fetch);
+    after_store(route, primary, &key, &object, permit, origin_status, host).await;
+    FillReply::Stored(object, origin_status)
+}
+
+/// The `Host` the fetch was made for (as the key template's `$host` read it).
+fn request_host(fetch: &FetchRequest) -> &str {
+    fetch
+        .headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("")
+}
+
+/// Bookkeeping once `object` is in its zone under `key`: the host for path
+/// purges, the memory front, the counter, and the fetch's followers.
+async fn after_store(
+    route: &Route,
+    primary: &CacheKey,
+    key: &CacheKey,
+    object: &Arc<CachedObject>,
+    permit: Option<FetchPermit<FillOutcome>>,
+    origin_status: u16,
+    host: &str,
+) {
+    route.note_host(primary, host);
+    route.hit_for_miss.clear(primary);
+    if key != primary {
+        route.hit_for_miss.clear(key);
+    }
+    route.stored(key, object).await;
+    route.activity.stores.inc();
+    finish(permit, FillOutcome::Stored(object.clone(), origin_status));
+}
+
+/// The generation id of the Vary marker under `primary` for `names`,
+/// replacing a marker for other names (or a plain response) with a new one.
+async fn marker_for(
+    zone: &Zone,
+    primary: &CacheKey,
+    names: Vec<HeaderName>,
+    meta: &ObjectMeta,
+) -> u64 {
+    if let Some(index) = zone
+        .get(&primary.as_ref())
+        .await
+        .and_then(|o| o.vary_index.clone())
+        .filter(|index| index.names == names)
+    {
+        return index.id;
+    }
+    let id = rand::random::<u64>();
+    let marker = CachedObject::marker(meta.clone(), VaryIndex { id, names });
+    if let Err(e) = zone.insert(primary.clone(), Arc::new(marker)).await {
+        tracing::debug!(key = %primary, error = %e, "vary marker not stored");
+    }
+    id
+}
+
+/// Compresses a compressible body once per configured coding, on a blocking
+/// thread (never on the async workers).
+async fn encode(route: &Route, headers: &HeaderMap, body: &Bytes) -> Vec<Encoded> {
+    let codings = route.cfg.compress.clone();
+    if codings.is_empty()
+        || body.len() < crate::http::compress::MIN_SIZE
+        || !crate::http::compress::compressible(headers)
+    {
+        return Vec::new();
+    }
+    let body = body.clone();
+    let encoded =
+        tokio::task::spawn_blocking(move || crate::http::compress::encode_all(&codings, &body))
+            .await;
+    match encoded {
+        Ok(list) => list
+            .into_iter()
+            .map(|(coding, body)| Encoded {
+                coding: coding.as_str(),
+                body,
+            })
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "compression task failed; storing uncompressed only");
+            Vec::new()
+        }
+    }
+}
+
+/// Adds `Accept-Encoding` to `Vary` unless it is there.
+fn add_vary_accept_encoding(headers: &mut HeaderMap) {
+    let present = headers
+        .get_all(VARY)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|n| n.trim().eq_ignore_ascii_case("accept-encoding"));
+    if !present {
+        headers.append(VARY, HeaderValue::from_static("Accept-Encoding"));
+    }
+}
+
+/// Copies header values out of hyper's read buffer (a stored value that
+/// sliced it would pin the whole buffer, 8 KiB or more, in the zone) and
+/// drops the fields that must not be stored (`private="..."`, `no-cache="..."`).
+fn detach_headers(headers: &HeaderMap, strip: &[String]) -> HeaderMap {
+    let mut out = HeaderMap::with_capacity(headers.len() + 2);
+    for (name, value) in headers {
+        if strip.iter().any(|s| s == name.as_str()) {
+            continue;
+        }
+        if let Ok(copy) = HeaderValue::from_bytes(value.as_bytes()) {
+            out.append(name.clone(), copy);
+        }
+    }
+    out
+}
+
+fn upstream_request(
+    fetch: &FetchRequest,
+    revalidating: Option<&CachedObject>,
+) -> Request<crate::http::body::StreamBody> {
+    let mut req = Request::new(
+        Empty::<Bytes>::new()
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *req.method_mut() = Method::GET;
+    *req.uri_mut() = Uri::from(fetch.path_and_query.clone());
+    *req.headers_mut() = fetch.headers.clone();
+    if let Some(stale) = revalidating {
+        conditional::add_validators(req.headers_mut(), &stale.headers);
+    }
+    req
+}
+
+/// Sends a range request on to the origin with the client's `Range` and
+/// `If-Range` (RFC 9110 §14.2), for an object too large to store: the client
+/// gets the origin's 206 instead of the whole body.
+pub async fn fetch_range(
+    route: &Route,
+    fetch: &FetchRequest,
+    client: &HeaderMap,
+) -> Result<Response<ResponseBody>, ProxyError> {
+    let upstream = &route.upstream;
+    let mut req = upstream_request(fetch, None);
+    for name in [http::header::RANGE, http::header::IF_RANGE] {
+        if let Some(value) = client.get(&name) {
+            req.headers_mut().insert(name, value.clone());
+        }
+    }
+    let resp = upstream.send(req).await;
+    route.activity.upstream_call(&resp);
+    let resp = resp?;
+    let (mut parts, body) = resp.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    let body = ResponseBody::stream(TimeoutBody::new(body, upstream.read_timeout));
+    Ok(Response::from_parts(parts, body))
+}
+
+fn finish(permit: Option<FetchPermit<FillOutcome>>, outcome: FillOutcome) {
+    if let Some(permit) = permit {
+        permit.finish(outcome);
+    }
+}
+
+fn fail(
+    permit: Option<FetchPermit<FillOutcome>>,
+    e: ProxyError,
+    stale: Option<Arc<CachedObject>>,
+    origin_status: Option<u16>,
+) -> FillReply {
+    finish(permit, FillOutcome::Failed(e.clone()));
+    match stale {
+        Some(object) => FillReply::Stale(object, origin_status),
+        None => FillReply::Failed(e),
+    }
+}
+
+enum Collected {
+    Complete(Bytes),
+    TooLarge(Vec<Bytes>, TimeoutBody<Incoming>),
+    Failed(BoxError),
+}
+
+/// Reads the whole body if it fits in `limit` bytes (counted in `held`);
+/// otherwise hands back what was read and the rest of the stream so the
+/// client still gets everything.
+async fn collect_limited(
+    mut body: TimeoutBody<Incoming>,
+    limit: usize,
+    mut held: Held,
+) -> Collected {
+    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut total = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = match frame {
+            Ok(frame) => frame,
+            Err(e) => return Collected::Failed(e),
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        total += data.len();
+        held.add(data.len() as u64);
+        chunks.push(data);
+        if total > limit {
+            return Collected::TooLarge(chunks, body);
+        }
+    }
+    Collected::Complete(concat(chunks, total))
+}
+
+/// Joins the chunks into one exactly-sized buffer. Always a copy: a chunk is
+/// a slice of hyper's read buffer, and keeping it would pin that whole buffer
+/// in the zone while the zone counts only the slice.
+fn concat(chunks: Vec<Bytes>, total: usize) -> Bytes {
+    let mut buf = BytesMut::with_capacity(total);
+    for c in chunks {
+        buf.extend_from_slice(&c);
+    }
+    buf.freeze()
+}
+
+/// How long to wait before refreshing a warmed object: SUS's delta before expiry.
+pub fn warm_refresh_in(object: &CachedObject, now: Instant) -> Duration {
+    let meta = &object.meta;
+    let lead = meta.sus_delta();
+    meta.expires_at()
+        .saturating_duration_since(now)
+        .saturating_sub(lead)
+}

@@ -1,0 +1,556 @@
+//! Purges: what to purge (a URL on every host or on one, a rendered key, a
+//! path prefix, a cache tag, everything), hard (removed) or soft (expired
+//! now: served stale while one refresh runs), on every zone, memory and
+//! disk alike. Asked by `POST /purge` on the admin listener or the `PURGE`
+//! method on the proxy listener.
+//!
+//! A URL or key purge touches only its keys: a path on every host is
+//! tried on each host its routes remember, unless a route met more hosts
+//! than it remembers (junk `Host` values), when the route's zones are
+//! scanned for the path on any host and the answer says `"scanned": true`.
+//! A key is what `Cache-Status: key=` shows: a rendered template, or a
+//! default key `scheme://host/path?query`. Prefix, tag and `all` purges
+//! scan: a memory zone one shard at a time under that shard's lock, a disk
+//! zone by reading the headers of its files; both on a blocking thread, so
+//! traffic is never paused for the whole scan.
+
+use std::sync::Arc;
+
+use calmcache_core::object::tags_in;
+use calmcache_core::{CacheKey, KeyRef};
+use http::Method;
+use serde::Deserialize;
+
+use crate::proxy::lookup::PrimaryKey;
+use crate::proxy::state::{Proxy, Store, Zone};
+
+/// What a purge selects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Selector {
+    /// One path and query, on `host` or (without) on every host seen.
+    Url {
+        /// Lower-cased host, from an absolute URL.
+        host: Option<String>,
+        /// Path and query.
+        path_and_query: String,
+    },
+    /// One key as a `key` template rendered it (`Cache-Status: key=`).
+    Key(String),
+    /// Every key whose path starts with `path` (on `host` only, if given).
+    Prefix {
+        /// Lower-cased host, from an absolute URL.
+        host: Option<String>,
+        /// The path prefix (or the start of a rendered key).
+        path: String,
+    },
+    /// Every object tagged `tag` (`Cache-Tag` / `Surrogate-Key`).
+    Tag(String),
+    /// Everything.
+    All,
+}
+
+/// One purge order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Purge {
+    /// What.
+    pub selector: Selector,
+    /// Mark stale instead of removing.
+    pub soft: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Body {
+    url: Option<String>,
+    key: Option<String>,
+    prefix: Option<String>,
+    tag: Option<String>,
+    all: Option<bool>,
+    #[serde(default)]
+    soft: bool,
+}
+
+impl Purge {
+    /// Parses a `POST /purge` body: exactly one of `url`, `key`, `prefix`,
+    /// `tag`, `all: true`, and optionally `soft`.
+    pub fn from_json(bytes: &[u8]) -> Result<Purge, String> {
+        let body: Body = serde_json::from_slice(bytes).map_err(|e| format!("bad JSON: {e}"))?;
+        let mut chosen = Vec::new();
+        if let Some(url) = body.url {
+            let (host, path_and_query) = split_url(&url)?;
+            chosen.push(Selector::Url {
+                host,
+                path_and_query,
+            });
+        }
+        if let Some(key) = body.key {
+            if key.is_empty() {
+                return Err("\"key\" is empty".into());
+            }
+            chosen.push(Selector::Key(key));
+        }
+        if let Some(prefix) = body.prefix {
+            let (host, path) = split_url(&prefix)?;
+            chosen.push(Selector::Prefix { host, path });
+        }
+        if let Some(tag) = body.tag {
+            let tag = tag.trim();
+            if tag.is_empty() || tag.contains([',', ' ']) {
+                return Err(format!("{tag:?} is not one tag"));
+            }
+            chosen.push(Selector::Tag(tag.to_owned()));
+        }
+        match body.all {
+            Some(true) => chosen.push(Selector::All),
+            Some(false) => return Err("\"all\" must be true when given".into()),
+            None => {}
+        }
+        if chosen.len() != 1 {
+            return Err(
+                "give exactly one of \"url\", \"key\", \"prefix\", \"tag\", \"all\": true".into(),
+            );
+        }
+        Ok(Purge {
+            selector: chosen.remove(0),
+            soft: body.soft,
+        })
+    }
+}
+
+/// `/path?q` -> (None, "/path?q"); `http://Host:8080/p` -> (Some("host:8080"), "/p").
+/// Host and path are normalised as the edge normalises requests (edge.rs),
+/// so `/%61pi/./x` purges what `/api/x` stored.
+fn split_url(text: &str) -> Result<(Option<String>, String), String> {
+    if text.starts_with('/') {
+        return Ok((None, normalised_target(text)?));
+    }
+    let (scheme, rest) = text
+        .strip_prefix("http://")
+        .map(|rest| ("http", rest))
+        .or_else(|| text.strip_prefix("https://").map(|rest| ("https", rest)))
+        .ok_or_else(|| format!("{text:?} is neither a path (/...) nor an http(s) URL"))?;
+    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    if host.is_empty() {
+        return Err(format!("{text:?} has no host"));
+    }
+    let host = crate::proxy::edge::normalise_host(host, scheme)
+        .map_err(|e| format!("{text:?}: {}", e.cause))?;
+    let path = if path.is_empty() { "/" } else { path };
+    Ok((Some(host.into_owned()), normalised_target(path)?))
+}
+
+fn normalised_target(text: &str) -> Result<String, String> {
+    crate::proxy::edge::normalise_target(text).map_err(|e| format!("{text:?}: {}", e.cause))
+}
+
+/// What a purge did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Objects removed or marked stale (a Vary'd URL counts its marker).
+    pub purged: u64,
+    /// A path purge scanned whole zones: a route met more hosts than it
+    /// remembers ([`KNOWN_HOSTS_MAX`](crate::proxy::state::KNOWN_HOSTS_MAX)).
+    pub scanned: bool,
+}
+
+/// Runs `purge` on every zone.
+pub async fn run(proxy: &Arc<Proxy>, purge: Purge) -> Outcome {
+    let soft = purge.soft;
+    let outcome = match purge.selector {
+        Selector::Url {
+            host,
+            path_and_query,
+        } => purge_url(proxy, host.as_deref(), &path_and_query, soft).await,
+        Selector::Key(key) => Outcome {
+            purged: purge_key_text(proxy, &key, soft).await,
+            scanned: false,
+        },
+        selector => {
+            if selector == Selector::All && !soft {
+                // Everything goes: the hosts remembered start over (before
+                // the purge, so a store racing it is remembered again).
+                for route in &proxy.routes {
+                    route.known_hosts().reset();
+                }
+            }
+            let zones: Vec<Arc<Zone>> = proxy.zones.to_vec();
+            Outcome {
+                purged: scan_zones(zones, selector, soft).await,
+                scanned: false,
+            }
+        }
+    };
+    proxy.metrics.purge_requests.inc();
+    proxy.metrics.purged_objects.add(outcome.purged);
+    tracing::info!(
+        purged = outcome.purged,
+        scanned = outcome.scanned,
+        soft,
+        "purge"
+    );
+    outcome
+}
+
+/// Purges what `selector` matches in each of `zones`, on a blocking thread.
+async fn scan_zones(zones: Vec<Arc<Zone>>, selector: Selector, soft: bool) -> u64 {
+    tokio::task::spawn_blocking(move || zones.iter().map(|z| scan(z, &selector, soft)).sum())
+        .await
+        .unwrap_or(0)
+}
+
+/// A `key` purge: the text as a `key` template rendered it, or as
+/// `Cache-Status` shows a default key (`scheme://host/path?query`), which
+/// is stored as its three parts.
+async fn purge_key_text(proxy: &Arc<Proxy>, text: &str, soft: bool) -> u64 {
+    let mut keys = vec![KeyRef::new("", "", text)];
+    if let Some(parts) = default_key_parts(text) {
+        keys.push(parts);
+    }
+    let zones: Vec<&Arc<Zone>> = proxy.zones.iter().collect();
+    let mut purged = 0;
+    let mut variants = Vec::new();
+    for key in &keys {
+        purged += purge_primary(&zones, key, soft, &mut variants).await;
+    }
+    purged + purge_variants(variants).await
+}
+
+/// `http://host/p?q` -> the parts a default key is stored as; `None` for
+/// text no default key renders as.
+fn default_key_parts(text: &str) -> Option<KeyRef<'_>> {
+    let (scheme, rest) = text.split_once("://")?;
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    let at = rest.find('/')?;
+    let (host, path_and_query) = rest.split_at(at);
+    (!host.is_empty()).then(|| KeyRef::new(scheme, host, path_and_query))
+}
+
+/// Header of a `PURGE` request asking for a soft purge: `Calmcache-Purge: soft`.
+pub const SOFT_HEADER: &str = "calmcache-purge";
+
+/// Answers the `PURGE` method on the proxy listener: purges the request's
+/// URL on its host, for clients in `admin.purge_allow` only, and with
+/// `admin.purge_token` only with `Authorization: Bearer <admin.token>`.
+pub async fn purge_method(
+    proxy: &Arc<Proxy>,
+    req: &http::Request<hyper::body::Incoming>,
+    client: std::net::SocketAddr,
+) -> http::Response<crate::http::body::ResponseBody> {
+    let admin = proxy.admin.as_ref();
+    let allowed = admin.is_some_and(|a| a.purge_allow.iter().any(|n| n.contains(client.ip())));
+    if !allowed {
+        let why = format!(
+            "PURGE is not allowed from {} (admin.purge_allow)",
+            client.ip()
+        );
+        return crate::ops::admin::json_error(http::StatusCode::FORBIDDEN, &why);
+    }
+    if let Some(admin) = admin.filter(|a| a.purge_token) {
+        // The config refuses purge_token without a token; none configured
+        // here would refuse every PURGE, never admit one.
+        let token = admin.token.as_deref();
+        if !token.is_some_and(|t| crate::ops::admin::bearer_matches(req.headers(), t)) {
+            return crate::ops::admin::unauthorized(token.is_some());
+        }
+    }
+    let host = crate::proxy::handle::host_of(req).to_ascii_lowercase();
+    let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
+    let soft = req
+        .headers()
+        .get(SOFT_HEADER)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"soft"));
+    let order = Purge {
+        selector: Selector::Url {
+            host: Some(host),
+            path_and_query: pq.to_owned(),
+        },
+        soft,
+    };
+    crate::ops::admin::purged_response(run(proxy, order).await)
+}
+
+/// A path on one host, or on every host its routes have stored objects
+/// for: the hosts remembered, or a scan of the zones of a route that met
+/// more hosts than it remembers.
+async fn purge_url(proxy: &Arc<Proxy>, host: Option<&str>, pq: &str, soft: bool) -> Outcome {
+    let mut purged = 0;
+    let mut variants = Vec::new();
+    let mut to_scan: Vec<Arc<Zone>> = Vec::new();
+    for route in proxy.routes.iter().filter(|r| r.cfg.matches(pq)) {
+        let zones = route
+            .zones
+            .iter()
+            .map(|(z, _)| z)
+            .chain(route.memory.as_ref());
+        let zones: Vec<&Arc<Zone>> = zones.collect();
+        let hosts: Vec<String> = match host {
+            Some(h) => vec![h.to_owned()],
+            None => {
+                let known = route.known_hosts();
+                // A scan finds default keys (scheme, host, path) on any
+                // host; a rendered key can only be rebuilt from a host.
+                if known.overflowed() && route.key_is_default {
+                    for zone in zones {
+                        if !to_scan.iter().any(|z| Arc::ptr_eq(z, zone)) {
+                            to_scan.push(zone.clone());
+                        }
+                    }
+                    continue;
+                }
+                known.hosts().map(str::to_owned).collect()
+            }
+        };
+        // Stored over plain HTTP or over TLS: both keys go (one, when the
+        // key template has no `$scheme`).
+        let headers = http::HeaderMap::new();
+        for host in &hosts {
+            let key_for = |scheme| {
+                PrimaryKey::of(route, scheme, &Method::GET, host, pq, &headers)
+                    .key_ref()
+                    .to_owned_key()
+            };
+            let (http, https) = (key_for("http"), key_for("https"));
+            purged += purge_primary(&zones, &http.as_ref(), soft, &mut variants).await;
+            if https != http {
+                purged += purge_primary(&zones, &https.as_ref(), soft, &mut variants).await;
+            }
+        }
+    }
+    purged += purge_variants(variants).await;
+    let scanned = !to_scan.is_empty();
+    if scanned {
+        let selector = Selector::Url {
+            host: None,
+            path_and_query: pq.to_owned(),
+        };
+        purged += scan_zones(to_scan, selector, soft).await;
+    }
+    Outcome { purged, scanned }
+}
+
+/// Purges the primary `key` in each of `zones`; a soft purge of a Vary'd
+/// URL notes its marker in `variants`, whose variants are marked after
+/// (a hard purge removes the marker: its variants are unreachable).
+async fn purge_primary(
+    zones: &[&Arc<Zone>],
+    key: &KeyRef<'_>,
+    soft: bool,
+    variants: &mut Vec<(CacheKey, Arc<Zone>)>,
+) -> u64 {
+    let mut purged = 0;
+    for zone in zones {
+        if soft && is_marker(zone, key).await {
+            variants.push((key.to_owned_key(), (*zone).clone()));
+        }
+        if zone.purge_key(key, soft) {
+            purged += 1;
+        }
+    }
+    purged
+}
+
+/// Soft-purges the variants of the markers in `variants`.
+async fn purge_variants(variants: Vec<(CacheKey, Arc<Zone>)>) -> u64 {
+    let mut purged = 0;
+    for (key, zone) in variants {
+        let k = key.as_ref();
+        let selector = Selector::Prefix {
+            host: Some(k.host.to_owned()),
+            path: format!("{}\0v", k.path_and_query),
+        };
+        purged += scan_zones(vec![zone], selector, true).await;
+    }
+    purged
+}
+
+async fn is_marker(zone: &Zone, key: &KeyRef<'_>) -> bool {
+    zone.get(key).await.is_some_and(|o| o.vary_index.is_some())
+}
+
+/// Purges what `selector` (prefix, tag or all) matches in `zone`. Blocking.
+fn scan(zone: &Zone, selector: &Selector, soft: bool) -> u64 {
+    match (&zone.store, selector) {
+        (Store::Memory(tier), Selector::All) => tier.purge_all(soft),
+        (Store::Disk(tier), Selector::All) => tier.purge_all(soft),
+        (Store::Memory(tier), _) => tier.purge_matching(soft, &|key, object| {
+            matches(selector, key, || tags_in(&object.headers))
+        }),
+        (Store::Disk(tier), _) => tier.purge_matching(soft, &|key, tags| {
+            matches(selector, key, || tags.iter().map(String::as_str))
+        }),
+    }
+}
+
+/// True when `selector` takes the object under `key`; its tags are looked
+/// at by a tag purge only (a memory scan runs this under a shard lock).
+fn matches<'a, T: Iterator<Item = &'a str>>(
+    selector: &Selector,
+    key: &CacheKey,
+    tags: impl FnOnce() -> T,
+) -> bool {
+    let k = key.as_ref();
+    match selector {
+        Selector::Prefix { host, path } => {
+            host.as_deref().is_none_or(|h| h == k.host)
+                && k.path_and_query.starts_with(path.as_str())
+        }
+        Selector::Tag(tag) => tags().any(|t| t == tag),
+        Selector::All => true,
+        // A path on any host (a scan when the hosts are not all known): the
+        // response, or a variant of it; default keys only.
+        Selector::Url {
+            host: None,
+            path_and_query,
+        } => {
+            !k.scheme.is_empty()
+                && k.path_and_query
+                    .strip_prefix(path_and_query.as_str())
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with("\0v"))
+        }
+        Selector::Url { .. } | Selector::Key(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn bodies_name_exactly_one_selector() {
+        let p = Purge::from_json(br#"{"url": "/blog/post?id=1"}"#).unwrap();
+        assert_eq!(
+            p.selector,
+            Selector::Url {
+                host: None,
+                path_and_query: "/blog/post?id=1".into()
+            }
+        );
+        assert!(!p.soft);
+        let p = Purge::from_json(br#"{"url": "http://Example.COM/a", "soft": true}"#).unwrap();
+        assert_eq!(
+            p.selector,
+            Selector::Url {
+                host: Some("example.com".into()),
+                path_and_query: "/a".into()
+            }
+        );
+        assert!(p.soft);
+        // Normalised as requests are: the purge reaches what they stored.
+        let p = Purge::from_json(br#"{"url": "https://Example.COM:443/%61//./b?x=%61"}"#).unwrap();
+        assert_eq!(
+            p.selector,
+            Selector::Url {
+                host: Some("example.com".into()),
+                path_and_query: "/a/b?x=%61".into()
+            }
+        );
+        assert!(Purge::from_json(br#"{"url": "http://a b/x"}"#).is_err());
+        assert!(Purge::from_json(br#"{"url": "/%zz"}"#).is_err());
+        let p = Purge::from_json(br#"{"prefix": "/blog/"}"#).unwrap();
+        assert_eq!(
+            p.selector,
+            Selector::Prefix {
+                host: None,
+                path: "/blog/".into()
+            }
+        );
+        assert_eq!(
+            Purge::from_json(br#"{"tag": "post-1"}"#).unwrap().selector,
+            Selector::Tag("post-1".into())
+        );
+        assert_eq!(
+            Purge::from_json(br#"{"all": true}"#).unwrap().selector,
+            Selector::All
+        );
+        for bad in [
+            &br#"{}"#[..],
+            br#"{"url": "/a", "tag": "t"}"#,
+            br#"{"all": false}"#,
+            br#"{"url": "blog"}"#,
+            br#"{"tag": "a b"}"#,
+            br#"{"purge": "/"}"#,
+            br#"not json"#,
+        ] {
+            assert!(
+                Purge::from_json(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn prefixes_and_tags_match_keys_and_tag_lists() {
+        let key = CacheKey::new("http", "a.example", "/blog/1?x");
+        let prefix = |host: Option<&str>, path: &str| Selector::Prefix {
+            host: host.map(str::to_owned),
+            path: path.into(),
+        };
+        assert!(matches(&prefix(None, "/blog/"), &key, std::iter::empty));
+        assert!(matches(
+            &prefix(Some("a.example"), "/blog"),
+            &key,
+            std::iter::empty
+        ));
+        assert!(!matches(
+            &prefix(Some("b.example"), "/blog"),
+            &key,
+            std::iter::empty
+        ));
+        assert!(!matches(&prefix(None, "/blogs"), &key, std::iter::empty));
+        let tag = Selector::Tag("post-1".into());
+        assert!(matches(&tag, &key, || ["x", "post-1"].into_iter()));
+        assert!(!matches(&tag, &key, || ["post-10"].into_iter()));
+    }
+
+    #[test]
+    fn a_path_scan_matches_the_path_and_its_variants_on_any_host() {
+        let any_host = Selector::Url {
+            host: None,
+            path_and_query: "/x?a=1".into(),
+        };
+        let on = |scheme: &str, host: &str, pq: &str| {
+            matches(
+                &any_host,
+                &CacheKey::new(scheme, host, pq),
+                std::iter::empty,
+            )
+        };
+        assert!(on("http", "a.example", "/x?a=1"));
+        assert!(on("https", "b.example:8443", "/x?a=1"));
+        assert!(on("http", "a.example", "/x?a=1\0v1f\0en"));
+        assert!(!on("http", "a.example", "/x?a=10"));
+        assert!(!on("http", "a.example", "/x"));
+        // A rendered key is never taken by a path scan.
+        assert!(!on("", "", "/x?a=1"));
+        let one_host = Selector::Url {
+            host: Some("a.example".into()),
+            path_and_query: "/x?a=1".into(),
+        };
+        let key = CacheKey::new("http", "a.example", "/x?a=1");
+        assert!(!matches(&one_host, &key, std::iter::empty));
+    }
+
+    #[test]
+    fn default_keys_as_cache_status_shows_them_split_into_their_parts() {
+        let k = default_key_parts("http://127.0.0.1:28080/tag2?x=1").unwrap();
+        assert_eq!(
+            (k.scheme, k.host, k.path_and_query),
+            ("http", "127.0.0.1:28080", "/tag2?x=1")
+        );
+        let k = default_key_parts("https://calm.test/").unwrap();
+        assert_eq!(
+            (k.scheme, k.host, k.path_and_query),
+            ("https", "calm.test", "/")
+        );
+        // The parts hash as the stored key's.
+        let stored = CacheKey::new("https", "calm.test", "/");
+        assert_eq!(k.to_owned_key(), stored);
+        for text in ["calm.test/x", "ftp://h/x", "http:///x", "http://host", "/x"] {
+            assert!(default_key_parts(text).is_none(), "{text}");
+        }
+    }
+}

@@ -1,0 +1,316 @@
+//! Building client responses: from a stored object (content coding, client
+//! preconditions, ranges, targeted fields, `Age`, `Cache-Status`), from a
+//! relayed origin response, or from an error.
+
+use calmcache_core::{CacheStatus, CachedObject, Report};
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Response, StatusCode};
+use tokio::time::Instant;
+
+use crate::http::body::ResponseBody;
+use crate::http::compress::{self, Coding};
+use crate::http::conditional::{self, Precondition};
+use crate::http::error::ProxyError;
+use crate::http::headers::{set_age, set_cache_status};
+use crate::http::range;
+use crate::proxy::state::Route;
+
+/// What a response depends on in the request.
+pub struct Ask<'a> {
+    /// HEAD: headers only.
+    pub head_only: bool,
+    /// The client's request headers (preconditions, Range, Accept-Encoding).
+    pub headers: &'a HeaderMap,
+    /// The cache key for `Cache-Status`, when the route shows it.
+    pub key: Option<String>,
+}
+
+impl Ask<'_> {
+    /// A GET carrying `Range`.
+    pub fn wants_range(&self) -> bool {
+        !self.head_only && self.headers.contains_key(header::RANGE)
+    }
+}
+
+/// Answers from a stored object: shared body, fresh `Age` and `Cache-Status`.
+pub fn serve(
+    route: &Route,
+    object: &CachedObject,
+    mut report: Report,
+    ask: &Ask<'_>,
+    now: Instant,
+) -> Response<ResponseBody> {
+    // RFC 9211 §2.5: ttl is an integer; rounded to the nearest second.
+    report.ttl = Some(object.meta.ttl_left(now).round() as i64);
+    let mut status = object.status;
+    let mut headers = object.headers.clone();
+    let mut body = object.body.clone();
+    if !object.encodings.is_empty() {
+        if let Some((coding, encoded)) = pick_encoding(object, ask.headers) {
+            body = encoded;
+            headers.insert(
+                header::CONTENT_ENCODING,
+                HeaderValue::from_static(coding.as_str()),
+            );
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+            // RFC 9110 §8.8.3: another encoding is another representation.
+            if let Some(weak) = headers.get(header::ETAG).and_then(compress::weak_etag) {
+                headers.insert(header::ETAG, weak);
+            }
+        }
+    }
+    if object.has_targeted {
+        route.strip_targeted(&mut headers);
+    }
+    set_age(&mut headers, object.meta.age(now).as_secs());
+    // RFC 9110 §13.2.1: preconditions are ignored when the response would
+    // not be a 2xx.
+    if status.is_success() && conditional::has_preconditions(ask.headers) {
+        match conditional::evaluate(ask.headers, &headers) {
+            Precondition::Proceed => {}
+            Precondition::NotModified => {
+                status = StatusCode::NOT_MODIFIED;
+                conditional::not_modified_headers(&mut headers);
+                body = bytes::Bytes::new();
+            }
+            Precondition::Failed => {
+                status = StatusCode::PRECONDITION_FAILED;
+                conditional::precondition_failed_headers(&mut headers);
+                body = bytes::Bytes::new();
+            }
+        }
+    }
+    // Unless preconditions turned it into a 304 / 412 (no body).
+    if let Some(lazy) = object
+        .lazy_body
+        .as_ref()
+        .filter(|_| status == object.status)
+    {
+        // A large disk object: streamed from its file.
+        set_cache_status(&mut headers, &report, ask.key.as_deref());
+        route.activity.record(&report);
+        return lazy_response(route, lazy, status, headers, ask);
+    }
+    if status == StatusCode::OK && ask.wants_range() {
+        let plan = range::plan(ask.headers, &headers, body.len() as u64);
+        body = range::render(&plan, &mut status, &mut headers, &body);
+    }
+    set_cache_status(&mut headers, &report, ask.key.as_deref());
+    route.activity.record(&report);
+    let body = if ask.head_only {
+        ResponseBody::empty()
+    } else {
+        route.activity.bytes_from_cache.add(body.len() as u64);
+        ResponseBody::full(body)
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = status;
+    *resp.headers_mut() = headers;
+    resp
+}
+
+/// A 200 (or 206/416 for a range) whose body streams from a disk file.
+fn lazy_response(
+    route: &Route,
+    lazy: &calmcache_core::LazyBody,
+    mut status: StatusCode,
+    mut headers: HeaderMap,
+    ask: &Ask<'_>,
+) -> Response<ResponseBody> {
+    let mut start = 0;
+    let mut len = lazy.len;
+    if status == StatusCode::OK && ask.wants_range() {
+        match range::plan(ask.headers, &headers, lazy.len) {
+            range::RangePlan::Single(r) => {
+                status = StatusCode::PARTIAL_CONTENT;
+                start = r.start;
+                len = r.end - r.start + 1;
+                let value = format!("bytes {}-{}/{}", r.start, r.end, lazy.len);
+                if let Ok(value) = HeaderValue::from_str(&value) {
+                    headers.insert(header::CONTENT_RANGE, value);
+                }
+            }
+            range::RangePlan::Unsatisfiable => {
+                let mut none = bytes::Bytes::new();
+                none = range::render(
+                    &range::RangePlan::Unsatisfiable,
+                    &mut status,
+                    &mut headers,
+                    &none,
+                );
+                let mut resp = Response::new(ResponseBody::full(none));
+                *resp.status_mut() = status;
+                *resp.headers_mut() = headers;
+                return resp;
+            }
+            // Several ranges of a large file: the whole body (RFC 9110 §14.2
+            // lets a server ignore Range).
+            range::RangePlan::Multi(_) | range::RangePlan::Full => {}
+        }
+    }
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    let body = if ask.head_only {
+        ResponseBody::empty()
+    } else {
+        route.activity.bytes_from_cache.add(len);
+        crate::http::file_body::file_body(lazy, start, len, start == 0 && len == lazy.len)
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = status;
+    *resp.headers_mut() = headers;
+    resp
+}
+
+/// Answers from a response still arriving (read-while-write): its head now,
+/// its body as it comes. Preconditions are answered from the head; a Range
+/// gets the whole 200 (RFC 9110 §14.2 lets a server ignore it).
+pub fn serve_streaming(
+    route: &Route,
+    head: &crate::proxy::growing::StreamingHead,
+    mut report: Report,
+    ask: &Ask<'_>,
+) -> Response<ResponseBody> {
+    report.ttl = Some(head.ttl.round() as i64);
+    let mut status = head.status;
+    let mut headers = head.headers.clone();
+    route.strip_targeted(&mut headers);
+    set_age(&mut headers, 0);
+    let mut with_body = !ask.head_only;
+    if status.is_success() && conditional::has_preconditions(ask.headers) {
+        match conditional::evaluate(ask.headers, &headers) {
+            Precondition::Proceed => {}
+            Precondition::NotModified => {
+                status = StatusCode::NOT_MODIFIED;
+                conditional::not_modified_headers(&mut headers);
+                with_body = false;
+            }
+            Precondition::Failed => {
+                status = StatusCode::PRECONDITION_FAILED;
+                conditional::precondition_failed_headers(&mut headers);
+                with_body = false;
+            }
+        }
+    }
+    set_cache_status(&mut headers, &report, ask.key.as_deref());
+    route.activity.record(&report);
+    let body = if with_body {
+        // Counted when known (a chunked body's length is not, yet).
+        route
+            .activity
+            .bytes_from_cache
+            .add(head.growing.len.unwrap_or(0));
+        head.first.take().unwrap_or_else(|| head.growing.reader())
+    } else {
+        // A reader nobody will read must not hold the body back.
+        drop(head.first.take());
+        ResponseBody::empty()
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = status;
+    *resp.headers_mut() = headers;
+    resp
+}
+
+/// The encoding of `object` the client's `Accept-Encoding` prefers, if any.
+fn pick_encoding(object: &CachedObject, request: &HeaderMap) -> Option<(Coding, bytes::Bytes)> {
+    let available: Vec<Coding> = object
+        .encodings
+        .iter()
+        .filter_map(|e| Coding::parse(e.coding))
+        .collect();
+    let coding = compress::negotiate(request.get_all(header::ACCEPT_ENCODING).iter(), &available)?;
+    Some((coding, object.encoding(coding.as_str())?.clone()))
+}
+
+/// Relays an origin response that was not stored, answering the client's
+/// preconditions from it when they match (the upstream request carried none).
+pub fn relay(
+    route: &Route,
+    mut resp: Response<ResponseBody>,
+    report: Report,
+    ask: &Ask<'_>,
+) -> Response<ResponseBody> {
+    if resp.status() == StatusCode::OK && conditional::has_preconditions(ask.headers) {
+        let answer = conditional::evaluate(ask.headers, resp.headers());
+        if answer != Precondition::Proceed {
+            let not_modified = answer == Precondition::NotModified;
+            *resp.status_mut() = if not_modified {
+                StatusCode::NOT_MODIFIED
+            } else {
+                StatusCode::PRECONDITION_FAILED
+            };
+            if not_modified {
+                conditional::not_modified_headers(resp.headers_mut());
+            } else {
+                conditional::precondition_failed_headers(resp.headers_mut());
+            }
+            *resp.body_mut() = ResponseBody::empty();
+        }
+    }
+    if ask.head_only {
+        *resp.body_mut() = ResponseBody::empty();
+    }
+    route.strip_targeted(resp.headers_mut());
+    set_cache_status(resp.headers_mut(), &report, ask.key.as_deref());
+    route.activity.record(&report);
+    resp
+}
+
+/// A short error page; the one place errors meet clients.
+pub fn error_response(e: &ProxyError, report: &Report) -> Response<ResponseBody> {
+    plain(
+        e.status(),
+        bytes::Bytes::from_static(e.body().as_bytes()),
+        report,
+    )
+}
+
+/// A follower's copy of the error answer its leader got from the origin
+/// (see `fill::ErrorAnswer`): relayed as the leader's was.
+pub fn error_answer(
+    route: &Route,
+    answer: &crate::proxy::fill::ErrorAnswer,
+    report: Report,
+    ask: &Ask<'_>,
+) -> Response<ResponseBody> {
+    let mut resp = Response::new(ResponseBody::full(answer.body.clone()));
+    *resp.status_mut() = answer.status;
+    *resp.headers_mut() = answer.headers.clone();
+    resp.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(answer.body.len()));
+    relay(route, resp, report, ask)
+}
+
+/// The answer to a request the edge refused: the status line's reason and
+/// what was wrong (a fixed description, never the client's bytes echoed).
+pub fn refusal_response(e: &ProxyError, report: &Report) -> Response<ResponseBody> {
+    let reason = e.status().canonical_reason().unwrap_or("refused");
+    let body = format!("{} {reason}: {}\n", e.status().as_u16(), e.cause);
+    plain(e.status(), bytes::Bytes::from(body), report)
+}
+
+/// A 504 for `only-if-cached` with nothing usable stored (RFC 9111 §5.2.1.7).
+pub fn only_if_cached(route: &Route, fwd: calmcache_core::Fwd) -> Response<ResponseBody> {
+    let mut report = CacheStatus::MissNotStored
+        .report()
+        .fwd(fwd)
+        .detail("only-if-cached");
+    report.stored = false;
+    route.activity.record(&report);
+    plain(
+        StatusCode::GATEWAY_TIMEOUT,
+        bytes::Bytes::from_static(b"not in cache (only-if-cached)\n"),
+        &report,
+    )
+}
+
+fn plain(status: StatusCode, body: bytes::Bytes, report: &Report) -> Response<ResponseBody> {
+    let mut resp = Response::new(ResponseBody::full(body));
+    *resp.status_mut() = status;
+    set_cache_status(resp.headers_mut(), report, None);
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
+}

@@ -1,0 +1,5 @@
+//! Running a proxy: listeners, workers, limits, reloads and graceful stop.
+
+pub mod preflight;
+pub mod reload;
+pub mod server;

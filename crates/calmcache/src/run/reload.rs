@@ -1,0 +1,321 @@
+//! Reload: a new config applied to the running proxy without dropping a
+//! connection (SIGHUP, `calmcache reload`, `POST /reload`).
+//!
+//! [`Reloader::reload_file`] reads the config file again; an invalid one
+//! changes nothing and every problem is logged and returned. A valid one
+//! becomes a new generation of [`Proxy`]: routes, upstreams and admin
+//! settings are new (a server whose health settings are unchanged keeps
+//! its health; active checks restart), zones of the same name and storage are the same
+//! objects (contents kept), and metrics, fetches in flight and the access
+//! log carry over. Listen addresses that are new are bound first (a taken
+//! port fails the reload before anything changed), then every worker
+//! thread switches generation (requests already running finish on the
+//! old one), then listeners no longer configured stop accepting and drain.
+//! `threads`, `max_connections`, `backlog` and `[access_log]` apply at the
+//! next restart, and the outcome says so when they changed.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::config::Config;
+use crate::proxy::state::Proxy;
+use crate::run::server::{self, Bound, ListenConf, Live, StartError, WorkerSlot};
+
+/// What a successful reload did, in words for the log and the admin API.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Outcome {
+    /// Changes applied and changes waiting for a restart.
+    pub notes: Vec<String>,
+}
+
+/// The running proxy's reloadable parts.
+pub struct Reloader {
+    /// What requests and accept loops read.
+    pub(crate) live: Arc<Live>,
+    state: Mutex<State>,
+    stopped: watch::Receiver<bool>,
+}
+
+struct State {
+    slots: Vec<Arc<WorkerSlot>>,
+    bound: Vec<Bound>,
+    admin: Option<AdminBound>,
+    config: Config,
+    path: Option<PathBuf>,
+    /// Stops the current generation's warm-up tasks and health checks.
+    warm_stop: watch::Sender<bool>,
+}
+
+struct AdminBound {
+    asked: SocketAddr,
+    stop: watch::Sender<bool>,
+}
+
+impl Reloader {
+    pub(crate) fn new(
+        live: Arc<Live>,
+        slots: Vec<Arc<WorkerSlot>>,
+        bound: Vec<Bound>,
+        config: Config,
+        path: Option<PathBuf>,
+        stopped: watch::Receiver<bool>,
+    ) -> Reloader {
+        Reloader {
+            live,
+            state: Mutex::new(State {
+                slots,
+                bound,
+                admin: None,
+                config,
+                path,
+                warm_stop: watch::channel(false).0,
+            }),
+            stopped,
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Binds the admin listener and serves it (into `tasks` at start, on
+    /// its own task at a reload).
+    pub(crate) fn serve_admin(
+        self: &Arc<Self>,
+        addr: SocketAddr,
+        tasks: &mut JoinSet<()>,
+    ) -> Result<SocketAddr, StartError> {
+        let listener = server::bind(addr)?;
+        let actual = listener.local_addr().unwrap_or(addr);
+        let (stop, own) = watch::channel(false);
+        tasks.spawn(server::admin_loop(
+            listener,
+            self.stopped.clone(),
+            own,
+            self.clone(),
+        ));
+        self.state().admin = Some(AdminBound { asked: addr, stop });
+        Ok(actual)
+    }
+
+    /// Starts keeping `proxy`'s `warm` paths fresh and its upstreams'
+    /// active health checks, stopping the previous generation's tasks.
+    pub(crate) fn start_warm(&self, proxy: &Arc<Proxy>) {
+        let mut state = self.state();
+        let first = |tls: bool| state.bound.iter().find(|b| b.tls == tls).map(|b| b.actual);
+        let listeners = crate::proxy::warm::Listeners {
+            plain: first(false),
+            tls: first(true),
+        };
+        let (stop, stopped) = watch::channel(false);
+        let old = std::mem::replace(&mut state.warm_stop, stop);
+        let _ = old.send(true);
+        // Either stop ends them: a reload or the proxy's shutdown.
+        let stopped = merge(stopped, self.stopped.clone());
+        for upstream in &proxy.upstreams {
+            upstream.start_checks(&stopped);
+        }
+        crate::proxy::warm::start(proxy, listeners, stopped);
+    }
+
+    /// Reads the config file the proxy was started from and applies it.
+    pub async fn reload_file(self: &Arc<Self>) -> Result<Outcome, Vec<String>> {
+        let path = self.state().path.clone();
+        let Some(path) = path else {
+            return Err(vec![
+                "this proxy was started without a config file (demo or embedded config): \
+                 nothing to read again"
+                    .to_string(),
+            ]);
+        };
+        let read = {
+            let path = path.clone();
+            tokio::task::spawn_blocking(move || crate::run::preflight::load(&path)).await
+        };
+        let config = match read {
+            Ok(Ok(config)) => config,
+            Ok(Err(e)) => {
+                self.live.proxy().metrics.reloads_failed.inc();
+                let errors: Vec<String> = e.to_string().lines().map(str::to_owned).collect();
+                for line in &errors {
+                    tracing::error!("reload refused, still running the previous config: {line}");
+                }
+                return Err(errors);
+            }
+            Err(e) => return Err(vec![format!("reload task failed: {e}")]),
+        };
+        self.apply(config).await
+    }
+
+    /// Applies a valid config: new generation, listeners re-bound. On an
+    /// error (a port taken, a zone directory unusable) nothing changed.
+    pub async fn apply(self: &Arc<Self>, config: Config) -> Result<Outcome, Vec<String>> {
+        let result = self.apply_now(config);
+        let metrics = self.live.proxy().metrics.clone();
+        match &result {
+            Ok(outcome) => {
+                metrics.reloads_ok.inc();
+                tracing::info!(changes = ?outcome.notes, "config reloaded");
+            }
+            Err(errors) => {
+                metrics.reloads_failed.inc();
+                for e in errors {
+                    tracing::error!("reload refused, still running the previous config: {e}");
+                }
+            }
+        }
+        result
+    }
+
+    fn apply_now(self: &Arc<Self>, config: Config) -> Result<Outcome, Vec<String>> {
+        let mut state = self.state();
+        let mut notes = restart_only(&state.config, &config);
+        let old = self.live.proxy();
+        let proxy = Proxy::new(&config, Some(&old), &mut notes).map_err(|e| vec![e])?;
+        // New addresses first: a failure here leaves everything as it was.
+        let backlog = i32::try_from(state.config.server.backlog).unwrap_or(i32::MAX);
+        let wanted: Vec<(SocketAddr, bool)> = config
+            .server
+            .listen
+            .iter()
+            .map(|a| (*a, false))
+            .chain(config.server.tls_listen.iter().map(|a| (*a, true)))
+            .collect();
+        // Each configured address keeps the listener asked for the same way
+        // (port 0 included: it keeps the port it got).
+        let mut kept = vec![false; state.bound.len()];
+        let mut added = Vec::new();
+        for &(addr, tls) in &wanted {
+            let same = (0..state.bound.len())
+                .find(|&i| !kept[i] && state.bound[i].asked == addr && state.bound[i].tls == tls);
+            if let Some(i) = same {
+                kept[i] = true;
+                continue;
+            }
+            match server::bind_on_workers(addr, tls, backlog, &state.slots) {
+                Ok(b) => {
+                    notes.push(format!("now listening on {} ({})", b.actual, kind(tls)));
+                    added.push(b);
+                }
+                Err(e) => {
+                    for b in added {
+                        let _ = b.stop.send(true);
+                    }
+                    return Err(vec![e.to_string()]);
+                }
+            }
+        }
+        let admin_wanted = config.admin.as_ref().map(|a| a.listen);
+        let admin_changed = state.admin.as_ref().map(|a| a.asked) != admin_wanted;
+        let mut new_admin = None;
+        if admin_changed {
+            if let Some(addr) = admin_wanted {
+                match server::bind(addr) {
+                    Ok(listener) => new_admin = Some((addr, listener)),
+                    Err(e) => {
+                        for b in added {
+                            let _ = b.stop.send(true);
+                        }
+                        return Err(vec![e.to_string()]);
+                    }
+                }
+            }
+        }
+        // The switch: every request from here on sees the new generation.
+        proxy.start_background(Some(&old));
+        self.live.set(proxy.clone(), ListenConf::of(&config));
+        for slot in &state.slots {
+            slot.switch(proxy.clone());
+        }
+        // Listeners no longer configured stop accepting and drain.
+        let mut bound = Vec::new();
+        for (b, keep) in std::mem::take(&mut state.bound).into_iter().zip(kept) {
+            if keep {
+                bound.push(b);
+            } else {
+                notes.push(format!(
+                    "stopped listening on {} ({})",
+                    b.actual,
+                    kind(b.tls)
+                ));
+                let _ = b.stop.send(true);
+            }
+        }
+        bound.extend(added);
+        state.bound = bound;
+        if admin_changed {
+            if let Some(old) = state.admin.take() {
+                let _ = old.stop.send(true);
+                notes.push(format!("admin API no longer on {}", old.asked));
+            }
+            if let Some((asked, listener)) = new_admin {
+                let actual = listener.local_addr().unwrap_or(asked);
+                let (stop, own) = watch::channel(false);
+                tokio::spawn(server::admin_loop(
+                    listener,
+                    self.stopped.clone(),
+                    own,
+                    self.clone(),
+                ));
+                state.admin = Some(AdminBound { asked, stop });
+                notes.push(format!("admin API now on {actual}"));
+            }
+        }
+        state.config = config;
+        drop(state);
+        self.start_warm(&proxy);
+        Ok(Outcome { notes })
+    }
+
+    /// `server.shutdown_timeout` of the config running now.
+    pub fn shutdown_timeout(&self) -> std::time::Duration {
+        self.state().config.server.shutdown_timeout
+    }
+}
+
+fn kind(tls: bool) -> &'static str {
+    if tls {
+        "TLS"
+    } else {
+        "plain HTTP"
+    }
+}
+
+/// Settings a running proxy cannot change, named when a reload changes them.
+fn restart_only(old: &Config, new: &Config) -> Vec<String> {
+    let mut notes = Vec::new();
+    let (o, n) = (&old.server, &new.server);
+    for (key, changed) in [
+        ("server.threads", o.threads != n.threads),
+        (
+            "server.max_connections",
+            o.max_connections != n.max_connections,
+        ),
+        ("server.backlog", o.backlog != n.backlog),
+        ("access_log", old.access_log != new.access_log),
+    ] {
+        if changed {
+            notes.push(format!("{key}: changed; applies at the next restart"));
+        }
+    }
+    notes
+}
+
+/// A receiver that turns true when either `a` or `b` does.
+fn merge(a: watch::Receiver<bool>, b: watch::Receiver<bool>) -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(*a.borrow() || *b.borrow());
+    tokio::spawn(async move {
+        let (mut a, mut b) = (a, b);
+        tokio::select! {
+            _ = a.wait_for(|v| *v) => {}
+            _ = b.wait_for(|v| *v) => {}
+            _ = tx.closed() => return,
+        }
+        let _ = tx.send(true);
+    });
+    rx
+}

@@ -1,0 +1,403 @@
+//! Latency histograms, connection gauges and what one answered request
+//! learned on its way (its cache status class, the upstream call it made),
+//! for `/status`, `GET /metrics` and the access log.
+//!
+//! Histograms are fixed arrays of relaxed atomics (no lock, no allocation
+//! per observation). The class of an answer is noted in a task-local cell
+//! by [`note_class`] where the answer is counted, and read back by the
+//! request's top-level handler, which times the whole answer.
+
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use calmcache_core::CacheStatus;
+use serde::Serialize;
+
+use crate::telemetry::stats::Counter;
+
+/// Upper bounds of the latency buckets, in seconds (then +Inf).
+pub const BOUNDS: [f64; 16] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+];
+
+/// A latency histogram.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    /// Non-cumulative counts, one per bound and one for +Inf.
+    buckets: [AtomicU64; BOUNDS.len() + 1],
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    /// Counts one observation.
+    pub fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        let i = BOUNDS
+            .iter()
+            .position(|&b| secs <= b)
+            .unwrap_or(BOUNDS.len());
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.sum_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+
+    /// Cumulative counts, as Prometheus and `/status` show them.
+    pub fn snapshot(&self) -> HistogramSnapshot {
+        let mut running = 0;
+        let buckets: Vec<u64> = self
+            .buckets
+            .iter()
+            .map(|b| {
+                running += b.load(Ordering::Relaxed);
+                running
+            })
+            .collect();
+        HistogramSnapshot {
+            count: running,
+            sum_seconds: self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6,
+            buckets,
+        }
+    }
+}
+
+/// A histogram at one instant.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct HistogramSnapshot {
+    /// Observations.
+    pub count: u64,
+    /// Sum of the observations, in seconds.
+    pub sum_seconds: f64,
+    /// Cumulative counts per bound of [`BOUNDS`], then +Inf (= count).
+    pub buckets: Vec<u64>,
+}
+
+/// The five classes of answers the dashboard and metrics break down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// Fresh from the cache.
+    Hit = 0,
+    /// Fetched from the origin (stored or not, waited for or not).
+    Miss = 1,
+    /// A stale copy served (stale-while-revalidate, stale-if-error...).
+    Stale = 2,
+    /// Revalidated with the origin (304), the stored body reused.
+    Revalidated = 3,
+    /// Passed through without the cache.
+    Bypass = 4,
+}
+
+impl Class {
+    /// Every class, in label order.
+    pub const ALL: [Class; 5] = [
+        Class::Hit,
+        Class::Miss,
+        Class::Stale,
+        Class::Revalidated,
+        Class::Bypass,
+    ];
+
+    /// The class of an answer with this cache status.
+    pub fn of(status: CacheStatus) -> Class {
+        match status {
+            CacheStatus::Hit | CacheStatus::HitRefreshEarly => Class::Hit,
+            CacheStatus::StaleWhileRevalidate
+            | CacheStatus::StaleRefreshInFlight
+            | CacheStatus::StaleIfError => Class::Stale,
+            CacheStatus::Revalidated => Class::Revalidated,
+            CacheStatus::MissStored
+            | CacheStatus::MissNotStored
+            | CacheStatus::MissCollapsed
+            | CacheStatus::ExpiredStored
+            | CacheStatus::ExpiredCollapsed
+            | CacheStatus::RequestForced
+            | CacheStatus::RefreshedEarly => Class::Miss,
+            CacheStatus::Bypass => Class::Bypass,
+        }
+    }
+
+    /// Its label: `hit`, `miss`, `stale`, `revalidated`, `bypass`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Class::Hit => "hit",
+            Class::Miss => "miss",
+            Class::Stale => "stale",
+            Class::Revalidated => "revalidated",
+            Class::Bypass => "bypass",
+        }
+    }
+
+    fn from_index(i: u8) -> Option<Class> {
+        Class::ALL.get(usize::from(i)).copied()
+    }
+}
+
+/// Process-wide gauges and histograms (per-route counters live in
+/// `stats::Activity`, per-upstream ones in [`UpstreamStats`]).
+#[derive(Debug)]
+pub struct Metrics {
+    /// When the proxy started.
+    pub started: Instant,
+    /// Client connections open now.
+    pub connections_active: AtomicU64,
+    /// Client connections accepted since start.
+    pub connections_accepted: Counter,
+    /// `server.max_connections` slots, taken before each accept.
+    pub connection_slots: Option<Arc<tokio::sync::Semaphore>>,
+    /// Time to the response head of every answer, by [`Class`]; their
+    /// counts are the answers per class (disjoint).
+    pub latency: [Histogram; 5],
+    /// Purge requests served (admin and `PURGE`).
+    pub purge_requests: Counter,
+    /// Objects removed or marked stale by purges.
+    pub purged_objects: Counter,
+    /// WebSocket tunnels open now (from the upstream's 101 to the close).
+    pub websockets_active: AtomicU64,
+    /// WebSocket tunnels opened since start.
+    pub websockets_total: Counter,
+    /// Reloads applied (SIGHUP, `POST /reload`).
+    pub reloads_ok: Counter,
+    /// Reloads refused (invalid config, a port taken); the config before stays.
+    pub reloads_failed: Counter,
+    /// Requests the edge refused (400, 417, 501) before routing.
+    pub requests_refused: Counter,
+    /// Response bodies held in RAM by fills in progress (`max_inflight_body`).
+    pub inflight: Arc<crate::telemetry::inflight::Inflight>,
+    /// Client connections closed, and HTTP/2 streams reset, because the
+    /// client took no bytes for `server.send_timeout`.
+    pub send_timeouts: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            started: Instant::now(),
+            connections_active: AtomicU64::new(0),
+            connections_accepted: Counter::default(),
+            connection_slots: None,
+            latency: Default::default(),
+            purge_requests: Counter::default(),
+            purged_objects: Counter::default(),
+            websockets_active: AtomicU64::new(0),
+            websockets_total: Counter::default(),
+            reloads_ok: Counter::default(),
+            reloads_failed: Counter::default(),
+            requests_refused: Counter::default(),
+            inflight: Arc::new(crate::telemetry::inflight::Inflight::new(
+                crate::config::DEFAULT_MAX_INFLIGHT_BODY,
+            )),
+            send_timeouts: Counter::default(),
+        }
+    }
+}
+
+impl Metrics {
+    /// Counts one answer of class `class` that took `elapsed`.
+    pub fn answered(&self, class: Class, elapsed: Duration) {
+        self.latency[class as usize].observe(elapsed);
+    }
+
+    /// Metrics whose connections are bounded by `max_connections`.
+    pub fn with_max_connections(max_connections: usize) -> Metrics {
+        Metrics {
+            connection_slots: Some(Arc::new(tokio::sync::Semaphore::new(max_connections))),
+            ..Metrics::default()
+        }
+    }
+
+    /// A connection opened (holding `slot`, if connections are bounded);
+    /// the guard closes it in the gauge and frees the slot when dropped.
+    pub fn connection(
+        self: &Arc<Self>,
+        slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> ConnectionGuard {
+        self.connections_accepted.inc();
+        self.connections_active.fetch_add(1, Ordering::Relaxed);
+        ConnectionGuard {
+            metrics: self.clone(),
+            _slot: slot,
+        }
+    }
+}
+
+/// Decrements the active connections (and frees the connection's slot)
+/// when the connection ends.
+pub struct ConnectionGuard {
+    metrics: Arc<Metrics>,
+    /// Released when the guard drops.
+    _slot: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl ConnectionGuard {
+    /// The metrics this connection is counted in.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+}
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.metrics
+            .connections_active
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Metrics {
+    /// A WebSocket tunnel opened; the guard closes it in the gauge when dropped.
+    pub fn tunnel(self: &Arc<Self>) -> TunnelGuard {
+        self.websockets_total.inc();
+        self.websockets_active.fetch_add(1, Ordering::Relaxed);
+        TunnelGuard(self.clone())
+    }
+}
+
+/// Decrements the active WebSocket tunnels when the tunnel ends.
+pub struct TunnelGuard(Arc<Metrics>);
+
+impl Drop for TunnelGuard {
+    fn drop(&mut self) {
+        self.0.websockets_active.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Requests, errors and latency (to the response head) of one upstream.
+#[derive(Debug, Default)]
+pub struct UpstreamStats {
+    /// Requests sent.
+    pub requests: Counter,
+    /// Requests that failed (refused, timed out, broken) or answered 5xx.
+    pub errors: Counter,
+    /// Time from sending to the response head.
+    pub latency: Histogram,
+    /// Requests sent to another server because the one round robin chose
+    /// was down.
+    pub skipped: Counter,
+    /// Requests refused at once because every server was down.
+    pub all_down: Counter,
+}
+
+/// One call to an upstream server, for the access log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UpstreamCall {
+    /// The server's address, when it was a socket address.
+    pub addr: Option<SocketAddr>,
+    /// Time to its response head (or its failure).
+    pub elapsed: Duration,
+}
+
+/// What an answered request learned, attached to the response as an
+/// extension when the access log is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Served {
+    /// The class of the answer (`None`: an error before any route).
+    pub class: Option<Class>,
+    /// The last upstream call made for it, if any.
+    pub upstream: Option<UpstreamCall>,
+}
+
+/// Where a request's upstream call is noted (only with an access log).
+pub type CallSlot = Arc<Mutex<Option<UpstreamCall>>>;
+
+tokio::task_local! {
+    static CLASS: Cell<u8>;
+    static CALL: Option<CallSlot>;
+}
+
+const NO_CLASS: u8 = u8::MAX;
+
+/// Runs `fut` (one request's answer) with a class cell and, when `slot` is
+/// given, an upstream call slot; returns its output and the class noted.
+pub async fn scoped<F: std::future::Future>(
+    slot: Option<CallSlot>,
+    fut: F,
+) -> (F::Output, Option<Class>) {
+    CLASS
+        .scope(Cell::new(NO_CLASS), async {
+            let out = CALL.scope(slot, fut).await;
+            let class = CLASS.with(Cell::get);
+            (out, Class::from_index(class))
+        })
+        .await
+}
+
+/// Notes the class of the answer being produced (no-op outside [`scoped`]).
+pub fn note_class(status: CacheStatus) {
+    let _ = CLASS.try_with(|c| c.set(Class::of(status) as u8));
+}
+
+/// The current request's call slot, to hand to a fill it spawns.
+pub fn call_slot() -> Option<CallSlot> {
+    CALL.try_with(Clone::clone).ok().flatten()
+}
+
+/// Runs `fut` (a spawned fetch) noting its upstream calls in `slot`.
+pub async fn with_call_slot<F: std::future::Future>(slot: Option<CallSlot>, fut: F) -> F::Output {
+    CALL.scope(slot, fut).await
+}
+
+/// Notes an upstream call for the access log (no-op unless one is on).
+pub fn note_call(call: UpstreamCall) {
+    let _ = CALL.try_with(|slot| {
+        if let Some(slot) = slot {
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(call);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn observations_land_in_cumulative_buckets() {
+        let h = Histogram::default();
+        h.observe(Duration::from_micros(50)); // <= 0.0001
+        h.observe(Duration::from_micros(100)); // == 0.0001
+        h.observe(Duration::from_millis(3)); // <= 0.005
+        h.observe(Duration::from_secs(60)); // +Inf
+        let s = h.snapshot();
+        assert_eq!(s.count, 4);
+        assert_eq!(s.buckets.len(), BOUNDS.len() + 1);
+        assert_eq!(s.buckets[0], 2);
+        assert_eq!(s.buckets[4], 2, "0.0025: not yet the 3 ms one");
+        assert_eq!(s.buckets[5], 3);
+        assert_eq!(s.buckets[15], 3);
+        assert_eq!(s.buckets[16], 4);
+        assert!((s.sum_seconds - 60.00315).abs() < 1e-9);
+    }
+
+    #[tokio::test]
+    async fn the_class_noted_inside_the_scope_comes_back() {
+        let ((), class) = scoped(None, async { note_class(CacheStatus::Revalidated) }).await;
+        assert_eq!(class, Some(Class::Revalidated));
+        let ((), class) = scoped(None, async {}).await;
+        assert_eq!(class, None);
+        note_class(CacheStatus::Hit); // outside: ignored, no panic
+    }
+
+    #[tokio::test]
+    async fn a_call_noted_in_a_spawned_fetch_reaches_the_request() {
+        let slot: CallSlot = Arc::default();
+        let ((), _) = scoped(Some(slot.clone()), async {
+            let handed = call_slot();
+            tokio::spawn(with_call_slot(handed, async {
+                note_call(UpstreamCall {
+                    addr: None,
+                    elapsed: Duration::from_millis(7),
+                });
+            }))
+            .await
+            .unwrap();
+        })
+        .await;
+        assert_eq!(
+            slot.lock().unwrap().unwrap().elapsed,
+            Duration::from_millis(7)
+        );
+    }
+}

@@ -1,0 +1,221 @@
+//! Activity counters per route and per zone, read by `GET /status`.
+//!
+//! Plain relaxed atomics: counting costs a hit no lock.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use calmcache_core::{CacheStatus, Report};
+use serde::Serialize;
+
+/// A counter bumped from any worker.
+#[derive(Default, Debug)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds one.
+    pub fn inc(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds `n`.
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Current value.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// What a route (or a zone) has done since start.
+#[derive(Default, Debug)]
+pub struct Activity {
+    /// Answered fresh from the cache.
+    pub hits: Counter,
+    /// Not in the cache, or expired: the client waited for the origin.
+    pub misses: Counter,
+    /// Answered with a stale copy (stale-while-revalidate or stale-if-error).
+    pub stale_served: Counter,
+    /// Waited for another request's fetch instead of going upstream.
+    pub coalesced_waits: Counter,
+    /// Early refreshes started (PER in the request's path, SUS in the background);
+    /// a draw while the key is already being refreshed does not count.
+    pub early_refreshes: Counter,
+    /// Refreshes run in the background (SUS, stale-while-revalidate, warm).
+    pub background_refreshes: Counter,
+    /// Background refreshes skipped because `refresh_concurrency` was full.
+    pub refreshes_skipped: Counter,
+    /// Fills cancelled because their requester went away (closed, reset)
+    /// with nobody else waiting and no `refresh_concurrency` slot free.
+    pub fills_cancelled: Counter,
+    /// Requests sent to the origin without waiting for a fetch in flight
+    /// because their key is marked hit-for-miss.
+    pub hit_for_miss: Counter,
+    /// Requests sent to the origin.
+    pub upstream_requests: Counter,
+    /// Origin requests that failed (refused, timeout, broken) or answered 5xx.
+    pub upstream_errors: Counter,
+    /// Passed through without caching (method, no zone).
+    pub bypass: Counter,
+    /// Body bytes sent to clients from the cache.
+    pub bytes_from_cache: Counter,
+    /// Objects stored.
+    pub stores: Counter,
+    /// Stored URIs removed after an unsafe method (RFC 9111 §4.4).
+    pub invalidations: Counter,
+    /// Answers revalidated with the origin (a 304; also counted in `misses`).
+    pub revalidated: Counter,
+}
+
+impl Activity {
+    /// Counts one answered request by how it was produced.
+    pub fn record(&self, report: &Report) {
+        crate::telemetry::metrics::note_class(report.status);
+        if report.status == CacheStatus::Revalidated {
+            self.revalidated.inc();
+        }
+        match report.status {
+            CacheStatus::Hit | CacheStatus::HitRefreshEarly => self.hits.inc(),
+            CacheStatus::StaleWhileRevalidate
+            | CacheStatus::StaleRefreshInFlight
+            | CacheStatus::StaleIfError => self.stale_served.inc(),
+            CacheStatus::MissStored
+            | CacheStatus::MissNotStored
+            | CacheStatus::MissCollapsed
+            | CacheStatus::ExpiredStored
+            | CacheStatus::ExpiredCollapsed
+            | CacheStatus::Revalidated
+            | CacheStatus::RequestForced
+            | CacheStatus::RefreshedEarly => self.misses.inc(),
+            CacheStatus::Bypass => self.bypass.inc(),
+        }
+        if report.collapsed {
+            self.coalesced_waits.inc();
+        }
+    }
+
+    /// Counts one call to the upstream by its result: an origin request,
+    /// and an origin error when it failed. A request refused at once because
+    /// every server is down never reached the origin: it is neither (the
+    /// upstream's `all_down` counts it).
+    pub fn upstream_call<T>(&self, result: &Result<T, crate::http::error::ProxyError>) {
+        match result {
+            Ok(_) => self.upstream_requests.inc(),
+            Err(e) => self.upstream_failed(e),
+        }
+    }
+
+    /// [`Activity::upstream_call`] for a call that failed with `e`.
+    pub fn upstream_failed(&self, e: &crate::http::error::ProxyError) {
+        if !e.repeats() {
+            self.upstream_requests.inc();
+            self.upstream_errors.inc();
+        }
+    }
+
+    /// A JSON-ready copy. `requests` is derived: every answer is counted in
+    /// exactly one of hits, misses, stale_served and bypass, which spares a
+    /// hit one atomic add on a cache line all workers share.
+    pub fn snapshot(&self) -> ActivitySnapshot {
+        let (hits, misses, stale_served) =
+            (self.hits.get(), self.misses.get(), self.stale_served.get());
+        let bypass = self.bypass.get();
+        ActivitySnapshot {
+            requests: hits + misses + stale_served + bypass,
+            hits,
+            misses,
+            stale_served,
+            coalesced_waits: self.coalesced_waits.get(),
+            early_refreshes: self.early_refreshes.get(),
+            background_refreshes: self.background_refreshes.get(),
+            refreshes_skipped: self.refreshes_skipped.get(),
+            fills_cancelled: self.fills_cancelled.get(),
+            hit_for_miss: self.hit_for_miss.get(),
+            upstream_requests: self.upstream_requests.get(),
+            upstream_errors: self.upstream_errors.get(),
+            bypass,
+            bytes_from_cache: self.bytes_from_cache.get(),
+            stores: self.stores.get(),
+            invalidations: self.invalidations.get(),
+            revalidated: self.revalidated.get(),
+        }
+    }
+}
+
+/// Counter values at one instant, as served by `/status`.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct ActivitySnapshot {
+    pub requests: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub stale_served: u64,
+    pub coalesced_waits: u64,
+    pub early_refreshes: u64,
+    pub background_refreshes: u64,
+    pub refreshes_skipped: u64,
+    pub fills_cancelled: u64,
+    pub hit_for_miss: u64,
+    pub upstream_requests: u64,
+    pub upstream_errors: u64,
+    pub bypass: u64,
+    pub bytes_from_cache: u64,
+    pub stores: u64,
+    pub invalidations: u64,
+    pub revalidated: u64,
+}
+
+impl std::ops::AddAssign<&ActivitySnapshot> for ActivitySnapshot {
+    fn add_assign(&mut self, o: &ActivitySnapshot) {
+        self.requests += o.requests;
+        self.hits += o.hits;
+        self.misses += o.misses;
+        self.stale_served += o.stale_served;
+        self.invalidations += o.invalidations;
+        self.coalesced_waits += o.coalesced_waits;
+        self.early_refreshes += o.early_refreshes;
+        self.background_refreshes += o.background_refreshes;
+        self.refreshes_skipped += o.refreshes_skipped;
+        self.fills_cancelled += o.fills_cancelled;
+        self.hit_for_miss += o.hit_for_miss;
+        self.upstream_requests += o.upstream_requests;
+        self.upstream_errors += o.upstream_errors;
+        self.bypass += o.bypass;
+        self.bytes_from_cache += o.bytes_from_cache;
+        self.stores += o.stores;
+        self.revalidated += o.revalidated;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_answer_counts_once_in_requests() {
+        let all = [
+            CacheStatus::Hit,
+            CacheStatus::HitRefreshEarly,
+            CacheStatus::StaleWhileRevalidate,
+            CacheStatus::StaleRefreshInFlight,
+            CacheStatus::StaleIfError,
+            CacheStatus::MissStored,
+            CacheStatus::MissNotStored,
+            CacheStatus::MissCollapsed,
+            CacheStatus::ExpiredStored,
+            CacheStatus::ExpiredCollapsed,
+            CacheStatus::Revalidated,
+            CacheStatus::RequestForced,
+            CacheStatus::RefreshedEarly,
+            CacheStatus::Bypass,
+        ];
+        let activity = Activity::default();
+        for status in all {
+            activity.record(&status.report());
+        }
+        let snap = activity.snapshot();
+        assert_eq!(snap.requests, all.len() as u64);
+        assert_eq!(snap.coalesced_waits, 2);
+    }
+}
