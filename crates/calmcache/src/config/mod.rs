@@ -28,12 +28,14 @@
 //! - `error.rs`: [`ConfigError`], [`Problem`] and how they print.
 //! - `summary.rs`: [`Config::summary`], the one-line "config ok" report.
 
+pub mod access_log;
 pub mod conditions;
 mod error;
 pub mod key_template;
 mod raw;
 pub(crate) mod suggest;
 mod summary;
+pub mod tls;
 mod units;
 mod validate;
 pub use validate::DEFAULT_MAX_INFLIGHT_BODY;
@@ -58,7 +60,7 @@ use crate::config::conditions::Condition;
 use crate::config::key_template::KeyTemplate;
 use crate::http::compress::Coding;
 
-pub use crate::telemetry::access_log::{AccessLogConfig, LogFormat, LogTarget};
+pub use access_log::{AccessLogConfig, LogFormat, LogTarget};
 pub(crate) use error::toml_key;
 pub use error::{ConfigError, Problem};
 
@@ -113,7 +115,7 @@ pub struct ServerConfig {
     pub tls_listen: Vec<SocketAddr>,
     /// Certificates of the TLS listeners, in file order; the first is the
     /// default for clients without (or with an unknown) SNI name.
-    pub tls: Vec<crate::net::tls::TlsCert>,
+    pub tls: Vec<crate::config::tls::TlsCert>,
     /// HTTP/2 with prior knowledge (h2c) on the plain listeners too.
     pub h2c: bool,
     /// Bytes of response bodies that fills in progress may hold in RAM, all

@@ -25,7 +25,7 @@ use super::{
     suggest, AdminConfig, Config, Network, PassiveHealth, ServerConfig, UpstreamConfig, ZoneConfig,
     ZoneKind,
 };
-use crate::telemetry::access_log::{AccessLogConfig, LogFormat, LogTarget};
+use crate::config::access_log::{AccessLogConfig, LogFormat, LogTarget};
 
 const DEFAULT_KEEPALIVE: usize = 32;
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -199,7 +199,7 @@ impl Checker {
 
     /// `[[server.tls]]`: every entry loaded (files read, key matched to its
     /// certificate), so a bad file fails `check` and start, never a handshake.
-    fn tls_certs(&mut self, raw: Vec<RawTls>, listening: bool) -> Vec<crate::net::tls::TlsCert> {
+    fn tls_certs(&mut self, raw: Vec<RawTls>, listening: bool) -> Vec<crate::config::tls::TlsCert> {
         if listening && raw.is_empty() {
             let problem = Problem::new(
                 "server.tls",
@@ -231,7 +231,7 @@ impl Checker {
                 self.report(Problem::new(format!("{at}.names"), "a name is empty"));
                 continue;
             }
-            match crate::net::tls::load(cert.as_ref(), key.as_ref(), names) {
+            match crate::config::tls::load(cert.as_ref(), key.as_ref(), names) {
                 Ok(loaded) if loaded.names.is_empty() => {
                     let problem = Problem::new(
                         format!("{at}.cert"),

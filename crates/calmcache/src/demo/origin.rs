@@ -24,7 +24,7 @@ use hyper::body::Incoming;
 use tokio::sync::{watch, Semaphore};
 
 use crate::http::body::ResponseBody;
-use crate::run::server::{accept_loop, bind, StartError};
+use crate::run::listen::{accept_loop, bind, StartError};
 
 /// How the origin behaves.
 #[derive(Clone, Debug)]
@@ -113,7 +113,7 @@ pub async fn start_with_tags(
         stopped,
         None,
         serve,
-        crate::run::server::Listening::plain(),
+        crate::run::listen::Listening::plain(),
     ));
     Ok(RunningOrigin { addr, stats, stop })
 }

@@ -103,6 +103,31 @@ pub fn set_age(headers: &mut HeaderMap, age_secs: u64) {
     headers.insert(header::AGE, HeaderValue::from(age_secs));
 }
 
+/// The `Host` the client asked for.
+pub fn host_of<B>(req: &http::Request<B>) -> &str {
+    req.headers()
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()))
+        .unwrap_or("")
+}
+
+/// Copies header values out of hyper's read buffer (a stored value that
+/// sliced it would pin the whole buffer, 8 KiB or more, in the zone) and
+/// drops the fields that must not be stored (`private="..."`, `no-cache="..."`).
+pub fn detach_headers(headers: &http::HeaderMap, strip: &[String]) -> http::HeaderMap {
+    let mut out = http::HeaderMap::with_capacity(headers.len() + 2);
+    for (name, value) in headers {
+        if strip.iter().any(|s| s == name.as_str()) {
+            continue;
+        }
+        if let Ok(copy) = http::HeaderValue::from_bytes(value.as_bytes()) {
+            out.append(name.clone(), copy);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

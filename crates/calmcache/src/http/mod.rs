@@ -7,4 +7,5 @@ pub mod error;
 pub mod file_body;
 pub mod headers;
 pub mod range;
+pub mod reply;
 pub mod vary;

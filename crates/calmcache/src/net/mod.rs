@@ -2,6 +2,7 @@
 
 pub mod conn;
 pub mod health;
+pub mod shutdown;
 pub mod stream_clock;
 pub mod tls;
 pub mod upstream;

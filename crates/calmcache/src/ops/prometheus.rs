@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::ops::admin::Status;
+use crate::ops::status::Status;
 use crate::telemetry::metrics::{HistogramSnapshot, BOUNDS};
 
 /// Renders `status` as Prometheus text.
@@ -171,8 +171,8 @@ pub fn render(status: &Status) -> String {
         );
     }
 
-    type ZoneValue = fn(&crate::ops::admin::ZoneStatus) -> f64;
-    type DiskValue = fn(&crate::ops::admin::DiskStatus) -> f64;
+    type ZoneValue = fn(&crate::ops::status::ZoneStatus) -> f64;
+    type DiskValue = fn(&crate::ops::status::DiskStatus) -> f64;
     let zone_gauges: [(&str, &str, ZoneValue); 3] = [
         ("calmcache_zone_size_bytes", "Bytes a zone holds.", |z| {
             z.size_bytes as f64
@@ -360,8 +360,8 @@ pub fn render(status: &Status) -> String {
 
 /// Per upstream: requests that skipped a down server, requests refused
 /// because all were down; per server: up or not, failures, checks.
-fn upstream_health(o: &mut String, status: &crate::ops::admin::Status) {
-    type UpstreamValue = fn(&crate::ops::admin::UpstreamStatus) -> u64;
+fn upstream_health(o: &mut String, status: &crate::ops::status::Status) {
+    type UpstreamValue = fn(&crate::ops::status::UpstreamStatus) -> u64;
     let counters: [(&str, &str, UpstreamValue); 2] = [
         (
             "calmcache_upstream_skipped_total",

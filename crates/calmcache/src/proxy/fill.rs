@@ -34,10 +34,12 @@ use tokio::time::Instant;
 use crate::http::body::{BoxError, PrefixedBody, ResponseBody, TimeoutBody};
 use crate::http::conditional;
 use crate::http::error::{ErrorKind, ProxyError};
+use crate::http::headers::detach_headers;
 use crate::http::headers::strip_hop_by_hop;
 use crate::http::vary;
 use crate::proxy::growing::{Growing, Keeping, StreamingHead};
-use crate::proxy::state::{FillOutcome, Route, Zone};
+use crate::proxy::outcome::{ErrorAnswer, FillOutcome};
+use crate::proxy::state::{Route, Zone};
 use crate::telemetry::inflight::Held;
 use calmcache_core::warn_limit::WarnLimit;
 use calmcache_core::warn_limited;
@@ -387,69 +389,6 @@ pub const SHARED_ERROR_MAX: usize = 64 * 1024;
 fn alive_for(permit: &Option<FetchPermit<FillOutcome>>, limit: Duration) {
     if let Some(permit) = permit {
         permit.alive_for(limit);
-    }
-}
-
-/// An origin's error answer (5xx, not storable) as every request that
-/// waited for the fetch gets it. The origin's own page is only shared when
-/// nothing in it belongs to one client: no `Set-Cookie`, not `private` or
-/// `no-store`, no `Vary` or `Content-Encoding` that another request might
-/// not match; otherwise followers get a plain page with the same status
-/// (and `Retry-After`, which tells every client the same thing).
-#[derive(Debug)]
-pub struct ErrorAnswer {
-    /// The origin's status.
-    pub status: StatusCode,
-    /// End-to-end headers to send (hop-by-hop removed).
-    pub headers: HeaderMap,
-    /// The whole body.
-    pub body: Bytes,
-}
-
-impl ErrorAnswer {
-    /// The answer for followers of a request answered `status` with
-    /// `headers` and, when it was read whole and small, `body`.
-    fn for_followers(
-        status: StatusCode,
-        headers: &HeaderMap,
-        body: Option<Bytes>,
-        has_authorization: bool,
-    ) -> Self {
-        let personal = has_authorization
-            || headers.contains_key(http::header::SET_COOKIE)
-            || headers.contains_key(VARY)
-            || headers.contains_key(http::header::CONTENT_ENCODING)
-            || {
-                let (cc, _) = calmcache_core::CacheControl::for_response(headers);
-                cc.private || cc.no_store
-            };
-        match body.filter(|_| !personal) {
-            Some(body) => ErrorAnswer {
-                status,
-                headers: detach_headers(headers, &[]),
-                body,
-            },
-            None => {
-                let mut own = HeaderMap::new();
-                own.insert(
-                    http::header::CONTENT_TYPE,
-                    HeaderValue::from_static("text/plain; charset=utf-8"),
-                );
-                if let Some(v) = headers.get(http::header::RETRY_AFTER) {
-                    own.insert(http::header::RETRY_AFTER, v.clone());
-                }
-                let text = format!(
-                    "{} {}: the origin answered with an error\n",
-                    status.as_u16(),
-                    status.canonical_reason().unwrap_or("Error")
-                );
-                ErrorAnswer {
-                    status,
-                    headers: own,
-                    body: Bytes::from(text),
-                }
-            }
-        }
     }
 }
 
@@ -913,22 +852,6 @@ fn add_vary_accept_encoding(headers: &mut HeaderMap) {
     if !present {
         headers.append(VARY, HeaderValue::from_static("Accept-Encoding"));
     }
-}
-
-/// Copies header values out of hyper's read buffer (a stored value that
-/// sliced it would pin the whole buffer, 8 KiB or more, in the zone) and
-/// drops the fields that must not be stored (`private="..."`, `no-cache="..."`).
-fn detach_headers(headers: &HeaderMap, strip: &[String]) -> HeaderMap {
-    let mut out = HeaderMap::with_capacity(headers.len() + 2);
-    for (name, value) in headers {
-        if strip.iter().any(|s| s == name.as_str()) {
-            continue;
-        }
-        if let Ok(copy) = HeaderValue::from_bytes(value.as_bytes()) {
-            out.append(name.clone(), copy);
-        }
-    }
-    out
 }
 
 fn upstream_request(

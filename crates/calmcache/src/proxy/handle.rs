@@ -40,8 +40,9 @@ use crate::http::headers::{add_forwarded, set_cache_status, strip_hop_by_hop};
 use crate::net::conn::Peer;
 use crate::proxy::fill::{fill, FetchRequest, FillReply, NotStored};
 use crate::proxy::lookup::{lookup, PrimaryKey};
+use crate::proxy::outcome::FillOutcome;
 use crate::proxy::respond::{error_response, only_if_cached, relay, serve, Ask};
-use crate::proxy::state::{FillOutcome, Proxy, Route, Worker, Zone};
+use crate::proxy::state::{Proxy, Route, Worker, Zone};
 use crate::telemetry::metrics::{self, CallSlot, Served};
 
 /// Why a request goes to the origin; decides its `Cache-Status`.
@@ -203,7 +204,7 @@ async fn answer(
     }
     let head_only = method == Method::HEAD;
     let headers = req.headers();
-    let host = host_of(&req);
+    let host = crate::http::headers::host_of(&req);
     let primary = PrimaryKey::of(route, client.scheme(), method, host, pq, headers);
     let key_ref = primary.key_ref();
     // One zone, or among a route's `zones` the one its hash places the key in.
@@ -943,13 +944,4 @@ fn fetch_request(
         store,
         selecting: req.headers().clone(),
     }
-}
-
-/// The `Host` the client asked for.
-pub(crate) fn host_of<B>(req: &Request<B>) -> &str {
-    req.headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .or_else(|| req.uri().authority().map(|a| a.as_str()))
-        .unwrap_or("")
 }

@@ -7,7 +7,7 @@
 use http::header::{CONTENT_LOCATION, LOCATION};
 use http::{HeaderMap, Method, Request, StatusCode, Uri};
 
-use crate::proxy::handle::host_of;
+use crate::http::headers::host_of;
 use crate::proxy::lookup::PrimaryKey;
 use crate::proxy::state::Proxy;
 

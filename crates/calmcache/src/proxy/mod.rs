@@ -6,6 +6,7 @@ pub mod growing;
 pub mod handle;
 pub mod invalidate;
 pub mod lookup;
+pub mod outcome;
 pub mod purge;
 pub mod respond;
 pub mod state;

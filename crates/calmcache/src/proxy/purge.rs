@@ -245,17 +245,17 @@ pub async fn purge_method(
             "PURGE is not allowed from {} (admin.purge_allow)",
             client.ip()
         );
-        return crate::ops::admin::json_error(http::StatusCode::FORBIDDEN, &why);
+        return crate::http::reply::json_error(http::StatusCode::FORBIDDEN, &why);
     }
     if let Some(admin) = admin.filter(|a| a.purge_token) {
         // The config refuses purge_token without a token; none configured
         // here would refuse every PURGE, never admit one.
         let token = admin.token.as_deref();
-        if !token.is_some_and(|t| crate::ops::admin::bearer_matches(req.headers(), t)) {
-            return crate::ops::admin::unauthorized(token.is_some());
+        if !token.is_some_and(|t| crate::http::reply::bearer_matches(req.headers(), t)) {
+            return crate::http::reply::unauthorized(token.is_some());
         }
     }
-    let host = crate::proxy::handle::host_of(req).to_ascii_lowercase();
+    let host = crate::http::headers::host_of(req).to_ascii_lowercase();
     let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
     let soft = req
         .headers()
@@ -268,7 +268,21 @@ pub async fn purge_method(
         },
         soft,
     };
-    crate::ops::admin::purged_response(run(proxy, order).await)
+    purged_response(run(proxy, order).await)
+}
+
+/// `{"purged": N}`, with `"scanned": true` when a path purge scanned zones.
+pub fn purged_response(outcome: Outcome) -> http::Response<crate::http::body::ResponseBody> {
+    let mut json = serde_json::json!({ "purged": outcome.purged });
+    if outcome.scanned {
+        // A path purge that could not trust the hosts remembered.
+        json["scanned"] = true.into();
+    }
+    let json = json.to_string() + "\n";
+    crate::http::reply::with_type(
+        http::Response::new(crate::http::body::ResponseBody::full(json)),
+        "application/json",
+    )
 }
 
 /// A path on one host, or on every host its routes have stored objects

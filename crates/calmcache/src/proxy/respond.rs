@@ -269,7 +269,7 @@ pub fn error_response(e: &ProxyError, report: &Report) -> Response<ResponseBody>
 /// (see `fill::ErrorAnswer`): relayed as the leader's was.
 pub fn error_answer(
     route: &Route,
-    answer: &crate::proxy::fill::ErrorAnswer,
+    answer: &crate::proxy::outcome::ErrorAnswer,
     report: Report,
     ask: &Ask<'_>,
 ) -> Response<ResponseBody> {

@@ -12,26 +12,9 @@ use calmcache_core::{
 };
 
 use crate::config::{ClientCacheControl, Config, RouteConfig, ZoneKind};
-use crate::http::error::ProxyError;
 use crate::net::upstream::Upstream;
+use crate::proxy::outcome::FillOutcome;
 use crate::telemetry::stats::Activity;
-
-/// What a fetch in flight tells the requests that waited for it.
-#[derive(Clone, Debug)]
-pub enum FillOutcome {
-    /// Stored: serve this (the origin answered with the `u16`, 304 on a revalidation).
-    Stored(Arc<CachedObject>, u16),
-    /// Being stored: the head is here and the body arrives as it comes.
-    Streaming(Arc<crate::proxy::growing::StreamingHead>),
-    /// Fetched but not storable (or too large): fetch for yourself.
-    NotStored,
-    /// The origin failed: answer with this error, or a stale copy if allowed.
-    Failed(ProxyError),
-    /// The origin answered with an error (5xx) that is not stored: every
-    /// follower answers with it (or a stale copy if allowed) instead of
-    /// asking the failing origin again.
-    Answered(Arc<crate::proxy::fill::ErrorAnswer>),
-}
 
 /// Weighted rendezvous (highest random weight) score of a key for a zone:
 /// `weight / -ln(u)` with `u` uniform in (0, 1) from the key and the zone.
@@ -595,12 +578,12 @@ pub struct Worker {
     pub proxy: Arc<Proxy>,
     matchers: Vec<Option<regex::Regex>>,
     /// This thread's WebSocket tunnels, closed when the worker stops.
-    pub tunnels: Arc<crate::proxy::tunnel::Tunnels>,
+    pub tunnels: Arc<crate::net::shutdown::Tunnels>,
 }
 
 impl Worker {
     /// Clones the route regexes for one thread.
-    pub fn new(proxy: Arc<Proxy>, tunnels: Arc<crate::proxy::tunnel::Tunnels>) -> Self {
+    pub fn new(proxy: Arc<Proxy>, tunnels: Arc<crate::net::shutdown::Tunnels>) -> Self {
         let matchers = proxy.routes.iter().map(|r| r.cfg.matcher.clone()).collect();
         Worker {
             proxy,

@@ -56,45 +56,6 @@ use crate::telemetry::metrics::TunnelGuard;
 /// are most of a tunnel's memory, and WebSocket messages are small.
 const BUFFER: usize = 4 * 1024;
 
-/// A worker's tunnels: each holds a receiver of the stop flag, so closing
-/// can tell them to end and wait until they have.
-#[derive(Debug)]
-pub struct Tunnels {
-    stop: watch::Sender<bool>,
-}
-
-impl Default for Tunnels {
-    fn default() -> Self {
-        Tunnels {
-            stop: watch::channel(false).0,
-        }
-    }
-}
-
-impl Tunnels {
-    fn enter(&self) -> watch::Receiver<bool> {
-        self.stop.subscribe()
-    }
-
-    /// Lets this worker's tunnels run until `deadline` (graceful shutdown),
-    /// then closes the ones still open.
-    pub async fn close_by(&self, deadline: Instant) {
-        if tokio::time::timeout_at(deadline, self.stop.closed())
-            .await
-            .is_err()
-        {
-            self.close().await;
-        }
-    }
-
-    /// Ends every tunnel of this worker (both connections closed) and
-    /// waits until they are gone; tunnels opened after this end at once.
-    pub async fn close(&self) {
-        self.stop.send_replace(true);
-        self.stop.closed().await;
-    }
-}
-
 /// True for a WebSocket handshake: `Connection` has the `upgrade` token and
 /// `Upgrade` names `websocket` (both case-insensitive, in token lists).
 pub fn is_websocket_upgrade(headers: &HeaderMap) -> bool {

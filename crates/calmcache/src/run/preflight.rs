@@ -28,8 +28,8 @@ use std::path::Path;
 use calmcache_core::disk::ZONE_MARKER;
 use calmcache_core::disk_format;
 
+use crate::config::LogTarget;
 use crate::config::{toml_key, Config, ConfigError, Problem, ZoneKind};
-use crate::telemetry::access_log::LogTarget;
 
 /// Reads and validates the config at `path`, then checks its environment;
 /// every problem found is in the error.

@@ -23,13 +23,19 @@ use tokio::task::JoinSet;
 
 use crate::config::Config;
 use crate::proxy::state::Proxy;
-use crate::run::server::{self, Bound, ListenConf, Live, StartError, WorkerSlot};
+use crate::run::listen::{self, Bound, ListenConf, Live, StartError, WorkerSlot};
 
 /// What a successful reload did, in words for the log and the admin API.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Outcome {
     /// Changes applied and changes waiting for a restart.
     pub notes: Vec<String>,
+}
+
+impl crate::ops::admin::Reload for Reloader {
+    fn reload_file(self: Arc<Self>) -> crate::ops::admin::ReloadFuture {
+        Box::pin(async move { Reloader::reload_file(&self).await.map(|o| o.notes) })
+    }
 }
 
 /// The running proxy's reloadable parts.
@@ -89,13 +95,14 @@ impl Reloader {
         addr: SocketAddr,
         tasks: &mut JoinSet<()>,
     ) -> Result<SocketAddr, StartError> {
-        let listener = server::bind(addr)?;
+        let listener = listen::bind(addr)?;
         let actual = listener.local_addr().unwrap_or(addr);
         let (stop, own) = watch::channel(false);
-        tasks.spawn(server::admin_loop(
+        tasks.spawn(listen::admin_loop(
             listener,
             self.stopped.clone(),
             own,
+            self.live.clone(),
             self.clone(),
         ));
         self.state().admin = Some(AdminBound { asked: addr, stop });
@@ -196,7 +203,7 @@ impl Reloader {
                 kept[i] = true;
                 continue;
             }
-            match server::bind_on_workers(addr, tls, backlog, &state.slots) {
+            match listen::bind_on_workers(addr, tls, backlog, &state.slots) {
                 Ok(b) => {
                     notes.push(format!("now listening on {} ({})", b.actual, kind(tls)));
                     added.push(b);
@@ -214,7 +221,7 @@ impl Reloader {
         let mut new_admin = None;
         if admin_changed {
             if let Some(addr) = admin_wanted {
-                match server::bind(addr) {
+                match listen::bind(addr) {
                     Ok(listener) => new_admin = Some((addr, listener)),
                     Err(e) => {
                         for b in added {
@@ -255,10 +262,11 @@ impl Reloader {
             if let Some((asked, listener)) = new_admin {
                 let actual = listener.local_addr().unwrap_or(asked);
                 let (stop, own) = watch::channel(false);
-                tokio::spawn(server::admin_loop(
+                tokio::spawn(listen::admin_loop(
                     listener,
                     self.stopped.clone(),
                     own,
+                    self.live.clone(),
                     self.clone(),
                 ));
                 state.admin = Some(AdminBound { asked, stop });

@@ -1,7 +1,8 @@
 //! The access log: one line per answered request, `combined` or `json`, to a
 //! file (reopened on request, for logrotate) or to stdout.
 //!
-//! Owns the `[access_log]` config types, the line formats, the writer thread
+//! Owns the line formats, the writer thread (the `[access_log]` config types
+//! are [`crate::config::access_log`])
 //! and the response body wrapper that writes a request's line when its body
 //! ends or is dropped.
 //!
@@ -17,6 +18,7 @@
 //! per run of failures and the lines they hit are counted as dropped.
 //! Without an `[access_log]` table none of this is on the request path.
 
+use crate::config::access_log::{AccessLogConfig, LogFormat, LogTarget};
 use crate::telemetry::metrics::{Class, Served};
 use std::borrow::Cow;
 use std::convert::Infallible;
@@ -42,47 +44,6 @@ const QUEUE_LINES: usize = 65_536;
 const FLUSH_EVERY: Duration = Duration::from_millis(200);
 /// The writer's buffer.
 const BUFFER_BYTES: usize = 64 * 1024;
-
-/// `access_log.format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogFormat {
-    /// NGINX's `combined`, then `"$cache_status" $upstream_addr
-    /// $upstream_response_time $request_time`.
-    Combined,
-    /// One JSON object per line.
-    Json,
-}
-
-impl LogFormat {
-    /// Every format, in the spelling the config uses.
-    pub const ALL: [LogFormat; 2] = [LogFormat::Combined, LogFormat::Json];
-
-    /// The config spelling of this format.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LogFormat::Combined => "combined",
-            LogFormat::Json => "json",
-        }
-    }
-}
-
-/// `access_log.path`: where lines go.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LogTarget {
-    /// `path = "stdout"`.
-    Stdout,
-    /// An absolute file path, opened for append (created if missing).
-    File(PathBuf),
-}
-
-/// `[access_log]`: the validated table.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AccessLogConfig {
-    /// Where lines go.
-    pub target: LogTarget,
-    /// How a line looks (default combined).
-    pub format: LogFormat,
-}
 
 /// A running access log: a handle on its writer thread. Cheap to clone; the
 /// thread flushes and ends when the last handle is dropped.

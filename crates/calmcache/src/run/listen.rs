@@ -1,0 +1,489 @@
+//! Listening: sockets bound per worker thread (`SO_REUSEPORT`), the accept
+//! loops that hand connections to `conn`, the worker threads and the
+//! generation ([`Live`], [`WorkerSlot`]) a request is served by. Each worker
+//! thread serves its own socket of every listen address and takes new
+//! listeners from a command channel (reload re-binds changed addresses
+//! there). A stopping worker drains its connections, then gives its
+//! WebSocket tunnels until the shutdown deadline.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use calmcache_core::warn_limit::WarnLimit;
+use hyper::body::Incoming;
+use hyper::Request;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+
+use crate::config::Config;
+use crate::net::conn::{self, Accepted, ConnSettings, Peer, Protocol};
+use crate::net::shutdown::Tunnels;
+use crate::ops::admin::Reload;
+use crate::proxy::state::{Proxy, Worker};
+use crate::telemetry::access_log::{self, AccessLog};
+use crate::telemetry::metrics::Metrics;
+use crate::{ops::admin, proxy::handle};
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}{hint}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+        /// Advice for the common cases.
+        hint: &'static str,
+    },
+    /// The config could not be turned into a running proxy.
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// What a reload replaces, read by every accept loop and request.
+pub struct Live {
+    /// The current generation (the admin API reads it per request).
+    proxy: RwLock<Arc<Proxy>>,
+    /// Connection settings and TLS certificates of the proxy listeners.
+    listen: RwLock<ListenConf>,
+    /// When a shutdown began: its deadline for requests and tunnels.
+    deadline: RwLock<Option<tokio::time::Instant>>,
+}
+
+/// The reloadable part of how proxy connections are served.
+#[derive(Clone)]
+pub(crate) struct ListenConf {
+    pub settings: ConnSettings,
+    pub tls: Option<TlsAcceptor>,
+}
+
+impl ListenConf {
+    pub(crate) fn of(config: &Config) -> ListenConf {
+        ListenConf {
+            settings: ConnSettings::of(&config.server),
+            tls: (!config.server.tls.is_empty())
+                .then(|| TlsAcceptor::from(crate::net::tls::server_config(&config.server.tls))),
+        }
+    }
+}
+
+impl Live {
+    pub(crate) fn new(proxy: Arc<Proxy>, listen: ListenConf) -> Live {
+        Live {
+            proxy: RwLock::new(proxy),
+            listen: RwLock::new(listen),
+            deadline: RwLock::new(None),
+        }
+    }
+
+    /// The current generation.
+    pub fn proxy(&self) -> Arc<Proxy> {
+        self.proxy.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub(crate) fn set(&self, proxy: Arc<Proxy>, listen: ListenConf) {
+        *self.proxy.write().unwrap_or_else(|e| e.into_inner()) = proxy;
+        *self.listen.write().unwrap_or_else(|e| e.into_inner()) = listen;
+    }
+
+    fn listen_conf(&self) -> ListenConf {
+        self.listen
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn set_deadline(&self, at: tokio::time::Instant) {
+        *self.deadline.write().unwrap_or_else(|e| e.into_inner()) = Some(at);
+    }
+
+    fn deadline(&self) -> tokio::time::Instant {
+        let set = *self.deadline.read().unwrap_or_else(|e| e.into_inner());
+        set.unwrap_or_else(tokio::time::Instant::now)
+    }
+}
+
+/// One worker thread's current generation and its control channel.
+pub struct WorkerSlot {
+    current: RwLock<Arc<Worker>>,
+    /// This thread's WebSocket tunnels (of every generation).
+    pub tunnels: Arc<Tunnels>,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl WorkerSlot {
+    /// A worker thread's slot, serving `worker` until a reload switches it.
+    pub(crate) fn new(
+        worker: Arc<Worker>,
+        tunnels: Arc<Tunnels>,
+        commands: mpsc::UnboundedSender<Command>,
+    ) -> WorkerSlot {
+        WorkerSlot {
+            current: RwLock::new(worker),
+            tunnels,
+            commands,
+        }
+    }
+
+    /// The generation a new request on this thread is served by: an
+    /// uncontended per-thread lock (a reload writes it once), no global one.
+    fn worker(&self) -> Arc<Worker> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Moves this thread to a new generation.
+    pub(crate) fn switch(&self, proxy: Arc<Proxy>) {
+        let worker = Arc::new(Worker::new(proxy, self.tunnels.clone()));
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = worker;
+    }
+
+    /// Starts serving `socket` on this thread until `stop` says true.
+    pub(crate) fn listen(
+        &self,
+        socket: std::net::TcpListener,
+        tls: bool,
+        stop: watch::Receiver<bool>,
+    ) {
+        let _ = self.commands.send(Command::Listen { socket, tls, stop });
+    }
+}
+
+/// What a worker thread is asked to do.
+pub(crate) enum Command {
+    /// Serve a newly bound socket (a TLS one when `tls`) until `stop`.
+    Listen {
+        socket: std::net::TcpListener,
+        tls: bool,
+        stop: watch::Receiver<bool>,
+    },
+}
+
+/// One listen address: a socket per worker thread, stopped together.
+pub(crate) struct Bound {
+    /// The configured address (port 0 kept as asked).
+    pub asked: SocketAddr,
+    /// The address bound.
+    pub actual: SocketAddr,
+    pub tls: bool,
+    pub stop: watch::Sender<bool>,
+}
+
+/// Binds `addr` once per worker thread (`SO_REUSEPORT`) and hands each
+/// thread its socket.
+pub(crate) fn bind_on_workers(
+    addr: SocketAddr,
+    tls: bool,
+    backlog: i32,
+    slots: &[Arc<WorkerSlot>],
+) -> Result<Bound, StartError> {
+    // SO_REUSEPORT would let a second calmcache share a port that is
+    // already taken instead of failing clearly: probe it exclusively first.
+    if addr.port() != 0 {
+        drop(bind_std(addr, Sharing::Exclusive, backlog)?);
+    }
+    // The first socket learns the real port (when 0 was asked); the rest join it.
+    let first = bind_std(addr, Sharing::PerWorker, backlog)?;
+    let actual = first.local_addr().unwrap_or(addr);
+    let mut sockets = vec![first];
+    for _ in 1..slots.len() {
+        sockets.push(bind_std(actual, Sharing::PerWorker, backlog)?);
+    }
+    let (stop, stopped) = watch::channel(false);
+    for (slot, socket) in slots.iter().zip(sockets) {
+        slot.listen(socket, tls, stopped.clone());
+    }
+    Ok(Bound {
+        asked: addr,
+        actual,
+        tls,
+        stop,
+    })
+}
+
+/// Serves the admin API on `listener` until `own` or `stopped` says true;
+/// each request sees the current generation.
+pub(crate) async fn admin_loop(
+    listener: TcpListener,
+    stopped: watch::Receiver<bool>,
+    own: watch::Receiver<bool>,
+    live: Arc<Live>,
+    reloader: Arc<dyn Reload>,
+) {
+    let serve = move |req: Request<Incoming>, _peer: Peer| {
+        admin::handle(live.proxy(), req, reloader.clone())
+    };
+    accept_loop(listener, stopped, Some(own), serve, Listening::plain()).await;
+}
+
+/// Blocking-pool threads per worker thread (disk I/O, compression).
+const BLOCKING_THREADS: usize = 4;
+
+/// One worker thread: a current-thread runtime serving its own sockets.
+pub(crate) fn run_worker(
+    slot: Arc<WorkerSlot>,
+    mut inbox: mpsc::UnboundedReceiver<Command>,
+    mut stopped: watch::Receiver<bool>,
+    log: Option<AccessLog>,
+    live: Arc<Live>,
+) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        // Disk zone reads and writes: a few threads per worker, so a burst
+        // of disk hits queues instead of waking dozens of threads on two cores.
+        .max_blocking_threads(BLOCKING_THREADS)
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "worker runtime failed to start");
+            return;
+        }
+    };
+    runtime.block_on(async move {
+        let mut loops = JoinSet::new();
+        loop {
+            let command = tokio::select! {
+                command = inbox.recv() => command,
+                _ = stopped.changed() => None,
+            };
+            let Some(Command::Listen { socket, tls, stop }) = command else {
+                break;
+            };
+            let Ok(listener) = TcpListener::from_std(socket) else {
+                tracing::error!("worker could not adopt its listening socket");
+                continue;
+            };
+            let how = Listening {
+                live: Some(live.clone()),
+                tls,
+                counted: Some(slot.worker().proxy.metrics.clone()),
+            };
+            let (slot, stopped) = (slot.clone(), stopped.clone());
+            // Two loops, not a branch per request: without an access log a
+            // request pays nothing for it.
+            if let Some(log) = log.clone() {
+                let serve = move |req: Request<Incoming>, peer: Peer| {
+                    let pending = log.begin(&req, peer.addr);
+                    access_log::serve(pending, handle::handle(slot.worker(), req, peer))
+                };
+                loops.spawn(accept_loop(listener, stopped, Some(stop), serve, how));
+                continue;
+            }
+            let serve =
+                move |req: Request<Incoming>, peer: Peer| handle::handle(slot.worker(), req, peer);
+            loops.spawn(accept_loop(listener, stopped, Some(stop), serve, how));
+        }
+        while loops.join_next().await.is_some() {}
+        // Connections drained: tunnels get until the shutdown deadline.
+        slot.tunnels.close_by(live.deadline()).await;
+    });
+}
+
+/// How a listening socket is shared.
+#[derive(Clone, Copy)]
+enum Sharing {
+    /// Only this socket on the address (admin, origin, and the probe in `start`).
+    Exclusive,
+    /// One socket per worker on the same address (`SO_REUSEPORT`).
+    PerWorker,
+}
+
+/// Binds with a deep backlog and `SO_REUSEADDR`, as NGINX does.
+fn bind_std(
+    addr: SocketAddr,
+    sharing: Sharing,
+    backlog: i32,
+) -> Result<std::net::TcpListener, StartError> {
+    let to_err = |source: std::io::Error| bind_error(addr, source);
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )
+    .map_err(to_err)?;
+    socket.set_reuse_address(true).map_err(to_err)?;
+    #[cfg(unix)]
+    if let Sharing::PerWorker = sharing {
+        socket.set_reuse_port(true).map_err(to_err)?;
+    }
+    socket.set_nonblocking(true).map_err(to_err)?;
+    socket.bind(&addr.into()).map_err(to_err)?;
+    socket.listen(backlog).map_err(to_err)?;
+    Ok(socket.into())
+}
+
+fn bind_error(addr: SocketAddr, source: std::io::Error) -> StartError {
+    let hint = match source.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            " (another process holds this port; choose another address)"
+        }
+        std::io::ErrorKind::PermissionDenied => " (ports below 1024 need privileges)",
+        _ => "",
+    };
+    StartError::Bind { addr, source, hint }
+}
+
+fn to_tokio(socket: std::net::TcpListener, addr: SocketAddr) -> Result<TcpListener, StartError> {
+    TcpListener::from_std(socket).map_err(|e| bind_error(addr, e))
+}
+
+/// Binds one listener on the current runtime (admin, bundled origin).
+pub(crate) fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
+    to_tokio(bind_std(addr, Sharing::Exclusive, 1024)?, addr)
+}
+
+/// How an accept loop's connections are served.
+#[derive(Clone)]
+pub(crate) struct Listening {
+    /// Settings and certificates, reloadable; `None`: the defaults, no TLS
+    /// (admin listener, bundled origin).
+    pub live: Option<Arc<Live>>,
+    /// A TLS listener.
+    pub tls: bool,
+    /// The proxy's metrics (connections, max_connections slots); `None`
+    /// for the admin listener and the bundled origin.
+    pub counted: Option<Arc<Metrics>>,
+}
+
+impl Listening {
+    /// Plain HTTP/1.1 with default settings, uncounted (admin, origin).
+    pub(crate) fn plain() -> Listening {
+        Listening {
+            live: None,
+            tls: false,
+            counted: None,
+        }
+    }
+
+    fn conf(&self) -> ListenConf {
+        match &self.live {
+            Some(live) => live.listen_conf(),
+            None => ListenConf {
+                settings: ConnSettings::default(),
+                tls: None,
+            },
+        }
+    }
+}
+
+/// Accepts until `stopped` (the whole proxy) or `own` (this listener, at a
+/// reload that removed it) says true, then lets its connections finish.
+pub(crate) async fn accept_loop<S, F, B>(
+    listener: TcpListener,
+    mut stopped: watch::Receiver<bool>,
+    own: Option<watch::Receiver<bool>>,
+    serve: S,
+    how: Listening,
+) where
+    S: Fn(Request<Incoming>, Peer) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Result<hyper::Response<B>, std::convert::Infallible>> + Send + 'static,
+    B: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    // Every connection holds a receiver: a send asks them to finish
+    // gracefully, and the channel closes when the last one has. (hyper-util's
+    // GracefulShutdown does not take connections built with upgrades.)
+    let (graceful, _) = watch::channel(());
+    // Without a listener of its own to stop, a receiver whose sender lives
+    // as long as the loop (a dropped sender would read as a change).
+    let (_never, unchanging) = watch::channel(false);
+    let mut own = own.unwrap_or(unchanging);
+    if *own.borrow() {
+        return;
+    }
+    loop {
+        // max_connections: take a slot before accepting, so connections past
+        // it wait in the listen backlog, not in the process.
+        let slot = match how
+            .counted
+            .as_ref()
+            .and_then(|m| m.connection_slots.clone())
+        {
+            Some(slots) => tokio::select! {
+                slot = slots.acquire_owned() => slot.ok(),
+                _ = stopped.changed() => break,
+                _ = own.changed() => break,
+            },
+            None => None,
+        };
+        let (stream, addr) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning,
+                    // and do not log 20 lines a second per worker.
+                    static ACCEPT_FAILED: WarnLimit = WarnLimit::new();
+                    calmcache_core::warn_limited!(ACCEPT_FAILED, "accept failed", error = %e);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stopped.changed() => break,
+            _ = own.changed() => break,
+        };
+        let at = tokio::time::Instant::now();
+        let _ = stream.set_nodelay(true);
+        let guard = how.counted.as_ref().map(|m| m.connection(slot));
+        let drain = graceful.subscribe();
+        let conf = how.conf();
+        let settings = conf.settings;
+        let tls = match (how.tls, conf.tls) {
+            (false, _) => {
+                let plain = if settings.h2c {
+                    Protocol::Detect
+                } else {
+                    Protocol::Http1
+                };
+                let accepted = Accepted {
+                    peer: Peer::plain(addr),
+                    protocol: plain,
+                    at,
+                };
+                conn::spawn(stream, accepted, serve.clone(), drain, guard, settings);
+                continue;
+            }
+            (true, Some(tls)) => tls,
+            // A reload cannot remove the certificates of a TLS listener it
+            // keeps (the config check refuses it); drop the connection.
+            (true, None) => continue,
+        };
+        let serve = serve.clone();
+        tokio::spawn(async move {
+            // The handshake is part of the first head's time.
+            let deadline = at + settings.header_read_timeout;
+            let stream = match tokio::time::timeout_at(deadline, tls.accept(stream)).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => {
+                    tracing::debug!(peer = %addr, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(peer = %addr, "TLS handshake not done within header_read_timeout");
+                    return;
+                }
+            };
+            let protocol = match stream.get_ref().1.alpn_protocol() {
+                Some(b"h2") => Protocol::Http2,
+                _ => Protocol::Http1,
+            };
+            let accepted = Accepted {
+                peer: Peer { addr, tls: true },
+                protocol,
+                at,
+            };
+            conn::spawn(stream, accepted, serve, drain, guard, settings);
+        });
+    }
+    drop(listener);
+    let _ = graceful.send(());
+    graceful.closed().await;
+}
