@@ -17,7 +17,8 @@
 //!
 //! This module must not bind sockets, resolve host names or build caches: it
 //! only says what the user asked for. Errors are [`ConfigError`], whose
-//! [`ConfigError::exit_code`] is 2.
+//! [`ConfigError::exit_code`] is 2. Imports: [`crate::http`] only (content
+//! codings); every other folder reads the config, never the reverse.
 //!
 //! # Layout
 //! - `mod.rs`: the typed config (public API) and the load functions.
@@ -27,6 +28,10 @@
 //! - `suggest.rs`: "did you mean" for misspelt names.
 //! - `error.rs`: [`ConfigError`], [`Problem`] and how they print.
 //! - `summary.rs`: [`Config::summary`], the one-line "config ok" report.
+//! - `key_template.rs`, `conditions.rs`: `key` templates and `bypass` /
+//!   `no_store` request conditions, config values parsed here.
+//! - `tls.rs`: `[[server.tls]]` certificate files loaded and checked.
+//! - `access_log.rs`: the `[access_log]` table's types.
 
 pub mod access_log;
 pub mod conditions;

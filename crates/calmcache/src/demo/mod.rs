@@ -1,5 +1,9 @@
 //! `calmcache demo`: the bundled slow origin and calmcache in front of it with
 //! a 1 s microcache (SUS + stale-while-revalidate), from an embedded config.
+//!
+//! Owns: the demo command and the origin (`origin.rs`, also `calmcache
+//! origin`, which tests and benchmarks use). Imports: any folder; nothing
+//! imports it but `main.rs`.
 
 pub mod origin;
 

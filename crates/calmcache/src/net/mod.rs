@@ -1,4 +1,10 @@
-//! The network layer: client connections, TLS, write clocks, upstream pools and health.
+//! The network layer: client connections (HTTP/1.1, HTTP/2, h2c) and their
+//! write clocks, TLS termination, upstream keepalive pools with their
+//! servers' health, and the tunnel registry a worker closes when it stops.
+//!
+//! Owns: sockets and protocols, not what a request means for the cache.
+//! Imports: [`crate::http`], [`crate::config`], [`crate::telemetry`]; never
+//! the request path ([`crate::proxy`]), ops or run.
 
 pub mod conn;
 pub mod health;

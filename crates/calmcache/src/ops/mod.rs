@@ -1,4 +1,10 @@
-//! The operator's side: the admin listener, /status, /metrics, the dashboard.
+//! The operator's side: the admin listener's endpoints (dashboard,
+//! `/status`, `/metrics`, health probes, `POST /purge`, `POST /reload`)
+//! and the `/status` model they all read.
+//!
+//! Owns: what an operator sees and asks. Imports: every folder of the
+//! request path and below; never [`crate::run`] (a reload is asked through
+//! the [`admin::Reload`] trait the run layer implements).
 
 pub mod admin;
 pub mod prometheus;

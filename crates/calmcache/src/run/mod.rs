@@ -1,4 +1,9 @@
-//! Running a proxy: listeners, workers, limits, reloads and graceful stop.
+//! Running a proxy: `start`, the listeners and worker threads, the
+//! generation a request is served by, reloads (SIGHUP, `POST /reload`),
+//! preflight checks and the graceful stop.
+//!
+//! Owns: the process's shape (threads, sockets, generations). Imports:
+//! every folder below it; only [`crate::demo`] and `main.rs` import it.
 
 pub mod listen;
 pub mod preflight;

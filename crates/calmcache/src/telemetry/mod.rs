@@ -1,4 +1,9 @@
-//! What happened: counters, histograms, gauges and the access log.
+//! What happened: per-route counters, latency histograms and gauges, the
+//! `max_inflight_body` budget gauge, and the access log's writer.
+//!
+//! Owns: every number `/status` and `/metrics` report, and the request
+//! lines. Imports: [`crate::http`] and [`crate::config`] only; never the
+//! network layer, the request path, ops or run (they record into it).
 
 pub mod access_log;
 pub mod inflight;
