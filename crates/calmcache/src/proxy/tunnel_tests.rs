@@ -1,0 +1,156 @@
+#![allow(clippy::unwrap_used)]
+use super::*;
+
+fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for (name, value) in pairs {
+        h.append(*name, HeaderValue::from_static(value));
+    }
+    h
+}
+
+#[test]
+fn upgrade_is_recognised_in_token_lists_whatever_the_case() {
+    let yes = [
+        headers(&[("connection", "Upgrade"), ("upgrade", "websocket")]),
+        headers(&[
+            ("connection", "keep-alive, UPGRADE"),
+            ("upgrade", "WebSocket"),
+        ]),
+        headers(&[
+            ("connection", "keep-alive"),
+            ("connection", "upgrade"),
+            ("upgrade", "h2c, websocket/13"),
+        ]),
+    ];
+    for h in &yes {
+        assert!(is_websocket_upgrade(h), "{h:?}");
+    }
+    let no = [
+        headers(&[("upgrade", "websocket")]),
+        headers(&[("connection", "upgrade")]),
+        headers(&[("connection", "upgrade"), ("upgrade", "h2c")]),
+        headers(&[("connection", "upgrade-ish"), ("upgrade", "websocket")]),
+    ];
+    for h in &no {
+        assert!(!is_websocket_upgrade(h), "{h:?}");
+    }
+}
+
+#[test]
+fn the_accept_value_is_rfc_6455s() {
+    // RFC 6455 §1.3's worked example.
+    assert_eq!(
+        accept_for(b"dGhlIHNhbXBsZSBub25jZQ=="),
+        "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+    );
+}
+
+#[test]
+fn only_a_websocket_101_for_this_key_opens_a_tunnel() {
+    let key = HeaderValue::from_static("dGhlIHNhbXBsZSBub25jZQ==");
+    let good = [
+        ("connection", "Upgrade"),
+        ("upgrade", "websocket"),
+        ("sec-websocket-accept", "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="),
+    ];
+    assert_eq!(bad_switch(&headers(&good), &key), None);
+    let cases: [&[(&'static str, &'static str)]; 5] = [
+        &[good[0], ("upgrade", "h2c"), good[2]],
+        &[good[1], good[2]],
+        &[good[0], good[1]],
+        &[good[0], good[1], ("sec-websocket-accept", "AAAA")],
+        &[good[0], good[1], good[2], good[2]],
+    ];
+    for case in cases {
+        assert!(bad_switch(&headers(case), &key).is_some(), "{case:?}");
+    }
+}
+
+#[test]
+fn the_upgrade_sent_on_is_exactly_websocket() {
+    let mut h = headers(&[("sec-websocket-key", "k")]);
+    set_upgrade(&mut h);
+    assert_eq!(h["upgrade"], "websocket");
+    assert_eq!(h["connection"], "upgrade");
+    assert_eq!(h.len(), 3);
+}
+
+/// Drives `pump` over in-memory pipes: `(client end, upstream end, task)`.
+fn piped(
+    limits: Limits,
+) -> (
+    tokio::io::DuplexStream,
+    tokio::io::DuplexStream,
+    tokio::task::JoinHandle<std::io::Result<End>>,
+    watch::Sender<bool>,
+) {
+    let (client, a) = tokio::io::duplex(64);
+    let (upstream, b) = tokio::io::duplex(64);
+    let (tx, mut rx) = watch::channel(false);
+    let task = tokio::spawn(async move { pump(a, b, limits, &mut rx).await });
+    (client, upstream, task, tx)
+}
+
+const LIMITS: Limits = Limits {
+    idle: Duration::from_secs(10),
+    write: Duration::from_secs(1),
+};
+
+#[tokio::test]
+async fn bytes_flow_both_ways_until_either_side_ends() {
+    let (mut client, mut upstream, task, _stop) = piped(LIMITS);
+    client.write_all(b"hello").await.unwrap();
+    let mut buf = [0u8; 5];
+    upstream.read_exact(&mut buf).await.unwrap();
+    assert_eq!(&buf, b"hello");
+    upstream.write_all(b"world").await.unwrap();
+    client.read_exact(&mut buf).await.unwrap();
+    assert_eq!(&buf, b"world");
+    // The last bytes before the end still arrive, then the end itself.
+    client.write_all(b"bye").await.unwrap();
+    client.shutdown().await.unwrap();
+    let mut rest = Vec::new();
+    upstream.read_to_end(&mut rest).await.unwrap();
+    assert_eq!(rest, b"bye");
+    assert!(matches!(task.await.unwrap(), Ok(End::Closed)));
+    // Both connections are closed: the client end reads its end too.
+    assert_eq!(client.read(&mut buf).await.unwrap(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn silence_in_both_directions_ends_the_tunnel() {
+    let limits = Limits {
+        idle: Duration::from_secs(5),
+        ..LIMITS
+    };
+    let (mut client, mut upstream, task, _stop) = piped(limits);
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        client.write_all(b"x").await.unwrap();
+        let mut one = [0u8; 1];
+        upstream.read_exact(&mut one).await.unwrap();
+    }
+    assert!(
+        !task.is_finished(),
+        "traffic every 3 s keeps a 5 s tunnel open"
+    );
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(matches!(task.await.unwrap(), Ok(End::Idle)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stalled_write_ends_the_tunnel() {
+    let (mut client, _upstream, task, _stop) = piped(LIMITS);
+    // The upstream end never reads: the pipe fills and the write stalls.
+    let _ = timeout(Duration::from_secs(5), client.write_all(&[0u8; 4096])).await;
+    let ended = task.await.unwrap();
+    assert_eq!(ended.unwrap_err().kind(), std::io::ErrorKind::TimedOut);
+}
+
+#[tokio::test]
+async fn the_stop_flag_ends_the_tunnel() {
+    let (_client, _upstream, task, stop) = piped(LIMITS);
+    stop.send_replace(true);
+    assert!(matches!(task.await.unwrap(), Ok(End::Stopped)));
+}
