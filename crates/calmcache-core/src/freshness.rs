@@ -351,7 +351,9 @@ fn age_value(headers: &HeaderMap) -> Duration {
 
 const DATE_RESOLUTION: Duration = Duration::from_secs(1);
 
-/// An HTTP-date (RFC 9110 §5.6.7) from a header value. RFC 9111 §4.2: "a
+/// An HTTP-date (RFC 9110 §5.6.7: IMF-fixdate, RFC 850 or asctime) from a
+/// header value, OWS around it ignored. The one date parser: freshness,
+/// preconditions and If-Range all read dates with it. RFC 9111 §4.2: "a
 /// cache recipient SHOULD match the field value case-insensitively", so an
 /// IMF-fixdate or asctime date the strict parser refuses is read again with
 /// names in any case and the weekday not checked against the date. The

@@ -445,6 +445,32 @@ fn dates_are_read_leniently() {
 }
 
 #[test]
+fn the_three_http_date_forms_are_read_with_ows_around() {
+    // RFC 9110 §5.6.7: "A recipient that parses a timestamp value in an HTTP
+    // field MUST accept all three HTTP-date formats." This is the one parser
+    // for every date calmcache reads (freshness, preconditions, If-Range).
+    let want = httpdate::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
+    for text in [
+        "Sun, 06 Nov 1994 08:49:37 GMT",
+        "Sunday, 06-Nov-94 08:49:37 GMT",
+        "Sun Nov  6 08:49:37 1994",
+        // RFC 9110 §5.5: OWS around a field value is not part of it.
+        " \tSun, 06 Nov 1994 08:49:37 GMT\t ",
+        "  Sun Nov  6 08:49:37 1994 ",
+    ] {
+        assert_eq!(parse_date(text.as_bytes()), Some(want), "{text:?}");
+    }
+    for bad in [
+        &b"Sun, 06 Nov 1994 08:49:37 GMT, Sun, 06 Nov 1994 08:49:37 GMT"[..],
+        b"\"Sun, 06 Nov 1994 08:49:37 GMT\"",
+        b"Sun, 06 Nov 1994 08:49:37 GMT\xff",
+        b"784111777",
+    ] {
+        assert_eq!(parse_date(bad), None, "{:?}", String::from_utf8_lossy(bad));
+    }
+}
+
+#[test]
 fn must_understand_overrides_no_store_for_known_statuses() {
     // RFC 9111 §5.2.2.3.
     let h = headers(&[("cache-control", "max-age=60, no-store, must-understand")]);

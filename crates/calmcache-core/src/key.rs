@@ -3,8 +3,19 @@
 //! A [`CacheKey`] owns its text; a [`KeyRef`] borrows the parts of a live request
 //! so a cache hit can look an object up without building (allocating) the key.
 //! Both hash and compare identically, which [`quick_cache::Equivalent`] relies on.
+//!
+//! The key of one variant of a URI whose responses carry `Vary` (RFC 9111
+//! §4.1) is the URI's key with `\0v`, the Vary marker's generation in hex,
+//! `\0` and the secondary key appended to its path: [`KeyRef::variant`]
+//! builds it, [`variants_prefix`] and [`is_uri_or_variant`] find the
+//! variants of a URI (purges). A request target cannot hold a NUL, so no
+//! URI's key collides with a variant's.
 
+use std::fmt::Write;
 use std::hash::{Hash, Hasher};
+
+/// What follows a URI's path and query in the key of each of its variants.
+const VARIANT_MARK: &str = "\0v";
 
 /// The identity of a cached object: `scheme://host` + path and query.
 #[derive(Clone, PartialEq, Eq)]
@@ -41,6 +52,54 @@ impl<'a> KeyRef<'a> {
     pub fn to_owned_key(&self) -> CacheKey {
         CacheKey::new(self.scheme, self.host, self.path_and_query)
     }
+
+    /// The key of the variant selected by `secondary` (the normalised
+    /// values of the Vary'd request headers) among this URI's stored
+    /// responses, under a Vary marker of generation `generation`.
+    pub fn variant(&self, generation: u64, secondary: &str) -> CacheKey {
+        let hex_digits = (64 - (generation | 1).leading_zeros()).div_ceil(4) as usize;
+        // Exactly the length, so the one allocation is kept as the key's text.
+        let len = self.scheme.len()
+            + 3
+            + self.host.len()
+            + self.path_and_query.len()
+            + VARIANT_MARK.len()
+            + hex_digits
+            + 1
+            + secondary.len();
+        let mut text = String::with_capacity(len);
+        text.push_str(self.scheme);
+        text.push_str("://");
+        text.push_str(self.host);
+        text.push_str(self.path_and_query);
+        text.push_str(VARIANT_MARK);
+        let _ = write!(text, "{generation:x}\0");
+        text.push_str(secondary);
+        debug_assert_eq!(text.len(), len);
+        let host_at = (self.scheme.len() + 3) as u32;
+        CacheKey {
+            text: text.into_boxed_str(),
+            host_at,
+            path_at: host_at + self.host.len() as u32,
+        }
+    }
+}
+
+/// The path every variant key of the URI `path_and_query` starts with (and
+/// no other key of the same host does): a prefix scan for it finds them all.
+pub fn variants_prefix(path_and_query: &str) -> String {
+    let mut prefix = String::with_capacity(path_and_query.len() + VARIANT_MARK.len());
+    prefix.push_str(path_and_query);
+    prefix.push_str(VARIANT_MARK);
+    prefix
+}
+
+/// True when `key_path` (a key's path and query) is the URI `path_and_query`
+/// itself or the path of one of its variants.
+pub fn is_uri_or_variant(key_path: &str, path_and_query: &str) -> bool {
+    key_path
+        .strip_prefix(path_and_query)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(VARIANT_MARK))
 }
 
 impl CacheKey {
@@ -137,6 +196,40 @@ mod tests {
         assert_eq!(hash_of(&r), hash_of(&k));
         assert!(quick_cache::Equivalent::equivalent(&r, &k));
         assert_eq!(k.path_and_query(), "/a?b=1");
+    }
+
+    #[test]
+    fn variant_keys_stay_apart_from_uris_and_are_found_by_their_uri() {
+        let uri = KeyRef::new("http", "h", "/a?b=1");
+        let v = uri.variant(0x1f, "accept-language:en\n");
+        assert_eq!(v.as_str(), "http://h/a?b=1\0v1f\0accept-language:en\n");
+        assert_eq!((v.as_ref().scheme, v.as_ref().host), ("http", "h"));
+        assert_ne!(v, uri.to_owned_key());
+        assert_ne!(v, uri.variant(0x20, "accept-language:en\n"));
+        assert_ne!(v, uri.variant(0x1f, "accept-language:fr\n"));
+        // A generation and a secondary key do not run together.
+        assert_ne!(uri.variant(1, "0x"), uri.variant(0x10, "x"));
+        for generation in [0, 1, 0xf, 0x10, 0xff_ffff, u64::MAX] {
+            let v = uri.variant(generation, "s");
+            assert_eq!(
+                v.path_and_query(),
+                format!("/a?b=1\0v{generation:x}\0s"),
+                "{generation}"
+            );
+            assert_eq!(v.as_ref().host, "h");
+        }
+        assert_eq!(variants_prefix("/a?b=1"), "/a?b=1\0v");
+        assert!(v.path_and_query().starts_with(&variants_prefix("/a?b=1")));
+        assert!(is_uri_or_variant(v.path_and_query(), "/a?b=1"));
+        assert!(is_uri_or_variant("/a?b=1", "/a?b=1"));
+        // Another URI the path is a prefix of, or its variants: not ours.
+        assert!(!is_uri_or_variant("/a?b=12", "/a?b=1"));
+        let longer = KeyRef::new("http", "h", "/a?b=12").variant(1, "");
+        assert!(!is_uri_or_variant(longer.path_and_query(), "/a?b=1"));
+        assert!(!longer
+            .path_and_query()
+            .starts_with(&variants_prefix("/a?b=1")));
+        assert!(!is_uri_or_variant("/a", "/a?b=1"));
     }
 
     #[test]

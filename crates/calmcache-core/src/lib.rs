@@ -2,7 +2,7 @@
 //! types so it can be embedded in any application.
 //!
 //! # Layout
-//! - [`key`]: cache keys (owned and borrowed, hashing alike).
+//! - [`key`]: cache keys (owned and borrowed, hashing alike) and variant keys.
 //! - [`cache_control`]: `Cache-Control` directive parsing (RFC 9111 §5.2).
 //! - [`freshness`]: storability, freshness lifetime and age (RFC 9111 §3, §4.2; RFC 5861).
 //! - [`object`]: stored objects and their metadata.
@@ -13,7 +13,7 @@
 //! - [`tier`]: the storage trait; [`memory`]: the RAM tier.
 //! - [`flight`]: single-flight coalescing with leader/follower and abandonment.
 //! - [`policy`]: refresh decisions (none, lock, PER/XFetch, SUS, stale windows).
-//! - [`status`]: the `Cache-Status` vocabulary.
+//! - [`status`]: the `Cache-Status` vocabulary and the class of an answer.
 //! - [`warn_limit`]: repeated warnings logged once per interval, with a count.
 //! - [`zone_lock`]: one process per disk zone directory (an `flock`).
 
@@ -44,5 +44,5 @@ pub use key::{CacheKey, KeyRef};
 pub use memory::MemoryTier;
 pub use object::{CachedObject, Encoded, LazyBody, ObjectMeta, VaryIndex};
 pub use policy::{decide, Decision, RefreshMode, RefreshPolicy};
-pub use status::{CacheStatus, Fwd, Report};
+pub use status::{AnswerClass, CacheStatus, Fwd, Report};
 pub use tier::{CacheError, Tier};

@@ -1,7 +1,11 @@
 //! How a response relates to the cache: the RFC 9211 `Cache-Status` vocabulary.
 //!
 //! [`CacheStatus`] is the category a response is counted under (metrics,
-//! logs); [`Report`] is everything our `Cache-Status` member says about it.
+//! logs); [`Report`] is everything our `Cache-Status` member says about it;
+//! [`AnswerClass`] is the coarser class an answer is broken down by (hit,
+//! miss, stale, revalidated, bypass), computed only by [`CacheStatus::class`]:
+//! the proxy's counters, latency histograms, `/status`, the dashboard and
+//! the access log all read it from there.
 
 use std::fmt::Write;
 
@@ -39,6 +43,43 @@ pub enum CacheStatus {
 }
 
 impl CacheStatus {
+    /// Every status, in declaration order.
+    pub const ALL: [CacheStatus; 14] = [
+        CacheStatus::Hit,
+        CacheStatus::HitRefreshEarly,
+        CacheStatus::StaleWhileRevalidate,
+        CacheStatus::StaleRefreshInFlight,
+        CacheStatus::StaleIfError,
+        CacheStatus::MissStored,
+        CacheStatus::MissNotStored,
+        CacheStatus::MissCollapsed,
+        CacheStatus::ExpiredStored,
+        CacheStatus::ExpiredCollapsed,
+        CacheStatus::Revalidated,
+        CacheStatus::RequestForced,
+        CacheStatus::RefreshedEarly,
+        CacheStatus::Bypass,
+    ];
+
+    /// The class of an answer with this status: the one place it is decided.
+    pub fn class(self) -> AnswerClass {
+        match self {
+            CacheStatus::Hit | CacheStatus::HitRefreshEarly => AnswerClass::Hit,
+            CacheStatus::StaleWhileRevalidate
+            | CacheStatus::StaleRefreshInFlight
+            | CacheStatus::StaleIfError => AnswerClass::Stale,
+            CacheStatus::Revalidated => AnswerClass::Revalidated,
+            CacheStatus::MissStored
+            | CacheStatus::MissNotStored
+            | CacheStatus::MissCollapsed
+            | CacheStatus::ExpiredStored
+            | CacheStatus::ExpiredCollapsed
+            | CacheStatus::RequestForced
+            | CacheStatus::RefreshedEarly => AnswerClass::Miss,
+            CacheStatus::Bypass => AnswerClass::Bypass,
+        }
+    }
+
     /// Label for metrics and logs.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -90,6 +131,55 @@ impl CacheStatus {
             ttl: None,
             detail,
         }
+    }
+}
+
+/// The five classes answers are broken down by (metric labels, `/status`,
+/// the dashboard, the access log). The discriminants index arrays of
+/// per-class counters and histograms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AnswerClass {
+    /// Fresh from the cache.
+    Hit = 0,
+    /// Fetched from the origin (stored or not, waited for or not).
+    Miss = 1,
+    /// A stale copy served (stale-while-revalidate, stale-if-error...).
+    Stale = 2,
+    /// Revalidated with the origin (304), the stored body reused.
+    Revalidated = 3,
+    /// Passed through without the cache.
+    Bypass = 4,
+}
+
+impl AnswerClass {
+    /// Every class, in index order.
+    pub const ALL: [AnswerClass; 5] = [
+        AnswerClass::Hit,
+        AnswerClass::Miss,
+        AnswerClass::Stale,
+        AnswerClass::Revalidated,
+        AnswerClass::Bypass,
+    ];
+
+    /// Its label: `hit`, `miss`, `stale`, `revalidated`, `bypass`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnswerClass::Hit => "hit",
+            AnswerClass::Miss => "miss",
+            AnswerClass::Stale => "stale",
+            AnswerClass::Revalidated => "revalidated",
+            AnswerClass::Bypass => "bypass",
+        }
+    }
+
+    /// Its position in [`AnswerClass::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The class at `index` in [`AnswerClass::ALL`], if there is one.
+    pub fn from_index(index: usize) -> Option<AnswerClass> {
+        AnswerClass::ALL.get(index).copied()
     }
 }
 
@@ -216,6 +306,48 @@ mod tests {
         let mut s = String::new();
         r.write_member(key, &mut s);
         s
+    }
+
+    #[test]
+    fn every_status_has_the_class_its_report_implies() {
+        for status in CacheStatus::ALL {
+            let r = status.report();
+            let want = match status {
+                CacheStatus::Revalidated => AnswerClass::Revalidated,
+                _ if r.fwd == Some(Fwd::Bypass) => AnswerClass::Bypass,
+                // Served from the cache although past freshness: stale.
+                _ if matches!(
+                    r.detail,
+                    Some("stale-while-revalidate" | "refresh-in-flight" | "stale-if-error")
+                ) =>
+                {
+                    AnswerClass::Stale
+                }
+                _ if r.fwd.is_none() => AnswerClass::Hit,
+                _ => AnswerClass::Miss,
+            };
+            assert_eq!(status.class(), want, "{status:?}");
+        }
+    }
+
+    #[test]
+    fn classes_keep_their_labels_and_indices() {
+        // Metric labels, /status keys and array indices are public or
+        // persistent: they must not move.
+        let labels: Vec<&str> = AnswerClass::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(labels, ["hit", "miss", "stale", "revalidated", "bypass"]);
+        for (i, class) in AnswerClass::ALL.into_iter().enumerate() {
+            assert_eq!(class.index(), i);
+            assert_eq!(AnswerClass::from_index(i), Some(class));
+        }
+        assert_eq!(AnswerClass::from_index(5), None);
+        assert_eq!(AnswerClass::from_index(usize::MAX), None);
+        // ALL lists every status once.
+        let mut seen = std::collections::HashSet::new();
+        assert!(CacheStatus::ALL.iter().all(|s| seen.insert(*s)));
+        assert_eq!(CacheStatus::HitRefreshEarly.class(), AnswerClass::Hit);
+        assert_eq!(CacheStatus::RefreshedEarly.class(), AnswerClass::Miss);
+        assert_eq!(CacheStatus::StaleIfError.class(), AnswerClass::Stale);
     }
 
     #[test]

@@ -437,34 +437,14 @@ pub fn normalise_accept_encoding<'a>(
 /// (`[ W/ ] DQUOTE *etagc DQUOTE`, `W` case-sensitive): the caller then sends
 /// the variant without an `ETag`.
 pub fn weak_etag(etag: &HeaderValue) -> Option<HeaderValue> {
-    let bytes = etag.as_bytes();
-    let (weak, opaque) = match bytes.strip_prefix(b"W/") {
-        Some(rest) => (true, rest),
-        None => (false, bytes),
-    };
-    if !valid_opaque_tag(opaque) {
-        return None;
-    }
-    if weak {
+    let tag = crate::http::conditional::EntityTag::parse_valid(etag.as_bytes())?;
+    if tag.is_weak() {
         return Some(etag.clone());
     }
-    let mut out = Vec::with_capacity(bytes.len() + 2);
+    let mut out = Vec::with_capacity(etag.len() + 2);
     out.extend_from_slice(b"W/");
-    out.extend_from_slice(bytes);
+    out.extend_from_slice(etag.as_bytes());
     HeaderValue::from_bytes(&out).ok()
-}
-
-/// `opaque-tag = DQUOTE *etagc DQUOTE`, `etagc = %x21 / %x23-7E / obs-text`.
-fn valid_opaque_tag(tag: &[u8]) -> bool {
-    let Some(inner) = tag
-        .strip_prefix(b"\"")
-        .and_then(|rest| rest.strip_suffix(b"\""))
-    else {
-        return false;
-    };
-    inner
-        .iter()
-        .all(|&b| b == 0x21 || (0x23..=0x7e).contains(&b) || b >= 0x80)
 }
 
 #[cfg(test)]

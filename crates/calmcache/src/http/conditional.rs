@@ -2,11 +2,19 @@
 //! against a stored response, building the 304 it gets, the validators a
 //! revalidation sends upstream, and merging a 304 from the origin into the
 //! stored response (RFC 9111 §4.3.4, §3.2).
+//!
+//! It owns entity-tags ([`EntityTag`], RFC 9110 §8.8.3): their parsing,
+//! strong and weak comparison and `If-Match`/`If-None-Match` list matching,
+//! for preconditions here, `If-Range` (range.rs) and the weak tag of an
+//! encoded variant (compress.rs). Dates are read by the engine's
+//! [`parse_date`], the one HTTP-date parser.
 
 use std::time::SystemTime;
 
 use calmcache_core::freshness::parse_date;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+use crate::http::headers::trim_ows;
 
 /// What a request's preconditions say about answering it from a representation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,13 +38,14 @@ pub fn has_preconditions(request: &HeaderMap) -> bool {
 /// RFC 9110 §13.2.2: evaluates the preconditions of a GET or HEAD in order
 /// against the representation's `ETag` and `Last-Modified` in `response`.
 pub fn evaluate(request: &HeaderMap, response: &HeaderMap) -> Precondition {
-    let etag = response.get(header::ETAG).and_then(|v| v.to_str().ok());
+    let etag = etag_of(response);
     let modified = response
         .get(header::LAST_MODIFIED)
         .and_then(|v| parse_date(v.as_bytes()));
     // Step 1-2: If-Match, else If-Unmodified-Since.
-    if let Some(list) = joined(request, &header::IF_MATCH) {
-        if !matches_any(&list, etag, true) {
+    if request.contains_key(header::IF_MATCH) {
+        let lines = request.get_all(header::IF_MATCH).iter();
+        if !list_matches(lines, etag, Comparison::Strong) {
             return Precondition::Failed;
         }
     } else if let (Some(since), Some(modified)) =
@@ -47,8 +56,9 @@ pub fn evaluate(request: &HeaderMap, response: &HeaderMap) -> Precondition {
         }
     }
     // Step 3-4: If-None-Match, else If-Modified-Since.
-    if let Some(list) = joined(request, &header::IF_NONE_MATCH) {
-        if matches_any(&list, etag, false) {
+    if request.contains_key(header::IF_NONE_MATCH) {
+        let lines = request.get_all(header::IF_NONE_MATCH).iter();
+        if list_matches(lines, etag, Comparison::Weak) {
             return Precondition::NotModified;
         }
         return Precondition::Proceed;
@@ -61,14 +71,6 @@ pub fn evaluate(request: &HeaderMap, response: &HeaderMap) -> Precondition {
     Precondition::Proceed
 }
 
-/// All field lines of a list header joined; `None` when absent.
-fn joined(request: &HeaderMap, name: &HeaderName) -> Option<String> {
-    let mut values = request.get_all(name).iter().peekable();
-    values.peek()?;
-    let parts: Vec<&str> = values.filter_map(|v| v.to_str().ok()).collect();
-    Some(parts.join(","))
-}
-
 /// A valid single HTTP-date; an invalid one makes the header ignored (§13.1.3-4).
 fn date(request: &HeaderMap, name: &HeaderName) -> Option<SystemTime> {
     let mut values = request.get_all(name).iter();
@@ -79,50 +81,132 @@ fn date(request: &HeaderMap, name: &HeaderName) -> Option<SystemTime> {
     parse_date(first.as_bytes())
 }
 
-/// RFC 9110 §8.8.3.2: `*` matches any current representation; otherwise the
-/// list is compared with strong (If-Match) or weak (If-None-Match) comparison.
-fn matches_any(list: &str, etag: Option<&str>, strong: bool) -> bool {
-    // A stored response is a current representation, with or without an ETag.
-    if list.trim() == "*" {
-        return true;
-    }
-    let Some(etag) = etag.map(str::trim) else {
-        return false;
-    };
-    entity_tags(list).any(|tag| {
-        if strong {
-            !is_weak(tag) && !is_weak(etag) && tag == etag
-        } else {
-            opaque(tag) == opaque(etag)
-        }
-    })
+/// An entity-tag (RFC 9110 §8.8.3): `[ "W/" ] opaque-tag`.
+///
+/// Read as leniently as clients echo what origins send: the opaque part is
+/// whatever follows `W/`, so an unquoted `abc` compares equal to itself (as
+/// NGINX compares them). [`EntityTag::is_valid`] tells whether it has the
+/// RFC's syntax, `DQUOTE *etagc DQUOTE`; `If-Range` and the weak tag of an
+/// encoded variant require it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntityTag<'a> {
+    weak: bool,
+    /// The opaque-tag, quotes included when it has them.
+    opaque: &'a [u8],
 }
 
-/// Splits a list of entity-tags; commas may appear inside quoted opaque tags.
-fn entity_tags(list: &str) -> impl Iterator<Item = &str> {
+/// How two entity-tags are compared (RFC 9110 §8.8.3.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Comparison {
+    /// Neither weak, and the opaque-tags equal (`If-Match`, `If-Range`).
+    Strong,
+    /// The opaque-tags equal, weak or not (`If-None-Match`, a 304's fit).
+    Weak,
+}
+
+impl<'a> EntityTag<'a> {
+    /// The tag in `text`, exactly as given: a caller trims the OWS around a
+    /// field value (hyper's field values have none). `W/` is
+    /// case-sensitive (§8.8.3).
+    pub fn parse(text: &'a [u8]) -> EntityTag<'a> {
+        match text.strip_prefix(b"W/") {
+            Some(opaque) => EntityTag { weak: true, opaque },
+            None => EntityTag {
+                weak: false,
+                opaque: text,
+            },
+        }
+    }
+
+    /// The tag in `text` when it is a valid entity-tag, else `None`.
+    pub fn parse_valid(text: &'a [u8]) -> Option<EntityTag<'a>> {
+        Some(EntityTag::parse(text)).filter(|tag| tag.is_valid())
+    }
+
+    /// `W/` was given: the tag is a weak validator (§8.8.1).
+    pub fn is_weak(self) -> bool {
+        self.weak
+    }
+
+    /// RFC 9110 §8.8.3: `opaque-tag = DQUOTE *etagc DQUOTE`, `etagc = %x21
+    /// / %x23-7E / obs-text`.
+    pub fn is_valid(self) -> bool {
+        let etagc = |b: &u8| matches!(*b, 0x21 | 0x23..=0x7e | 0x80..=0xff);
+        self.opaque
+            .strip_prefix(b"\"")
+            .and_then(|rest| rest.strip_suffix(b"\""))
+            .is_some_and(|inner| inner.iter().all(etagc))
+    }
+
+    /// RFC 9110 §8.8.3.2: "Strong comparison: two entity tags are equivalent
+    /// if both are not weak and their opaque-tags match character-by-
+    /// character. Weak comparison: two entity tags are equivalent if their
+    /// opaque-tags match character-by-character, regardless of either or
+    /// both being tagged as weak."
+    pub fn matches(self, other: EntityTag<'_>, how: Comparison) -> bool {
+        let strong_enough = match how {
+            Comparison::Strong => !self.weak && !other.weak,
+            Comparison::Weak => true,
+        };
+        strong_enough && self.opaque == other.opaque
+    }
+}
+
+/// The tag of a response's (first) `ETag` field.
+fn etag_of(response: &HeaderMap) -> Option<EntityTag<'_>> {
+    let value = response.get(header::ETAG)?;
+    Some(EntityTag::parse(trim_ows(value.as_bytes())))
+}
+
+/// RFC 9110 §13.1.1-2: whether an `If-Match` or `If-None-Match` field (all
+/// its field `lines`) matches the current representation, whose tag is
+/// `current`: `*` matches any (a stored response is a current
+/// representation, with or without an ETag), a list of entity-tags matches
+/// when one of them does by `how`.
+pub fn list_matches<'v>(
+    lines: impl Iterator<Item = &'v HeaderValue>,
+    current: Option<EntityTag<'_>>,
+    how: Comparison,
+) -> bool {
+    let mut lines = lines.peekable();
+    let Some(first) = lines.next() else {
+        return false;
+    };
+    // `*` stands alone: one field line, nothing else in the field.
+    if trim_ows(first.as_bytes()) == b"*" && lines.peek().is_none() {
+        return true;
+    }
+    let Some(current) = current else {
+        return false;
+    };
+    std::iter::once(first)
+        .chain(lines)
+        .any(|line| entity_tags(line.as_bytes()).any(|tag| tag.matches(current, how)))
+}
+
+/// Splits one field line of a list of entity-tags; commas may appear inside
+/// quoted opaque tags.
+fn entity_tags(list: &[u8]) -> impl Iterator<Item = EntityTag<'_>> {
     let mut rest = list;
     std::iter::from_fn(move || {
-        rest = rest.trim_start_matches([' ', '\t', ',']);
+        while let [b' ' | b'\t' | b',', tail @ ..] = rest {
+            rest = tail;
+        }
         if rest.is_empty() {
             return None;
         }
-        let start = usize::from(rest.starts_with("W/")) * 2;
-        let end = match rest[start..].strip_prefix('"') {
-            Some(body) => body.find('"').map_or(rest.len(), |i| start + i + 2),
-            None => rest.find(',').unwrap_or(rest.len()),
+        let start = usize::from(rest.starts_with(b"W/")) * 2;
+        let end = match rest[start..].strip_prefix(b"\"") {
+            Some(body) => body
+                .iter()
+                .position(|&b| b == b'"')
+                .map_or(rest.len(), |i| start + i + 2),
+            None => rest.iter().position(|&b| b == b',').unwrap_or(rest.len()),
         };
         let (tag, tail) = rest.split_at(end);
         rest = tail;
-        Some(tag.trim())
+        Some(EntityTag::parse(trim_ows(tag)))
     })
-}
-
-fn is_weak(tag: &str) -> bool {
-    tag.starts_with("W/")
-}
-
-fn opaque(tag: &str) -> &str {
-    tag.strip_prefix("W/").unwrap_or(tag)
 }
 
 /// The headers of a 304 made from a stored response (RFC 9110 §15.4.5): the
@@ -175,11 +259,8 @@ pub fn has_validator(stored: &HeaderMap) -> bool {
 /// RFC 9111 §4.3.3: a 304 applies to the stored response when its strong
 /// validator matches (or it carries none to compare).
 pub fn applies_to(not_modified: &HeaderMap, stored: &HeaderMap) -> bool {
-    match (
-        not_modified.get(header::ETAG).and_then(|v| v.to_str().ok()),
-        stored.get(header::ETAG).and_then(|v| v.to_str().ok()),
-    ) {
-        (Some(new), Some(old)) => opaque(new.trim()) == opaque(old.trim()),
+    match (etag_of(not_modified), etag_of(stored)) {
+        (Some(new), Some(old)) => new.matches(old, Comparison::Weak),
         (Some(_), None) => false,
         _ => true,
     }

@@ -142,11 +142,129 @@ fn preconditions_in_rfc_9110_order() {
 
 #[test]
 fn entity_tag_lists_may_hold_commas() {
-    let tags: Vec<&str> = entity_tags("\"a,b\", W/\"c\" ,\"d\"").collect();
-    assert_eq!(tags, ["\"a,b\"", "W/\"c\"", "\"d\""]);
-    for odd in ["\"", "W/", ",,", "W/\"unterminated", "x"] {
-        let _: Vec<&str> = entity_tags(odd).collect();
+    let tags: Vec<EntityTag> = entity_tags(b"\"a,b\", W/\"c\" ,\"d\"").collect();
+    let want = [&b"\"a,b\""[..], b"W/\"c\"", b"\"d\""].map(EntityTag::parse);
+    assert_eq!(tags, want);
+    for odd in [
+        &b"\""[..],
+        b"W/",
+        b",,",
+        b"W/\"unterminated",
+        b"x",
+        b"\xff,\"\xfe\"",
+    ] {
+        let _: Vec<EntityTag> = entity_tags(odd).collect();
     }
+}
+
+/// Matches an If-Match (`Strong`) or If-None-Match (`Weak`) field of
+/// `lines` against a representation with the ETag `current`.
+fn list(lines: &[&'static str], current: Option<&'static str>, how: Comparison) -> bool {
+    let lines: Vec<HeaderValue> = lines.iter().map(|l| HeaderValue::from_static(l)).collect();
+    let current = current.map(|c| EntityTag::parse(trim_ows(c.as_bytes())));
+    list_matches(lines.iter(), current, how)
+}
+
+#[test]
+fn entity_tags_compare_strongly_or_weakly() {
+    // RFC 9110 §8.8.3.2, its table of examples.
+    use Comparison::*;
+    let cases = [
+        ("W/\"1\"", "W/\"1\"", false, true),
+        ("W/\"1\"", "W/\"2\"", false, false),
+        ("W/\"1\"", "\"1\"", false, true),
+        ("\"1\"", "\"1\"", true, true),
+    ];
+    for (a, b, strong, weak) in cases {
+        let (a, b) = (
+            EntityTag::parse(a.as_bytes()),
+            EntityTag::parse(b.as_bytes()),
+        );
+        assert_eq!(a.matches(b, Strong), strong, "{a:?} {b:?}");
+        assert_eq!(b.matches(a, Strong), strong, "{a:?} {b:?}");
+        assert_eq!(a.matches(b, Weak), weak, "{a:?} {b:?}");
+        assert_eq!(b.matches(a, Weak), weak, "{a:?} {b:?}");
+    }
+    // `W/` is case-sensitive: `w/"1"` is a (malformed) strong tag.
+    let lower = EntityTag::parse(b"w/\"1\"");
+    assert!(!lower.is_weak() && !lower.is_valid());
+    assert!(!lower.matches(EntityTag::parse(b"\"1\""), Weak));
+    // Validity: DQUOTE *etagc DQUOTE, obs-text allowed, no space or DQUOTE.
+    for (text, valid) in [
+        (&b"\"abc\""[..], true),
+        (b"W/\"abc\"", true),
+        (b"\"\"", true),
+        (b"\"a!#~\x80\xff\"", true),
+        (b"abc", false),
+        (b"\"abc", false),
+        (b"\"a b\"", false),
+        (b"\"a\"b\"", false),
+        (b" \"abc\"", false),
+        (b"*", false),
+        (b"", false),
+        (b"W/", false),
+    ] {
+        let tag = EntityTag::parse(text);
+        assert_eq!(tag.is_valid(), valid, "{:?}", String::from_utf8_lossy(text));
+        assert_eq!(EntityTag::parse_valid(text).is_some(), valid);
+    }
+}
+
+#[test]
+fn entity_tag_lists_match_as_both_old_matchers_did() {
+    use Comparison::*;
+    // Spaces, tabs and empty members around the tags; several field lines.
+    assert!(list(&[" \"a\" ,\t\"v1\" "], Some("\"v1\""), Strong));
+    assert!(list(&["\"a\",,  ,\"v1\""], Some("\"v1\""), Weak));
+    assert!(list(&["\"a\"", "\"v1\""], Some("\"v1\""), Strong));
+    assert!(!list(&["\"a\"", "\"b\""], Some("\"v1\""), Weak));
+    // A comma inside a quoted tag does not split it.
+    assert!(list(&["\"x,v1\""], Some("\"x,v1\""), Strong));
+    assert!(!list(&["\"x,v1\""], Some("\"v1\""), Weak));
+    // `*` alone matches anything, with or without a current tag...
+    assert!(list(&["*"], None, Strong));
+    assert!(list(&[" * "], Some("\"v1\""), Weak));
+    // ...but is not an entity-tag: in a list, or on one of several
+    // lines, it matches nothing.
+    assert!(!list(&["*, \"a\""], Some("\"v1\""), Weak));
+    assert!(!list(&["*", "\"a\""], Some("\"v1\""), Weak));
+    assert!(!list(&["\"a\"", "*"], Some("\"v1\""), Weak));
+    // No current tag: only `*` matches.
+    assert!(!list(&["\"v1\""], None, Weak));
+    // Weak tags: never for If-Match, always for If-None-Match.
+    assert!(!list(&["W/\"v1\""], Some("\"v1\""), Strong));
+    assert!(!list(&["\"v1\""], Some("W/\"v1\""), Strong));
+    assert!(list(&["W/\"v1\""], Some("\"v1\""), Weak));
+    assert!(list(&["\"v1\""], Some("W/\"v1\""), Weak));
+    // Unquoted tags (malformed, but echoed by clients as the origin sent
+    // them) compare as text, as the precondition matcher always did.
+    assert!(list(&["abc"], Some("abc"), Strong));
+    assert!(list(&["W/abc"], Some("abc"), Weak));
+    assert!(!list(&["abc"], Some("\"abc\""), Weak));
+    // The stored ETag's OWS is not part of it.
+    assert!(list(&["\"v1\""], Some(" \"v1\"\t"), Strong));
+}
+
+#[test]
+fn obs_text_entity_tags_match() {
+    // etagc includes obs-text (RFC 9110 §8.8.3); such tags used to be read
+    // as text and dropped by the precondition matcher (If-Range kept them).
+    let stored = HeaderMap::from_iter([(
+        header::ETAG,
+        HeaderValue::from_bytes(b"\"caf\xe9\"").unwrap(),
+    )]);
+    let mut req = HeaderMap::new();
+    req.insert(
+        header::IF_NONE_MATCH,
+        HeaderValue::from_bytes(b"\"caf\xe9\"").unwrap(),
+    );
+    assert_eq!(evaluate(&req, &stored), Precondition::NotModified);
+    let mut other = HeaderMap::new();
+    other.insert(
+        header::ETAG,
+        HeaderValue::from_bytes(b"W/\"caf\xe9\"").unwrap(),
+    );
+    assert!(applies_to(&other, &stored));
 }
 
 #[test]
@@ -183,6 +301,10 @@ fn a_304_with_another_etag_does_not_apply() {
     assert!(applies_to(&h(&[("etag", "\"a\"")]), &stored));
     assert!(!applies_to(&h(&[("etag", "\"b\"")]), &stored));
     assert!(applies_to(&HeaderMap::new(), &stored));
+    // Weak comparison: W/ on either side, OWS and unquoted tags as before.
+    assert!(applies_to(&h(&[("etag", "W/\"a\"")]), &stored));
+    assert!(applies_to(&h(&[("etag", "abc")]), &h(&[("etag", " abc")])));
+    assert!(!applies_to(&h(&[("etag", "\"a\"")]), &HeaderMap::new()));
 }
 
 #[test]

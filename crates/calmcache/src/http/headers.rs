@@ -82,6 +82,18 @@ pub fn add_forwarded(headers: &mut HeaderMap, client: IpAddr, proto: &'static st
     headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(proto));
 }
 
+/// A field value without the OWS around it (RFC 9110 §5.6.3: OWS is
+/// `*( SP / HTAB )`).
+pub fn trim_ows(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
+}
+
 /// Adds our `Cache-Status` member after any an upstream cache put there
 /// (RFC 9211 §2: the last member is the cache closest to the client).
 pub fn set_cache_status(headers: &mut HeaderMap, report: &Report, key: Option<&str>) {

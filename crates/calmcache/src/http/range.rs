@@ -33,12 +33,16 @@
 //!   must be exactly equal (the strict §8.8.2.2 reading would never match).
 
 use bytes::{BufMut, Bytes, BytesMut};
+use calmcache_core::freshness::parse_date;
 use http::header::{
     HeaderName, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, DATE, ETAG,
     IF_RANGE, LAST_MODIFIED, RANGE,
 };
 use http::{HeaderMap, HeaderValue, StatusCode};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
+
+use crate::http::conditional::{Comparison, EntityTag};
+use crate::http::headers::trim_ows;
 
 /// Most parts a `multipart/byteranges` answer may have (after coalescing).
 /// More than this is "many small ranges" (RFC 9110 §14.2) and is answered
@@ -161,17 +165,6 @@ fn single_value<'a>(map: &'a HeaderMap, name: &HeaderName) -> Option<&'a [u8]> {
         return None;
     }
     Some(first.as_bytes())
-}
-
-/// RFC 9110 §5.6.3: OWS is `*( SP / HTAB )`.
-fn trim_ows(mut s: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = s {
-        s = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = s {
-        s = rest;
-    }
-    s
 }
 
 /// `1*DIGIT` as a `u64`; `None` for an empty string, any non-digit (also a
@@ -342,42 +335,6 @@ fn coalesce(mut ranges: Vec<(ByteRange, usize)>) -> Vec<ByteRange> {
 // ---------------------------------------------------------------------------
 // If-Range (RFC 9110 §13.1.5)
 
-/// An entity-tag (RFC 9110 §8.8.3): `[ "W/" ] DQUOTE *etagc DQUOTE`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct EntityTag<'a> {
-    weak: bool,
-    /// Between the quotes.
-    opaque: &'a [u8],
-}
-
-/// RFC 9110 §8.8.3: `etagc = %x21 / %x23-7E / obs-text`.
-fn parse_entity_tag(value: &[u8]) -> Option<EntityTag<'_>> {
-    let value = trim_ows(value);
-    let (weak, tag) = match value.strip_prefix(b"W/") {
-        Some(rest) => (true, rest),
-        None => (false, value),
-    };
-    let opaque = tag.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
-    let etagc = |b: &u8| matches!(*b, 0x21 | 0x23..=0x7e | 0x80..=0xff);
-    if !opaque.iter().all(etagc) {
-        return None;
-    }
-    Some(EntityTag { weak, opaque })
-}
-
-/// RFC 9110 §8.8.3.2: "Strong comparison: two entity tags are equivalent if
-/// both are not weak and their opaque-tags match character-by-character."
-fn strong_match(a: EntityTag<'_>, b: EntityTag<'_>) -> bool {
-    !a.weak && !b.weak && a.opaque == b.opaque
-}
-
-/// An HTTP-date (RFC 9110 §5.6.7: IMF-fixdate, and recipients also accept
-/// the obsolete RFC 850 and asctime forms).
-fn parse_date(value: &[u8]) -> Option<SystemTime> {
-    let s = std::str::from_utf8(trim_ows(value)).ok()?;
-    httpdate::parse_http_date(s).ok()
-}
-
 /// Evaluates `If-Range` against the stored response (RFC 9110 §13.1.5).
 /// Absent or unparseable validators make the condition false.
 fn if_range_matches(request: &HeaderMap, stored: &HeaderMap) -> bool {
@@ -392,13 +349,14 @@ fn if_range_matches(request: &HeaderMap, stored: &HeaderMap) -> bool {
         // matches the ETag field value for the selected representation using
         // the strong comparison function (Section 8.8.3.2), the condition is
         // true." A weak tag on either side never matches.
-        let Some(given) = parse_entity_tag(value) else {
+        let Some(given) = EntityTag::parse_valid(value) else {
             return false;
         };
-        let Some(current) = single_value(stored, &ETAG).and_then(parse_entity_tag) else {
+        let current = single_value(stored, &ETAG).map(trim_ows);
+        let Some(current) = current.and_then(EntityTag::parse_valid) else {
             return false;
         };
-        return strong_match(given, current);
+        return given.matches(current, Comparison::Strong);
     }
     // RFC 9110 §13.1.5: "1. If the HTTP-date validator provided is not a
     // strong validator in the sense defined by Section 8.8.2.2, the condition
@@ -935,6 +893,12 @@ mod tests {
             ("\"a\"bc\"", &[("etag", "\"a\"bc\"")], RangePlan::Full),
             ("\"abc\", \"def\"", &[("etag", "\"abc\"")], RangePlan::Full),
             ("w/\"abc\"", &[("etag", "\"abc\"")], RangePlan::Full),
+            // `*` is no entity-tag (nor a date); an unquoted tag is read as a
+            // date, and is not one.
+            ("*", &[("etag", "\"abc\"")], RangePlan::Full),
+            ("abc", &[("etag", "abc")], RangePlan::Full),
+            // OWS around the stored ETag is not part of it.
+            ("\"abc\"", &[("etag", " \"abc\"\t")], hit.clone()),
         ];
         for (if_range, stored, want) in table {
             assert_eq!(
@@ -968,6 +932,12 @@ mod tests {
             ),
             (
                 LM_ASCTIME,
+                &[("last-modified", LM), ("date", LM_PLUS_1H)],
+                hit.clone(),
+            ),
+            // Read by the one date parser: names in any case (RFC 9111 §4.2).
+            (
+                "SUN, 06 NOV 1994 08:49:37 gmt",
                 &[("last-modified", LM), ("date", LM_PLUS_1H)],
                 hit.clone(),
             ),

@@ -7,8 +7,6 @@
 //! normalised as §4.1 allows: field lines combined, whitespace around commas
 //! dropped, and `Accept-Encoding` reduced to the coding that will be chosen.
 
-use std::fmt::Write;
-
 use calmcache_core::{CacheKey, KeyRef};
 use http::header::{HeaderName, ACCEPT_ENCODING, VARY};
 use http::HeaderMap;
@@ -75,13 +73,10 @@ pub fn secondary(names: &[HeaderName], request: &HeaderMap) -> String {
     out
 }
 
-/// The key of one variant under a marker of generation `id`.
+/// The key of one variant under a marker of generation `id`
+/// ([`KeyRef::variant`]: the engine owns the variant key's layout).
 pub fn variant_key(primary: &KeyRef<'_>, id: u64, secondary: &str) -> CacheKey {
-    let mut pq = String::with_capacity(primary.path_and_query.len() + secondary.len() + 20);
-    pq.push_str(primary.path_and_query);
-    let _ = write!(pq, "\0v{id:x}\0");
-    pq.push_str(secondary);
-    CacheKey::new(primary.scheme, primary.host, &pq)
+    primary.variant(id, secondary)
 }
 
 #[cfg(test)]

@@ -5,10 +5,11 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
+use calmcache_core::AnswerClass;
 use serde::Serialize;
 
 use crate::proxy::state::Proxy;
-use crate::telemetry::metrics::{Class, HistogramSnapshot, BOUNDS};
+use crate::telemetry::metrics::{HistogramSnapshot, BOUNDS};
 use crate::telemetry::stats::ActivitySnapshot;
 
 /// The `/status` document.
@@ -274,7 +275,7 @@ pub fn status(proxy: &Proxy) -> Status {
         routes.insert(route.cfg.name.clone(), rs);
     }
     let m = &proxy.metrics;
-    let classes = || Class::ALL.iter().map(|c| (c.label(), *c as usize));
+    let classes = || AnswerClass::ALL.iter().map(|c| (c.as_str(), c.index()));
     let latency: BTreeMap<&'static str, HistogramSnapshot> = classes()
         .map(|(l, i)| (l, m.latency[i].snapshot()))
         .collect();

@@ -132,13 +132,14 @@ pub async fn handle(
     let started = std::time::Instant::now();
     let slot = worker.proxy.note_served.then(CallSlot::default);
     // The worker's own Arc (no count shared by all threads is touched).
-    let (resp, class) = metrics::scoped(slot.clone(), answer(worker.clone(), req, client)).await;
-    if let Some(class) = class {
+    let (resp, noted) = metrics::scoped(slot.clone(), answer(worker.clone(), req, client)).await;
+    if let Some(metrics::Noted::Counted(class)) = noted {
         worker.proxy.metrics.answered(class, started.elapsed());
     }
     let Ok(mut resp) = resp;
     if let Some(slot) = slot {
         let upstream = *slot.lock().unwrap_or_else(|p| p.into_inner());
+        let class = noted.map(metrics::Noted::class);
         resp.extensions_mut().insert(Served { class, upstream });
     }
     Ok(resp)
@@ -167,6 +168,7 @@ async fn answer(
     let own = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
     let Some(route) = worker.route_for(admitted.match_target(own)) else {
         let e = ProxyError::downstream(ErrorKind::NoRoute, own);
+        metrics::note_uncounted(CacheStatus::Bypass);
         return Ok(error_response(&e, &CacheStatus::Bypass.report()));
     };
     let client = crate::proxy::edge::prepare(&mut req, &mut admitted, route, client);
@@ -343,6 +345,7 @@ async fn answer(
 /// closed after it, since its framing can no longer be trusted.
 fn refused(e: &ProxyError, version: http::Version) -> Response<ResponseBody> {
     tracing::debug!(error = %e, "request refused");
+    metrics::note_uncounted(CacheStatus::Bypass);
     let mut resp = crate::proxy::respond::refusal_response(e, &CacheStatus::Bypass.report());
     if version < http::Version::HTTP_2 && e.closes_connection() {
         resp.headers_mut()

@@ -372,7 +372,7 @@ async fn purge_variants(variants: Vec<(CacheKey, Arc<Zone>)>) -> u64 {
         let k = key.as_ref();
         let selector = Selector::Prefix {
             host: Some(k.host.to_owned()),
-            path: format!("{}\0v", k.path_and_query),
+            path: calmcache_core::key::variants_prefix(k.path_and_query),
         };
         purged += scan_zones(vec![zone], selector, true).await;
     }
@@ -419,9 +419,7 @@ fn matches<'a, T: Iterator<Item = &'a str>>(
             path_and_query,
         } => {
             !k.scheme.is_empty()
-                && k.path_and_query
-                    .strip_prefix(path_and_query.as_str())
-                    .is_some_and(|rest| rest.is_empty() || rest.starts_with("\0v"))
+                && calmcache_core::key::is_uri_or_variant(k.path_and_query, path_and_query)
         }
         Selector::Url { .. } | Selector::Key(_) => false,
     }

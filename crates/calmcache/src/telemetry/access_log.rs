@@ -19,7 +19,7 @@
 //! Without an `[access_log]` table none of this is on the request path.
 
 use crate::config::access_log::{AccessLogConfig, LogFormat, LogTarget};
-use crate::telemetry::metrics::{Class, Served};
+use crate::telemetry::metrics::Served;
 use std::borrow::Cow;
 use std::convert::Infallible;
 use std::fmt::Write as _;
@@ -34,7 +34,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use http::{HeaderMap, HeaderValue, Method, Request, Response, Uri, Version};
+use calmcache_core::AnswerClass;
+use http::{HeaderValue, Method, Request, Response, Uri, Version};
 use http_body::{Body, Frame, SizeHint};
 use serde::Serialize;
 
@@ -240,105 +241,29 @@ impl Drop for Unanswered {
 }
 
 /// The cache status, upstream address and upstream time of a response: the
-/// one place that reads them: the [`Served`] extension the proxy attaches
-/// when the log is on (class and upstream call), else our `Cache-Status`
-/// member (a response made before any route, e.g. an error).
+/// one place that reads them, from the [`Served`] extension the proxy
+/// attaches when the log is on (class and upstream call; an answer no route
+/// counts, refused or unrouted, has its class too). Without a class: `-`.
 fn served_of<B>(resp: &Response<B>) -> (&'static str, Option<SocketAddr>, Option<Duration>) {
     match resp.extensions().get::<Served>() {
         Some(served) => {
-            let status = match served.class {
-                Some(class) => label_of(class),
-                None => cache_status_of(resp.headers()),
-            };
+            let status = served.class.map_or("-", label_of);
             let call = served.upstream;
             (status, call.and_then(|c| c.addr), call.map(|c| c.elapsed))
         }
-        None => (cache_status_of(resp.headers()), None, None),
+        None => ("-", None, None),
     }
 }
 
-/// The log's word for an answer's class.
-fn label_of(class: Class) -> &'static str {
+/// The log's word for an answer's class: its label in capitals.
+fn label_of(class: AnswerClass) -> &'static str {
     match class {
-        Class::Hit => "HIT",
-        Class::Miss => "MISS",
-        Class::Stale => "STALE",
-        Class::Revalidated => "REVALIDATED",
-        Class::Bypass => "BYPASS",
+        AnswerClass::Hit => "HIT",
+        AnswerClass::Miss => "MISS",
+        AnswerClass::Stale => "STALE",
+        AnswerClass::Revalidated => "REVALIDATED",
+        AnswerClass::Bypass => "BYPASS",
     }
-}
-
-/// `HIT`, `STALE`, `MISS`, `REVALIDATED` or `BYPASS` from the last
-/// `Cache-Status` member named `calmcache` (RFC 9211: the last member is the
-/// cache nearest the client, so an upstream calmcache's member is skipped);
-/// `-` without one.
-fn cache_status_of(headers: &HeaderMap) -> &'static str {
-    let mut found = "-";
-    for value in headers.get_all(&crate::http::headers::CACHE_STATUS) {
-        let Ok(value) = value.to_str() else { continue };
-        for member in split_unquoted(value, b',') {
-            let mut params = split_unquoted(member, b';');
-            if params.next().map(str::trim) == Some("calmcache") {
-                found = classify(params);
-            }
-        }
-    }
-    found
-}
-
-fn classify<'a>(params: impl Iterator<Item = &'a str>) -> &'static str {
-    let (mut hit, mut fwd, mut fwd_status, mut detail) = (false, "", "", "");
-    for param in params {
-        let (name, value) = param.split_once('=').unwrap_or((param, ""));
-        let value = value.trim().trim_matches('"');
-        match name.trim() {
-            "hit" => hit = true,
-            "fwd" => fwd = value,
-            "fwd-status" => fwd_status = value,
-            "detail" => detail = value,
-            _ => {}
-        }
-    }
-    let stale = [
-        "stale-while-revalidate",
-        "stale-if-error",
-        "refresh-in-flight",
-        "max-stale",
-    ];
-    if stale.contains(&detail) {
-        "STALE"
-    } else if hit {
-        "HIT"
-    } else if fwd == "bypass" || fwd == "method" {
-        "BYPASS"
-    } else if fwd_status == "304" {
-        "REVALIDATED"
-    } else {
-        "MISS"
-    }
-}
-
-/// Splits on `sep` outside RFC 8941 quoted strings.
-fn split_unquoted(text: &str, sep: u8) -> impl Iterator<Item = &str> {
-    let mut rest = Some(text);
-    std::iter::from_fn(move || {
-        let s = rest?;
-        let (mut quoted, mut escaped) = (false, false);
-        for (i, b) in s.bytes().enumerate() {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' if quoted => escaped = true,
-                b'"' => quoted = !quoted,
-                _ if b == sep && !quoted => {
-                    rest = Some(&s[i + 1..]);
-                    return Some(&s[..i]);
-                }
-                _ => {}
-            }
-        }
-        rest = None;
-        Some(s)
-    })
 }
 
 /// A response body that counts its data bytes and writes the request's
@@ -743,6 +668,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use calmcache_core::CacheStatus;
 
     fn entry() -> Entry<'static> {
         Entry {
@@ -866,62 +792,53 @@ mod tests {
         assert_eq!(text, "1970-01-01T00:00:00.000Z");
     }
 
-    fn status_of(value: &str) -> &'static str {
-        let mut h = HeaderMap::new();
-        h.insert("cache-status", HeaderValue::from_str(value).unwrap());
-        cache_status_of(&h)
+    fn logged(served: Option<Served>) -> &'static str {
+        // Even with our member in the header, the class comes from Served.
+        let mut resp = Response::new(());
+        resp.headers_mut().insert(
+            "cache-status",
+            HeaderValue::from_static("calmcache; hit; ttl=3"),
+        );
+        if let Some(served) = served {
+            resp.extensions_mut().insert(served);
+        }
+        served_of(&resp).0
     }
 
     #[test]
-    fn cache_status_comes_from_our_cache_status_member() {
-        let cases = [
-            ("calmcache; hit; ttl=3", "HIT"),
-            ("calmcache; hit; ttl=3; detail=refresh-early", "HIT"),
-            (
-                "calmcache; hit; ttl=-1; detail=stale-while-revalidate",
-                "STALE",
-            ),
-            ("calmcache; hit; ttl=0; detail=refresh-in-flight", "STALE"),
-            ("calmcache; hit; ttl=-3; detail=max-stale", "STALE"),
-            (
-                "calmcache; fwd=stale; fwd-status=503; detail=stale-if-error",
-                "STALE",
-            ),
-            (
-                "calmcache; fwd=uri-miss; fwd-status=200; stored; ttl=1",
-                "MISS",
-            ),
-            (
-                "calmcache; fwd=uri-miss; fwd-status=200; stored; collapsed",
-                "MISS",
-            ),
-            (
-                "calmcache; fwd=stale; fwd-status=304; stored",
-                "REVALIDATED",
-            ),
-            (
-                "calmcache; fwd=request; fwd-status=304; stored",
-                "REVALIDATED",
-            ),
-            ("calmcache; fwd=bypass; fwd-status=200", "BYPASS"),
-            ("calmcache; fwd=bypass; fwd-status=304", "BYPASS"),
-            ("calmcache; fwd=method; fwd-status=201", "BYPASS"),
-            // The last member is ours; an upstream cache's comes first.
-            ("calmcache; hit, calmcache; fwd=uri-miss", "MISS"),
-            ("other; hit, calmcache; fwd=bypass", "BYPASS"),
-            // Separators inside a quoted key are not separators.
-            (
-                r#"calmcache; fwd=uri-miss; key="a, calmcache; hit"; ttl=1"#,
-                "MISS",
-            ),
-            (r#"calmcache; hit; key="x\"; fwd=bypass""#, "HIT"),
-            ("other; hit", "-"),
-            ("", "-"),
+    fn cache_status_is_the_class_of_the_answer() {
+        let words = [
+            (CacheStatus::Hit, "HIT"),
+            (CacheStatus::HitRefreshEarly, "HIT"),
+            (CacheStatus::StaleWhileRevalidate, "STALE"),
+            (CacheStatus::StaleRefreshInFlight, "STALE"),
+            (CacheStatus::StaleIfError, "STALE"),
+            (CacheStatus::MissStored, "MISS"),
+            (CacheStatus::MissNotStored, "MISS"),
+            (CacheStatus::MissCollapsed, "MISS"),
+            (CacheStatus::ExpiredStored, "MISS"),
+            (CacheStatus::ExpiredCollapsed, "MISS"),
+            (CacheStatus::Revalidated, "REVALIDATED"),
+            (CacheStatus::RequestForced, "MISS"),
+            (CacheStatus::RefreshedEarly, "MISS"),
+            (CacheStatus::Bypass, "BYPASS"),
         ];
-        for (value, want) in cases {
-            assert_eq!(status_of(value), want, "{value}");
+        assert_eq!(words.len(), CacheStatus::ALL.len());
+        for (status, word) in words {
+            let served = Served {
+                class: Some(status.class()),
+                upstream: None,
+            };
+            assert_eq!(logged(Some(served)), word, "{status:?}");
+            assert_eq!(word, status.class().as_str().to_ascii_uppercase());
         }
-        assert_eq!(cache_status_of(&HeaderMap::new()), "-");
+        // No class noted, or no Served at all: `-`.
+        let none = Served {
+            class: None,
+            upstream: None,
+        };
+        assert_eq!(logged(Some(none)), "-");
+        assert_eq!(logged(None), "-");
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! for `/status`, `GET /metrics` and the access log.
 //!
 //! Histograms are fixed arrays of relaxed atomics (no lock, no allocation
-//! per observation). The class of an answer is noted in a task-local cell
-//! by [`note_class`] where the answer is counted, and read back by the
+//! per observation). The class of an answer ([`AnswerClass`], decided by
+//! `CacheStatus::class` in the engine) is noted in a task-local cell by
+//! [`note_class`] where the answer is counted, and read back by the
 //! request's top-level handler, which times the whole answer.
 
 use std::cell::Cell;
@@ -13,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use calmcache_core::CacheStatus;
+use calmcache_core::{AnswerClass, CacheStatus};
 use serde::Serialize;
 
 use crate::telemetry::stats::Counter;
@@ -75,66 +76,6 @@ pub struct HistogramSnapshot {
     pub buckets: Vec<u64>,
 }
 
-/// The five classes of answers the dashboard and metrics break down.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Class {
-    /// Fresh from the cache.
-    Hit = 0,
-    /// Fetched from the origin (stored or not, waited for or not).
-    Miss = 1,
-    /// A stale copy served (stale-while-revalidate, stale-if-error...).
-    Stale = 2,
-    /// Revalidated with the origin (304), the stored body reused.
-    Revalidated = 3,
-    /// Passed through without the cache.
-    Bypass = 4,
-}
-
-impl Class {
-    /// Every class, in label order.
-    pub const ALL: [Class; 5] = [
-        Class::Hit,
-        Class::Miss,
-        Class::Stale,
-        Class::Revalidated,
-        Class::Bypass,
-    ];
-
-    /// The class of an answer with this cache status.
-    pub fn of(status: CacheStatus) -> Class {
-        match status {
-            CacheStatus::Hit | CacheStatus::HitRefreshEarly => Class::Hit,
-            CacheStatus::StaleWhileRevalidate
-            | CacheStatus::StaleRefreshInFlight
-            | CacheStatus::StaleIfError => Class::Stale,
-            CacheStatus::Revalidated => Class::Revalidated,
-            CacheStatus::MissStored
-            | CacheStatus::MissNotStored
-            | CacheStatus::MissCollapsed
-            | CacheStatus::ExpiredStored
-            | CacheStatus::ExpiredCollapsed
-            | CacheStatus::RequestForced
-            | CacheStatus::RefreshedEarly => Class::Miss,
-            CacheStatus::Bypass => Class::Bypass,
-        }
-    }
-
-    /// Its label: `hit`, `miss`, `stale`, `revalidated`, `bypass`.
-    pub fn label(self) -> &'static str {
-        match self {
-            Class::Hit => "hit",
-            Class::Miss => "miss",
-            Class::Stale => "stale",
-            Class::Revalidated => "revalidated",
-            Class::Bypass => "bypass",
-        }
-    }
-
-    fn from_index(i: u8) -> Option<Class> {
-        Class::ALL.get(usize::from(i)).copied()
-    }
-}
-
 /// Process-wide gauges and histograms (per-route counters live in
 /// `stats::Activity`, per-upstream ones in [`UpstreamStats`]).
 #[derive(Debug)]
@@ -147,9 +88,9 @@ pub struct Metrics {
     pub connections_accepted: Counter,
     /// `server.max_connections` slots, taken before each accept.
     pub connection_slots: Option<Arc<tokio::sync::Semaphore>>,
-    /// Time to the response head of every answer, by [`Class`]; their
+    /// Time to the response head of every answer, by [`AnswerClass`]; their
     /// counts are the answers per class (disjoint).
-    pub latency: [Histogram; 5],
+    pub latency: [Histogram; AnswerClass::ALL.len()],
     /// Purge requests served (admin and `PURGE`).
     pub purge_requests: Counter,
     /// Objects removed or marked stale by purges.
@@ -196,8 +137,8 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Counts one answer of class `class` that took `elapsed`.
-    pub fn answered(&self, class: Class, elapsed: Duration) {
-        self.latency[class as usize].observe(elapsed);
+    pub fn answered(&self, class: AnswerClass, elapsed: Duration) {
+        self.latency[class.index()].observe(elapsed);
     }
 
     /// Metrics whose connections are bounded by `max_connections`.
@@ -293,8 +234,8 @@ pub struct UpstreamCall {
 /// extension when the access log is on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Served {
-    /// The class of the answer (`None`: an error before any route).
-    pub class: Option<Class>,
+    /// The class of the answer (`None`: nothing noted, e.g. a client gone).
+    pub class: Option<AnswerClass>,
     /// The last upstream call made for it, if any.
     pub upstream: Option<UpstreamCall>,
 }
@@ -308,25 +249,58 @@ tokio::task_local! {
 }
 
 const NO_CLASS: u8 = u8::MAX;
+/// Marks a class noted by [`note_uncounted`].
+const UNCOUNTED: u8 = 0x80;
+
+/// The class noted for an answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Noted {
+    /// Counted by its route ([`note_class`]): timed in its class's histogram.
+    Counted(AnswerClass),
+    /// Answered before any route counted it ([`note_uncounted`]): for the
+    /// access log only.
+    Uncounted(AnswerClass),
+}
+
+impl Noted {
+    /// The class, counted or not.
+    pub fn class(self) -> AnswerClass {
+        match self {
+            Noted::Counted(class) | Noted::Uncounted(class) => class,
+        }
+    }
+}
 
 /// Runs `fut` (one request's answer) with a class cell and, when `slot` is
 /// given, an upstream call slot; returns its output and the class noted.
 pub async fn scoped<F: std::future::Future>(
     slot: Option<CallSlot>,
     fut: F,
-) -> (F::Output, Option<Class>) {
+) -> (F::Output, Option<Noted>) {
     CLASS
         .scope(Cell::new(NO_CLASS), async {
             let out = CALL.scope(slot, fut).await;
-            let class = CLASS.with(Cell::get);
-            (out, Class::from_index(class))
+            let noted = CLASS.with(Cell::get);
+            let class = AnswerClass::from_index(usize::from(noted & !UNCOUNTED));
+            let noted = match noted & UNCOUNTED {
+                0 => class.map(Noted::Counted),
+                _ => class.map(Noted::Uncounted),
+            };
+            (out, noted)
         })
         .await
 }
 
 /// Notes the class of the answer being produced (no-op outside [`scoped`]).
 pub fn note_class(status: CacheStatus) {
-    let _ = CLASS.try_with(|c| c.set(Class::of(status) as u8));
+    let _ = CLASS.try_with(|c| c.set(status.class() as u8));
+}
+
+/// Notes the class of an answer no route counts (a request refused at the
+/// edge or matching no route): the access log shows it, the histograms,
+/// whose counts are the routes' answers, do not.
+pub fn note_uncounted(status: CacheStatus) {
+    let _ = CLASS.try_with(|c| c.set(status.class() as u8 | UNCOUNTED));
 }
 
 /// The current request's call slot, to hand to a fill it spawns.
@@ -374,7 +348,15 @@ mod tests {
     #[tokio::test]
     async fn the_class_noted_inside_the_scope_comes_back() {
         let ((), class) = scoped(None, async { note_class(CacheStatus::Revalidated) }).await;
-        assert_eq!(class, Some(Class::Revalidated));
+        assert_eq!(class, Some(Noted::Counted(AnswerClass::Revalidated)));
+        let ((), class) = scoped(None, async { note_uncounted(CacheStatus::Bypass) }).await;
+        assert_eq!(class, Some(Noted::Uncounted(AnswerClass::Bypass)));
+        for status in CacheStatus::ALL {
+            let ((), class) = scoped(None, async { note_uncounted(status) }).await;
+            assert_eq!(class, Some(Noted::Uncounted(status.class())));
+            let ((), class) = scoped(None, async { note_class(status) }).await;
+            assert_eq!(class.map(Noted::class), Some(status.class()));
+        }
         let ((), class) = scoped(None, async {}).await;
         assert_eq!(class, None);
         note_class(CacheStatus::Hit); // outside: ignored, no panic

@@ -315,3 +315,56 @@ async fn the_binary_reopens_its_access_log_on_sigusr1() {
     drop(child);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_no_route_counts_are_logged_as_bypass_and_not_timed() {
+    // A request matching no route (404) and one refused at the edge (417)
+    // carry `Cache-Status: calmcache; fwd=bypass`: the log says BYPASS, as
+    // their class, while /status counts only the routes' answers.
+    let origin = Origin::start().await;
+    let dir = scratch("log-uncounted");
+    let path = dir.join("access.log");
+    let proxy = Proxy::new(&origin)
+        .route("match = '^/routed/'")
+        .admin("listen = \"127.0.0.1:0\"")
+        .access_log(&path, "combined")
+        .start()
+        .await;
+    let nowhere = get(&proxy.url("/elsewhere")).await;
+    assert_eq!(nowhere.status, 404);
+    let refused = get_with(Method::GET, &proxy.url("/routed/x"), &[("expect", "x")]).await;
+    assert_eq!(refused.status, 417);
+    for reply in [&nowhere, &refused] {
+        let member = reply.headers["cache-status"].to_str().unwrap();
+        assert!(member.contains("fwd=bypass"), "{member}");
+    }
+    let routed = get(&proxy.url("/routed/x")).await;
+    assert_eq!(routed.status, 200);
+    let lines = wait_lines(&path, 3).await;
+    let words: Vec<(u16, String)> = lines
+        .iter()
+        .map(|l| parse_combined(l))
+        .map(|c| (c.status, c.cache_status))
+        .collect();
+    assert_eq!(
+        words,
+        [
+            (404, "BYPASS".to_owned()),
+            (417, "BYPASS".to_owned()),
+            (200, "MISS".to_owned()),
+        ]
+    );
+    let status: serde_json::Value =
+        serde_json::from_str(&get(&proxy.admin_url("/status")).await.body).unwrap();
+    let counted: u64 = status["cache_status"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, 1, "{:#}", status["cache_status"]);
+    assert_eq!(status["cache_status"]["miss"], 1);
+    assert_eq!(status["totals"]["requests"], 1);
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
