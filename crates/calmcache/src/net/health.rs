@@ -31,7 +31,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::config::HealthCheckConfig;
-use crate::telemetry::stats::Counter;
+use crate::telemetry::counter::Counter;
 
 /// The health settings of one upstream, shared by its servers.
 #[derive(Debug, Clone, PartialEq, Eq)]

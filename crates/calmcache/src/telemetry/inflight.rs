@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::telemetry::stats::Counter;
+use crate::telemetry::counter::Counter;
 
 /// The gauge, its limit and the fills refused a buffer.
 #[derive(Debug)]

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use calmcache_core::{AnswerClass, CacheStatus};
 use serde::Serialize;
 
-use crate::telemetry::stats::Counter;
+use crate::telemetry::counter::Counter;
 
 /// Upper bounds of the latency buckets, in seconds (then +Inf).
 pub const BOUNDS: [f64; 16] = [

@@ -6,6 +6,7 @@
 //! network layer, the request path, ops or run (they record into it).
 
 pub mod access_log;
+pub mod counter;
 pub mod inflight;
 pub mod metrics;
 pub mod stats;

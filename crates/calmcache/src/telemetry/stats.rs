@@ -2,31 +2,9 @@
 //!
 //! Plain relaxed atomics: counting costs a hit no lock.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
+use crate::telemetry::counter::Counter;
 use calmcache_core::{AnswerClass, Report};
 use serde::Serialize;
-
-/// A counter bumped from any worker.
-#[derive(Default, Debug)]
-pub struct Counter(AtomicU64);
-
-impl Counter {
-    /// Adds one.
-    pub fn inc(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Adds `n`.
-    pub fn add(&self, n: u64) {
-        self.0.fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// Current value.
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
 
 /// What a route (or a zone) has done since start.
 #[derive(Default, Debug)]
