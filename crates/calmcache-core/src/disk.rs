@@ -634,7 +634,7 @@ impl DiskTier {
 
     /// The version of `key`'s index entry: a copy read before a newer store
     /// or a removal has another (or none).
-    pub fn version(&self, key: &KeyRef<'_>) -> Option<u32> {
+    fn entry_version(&self, key: &KeyRef<'_>) -> Option<u32> {
         let hash = key_hash(key);
         self.with_shard(hash, |map| map.get(&hash).map(|e| e.version))
     }

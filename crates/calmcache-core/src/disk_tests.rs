@@ -258,7 +258,7 @@ async fn the_loader_keeps_this_process_temp_files_and_removal_reaches_unindexed_
     drop(tier);
     let again = DiskTier::open(config(&dir, 1 << 20)).unwrap();
     // Removed before the loader reached it: the file goes too.
-    assert!(!Tier::remove(&*again, &key("/k").as_ref()).await);
+    assert!(!again.remove(&key("/k").as_ref()).await);
     tokio::time::sleep(Duration::from_millis(100)).await;
     again.load();
     assert!(ours.exists(), "a write in progress is not touched");
@@ -347,10 +347,10 @@ async fn soft_purges_are_written_into_the_file_and_survive_a_restart() {
     // One key (its header rewritten on a blocking thread), a scan, and a
     // key that is not there.
     let soft = PurgeMode::Soft;
-    assert!(Tier::purge_key(&*tier, &key("/a").as_ref(), soft).await);
+    assert!(tier.purge_key(&key("/a").as_ref(), soft).await);
     let b = key("/b");
-    assert_eq!(Tier::purge_matching(&*tier, soft, &|k, _| *k == b).await, 1);
-    assert!(!Tier::purge_key(&*tier, &key("/none").as_ref(), soft).await);
+    assert_eq!(tier.purge_matching(soft, &|k, _| *k == b).await, 1);
+    assert!(!tier.purge_key(&key("/none").as_ref(), soft).await);
     assert_eq!(tier.soft_marks(), 2);
     let lifetime = |path: &str| {
         let file = tier.file_path(key_hash(&key(path).as_ref()));
@@ -385,7 +385,7 @@ async fn soft_purges_are_written_into_the_file_and_survive_a_restart() {
     let c = again.get(&key("/c").as_ref()).await.unwrap();
     assert!(c.meta.is_fresh(now));
     // A purge of everything marks every file (no key known).
-    assert_eq!(again.purge_all(true), 4);
+    assert_eq!(again.purge_all(PurgeMode::Soft).await, 4);
     drop(again);
     let third = DiskTier::open(config(&dir, 1 << 20)).unwrap();
     third.load();
@@ -423,7 +423,7 @@ async fn soft_marks_are_pruned_when_entries_leave() {
             .await
             .unwrap();
     }
-    assert_eq!(tier.purge_all(true), 30);
+    assert_eq!(tier.purge_all(PurgeMode::Soft).await, 30);
     assert_eq!(tier.soft_marks(), 30);
     // Replaced by a new copy.
     tier.insert(key("/0"), object("fresh")).await.unwrap();
@@ -431,7 +431,7 @@ async fn soft_marks_are_pruned_when_entries_leave() {
     let got = tier.get(&key("/0").as_ref()).await.unwrap();
     assert!(got.meta.is_fresh(tokio::time::Instant::now()));
     // Hard-purged.
-    assert!(tier.purge_key(&key("/1").as_ref(), false));
+    assert!(tier.purge_key(&key("/1").as_ref(), PurgeMode::Hard).await);
     assert_eq!(tier.soft_marks(), 28);
     // Broken file, found on a read.
     let path = tier.file_path(key_hash(&key("/2").as_ref()));
@@ -615,9 +615,12 @@ async fn through_the_trait_a_disk_tier_reports_starts_once_and_writes_files() {
     }
     assert!(tier.detail().disk.unwrap().loader_done);
     // A body written into its file as it arrives, indexed at the end.
-    let head = object("");
     let mut write = tier
-        .begin_file_write(key("/streamed"), &head, None)
+        .begin_file_write(
+            &key("/streamed"),
+            &|| Arc::try_unwrap(object("")).unwrap(),
+            None,
+        )
         .unwrap();
     write.push(Bytes::from_static(b"streamed body")).await;
     write.finish(&object("streamed body")).await.unwrap();

@@ -146,7 +146,7 @@ impl Tier for DiskTier {
     }
 
     fn version(&self, key: &KeyRef<'_>) -> Option<u64> {
-        DiskTier::version(self, key).map(u64::from)
+        self.entry_version(key).map(u64::from)
     }
 
     fn start(&self) {
@@ -165,40 +165,16 @@ impl Tier for DiskTier {
 
     fn begin_file_write(
         &self,
-        key: CacheKey,
-        head: &CachedObject,
+        key: &CacheKey,
+        head: &dyn Fn() -> CachedObject,
         body_len: Option<u64>,
     ) -> Option<DiskWrite> {
         let tier = self.arc()?;
+        let (key, head) = (key.clone(), head());
         let write = match body_len {
-            Some(_) => DiskWrite::new(tier, key, head),
-            None => DiskWrite::spooled(tier, key, head),
+            Some(_) => DiskWrite::new(tier, key, &head),
+            None => DiskWrite::spooled(tier, key, &head),
         };
         write.ok()
-    }
-}
-
-/// The calls the proxy made before it used [`Tier`] (issue 13): kept only
-/// until it does, then removed.
-#[doc(hidden)]
-impl DiskTier {
-    /// Compatibility: [`Tier::remove`], answered at once.
-    pub fn remove(&self, key: &KeyRef<'_>) -> bool {
-        self.drop_key(key)
-    }
-
-    /// Compatibility: [`Tier::purge_key`], `soft` for [`PurgeMode::Soft`].
-    pub fn purge_key(&self, key: &KeyRef<'_>, soft: bool) -> bool {
-        self.purge_one(key, PurgeMode::from_soft(soft))
-    }
-
-    /// Compatibility: [`Tier::purge_matching`], `soft` for [`PurgeMode::Soft`].
-    pub fn purge_matching(&self, soft: bool, pred: &dyn Fn(&CacheKey, &[String]) -> bool) -> u64 {
-        self.purge_scan(PurgeMode::from_soft(soft), pred)
-    }
-
-    /// Compatibility: [`Tier::purge_all`], `soft` for [`PurgeMode::Soft`].
-    pub fn purge_all(&self, soft: bool) -> u64 {
-        self.purge_everything(PurgeMode::from_soft(soft))
     }
 }

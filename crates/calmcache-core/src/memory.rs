@@ -145,45 +145,6 @@ impl MemoryTier {
     }
 }
 
-/// The synchronous calls the proxy made before it used [`Tier`] (issue 13):
-/// kept only until it does, then removed.
-#[doc(hidden)]
-impl MemoryTier {
-    /// Compatibility: [`Tier::get`], answered at once.
-    pub fn get(&self, key: &KeyRef<'_>) -> Option<Arc<CachedObject>> {
-        self.lookup(key)
-    }
-
-    /// Compatibility: [`Tier::insert`], answered at once.
-    pub fn insert(&self, key: CacheKey, object: Arc<CachedObject>) -> Result<(), CacheError> {
-        self.store(key, object)
-    }
-
-    /// Compatibility: [`Tier::remove`], answered at once.
-    pub fn remove(&self, key: &KeyRef<'_>) -> bool {
-        self.cache.remove(key).is_some()
-    }
-
-    /// Compatibility: [`Tier::purge_key`], `soft` for [`PurgeMode::Soft`].
-    pub fn purge_key(&self, key: &KeyRef<'_>, soft: bool) -> bool {
-        self.purge_one(key, PurgeMode::from_soft(soft))
-    }
-
-    /// Compatibility: [`Tier::purge_matching`], `soft` for [`PurgeMode::Soft`].
-    pub fn purge_matching(
-        &self,
-        soft: bool,
-        pred: &dyn Fn(&CacheKey, &CachedObject) -> bool,
-    ) -> u64 {
-        self.purge_scan(PurgeMode::from_soft(soft), pred)
-    }
-
-    /// Compatibility: [`Tier::purge_all`], `soft` for [`PurgeMode::Soft`].
-    pub fn purge_all(&self, soft: bool) -> u64 {
-        self.purge_everything(PurgeMode::from_soft(soft))
-    }
-}
-
 // Every operation answers at once (`TierFuture::ready`): a hit is one
 // shard read lock and an `Arc` clone, no allocation, no await.
 impl Tier for MemoryTier {

@@ -27,12 +27,14 @@ fn object(body_len: usize) -> Arc<CachedObject> {
     ))
 }
 
-#[test]
-fn stays_under_max_size_while_thousands_of_objects_pass() {
+#[tokio::test]
+async fn stays_under_max_size_while_thousands_of_objects_pass() {
     let tier = MemoryTier::new(1 << 20, 64 << 10);
     for i in 0..5000 {
         let key = CacheKey::new("http", "h", &format!("/{i}"));
-        tier.insert(key, object(1000 + (i % 7) * 900)).unwrap();
+        tier.insert(key, object(1000 + (i % 7) * 900))
+            .await
+            .unwrap();
         assert!(
             tier.size_bytes() <= 1 << 20,
             "size {} after {i}",
@@ -42,26 +44,28 @@ fn stays_under_max_size_while_thousands_of_objects_pass() {
     assert!(tier.objects() > 100, "zone should still hold many objects");
 }
 
-#[test]
-fn too_large_objects_are_refused() {
+#[tokio::test]
+async fn too_large_objects_are_refused() {
     let tier = MemoryTier::new(1 << 20, 4096);
     let err = tier
         .insert(CacheKey::new("http", "h", "/big"), object(8192))
+        .await
         .unwrap_err();
     assert!(matches!(err, CacheError::TooLarge { .. }));
-    assert!(tier.get(&KeyRef::new("http", "h", "/big")).is_none());
+    assert!(tier.get(&KeyRef::new("http", "h", "/big")).await.is_none());
 }
 
-#[test]
-fn hits_share_the_body_without_copying() {
+#[tokio::test]
+async fn hits_share_the_body_without_copying() {
     let tier = MemoryTier::new(1 << 20, 64 << 10);
     tier.insert(CacheKey::new("http", "h", "/a"), object(100))
+        .await
         .unwrap();
-    let a = tier.get(&KeyRef::new("http", "h", "/a")).unwrap();
-    let b = tier.get(&KeyRef::new("http", "h", "/a")).unwrap();
+    let a = tier.get(&KeyRef::new("http", "h", "/a")).await.unwrap();
+    let b = tier.get(&KeyRef::new("http", "h", "/a")).await.unwrap();
     assert_eq!(a.body.as_ptr(), b.body.as_ptr());
-    assert!(tier.remove(&KeyRef::new("http", "h", "/a")));
-    assert!(tier.get(&KeyRef::new("http", "h", "/a")).is_none());
+    assert!(tier.remove(&KeyRef::new("http", "h", "/a")).await);
+    assert!(tier.get(&KeyRef::new("http", "h", "/a")).await.is_none());
 }
 
 fn tagged(tags: &str) -> Arc<CachedObject> {

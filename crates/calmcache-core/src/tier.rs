@@ -53,19 +53,6 @@ pub enum PurgeMode {
     Soft,
 }
 
-impl PurgeMode {
-    /// Compatibility for callers still passing `soft: bool` (issue 13:
-    /// removed once the proxy passes a mode).
-    #[doc(hidden)]
-    pub fn from_soft(soft: bool) -> Self {
-        if soft {
-            PurgeMode::Soft
-        } else {
-            PurgeMode::Hard
-        }
-    }
-}
-
 /// What a tier's operation returns: a value ready at once, or a future.
 ///
 /// The ready case costs no allocation, which keeps a memory tier's hit as
@@ -248,18 +235,19 @@ pub trait Tier: Send + Sync {
         TierDetail::default()
     }
 
-    /// Starts writing the object `head` (no body yet) under `key` into a
-    /// file as its body arrives, for a tier that keeps bodies in files:
-    /// readers far behind read the body back from the file, and the object
-    /// is indexed when [`DiskWrite::finish`] succeeds. `body_len` is the
-    /// declared length, if any (without it the body is spooled and the
-    /// header written last). `None`, the default, or when the write cannot
-    /// start: the caller keeps the body and stores it whole with
-    /// [`insert`](Tier::insert).
+    /// Starts writing an object under `key` into a file as its body
+    /// arrives, for a tier that keeps bodies in files: readers far behind
+    /// read the body back from the file, and the object is indexed when
+    /// [`DiskWrite::finish`] succeeds. `head` builds the object without its
+    /// body (called only by a tier that writes files, so others cost
+    /// nothing); `body_len` is the declared length, if any (without it the
+    /// body is spooled and the header written last). `None`, the default,
+    /// or when the write cannot start: the caller keeps the body and stores
+    /// it whole with [`insert`](Tier::insert).
     fn begin_file_write(
         &self,
-        _key: CacheKey,
-        _head: &CachedObject,
+        _key: &CacheKey,
+        _head: &dyn Fn() -> CachedObject,
         _body_len: Option<u64>,
     ) -> Option<DiskWrite> {
         None
