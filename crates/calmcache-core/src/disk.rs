@@ -36,7 +36,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
 use crate::disk_format::{self, FormatError};
@@ -52,9 +52,12 @@ use crate::zone_lock::ZoneLock;
 mod manage;
 #[path = "disk_purge.rs"]
 mod purge;
+#[path = "disk_tier.rs"]
+mod tier_impl;
 use crate::tier::CacheError;
-pub use manage::is_no_space;
 use manage::HEADROOM_MIN_PCT;
+pub use manage::{is_no_space, MANAGE_EVERY};
+pub use tier_impl::DiskSnapshot;
 
 const SHARDS: usize = 64;
 
@@ -112,6 +115,18 @@ impl Entry {
     }
 }
 
+/// What [`DiskTier::start_read`] found.
+enum Read {
+    /// Answered without waiting: a miss, or a file the page cache held.
+    Done(Option<Arc<CachedObject>>),
+    /// The file of entry `hash` at `version` must be read on the blocking pool.
+    Blocking {
+        hash: u64,
+        version: u32,
+        path: PathBuf,
+    },
+}
+
 /// Counters of a disk zone, for `/status`.
 #[derive(Debug, Default)]
 pub struct DiskStats {
@@ -139,6 +154,11 @@ pub struct DiskStats {
 
 /// A zone whose objects live in files.
 pub struct DiskTier {
+    /// This tier, for work that outlives a call through `&self` (a soft
+    /// purge written on the blocking pool, a file write, the loader).
+    me: Weak<DiskTier>,
+    /// Set once [`Tier::start`] ran: the loader and manager run once.
+    started: AtomicBool,
     config: DiskConfig,
     shards: Vec<Mutex<HashMap<u64, Entry>>>,
     bytes: AtomicU64,
@@ -230,7 +250,9 @@ impl DiskTier {
             Err(e) => return Err(e),
         }
         let shards = (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect();
-        Ok(Arc::new(DiskTier {
+        Ok(Arc::new_cyclic(|me| DiskTier {
+            me: me.clone(),
+            started: AtomicBool::new(false),
             config,
             shards,
             bytes: AtomicU64::new(0),
@@ -360,17 +382,22 @@ impl DiskTier {
         self.with_shard(hash, |map| map.contains_key(&hash))
     }
 
-    /// Reads the object under `key` on a blocking thread; a missing, broken
-    /// or foreign file is a miss (and is removed from the index).
-    pub async fn get(self: &Arc<Self>, key: &KeyRef<'_>) -> Option<Arc<CachedObject>> {
+    /// Looks `key` up in the index and, for a small file the page cache
+    /// holds, reads it at once; otherwise says what the blocking pool must
+    /// read. A missing, broken or foreign file is a miss (and is removed
+    /// from the index).
+    fn start_read(&self, key: &KeyRef<'_>) -> Read {
         let hash = key_hash(key);
         let now = self.now_ticks();
-        let (version, size, verified) = self.with_shard(hash, |map| {
+        let found = self.with_shard(hash, |map| {
             map.get_mut(&hash).map(|e| {
                 e.last_use = now;
                 (e.version, e.size(), e.verified())
             })
-        })?;
+        });
+        let Some((version, size, verified)) = found else {
+            return Read::Done(None);
+        };
         let path = self.file_path(hash);
         // Fast path: the file and its path are in memory, so the kernel
         // answers without waiting for the device (page_cache.rs) and the
@@ -378,12 +405,26 @@ impl DiskTier {
         if size <= INLINE_LIMIT {
             if let Some(data) = page_cache::read_whole(&path, size) {
                 let parsed = disk_format::parse_object(data, Some(key), !verified);
-                return self.read_done(hash, version, parsed.map(|(_, object)| object));
+                return Read::Done(self.read_done(hash, version, parsed.map(|(_, object)| object)));
             }
         }
-        let owned = key.to_owned_key();
+        Read::Blocking {
+            hash,
+            version,
+            path,
+        }
+    }
+
+    /// Reads the file of `key` (entry `hash` at `version`) on a blocking thread.
+    async fn read_blocking(
+        &self,
+        key: CacheKey,
+        hash: u64,
+        version: u32,
+        path: PathBuf,
+    ) -> Option<Arc<CachedObject>> {
         let read = tokio::task::spawn_blocking(move || {
-            disk_format::open_object(&path, Some(&owned.as_ref()), INLINE_LIMIT)
+            disk_format::open_object(&path, Some(&key.as_ref()), INLINE_LIMIT)
                 .map(|(_, object)| object)
         })
         .await;
@@ -438,11 +479,7 @@ impl DiskTier {
     }
 
     /// Writes `object` under `key` on a blocking thread and indexes it.
-    pub async fn insert(
-        self: &Arc<Self>,
-        key: CacheKey,
-        object: Arc<CachedObject>,
-    ) -> Result<(), CacheError> {
+    async fn write(&self, key: CacheKey, object: Arc<CachedObject>) -> Result<(), CacheError> {
         let weight = object.weight() as u64;
         if weight > self.config.max_object_size {
             return Err(CacheError::TooLarge {
@@ -562,7 +599,7 @@ impl DiskTier {
 
     /// Removes `key`; its file is unlinked on a blocking thread, indexed or
     /// not (the loader may not have reached it yet).
-    pub fn remove(&self, key: &KeyRef<'_>) -> bool {
+    fn drop_key(&self, key: &KeyRef<'_>) -> bool {
         let hash = key_hash(key);
         if self.forget(hash, None, true) {
             return true;
@@ -597,7 +634,7 @@ impl DiskTier {
 
     /// The version of `key`'s index entry: a copy read before a newer store
     /// or a removal has another (or none).
-    pub fn version(&self, key: &KeyRef<'_>) -> Option<u32> {
+    fn entry_version(&self, key: &KeyRef<'_>) -> Option<u32> {
         let hash = key_hash(key);
         self.with_shard(hash, |map| map.get(&hash).map(|e| e.version))
     }

@@ -23,6 +23,10 @@ use std::time::Duration;
 
 use super::{lock, DiskTier, NO_FS_BOUND, TICK};
 
+/// How often the manager of a started tier ([`Tier::start`](crate::tier::Tier::start))
+/// looks at its size and inactivity.
+pub const MANAGE_EVERY: Duration = Duration::from_secs(1);
+
 /// Least share of a full file system's capacity kept free (percent).
 pub(super) const HEADROOM_MIN_PCT: u64 = 5;
 /// Most share kept free, however many writes are in progress at once.

@@ -11,32 +11,32 @@
 //! ([`DiskTier::unmark_soft`]): the map never holds more than the index.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::{key_hash, lock, DiskTier};
 use crate::disk_format;
 use crate::key::{CacheKey, KeyRef};
+use crate::tier::PurgeMode;
 
 impl DiskTier {
-    /// Purges `key`; true when it was indexed.
-    pub fn purge_key(self: &Arc<Self>, key: &KeyRef<'_>, soft: bool) -> bool {
+    /// Purges `key`; true when it was indexed. Called on an async worker:
+    /// a soft purge's header rewrite runs on the blocking pool.
+    pub(super) fn purge_one(&self, key: &KeyRef<'_>, mode: PurgeMode) -> bool {
         let hash = key_hash(key);
-        if !soft {
-            return self.remove(key);
+        if mode == PurgeMode::Hard {
+            return self.drop_key(key);
         }
         let Some(version) = self.mark_soft(hash, None) else {
             return false;
         };
-        // Called on an async worker: the header is rewritten off it.
-        let (tier, key) = (self.clone(), key.to_owned_key());
-        let persist = move || tier.persist_soft(hash, version, Some(&key.as_ref()));
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => {
-                handle.spawn_blocking(persist);
-            }
-            Err(_) => persist(),
-        }
+        let key = key.to_owned_key();
+        // `me` is alive while `&self` is (every tier is opened in an Arc).
+        let (Some(tier), Ok(handle)) = (self.me.upgrade(), tokio::runtime::Handle::try_current())
+        else {
+            self.persist_soft(hash, version, Some(&key.as_ref()));
+            return true;
+        };
+        handle.spawn_blocking(move || tier.persist_soft(hash, version, Some(&key.as_ref())));
         true
     }
 
@@ -44,7 +44,11 @@ impl DiskTier {
     /// reading each file's header. Blocking: run it on a blocking thread.
     /// Returns how many were purged. Objects stored while it runs are not
     /// looked at; files the loader has not indexed yet are not either.
-    pub fn purge_matching(&self, soft: bool, pred: &dyn Fn(&CacheKey, &[String]) -> bool) -> u64 {
+    pub(super) fn purge_scan(
+        &self,
+        mode: PurgeMode,
+        pred: &dyn Fn(&CacheKey, &[String]) -> bool,
+    ) -> u64 {
         let mut purged = 0;
         for shard in &self.shards {
             let entries: Vec<(u64, u32)> =
@@ -57,7 +61,7 @@ impl DiskTier {
                 if !pred(&summary.key, &summary.tags) {
                     continue;
                 }
-                if self.purge_entry(hash, version, soft, Some(&summary.key.as_ref())) {
+                if self.purge_entry(hash, version, mode, Some(&summary.key.as_ref())) {
                     purged += 1;
                 }
             }
@@ -66,13 +70,13 @@ impl DiskTier {
     }
 
     /// Purges every indexed object without reading any file. Blocking.
-    pub fn purge_all(&self, soft: bool) -> u64 {
+    pub(super) fn purge_everything(&self, mode: PurgeMode) -> u64 {
         let mut purged = 0;
         for shard in &self.shards {
             let entries: Vec<(u64, u32)> =
                 lock(shard).iter().map(|(h, e)| (*h, e.version)).collect();
             for (hash, version) in entries {
-                if self.purge_entry(hash, version, soft, None) {
+                if self.purge_entry(hash, version, mode, None) {
                     purged += 1;
                 }
             }
@@ -82,8 +86,14 @@ impl DiskTier {
 
     /// Purges one entry, on the calling (blocking) thread; `key`, when
     /// known, is checked against the file before its header is rewritten.
-    fn purge_entry(&self, hash: u64, version: u32, soft: bool, key: Option<&KeyRef<'_>>) -> bool {
-        if soft {
+    fn purge_entry(
+        &self,
+        hash: u64,
+        version: u32,
+        mode: PurgeMode,
+        key: Option<&KeyRef<'_>>,
+    ) -> bool {
+        if mode == PurgeMode::Soft {
             let Some(version) = self.mark_soft(hash, Some(version)) else {
                 return false;
             };

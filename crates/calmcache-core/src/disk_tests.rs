@@ -6,6 +6,7 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 
 use crate::freshness::Freshness;
 use crate::object::{LazyBody, ObjectMeta};
+use crate::tier::{PurgeMode, Tier};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
@@ -257,7 +258,7 @@ async fn the_loader_keeps_this_process_temp_files_and_removal_reaches_unindexed_
     drop(tier);
     let again = DiskTier::open(config(&dir, 1 << 20)).unwrap();
     // Removed before the loader reached it: the file goes too.
-    assert!(!again.remove(&key("/k").as_ref()));
+    assert!(!again.remove(&key("/k").as_ref()).await);
     tokio::time::sleep(Duration::from_millis(100)).await;
     again.load();
     assert!(ours.exists(), "a write in progress is not touched");
@@ -345,10 +346,11 @@ async fn soft_purges_are_written_into_the_file_and_survive_a_restart() {
     }
     // One key (its header rewritten on a blocking thread), a scan, and a
     // key that is not there.
-    assert!(tier.purge_key(&key("/a").as_ref(), true));
+    let soft = PurgeMode::Soft;
+    assert!(tier.purge_key(&key("/a").as_ref(), soft).await);
     let b = key("/b");
-    assert_eq!(tier.purge_matching(true, &|k, _| *k == b), 1);
-    assert!(!tier.purge_key(&key("/none").as_ref(), true));
+    assert_eq!(tier.purge_matching(soft, &|k, _| *k == b).await, 1);
+    assert!(!tier.purge_key(&key("/none").as_ref(), soft).await);
     assert_eq!(tier.soft_marks(), 2);
     let lifetime = |path: &str| {
         let file = tier.file_path(key_hash(&key(path).as_ref()));
@@ -383,7 +385,7 @@ async fn soft_purges_are_written_into_the_file_and_survive_a_restart() {
     let c = again.get(&key("/c").as_ref()).await.unwrap();
     assert!(c.meta.is_fresh(now));
     // A purge of everything marks every file (no key known).
-    assert_eq!(again.purge_all(true), 4);
+    assert_eq!(again.purge_all(PurgeMode::Soft).await, 4);
     drop(again);
     let third = DiskTier::open(config(&dir, 1 << 20)).unwrap();
     third.load();
@@ -421,7 +423,7 @@ async fn soft_marks_are_pruned_when_entries_leave() {
             .await
             .unwrap();
     }
-    assert_eq!(tier.purge_all(true), 30);
+    assert_eq!(tier.purge_all(PurgeMode::Soft).await, 30);
     assert_eq!(tier.soft_marks(), 30);
     // Replaced by a new copy.
     tier.insert(key("/0"), object("fresh")).await.unwrap();
@@ -429,7 +431,7 @@ async fn soft_marks_are_pruned_when_entries_leave() {
     let got = tier.get(&key("/0").as_ref()).await.unwrap();
     assert!(got.meta.is_fresh(tokio::time::Instant::now()));
     // Hard-purged.
-    assert!(tier.purge_key(&key("/1").as_ref(), false));
+    assert!(tier.purge_key(&key("/1").as_ref(), PurgeMode::Hard).await);
     assert_eq!(tier.soft_marks(), 28);
     // Broken file, found on a read.
     let path = tier.file_path(key_hash(&key("/2").as_ref()));
@@ -579,4 +581,51 @@ fn a_file_system_with_room_for_max_size_again_stops_bounding_the_zone() {
     assert_eq!(tier.fs_capacity(), None);
     assert_eq!(tier.effective_max_size(), 1 << 20);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn through_the_trait_a_disk_tier_reports_starts_once_and_writes_files() {
+    let dir = scratch("trait");
+    let disk = DiskTier::open(config(&dir, 1 << 20)).unwrap();
+    let tier: Arc<dyn Tier> = disk.clone();
+    assert_eq!(tier.kind(), "disk");
+    assert_eq!(tier.max_size(), 1 << 20);
+    tier.insert(key("/a"), object("alpha")).await.unwrap();
+    // The page cache holds the file just written: answered at once.
+    let k = key("/a");
+    assert!(tier.get(&k.as_ref()).await.is_some());
+    let v = tier.version(&k.as_ref()).unwrap();
+    tier.insert(key("/a"), object("again")).await.unwrap();
+    assert_ne!(
+        tier.version(&k.as_ref()),
+        Some(v),
+        "a new copy, a new version"
+    );
+    assert!(tier.version(&key("/none").as_ref()).is_none());
+    let detail = tier.detail().disk.unwrap();
+    assert_eq!(detail.path, dir);
+    assert!(!detail.loader_done);
+    tier.start();
+    tier.start();
+    for _ in 0..200 {
+        if disk.stats().loader_done.load(Ordering::Relaxed) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(tier.detail().disk.unwrap().loader_done);
+    // A body written into its file as it arrives, indexed at the end.
+    let mut write = tier
+        .begin_file_write(
+            &key("/streamed"),
+            &|| Arc::try_unwrap(object("")).unwrap(),
+            None,
+        )
+        .unwrap();
+    write.push(Bytes::from_static(b"streamed body")).await;
+    write.finish(&object("streamed body")).await.unwrap();
+    assert!(tier.get(&key("/streamed").as_ref()).await.is_some());
+    assert_eq!(tier.objects(), 2);
+    assert_eq!(tier.purge_all(PurgeMode::Hard).await, 2);
+    assert_eq!(tier.objects(), 0);
 }

@@ -10,7 +10,11 @@
 //! - [`page_cache`]: whole-file reads the kernel answers from memory without waiting.
 //! - [`disk_writer`]: an object file written as its body arrives.
 //! - [`disk_format`]: the on-disk file format of one stored object (disk zones).
-//! - [`tier`]: the storage trait; [`memory`]: the RAM tier.
+//! - [`tier`]: the async storage trait every tier implements ([`Tier`],
+//!   [`TierFuture`], [`PurgeMode`]); [`memory`]: the RAM tier.
+//! - [`zone`]: a named tier ([`Zone`]) and key placement over a route's
+//!   zones (weighted rendezvous over the healthy ones).
+//! - [`front`]: the memory front (doorkeeper, promotion, replace on store).
 //! - [`flight`]: single-flight coalescing with leader/follower and abandonment.
 //! - [`policy`]: refresh decisions (none, lock, PER/XFetch, SUS, stale windows).
 //! - [`status`]: the `Cache-Status` vocabulary and the class of an answer.
@@ -25,6 +29,7 @@ pub mod disk_format;
 pub mod disk_writer;
 pub mod flight;
 pub mod freshness;
+pub mod front;
 pub mod hit_for_miss;
 pub mod key;
 pub mod memory;
@@ -34,15 +39,21 @@ pub mod policy;
 pub mod status;
 pub mod tier;
 pub mod warn_limit;
+pub mod zone;
 pub mod zone_lock;
+
+#[cfg(test)]
+mod test_tier;
 
 pub use cache_control::{CacheControl, RequestCacheControl};
 pub use flight::{FetchPermit, Flights, Interest, Lookup, WaitError, Waiter};
 pub use freshness::{Exchange, Freshness, NotStorable, Storable, StoreRules};
+pub use front::MemoryFront;
 pub use hit_for_miss::HitForMiss;
 pub use key::{CacheKey, KeyRef};
 pub use memory::MemoryTier;
 pub use object::{CachedObject, Encoded, LazyBody, ObjectMeta, VaryIndex};
 pub use policy::{decide, Decision, RefreshMode, RefreshPolicy};
 pub use status::{AnswerClass, CacheStatus, Fwd, Report};
-pub use tier::{CacheError, Tier};
+pub use tier::{CacheError, PurgeFilter, PurgeMode, Tags, Tier, TierDetail, TierFuture};
+pub use zone::Zone;

@@ -11,7 +11,7 @@ use quick_cache::{OptionsBuilder, Weighter};
 
 use crate::key::{CacheKey, KeyRef};
 use crate::object::CachedObject;
-use crate::tier::{CacheError, Tier};
+use crate::tier::{CacheError, PurgeFilter, PurgeMode, Tags, Tier, TierFuture};
 
 #[derive(Clone)]
 struct ObjectWeighter;
@@ -68,10 +68,27 @@ impl MemoryTier {
 }
 
 impl MemoryTier {
-    /// Purges `key`: removed, or (`soft`) replaced by a copy expired now.
+    /// The object under `key`: one shard's read lock, no I/O.
+    fn lookup(&self, key: &KeyRef<'_>) -> Option<Arc<CachedObject>> {
+        self.cache.get(key)
+    }
+
+    fn store(&self, key: CacheKey, object: Arc<CachedObject>) -> Result<(), CacheError> {
+        let weight = (key.weight() + object.weight()) as u64;
+        if weight > self.max_object_size {
+            return Err(CacheError::TooLarge {
+                size: weight,
+                limit: self.max_object_size,
+            });
+        }
+        self.cache.insert(key, object);
+        Ok(())
+    }
+
+    /// Purges `key`: removed, or (soft) replaced by a copy expired now.
     /// True when it was there.
-    pub fn purge_key(&self, key: &KeyRef<'_>, soft: bool) -> bool {
-        if !soft {
+    fn purge_one(&self, key: &KeyRef<'_>, mode: PurgeMode) -> bool {
+        if mode == PurgeMode::Hard {
             return self.cache.remove(key).is_some();
         }
         let Some(object) = self.cache.get(key) else {
@@ -82,18 +99,19 @@ impl MemoryTier {
         true
     }
 
-    /// Purges every object for which `pred` holds; returns how many. Each
-    /// shard is locked while it is scanned (a few milliseconds per million
-    /// objects and shard count), so run it on a blocking thread.
-    pub fn purge_matching(
+    /// Purges every object `filter` takes; how many. Each shard is locked
+    /// while it is scanned (a few milliseconds per million objects and
+    /// shard count): callers run it on a blocking thread.
+    fn purge_scan(
         &self,
-        soft: bool,
-        pred: &dyn Fn(&CacheKey, &CachedObject) -> bool,
+        mode: PurgeMode,
+        filter: &dyn Fn(&CacheKey, &CachedObject) -> bool,
     ) -> u64 {
+        let soft = mode == PurgeMode::Soft;
         let matched = std::sync::Mutex::new(Vec::new());
         let count = std::sync::atomic::AtomicU64::new(0);
         self.cache.retain(|key, object| {
-            if !pred(key, object) {
+            if !filter(key, object) {
                 return true;
             }
             count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -116,10 +134,10 @@ impl MemoryTier {
         count.into_inner()
     }
 
-    /// Purges everything; returns how many objects there were.
-    pub fn purge_all(&self, soft: bool) -> u64 {
-        if soft {
-            return self.purge_matching(true, &|_, _| true);
+    /// Purges everything; how many objects there were.
+    fn purge_everything(&self, mode: PurgeMode) -> u64 {
+        if mode == PurgeMode::Soft {
+            return self.purge_scan(mode, &|_, _| true);
         }
         let n = self.cache.len() as u64;
         self.cache.clear();
@@ -127,25 +145,45 @@ impl MemoryTier {
     }
 }
 
+// Every operation answers at once (`TierFuture::ready`): a hit is one
+// shard read lock and an `Arc` clone, no allocation, no await.
 impl Tier for MemoryTier {
-    fn get(&self, key: &KeyRef<'_>) -> Option<Arc<CachedObject>> {
-        self.cache.get(key)
+    fn kind(&self) -> &'static str {
+        "memory"
     }
 
-    fn insert(&self, key: CacheKey, object: Arc<CachedObject>) -> Result<(), CacheError> {
-        let weight = (key.weight() + object.weight()) as u64;
-        if weight > self.max_object_size {
-            return Err(CacheError::TooLarge {
-                size: weight,
-                limit: self.max_object_size,
-            });
-        }
-        self.cache.insert(key, object);
-        Ok(())
+    fn get<'a>(&'a self, key: &'a KeyRef<'_>) -> TierFuture<'a, Option<Arc<CachedObject>>> {
+        TierFuture::ready(self.lookup(key))
     }
 
-    fn remove(&self, key: &KeyRef<'_>) -> bool {
-        self.cache.remove(key).is_some()
+    fn insert(
+        &self,
+        key: CacheKey,
+        object: Arc<CachedObject>,
+    ) -> TierFuture<'_, Result<(), CacheError>> {
+        TierFuture::ready(self.store(key, object))
+    }
+
+    fn remove<'a>(&'a self, key: &'a KeyRef<'_>) -> TierFuture<'a, bool> {
+        TierFuture::ready(self.cache.remove(key).is_some())
+    }
+
+    fn purge_key<'a>(&'a self, key: &'a KeyRef<'_>, mode: PurgeMode) -> TierFuture<'a, bool> {
+        TierFuture::ready(self.purge_one(key, mode))
+    }
+
+    fn purge_matching<'a>(
+        &'a self,
+        mode: PurgeMode,
+        filter: &'a PurgeFilter<'_>,
+    ) -> TierFuture<'a, u64> {
+        TierFuture::ready(self.purge_scan(mode, &|key, object| {
+            filter(key, Tags::Headers(&object.headers))
+        }))
+    }
+
+    fn purge_all(&self, mode: PurgeMode) -> TierFuture<'_, u64> {
+        TierFuture::ready(self.purge_everything(mode))
     }
 
     fn size_bytes(&self) -> u64 {

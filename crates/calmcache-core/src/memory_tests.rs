@@ -27,12 +27,14 @@ fn object(body_len: usize) -> Arc<CachedObject> {
     ))
 }
 
-#[test]
-fn stays_under_max_size_while_thousands_of_objects_pass() {
+#[tokio::test]
+async fn stays_under_max_size_while_thousands_of_objects_pass() {
     let tier = MemoryTier::new(1 << 20, 64 << 10);
     for i in 0..5000 {
         let key = CacheKey::new("http", "h", &format!("/{i}"));
-        tier.insert(key, object(1000 + (i % 7) * 900)).unwrap();
+        tier.insert(key, object(1000 + (i % 7) * 900))
+            .await
+            .unwrap();
         assert!(
             tier.size_bytes() <= 1 << 20,
             "size {} after {i}",
@@ -42,24 +44,80 @@ fn stays_under_max_size_while_thousands_of_objects_pass() {
     assert!(tier.objects() > 100, "zone should still hold many objects");
 }
 
-#[test]
-fn too_large_objects_are_refused() {
+#[tokio::test]
+async fn too_large_objects_are_refused() {
     let tier = MemoryTier::new(1 << 20, 4096);
     let err = tier
         .insert(CacheKey::new("http", "h", "/big"), object(8192))
+        .await
         .unwrap_err();
     assert!(matches!(err, CacheError::TooLarge { .. }));
-    assert!(tier.get(&KeyRef::new("http", "h", "/big")).is_none());
+    assert!(tier.get(&KeyRef::new("http", "h", "/big")).await.is_none());
 }
 
-#[test]
-fn hits_share_the_body_without_copying() {
+#[tokio::test]
+async fn hits_share_the_body_without_copying() {
     let tier = MemoryTier::new(1 << 20, 64 << 10);
     tier.insert(CacheKey::new("http", "h", "/a"), object(100))
+        .await
         .unwrap();
-    let a = tier.get(&KeyRef::new("http", "h", "/a")).unwrap();
-    let b = tier.get(&KeyRef::new("http", "h", "/a")).unwrap();
+    let a = tier.get(&KeyRef::new("http", "h", "/a")).await.unwrap();
+    let b = tier.get(&KeyRef::new("http", "h", "/a")).await.unwrap();
     assert_eq!(a.body.as_ptr(), b.body.as_ptr());
-    assert!(tier.remove(&KeyRef::new("http", "h", "/a")));
-    assert!(tier.get(&KeyRef::new("http", "h", "/a")).is_none());
+    assert!(tier.remove(&KeyRef::new("http", "h", "/a")).await);
+    assert!(tier.get(&KeyRef::new("http", "h", "/a")).await.is_none());
+}
+
+fn tagged(tags: &str) -> Arc<CachedObject> {
+    let mut headers = HeaderMap::new();
+    headers.insert("cache-tag", http::HeaderValue::from_str(tags).unwrap());
+    crate::test_tier::object_with("tagged", headers)
+}
+
+#[tokio::test]
+async fn through_the_trait_every_answer_is_ready_at_once() {
+    let tier: Arc<dyn Tier> = Arc::new(MemoryTier::new(1 << 20, 64 << 10));
+    let k = CacheKey::new("http", "h", "/a");
+    assert!(tier
+        .insert(k.clone(), object(10))
+        .into_ready()
+        .unwrap()
+        .is_ok());
+    // A hit: no boxed future, no await needed.
+    let hit = tier.get(&k.as_ref()).into_ready().unwrap();
+    assert!(hit.is_some());
+    assert!(tier
+        .get(&KeyRef::new("http", "h", "/b"))
+        .into_ready()
+        .unwrap()
+        .is_none());
+    assert_eq!(tier.kind(), "memory");
+    assert!(tier.healthy());
+    assert!(tier.remove(&k.as_ref()).await);
+    assert!(!tier.remove(&k.as_ref()).await);
+}
+
+#[tokio::test]
+async fn purges_by_filter_read_tags_and_soft_ones_keep_an_expired_copy() {
+    let tier: Arc<dyn Tier> = Arc::new(MemoryTier::new(1 << 20, 64 << 10));
+    for (path, tags) in [("/1", "a, b"), ("/2", "b"), ("/3", "c")] {
+        let key = CacheKey::new("http", "h", path);
+        tier.insert(key, tagged(tags)).await.unwrap();
+    }
+    let has_b = |_: &CacheKey, tags: Tags<'_>| tags.iter().any(|t| t == "b");
+    assert_eq!(tier.purge_matching(PurgeMode::Soft, &has_b).await, 2);
+    assert_eq!(tier.objects(), 3, "a soft purge keeps the objects");
+    let now = tokio::time::Instant::now() + Duration::from_millis(1);
+    let one = tier.get(&KeyRef::new("http", "h", "/1")).await.unwrap();
+    assert!(!one.meta.is_fresh(now), "expired by the soft purge");
+    let three = tier.get(&KeyRef::new("http", "h", "/3")).await.unwrap();
+    assert!(three.meta.is_fresh(now));
+    assert_eq!(tier.purge_matching(PurgeMode::Hard, &has_b).await, 2);
+    assert_eq!(tier.objects(), 1);
+    let k3 = CacheKey::new("http", "h", "/3");
+    assert!(tier.purge_key(&k3.as_ref(), PurgeMode::Soft).await);
+    assert_eq!(tier.objects(), 1);
+    assert_eq!(tier.purge_all(PurgeMode::Hard).await, 1);
+    assert_eq!(tier.objects(), 0);
+    assert!(!tier.purge_key(&k3.as_ref(), PurgeMode::Hard).await);
 }

@@ -1,7 +1,27 @@
-//! The storage tier trait every zone kind implements, and its error.
+//! The storage trait every zone's tier implements (memory, disk, and any
+//! other, e.g. Redis), the future its operations return, and its error.
+//!
+//! The proxy talks to a zone only through [`Tier`]: it never asks which
+//! kind of tier it holds. What only some tiers can do is a method with a
+//! default: [`Tier::begin_file_write`] (a body written to a file as it
+//! arrives), [`Tier::start`] (background work such as a disk loader),
+//! [`Tier::detail`] (counters for `/status`), [`Tier::touch`] and
+//! [`Tier::version`] (for the memory front, `front.rs`).
+//!
+//! Operations are async so that a tier behind a network can implement them,
+//! but the trait must stay dyn-compatible (zones hold an `Arc<dyn Tier>`),
+//! so each returns a [`TierFuture`]: a value ready at once (a memory tier's
+//! hit: no allocation, no await) or a boxed future (a disk read on the
+//! blocking pool, a network round trip).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
+use http::HeaderMap;
+
+use crate::disk_writer::DiskWrite;
 use crate::key::{CacheKey, KeyRef};
 use crate::object::CachedObject;
 
@@ -22,20 +42,239 @@ pub enum CacheError {
     Io(String),
 }
 
+/// How a purge treats what it selects.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PurgeMode {
+    /// Removed: the next request is a miss.
+    #[default]
+    Hard,
+    /// Kept but expired now (`CachedObject::soft_purged`): served stale
+    /// while one refresh runs.
+    Soft,
+}
+
+/// What a tier's operation returns: a value ready at once, or a future.
+///
+/// The ready case costs no allocation, which keeps a memory tier's hit as
+/// cheap as a direct call; a tier that must wait (blocking pool, network)
+/// boxes its future.
+pub enum TierFuture<'a, T> {
+    /// Already answered.
+    Ready(std::future::Ready<T>),
+    /// Answered when the future completes.
+    Pending(Pin<Box<dyn Future<Output = T> + Send + 'a>>),
+}
+
+impl<'a, T> TierFuture<'a, T> {
+    /// A future that is answered at once with `value`.
+    pub fn ready(value: T) -> Self {
+        TierFuture::Ready(std::future::ready(value))
+    }
+
+    /// A future that is answered when `future` completes (one allocation).
+    pub fn boxed(future: impl Future<Output = T> + Send + 'a) -> Self {
+        TierFuture::Pending(Box::pin(future))
+    }
+
+    /// The value, when it was answered at once; `None` for a future that
+    /// must be awaited.
+    pub fn into_ready(self) -> Option<T> {
+        match self {
+            TierFuture::Ready(ready) => Some(ready.into_inner()),
+            TierFuture::Pending(_) => None,
+        }
+    }
+}
+
+impl<T> Future for TierFuture<'_, T> {
+    type Output = T;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        // Both variants are `Unpin` (`Ready` always, a pinned box by
+        // construction), so the enum is too.
+        match self.get_mut() {
+            TierFuture::Ready(ready) => Pin::new(ready).poll(cx),
+            TierFuture::Pending(future) => future.as_mut().poll(cx),
+        }
+    }
+}
+
+/// The cache tags of a stored object (`Cache-Tag`, `Surrogate-Key`), as a
+/// tier has them: the object's headers (in memory), or the list a disk
+/// file's header carries. Read only by a tag purge.
+#[derive(Clone, Copy, Debug)]
+pub enum Tags<'a> {
+    /// In the stored response's headers.
+    Headers(&'a HeaderMap),
+    /// Already split out.
+    List(&'a [String]),
+}
+
+impl<'a> Tags<'a> {
+    /// Every tag, trimmed, empty ones skipped (`object::tags_in`).
+    pub fn iter(self) -> impl Iterator<Item = &'a str> {
+        let (headers, list) = match self {
+            Tags::Headers(headers) => (Some(crate::object::tags_in(headers)), None),
+            Tags::List(list) => (None, Some(list.iter().map(String::as_str))),
+        };
+        headers
+            .into_iter()
+            .flatten()
+            .chain(list.into_iter().flatten())
+    }
+}
+
+/// Which objects a scanning purge takes: called with each object's key and
+/// its tags (looked at only when the purge is by tag).
+pub type PurgeFilter<'f> = dyn Fn(&CacheKey, Tags<'_>) -> bool + Send + Sync + 'f;
+
+/// What a tier reports beyond its size and objects, for `/status` and
+/// `/metrics`. Each kind of tier fills its own part; the proxy shows what
+/// is there and never branches on it for storage.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct TierDetail {
+    /// A disk tier's counters (evictions, loader progress, faults).
+    pub disk: Option<crate::disk::DiskSnapshot>,
+}
+
+impl TierDetail {
+    /// The detail of a disk tier.
+    pub fn disk(snapshot: crate::disk::DiskSnapshot) -> Self {
+        TierDetail {
+            disk: Some(snapshot),
+        }
+    }
+}
+
 /// A place objects are kept: looked up by borrowed key, bounded in bytes.
+///
+/// Every zone has one behind an `Arc<dyn Tier>`; the request path, purges,
+/// the memory front and `/status` use only these methods. A tier never
+/// fails a request: errors are counted and logged by the tier, and the
+/// caller sees a miss or a [`CacheError`] to log.
 pub trait Tier: Send + Sync {
-    /// The object under `key`, fresh or not; the caller decides what to do with it.
-    fn get(&self, key: &KeyRef<'_>) -> Option<Arc<CachedObject>>;
+    /// The kind of storage, as `/status` and metric labels name it
+    /// (`"memory"`, `"disk"`).
+    fn kind(&self) -> &'static str;
+
+    /// The object under `key`, fresh or not; the caller decides what to do
+    /// with it. A missing, broken or unreadable object is `None`.
+    fn get<'a>(&'a self, key: &'a KeyRef<'_>) -> TierFuture<'a, Option<Arc<CachedObject>>>;
+
     /// Stores or replaces the object under `key`.
-    fn insert(&self, key: CacheKey, object: Arc<CachedObject>) -> Result<(), CacheError>;
+    fn insert(
+        &self,
+        key: CacheKey,
+        object: Arc<CachedObject>,
+    ) -> TierFuture<'_, Result<(), CacheError>>;
+
     /// Drops the object under `key`; true when there was one.
-    fn remove(&self, key: &KeyRef<'_>) -> bool;
+    fn remove<'a>(&'a self, key: &'a KeyRef<'_>) -> TierFuture<'a, bool>;
+
+    /// Purges `key` ([`PurgeMode::Soft`]: keeps it, expired now); true when
+    /// it was there.
+    fn purge_key<'a>(&'a self, key: &'a KeyRef<'_>, mode: PurgeMode) -> TierFuture<'a, bool>;
+
+    /// Purges every object `filter` takes; how many.
+    ///
+    /// A scan: it may block the calling thread for a while (a memory tier
+    /// locks one shard at a time, a disk tier reads its files' headers), so
+    /// callers drive it on a blocking thread (`spawn_blocking` and
+    /// `Handle::block_on`), where a network tier's future runs as well.
+    fn purge_matching<'a>(
+        &'a self,
+        mode: PurgeMode,
+        filter: &'a PurgeFilter<'_>,
+    ) -> TierFuture<'a, u64>;
+
+    /// Purges everything; how many objects there were. Like
+    /// [`purge_matching`](Tier::purge_matching), may block.
+    fn purge_all(&self, mode: PurgeMode) -> TierFuture<'_, u64>;
+
     /// Bytes in use.
     fn size_bytes(&self) -> u64;
+
     /// Objects held.
     fn objects(&self) -> u64;
+
     /// Configured bound in bytes.
     fn max_size(&self) -> u64;
+
     /// Largest object the tier takes; larger ones stream through uncached.
     fn max_object_size(&self) -> u64;
+
+    /// False while the tier is out after a fault: routes placing keys over
+    /// several zones leave it out until it recovers.
+    fn healthy(&self) -> bool {
+        true
+    }
+
+    /// Marks `key` used now, when a copy of it was served from elsewhere (a
+    /// memory front), so the tier's eviction does not take the hottest
+    /// objects for the coldest. Called on a hit: must not block or wait.
+    fn touch(&self, _key: &KeyRef<'_>) {}
+
+    /// An opaque stamp of the copy under `key` that changes when it is
+    /// replaced or removed; `None` when the tier knows it holds none. The
+    /// memory front promotes a copy only if the stamp is the same before
+    /// and after reading it. Called on a front miss: must not block or wait.
+    /// The default, `Some(0)` for every key, suits a tier that cannot tell
+    /// copies apart: its promotions are never held back.
+    fn version(&self, _key: &KeyRef<'_>) -> Option<u64> {
+        Some(0)
+    }
+
+    /// Starts the tier's background work on the current runtime (a disk
+    /// tier's loader and manager). Called once the tier serves; calling it
+    /// again does nothing.
+    fn start(&self) {}
+
+    /// The tier's own counters for `/status`.
+    fn detail(&self) -> TierDetail {
+        TierDetail::default()
+    }
+
+    /// Starts writing an object under `key` into a file as its body
+    /// arrives, for a tier that keeps bodies in files: readers far behind
+    /// read the body back from the file, and the object is indexed when
+    /// [`DiskWrite::finish`] succeeds. `head` builds the object without its
+    /// body (called only by a tier that writes files, so others cost
+    /// nothing); `body_len` is the declared length, if any (without it the
+    /// body is spooled and the header written last). `None`, the default,
+    /// or when the write cannot start: the caller keeps the body and stores
+    /// it whole with [`insert`](Tier::insert).
+    fn begin_file_write(
+        &self,
+        _key: &CacheKey,
+        _head: &dyn Fn() -> CachedObject,
+        _body_len: Option<u64>,
+    ) -> Option<DiskWrite> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_read_from_headers_and_from_a_list_alike() {
+        let mut headers = HeaderMap::new();
+        headers.insert("cache-tag", http::HeaderValue::from_static("a, b"));
+        headers.insert("surrogate-key", http::HeaderValue::from_static("c d"));
+        let from_headers: Vec<&str> = Tags::Headers(&headers).iter().collect();
+        assert_eq!(from_headers, ["a", "b", "c", "d"]);
+        let list = ["a".to_owned(), "x".to_owned()];
+        let from_list: Vec<&str> = Tags::List(&list).iter().collect();
+        assert_eq!(from_list, ["a", "x"]);
+    }
+
+    #[tokio::test]
+    async fn ready_and_boxed_futures_answer_alike() {
+        assert_eq!(TierFuture::ready(7).await, 7);
+        assert_eq!(TierFuture::boxed(async { 7 }).await, 7);
+        assert_eq!(TierFuture::ready(7).into_ready(), Some(7));
+        assert!(TierFuture::boxed(async { 7 }).into_ready().is_none());
+    }
 }

@@ -16,12 +16,15 @@
 //! - [`tls`]: a test CA, leaf certificates by name, a TLS client.
 //! - [`wire`]: one request over HTTP/1.1, h2c or HTTP/2 over TLS; [`Wires`],
 //!   a proxy listening all three ways.
+//! - [`tier`]: [`CountingTier`], a third kind of tier that counts what it
+//!   is asked, plugged into a zone through the `Tier` trait.
 
 pub mod client;
 pub mod date;
 pub mod origin;
 pub mod proxy;
 pub mod raw;
+pub mod tier;
 pub mod tls;
 pub mod wire;
 
@@ -29,4 +32,5 @@ pub use client::{get, get_with, request, request_with_body, CacheStatusParams, R
 pub use date::{http_date, http_date_ago, http_date_in, parse_http_date};
 pub use origin::{stream_byte, Origin, RecordedRequest};
 pub use proxy::{Proxy, RunningProxy};
+pub use tier::{CountingTier, TierCounts};
 pub use wire::{Wire, Wires};

@@ -28,6 +28,7 @@ pub struct Proxy {
     access_log: String,
     admin: String,
     server: String,
+    tiers: calmcache::ZoneTiers,
 }
 
 impl Proxy {
@@ -52,6 +53,7 @@ impl Proxy {
             access_log: String::new(),
             admin: "listen = \"127.0.0.1:0\"\n".into(),
             server: String::new(),
+            tiers: calmcache::ZoneTiers::new(),
         }
     }
 
@@ -96,6 +98,13 @@ impl Proxy {
             "kind = \"disk\"\npath = {:?}\n{extra}\n",
             path.display().to_string()
         ));
+        self
+    }
+
+    /// Stores the zone (`ram`) in `tier` instead of a memory tier: any
+    /// [`Tier`](calmcache_core::Tier), e.g. a [`CountingTier`](crate::CountingTier).
+    pub fn zone_tier(mut self, tier: std::sync::Arc<dyn calmcache_core::Tier>) -> Proxy {
+        self.tiers = self.tiers.with("ram", tier);
         self
     }
 
@@ -162,7 +171,9 @@ impl Proxy {
     pub async fn start(self) -> RunningProxy {
         let text = self.toml();
         let config = Config::from_toml(&text, "<test>").unwrap_or_else(|e| panic!("{e}\n{text}"));
-        let running = calmcache::start(&config).await.expect("start proxy");
+        let running = calmcache::start_with(&config, None, self.tiers)
+            .await
+            .expect("start proxy");
         RunningProxy {
             running: Some(running),
         }

@@ -24,4 +24,5 @@ pub mod proxy;
 pub mod run;
 pub mod telemetry;
 
-pub use run::server::{start, start_from, Running, StartError};
+pub use proxy::zones::ZoneTiers;
+pub use run::server::{start, start_from, start_with, Running, StartError};

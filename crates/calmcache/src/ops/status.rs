@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
+use calmcache_core::disk::DiskSnapshot;
 use calmcache_core::AnswerClass;
 use serde::Serialize;
 
@@ -153,7 +154,7 @@ pub struct RouteStatus {
 /// One zone's counters (the sum of its routes) and occupancy.
 #[derive(Serialize, Debug)]
 pub struct ZoneStatus {
-    /// `memory` or `disk`.
+    /// The tier's kind ([`Tier::kind`](calmcache_core::Tier::kind)): `memory` or `disk`.
     pub kind: &'static str,
     /// Bytes in use.
     pub size_bytes: u64,
@@ -205,25 +206,23 @@ pub struct DiskStatus {
     pub loader_done: bool,
 }
 
-impl DiskStatus {
-    fn of(tier: &calmcache_core::disk::DiskTier) -> DiskStatus {
-        use std::sync::atomic::Ordering::Relaxed;
-        let s = tier.stats();
+impl From<DiskSnapshot> for DiskStatus {
+    fn from(d: DiskSnapshot) -> DiskStatus {
         DiskStatus {
-            path: tier.config().path.display().to_string(),
-            evictions: s.evictions.load(Relaxed),
-            evictions_nospace: s.evictions_nospace.load(Relaxed),
-            write_failures_nospace: s.write_failures_nospace.load(Relaxed),
-            effective_max_size_bytes: tier.effective_max_size(),
-            fs_capacity_bytes: tier.fs_capacity(),
-            fs_capacity_files: tier.fs_file_capacity(),
-            leftover_temp_files: s.leftover_temp_files.load(Relaxed),
-            leftover_temp_bytes: s.leftover_temp_bytes.load(Relaxed),
-            inactive_removed: s.expired_inactive.load(Relaxed),
-            errors: s.errors.load(Relaxed),
-            broken_files: s.broken_files.load(Relaxed),
-            loaded: s.loaded.load(Relaxed),
-            loader_done: s.loader_done.load(Relaxed),
+            path: d.path.display().to_string(),
+            evictions: d.evictions,
+            evictions_nospace: d.evictions_nospace,
+            write_failures_nospace: d.write_failures_nospace,
+            effective_max_size_bytes: d.effective_max_size,
+            fs_capacity_bytes: d.fs_capacity,
+            fs_capacity_files: d.fs_file_capacity,
+            leftover_temp_files: d.leftover_temp_files,
+            leftover_temp_bytes: d.leftover_temp_bytes,
+            inactive_removed: d.inactive_removed,
+            errors: d.errors,
+            broken_files: d.broken_files,
+            loaded: d.loaded,
+            loader_done: d.loader_done,
         }
     }
 }
@@ -237,11 +236,11 @@ pub fn status(proxy: &Proxy) -> Status {
         .iter()
         .map(|z| {
             let zs = ZoneStatus {
-                kind: if z.disk().is_some() { "disk" } else { "memory" },
-                size_bytes: z.size_bytes(),
-                max_size_bytes: z.max_size(),
-                objects: z.objects(),
-                disk: z.disk().map(|d| DiskStatus::of(d)),
+                kind: z.tier.kind(),
+                size_bytes: z.tier.size_bytes(),
+                max_size_bytes: z.tier.max_size(),
+                objects: z.tier.objects(),
+                disk: z.tier.detail().disk.map(DiskStatus::from),
                 activity: ActivitySnapshot::default(),
             };
             (z.name.clone(), zs)

@@ -39,10 +39,11 @@ use crate::http::headers::strip_hop_by_hop;
 use crate::http::vary;
 use crate::proxy::growing::{Growing, Keeping, StreamingHead};
 use crate::proxy::outcome::{ErrorAnswer, FillOutcome};
-use crate::proxy::state::{Route, Zone};
+use crate::proxy::state::Route;
 use crate::telemetry::inflight::Held;
 use calmcache_core::warn_limit::WarnLimit;
 use calmcache_core::warn_limited;
+use calmcache_core::Zone;
 
 /// The request a fill sends upstream: always a GET for the whole object.
 #[derive(Clone, Debug)]
@@ -271,7 +272,7 @@ pub async fn fill(
                             | NotStorable::VaryStar
                             | NotStorable::NoFreshness
                     ) {
-                        route.remove(&primary.as_ref());
+                        route.remove(&primary.as_ref()).await;
                     }
                     finish(permit, FillOutcome::NotStored);
                     let mut resp = Response::new(ResponseBody::full(old_body));
@@ -305,7 +306,7 @@ pub async fn fill(
             return FillReply::Relay(resp, NotStored::Response(why));
         }
     };
-    let limit = zone.max_object_size();
+    let limit = zone.tier.max_object_size();
     let declared = content_length(&parts.headers);
     if declared.is_some_and(|n| n > limit) {
         finish(permit, FillOutcome::NotStored);
@@ -489,27 +490,24 @@ fn stream_fill(
     let mut headers = detach_headers(&parts.headers, &storable.strip_fields);
     let names = vary::names(&headers, !route.cfg.compress.is_empty());
     let zone = route.zone_for(&primary.as_ref()).cloned();
-    // A plain response bound for a disk zone goes into its file as it
-    // arrives (spooled when its length, and so its header, is known only at
-    // the end); a Vary'd or compressed one is collected and stored whole.
+    // A plain response bound for a zone that keeps bodies in files (disk)
+    // goes into its file as it arrives (spooled when its length, and so its
+    // header, is known only at the end); a Vary'd or compressed one, or one
+    // for another zone, is collected and stored whole.
+    let head = || {
+        CachedObject::assemble(
+            meta_of(&storable, started),
+            parts.status,
+            headers.clone(),
+            Bytes::new(),
+            Vec::new(),
+            None,
+        )
+    };
     let mut file = zone
         .as_ref()
-        .and_then(|z| z.disk())
         .filter(|_| names.is_empty() && !will_compress(&route, &headers))
-        .and_then(|disk| {
-            let head = CachedObject::assemble(
-                meta_of(&storable, started),
-                parts.status,
-                headers.clone(),
-                Bytes::new(),
-                Vec::new(),
-                None,
-            );
-            match len {
-                Some(_) => disk.begin_write(primary.clone(), &head).ok(),
-                None => disk.begin_spooled_write(primary.clone(), &head).ok(),
-            }
-        });
+        .and_then(|z| z.tier.begin_file_write(&primary, &head, len));
     // Into a file: a window in memory, readers behind it read the file.
     // Otherwise the body is stored whole (bounded by max_object_size).
     let keeping = if file.is_some() {
@@ -537,7 +535,7 @@ fn stream_fill(
     let status = parts.status;
     tokio::spawn(async move {
         let mut permit = permit;
-        let limit = zone.as_ref().map_or(0, |z| z.max_object_size());
+        let limit = zone.as_ref().map_or(0, |z| z.tier.max_object_size());
         let mut total = 0u64;
         // False once a body without a declared length outgrew the zone, or
         // its file write failed.
@@ -739,7 +737,7 @@ async fn store(
         encodings,
         variant,
     ));
-    if let Err(e) = zone.insert(key.clone(), object.clone()).await {
+    if let Err(e) = zone.tier.insert(key.clone(), object.clone()).await {
         // Headers and bookkeeping pushed it over the zone's limit, or the
         // disk failed: relay it.
         tracing::debug!(key = %key, zone = %zone.name, error = %e, "not stored");
@@ -797,6 +795,7 @@ async fn marker_for(
     meta: &ObjectMeta,
 ) -> u64 {
     if let Some(index) = zone
+        .tier
         .get(&primary.as_ref())
         .await
         .and_then(|o| o.vary_index.clone())
@@ -806,7 +805,7 @@ async fn marker_for(
     }
     let id = rand::random::<u64>();
     let marker = CachedObject::marker(meta.clone(), VaryIndex { id, names });
-    if let Err(e) = zone.insert(primary.clone(), Arc::new(marker)).await {
+    if let Err(e) = zone.tier.insert(primary.clone(), Arc::new(marker)).await {
         tracing::debug!(key = %primary, error = %e, "vary marker not stored");
     }
     id

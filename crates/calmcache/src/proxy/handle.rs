@@ -42,8 +42,9 @@ use crate::proxy::fill::{fill, FetchRequest, FillReply, NotStored};
 use crate::proxy::lookup::{lookup, PrimaryKey};
 use crate::proxy::outcome::FillOutcome;
 use crate::proxy::respond::{error_response, only_if_cached, relay, serve, Ask};
-use crate::proxy::state::{Proxy, Route, Worker, Zone};
+use crate::proxy::state::{Proxy, Route, Worker};
 use crate::telemetry::metrics::{self, CallSlot, Served};
+use calmcache_core::Zone;
 
 /// Why a request goes to the origin; decides its `Cache-Status`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -867,7 +868,7 @@ async fn pass(
             route.activity.upstream_requests.inc();
             let (mut parts, body) = resp.into_parts();
             if let Some(target) = invalidation {
-                target.apply(proxy, parts.status, &parts.headers);
+                target.apply(proxy, parts.status, &parts.headers).await;
             }
             strip_hop_by_hop(&mut parts.headers);
             route.strip_targeted(&mut parts.headers);

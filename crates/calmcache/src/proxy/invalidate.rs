@@ -41,18 +41,18 @@ impl Target {
     }
 
     /// Invalidates after the response arrived with `status` and `headers`.
-    pub fn apply(&self, proxy: &Proxy, status: StatusCode, headers: &HeaderMap) {
+    pub async fn apply(&self, proxy: &Proxy, status: StatusCode, headers: &HeaderMap) {
         // §4.4: "a non-error status code" (2xx or 3xx).
         if !(status.is_success() || status.is_redirection()) {
             return;
         }
-        self.remove(proxy, &self.path_and_query);
+        self.remove(proxy, &self.path_and_query).await;
         for name in [LOCATION, CONTENT_LOCATION] {
             let Some(value) = headers.get(name).and_then(|v| v.to_str().ok()) else {
                 continue;
             };
             if let Some(pq) = self.same_origin_path(value) {
-                self.remove(proxy, &pq);
+                self.remove(proxy, &pq).await;
             }
         }
     }
@@ -103,7 +103,7 @@ impl Target {
         crate::proxy::edge::normalise_host(authority, self.scheme).is_ok_and(|h| *h == *self.host)
     }
 
-    fn remove(&self, proxy: &Proxy, path_and_query: &str) {
+    async fn remove(&self, proxy: &Proxy, path_and_query: &str) {
         // Keyed as a request for it would be (edge.rs).
         let Ok(path_and_query) = crate::proxy::edge::normalise_target(path_and_query) else {
             return;
@@ -123,7 +123,7 @@ impl Target {
             path_and_query,
             &self.headers,
         );
-        if route.remove(&key.key_ref()) {
+        if route.remove(&key.key_ref()).await {
             route.activity.invalidations.inc();
             tracing::debug!(route = %route.cfg.name, path = %path_and_query, "invalidated");
         }

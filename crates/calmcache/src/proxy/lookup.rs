@@ -10,7 +10,8 @@ use http::{HeaderMap, Method};
 
 use crate::config::key_template::RequestView;
 use crate::http::vary;
-use crate::proxy::state::{Route, Zone};
+use crate::proxy::state::Route;
+use calmcache_core::Zone;
 
 /// A request's primary key, borrowed from the request when the default
 /// template allows (the hit path then allocates nothing).

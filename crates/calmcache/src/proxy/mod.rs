@@ -21,3 +21,4 @@ pub mod respond;
 pub mod state;
 pub mod tunnel;
 pub mod warm;
+pub mod zones;

@@ -10,19 +10,21 @@
 //! scanned for the path on any host and the answer says `"scanned": true`.
 //! A key is what `Cache-Status: key=` shows: a rendered template, or a
 //! default key `scheme://host/path?query`. Prefix, tag and `all` purges
-//! scan: a memory zone one shard at a time under that shard's lock, a disk
-//! zone by reading the headers of its files; both on a blocking thread, so
-//! traffic is never paused for the whole scan.
+//! scan each zone through its tier ([`Tier::purge_matching`]): a memory
+//! zone one shard at a time under that shard's lock, a disk zone by
+//! reading the headers of its files; on a blocking thread, so traffic is
+//! never paused for the whole scan.
+//!
+//! [`Tier::purge_matching`]: calmcache_core::Tier::purge_matching
 
 use std::sync::Arc;
 
-use calmcache_core::object::tags_in;
-use calmcache_core::{CacheKey, KeyRef};
+use calmcache_core::{CacheKey, KeyRef, PurgeMode, Tags, Zone};
 use http::Method;
 use serde::Deserialize;
 
 use crate::proxy::lookup::PrimaryKey;
-use crate::proxy::state::{Proxy, Store, Zone};
+use crate::proxy::state::Proxy;
 
 /// What a purge selects.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,8 +56,8 @@ pub enum Selector {
 pub struct Purge {
     /// What.
     pub selector: Selector,
-    /// Mark stale instead of removing.
-    pub soft: bool,
+    /// Remove, or mark stale (`"soft": true`).
+    pub mode: PurgeMode,
 }
 
 #[derive(Deserialize)]
@@ -112,8 +114,17 @@ impl Purge {
         }
         Ok(Purge {
             selector: chosen.remove(0),
-            soft: body.soft,
+            mode: mode_of(body.soft),
         })
+    }
+}
+
+/// The mode a request asks for with `"soft": true` or `Calmcache-Purge: soft`.
+fn mode_of(soft: bool) -> PurgeMode {
+    if soft {
+        PurgeMode::Soft
+    } else {
+        PurgeMode::Hard
     }
 }
 
@@ -155,18 +166,18 @@ pub struct Outcome {
 
 /// Runs `purge` on every zone.
 pub async fn run(proxy: &Arc<Proxy>, purge: Purge) -> Outcome {
-    let soft = purge.soft;
+    let mode = purge.mode;
     let outcome = match purge.selector {
         Selector::Url {
             host,
             path_and_query,
-        } => purge_url(proxy, host.as_deref(), &path_and_query, soft).await,
+        } => purge_url(proxy, host.as_deref(), &path_and_query, mode).await,
         Selector::Key(key) => Outcome {
-            purged: purge_key_text(proxy, &key, soft).await,
+            purged: purge_key_text(proxy, &key, mode).await,
             scanned: false,
         },
         selector => {
-            if selector == Selector::All && !soft {
+            if selector == Selector::All && mode == PurgeMode::Hard {
                 // Everything goes: the hosts remembered start over (before
                 // the purge, so a store racing it is remembered again).
                 for route in &proxy.routes {
@@ -175,7 +186,7 @@ pub async fn run(proxy: &Arc<Proxy>, purge: Purge) -> Outcome {
             }
             let zones: Vec<Arc<Zone>> = proxy.zones.to_vec();
             Outcome {
-                purged: scan_zones(zones, selector, soft).await,
+                purged: scan_zones(zones, selector, mode).await,
                 scanned: false,
             }
         }
@@ -185,23 +196,29 @@ pub async fn run(proxy: &Arc<Proxy>, purge: Purge) -> Outcome {
     tracing::info!(
         purged = outcome.purged,
         scanned = outcome.scanned,
-        soft,
+        soft = mode == PurgeMode::Soft,
         "purge"
     );
     outcome
 }
 
-/// Purges what `selector` matches in each of `zones`, on a blocking thread.
-async fn scan_zones(zones: Vec<Arc<Zone>>, selector: Selector, soft: bool) -> u64 {
-    tokio::task::spawn_blocking(move || zones.iter().map(|z| scan(z, &selector, soft)).sum())
-        .await
-        .unwrap_or(0)
+/// Purges what `selector` matches in each of `zones`, on a blocking thread
+/// (a scan may hold it a while; a tier that must wait, e.g. on a network,
+/// is driven there too).
+async fn scan_zones(zones: Vec<Arc<Zone>>, selector: Selector, mode: PurgeMode) -> u64 {
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
+        let scan = |zone: &Arc<Zone>| runtime.block_on(scan(zone, &selector, mode));
+        zones.iter().map(scan).sum()
+    })
+    .await
+    .unwrap_or(0)
 }
 
 /// A `key` purge: the text as a `key` template rendered it, or as
 /// `Cache-Status` shows a default key (`scheme://host/path?query`), which
 /// is stored as its three parts.
-async fn purge_key_text(proxy: &Arc<Proxy>, text: &str, soft: bool) -> u64 {
+async fn purge_key_text(proxy: &Arc<Proxy>, text: &str, mode: PurgeMode) -> u64 {
     let mut keys = vec![KeyRef::new("", "", text)];
     if let Some(parts) = default_key_parts(text) {
         keys.push(parts);
@@ -210,7 +227,7 @@ async fn purge_key_text(proxy: &Arc<Proxy>, text: &str, soft: bool) -> u64 {
     let mut purged = 0;
     let mut variants = Vec::new();
     for key in &keys {
-        purged += purge_primary(&zones, key, soft, &mut variants).await;
+        purged += purge_primary(&zones, key, mode, &mut variants).await;
     }
     purged + purge_variants(variants).await
 }
@@ -266,7 +283,7 @@ pub async fn purge_method(
             host: Some(host),
             path_and_query: pq.to_owned(),
         },
-        soft,
+        mode: mode_of(soft),
     };
     purged_response(run(proxy, order).await)
 }
@@ -288,17 +305,12 @@ pub fn purged_response(outcome: Outcome) -> http::Response<crate::http::body::Re
 /// A path on one host, or on every host its routes have stored objects
 /// for: the hosts remembered, or a scan of the zones of a route that met
 /// more hosts than it remembers.
-async fn purge_url(proxy: &Arc<Proxy>, host: Option<&str>, pq: &str, soft: bool) -> Outcome {
+async fn purge_url(proxy: &Arc<Proxy>, host: Option<&str>, pq: &str, mode: PurgeMode) -> Outcome {
     let mut purged = 0;
     let mut variants = Vec::new();
     let mut to_scan: Vec<Arc<Zone>> = Vec::new();
     for route in proxy.routes.iter().filter(|r| r.cfg.matches(pq)) {
-        let zones = route
-            .zones
-            .iter()
-            .map(|(z, _)| z)
-            .chain(route.memory.as_ref());
-        let zones: Vec<&Arc<Zone>> = zones.collect();
+        let zones: Vec<&Arc<Zone>> = route.all_zones().collect();
         let hosts: Vec<String> = match host {
             Some(h) => vec![h.to_owned()],
             None => {
@@ -326,9 +338,9 @@ async fn purge_url(proxy: &Arc<Proxy>, host: Option<&str>, pq: &str, soft: bool)
                     .to_owned_key()
             };
             let (http, https) = (key_for("http"), key_for("https"));
-            purged += purge_primary(&zones, &http.as_ref(), soft, &mut variants).await;
+            purged += purge_primary(&zones, &http.as_ref(), mode, &mut variants).await;
             if https != http {
-                purged += purge_primary(&zones, &https.as_ref(), soft, &mut variants).await;
+                purged += purge_primary(&zones, &https.as_ref(), mode, &mut variants).await;
             }
         }
     }
@@ -339,7 +351,7 @@ async fn purge_url(proxy: &Arc<Proxy>, host: Option<&str>, pq: &str, soft: bool)
             host: None,
             path_and_query: pq.to_owned(),
         };
-        purged += scan_zones(to_scan, selector, soft).await;
+        purged += scan_zones(to_scan, selector, mode).await;
     }
     Outcome { purged, scanned }
 }
@@ -350,15 +362,15 @@ async fn purge_url(proxy: &Arc<Proxy>, host: Option<&str>, pq: &str, soft: bool)
 async fn purge_primary(
     zones: &[&Arc<Zone>],
     key: &KeyRef<'_>,
-    soft: bool,
+    mode: PurgeMode,
     variants: &mut Vec<(CacheKey, Arc<Zone>)>,
 ) -> u64 {
     let mut purged = 0;
     for zone in zones {
-        if soft && is_marker(zone, key).await {
+        if mode == PurgeMode::Soft && is_marker(zone, key).await {
             variants.push((key.to_owned_key(), (*zone).clone()));
         }
-        if zone.purge_key(key, soft) {
+        if zone.tier.purge_key(key, mode).await {
             purged += 1;
         }
     }
@@ -374,27 +386,26 @@ async fn purge_variants(variants: Vec<(CacheKey, Arc<Zone>)>) -> u64 {
             host: Some(k.host.to_owned()),
             path: calmcache_core::key::variants_prefix(k.path_and_query),
         };
-        purged += scan_zones(vec![zone], selector, true).await;
+        purged += scan_zones(vec![zone], selector, PurgeMode::Soft).await;
     }
     purged
 }
 
 async fn is_marker(zone: &Zone, key: &KeyRef<'_>) -> bool {
-    zone.get(key).await.is_some_and(|o| o.vary_index.is_some())
+    zone.tier
+        .get(key)
+        .await
+        .is_some_and(|o| o.vary_index.is_some())
 }
 
-/// Purges what `selector` (prefix, tag or all) matches in `zone`. Blocking.
-fn scan(zone: &Zone, selector: &Selector, soft: bool) -> u64 {
-    match (&zone.store, selector) {
-        (Store::Memory(tier), Selector::All) => tier.purge_all(soft),
-        (Store::Disk(tier), Selector::All) => tier.purge_all(soft),
-        (Store::Memory(tier), _) => tier.purge_matching(soft, &|key, object| {
-            matches(selector, key, || tags_in(&object.headers))
-        }),
-        (Store::Disk(tier), _) => tier.purge_matching(soft, &|key, tags| {
-            matches(selector, key, || tags.iter().map(String::as_str))
-        }),
+/// Purges what `selector` (prefix, tag or all) matches in `zone`. May
+/// block: see [`scan_zones`].
+async fn scan(zone: &Zone, selector: &Selector, mode: PurgeMode) -> u64 {
+    if *selector == Selector::All {
+        return zone.tier.purge_all(mode).await;
     }
+    let filter = |key: &CacheKey, tags: Tags<'_>| matches(selector, key, || tags.iter());
+    zone.tier.purge_matching(mode, &filter).await
 }
 
 /// True when `selector` takes the object under `key`; its tags are looked
@@ -440,7 +451,7 @@ mod tests {
                 path_and_query: "/blog/post?id=1".into()
             }
         );
-        assert!(!p.soft);
+        assert_eq!(p.mode, PurgeMode::Hard);
         let p = Purge::from_json(br#"{"url": "http://Example.COM/a", "soft": true}"#).unwrap();
         assert_eq!(
             p.selector,
@@ -449,7 +460,7 @@ mod tests {
                 path_and_query: "/a".into()
             }
         );
-        assert!(p.soft);
+        assert_eq!(p.mode, PurgeMode::Soft);
         // Normalised as requests are: the purge reaches what they stored.
         let p = Purge::from_json(br#"{"url": "https://Example.COM:443/%61//./b?x=%61"}"#).unwrap();
         assert_eq!(

@@ -5,126 +5,16 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use calmcache_core::disk::{DiskConfig, DiskTier};
 use calmcache_core::{
-    CacheError, CacheKey, CachedObject, Flights, HitForMiss, KeyRef, MemoryTier, RefreshPolicy,
-    StoreRules, Tier,
+    CacheKey, CachedObject, Flights, HitForMiss, KeyRef, MemoryFront, RefreshPolicy, StoreRules,
+    Zone,
 };
 
-use crate::config::{ClientCacheControl, Config, RouteConfig, ZoneKind};
+use crate::config::{ClientCacheControl, Config, RouteConfig};
 use crate::net::upstream::Upstream;
 use crate::proxy::outcome::FillOutcome;
+use crate::proxy::zones::{ZoneSources, ZoneTiers};
 use crate::telemetry::stats::Activity;
-
-/// Weighted rendezvous (highest random weight) score of a key for a zone:
-/// `weight / -ln(u)` with `u` uniform in (0, 1) from the key and the zone.
-pub fn rendezvous_score(key_hash: u64, zone_seed: u64, weight: u32) -> f64 {
-    let x = calmcache_core::disk::mix64(key_hash ^ zone_seed);
-    // 53 random bits, never 0 or 1.
-    let u = ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
-    f64::from(weight) / -u.ln()
-}
-
-/// A cache zone and its storage.
-pub struct Zone {
-    /// The config name.
-    pub name: String,
-    /// Stable per-zone seed for hash placement (from the name).
-    pub seed: u64,
-    /// Where objects live.
-    pub store: Store,
-}
-
-/// The storage behind a zone.
-pub enum Store {
-    /// RAM: lookups are synchronous and share the object.
-    Memory(MemoryTier),
-    /// Files: the index is in memory, reads and writes run on blocking threads.
-    Disk(Arc<DiskTier>),
-}
-
-impl Zone {
-    /// The object under `key`, fresh or not. A memory zone answers at once;
-    /// a disk zone reads the file on a blocking thread.
-    pub async fn get(&self, key: &KeyRef<'_>) -> Option<Arc<CachedObject>> {
-        match &self.store {
-            Store::Memory(tier) => tier.get(key),
-            Store::Disk(tier) => tier.get(key).await,
-        }
-    }
-
-    /// Stores or replaces the object under `key`.
-    pub async fn insert(&self, key: CacheKey, object: Arc<CachedObject>) -> Result<(), CacheError> {
-        match &self.store {
-            Store::Memory(tier) => tier.insert(key, object),
-            Store::Disk(tier) => tier.insert(key, object).await,
-        }
-    }
-
-    /// Purges `key` (soft: marks it expired); true when it was there.
-    pub fn purge_key(&self, key: &KeyRef<'_>, soft: bool) -> bool {
-        match &self.store {
-            Store::Memory(tier) => tier.purge_key(key, soft),
-            Store::Disk(tier) => tier.purge_key(key, soft),
-        }
-    }
-
-    /// Drops the object under `key`; true when there was one.
-    pub fn remove(&self, key: &KeyRef<'_>) -> bool {
-        match &self.store {
-            Store::Memory(tier) => tier.remove(key),
-            Store::Disk(tier) => tier.remove(key),
-        }
-    }
-
-    /// Bytes in use.
-    pub fn size_bytes(&self) -> u64 {
-        match &self.store {
-            Store::Memory(tier) => tier.size_bytes(),
-            Store::Disk(tier) => tier.size_bytes(),
-        }
-    }
-
-    /// Objects held.
-    pub fn objects(&self) -> u64 {
-        match &self.store {
-            Store::Memory(tier) => tier.objects(),
-            Store::Disk(tier) => tier.objects(),
-        }
-    }
-
-    /// Configured bound in bytes.
-    pub fn max_size(&self) -> u64 {
-        match &self.store {
-            Store::Memory(tier) => tier.max_size(),
-            Store::Disk(tier) => tier.config().max_size,
-        }
-    }
-
-    /// Largest object stored.
-    pub fn max_object_size(&self) -> u64 {
-        match &self.store {
-            Store::Memory(tier) => tier.max_object_size(),
-            Store::Disk(tier) => tier.config().max_object_size,
-        }
-    }
-
-    /// False while a disk zone is out after an I/O error.
-    pub fn healthy(&self) -> bool {
-        match &self.store {
-            Store::Memory(_) => true,
-            Store::Disk(tier) => tier.healthy(),
-        }
-    }
-
-    /// The disk tier, for a disk zone.
-    pub fn disk(&self) -> Option<&Arc<DiskTier>> {
-        match &self.store {
-            Store::Disk(tier) => Some(tier),
-            Store::Memory(_) => None,
-        }
-    }
-}
 
 /// A route bound to its upstream and zone.
 pub struct Route {
@@ -138,10 +28,9 @@ pub struct Route {
     /// Every zone of the route, with its weight; keys are placed by
     /// [`Route::zone_for`].
     pub zones: Vec<(Arc<Zone>, u32)>,
-    /// A memory zone in front of the disk zones (`memory = "ram"`).
-    pub memory: Option<Arc<Zone>>,
-    /// Keys hit once on disk recently: a second hit promotes to `memory`.
-    seen_once: Mutex<HashSet<u64>>,
+    /// A zone in front of the route's zones (`memory = "ram"`): their
+    /// objects hit twice are promoted into it.
+    pub front: Option<MemoryFront>,
     /// Hosts this route has stored objects for, so a purge of a path can
     /// reach it on every host (bounded by `KNOWN_HOSTS_MAX`; past it, path
     /// purges scan the route's zones).
@@ -193,99 +82,49 @@ impl Route {
 
     /// The zone that holds `key`: the route's only zone, or among several the
     /// one a weighted rendezvous hash picks (adding a zone moves only its
-    /// share of keys). Zones out on a disk fault are skipped until they
-    /// recover, so their keys go to the others.
+    /// share of keys). Zones out on a fault are skipped until they recover,
+    /// so their keys go to the others.
     pub fn zone_for(&self, key: &KeyRef<'_>) -> Option<&Arc<Zone>> {
-        if self.zones.len() <= 1 {
-            return self.zone.as_ref();
-        }
-        let hash = calmcache_core::disk::key_hash(key);
-        let best = |healthy_only: bool| {
-            self.zones
-                .iter()
-                .filter(|(zone, _)| !healthy_only || zone.healthy())
-                .map(|(zone, weight)| (rendezvous_score(hash, zone.seed, *weight), zone))
-                .max_by(|a, b| a.0.total_cmp(&b.0))
-                .map(|(_, zone)| zone)
-        };
-        best(true).or_else(|| best(false))
+        calmcache_core::zone::place(&self.zones, key)
     }
 
     /// The object under `key` in `zone`, through the memory front if the
-    /// route has one: a front hit answers from RAM; a disk hit of a key hit
-    /// once before is promoted into the front.
+    /// route has one: a front hit answers from RAM; a hit in `zone` of a key
+    /// hit once before is promoted into the front.
     pub async fn get(&self, zone: &Zone, key: &KeyRef<'_>) -> Option<Arc<CachedObject>> {
-        let Some(front) = &self.memory else {
-            return zone.get(key).await;
-        };
-        if let Some(object) = front.get(key).await {
-            // Keep the disk copy's last use current: the manager must not
-            // take the hottest objects for the coldest.
-            if let Some(disk) = zone.disk() {
-                disk.touch(key);
-            }
-            return Some(object);
+        match &self.front {
+            Some(front) => front.get(zone, key).await,
+            None => zone.tier.get(key).await,
         }
-        let version = zone.disk().and_then(|d| d.version(key));
-        let object = zone.get(key).await?;
-        // Whole responses only: large objects stream from their file, and
-        // Vary markers stay on disk (they change as variants are stored).
-        let promotable = object.lazy_body.is_none() && object.vary_index.is_none();
-        if promotable && self.second_hit(calmcache_core::disk::key_hash(key)) {
-            // Not if a newer copy was stored, or the key removed, while this
-            // one was read.
-            let current = zone.disk().and_then(|d| d.version(key));
-            if current.is_some() && current == version {
-                if let Err(e) = front.insert(key.to_owned_key(), object.clone()).await {
-                    tracing::debug!(zone = %front.name, error = %e, "not promoted");
-                }
-            }
-        }
-        Some(object)
-    }
-
-    /// True on the second sighting of `hash` (a bounded doorkeeper: one-hit
-    /// wonders never enter the front, as in TinyLFU).
-    fn second_hit(&self, hash: u64) -> bool {
-        let mut seen = match self.seen_once.lock() {
-            Ok(seen) => seen,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        if seen.remove(&hash) {
-            return true;
-        }
-        if seen.len() >= DOORKEEPER_MAX {
-            seen.clear();
-        }
-        seen.insert(hash);
-        false
     }
 
     /// After `object` was stored under `key`: a copy in the memory front is
     /// replaced (or dropped, for a body left in its file), so the front never
     /// serves an older version.
     pub async fn stored(&self, key: &CacheKey, object: &Arc<CachedObject>) {
-        if let Some(front) = &self.memory {
-            if front.get(&key.as_ref()).await.is_some() {
-                if object.lazy_body.is_some() {
-                    // Its body is in its file (a streamed disk fill): the
-                    // front holds bodies, so the old copy just goes.
-                    front.remove(&key.as_ref());
-                } else {
-                    let _ = front.insert(key.clone(), object.clone()).await;
-                }
-            }
+        if let Some(front) = &self.front {
+            front.stored(key, object).await;
         }
     }
 
     /// Removes `key` from every zone of the route (the one it is placed in
     /// may change while a zone is out of the ring) and from the memory front.
-    pub fn remove(&self, key: &KeyRef<'_>) -> bool {
-        let mut removed = self.memory.as_ref().is_some_and(|f| f.remove(key));
+    pub async fn remove(&self, key: &KeyRef<'_>) -> bool {
+        let mut removed = match &self.front {
+            Some(front) => front.remove(key).await,
+            None => false,
+        };
         for (zone, _) in &self.zones {
-            removed |= zone.remove(key);
+            removed |= zone.tier.remove(key).await;
         }
         removed
+    }
+
+    /// The zones a purge of this route's keys reaches: its zones and its
+    /// memory front.
+    pub fn all_zones(&self) -> impl Iterator<Item = &Arc<Zone>> {
+        let front = self.front.as_ref().map(MemoryFront::zone);
+        self.zones.iter().map(|(zone, _)| zone).chain(front)
     }
 
     /// Remembers the host of a key just stored (for purges by path): the
@@ -355,18 +194,14 @@ impl KnownHosts {
     }
 }
 
-/// Keys remembered by a route's doorkeeper before it starts over.
-const DOORKEEPER_MAX: usize = 65_536;
-
-/// How often a disk zone's manager looks at its size and inactivity.
-const DISK_MANAGER_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
-
 /// Everything a request handler needs.
 pub struct Proxy {
     /// Routes in config order; the first match wins.
     pub routes: Vec<Arc<Route>>,
     /// Zones in config order.
     pub zones: Vec<Arc<Zone>>,
+    /// Where the zones came from, for the next reload.
+    zone_sources: ZoneSources,
     /// Fetches in flight, shared by misses, refreshes and warm-up (and by
     /// the generations of a reload).
     pub flights: Arc<Flights<FillOutcome>>,
@@ -385,28 +220,42 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Starts the disk zones' loaders and managers on the current runtime
-    /// (after a reload, of the zones `previous` did not have).
+    /// Starts the zones' background work (a disk zone's loader and
+    /// manager) on the current runtime (after a reload, of the zones
+    /// `previous` did not have).
     pub fn start_background(&self, previous: Option<&Proxy>) {
         let kept = |zone: &Arc<Zone>| {
             previous.is_some_and(|p| p.zones.iter().any(|old| Arc::ptr_eq(old, zone)))
         };
         for zone in self.zones.iter().filter(|z| !kept(z)) {
-            if let Some(disk) = zone.disk() {
-                disk.spawn_loader();
-                disk.spawn_manager(DISK_MANAGER_EVERY);
-            }
+            zone.tier.start();
         }
     }
 
     /// Binds routes to upstreams and zones. At a reload, `previous` is the
-    /// running generation: its metrics, fetches in flight and access log
-    /// carry over, zones of the same name and storage keep their contents
-    /// (`notes` says what did not), routes of the same name keep the hosts
-    /// they stored (for purges by path).
+    /// running generation: its metrics, fetches in flight, access log and
+    /// supplied tiers carry over, zones of the same name and storage keep
+    /// their contents (`notes` says what did not), routes of the same name
+    /// keep the hosts they stored (for purges by path).
     pub fn new(
         config: &Config,
         previous: Option<&Proxy>,
+        notes: &mut Vec<String>,
+    ) -> Result<Arc<Self>, String> {
+        let supplied = previous.map(|p| p.zone_sources.supplied().clone());
+        Proxy::build(config, previous, supplied.unwrap_or_default(), notes)
+    }
+
+    /// The first generation, with zones stored in the tiers `supplied`
+    /// ([`ZoneTiers`]) where it names them.
+    pub fn with_tiers(config: &Config, supplied: ZoneTiers) -> Result<Arc<Self>, String> {
+        Proxy::build(config, None, supplied, &mut Vec::new())
+    }
+
+    fn build(
+        config: &Config,
+        previous: Option<&Proxy>,
+        supplied: ZoneTiers,
         notes: &mut Vec<String>,
     ) -> Result<Arc<Self>, String> {
         let upstreams = config
@@ -417,44 +266,8 @@ impl Proxy {
                 Upstream::new(u, old.map(|o| &**o)).map(Arc::new)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let zones = config
-            .zones
-            .iter()
-            .map(|z| {
-                if let Some(kept) = previous.and_then(|p| reuse_zone(p, z, notes)) {
-                    return Ok(kept);
-                }
-                let store = match z.kind {
-                    ZoneKind::Memory => {
-                        Store::Memory(MemoryTier::new(z.max_size, z.max_object_size))
-                    }
-                    ZoneKind::Disk => {
-                        let path = z.path.clone().unwrap_or_default();
-                        let disk = DiskConfig {
-                            path: path.clone(),
-                            max_size: z.max_size,
-                            max_object_size: z.max_object_size,
-                            inactive: z.inactive,
-                            min_free: z.min_free,
-                        };
-                        let tier = DiskTier::open(disk).map_err(|e| {
-                            format!(
-                                "zones.{}: cannot use {} as a cache directory: {e}",
-                                z.name,
-                                path.display()
-                            )
-                        })?;
-                        Store::Disk(tier)
-                    }
-                };
-                let seed = calmcache_core::disk::key_hash(&KeyRef::new("zone", &z.name, ""));
-                Ok(Arc::new(Zone {
-                    name: z.name.clone(),
-                    seed,
-                    store,
-                }))
-            })
-            .collect::<Result<Vec<Arc<Zone>>, String>>()?;
+        let previous_zones = previous.map(|p| (&p.zones[..], &p.zone_sources));
+        let (zones, zone_sources) = ZoneSources::build(config, previous_zones, supplied, notes)?;
         let metrics = previous.map_or_else(
             || {
                 Arc::new(crate::telemetry::metrics::Metrics::with_max_connections(
@@ -477,8 +290,7 @@ impl Proxy {
                         .iter()
                         .map(|&z| (zones[z].clone(), config.zones[z].weight))
                         .collect(),
-                    memory: r.memory.map(|z| zones[z].clone()),
-                    seen_once: Mutex::new(HashSet::new()),
+                    front: r.memory.map(|z| MemoryFront::new(zones[z].clone())),
                     hosts: Mutex::new(
                         previous
                             .and_then(|p| p.routes.iter().find(|old| old.cfg.name == r.name))
@@ -504,6 +316,7 @@ impl Proxy {
         Ok(Arc::new(Proxy {
             routes,
             zones,
+            zone_sources,
             flights: previous.map_or_else(|| Arc::new(Flights::new()), |p| p.flights.clone()),
             upstreams,
             metrics,
@@ -513,59 +326,6 @@ impl Proxy {
             admin: config.admin.clone(),
             access_log,
         }))
-    }
-}
-
-/// The running zone `config` names, when its storage is unchanged: a memory
-/// zone of the same sizes, a disk zone at the same path (new limits of a
-/// kept disk zone wait for a restart: its files stay in use).
-fn reuse_zone(
-    previous: &Proxy,
-    config: &crate::config::ZoneConfig,
-    notes: &mut Vec<String>,
-) -> Option<Arc<Zone>> {
-    let old = previous.zones.iter().find(|z| z.name == config.name)?;
-    match (&old.store, config.kind) {
-        (Store::Memory(tier), ZoneKind::Memory) => {
-            if tier.max_size() == config.max_size
-                && tier.max_object_size() == config.max_object_size.clamp(1, config.max_size.max(1))
-            {
-                return Some(old.clone());
-            }
-            notes.push(format!(
-                "zones.{}: new size, so a new empty memory zone",
-                config.name
-            ));
-            None
-        }
-        (Store::Disk(tier), ZoneKind::Disk) => {
-            let was = tier.config();
-            if config.path.as_deref() != Some(was.path.as_path()) {
-                notes.push(format!(
-                    "zones.{}: new path, so a new zone (the old directory is left as it is)",
-                    config.name
-                ));
-                return None;
-            }
-            if was.max_size != config.max_size
-                || was.max_object_size != config.max_object_size
-                || was.inactive != config.inactive
-                || was.min_free != config.min_free
-            {
-                notes.push(format!(
-                    "zones.{}: kept with its contents; its new limits apply at the next restart",
-                    config.name
-                ));
-            }
-            Some(old.clone())
-        }
-        _ => {
-            notes.push(format!(
-                "zones.{}: new kind, so a new empty zone",
-                config.name
-            ));
-            None
-        }
     }
 }
 
@@ -604,68 +364,6 @@ impl Worker {
 
 #[cfg(test)]
 mod tests {
-    use super::rendezvous_score;
-    use calmcache_core::disk::key_hash;
-    use calmcache_core::KeyRef;
-
-    fn seed(name: &str) -> u64 {
-        key_hash(&KeyRef::new("zone", name, ""))
-    }
-
-    fn place(key: u64, zones: &[(u64, u32)]) -> u64 {
-        zones
-            .iter()
-            .map(|&(s, w)| (rendezvous_score(key, s, w), s))
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(_, s)| s)
-            .unwrap_or(0)
-    }
-
-    const KEYS: u64 = 100_000;
-
-    fn keys() -> impl Iterator<Item = u64> {
-        (0..KEYS).map(|i| key_hash(&KeyRef::new("http", "h", &format!("/k/{i}"))))
-    }
-
-    #[test]
-    fn keys_spread_evenly_and_by_weight() {
-        let zones: Vec<(u64, u32)> = ["d1", "d2", "d3", "d4"]
-            .iter()
-            .map(|n| (seed(n), 1))
-            .collect();
-        let mut counts = std::collections::HashMap::new();
-        for k in keys() {
-            *counts.entry(place(k, &zones)).or_insert(0u64) += 1;
-        }
-        for (_, n) in counts {
-            let share = n as f64 / KEYS as f64;
-            assert!((share - 0.25).abs() < 0.01, "share {share}");
-        }
-        // weight 3 against 1: three quarters of the keys.
-        let weighted = [(seed("big"), 3), (seed("small"), 1)];
-        let big = keys()
-            .filter(|&k| place(k, &weighted) == seed("big"))
-            .count();
-        let share = big as f64 / KEYS as f64;
-        assert!((share - 0.75).abs() < 0.01, "share {share}");
-    }
-
-    #[test]
-    fn adding_a_zone_moves_only_its_share() {
-        let three: Vec<(u64, u32)> = ["d1", "d2", "d3"].iter().map(|n| (seed(n), 1)).collect();
-        let mut four = three.clone();
-        four.push((seed("d4"), 1));
-        let moved = keys()
-            .filter(|&k| place(k, &three) != place(k, &four))
-            .count();
-        let share = moved as f64 / KEYS as f64;
-        // Ideal 1/4; every moved key went to the new zone.
-        assert!((share - 0.25).abs() < 0.01, "moved {share}");
-        assert!(keys()
-            .filter(|&k| place(k, &three) != place(k, &four))
-            .all(|k| place(k, &four) == seed("d4")));
-    }
-
     #[test]
     fn known_hosts_note_an_overflow_until_reset() {
         use super::{KnownHosts, KNOWN_HOSTS_MAX};

@@ -177,7 +177,7 @@ async fn keep_warm(
                 route.activity.background_refreshes.inc();
                 // A Vary marker is not a response: nothing to revalidate.
                 let current = match route.zone_for(&key.as_ref()) {
-                    Some(zone) => zone.get(&key.as_ref()).await,
+                    Some(zone) => zone.tier.get(&key.as_ref()).await,
                     None => None,
                 }
                 .filter(|o| o.vary_index.is_none());

@@ -21,6 +21,7 @@ use tokio::task::JoinSet;
 use crate::config::Config;
 use crate::net::shutdown::Tunnels;
 use crate::proxy::state::{Proxy, Worker};
+use crate::proxy::zones::ZoneTiers;
 use crate::run::listen::{bind_on_workers, run_worker, ListenConf, Live, WorkerSlot};
 use crate::run::reload::Reloader;
 use crate::telemetry::access_log::AccessLog;
@@ -113,6 +114,18 @@ pub async fn start_from(
     config: &Config,
     path: Option<std::path::PathBuf>,
 ) -> Result<Running, StartError> {
+    start_with(config, path, ZoneTiers::new()).await
+}
+
+/// [`start_from`], with zones stored in tiers the embedding application
+/// supplies (any [`Tier`](calmcache_core::Tier), by zone name; see
+/// [`ZoneTiers`]) instead of the ones their config `kind` builds. The
+/// request path is the same for every tier; reloads keep them.
+pub async fn start_with(
+    config: &Config,
+    path: Option<std::path::PathBuf>,
+    tiers: ZoneTiers,
+) -> Result<Running, StartError> {
     let files = raise_open_files_limit();
     // Each client connection may hold an upstream one too (and a tunnel
     // always does), plus files of disk zones and the listeners.
@@ -137,7 +150,7 @@ pub async fn start_from(
         })?),
         None => None,
     };
-    let proxy = Proxy::new(config, None, &mut Vec::new()).map_err(StartError::Setup)?;
+    let proxy = Proxy::with_tiers(config, tiers).map_err(StartError::Setup)?;
     if let Some(log) = &access_log {
         let _ = proxy.access_log.set(log.clone());
     }

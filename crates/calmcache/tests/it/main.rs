@@ -42,6 +42,7 @@ mod rfc_targeted;
 mod rfc_validation;
 mod rfc_vary;
 mod slow_readers;
+mod third_tier;
 mod warm;
 mod websocket;
 mod zone;
