@@ -46,6 +46,27 @@ pub enum StartError {
     Setup(String),
 }
 
+/// What a proxy listener speaks, fixed when it is bound. A TLS listener's
+/// certificates are not here but in the generation's [`ListenConf`]: a
+/// reload replaces them without re-binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Transport {
+    /// HTTP/1.1, and HTTP/2 with prior knowledge when `server.h2c` is on.
+    Plain,
+    /// A TLS handshake first, then HTTP/1.1 or HTTP/2 as ALPN chose.
+    Tls,
+}
+
+impl Transport {
+    /// In words, for reload notes: `plain HTTP` or `TLS`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Transport::Plain => "plain HTTP",
+            Transport::Tls => "TLS",
+        }
+    }
+}
+
 /// What a reload replaces, read by every accept loop and request.
 pub struct Live {
     /// The current generation (the admin API reads it per request).
@@ -60,6 +81,8 @@ pub struct Live {
 #[derive(Clone)]
 pub(crate) struct ListenConf {
     pub settings: ConnSettings,
+    /// The certificates of the [`Transport::Tls`] listeners; `None` when
+    /// the config has none (then it has no TLS listener either).
     pub tls: Option<TlsAcceptor>,
 }
 
@@ -150,19 +173,23 @@ impl WorkerSlot {
     pub(crate) fn listen(
         &self,
         socket: std::net::TcpListener,
-        tls: bool,
+        transport: Transport,
         stop: watch::Receiver<bool>,
     ) {
-        let _ = self.commands.send(Command::Listen { socket, tls, stop });
+        let _ = self.commands.send(Command::Listen {
+            socket,
+            transport,
+            stop,
+        });
     }
 }
 
 /// What a worker thread is asked to do.
 pub(crate) enum Command {
-    /// Serve a newly bound socket (a TLS one when `tls`) until `stop`.
+    /// Serve a newly bound socket until `stop`.
     Listen {
         socket: std::net::TcpListener,
-        tls: bool,
+        transport: Transport,
         stop: watch::Receiver<bool>,
     },
 }
@@ -173,7 +200,7 @@ pub(crate) struct Bound {
     pub asked: SocketAddr,
     /// The address bound.
     pub actual: SocketAddr,
-    pub tls: bool,
+    pub transport: Transport,
     pub stop: watch::Sender<bool>,
 }
 
@@ -181,7 +208,7 @@ pub(crate) struct Bound {
 /// thread its socket.
 pub(crate) fn bind_on_workers(
     addr: SocketAddr,
-    tls: bool,
+    transport: Transport,
     backlog: i32,
     slots: &[Arc<WorkerSlot>],
 ) -> Result<Bound, StartError> {
@@ -199,12 +226,12 @@ pub(crate) fn bind_on_workers(
     }
     let (stop, stopped) = watch::channel(false);
     for (slot, socket) in slots.iter().zip(sockets) {
-        slot.listen(socket, tls, stopped.clone());
+        slot.listen(socket, transport, stopped.clone());
     }
     Ok(Bound {
         asked: addr,
         actual,
-        tls,
+        transport,
         stop,
     })
 }
@@ -255,7 +282,12 @@ pub(crate) fn run_worker(
                 command = inbox.recv() => command,
                 _ = stopped.changed() => None,
             };
-            let Some(Command::Listen { socket, tls, stop }) = command else {
+            let Some(Command::Listen {
+                socket,
+                transport,
+                stop,
+            }) = command
+            else {
                 break;
             };
             let Ok(listener) = TcpListener::from_std(socket) else {
@@ -264,7 +296,7 @@ pub(crate) fn run_worker(
             };
             let how = Listening {
                 live: Some(live.clone()),
-                tls,
+                transport,
                 counted: Some(slot.worker().proxy.metrics.clone()),
             };
             let (slot, stopped) = (slot.clone(), stopped.clone());
@@ -347,8 +379,8 @@ pub(crate) struct Listening {
     /// Settings and certificates, reloadable; `None`: the defaults, no TLS
     /// (admin listener, bundled origin).
     pub live: Option<Arc<Live>>,
-    /// A TLS listener.
-    pub tls: bool,
+    /// Plain or TLS (its certificates come with the settings).
+    pub transport: Transport,
     /// The proxy's metrics (connections, max_connections slots); `None`
     /// for the admin listener and the bundled origin.
     pub counted: Option<Arc<Metrics>>,
@@ -359,7 +391,7 @@ impl Listening {
     pub(crate) fn plain() -> Listening {
         Listening {
             live: None,
-            tls: false,
+            transport: Transport::Plain,
             counted: None,
         }
     }
@@ -436,8 +468,8 @@ pub(crate) async fn accept_loop<S, F, B>(
         let drain = graceful.subscribe();
         let conf = how.conf();
         let settings = conf.settings;
-        let tls = match (how.tls, conf.tls) {
-            (false, _) => {
+        let tls = match (how.transport, conf.tls) {
+            (Transport::Plain, _) => {
                 let plain = if settings.h2c {
                     Protocol::Detect
                 } else {
@@ -451,10 +483,10 @@ pub(crate) async fn accept_loop<S, F, B>(
                 conn::spawn(stream, accepted, serve.clone(), drain, guard, settings);
                 continue;
             }
-            (true, Some(tls)) => tls,
+            (Transport::Tls, Some(tls)) => tls,
             // A reload cannot remove the certificates of a TLS listener it
             // keeps (the config check refuses it); drop the connection.
-            (true, None) => continue,
+            (Transport::Tls, None) => continue,
         };
         let serve = serve.clone();
         tokio::spawn(async move {

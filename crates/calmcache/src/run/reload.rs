@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 
 use crate::config::Config;
 use crate::proxy::state::Proxy;
-use crate::run::listen::{self, Bound, ListenConf, Live, StartError, WorkerSlot};
+use crate::run::listen::{self, Bound, ListenConf, Live, StartError, Transport, WorkerSlot};
 
 /// What a successful reload did, in words for the log and the admin API.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -113,10 +113,13 @@ impl Reloader {
     /// active health checks, stopping the previous generation's tasks.
     pub(crate) fn start_warm(&self, proxy: &Arc<Proxy>) {
         let mut state = self.state();
-        let first = |tls: bool| state.bound.iter().find(|b| b.tls == tls).map(|b| b.actual);
+        let first = |transport| {
+            let bound = state.bound.iter().find(|b| b.transport == transport);
+            bound.map(|b| b.actual)
+        };
         let listeners = crate::proxy::warm::Listeners {
-            plain: first(false),
-            tls: first(true),
+            plain: first(Transport::Plain),
+            tls: first(Transport::Tls),
         };
         let (stop, stopped) = watch::channel(false);
         let old = std::mem::replace(&mut state.warm_stop, stop);
@@ -185,27 +188,36 @@ impl Reloader {
         let proxy = Proxy::new(&config, Some(&old), &mut notes).map_err(|e| vec![e])?;
         // New addresses first: a failure here leaves everything as it was.
         let backlog = i32::try_from(state.config.server.backlog).unwrap_or(i32::MAX);
-        let wanted: Vec<(SocketAddr, bool)> = config
+        let wanted: Vec<(SocketAddr, Transport)> = config
             .server
             .listen
             .iter()
-            .map(|a| (*a, false))
-            .chain(config.server.tls_listen.iter().map(|a| (*a, true)))
+            .map(|a| (*a, Transport::Plain))
+            .chain(
+                config
+                    .server
+                    .tls_listen
+                    .iter()
+                    .map(|a| (*a, Transport::Tls)),
+            )
             .collect();
         // Each configured address keeps the listener asked for the same way
         // (port 0 included: it keeps the port it got).
         let mut kept = vec![false; state.bound.len()];
         let mut added = Vec::new();
-        for &(addr, tls) in &wanted {
-            let same = (0..state.bound.len())
-                .find(|&i| !kept[i] && state.bound[i].asked == addr && state.bound[i].tls == tls);
+        for &(addr, transport) in &wanted {
+            let same = (0..state.bound.len()).find(|&i| {
+                let b = &state.bound[i];
+                !kept[i] && b.asked == addr && b.transport == transport
+            });
             if let Some(i) = same {
                 kept[i] = true;
                 continue;
             }
-            match listen::bind_on_workers(addr, tls, backlog, &state.slots) {
+            match listen::bind_on_workers(addr, transport, backlog, &state.slots) {
                 Ok(b) => {
-                    notes.push(format!("now listening on {} ({})", b.actual, kind(tls)));
+                    let on = transport.as_str();
+                    notes.push(format!("now listening on {} ({on})", b.actual));
                     added.push(b);
                 }
                 Err(e) => {
@@ -247,7 +259,7 @@ impl Reloader {
                 notes.push(format!(
                     "stopped listening on {} ({})",
                     b.actual,
-                    kind(b.tls)
+                    b.transport.as_str()
                 ));
                 let _ = b.stop.send(true);
             }
@@ -282,14 +294,6 @@ impl Reloader {
     /// `server.shutdown_timeout` of the config running now.
     pub fn shutdown_timeout(&self) -> std::time::Duration {
         self.state().config.server.shutdown_timeout
-    }
-}
-
-fn kind(tls: bool) -> &'static str {
-    if tls {
-        "TLS"
-    } else {
-        "plain HTTP"
     }
 }
 

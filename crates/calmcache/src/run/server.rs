@@ -21,7 +21,7 @@ use tokio::task::JoinSet;
 use crate::config::Config;
 use crate::net::shutdown::Tunnels;
 use crate::proxy::state::{Proxy, Worker};
-use crate::run::listen::{bind_on_workers, run_worker, ListenConf, Live, WorkerSlot};
+use crate::run::listen::{bind_on_workers, run_worker, ListenConf, Live, Transport, WorkerSlot};
 use crate::run::reload::Reloader;
 use crate::telemetry::access_log::AccessLog;
 
@@ -170,9 +170,14 @@ pub async fn start_from(
     }
     let backlog = i32::try_from(config.server.backlog).unwrap_or(i32::MAX);
     let mut bound = Vec::new();
-    let addrs = config.server.listen.iter().map(|a| (*a, false));
-    for (addr, tls) in addrs.chain(config.server.tls_listen.iter().map(|a| (*a, true))) {
-        match bind_on_workers(addr, tls, backlog, &slots) {
+    let plain = config.server.listen.iter().map(|a| (*a, Transport::Plain));
+    let tls = config
+        .server
+        .tls_listen
+        .iter()
+        .map(|a| (*a, Transport::Tls));
+    for (addr, transport) in plain.chain(tls) {
+        match bind_on_workers(addr, transport, backlog, &slots) {
             Ok(b) => bound.push(b),
             Err(e) => {
                 let _ = stop.send(true);
@@ -180,8 +185,12 @@ pub async fn start_from(
             }
         }
     }
-    let proxy_addrs = bound.iter().filter(|b| !b.tls).map(|b| b.actual).collect();
-    let tls_addrs = bound.iter().filter(|b| b.tls).map(|b| b.actual).collect();
+    let addrs_of = |transport| -> Vec<SocketAddr> {
+        let on = bound.iter().filter(|b| b.transport == transport);
+        on.map(|b| b.actual).collect()
+    };
+    let proxy_addrs = addrs_of(Transport::Plain);
+    let tls_addrs = addrs_of(Transport::Tls);
     let reloader = Arc::new(Reloader::new(
         live.clone(),
         slots,
