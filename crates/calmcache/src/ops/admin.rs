@@ -160,7 +160,7 @@ async fn purge(proxy: &Arc<Proxy>, req: Request<Incoming>) -> Response<ResponseB
         Ok(order) => {
             crate::proxy::purge::purged_response(crate::proxy::purge::run(proxy, order).await)
         }
-        Err(e) => json_error(StatusCode::BAD_REQUEST, &e),
+        Err(e) => json_error(StatusCode::BAD_REQUEST, &e.to_string()),
     }
 }
 
