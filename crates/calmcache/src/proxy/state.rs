@@ -12,7 +12,7 @@ use calmcache_core::{
 };
 
 use crate::config::{ClientCacheControl, Config, RouteConfig, ZoneKind};
-use crate::net::upstream::Upstream;
+use crate::net::upstream::{Upstream, UpstreamError};
 use crate::proxy::outcome::FillOutcome;
 use crate::telemetry::stats::Activity;
 
@@ -384,6 +384,28 @@ pub struct Proxy {
     pub access_log: std::sync::OnceLock<crate::telemetry::access_log::AccessLog>,
 }
 
+/// Why a config could not become a proxy generation: at start (exit 1) or
+/// at a reload (refused; the running generation stays). Each message
+/// carries its cause (not also given as `source()`, so a `{:#}` chain
+/// prints it once).
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// An upstream's pool could not be built.
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    /// A disk zone's directory cannot hold a cache: not creatable, someone
+    /// else's files, or locked by another calmcache process.
+    #[error("zones.{zone}: cannot use {} as a cache directory: {error}", path.display())]
+    ZoneDir {
+        /// The zone's name.
+        zone: String,
+        /// Its directory.
+        path: std::path::PathBuf,
+        /// What opening it said.
+        error: std::io::Error,
+    },
+}
+
 impl Proxy {
     /// Starts the disk zones' loaders and managers on the current runtime
     /// (after a reload, of the zones `previous` did not have).
@@ -408,7 +430,7 @@ impl Proxy {
         config: &Config,
         previous: Option<&Proxy>,
         notes: &mut Vec<String>,
-    ) -> Result<Arc<Self>, String> {
+    ) -> Result<Arc<Self>, SetupError> {
         let upstreams = config
             .upstreams
             .iter()
@@ -437,12 +459,10 @@ impl Proxy {
                             inactive: z.inactive,
                             min_free: z.min_free,
                         };
-                        let tier = DiskTier::open(disk).map_err(|e| {
-                            format!(
-                                "zones.{}: cannot use {} as a cache directory: {e}",
-                                z.name,
-                                path.display()
-                            )
+                        let tier = DiskTier::open(disk).map_err(|error| SetupError::ZoneDir {
+                            zone: z.name.clone(),
+                            path,
+                            error,
                         })?;
                         Store::Disk(tier)
                     }
@@ -454,7 +474,7 @@ impl Proxy {
                     store,
                 }))
             })
-            .collect::<Result<Vec<Arc<Zone>>, String>>()?;
+            .collect::<Result<Vec<Arc<Zone>>, SetupError>>()?;
         let metrics = previous.map_or_else(
             || {
                 Arc::new(crate::telemetry::metrics::Metrics::with_max_connections(

@@ -23,27 +23,48 @@ use crate::config::Config;
 use crate::net::conn::{self, Accepted, ConnSettings, Peer, Protocol};
 use crate::net::shutdown::Tunnels;
 use crate::ops::admin::Reload;
-use crate::proxy::state::{Proxy, Worker};
+use crate::proxy::state::{Proxy, SetupError, Worker};
 use crate::telemetry::access_log::{self, AccessLog};
 use crate::telemetry::metrics::Metrics;
 use crate::{ops::admin, proxy::handle};
 
-/// Why the proxy could not start.
+/// Why the proxy could not start (`calmcache serve` exits 1 with it).
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// A listen address could not be bound.
-    #[error("cannot listen on {addr}: {source}{hint}")]
-    Bind {
-        /// The address asked for.
-        addr: SocketAddr,
-        /// The OS error.
-        source: std::io::Error,
-        /// Advice for the common cases.
-        hint: &'static str,
+    #[error(transparent)]
+    Bind(#[from] BindError),
+    /// The config could not become a proxy (an upstream, a zone directory).
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    /// The access log file could not be opened for appending.
+    #[error("access_log.path: cannot open {} for appending: {error}", path.display())]
+    AccessLogFile {
+        /// `access_log.path`.
+        path: std::path::PathBuf,
+        /// What opening it said.
+        error: std::io::Error,
     },
-    /// The config could not be turned into a running proxy.
-    #[error("{0}")]
-    Setup(String),
+    /// The access log's writer (to stdout) could not start.
+    #[error("access_log: cannot start its writer: {0}")]
+    AccessLogWriter(std::io::Error),
+    /// A worker thread could not be spawned.
+    #[error("cannot start worker thread: {0}")]
+    WorkerThread(std::io::Error),
+}
+
+/// A listen address (proxy, admin or bundled origin) that could not be
+/// bound, at start or at a reload.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on {addr}: {source}{hint}")]
+pub struct BindError {
+    /// The address asked for.
+    pub addr: SocketAddr,
+    /// The OS error. Also the `source()`: `calmcache` prints the chain,
+    /// which names it a second time (kept so that the output is unchanged).
+    pub source: std::io::Error,
+    /// Advice for the common cases, or empty.
+    pub hint: &'static str,
 }
 
 /// What a proxy listener speaks, fixed when it is bound. A TLS listener's
@@ -211,7 +232,7 @@ pub(crate) fn bind_on_workers(
     transport: Transport,
     backlog: i32,
     slots: &[Arc<WorkerSlot>],
-) -> Result<Bound, StartError> {
+) -> Result<Bound, BindError> {
     // SO_REUSEPORT would let a second calmcache share a port that is
     // already taken instead of failing clearly: probe it exclusively first.
     if addr.port() != 0 {
@@ -334,7 +355,7 @@ fn bind_std(
     addr: SocketAddr,
     sharing: Sharing,
     backlog: i32,
-) -> Result<std::net::TcpListener, StartError> {
+) -> Result<std::net::TcpListener, BindError> {
     let to_err = |source: std::io::Error| bind_error(addr, source);
     let socket = socket2::Socket::new(
         socket2::Domain::for_address(addr),
@@ -353,7 +374,7 @@ fn bind_std(
     Ok(socket.into())
 }
 
-fn bind_error(addr: SocketAddr, source: std::io::Error) -> StartError {
+fn bind_error(addr: SocketAddr, source: std::io::Error) -> BindError {
     let hint = match source.kind() {
         std::io::ErrorKind::AddrInUse => {
             " (another process holds this port; choose another address)"
@@ -361,15 +382,15 @@ fn bind_error(addr: SocketAddr, source: std::io::Error) -> StartError {
         std::io::ErrorKind::PermissionDenied => " (ports below 1024 need privileges)",
         _ => "",
     };
-    StartError::Bind { addr, source, hint }
+    BindError { addr, source, hint }
 }
 
-fn to_tokio(socket: std::net::TcpListener, addr: SocketAddr) -> Result<TcpListener, StartError> {
+fn to_tokio(socket: std::net::TcpListener, addr: SocketAddr) -> Result<TcpListener, BindError> {
     TcpListener::from_std(socket).map_err(|e| bind_error(addr, e))
 }
 
 /// Binds one listener on the current runtime (admin, bundled origin).
-pub(crate) fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
+pub(crate) fn bind(addr: SocketAddr) -> Result<TcpListener, BindError> {
     to_tokio(bind_std(addr, Sharing::Exclusive, 1024)?, addr)
 }
 

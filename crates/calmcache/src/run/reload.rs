@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 
 use crate::config::Config;
 use crate::proxy::state::Proxy;
-use crate::run::listen::{self, Bound, ListenConf, Live, StartError, Transport, WorkerSlot};
+use crate::run::listen::{self, BindError, Bound, ListenConf, Live, Transport, WorkerSlot};
 
 /// What a successful reload did, in words for the log and the admin API.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -94,7 +94,7 @@ impl Reloader {
         self: &Arc<Self>,
         addr: SocketAddr,
         tasks: &mut JoinSet<()>,
-    ) -> Result<SocketAddr, StartError> {
+    ) -> Result<SocketAddr, BindError> {
         let listener = listen::bind(addr)?;
         let actual = listener.local_addr().unwrap_or(addr);
         let (stop, own) = watch::channel(false);
@@ -185,7 +185,7 @@ impl Reloader {
         let mut state = self.state();
         let mut notes = restart_only(&state.config, &config);
         let old = self.live.proxy();
-        let proxy = Proxy::new(&config, Some(&old), &mut notes).map_err(|e| vec![e])?;
+        let proxy = Proxy::new(&config, Some(&old), &mut notes).map_err(|e| vec![e.to_string()])?;
         // New addresses first: a failure here leaves everything as it was.
         let backlog = i32::try_from(state.config.server.backlog).unwrap_or(i32::MAX);
         let wanted: Vec<(SocketAddr, Transport)> = config

@@ -126,18 +126,16 @@ pub async fn start_from(
         );
     }
     let access_log = match &config.access_log {
-        Some(c) => Some(AccessLog::open(c).map_err(|e| match &c.target {
-            crate::config::LogTarget::File(path) => StartError::Setup(format!(
-                "access_log.path: cannot open {} for appending: {e}",
-                path.display()
-            )),
-            crate::config::LogTarget::Stdout => {
-                StartError::Setup(format!("access_log: cannot start its writer: {e}"))
-            }
+        Some(c) => Some(AccessLog::open(c).map_err(|error| match &c.target {
+            crate::config::LogTarget::File(path) => StartError::AccessLogFile {
+                path: path.clone(),
+                error,
+            },
+            crate::config::LogTarget::Stdout => StartError::AccessLogWriter(error),
         })?),
         None => None,
     };
-    let proxy = Proxy::new(config, None, &mut Vec::new()).map_err(StartError::Setup)?;
+    let proxy = Proxy::new(config, None, &mut Vec::new())?;
     if let Some(log) = &access_log {
         let _ = proxy.access_log.set(log.clone());
     }
@@ -164,7 +162,7 @@ pub async fn start_from(
         let worker = std::thread::Builder::new()
             .name(format!("calmcache-worker-{i}"))
             .spawn(move || run_worker(run, inbox, stopped, log, live))
-            .map_err(|e| StartError::Setup(format!("cannot start worker thread: {e}")))?;
+            .map_err(StartError::WorkerThread)?;
         workers.push(worker);
         slots.push(slot);
     }
@@ -181,7 +179,7 @@ pub async fn start_from(
             Ok(b) => bound.push(b),
             Err(e) => {
                 let _ = stop.send(true);
-                return Err(e);
+                return Err(e.into());
             }
         }
     }
@@ -205,7 +203,7 @@ pub async fn start_from(
             Ok(addr) => Some(addr),
             Err(e) => {
                 let _ = stop.send(true);
-                return Err(e);
+                return Err(e.into());
             }
         },
         None => None,
