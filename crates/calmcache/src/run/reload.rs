@@ -2,7 +2,7 @@
 //! connection (SIGHUP, `calmcache reload`, `POST /reload`).
 //!
 //! [`Reloader::reload_file`] reads the config file again; an invalid one
-//! changes nothing and every problem is logged and returned. A valid one
+//! changes nothing and every problem is logged and returned ([`ReloadError`]). A valid one
 //! becomes a new generation of [`Proxy`]: routes, upstreams and admin
 //! settings are new (a server whose health settings are unchanged keeps
 //! its health; active checks restart), zones of the same name and storage are the same
@@ -21,8 +21,9 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::config::Config;
-use crate::proxy::state::Proxy;
+use crate::config::{Config, ConfigError};
+use crate::ops::admin::ReloadRefusal;
+use crate::proxy::state::{Proxy, SetupError};
 use crate::run::listen::{self, BindError, Bound, ListenConf, Live, Transport, WorkerSlot};
 
 /// What a successful reload did, in words for the log and the admin API.
@@ -32,9 +33,57 @@ pub struct Outcome {
     pub notes: Vec<String>,
 }
 
+/// Why a reload was refused; the running generation stays. Each message
+/// carries its cause (not also given as `source()`).
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// Started without a config file (demo, embedded): nothing to read again.
+    #[error(
+        "this proxy was started without a config file (demo or embedded config): \
+         nothing to read again"
+    )]
+    NoConfigFile,
+    /// The file is unreadable or invalid, or its environment (zone
+    /// directories, access log) unusable: every problem, one line each.
+    #[error(transparent)]
+    Config(ConfigError),
+    /// The blocking task reading the file failed (it panicked).
+    #[error("reload task failed: {0}")]
+    Task(tokio::task::JoinError),
+    /// The new generation could not be built (an upstream, a zone directory).
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    /// A new listen or admin address could not be bound.
+    #[error(transparent)]
+    Bind(#[from] BindError),
+}
+
+impl ReloadError {
+    /// Every problem, one line each, as logged and as `POST /reload` lists
+    /// them: a config's one by one (its message has a line for each), else
+    /// the one message.
+    pub fn problems(&self) -> Vec<String> {
+        match self {
+            ReloadError::Config(e) => e.to_string().lines().map(str::to_owned).collect(),
+            other => vec![other.to_string()],
+        }
+    }
+}
+
+impl ReloadRefusal for ReloadError {
+    fn problems(&self) -> Vec<String> {
+        ReloadError::problems(self)
+    }
+}
+
 impl crate::ops::admin::Reload for Reloader {
     fn reload_file(self: Arc<Self>) -> crate::ops::admin::ReloadFuture {
-        Box::pin(async move { Reloader::reload_file(&self).await.map(|o| o.notes) })
+        Box::pin(async move {
+            let reloaded = Reloader::reload_file(&self).await;
+            reloaded
+                .map(|o| o.notes)
+                .map_err(|e| Box::new(e) as Box<dyn ReloadRefusal>)
+        })
     }
 }
 
@@ -133,14 +182,10 @@ impl Reloader {
     }
 
     /// Reads the config file the proxy was started from and applies it.
-    pub async fn reload_file(self: &Arc<Self>) -> Result<Outcome, Vec<String>> {
+    pub async fn reload_file(self: &Arc<Self>) -> Result<Outcome, ReloadError> {
         let path = self.state().path.clone();
         let Some(path) = path else {
-            return Err(vec![
-                "this proxy was started without a config file (demo or embedded config): \
-                 nothing to read again"
-                    .to_string(),
-            ]);
+            return Err(ReloadError::NoConfigFile);
         };
         let read = {
             let path = path.clone();
@@ -150,20 +195,18 @@ impl Reloader {
             Ok(Ok(config)) => config,
             Ok(Err(e)) => {
                 self.live.proxy().metrics.reloads_failed.inc();
-                let errors: Vec<String> = e.to_string().lines().map(str::to_owned).collect();
-                for line in &errors {
-                    tracing::error!("reload refused, still running the previous config: {line}");
-                }
-                return Err(errors);
+                let refused = ReloadError::Config(e);
+                log_refused(&refused);
+                return Err(refused);
             }
-            Err(e) => return Err(vec![format!("reload task failed: {e}")]),
+            Err(e) => return Err(ReloadError::Task(e)),
         };
         self.apply(config).await
     }
 
     /// Applies a valid config: new generation, listeners re-bound. On an
     /// error (a port taken, a zone directory unusable) nothing changed.
-    pub async fn apply(self: &Arc<Self>, config: Config) -> Result<Outcome, Vec<String>> {
+    pub async fn apply(self: &Arc<Self>, config: Config) -> Result<Outcome, ReloadError> {
         let result = self.apply_now(config);
         let metrics = self.live.proxy().metrics.clone();
         match &result {
@@ -171,21 +214,19 @@ impl Reloader {
                 metrics.reloads_ok.inc();
                 tracing::info!(changes = ?outcome.notes, "config reloaded");
             }
-            Err(errors) => {
+            Err(refused) => {
                 metrics.reloads_failed.inc();
-                for e in errors {
-                    tracing::error!("reload refused, still running the previous config: {e}");
-                }
+                log_refused(refused);
             }
         }
         result
     }
 
-    fn apply_now(self: &Arc<Self>, config: Config) -> Result<Outcome, Vec<String>> {
+    fn apply_now(self: &Arc<Self>, config: Config) -> Result<Outcome, ReloadError> {
         let mut state = self.state();
         let mut notes = restart_only(&state.config, &config);
         let old = self.live.proxy();
-        let proxy = Proxy::new(&config, Some(&old), &mut notes).map_err(|e| vec![e.to_string()])?;
+        let proxy = Proxy::new(&config, Some(&old), &mut notes)?;
         // New addresses first: a failure here leaves everything as it was.
         let backlog = i32::try_from(state.config.server.backlog).unwrap_or(i32::MAX);
         let wanted: Vec<(SocketAddr, Transport)> = config
@@ -224,7 +265,7 @@ impl Reloader {
                     for b in added {
                         let _ = b.stop.send(true);
                     }
-                    return Err(vec![e.to_string()]);
+                    return Err(e.into());
                 }
             }
         }
@@ -239,7 +280,7 @@ impl Reloader {
                         for b in added {
                             let _ = b.stop.send(true);
                         }
-                        return Err(vec![e.to_string()]);
+                        return Err(e.into());
                     }
                 }
             }
@@ -294,6 +335,13 @@ impl Reloader {
     /// `server.shutdown_timeout` of the config running now.
     pub fn shutdown_timeout(&self) -> std::time::Duration {
         self.state().config.server.shutdown_timeout
+    }
+}
+
+/// Logs each problem of a refused reload on a line of its own.
+fn log_refused(refused: &ReloadError) {
+    for problem in refused.problems() {
+        tracing::error!("reload refused, still running the previous config: {problem}");
     }
 }
 
