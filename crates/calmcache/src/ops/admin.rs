@@ -285,7 +285,7 @@ pub enum ReloadRequestError {
     /// The HTTP exchange broke (handshake, request, response body).
     #[error(transparent)]
     Exchange(#[from] hyper::Error),
-    /// No answer within [`RELOAD_ANSWER_WITHIN`].
+    /// No answer within `RELOAD_ANSWER_WITHIN` (the message says 60 s).
     #[error("no answer within 60 s")]
     Timeout(#[source] tokio::time::error::Elapsed),
 }
