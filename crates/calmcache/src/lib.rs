@@ -20,8 +20,9 @@
 //! what went wrong ([`StartError`], [`proxy::state::SetupError`],
 //! [`run::reload::ReloadError`], [`proxy::purge::PurgeError`], ...); `anyhow`
 //! is for `main.rs` only. A message that shows its cause does not also
-//! return it from `source()`, so `calmcache`'s `{:#}` prints it once; a
-//! config's problems are a [`config::ConfigError`].
+//! return it from `source()`, so `calmcache`'s `{:#}` prints it once
+//! (`run::listen::BindError` still does both, as before, keeping its
+//! output); a config's problems are a [`config::ConfigError`].
 
 pub mod config;
 pub mod demo;

@@ -2,7 +2,7 @@
 //! connection (SIGHUP, `calmcache reload`, `POST /reload`).
 //!
 //! [`Reloader::reload_file`] reads the config file again; an invalid one
-//! changes nothing and every problem is logged and returned ([`ReloadError`]). A valid one
+//! changes nothing and every problem is logged and returned. A valid one
 //! becomes a new generation of [`Proxy`]: routes, upstreams and admin
 //! settings are new (a server whose health settings are unchanged keeps
 //! its health; active checks restart), zones of the same name and storage are the same
@@ -33,8 +33,8 @@ pub struct Outcome {
     pub notes: Vec<String>,
 }
 
-/// Why a reload was refused; the running generation stays. Each message
-/// carries its cause (not also given as `source()`).
+/// Why a reload was refused; the running generation stays. The log and
+/// `POST /reload` show it as its [`problems`](ReloadError::problems).
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {
     /// Started without a config file (demo, embedded): nothing to read again.
