@@ -14,6 +14,15 @@
 //! - [`ops`]: the admin listener's endpoints, `/status`, `/metrics`, the dashboard.
 //! - [`run`]: starting a proxy, listeners and workers, reloads, graceful stop.
 //! - [`demo`]: `calmcache demo` and the bundled slow origin.
+//!
+//! # Errors
+//! Starting, reloading and purging fail with `thiserror` enums that name
+//! what went wrong ([`StartError`], [`proxy::setup::SetupError`],
+//! [`run::reload::ReloadError`], [`proxy::purge::PurgeError`], ...); `anyhow`
+//! is for `main.rs` only. A message that shows its cause does not also
+//! return it from `source()`, so `calmcache`'s `{:#}` prints it once
+//! (`run::listen::BindError` still does both, as before, keeping its
+//! output); a config's problems are a [`config::ConfigError`].
 
 pub mod config;
 pub mod demo;

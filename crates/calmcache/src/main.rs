@@ -295,10 +295,9 @@ fn reload(path: &std::path::Path) -> ExitCode {
         return ExitCode::from(2);
     };
     let result = runtime(1).and_then(|rt| {
-        rt.block_on(calmcache::ops::admin::post_reload(
-            admin.listen,
-            admin.token.as_deref(),
-        ))
+        let asked = calmcache::ops::admin::post_reload(admin.listen, admin.token.as_deref());
+        // anyhow for its `{:#}`: the cause and every source under it.
+        rt.block_on(asked).map_err(anyhow::Error::from)
     });
     match result {
         Ok((status, body)) => {

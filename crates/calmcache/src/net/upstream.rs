@@ -41,6 +41,22 @@ pub struct Upstream {
     pub stats: crate::telemetry::metrics::UpstreamStats,
 }
 
+/// Why an upstream's pool could not be built. The message carries its
+/// cause (not also given as `source()`, so a `{:#}` chain prints it once).
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// A server that is not `host:port` (the config check refuses it first).
+    #[error("upstream {upstream}: server {server:?}: {invalid}")]
+    BadServer {
+        /// The upstream's name.
+        upstream: String,
+        /// The server as configured.
+        server: String,
+        /// Why it is not an authority.
+        invalid: http::uri::InvalidUri,
+    },
+}
+
 /// One configured server and its health.
 struct Server {
     authority: Authority,
@@ -60,7 +76,7 @@ impl Upstream {
     /// Builds the pool for `cfg`. Server names were validated as `host:port`.
     /// At a reload, a server `previous` had with the same health settings
     /// keeps its health (a server down stays down).
-    pub fn new(cfg: &UpstreamConfig, previous: Option<&Upstream>) -> Result<Self, String> {
+    pub fn new(cfg: &UpstreamConfig, previous: Option<&Upstream>) -> Result<Self, UpstreamError> {
         let servers = cfg
             .servers
             .iter()
@@ -73,9 +89,13 @@ impl Upstream {
                     fail_statuses: cfg.fail_statuses.clone(),
                     check: cfg.health_check.clone(),
                 };
-                let authority = s
-                    .parse::<Authority>()
-                    .map_err(|e| format!("upstream {}: server {s:?}: {e}", cfg.name))?;
+                let authority =
+                    s.parse::<Authority>()
+                        .map_err(|invalid| UpstreamError::BadServer {
+                            upstream: cfg.name.clone(),
+                            server: s.clone(),
+                            invalid,
+                        })?;
                 let kept = previous
                     .and_then(|p| p.servers.iter().find(|old| old.authority == authority))
                     .map(|old| &old.health)
@@ -86,7 +106,7 @@ impl Upstream {
                 };
                 Ok(Server { authority, health })
             })
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>, UpstreamError>>()?;
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(cfg.connect_timeout));
         connector.set_nodelay(true);

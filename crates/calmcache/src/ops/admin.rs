@@ -46,9 +46,17 @@ pub trait Reload: Send + Sync {
     fn reload_file(self: Arc<Self>) -> ReloadFuture;
 }
 
-/// A reload under way: the notes of what changed, or every problem.
-pub type ReloadFuture =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<String>, Vec<String>>> + Send>>;
+/// Why a reload was refused, as `POST /reload` lists it (the run layer's
+/// error: ops renders it without knowing its variants).
+pub trait ReloadRefusal: std::error::Error + Send + Sync {
+    /// Every problem, one line each (an invalid config lists all of its own).
+    fn problems(&self) -> Vec<String>;
+}
+
+/// A reload under way: the notes of what changed, or why it was refused.
+pub type ReloadFuture = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Vec<String>, Box<dyn ReloadRefusal>>> + Send>,
+>;
 
 /// Serves the admin endpoints, after the access checks of the module doc.
 pub async fn handle(
@@ -136,9 +144,9 @@ async fn reload(reloader: &Arc<dyn Reload>) -> Response<ResponseBody> {
             StatusCode::OK,
             serde_json::json!({"reloaded": true, "notes": notes}),
         ),
-        Err(errors) => (
+        Err(refused) => (
             StatusCode::UNPROCESSABLE_ENTITY,
-            serde_json::json!({"reloaded": false, "errors": errors}),
+            serde_json::json!({"reloaded": false, "errors": refused.problems()}),
         ),
     };
     let mut resp = with_type(
@@ -160,7 +168,7 @@ async fn purge(proxy: &Arc<Proxy>, req: Request<Incoming>) -> Response<ResponseB
         Ok(order) => {
             crate::proxy::purge::purged_response(crate::proxy::purge::run(proxy, order).await)
         }
-        Err(e) => json_error(StatusCode::BAD_REQUEST, &e),
+        Err(e) => json_error(StatusCode::BAD_REQUEST, &e.to_string()),
     }
 }
 
@@ -259,13 +267,35 @@ fn cross_site<B>(req: &Request<B>) -> Option<String> {
     None
 }
 
+/// How long `calmcache reload` waits for the answer: a reload that opens
+/// disk zones may take a moment; not forever.
+const RELOAD_ANSWER_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Why `calmcache reload` got no answer from the admin listener. Each
+/// variant is its cause itself or names it as `source()`: `calmcache`
+/// prints the whole chain.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadRequestError {
+    /// No connection: nothing listens there, or it is unreachable.
+    #[error(transparent)]
+    Connect(std::io::Error),
+    /// The request could not be built (a token that is no header value).
+    #[error(transparent)]
+    Request(#[from] http::Error),
+    /// The HTTP exchange broke (handshake, request, response body).
+    #[error(transparent)]
+    Exchange(#[from] hyper::Error),
+    /// No answer within `RELOAD_ANSWER_WITHIN` (the message says 60 s).
+    #[error("no answer within 60 s")]
+    Timeout(#[source] tokio::time::error::Elapsed),
+}
+
 /// `calmcache reload`: sends `POST /reload` to the admin listener at `addr`
 /// (a wildcard address is asked on loopback) and returns its status and body.
 pub async fn post_reload(
     addr: std::net::SocketAddr,
     token: Option<&str>,
-) -> anyhow::Result<(u16, String)> {
-    use anyhow::Context;
+) -> Result<(u16, String), ReloadRequestError> {
     use http_body_util::BodyExt;
     let mut addr = addr;
     if addr.ip().is_unspecified() {
@@ -274,7 +304,9 @@ pub async fn post_reload(
             std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
         });
     }
-    let stream = tokio::net::TcpStream::connect(addr).await?;
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(ReloadRequestError::Connect)?;
     let (mut sender, conn) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
     tokio::spawn(conn);
@@ -283,10 +315,9 @@ pub async fn post_reload(
         req = req.header(header::AUTHORIZATION, format!("Bearer {token}"));
     }
     let req = req.body(http_body_util::Empty::<bytes::Bytes>::new())?;
-    // A reload that opens disk zones may take a moment; not forever.
-    let resp = tokio::time::timeout(std::time::Duration::from_secs(60), sender.send_request(req))
+    let resp = tokio::time::timeout(RELOAD_ANSWER_WITHIN, sender.send_request(req))
         .await
-        .context("no answer within 60 s")??;
+        .map_err(ReloadRequestError::Timeout)??;
     let status = resp.status().as_u16();
     let body = resp.into_body().collect().await?.to_bytes();
     Ok((status, String::from_utf8_lossy(&body).into_owned()))

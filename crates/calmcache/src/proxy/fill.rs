@@ -95,8 +95,13 @@ impl NotStored {
 
 /// What the request that started a fill gets.
 pub enum FillReply {
-    /// Stored; serve it. `u16` is the origin's status (304 on a revalidation).
-    Stored(Arc<CachedObject>, u16),
+    /// Stored; serve `object`.
+    Stored {
+        /// The object as stored.
+        object: Arc<CachedObject>,
+        /// What the origin answered: 304 on a revalidation.
+        origin_status: u16,
+    },
     /// Not stored: relay this response (hop-by-hop removed).
     Relay(Response<ResponseBody>, NotStored),
     /// The origin failed (with this status, when it answered) and this copy
@@ -256,10 +261,16 @@ pub async fn fill(
                         body: old_body.clone(),
                         encodings: Some(old.encodings.clone()),
                     };
-                    store(
-                        &route, zone, &primary, &fetch, stored, storable, started, permit, 304,
-                    )
-                    .await
+                    let to = StoreCtx {
+                        route: &route,
+                        zone,
+                        primary: &primary,
+                        fetch: &fetch,
+                        permit,
+                        origin_status: 304,
+                        started,
+                    };
+                    store(to, stored, storable).await
                 }
                 Err(why) => {
                     // The origin now forbids storing it: drop the copy (and
@@ -364,18 +375,16 @@ pub async fn fill(
         body,
         encodings: None,
     };
-    store(
-        &route,
+    let to = StoreCtx {
+        route: &route,
         zone,
-        &primary,
-        &fetch,
-        stored,
-        storable,
-        started,
+        primary: &primary,
+        fetch: &fetch,
         permit,
         origin_status,
-    )
-    .await
+        started,
+    };
+    store(to, stored, storable).await
 }
 
 /// Added to an upstream timeout when telling followers how long a step may
@@ -657,18 +666,16 @@ fn stream_fill(
             body: concat(chunks, total as usize),
             encodings: None,
         };
-        let _ = store(
-            &route,
-            &zone,
-            &primary,
-            &fetch,
-            stored,
-            storable,
-            started,
+        let to = StoreCtx {
+            route: &route,
+            zone: &zone,
+            primary: &primary,
+            fetch: &fetch,
             permit,
             origin_status,
-        )
-        .await;
+            started,
+        };
+        let _ = store(to, stored, storable).await;
     });
     FillReply::Streaming(head)
 }
@@ -697,20 +704,37 @@ struct Stored {
     encodings: Option<Vec<Encoded>>,
 }
 
+/// Where a response is stored and who hears of it: what [`store`] needs
+/// besides the response itself.
+struct StoreCtx<'a> {
+    route: &'a Route,
+    /// The zone the fill stores into (the route's pick for this key).
+    zone: &'a Zone,
+    /// The URI's key: the object's own, or its Vary marker's.
+    primary: &'a CacheKey,
+    /// The request fetched: its selecting headers name the variant, its
+    /// `Host` is remembered for path purges.
+    fetch: &'a FetchRequest,
+    /// The fetch's followers, told what became of it.
+    permit: Option<FetchPermit<FillOutcome>>,
+    /// What the origin answered: 304 on a revalidation, else the status stored.
+    origin_status: u16,
+    /// When the fetch began (the object's `fetch_time`).
+    started: Instant,
+}
+
 /// Stores a response under its key (the primary key, or its variant key
 /// under a Vary marker), compressing it first when the route asks.
-#[allow(clippy::too_many_arguments)]
-async fn store(
-    route: &Route,
-    zone: &Zone,
-    primary: &CacheKey,
-    fetch: &FetchRequest,
-    mut stored: Stored,
-    storable: Storable,
-    started: Instant,
-    permit: Option<FetchPermit<FillOutcome>>,
-    origin_status: u16,
-) -> FillReply {
+async fn store(to: StoreCtx<'_>, mut stored: Stored, storable: Storable) -> FillReply {
+    let StoreCtx {
+        route,
+        zone,
+        primary,
+        fetch,
+        permit,
+        origin_status,
+        started,
+    } = to;
     let compresses = !route.cfg.compress.is_empty();
     let encodings = match stored.encodings.take() {
         Some(encodings) => encodings,
@@ -753,7 +777,10 @@ async fn store(
     }
     let host = request_host(fetch);
     after_store(route, primary, &key, &object, permit, origin_status, host).await;
-    FillReply::Stored(object, origin_status)
+    FillReply::Stored {
+        object,
+        origin_status,
+    }
 }
 
 /// The `Host` the fetch was made for (as the key template's `$host` read it).
@@ -783,7 +810,11 @@ async fn after_store(
     }
     route.stored(key, object).await;
     route.activity.stores.inc();
-    finish(permit, FillOutcome::Stored(object.clone(), origin_status));
+    let stored = FillOutcome::Stored {
+        object: object.clone(),
+        origin_status,
+    };
+    finish(permit, stored);
 }
 
 /// The generation id of the Vary marker under `primary` for `names`,

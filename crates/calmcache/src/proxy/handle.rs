@@ -472,7 +472,10 @@ impl Fetch {
                     // A fill may have finished between our lookup and joining.
                     if let Some(object) = usable_copy(route, zone, &flight, since).await {
                         let origin = object.status.as_u16();
-                        permit.finish(FillOutcome::Stored(object.clone(), origin));
+                        permit.finish(FillOutcome::Stored {
+                            object: object.clone(),
+                            origin_status: origin,
+                        });
                         let report = CacheStatus::Hit.report();
                         return serve(route, &object, report, ask, Instant::now());
                     }
@@ -511,7 +514,10 @@ impl Fetch {
                 .wait(deadline.saturating_duration_since(Instant::now()))
                 .await
             {
-                Ok(FillOutcome::Stored(object, origin)) => {
+                Ok(FillOutcome::Stored {
+                    object,
+                    origin_status: origin,
+                }) => {
                     if object.variant.is_none() {
                         return serve(route, &object, why.collapsed(origin), ask, Instant::now());
                     }
@@ -666,9 +672,10 @@ async fn answer_fill(
     };
     let now = Instant::now();
     match reply {
-        Ok(FillReply::Stored(object, origin)) => {
-            serve(route, &object, why.stored(origin), ask, now)
-        }
+        Ok(FillReply::Stored {
+            object,
+            origin_status: origin,
+        }) => serve(route, &object, why.stored(origin), ask, now),
         Ok(FillReply::Streaming(head)) => {
             let report = why.stored(head.origin_status);
             crate::proxy::respond::serve_streaming(route, &head, report, ask)

@@ -18,6 +18,7 @@ pub mod lookup;
 pub mod outcome;
 pub mod purge;
 pub mod respond;
+pub mod setup;
 pub mod state;
 pub mod tunnel;
 pub mod warm;

@@ -16,8 +16,15 @@ use crate::proxy::growing::StreamingHead;
 /// What a fetch in flight tells the requests that waited for it.
 #[derive(Clone, Debug)]
 pub enum FillOutcome {
-    /// Stored: serve this (the origin answered with the `u16`, 304 on a revalidation).
-    Stored(Arc<CachedObject>, u16),
+    /// Stored: serve `object`.
+    Stored {
+        /// The object as stored (for a Vary'd response, one variant: a
+        /// follower that selects another looks up its own).
+        object: Arc<CachedObject>,
+        /// What the origin answered: 304 on a revalidation (the object
+        /// keeps its stored status), for `Cache-Status: fwd-status`.
+        origin_status: u16,
+    },
     /// Being stored: the head is here and the body arrives as it comes.
     Streaming(Arc<StreamingHead>),
     /// Fetched but not storable (or too large): fetch for yourself.

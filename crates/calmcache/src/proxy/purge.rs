@@ -23,6 +23,7 @@ use calmcache_core::{CacheKey, KeyRef, PurgeMode, Tags, Zone};
 use http::Method;
 use serde::Deserialize;
 
+use crate::http::error::ProxyError;
 use crate::proxy::lookup::PrimaryKey;
 use crate::proxy::state::Proxy;
 
@@ -60,6 +61,43 @@ pub struct Purge {
     pub mode: PurgeMode,
 }
 
+/// Why a `POST /purge` body was refused: the `{"error": ...}` of its 400.
+/// Each message carries its cause (not also given as `source()`).
+#[derive(Debug, thiserror::Error)]
+pub enum PurgeError {
+    /// Not JSON, or a field that is not a selector (`{"purge": "/"}`), or
+    /// a value of the wrong type.
+    #[error("bad JSON: {0}")]
+    Json(serde_json::Error),
+    /// `"key": ""`.
+    #[error("\"key\" is empty")]
+    EmptyKey,
+    /// A `"tag"` that is empty or holds a comma or a space.
+    #[error("{0:?} is not one tag")]
+    NotOneTag(String),
+    /// `"all": false` (only `true` selects everything).
+    #[error("\"all\" must be true when given")]
+    AllFalse,
+    /// No selector, or more than one.
+    #[error("give exactly one of \"url\", \"key\", \"prefix\", \"tag\", \"all\": true")]
+    NotOneSelector,
+    /// A `"url"` or `"prefix"` that is neither a path nor an http(s) URL.
+    #[error("{0:?} is neither a path (/...) nor an http(s) URL")]
+    NotAUrl(String),
+    /// An absolute URL without a host (`http:///x`).
+    #[error("{0:?} has no host")]
+    NoHost(String),
+    /// A host or path the edge refuses in a request, so nothing is stored
+    /// under it.
+    #[error("{text:?}: {}", refused.cause)]
+    BadUrl {
+        /// The URL or path as given.
+        text: String,
+        /// Why the edge refuses it.
+        refused: ProxyError,
+    },
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Body {
@@ -75,8 +113,8 @@ struct Body {
 impl Purge {
     /// Parses a `POST /purge` body: exactly one of `url`, `key`, `prefix`,
     /// `tag`, `all: true`, and optionally `soft`.
-    pub fn from_json(bytes: &[u8]) -> Result<Purge, String> {
-        let body: Body = serde_json::from_slice(bytes).map_err(|e| format!("bad JSON: {e}"))?;
+    pub fn from_json(bytes: &[u8]) -> Result<Purge, PurgeError> {
+        let body: Body = serde_json::from_slice(bytes).map_err(PurgeError::Json)?;
         let mut chosen = Vec::new();
         if let Some(url) = body.url {
             let (host, path_and_query) = split_url(&url)?;
@@ -87,7 +125,7 @@ impl Purge {
         }
         if let Some(key) = body.key {
             if key.is_empty() {
-                return Err("\"key\" is empty".into());
+                return Err(PurgeError::EmptyKey);
             }
             chosen.push(Selector::Key(key));
         }
@@ -98,19 +136,17 @@ impl Purge {
         if let Some(tag) = body.tag {
             let tag = tag.trim();
             if tag.is_empty() || tag.contains([',', ' ']) {
-                return Err(format!("{tag:?} is not one tag"));
+                return Err(PurgeError::NotOneTag(tag.to_owned()));
             }
             chosen.push(Selector::Tag(tag.to_owned()));
         }
         match body.all {
             Some(true) => chosen.push(Selector::All),
-            Some(false) => return Err("\"all\" must be true when given".into()),
+            Some(false) => return Err(PurgeError::AllFalse),
             None => {}
         }
         if chosen.len() != 1 {
-            return Err(
-                "give exactly one of \"url\", \"key\", \"prefix\", \"tag\", \"all\": true".into(),
-            );
+            return Err(PurgeError::NotOneSelector);
         }
         Ok(Purge {
             selector: chosen.remove(0),
@@ -131,7 +167,7 @@ fn mode_of(soft: bool) -> PurgeMode {
 /// `/path?q` -> (None, "/path?q"); `http://Host:8080/p` -> (Some("host:8080"), "/p").
 /// Host and path are normalised as the edge normalises requests (edge.rs),
 /// so `/%61pi/./x` purges what `/api/x` stored.
-fn split_url(text: &str) -> Result<(Option<String>, String), String> {
+fn split_url(text: &str) -> Result<(Option<String>, String), PurgeError> {
     if text.starts_with('/') {
         return Ok((None, normalised_target(text)?));
     }
@@ -139,19 +175,25 @@ fn split_url(text: &str) -> Result<(Option<String>, String), String> {
         .strip_prefix("http://")
         .map(|rest| ("http", rest))
         .or_else(|| text.strip_prefix("https://").map(|rest| ("https", rest)))
-        .ok_or_else(|| format!("{text:?} is neither a path (/...) nor an http(s) URL"))?;
+        .ok_or_else(|| PurgeError::NotAUrl(text.to_owned()))?;
     let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     if host.is_empty() {
-        return Err(format!("{text:?} has no host"));
+        return Err(PurgeError::NoHost(text.to_owned()));
     }
-    let host = crate::proxy::edge::normalise_host(host, scheme)
-        .map_err(|e| format!("{text:?}: {}", e.cause))?;
+    let host = crate::proxy::edge::normalise_host(host, scheme).map_err(|e| bad_url(text, e))?;
     let path = if path.is_empty() { "/" } else { path };
     Ok((Some(host.into_owned()), normalised_target(path)?))
 }
 
-fn normalised_target(text: &str) -> Result<String, String> {
-    crate::proxy::edge::normalise_target(text).map_err(|e| format!("{text:?}: {}", e.cause))
+fn normalised_target(text: &str) -> Result<String, PurgeError> {
+    crate::proxy::edge::normalise_target(text).map_err(|e| bad_url(text, e))
+}
+
+fn bad_url(text: &str, refused: ProxyError) -> PurgeError {
+    PurgeError::BadUrl {
+        text: text.to_owned(),
+        refused,
+    }
 }
 
 /// What a purge did.
@@ -574,6 +616,41 @@ mod tests {
         assert_eq!(k.to_owned_key(), stored);
         for text in ["calm.test/x", "ftp://h/x", "http:///x", "http://host", "/x"] {
             assert!(default_key_parts(text).is_none(), "{text}");
+        }
+    }
+
+    #[test]
+    fn refusals_keep_their_words() {
+        let refused = |body: &[u8]| Purge::from_json(body).unwrap_err().to_string();
+        assert_eq!(refused(br#"{"key": ""}"#), r#""key" is empty"#);
+        assert_eq!(refused(br#"{"tag": " a b "}"#), r#""a b" is not one tag"#);
+        assert_eq!(
+            refused(br#"{"all": false}"#),
+            r#""all" must be true when given"#
+        );
+        assert_eq!(
+            refused(br#"{}"#),
+            r#"give exactly one of "url", "key", "prefix", "tag", "all": true"#
+        );
+        assert_eq!(
+            refused(br#"{"url": "blog"}"#),
+            r#""blog" is neither a path (/...) nor an http(s) URL"#
+        );
+        assert_eq!(
+            refused(br#"{"prefix": "http:///x"}"#),
+            r#""http:///x" has no host"#
+        );
+        let unknown = refused(br#"{"purge": "/"}"#);
+        assert!(
+            unknown.starts_with("bad JSON: unknown field `purge`"),
+            "{unknown}"
+        );
+        for (body, start) in [
+            (&br#"{"url": "/%zz"}"#[..], r#""/%zz": "#),
+            (br#"{"url": "http://a b/x"}"#, r#""http://a b/x": "#),
+        ] {
+            let bad = refused(body);
+            assert!(bad.starts_with(start) && bad.len() > start.len(), "{bad}");
         }
     }
 }

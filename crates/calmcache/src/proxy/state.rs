@@ -13,6 +13,7 @@ use calmcache_core::{
 use crate::config::{ClientCacheControl, Config, RouteConfig};
 use crate::net::upstream::Upstream;
 use crate::proxy::outcome::FillOutcome;
+use crate::proxy::setup::SetupError;
 use crate::proxy::zones::{ZoneSources, ZoneTiers};
 use crate::telemetry::stats::Activity;
 
@@ -241,14 +242,14 @@ impl Proxy {
         config: &Config,
         previous: Option<&Proxy>,
         notes: &mut Vec<String>,
-    ) -> Result<Arc<Self>, String> {
+    ) -> Result<Arc<Self>, SetupError> {
         let supplied = previous.map(|p| p.zone_sources.supplied().clone());
         Proxy::build(config, previous, supplied.unwrap_or_default(), notes)
     }
 
     /// The first generation, with zones stored in the tiers `supplied`
     /// ([`ZoneTiers`]) where it names them.
-    pub fn with_tiers(config: &Config, supplied: ZoneTiers) -> Result<Arc<Self>, String> {
+    pub fn with_tiers(config: &Config, supplied: ZoneTiers) -> Result<Arc<Self>, SetupError> {
         Proxy::build(config, None, supplied, &mut Vec::new())
     }
 
@@ -257,7 +258,7 @@ impl Proxy {
         previous: Option<&Proxy>,
         supplied: ZoneTiers,
         notes: &mut Vec<String>,
-    ) -> Result<Arc<Self>, String> {
+    ) -> Result<Arc<Self>, SetupError> {
         let upstreams = config
             .upstreams
             .iter()

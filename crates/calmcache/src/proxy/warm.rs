@@ -191,7 +191,7 @@ async fn keep_warm(
                 .await;
                 // How long the answer stays fresh from now, if it was stored.
                 let fresh_for = match &reply {
-                    FillReply::Stored(object, _) => Some(fresh_for(object)),
+                    FillReply::Stored { object, .. } => Some(fresh_for(object)),
                     // A large object being stored as it streams.
                     FillReply::Streaming(head) => {
                         Some(Duration::try_from_secs_f64(head.ttl).unwrap_or_default())
@@ -209,7 +209,7 @@ async fn keep_warm(
                         }
                         stale.take()
                     }
-                    (Some(_), FillReply::Stored(object, _)) => {
+                    (Some(_), FillReply::Stored { object, .. }) => {
                         failed.reset();
                         stale.reset();
                         warm_refresh_in(&object, Instant::now()).max(MIN_INTERVAL)

@@ -13,6 +13,7 @@ use calmcache_core::disk::{DiskConfig, DiskTier};
 use calmcache_core::{MemoryTier, Tier, Zone};
 
 use crate::config::{Config, ZoneConfig, ZoneKind};
+use crate::proxy::setup::SetupError;
 
 /// Tiers an embedding application supplies for zones of the config, by
 /// zone name: such a zone is stored in the given tier instead of the one
@@ -65,7 +66,7 @@ impl ZoneSources {
         previous: Option<(&[Arc<Zone>], &ZoneSources)>,
         supplied: ZoneTiers,
         notes: &mut Vec<String>,
-    ) -> Result<(Vec<Arc<Zone>>, ZoneSources), String> {
+    ) -> Result<(Vec<Arc<Zone>>, ZoneSources), SetupError> {
         let mut zones = Vec::with_capacity(config.zones.len());
         let mut built = Vec::with_capacity(config.zones.len());
         for z in &config.zones {
@@ -160,7 +161,7 @@ impl ZoneSources {
 
 /// The tier `config` describes: RAM, or a directory opened (and checked)
 /// now; its background work starts with [`Tier::start`].
-fn open(config: &ZoneConfig) -> Result<Arc<dyn Tier>, String> {
+fn open(config: &ZoneConfig) -> Result<Arc<dyn Tier>, SetupError> {
     match config.kind {
         ZoneKind::Memory => Ok(Arc::new(MemoryTier::new(
             config.max_size,
@@ -175,12 +176,10 @@ fn open(config: &ZoneConfig) -> Result<Arc<dyn Tier>, String> {
                 inactive: config.inactive,
                 min_free: config.min_free,
             };
-            let tier = DiskTier::open(disk).map_err(|e| {
-                format!(
-                    "zones.{}: cannot use {} as a cache directory: {e}",
-                    config.name,
-                    path.display()
-                )
+            let tier = DiskTier::open(disk).map_err(|error| SetupError::ZoneDir {
+                zone: config.name.clone(),
+                path,
+                error,
             })?;
             Ok(tier)
         }

@@ -23,27 +23,70 @@ use crate::config::Config;
 use crate::net::conn::{self, Accepted, ConnSettings, Peer, Protocol};
 use crate::net::shutdown::Tunnels;
 use crate::ops::admin::Reload;
+use crate::proxy::setup::SetupError;
 use crate::proxy::state::{Proxy, Worker};
 use crate::telemetry::access_log::{self, AccessLog};
 use crate::telemetry::metrics::Metrics;
 use crate::{ops::admin, proxy::handle};
 
-/// Why the proxy could not start.
+/// Why the proxy could not start (`calmcache serve` exits 1 with it).
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// A listen address could not be bound.
-    #[error("cannot listen on {addr}: {source}{hint}")]
-    Bind {
-        /// The address asked for.
-        addr: SocketAddr,
-        /// The OS error.
-        source: std::io::Error,
-        /// Advice for the common cases.
-        hint: &'static str,
+    #[error(transparent)]
+    Bind(#[from] BindError),
+    /// The config could not become a proxy (an upstream, a zone directory).
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    /// The access log file could not be opened for appending.
+    #[error("access_log.path: cannot open {} for appending: {error}", path.display())]
+    AccessLogFile {
+        /// `access_log.path`.
+        path: std::path::PathBuf,
+        /// What opening it said.
+        error: std::io::Error,
     },
-    /// The config could not be turned into a running proxy.
-    #[error("{0}")]
-    Setup(String),
+    /// The access log's writer (to stdout) could not start.
+    #[error("access_log: cannot start its writer: {0}")]
+    AccessLogWriter(std::io::Error),
+    /// A worker thread could not be spawned.
+    #[error("cannot start worker thread: {0}")]
+    WorkerThread(std::io::Error),
+}
+
+/// A listen address (proxy, admin or bundled origin) that could not be
+/// bound, at start or at a reload.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on {addr}: {source}{hint}")]
+pub struct BindError {
+    /// The address asked for.
+    pub addr: SocketAddr,
+    /// The OS error. Also the `source()`: `calmcache` prints the chain,
+    /// which names it a second time (kept so that the output is unchanged).
+    pub source: std::io::Error,
+    /// Advice for the common cases, or empty.
+    pub hint: &'static str,
+}
+
+/// What a proxy listener speaks, fixed when it is bound. A TLS listener's
+/// certificates are not here but in the generation's [`ListenConf`]: a
+/// reload replaces them without re-binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Transport {
+    /// HTTP/1.1, and HTTP/2 with prior knowledge when `server.h2c` is on.
+    Plain,
+    /// A TLS handshake first, then HTTP/1.1 or HTTP/2 as ALPN chose.
+    Tls,
+}
+
+impl Transport {
+    /// In words, for reload notes: `plain HTTP` or `TLS`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Transport::Plain => "plain HTTP",
+            Transport::Tls => "TLS",
+        }
+    }
 }
 
 /// What a reload replaces, read by every accept loop and request.
@@ -60,6 +103,8 @@ pub struct Live {
 #[derive(Clone)]
 pub(crate) struct ListenConf {
     pub settings: ConnSettings,
+    /// The certificates of the [`Transport::Tls`] listeners; `None` when
+    /// the config has none (then it has no TLS listener either).
     pub tls: Option<TlsAcceptor>,
 }
 
@@ -150,19 +195,23 @@ impl WorkerSlot {
     pub(crate) fn listen(
         &self,
         socket: std::net::TcpListener,
-        tls: bool,
+        transport: Transport,
         stop: watch::Receiver<bool>,
     ) {
-        let _ = self.commands.send(Command::Listen { socket, tls, stop });
+        let _ = self.commands.send(Command::Listen {
+            socket,
+            transport,
+            stop,
+        });
     }
 }
 
 /// What a worker thread is asked to do.
 pub(crate) enum Command {
-    /// Serve a newly bound socket (a TLS one when `tls`) until `stop`.
+    /// Serve a newly bound socket until `stop`.
     Listen {
         socket: std::net::TcpListener,
-        tls: bool,
+        transport: Transport,
         stop: watch::Receiver<bool>,
     },
 }
@@ -173,7 +222,7 @@ pub(crate) struct Bound {
     pub asked: SocketAddr,
     /// The address bound.
     pub actual: SocketAddr,
-    pub tls: bool,
+    pub transport: Transport,
     pub stop: watch::Sender<bool>,
 }
 
@@ -181,10 +230,10 @@ pub(crate) struct Bound {
 /// thread its socket.
 pub(crate) fn bind_on_workers(
     addr: SocketAddr,
-    tls: bool,
+    transport: Transport,
     backlog: i32,
     slots: &[Arc<WorkerSlot>],
-) -> Result<Bound, StartError> {
+) -> Result<Bound, BindError> {
     // SO_REUSEPORT would let a second calmcache share a port that is
     // already taken instead of failing clearly: probe it exclusively first.
     if addr.port() != 0 {
@@ -199,12 +248,12 @@ pub(crate) fn bind_on_workers(
     }
     let (stop, stopped) = watch::channel(false);
     for (slot, socket) in slots.iter().zip(sockets) {
-        slot.listen(socket, tls, stopped.clone());
+        slot.listen(socket, transport, stopped.clone());
     }
     Ok(Bound {
         asked: addr,
         actual,
-        tls,
+        transport,
         stop,
     })
 }
@@ -255,7 +304,12 @@ pub(crate) fn run_worker(
                 command = inbox.recv() => command,
                 _ = stopped.changed() => None,
             };
-            let Some(Command::Listen { socket, tls, stop }) = command else {
+            let Some(Command::Listen {
+                socket,
+                transport,
+                stop,
+            }) = command
+            else {
                 break;
             };
             let Ok(listener) = TcpListener::from_std(socket) else {
@@ -264,7 +318,7 @@ pub(crate) fn run_worker(
             };
             let how = Listening {
                 live: Some(live.clone()),
-                tls,
+                transport,
                 counted: Some(slot.worker().proxy.metrics.clone()),
             };
             let (slot, stopped) = (slot.clone(), stopped.clone());
@@ -302,7 +356,7 @@ fn bind_std(
     addr: SocketAddr,
     sharing: Sharing,
     backlog: i32,
-) -> Result<std::net::TcpListener, StartError> {
+) -> Result<std::net::TcpListener, BindError> {
     let to_err = |source: std::io::Error| bind_error(addr, source);
     let socket = socket2::Socket::new(
         socket2::Domain::for_address(addr),
@@ -321,7 +375,7 @@ fn bind_std(
     Ok(socket.into())
 }
 
-fn bind_error(addr: SocketAddr, source: std::io::Error) -> StartError {
+fn bind_error(addr: SocketAddr, source: std::io::Error) -> BindError {
     let hint = match source.kind() {
         std::io::ErrorKind::AddrInUse => {
             " (another process holds this port; choose another address)"
@@ -329,15 +383,15 @@ fn bind_error(addr: SocketAddr, source: std::io::Error) -> StartError {
         std::io::ErrorKind::PermissionDenied => " (ports below 1024 need privileges)",
         _ => "",
     };
-    StartError::Bind { addr, source, hint }
+    BindError { addr, source, hint }
 }
 
-fn to_tokio(socket: std::net::TcpListener, addr: SocketAddr) -> Result<TcpListener, StartError> {
+fn to_tokio(socket: std::net::TcpListener, addr: SocketAddr) -> Result<TcpListener, BindError> {
     TcpListener::from_std(socket).map_err(|e| bind_error(addr, e))
 }
 
 /// Binds one listener on the current runtime (admin, bundled origin).
-pub(crate) fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
+pub(crate) fn bind(addr: SocketAddr) -> Result<TcpListener, BindError> {
     to_tokio(bind_std(addr, Sharing::Exclusive, 1024)?, addr)
 }
 
@@ -347,8 +401,8 @@ pub(crate) struct Listening {
     /// Settings and certificates, reloadable; `None`: the defaults, no TLS
     /// (admin listener, bundled origin).
     pub live: Option<Arc<Live>>,
-    /// A TLS listener.
-    pub tls: bool,
+    /// Plain or TLS (its certificates come with the settings).
+    pub transport: Transport,
     /// The proxy's metrics (connections, max_connections slots); `None`
     /// for the admin listener and the bundled origin.
     pub counted: Option<Arc<Metrics>>,
@@ -359,7 +413,7 @@ impl Listening {
     pub(crate) fn plain() -> Listening {
         Listening {
             live: None,
-            tls: false,
+            transport: Transport::Plain,
             counted: None,
         }
     }
@@ -436,8 +490,8 @@ pub(crate) async fn accept_loop<S, F, B>(
         let drain = graceful.subscribe();
         let conf = how.conf();
         let settings = conf.settings;
-        let tls = match (how.tls, conf.tls) {
-            (false, _) => {
+        let tls = match (how.transport, conf.tls) {
+            (Transport::Plain, _) => {
                 let plain = if settings.h2c {
                     Protocol::Detect
                 } else {
@@ -451,10 +505,10 @@ pub(crate) async fn accept_loop<S, F, B>(
                 conn::spawn(stream, accepted, serve.clone(), drain, guard, settings);
                 continue;
             }
-            (true, Some(tls)) => tls,
+            (Transport::Tls, Some(tls)) => tls,
             // A reload cannot remove the certificates of a TLS listener it
             // keeps (the config check refuses it); drop the connection.
-            (true, None) => continue,
+            (Transport::Tls, None) => continue,
         };
         let serve = serve.clone();
         tokio::spawn(async move {

@@ -23,7 +23,7 @@
 //! Only probe files are created (and removed at once); `check` creates no
 //! directory and no log file.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use calmcache_core::disk::ZONE_MARKER;
 use calmcache_core::disk_format;
@@ -54,81 +54,146 @@ pub fn check_environment(config: &Config) -> Vec<Problem> {
         let (ZoneKind::Disk, Some(dir)) = (zone.kind, &zone.path) else {
             continue;
         };
-        if let Err(message) = zone_dir(dir) {
+        if let Err(e) = zone_dir(dir) {
             let at = format!("zones.{}.path", toml_key(&zone.name));
-            problems.push(Problem::new(at, message));
+            problems.push(Problem::new(at, e.to_string()));
         }
     }
     if let Some(LogTarget::File(file)) = config.access_log.as_ref().map(|log| &log.target) {
-        if let Err(message) = log_file(file) {
-            problems.push(Problem::new("access_log.path", message));
+        if let Err(e) = log_file(file) {
+            problems.push(Problem::new("access_log.path", e.to_string()));
         }
     }
     problems
 }
 
+/// Why a disk zone's directory is unusable (`zones.<name>.path`). Each
+/// message carries its cause (not also given as `source()`).
+#[derive(Debug, thiserror::Error)]
+enum ZoneDirError {
+    #[error("{}: no part of this path exists", dir.display())]
+    NothingExists { dir: PathBuf },
+    /// A file where the directory or one of its parents should be.
+    #[error(
+        "{} is not a directory, so {} cannot be a cache directory",
+        existing.display(),
+        dir.display()
+    )]
+    NotADirectory { existing: PathBuf, dir: PathBuf },
+    #[error("cannot read {}: {error}", dir.display())]
+    Unreadable { dir: PathBuf, error: std::io::Error },
+    /// Someone else's files: the zone's loader would remove them.
+    #[error(
+        "{} is not empty and is not a calmcache zone (no {} file); \
+         give the zone a directory of its own",
+        dir.display(),
+        ZONE_MARKER
+    )]
+    NotAZone { dir: PathBuf },
+    #[error("{} is not writable: {error}", dir.display())]
+    NotWritable { dir: PathBuf, error: std::io::Error },
+    /// Missing, and its nearest existing ancestor is not writable.
+    #[error(
+        "{} does not exist and cannot be created: {} is not writable: {error}",
+        dir.display(),
+        existing.display()
+    )]
+    NotCreatable {
+        dir: PathBuf,
+        existing: PathBuf,
+        error: std::io::Error,
+    },
+}
+
+/// Why the access log file cannot be used (`access_log.path`). Each
+/// message carries its cause (not also given as `source()`).
+#[derive(Debug, thiserror::Error)]
+enum LogFileError {
+    #[error("cannot open {} for appending: {error}", file.display())]
+    NotAppendable {
+        file: PathBuf,
+        error: std::io::Error,
+    },
+    #[error(
+        "cannot create {}: the directory {} does not exist",
+        file.display(),
+        dir.display()
+    )]
+    NoDirectory { file: PathBuf, dir: PathBuf },
+    #[error(
+        "cannot create {}: {} is not writable: {error}",
+        file.display(),
+        dir.display()
+    )]
+    NotWritable {
+        file: PathBuf,
+        dir: PathBuf,
+        error: std::io::Error,
+    },
+}
+
 /// A zone directory `serve` can use (or create).
-fn zone_dir(dir: &Path) -> Result<(), String> {
+fn zone_dir(dir: &Path) -> Result<(), ZoneDirError> {
     let Some(existing) = dir.ancestors().find(|p| p.exists()) else {
-        return Err(format!("{}: no part of this path exists", dir.display()));
+        return Err(ZoneDirError::NothingExists { dir: dir.into() });
     };
     if !existing.is_dir() {
-        return Err(format!(
-            "{} is not a directory, so {} cannot be a cache directory",
-            existing.display(),
-            dir.display()
-        ));
+        return Err(ZoneDirError::NotADirectory {
+            existing: existing.into(),
+            dir: dir.into(),
+        });
     }
     if existing == dir && !dir.join(ZONE_MARKER).exists() {
         let not_empty = std::fs::read_dir(dir)
-            .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+            .map_err(|error| ZoneDirError::Unreadable {
+                dir: dir.into(),
+                error,
+            })?
             .next()
             .is_some();
         if not_empty {
-            return Err(format!(
-                "{} is not empty and is not a calmcache zone (no {ZONE_MARKER} file); \
-                 give the zone a directory of its own",
-                dir.display()
-            ));
+            return Err(ZoneDirError::NotAZone { dir: dir.into() });
         }
     }
-    probe(existing).map_err(|e| {
-        let what = if existing == dir {
-            format!("{} is not writable", dir.display())
+    probe(existing).map_err(|error| {
+        if existing == dir {
+            ZoneDirError::NotWritable {
+                dir: dir.into(),
+                error,
+            }
         } else {
-            format!(
-                "{} does not exist and cannot be created: {} is not writable",
-                dir.display(),
-                existing.display()
-            )
-        };
-        format!("{what}: {e}")
+            ZoneDirError::NotCreatable {
+                dir: dir.into(),
+                existing: existing.into(),
+                error,
+            }
+        }
     })
 }
 
 /// An access log file `serve` can open for appending.
-fn log_file(file: &Path) -> Result<(), String> {
+fn log_file(file: &Path) -> Result<(), LogFileError> {
     if file.exists() {
         return std::fs::OpenOptions::new()
             .append(true)
             .open(file)
             .map(drop)
-            .map_err(|e| format!("cannot open {} for appending: {e}", file.display()));
+            .map_err(|error| LogFileError::NotAppendable {
+                file: file.into(),
+                error,
+            });
     }
     let dir = file.parent().unwrap_or(Path::new("/"));
     if !dir.is_dir() {
-        return Err(format!(
-            "cannot create {}: the directory {} does not exist",
-            file.display(),
-            dir.display()
-        ));
+        return Err(LogFileError::NoDirectory {
+            file: file.into(),
+            dir: dir.into(),
+        });
     }
-    probe(dir).map_err(|e| {
-        format!(
-            "cannot create {}: {} is not writable: {e}",
-            file.display(),
-            dir.display()
-        )
+    probe(dir).map_err(|error| LogFileError::NotWritable {
+        file: file.into(),
+        dir: dir.into(),
+        error,
     })
 }
 
@@ -178,17 +243,17 @@ mod tests {
         let base = scratch("zones");
         // Missing but creatable: fine, and nothing is created.
         let missing = base.join("a/b");
-        assert_eq!(zone_dir(&missing), Ok(()));
+        assert!(zone_dir(&missing).is_ok());
         assert!(!base.join("a").exists());
         // A file in the way.
         std::fs::write(base.join("file"), b"x").unwrap();
-        let err = zone_dir(&base.join("file/zone")).unwrap_err();
+        let err = zone_dir(&base.join("file/zone")).unwrap_err().to_string();
         assert!(err.contains("is not a directory"), "{err}");
         // Someone else's files.
         let foreign = base.join("foreign");
         std::fs::create_dir_all(&foreign).unwrap();
         std::fs::write(foreign.join("precious"), b"x").unwrap();
-        let err = zone_dir(&foreign).unwrap_err();
+        let err = zone_dir(&foreign).unwrap_err().to_string();
         assert!(err.contains("not a calmcache zone"), "{err}");
         assert_eq!(
             std::fs::read_dir(&base).unwrap().count(),
@@ -201,15 +266,17 @@ mod tests {
     #[test]
     fn access_log_files() {
         let base = scratch("log");
-        assert_eq!(log_file(&base.join("access.log")), Ok(()));
+        assert!(log_file(&base.join("access.log")).is_ok());
         assert!(
             !base.join("access.log").exists(),
             "check creates no log file"
         );
-        let err = log_file(&base.join("missing/access.log")).unwrap_err();
+        let err = log_file(&base.join("missing/access.log"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("does not exist"), "{err}");
         std::fs::write(base.join("existing.log"), b"line\n").unwrap();
-        assert_eq!(log_file(&base.join("existing.log")), Ok(()));
+        assert!(log_file(&base.join("existing.log")).is_ok());
         let _ = std::fs::remove_dir_all(&base);
     }
 }

@@ -21,9 +21,11 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
+use crate::ops::admin::ReloadRefusal;
+use crate::proxy::setup::SetupError;
 use crate::proxy::state::Proxy;
-use crate::run::listen::{self, Bound, ListenConf, Live, StartError, WorkerSlot};
+use crate::run::listen::{self, BindError, Bound, ListenConf, Live, Transport, WorkerSlot};
 
 /// What a successful reload did, in words for the log and the admin API.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -32,9 +34,57 @@ pub struct Outcome {
     pub notes: Vec<String>,
 }
 
+/// Why a reload was refused; the running generation stays. The log and
+/// `POST /reload` show it as its [`problems`](ReloadError::problems).
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// Started without a config file (demo, embedded): nothing to read again.
+    #[error(
+        "this proxy was started without a config file (demo or embedded config): \
+         nothing to read again"
+    )]
+    NoConfigFile,
+    /// The file is unreadable or invalid, or its environment (zone
+    /// directories, access log) unusable: every problem, one line each.
+    #[error(transparent)]
+    Config(ConfigError),
+    /// The blocking task reading the file failed (it panicked).
+    #[error("reload task failed: {0}")]
+    Task(tokio::task::JoinError),
+    /// The new generation could not be built (an upstream, a zone directory).
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    /// A new listen or admin address could not be bound.
+    #[error(transparent)]
+    Bind(#[from] BindError),
+}
+
+impl ReloadError {
+    /// Every problem, one line each, as logged and as `POST /reload` lists
+    /// them: a config's one by one (its message has a line for each), else
+    /// the one message.
+    pub fn problems(&self) -> Vec<String> {
+        match self {
+            ReloadError::Config(e) => e.to_string().lines().map(str::to_owned).collect(),
+            other => vec![other.to_string()],
+        }
+    }
+}
+
+impl ReloadRefusal for ReloadError {
+    fn problems(&self) -> Vec<String> {
+        ReloadError::problems(self)
+    }
+}
+
 impl crate::ops::admin::Reload for Reloader {
     fn reload_file(self: Arc<Self>) -> crate::ops::admin::ReloadFuture {
-        Box::pin(async move { Reloader::reload_file(&self).await.map(|o| o.notes) })
+        Box::pin(async move {
+            let reloaded = Reloader::reload_file(&self).await;
+            reloaded
+                .map(|o| o.notes)
+                .map_err(|e| Box::new(e) as Box<dyn ReloadRefusal>)
+        })
     }
 }
 
@@ -94,7 +144,7 @@ impl Reloader {
         self: &Arc<Self>,
         addr: SocketAddr,
         tasks: &mut JoinSet<()>,
-    ) -> Result<SocketAddr, StartError> {
+    ) -> Result<SocketAddr, BindError> {
         let listener = listen::bind(addr)?;
         let actual = listener.local_addr().unwrap_or(addr);
         let (stop, own) = watch::channel(false);
@@ -113,10 +163,13 @@ impl Reloader {
     /// active health checks, stopping the previous generation's tasks.
     pub(crate) fn start_warm(&self, proxy: &Arc<Proxy>) {
         let mut state = self.state();
-        let first = |tls: bool| state.bound.iter().find(|b| b.tls == tls).map(|b| b.actual);
+        let first = |transport| {
+            let bound = state.bound.iter().find(|b| b.transport == transport);
+            bound.map(|b| b.actual)
+        };
         let listeners = crate::proxy::warm::Listeners {
-            plain: first(false),
-            tls: first(true),
+            plain: first(Transport::Plain),
+            tls: first(Transport::Tls),
         };
         let (stop, stopped) = watch::channel(false);
         let old = std::mem::replace(&mut state.warm_stop, stop);
@@ -130,14 +183,10 @@ impl Reloader {
     }
 
     /// Reads the config file the proxy was started from and applies it.
-    pub async fn reload_file(self: &Arc<Self>) -> Result<Outcome, Vec<String>> {
+    pub async fn reload_file(self: &Arc<Self>) -> Result<Outcome, ReloadError> {
         let path = self.state().path.clone();
         let Some(path) = path else {
-            return Err(vec![
-                "this proxy was started without a config file (demo or embedded config): \
-                 nothing to read again"
-                    .to_string(),
-            ]);
+            return Err(ReloadError::NoConfigFile);
         };
         let read = {
             let path = path.clone();
@@ -147,20 +196,18 @@ impl Reloader {
             Ok(Ok(config)) => config,
             Ok(Err(e)) => {
                 self.live.proxy().metrics.reloads_failed.inc();
-                let errors: Vec<String> = e.to_string().lines().map(str::to_owned).collect();
-                for line in &errors {
-                    tracing::error!("reload refused, still running the previous config: {line}");
-                }
-                return Err(errors);
+                let refused = ReloadError::Config(e);
+                log_refused(&refused);
+                return Err(refused);
             }
-            Err(e) => return Err(vec![format!("reload task failed: {e}")]),
+            Err(e) => return Err(ReloadError::Task(e)),
         };
         self.apply(config).await
     }
 
     /// Applies a valid config: new generation, listeners re-bound. On an
     /// error (a port taken, a zone directory unusable) nothing changed.
-    pub async fn apply(self: &Arc<Self>, config: Config) -> Result<Outcome, Vec<String>> {
+    pub async fn apply(self: &Arc<Self>, config: Config) -> Result<Outcome, ReloadError> {
         let result = self.apply_now(config);
         let metrics = self.live.proxy().metrics.clone();
         match &result {
@@ -168,51 +215,58 @@ impl Reloader {
                 metrics.reloads_ok.inc();
                 tracing::info!(changes = ?outcome.notes, "config reloaded");
             }
-            Err(errors) => {
+            Err(refused) => {
                 metrics.reloads_failed.inc();
-                for e in errors {
-                    tracing::error!("reload refused, still running the previous config: {e}");
-                }
+                log_refused(refused);
             }
         }
         result
     }
 
-    fn apply_now(self: &Arc<Self>, config: Config) -> Result<Outcome, Vec<String>> {
+    fn apply_now(self: &Arc<Self>, config: Config) -> Result<Outcome, ReloadError> {
         let mut state = self.state();
         let mut notes = restart_only(&state.config, &config);
         let old = self.live.proxy();
-        let proxy = Proxy::new(&config, Some(&old), &mut notes).map_err(|e| vec![e])?;
+        let proxy = Proxy::new(&config, Some(&old), &mut notes)?;
         // New addresses first: a failure here leaves everything as it was.
         let backlog = i32::try_from(state.config.server.backlog).unwrap_or(i32::MAX);
-        let wanted: Vec<(SocketAddr, bool)> = config
+        let wanted: Vec<(SocketAddr, Transport)> = config
             .server
             .listen
             .iter()
-            .map(|a| (*a, false))
-            .chain(config.server.tls_listen.iter().map(|a| (*a, true)))
+            .map(|a| (*a, Transport::Plain))
+            .chain(
+                config
+                    .server
+                    .tls_listen
+                    .iter()
+                    .map(|a| (*a, Transport::Tls)),
+            )
             .collect();
         // Each configured address keeps the listener asked for the same way
         // (port 0 included: it keeps the port it got).
         let mut kept = vec![false; state.bound.len()];
         let mut added = Vec::new();
-        for &(addr, tls) in &wanted {
-            let same = (0..state.bound.len())
-                .find(|&i| !kept[i] && state.bound[i].asked == addr && state.bound[i].tls == tls);
+        for &(addr, transport) in &wanted {
+            let same = (0..state.bound.len()).find(|&i| {
+                let b = &state.bound[i];
+                !kept[i] && b.asked == addr && b.transport == transport
+            });
             if let Some(i) = same {
                 kept[i] = true;
                 continue;
             }
-            match listen::bind_on_workers(addr, tls, backlog, &state.slots) {
+            match listen::bind_on_workers(addr, transport, backlog, &state.slots) {
                 Ok(b) => {
-                    notes.push(format!("now listening on {} ({})", b.actual, kind(tls)));
+                    let on = transport.as_str();
+                    notes.push(format!("now listening on {} ({on})", b.actual));
                     added.push(b);
                 }
                 Err(e) => {
                     for b in added {
                         let _ = b.stop.send(true);
                     }
-                    return Err(vec![e.to_string()]);
+                    return Err(e.into());
                 }
             }
         }
@@ -227,7 +281,7 @@ impl Reloader {
                         for b in added {
                             let _ = b.stop.send(true);
                         }
-                        return Err(vec![e.to_string()]);
+                        return Err(e.into());
                     }
                 }
             }
@@ -247,7 +301,7 @@ impl Reloader {
                 notes.push(format!(
                     "stopped listening on {} ({})",
                     b.actual,
-                    kind(b.tls)
+                    b.transport.as_str()
                 ));
                 let _ = b.stop.send(true);
             }
@@ -285,11 +339,10 @@ impl Reloader {
     }
 }
 
-fn kind(tls: bool) -> &'static str {
-    if tls {
-        "TLS"
-    } else {
-        "plain HTTP"
+/// Logs each problem of a refused reload on a line of its own.
+fn log_refused(refused: &ReloadError) {
+    for problem in refused.problems() {
+        tracing::error!("reload refused, still running the previous config: {problem}");
     }
 }
 

@@ -22,7 +22,7 @@ use crate::config::Config;
 use crate::net::shutdown::Tunnels;
 use crate::proxy::state::{Proxy, Worker};
 use crate::proxy::zones::ZoneTiers;
-use crate::run::listen::{bind_on_workers, run_worker, ListenConf, Live, WorkerSlot};
+use crate::run::listen::{bind_on_workers, run_worker, ListenConf, Live, Transport, WorkerSlot};
 use crate::run::reload::Reloader;
 use crate::telemetry::access_log::AccessLog;
 
@@ -139,18 +139,16 @@ pub async fn start_with(
         );
     }
     let access_log = match &config.access_log {
-        Some(c) => Some(AccessLog::open(c).map_err(|e| match &c.target {
-            crate::config::LogTarget::File(path) => StartError::Setup(format!(
-                "access_log.path: cannot open {} for appending: {e}",
-                path.display()
-            )),
-            crate::config::LogTarget::Stdout => {
-                StartError::Setup(format!("access_log: cannot start its writer: {e}"))
-            }
+        Some(c) => Some(AccessLog::open(c).map_err(|error| match &c.target {
+            crate::config::LogTarget::File(path) => StartError::AccessLogFile {
+                path: path.clone(),
+                error,
+            },
+            crate::config::LogTarget::Stdout => StartError::AccessLogWriter(error),
         })?),
         None => None,
     };
-    let proxy = Proxy::with_tiers(config, tiers).map_err(StartError::Setup)?;
+    let proxy = Proxy::with_tiers(config, tiers)?;
     if let Some(log) = &access_log {
         let _ = proxy.access_log.set(log.clone());
     }
@@ -177,24 +175,33 @@ pub async fn start_with(
         let worker = std::thread::Builder::new()
             .name(format!("calmcache-worker-{i}"))
             .spawn(move || run_worker(run, inbox, stopped, log, live))
-            .map_err(|e| StartError::Setup(format!("cannot start worker thread: {e}")))?;
+            .map_err(StartError::WorkerThread)?;
         workers.push(worker);
         slots.push(slot);
     }
     let backlog = i32::try_from(config.server.backlog).unwrap_or(i32::MAX);
     let mut bound = Vec::new();
-    let addrs = config.server.listen.iter().map(|a| (*a, false));
-    for (addr, tls) in addrs.chain(config.server.tls_listen.iter().map(|a| (*a, true))) {
-        match bind_on_workers(addr, tls, backlog, &slots) {
+    let plain = config.server.listen.iter().map(|a| (*a, Transport::Plain));
+    let tls = config
+        .server
+        .tls_listen
+        .iter()
+        .map(|a| (*a, Transport::Tls));
+    for (addr, transport) in plain.chain(tls) {
+        match bind_on_workers(addr, transport, backlog, &slots) {
             Ok(b) => bound.push(b),
             Err(e) => {
                 let _ = stop.send(true);
-                return Err(e);
+                return Err(e.into());
             }
         }
     }
-    let proxy_addrs = bound.iter().filter(|b| !b.tls).map(|b| b.actual).collect();
-    let tls_addrs = bound.iter().filter(|b| b.tls).map(|b| b.actual).collect();
+    let addrs_of = |transport| -> Vec<SocketAddr> {
+        let on = bound.iter().filter(|b| b.transport == transport);
+        on.map(|b| b.actual).collect()
+    };
+    let proxy_addrs = addrs_of(Transport::Plain);
+    let tls_addrs = addrs_of(Transport::Tls);
     let reloader = Arc::new(Reloader::new(
         live.clone(),
         slots,
@@ -209,7 +216,7 @@ pub async fn start_with(
             Ok(addr) => Some(addr),
             Err(e) => {
                 let _ = stop.send(true);
-                return Err(e);
+                return Err(e.into());
             }
         },
         None => None,

@@ -432,7 +432,7 @@ async fn reload_under_load_fails_no_request_and_keeps_the_zone() {
     // An invalid config: refused with every problem, the old one stays.
     std::fs::write(&path, "[server]\nlisten = [\"nope\"]\nthreads = -1\n").unwrap();
     let errors = running.reloader().reload_file().await.unwrap_err();
-    let all = errors.join("\n");
+    let all = errors.problems().join("\n");
     assert!(all.contains("server.listen[0]"), "{all}");
     assert!(all.contains("server.threads"), "{all}");
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -479,7 +479,7 @@ async fn a_reload_checks_what_check_and_serve_check() {
     );
     std::fs::write(&path, config(&zone)).unwrap();
     let errors = running.reloader().reload_file().await.unwrap_err();
-    let all = errors.join("\n");
+    let all = errors.problems().join("\n");
     assert!(
         all.contains("zones.d.path") && all.contains("is not a directory"),
         "{all}"
