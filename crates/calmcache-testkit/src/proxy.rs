@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use calmcache::config::Config;
+use calmcache::Config;
 use calmcache::Running;
 
 /// Builds a proxy with one upstream (the origin), one memory zone and one route.

@@ -24,14 +24,31 @@
 //! (`run::listen::BindError` still does both, as before, keeping its
 //! output); a config's problems are a [`config::ConfigError`].
 
-pub mod config;
-pub mod demo;
-pub mod http;
-pub mod net;
-pub mod ops;
-pub mod proxy;
-pub mod run;
-pub mod telemetry;
+#![warn(missing_docs, unreachable_pub)]
 
+mod config;
+mod demo;
+mod http;
+mod net;
+mod ops;
+mod proxy;
+mod run;
+mod telemetry;
+
+pub use config::{Config, ConfigError};
+pub use demo::origin::{
+    start as start_origin, start_with_tags as start_origin_with_tags, OriginOptions, RunningOrigin,
+};
+pub use demo::DemoOptions;
+pub use ops::admin::{post_reload, ReloadRequestError};
+pub use proxy::purge::PurgeError;
+pub use proxy::setup::SetupError;
+pub use proxy::tunnel::accept_for as websocket_accept;
 pub use proxy::zones::ZoneTiers;
-pub use run::server::{start, start_from, start_with, Running, StartError};
+pub use run::listen::BindError;
+pub use run::preflight::load as load_config;
+pub use run::reload::{ReloadError, Reloader};
+pub use run::server::{
+    raise_open_files_limit, start, start_from, start_with, Running, StartError,
+};
+pub use telemetry::access_log::AccessLog;

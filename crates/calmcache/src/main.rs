@@ -6,8 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use calmcache::config::Config;
-use calmcache::{demo, demo::origin};
+use calmcache::{Config, DemoOptions, OriginOptions};
 use clap::{Parser, Subcommand};
 
 /// A caching reverse proxy that keeps slow origins calm.
@@ -96,7 +95,7 @@ fn main() -> ExitCode {
             listen,
             admin,
             origin,
-        } => run_demo(demo::DemoOptions {
+        } => run_demo(DemoOptions {
             listen,
             admin,
             origin,
@@ -111,7 +110,7 @@ fn main() -> ExitCode {
             status,
             tag_groups,
         } => {
-            let opts = origin::OriginOptions {
+            let opts = OriginOptions {
                 listen,
                 cpu: Duration::from_millis(cpu_ms),
                 sleep: Duration::from_millis(sleep_ms),
@@ -142,7 +141,7 @@ fn init_logging() {
 }
 
 fn check(path: &std::path::Path) -> ExitCode {
-    match calmcache::run::preflight::load(path) {
+    match calmcache::load_config(path) {
         Ok(config) => {
             println!("{}", config.summary());
             ExitCode::SUCCESS
@@ -164,7 +163,7 @@ fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
 
 fn serve(path: &std::path::Path) -> anyhow::Result<()> {
     // The same checks as `check`, reported the same way (exit 2).
-    let config = match calmcache::run::preflight::load(path) {
+    let config = match calmcache::load_config(path) {
         Ok(config) => config,
         Err(e) => {
             eprintln!("{e}");
@@ -210,16 +209,16 @@ fn serve(path: &std::path::Path) -> anyhow::Result<()> {
     })
 }
 
-fn run_demo(opts: demo::DemoOptions) -> anyhow::Result<()> {
+fn run_demo(opts: DemoOptions) -> anyhow::Result<()> {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     runtime(threads)?.block_on(async {
-        let origin = origin::start(demo::origin_options(&opts)).await?;
-        let config = demo::config(opts.listen, opts.admin, origin.addr)
+        let origin = calmcache::start_origin(opts.origin_options()).await?;
+        let config = opts.config(origin.addr)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let running = calmcache::start(&config).await?;
         let proxy = running.proxy_addrs.first().copied().unwrap_or(opts.listen);
         let admin = running.admin_addr.unwrap_or(opts.admin);
-        say(&demo::banner(proxy, admin, origin.addr));
+        say(&DemoOptions::banner(proxy, admin, origin.addr));
         stop_signal().await;
         origin.stop();
         running.shutdown(Duration::from_secs(5)).await;
@@ -227,10 +226,10 @@ fn run_demo(opts: demo::DemoOptions) -> anyhow::Result<()> {
     })
 }
 
-fn run_origin(opts: origin::OriginOptions, tag_groups: u64) -> anyhow::Result<()> {
+fn run_origin(opts: OriginOptions, tag_groups: u64) -> anyhow::Result<()> {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     runtime(threads)?.block_on(async {
-        let origin = origin::start_with_tags(opts, tag_groups).await?;
+        let origin = calmcache::start_origin_with_tags(opts, tag_groups).await?;
         say(&format!("http://{}/", origin.addr));
         stop_signal().await;
         origin.stop();
@@ -250,7 +249,7 @@ fn say(text: &str) {
 #[cfg(unix)]
 fn reopen_on_signal(
     mut usr1: tokio::signal::unix::Signal,
-    log: Option<calmcache::telemetry::access_log::AccessLog>,
+    log: Option<calmcache::AccessLog>,
 ) {
     tokio::spawn(async move {
         while usr1.recv().await.is_some() {
@@ -266,7 +265,7 @@ fn reopen_on_signal(
 #[cfg(unix)]
 fn reload_on_signal(
     mut hup: tokio::signal::unix::Signal,
-    reloader: std::sync::Arc<calmcache::run::reload::Reloader>,
+    reloader: std::sync::Arc<calmcache::Reloader>,
 ) {
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
@@ -295,7 +294,7 @@ fn reload(path: &std::path::Path) -> ExitCode {
         return ExitCode::from(2);
     };
     let result = runtime(1).and_then(|rt| {
-        let asked = calmcache::ops::admin::post_reload(admin.listen, admin.token.as_deref());
+        let asked = calmcache::post_reload(admin.listen, admin.token.as_deref());
         // anyhow for its `{:#}`: the cause and every source under it.
         rt.block_on(asked).map_err(anyhow::Error::from)
     });

@@ -24,8 +24,24 @@ pub struct DemoOptions {
     pub origin: SocketAddr,
 }
 
-/// The slow origin: ~180 ms of CPU per page on one worker, about 5 pages/s.
-pub fn origin_options(opts: &DemoOptions) -> OriginOptions {
+impl DemoOptions {
+    /// The slow origin: ~180 ms of CPU per page on one worker, about 5 pages/s.
+    pub fn origin_options(&self) -> OriginOptions {
+        origin_options(self)
+    }
+
+    /// The embedded config, in front of the origin listening at `origin`.
+    pub fn config(&self, origin: SocketAddr) -> Result<Config, ConfigError> {
+        config(self.listen, self.admin, origin)
+    }
+
+    /// What the demo prints; the first line is the proxy URL.
+    pub fn banner(proxy: SocketAddr, admin: SocketAddr, origin: SocketAddr) -> String {
+        banner(proxy, admin, origin)
+    }
+}
+
+fn origin_options(opts: &DemoOptions) -> OriginOptions {
     OriginOptions {
         listen: opts.origin,
         cpu: Duration::from_millis(180),
@@ -38,7 +54,7 @@ pub fn origin_options(opts: &DemoOptions) -> OriginOptions {
 }
 
 /// The embedded config, pointing at the origin's real address.
-pub fn config_text(listen: SocketAddr, admin: SocketAddr, origin: SocketAddr) -> String {
+fn config_text(listen: SocketAddr, admin: SocketAddr, origin: SocketAddr) -> String {
     format!(
         r#"# calmcache demo: a 1 s microcache in front of a slow origin.
 [server]
@@ -69,7 +85,7 @@ warm = ["/"]
 }
 
 /// Parses the embedded config.
-pub fn config(
+fn config(
     listen: SocketAddr,
     admin: SocketAddr,
     origin: SocketAddr,
@@ -77,8 +93,7 @@ pub fn config(
     Config::from_toml(&config_text(listen, admin, origin), "<demo config>")
 }
 
-/// What the demo prints; the first line is the proxy URL.
-pub fn banner(proxy: SocketAddr, admin: SocketAddr, origin: SocketAddr) -> String {
+fn banner(proxy: SocketAddr, admin: SocketAddr, origin: SocketAddr) -> String {
     format!(
         "http://{proxy}/\n\
          calmcache demo is running: a 1 s microcache (refresh = \"sus\", stale_while_revalidate = \"10s\")\n\

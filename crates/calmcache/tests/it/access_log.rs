@@ -238,7 +238,7 @@ fn an_access_log_that_cannot_be_opened_stops_the_start() {
     let text = "[server]\nlisten = [\"127.0.0.1:0\"]\n[upstreams.o]\nservers = [\"127.0.0.1:9\"]\n\
                 [[routes]]\nupstream = \"o\"\n\
                 [access_log]\npath = \"/nonexistent-calmcache-logs/access.log\"\n";
-    let config = calmcache::config::Config::from_toml(text, "<test>").unwrap();
+    let config = calmcache::Config::from_toml(text, "<test>").unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let err = rt.block_on(calmcache::start(&config)).err().unwrap();
     let message = err.to_string();

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::{free_port, scratch, signal, wait_until, Child};
-use calmcache::config::Config;
+use calmcache::Config;
 use calmcache_testkit::tls::{tls_get, TestCa};
 use calmcache_testkit::{get, get_with, Origin, Proxy};
 use http::Method;

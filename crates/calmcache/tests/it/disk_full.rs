@@ -468,7 +468,7 @@ async fn a_reload_checks_what_check_and_serve_check() {
         )
     };
     std::fs::write(&path, config("")).unwrap();
-    let first = calmcache::config::Config::from_file(&path).unwrap();
+    let first = calmcache::Config::from_file(&path).unwrap();
     let running = calmcache::start_from(&first, Some(path.clone()))
         .await
         .unwrap();

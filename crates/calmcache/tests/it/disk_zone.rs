@@ -223,7 +223,7 @@ fn an_unusable_cache_path_is_an_error_at_start() {
         "[server]\nlisten = [\"127.0.0.1:0\"]\n[upstreams.o]\nservers = [\"127.0.0.1:9\"]\n[zones.d]\nkind = \"disk\"\nmax_size = \"1MiB\"\npath = {:?}\n[[routes]]\nupstream = \"o\"\nzone = \"d\"\n",
         file.display().to_string()
     );
-    let config = calmcache::config::Config::from_toml(&text, "<test>").unwrap();
+    let config = calmcache::Config::from_toml(&text, "<test>").unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let err = rt.block_on(calmcache::start(&config)).err().unwrap();
     let message = err.to_string();
@@ -248,7 +248,7 @@ async fn keys_spread_over_zones_and_a_failed_zone_leaves_the_ring() {
         d1.display().to_string(),
         d2.display().to_string()
     );
-    let config = calmcache::config::Config::from_toml(&text, "<test>").unwrap();
+    let config = calmcache::Config::from_toml(&text, "<test>").unwrap();
     let running = calmcache::start(&config).await.unwrap();
     let url = |p: &str| format!("http://{}{p}", running.proxy_addrs[0]);
     let status = || async {
@@ -300,7 +300,7 @@ async fn hot_objects_are_promoted_to_the_memory_front() {
         origin.addr(),
         dir.display().to_string()
     );
-    let config = calmcache::config::Config::from_toml(&text, "<test>").unwrap();
+    let config = calmcache::Config::from_toml(&text, "<test>").unwrap();
     let running = calmcache::start(&config).await.unwrap();
     let url = |p: &str| format!("http://{}{p}", running.proxy_addrs[0]);
     let objects = |zone: &'static str| {

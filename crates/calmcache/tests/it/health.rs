@@ -585,7 +585,7 @@ async fn a_reload_keeps_health_of_unchanged_servers_and_stops_old_checks() {
     assert_eq!(upstream_status(&proxy).await["health"][0]["state"], "down");
     let reload = |keys: &str| {
         let text = builder(keys).toml();
-        calmcache::config::Config::from_toml(&text, "<test>").unwrap()
+        calmcache::Config::from_toml(&text, "<test>").unwrap()
     };
     let reloader = proxy.running().reloader().clone();
     // The same upstream settings (a route changed): still down, no attempt.
@@ -628,7 +628,7 @@ async fn a_server_table_overrides_the_upstream_settings() {
             origin.addr
         ),
     );
-    let config = calmcache::config::Config::from_toml(&text, "<test>").unwrap();
+    let config = calmcache::Config::from_toml(&text, "<test>").unwrap();
     assert_eq!(config.upstreams[0].server_health[0].max_fails, 0, "{text}");
     let running = calmcache::start(&config).await.unwrap();
     let url = format!("http://{}/t", running.proxy_addrs[0]);
@@ -656,7 +656,7 @@ health_check = { interval = "0s" }
 [[routes]]
 upstream = "app"
 "#;
-    let err = calmcache::config::Config::from_toml(text, "test.toml")
+    let err = calmcache::Config::from_toml(text, "test.toml")
         .unwrap_err()
         .to_string();
     for needle in [

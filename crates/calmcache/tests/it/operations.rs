@@ -197,7 +197,7 @@ async fn the_admin_token_guards_purges_and_non_loopback_listeners() {
 fn a_non_loopback_admin_listener_needs_a_token() {
     let base = "[server]\nlisten = [\"127.0.0.1:0\"]\n[upstreams.o]\nservers = [\"127.0.0.1:9\"]\n\
                 [[routes]]\nupstream = \"o\"\n[admin]\n";
-    let err = calmcache::config::Config::from_toml(
+    let err = calmcache::Config::from_toml(
         &format!("{base}listen = \"0.0.0.0:9090\"\n"),
         "calm.toml",
     )
@@ -213,10 +213,10 @@ fn a_non_loopback_admin_listener_needs_a_token() {
         "{base}listen = \"0.0.0.0:9090\"\ntoken_file = {:?}\n",
         file.display().to_string()
     );
-    let config = calmcache::config::Config::from_toml(&text, "calm.toml").unwrap();
+    let config = calmcache::Config::from_toml(&text, "calm.toml").unwrap();
     assert_eq!(config.admin.unwrap().token.as_deref(), Some(TOKEN));
     let missing = format!("{base}token_file = \"/nonexistent/token\"\nlisten = \"127.0.0.1:1\"\n");
-    let err = calmcache::config::Config::from_toml(&missing, "calm.toml")
+    let err = calmcache::Config::from_toml(&missing, "calm.toml")
         .unwrap_err()
         .to_string();
     assert!(err.contains("admin.token_file"), "{err}");

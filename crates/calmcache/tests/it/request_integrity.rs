@@ -588,7 +588,7 @@ async fn tunnels_open_only_on_this_handshakes_websocket_101() {
     let (good, heads) = scripted(|head| {
         switch(
             "websocket",
-            &calmcache::proxy::tunnel::accept_for(key_of(head).as_bytes()),
+            &calmcache::websocket_accept(key_of(head).as_bytes()),
         )
     })
     .await;
@@ -614,7 +614,7 @@ async fn tunnels_open_only_on_this_handshakes_websocket_101() {
         Box::new(|h: &str| {
             switch(
                 "h2c",
-                &calmcache::proxy::tunnel::accept_for(key_of(h).as_bytes()),
+                &calmcache::websocket_accept(key_of(h).as_bytes()),
             )
         }),
         Box::new(|_: &str| {

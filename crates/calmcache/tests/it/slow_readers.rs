@@ -438,7 +438,7 @@ async fn flooding_upstream() -> (std::net::SocketAddr, Arc<std::sync::atomic::At
                 let answer = format!(
                     "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
                      Connection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
-                    calmcache::proxy::tunnel::accept_for(key.as_bytes())
+                    calmcache::websocket_accept(key.as_bytes())
                 );
                 if s.write_all(answer.as_bytes()).await.is_err() {
                     return;
@@ -515,7 +515,7 @@ async fn a_reload_gives_new_connections_the_new_send_timeout() {
     let text = before
         .toml()
         .replace("127.0.0.1:0", &format!("127.0.0.1:{port}"));
-    let config = calmcache::config::Config::from_toml(&text, "<test>").unwrap();
+    let config = calmcache::Config::from_toml(&text, "<test>").unwrap();
     let running = calmcache::start(&config).await.unwrap();
     let addr = running.proxy_addrs[0];
     let host = addr.to_string();
@@ -529,7 +529,7 @@ async fn a_reload_gives_new_connections_the_new_send_timeout() {
     old.write_all(big_request(&host).as_bytes()).await.unwrap();
     // The same config with send_timeout 1s.
     let text = text.replace("send_timeout = \"30s\"", "send_timeout = \"1s\"");
-    let config = calmcache::config::Config::from_toml(&text, "<test>").unwrap();
+    let config = calmcache::Config::from_toml(&text, "<test>").unwrap();
     assert_eq!(config.server.send_timeout, Duration::from_secs(1));
     running.reloader().apply(config).await.unwrap();
     // A client of the new one stops reading: cut after 1 s; the old one

@@ -85,7 +85,7 @@ async fn a_third_tier_plugged_into_a_zone_serves_misses_hits_and_purges_on_every
     assert!(zone.get("disk").is_none(), "{status:#}");
     // A reload keeps the supplied tier, contents and all.
     // (Its TLS listener goes: this config has none.)
-    let config = calmcache::config::Config::from_toml(&text, "<test>").unwrap();
+    let config = calmcache::Config::from_toml(&text, "<test>").unwrap();
     let outcome = wires.proxy.running().reloader().apply(config).await;
     let notes = outcome.unwrap().notes;
     assert!(!notes.iter().any(|n| n.contains("zones.ram")), "{notes:?}");
