@@ -21,7 +21,7 @@
 //! - [`warn_limit`]: repeated warnings logged once per interval, with a count.
 //! - [`zone_lock`]: one process per disk zone directory (an `flock`).
 
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod cache_control;
 pub mod disk;

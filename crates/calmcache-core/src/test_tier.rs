@@ -16,16 +16,16 @@ use crate::object::{CachedObject, ObjectMeta};
 use crate::tier::{CacheError, PurgeFilter, PurgeMode, Tier, TierFuture};
 
 /// A memory tier with health, versions and touches a test steers and reads.
-pub struct TestTier {
-    pub inner: MemoryTier,
-    pub healthy: AtomicBool,
+pub(crate) struct TestTier {
+    pub(crate) inner: MemoryTier,
+    pub(crate) healthy: AtomicBool,
     /// Bumped by every insert and remove: the version of every key.
-    pub version: AtomicU64,
-    pub touches: AtomicU64,
+    pub(crate) version: AtomicU64,
+    pub(crate) touches: AtomicU64,
 }
 
 impl TestTier {
-    pub fn new() -> Arc<TestTier> {
+    pub(crate) fn new() -> Arc<TestTier> {
         Arc::new(TestTier {
             inner: MemoryTier::new(1 << 20, 64 << 10),
             healthy: AtomicBool::new(true),
@@ -94,7 +94,7 @@ impl Tier for TestTier {
 }
 
 /// A 200 response with `body`, fresh for a minute, with `headers`.
-pub fn object_with(body: &str, headers: HeaderMap) -> Arc<CachedObject> {
+pub(crate) fn object_with(body: &str, headers: HeaderMap) -> Arc<CachedObject> {
     let meta = ObjectMeta {
         stored_at: tokio::time::Instant::now(),
         freshness: Freshness {
@@ -116,10 +116,10 @@ pub fn object_with(body: &str, headers: HeaderMap) -> Arc<CachedObject> {
 }
 
 /// A 200 response with `body`.
-pub fn object(body: &str) -> Arc<CachedObject> {
+pub(crate) fn object(body: &str) -> Arc<CachedObject> {
     object_with(body, HeaderMap::new())
 }
 
-pub fn key(path: &str) -> CacheKey {
+pub(crate) fn key(path: &str) -> CacheKey {
     CacheKey::new("http", "h", path)
 }

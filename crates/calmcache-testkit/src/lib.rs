@@ -19,6 +19,8 @@
 //! - [`tier`]: [`CountingTier`], a third kind of tier that counts what it
 //!   is asked, plugged into a zone through the `Tier` trait.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod client;
 pub mod date;
 pub mod origin;

@@ -1,5 +1,13 @@
 //! calmcache: a caching reverse proxy that keeps slow origins calm.
 //!
+//! # Public surface
+//! The modules are private; this file re-exports what `main.rs`, the
+//! testkit and the integration tests use: [`Config`] and [`load_config`],
+//! [`start`] / [`start_from`] / [`start_with`] (a zone's storage supplied
+//! through the engine's `Tier` trait, [`ZoneTiers`]) and [`Running`], the
+//! reload pieces ([`Reloader`], [`post_reload`]), [`AccessLog`], the demo
+//! ([`DemoOptions`], [`start_origin`]) and the errors below.
+//!
 //! # Layout
 //! Folders are layers; a folder imports only from the folders above it in
 //! this list (`scripts/module-cycles` checks there is no cycle):
@@ -48,7 +56,5 @@ pub use proxy::zones::ZoneTiers;
 pub use run::listen::BindError;
 pub use run::preflight::load as load_config;
 pub use run::reload::{ReloadError, Reloader};
-pub use run::server::{
-    raise_open_files_limit, start, start_from, start_with, Running, StartError,
-};
+pub use run::server::{raise_open_files_limit, start, start_from, start_with, Running, StartError};
 pub use telemetry::access_log::AccessLog;

@@ -213,7 +213,8 @@ fn run_demo(opts: DemoOptions) -> anyhow::Result<()> {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     runtime(threads)?.block_on(async {
         let origin = calmcache::start_origin(opts.origin_options()).await?;
-        let config = opts.config(origin.addr)
+        let config = opts
+            .config(origin.addr)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let running = calmcache::start(&config).await?;
         let proxy = running.proxy_addrs.first().copied().unwrap_or(opts.listen);
@@ -247,10 +248,7 @@ fn say(text: &str) {
 
 /// Reopens the access log on each SIGUSR1 (logrotate's `postrotate`).
 #[cfg(unix)]
-fn reopen_on_signal(
-    mut usr1: tokio::signal::unix::Signal,
-    log: Option<calmcache::AccessLog>,
-) {
+fn reopen_on_signal(mut usr1: tokio::signal::unix::Signal, log: Option<calmcache::AccessLog>) {
     tokio::spawn(async move {
         while usr1.recv().await.is_some() {
             match &log {

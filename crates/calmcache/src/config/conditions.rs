@@ -110,7 +110,11 @@ impl fmt::Display for Condition {
 }
 
 /// True when any of `conditions` matches.
-pub fn any_match(conditions: &[Condition], headers: &HeaderMap, query: Option<&str>) -> bool {
+pub(crate) fn any_match(
+    conditions: &[Condition],
+    headers: &HeaderMap,
+    query: Option<&str>,
+) -> bool {
     conditions
         .iter()
         .any(|condition| condition.matches(headers, query))

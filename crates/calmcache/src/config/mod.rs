@@ -33,17 +33,17 @@
 //! - `tls.rs`: `[[server.tls]]` certificate files loaded and checked.
 //! - `access_log.rs`: the `[access_log]` table's types.
 
-pub mod access_log;
-pub mod conditions;
+pub(crate) mod access_log;
+pub(crate) mod conditions;
 mod error;
-pub mod key_template;
+pub(crate) mod key_template;
 mod raw;
 pub(crate) mod suggest;
 mod summary;
-pub mod tls;
+pub(crate) mod tls;
 mod units;
 mod validate;
-pub use validate::DEFAULT_MAX_INFLIGHT_BODY;
+pub(crate) use validate::DEFAULT_MAX_INFLIGHT_BODY;
 
 #[cfg(test)]
 mod tests;
@@ -65,9 +65,10 @@ use crate::config::conditions::Condition;
 use crate::config::key_template::KeyTemplate;
 use crate::http::compress::Coding;
 
-pub use access_log::{AccessLogConfig, LogFormat, LogTarget};
+pub(crate) use access_log::{AccessLogConfig, LogTarget};
 pub(crate) use error::toml_key;
-pub use error::{ConfigError, Problem};
+pub use error::ConfigError;
+pub(crate) use error::Problem;
 
 /// A validated config: every default applied, every reference resolved.
 #[derive(Debug, Clone)]
@@ -329,7 +330,7 @@ pub struct ZoneConfig {
 /// Large, 501 Not Implemented. One client's odd (or too frequent) request
 /// must not make them everyone's answer, so `ttl.any` never stores them; a
 /// route that wants one stored lists it by number.
-pub const REQUEST_CAUSED: [u16; 13] = [
+pub(crate) const REQUEST_CAUSED: [u16; 13] = [
     400, 405, 406, 408, 411, 413, 414, 415, 417, 421, 429, 431, 501,
 ];
 

@@ -1338,7 +1338,7 @@ fn access_log_takes_a_file_or_stdout_and_a_format() {
         file.access_log,
         Some(super::AccessLogConfig {
             target: super::LogTarget::File("/var/log/calmcache/access.log".into()),
-            format: super::LogFormat::Combined,
+            format: super::access_log::LogFormat::Combined,
         })
     );
     let stdout = load(&format!(
@@ -1348,7 +1348,7 @@ fn access_log_takes_a_file_or_stdout_and_a_format() {
         stdout.access_log,
         Some(super::AccessLogConfig {
             target: super::LogTarget::Stdout,
-            format: super::LogFormat::Json,
+            format: super::access_log::LogFormat::Json,
         })
     );
 }
@@ -1364,7 +1364,7 @@ fn example_access_log_lines_are_valid() {
     assert_eq!(section.len(), 3, "{section:?}");
     let config = load(&format!("{MINIMAL}\n{}\n", section.join("\n")));
     let log = config.access_log.unwrap();
-    assert_eq!(log.format, super::LogFormat::Combined);
+    assert_eq!(log.format, super::access_log::LogFormat::Combined);
 }
 
 #[test]

@@ -51,7 +51,7 @@ impl Eq for TlsCert {}
 
 /// Reads and checks a certificate chain and its key. `names` empty takes
 /// the certificate's DNS names. The error says which file and what is wrong.
-pub fn load(cert: &Path, key: &Path, names: Vec<String>) -> Result<TlsCert, String> {
+pub(crate) fn load(cert: &Path, key: &Path, names: Vec<String>) -> Result<TlsCert, String> {
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
         .and_then(|certs| certs.collect::<Result<_, _>>())
         .map_err(|e| {

@@ -778,7 +778,7 @@ const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 
 /// `server.max_inflight_body` unless set: room for a few hundred fills'
 /// windows and some whole bodies bound for memory zones at once.
-pub const DEFAULT_MAX_INFLIGHT_BODY: u64 = 256 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_INFLIGHT_BODY: u64 = 256 * 1024 * 1024;
 
 /// One worker per core; 1 if the OS cannot tell.
 fn default_threads() -> usize {

@@ -5,7 +5,7 @@
 //! origin`, which tests and benchmarks use). Imports: any folder; nothing
 //! imports it but `main.rs`.
 
-pub mod origin;
+pub(crate) mod origin;
 
 use std::net::SocketAddr;
 use std::time::Duration;

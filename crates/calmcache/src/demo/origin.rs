@@ -218,7 +218,7 @@ fn steer(origin: &Origin, query: &str) -> Response<ResponseBody> {
 
 /// The tag group of `path` among `groups` (> 0): the last run of decimal
 /// digits in the path, else its 64-bit FNV-1a hash, modulo `groups`.
-pub fn tag_group(path: &str, groups: u64) -> u64 {
+pub(crate) fn tag_group(path: &str, groups: u64) -> u64 {
     let groups = u128::from(groups.max(1));
     let digits = path
         .rsplit(|c: char| !c.is_ascii_digit())

@@ -16,10 +16,10 @@ use http_body_util::BodyExt;
 use tokio::time::{sleep, Instant, Sleep};
 
 /// Errors crossing body boundaries.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A streamed body from either side.
-pub type StreamBody = BoxBody<Bytes, BoxError>;
+pub(crate) type StreamBody = BoxBody<Bytes, BoxError>;
 
 /// Body of a response sent to a client.
 pub enum ResponseBody {
@@ -85,7 +85,7 @@ impl Body for ResponseBody {
 /// The peer stopped sending body frames for longer than the limit.
 #[derive(Debug, thiserror::Error)]
 #[error("no body data for {0:?}")]
-pub struct BodyTimeout(pub Duration);
+pub(crate) struct BodyTimeout(pub Duration);
 
 /// Wraps a body so that waiting longer than `limit` for the next frame is an error.
 ///
@@ -93,7 +93,7 @@ pub struct BodyTimeout(pub Duration);
 /// first poll that finds no frame ready, not when a frame was handed on, so a
 /// slow reader on the other side (which delays our polls) never counts
 /// against the sender.
-pub struct TimeoutBody<B> {
+pub(crate) struct TimeoutBody<B> {
     inner: B,
     limit: Duration,
     timer: Pin<Box<Sleep>>,
@@ -103,7 +103,7 @@ pub struct TimeoutBody<B> {
 
 impl<B> TimeoutBody<B> {
     /// Bounds each wait for a frame of `inner` by `limit`.
-    pub fn new(inner: B, limit: Duration) -> Self {
+    pub(crate) fn new(inner: B, limit: Duration) -> Self {
         TimeoutBody {
             inner,
             limit,
@@ -153,12 +153,12 @@ where
 /// `send_timeout`) is answered as the client's fault (400/408), not as a
 /// broken origin (502).
 #[derive(Clone, Default)]
-pub struct ClientBody(std::sync::Arc<std::sync::OnceLock<crate::http::error::ProxyError>>);
+pub(crate) struct ClientBody(std::sync::Arc<std::sync::OnceLock<crate::http::error::ProxyError>>);
 
 impl ClientBody {
     /// The body to send upstream (`body` bounded by `limit` between frames)
     /// and the watch that learns whether it failed.
-    pub fn watch<B>(body: B, limit: Duration) -> (StreamBody, ClientBody)
+    pub(crate) fn watch<B>(body: B, limit: Duration) -> (StreamBody, ClientBody)
     where
         B: Body<Data = Bytes> + Unpin + Send + Sync + 'static,
         B::Error: Into<BoxError>,
@@ -182,21 +182,21 @@ impl ClientBody {
     }
 
     /// The client's fault, if its body failed.
-    pub fn fault(&self) -> Option<crate::http::error::ProxyError> {
+    pub(crate) fn fault(&self) -> Option<crate::http::error::ProxyError> {
         self.0.get().cloned()
     }
 }
 
 /// A body that first yields already-read chunks, then the rest of a stream:
 /// used when a response turned out too large to cache mid-read.
-pub struct PrefixedBody<B> {
+pub(crate) struct PrefixedBody<B> {
     prefix: std::collections::VecDeque<Bytes>,
     rest: B,
 }
 
 impl<B> PrefixedBody<B> {
     /// Yields `prefix` in order, then `rest`.
-    pub fn new(prefix: Vec<Bytes>, rest: B) -> Self {
+    pub(crate) fn new(prefix: Vec<Bytes>, rest: B) -> Self {
         PrefixedBody {
             prefix: prefix.into(),
             rest,
@@ -228,7 +228,7 @@ where
 
 /// Something a [`ChannelBody`] receives chunks from: a bounded channel (file
 /// reads a few chunks ahead) or a growing body's reader (`growing.rs`).
-pub trait ChunkSource: Send + Sync + 'static {
+pub(crate) trait ChunkSource: Send + Sync + 'static {
     /// The next chunk, an error, or `None` when the sender is gone.
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>>;
 }
@@ -243,14 +243,14 @@ impl ChunkSource for tokio::sync::mpsc::Receiver<Result<Bytes, BoxError>> {
 /// known (a channel that closes before them is an error, never a short body
 /// passed off as whole), else of whatever comes until the source ends
 /// cleanly (sent chunked).
-pub struct ChannelBody<S> {
+pub(crate) struct ChannelBody<S> {
     source: S,
     left: Option<u64>,
 }
 
 impl<S: ChunkSource> ChannelBody<S> {
     /// A body of `len` bytes from `source`.
-    pub fn new(source: S, len: u64) -> Self {
+    pub(crate) fn new(source: S, len: u64) -> Self {
         ChannelBody {
             source,
             left: Some(len),
@@ -258,7 +258,7 @@ impl<S: ChunkSource> ChannelBody<S> {
     }
 
     /// A body of unknown length from `source`.
-    pub fn open_ended(source: S) -> Self {
+    pub(crate) fn open_ended(source: S) -> Self {
         ChannelBody { source, left: None }
     }
 }

@@ -68,7 +68,7 @@ use http::{HeaderMap, HeaderValue};
 /// bookkeeping. Smaller bodies are stored identity-only
 /// (nginx's `gzip_min_length` default of 20 is too low to pay off, and
 /// thresholds around 1 KB give up real savings on small JSON replies).
-pub const MIN_SIZE: usize = 256;
+pub(crate) const MIN_SIZE: usize = 256;
 
 /// Brotli quality used for the one-off encode at store time.
 ///
@@ -104,7 +104,7 @@ const GZIP_LEVEL: u32 = 6;
 /// parameters (e.g. `charset`) are ignored and matching is case-insensitive.
 /// Anything unparsable answers `false`: compressing is an optimisation, never
 /// a risk worth taking.
-pub fn compressible(headers: &HeaderMap) -> bool {
+pub(crate) fn compressible(headers: &HeaderMap) -> bool {
     if headers.contains_key(CONTENT_RANGE) {
         return false;
     }
@@ -193,7 +193,7 @@ fn text_like(content_type: &str) -> bool {
 /// on an async worker. Brotli uses quality 5 and a 4 MiB window, gzip level 6;
 /// see `BROTLI_QUALITY`, `BROTLI_LGWIN` and `GZIP_LEVEL` for why. The
 /// output is deterministic (the gzip header carries no mtime or file name).
-pub fn encode(coding: Coding, body: &[u8]) -> std::io::Result<Bytes> {
+pub(crate) fn encode(coding: Coding, body: &[u8]) -> std::io::Result<Bytes> {
     // Text usually shrinks 3-5x; start there and let the Vec grow if not.
     let mut out = Vec::with_capacity(body.len() / 3 + 64);
     match coding {
@@ -224,7 +224,7 @@ pub fn encode(coding: Coding, body: &[u8]) -> std::io::Result<Bytes> {
 /// twice is encoded once, and a coding whose encoder fails is logged and left
 /// out (the identity body is always there to serve). Blocking, like
 /// [`encode`].
-pub fn encode_all(codings: &[Coding], body: &[u8]) -> Vec<(Coding, Bytes)> {
+pub(crate) fn encode_all(codings: &[Coding], body: &[u8]) -> Vec<(Coding, Bytes)> {
     let mut out: Vec<(Coding, Bytes)> = Vec::with_capacity(codings.len());
     if body.len() < MIN_SIZE {
         return out;
@@ -380,7 +380,7 @@ fn parse_qvalue(value: &str) -> Option<Q> {
 ///   client excluded identity (`identity;q=0`, or `*;q=0` without
 ///   `identity`): RFC 9110 §12.5.3 would allow a 415, but serving the
 ///   unencoded body is what every origin does and what clients handle.
-pub fn negotiate<'a>(
+pub(crate) fn negotiate<'a>(
     accept_encoding: impl Iterator<Item = &'a HeaderValue>,
     available: &[Coding],
 ) -> Option<Coding> {
@@ -414,7 +414,7 @@ pub fn negotiate<'a>(
 /// variants per URL instead of one per distinct header spelling. Same
 /// parsing as [`negotiate`]: all field lines, case-insensitive, invalid
 /// members ignored, the first member for a coding wins.
-pub fn normalise_accept_encoding<'a>(
+pub(crate) fn normalise_accept_encoding<'a>(
     accept_encoding: impl Iterator<Item = &'a HeaderValue>,
 ) -> &'static str {
     let ae = AcceptEncoding::parse(accept_encoding);
@@ -436,7 +436,7 @@ pub fn normalise_accept_encoding<'a>(
 /// None for a value that is not a valid entity-tag
 /// (`[ W/ ] DQUOTE *etagc DQUOTE`, `W` case-sensitive): the caller then sends
 /// the variant without an `ETag`.
-pub fn weak_etag(etag: &HeaderValue) -> Option<HeaderValue> {
+pub(crate) fn weak_etag(etag: &HeaderValue) -> Option<HeaderValue> {
     let tag = crate::http::conditional::EntityTag::parse_valid(etag.as_bytes())?;
     if tag.is_weak() {
         return Some(etag.clone());

@@ -18,7 +18,7 @@ use crate::http::headers::trim_ows;
 
 /// What a request's preconditions say about answering it from a representation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Precondition {
+pub(crate) enum Precondition {
     /// No precondition, or all passed: send the representation.
     Proceed,
     /// `If-None-Match` / `If-Modified-Since` matched: 304 (RFC 9110 §13.1.2-3).
@@ -28,7 +28,7 @@ pub enum Precondition {
 }
 
 /// True when the request carries any precondition (cheap check for the hit path).
-pub fn has_preconditions(request: &HeaderMap) -> bool {
+pub(crate) fn has_preconditions(request: &HeaderMap) -> bool {
     request.contains_key(header::IF_NONE_MATCH)
         || request.contains_key(header::IF_MODIFIED_SINCE)
         || request.contains_key(header::IF_MATCH)
@@ -37,7 +37,7 @@ pub fn has_preconditions(request: &HeaderMap) -> bool {
 
 /// RFC 9110 §13.2.2: evaluates the preconditions of a GET or HEAD in order
 /// against the representation's `ETag` and `Last-Modified` in `response`.
-pub fn evaluate(request: &HeaderMap, response: &HeaderMap) -> Precondition {
+pub(crate) fn evaluate(request: &HeaderMap, response: &HeaderMap) -> Precondition {
     let etag = etag_of(response);
     let modified = response
         .get(header::LAST_MODIFIED)
@@ -89,7 +89,7 @@ fn date(request: &HeaderMap, name: &HeaderName) -> Option<SystemTime> {
 /// RFC's syntax, `DQUOTE *etagc DQUOTE`; `If-Range` and the weak tag of an
 /// encoded variant require it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EntityTag<'a> {
+pub(crate) struct EntityTag<'a> {
     weak: bool,
     /// The opaque-tag, quotes included when it has them.
     opaque: &'a [u8],
@@ -97,7 +97,7 @@ pub struct EntityTag<'a> {
 
 /// How two entity-tags are compared (RFC 9110 §8.8.3.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Comparison {
+pub(crate) enum Comparison {
     /// Neither weak, and the opaque-tags equal (`If-Match`, `If-Range`).
     Strong,
     /// The opaque-tags equal, weak or not (`If-None-Match`, a 304's fit).
@@ -108,7 +108,7 @@ impl<'a> EntityTag<'a> {
     /// The tag in `text`, exactly as given: a caller trims the OWS around a
     /// field value (hyper's field values have none). `W/` is
     /// case-sensitive (§8.8.3).
-    pub fn parse(text: &'a [u8]) -> EntityTag<'a> {
+    pub(crate) fn parse(text: &'a [u8]) -> EntityTag<'a> {
         match text.strip_prefix(b"W/") {
             Some(opaque) => EntityTag { weak: true, opaque },
             None => EntityTag {
@@ -119,18 +119,18 @@ impl<'a> EntityTag<'a> {
     }
 
     /// The tag in `text` when it is a valid entity-tag, else `None`.
-    pub fn parse_valid(text: &'a [u8]) -> Option<EntityTag<'a>> {
+    pub(crate) fn parse_valid(text: &'a [u8]) -> Option<EntityTag<'a>> {
         Some(EntityTag::parse(text)).filter(|tag| tag.is_valid())
     }
 
     /// `W/` was given: the tag is a weak validator (§8.8.1).
-    pub fn is_weak(self) -> bool {
+    pub(crate) fn is_weak(self) -> bool {
         self.weak
     }
 
     /// RFC 9110 §8.8.3: `opaque-tag = DQUOTE *etagc DQUOTE`, `etagc = %x21
     /// / %x23-7E / obs-text`.
-    pub fn is_valid(self) -> bool {
+    pub(crate) fn is_valid(self) -> bool {
         let etagc = |b: &u8| matches!(*b, 0x21 | 0x23..=0x7e | 0x80..=0xff);
         self.opaque
             .strip_prefix(b"\"")
@@ -143,7 +143,7 @@ impl<'a> EntityTag<'a> {
     /// character. Weak comparison: two entity tags are equivalent if their
     /// opaque-tags match character-by-character, regardless of either or
     /// both being tagged as weak."
-    pub fn matches(self, other: EntityTag<'_>, how: Comparison) -> bool {
+    pub(crate) fn matches(self, other: EntityTag<'_>, how: Comparison) -> bool {
         let strong_enough = match how {
             Comparison::Strong => !self.weak && !other.weak,
             Comparison::Weak => true,
@@ -163,7 +163,7 @@ fn etag_of(response: &HeaderMap) -> Option<EntityTag<'_>> {
 /// `current`: `*` matches any (a stored response is a current
 /// representation, with or without an ETag), a list of entity-tags matches
 /// when one of them does by `how`.
-pub fn list_matches<'v>(
+pub(crate) fn list_matches<'v>(
     lines: impl Iterator<Item = &'v HeaderValue>,
     current: Option<EntityTag<'_>>,
     how: Comparison,
@@ -211,7 +211,7 @@ fn entity_tags(list: &[u8]) -> impl Iterator<Item = EntityTag<'_>> {
 
 /// The headers of a 304 made from a stored response (RFC 9110 §15.4.5): the
 /// validators and caching fields, without the representation's length and format.
-pub fn not_modified_headers(headers: &mut HeaderMap) {
+pub(crate) fn not_modified_headers(headers: &mut HeaderMap) {
     for name in [
         header::CONTENT_LENGTH,
         header::CONTENT_TYPE,
@@ -226,7 +226,7 @@ pub fn not_modified_headers(headers: &mut HeaderMap) {
 
 /// The validators a revalidation sends (RFC 9111 §4.3.1): `If-None-Match`
 /// with the stored ETag and `If-Modified-Since` with its Last-Modified.
-pub fn add_validators(request: &mut HeaderMap, stored: &HeaderMap) {
+pub(crate) fn add_validators(request: &mut HeaderMap, stored: &HeaderMap) {
     if let Some(etag) = stored.get(header::ETAG) {
         request.insert(header::IF_NONE_MATCH, etag.clone());
     }
@@ -237,7 +237,7 @@ pub fn add_validators(request: &mut HeaderMap, stored: &HeaderMap) {
 
 /// The headers of a 412 made from a stored response: nothing that would let
 /// a downstream cache keep it or take it for the representation.
-pub fn precondition_failed_headers(headers: &mut HeaderMap) {
+pub(crate) fn precondition_failed_headers(headers: &mut HeaderMap) {
     not_modified_headers(headers);
     for name in [
         header::CACHE_CONTROL,
@@ -252,13 +252,13 @@ pub fn precondition_failed_headers(headers: &mut HeaderMap) {
 }
 
 /// True when a stored response can be revalidated at all.
-pub fn has_validator(stored: &HeaderMap) -> bool {
+pub(crate) fn has_validator(stored: &HeaderMap) -> bool {
     stored.contains_key(header::ETAG) || stored.contains_key(header::LAST_MODIFIED)
 }
 
 /// RFC 9111 §4.3.3: a 304 applies to the stored response when its strong
 /// validator matches (or it carries none to compare).
-pub fn applies_to(not_modified: &HeaderMap, stored: &HeaderMap) -> bool {
+pub(crate) fn applies_to(not_modified: &HeaderMap, stored: &HeaderMap) -> bool {
     match (etag_of(not_modified), etag_of(stored)) {
         (Some(new), Some(old)) => new.matches(old, Comparison::Weak),
         (Some(_), None) => false,
@@ -270,7 +270,11 @@ pub fn applies_to(not_modified: &HeaderMap, stored: &HeaderMap) -> bool {
 /// each field the 304 carries replaces the stored one, except Content-Length
 /// (it describes the 304, not the stored body) and `skip` (fields that must
 /// not be stored, lower-cased). The stored `Age` is dropped.
-pub fn merge_not_modified(stored: &HeaderMap, update: &HeaderMap, skip: &[String]) -> HeaderMap {
+pub(crate) fn merge_not_modified(
+    stored: &HeaderMap,
+    update: &HeaderMap,
+    skip: &[String],
+) -> HeaderMap {
     let mut merged = stored.clone();
     // The stored Age described the first response; the 304's own Age (or
     // none) describes the freshened one (RFC 9111 §4.2.3).

@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use crate::http::body::{BoxError, ChannelBody, ResponseBody};
 
 /// Bytes read per blocking call.
-pub const CHUNK: usize = 256 * 1024;
+pub(crate) const CHUNK: usize = 256 * 1024;
 /// Chunks read ahead of the client.
 const AHEAD: usize = 4;
 
@@ -18,7 +18,7 @@ const AHEAD: usize = 4;
 /// whole body), the body's CRC is checked at the end: a mismatch ends the
 /// response with an error (the client sees a cut connection, never wrong
 /// bytes presented as complete) and removes the file.
-pub fn file_body(lazy: &LazyBody, start: u64, len: u64, verify: bool) -> ResponseBody {
+pub(crate) fn file_body(lazy: &LazyBody, start: u64, len: u64, verify: bool) -> ResponseBody {
     let (tx, rx) = mpsc::channel::<Result<Bytes, BoxError>>(AHEAD);
     let lazy = lazy.clone();
     tokio::spawn(async move {

@@ -7,12 +7,12 @@ use calmcache_core::Report;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 /// The RFC 9211 `Cache-Status` header.
-pub static CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
+pub(crate) static CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 
 /// Headers that describe one connection, never forwarded (RFC 9110 §7.6.1).
-pub static HOP_BY_HOP: [HeaderName; 10] = [
+pub(crate) static HOP_BY_HOP: [HeaderName; 10] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -26,13 +26,16 @@ pub static HOP_BY_HOP: [HeaderName; 10] = [
 ];
 
 /// Removes hop-by-hop headers, including those the `Connection` header names.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     strip_hop_by_hop_keeping(headers, |_| false);
 }
 
 /// [`strip_hop_by_hop`], except that `Connection` cannot remove the fields
 /// `keep` picks (a request's Host and keyed fields: edge.rs).
-pub fn strip_hop_by_hop_keeping(headers: &mut HeaderMap, keep: impl Fn(&HeaderName) -> bool) {
+pub(crate) fn strip_hop_by_hop_keeping(
+    headers: &mut HeaderMap,
+    keep: impl Fn(&HeaderName) -> bool,
+) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -58,7 +61,7 @@ pub fn strip_hop_by_hop_keeping(headers: &mut HeaderMap, keep: impl Fn(&HeaderNa
 
 /// `token` among the comma-separated values of field `name`, whatever the
 /// case (an `Upgrade` protocol's version, `websocket/13`, is ignored).
-pub fn has_token(headers: &HeaderMap, name: &HeaderName, token: &str) -> bool {
+pub(crate) fn has_token(headers: &HeaderMap, name: &HeaderName, token: &str) -> bool {
     headers
         .get_all(name)
         .iter()
@@ -71,7 +74,7 @@ pub fn has_token(headers: &HeaderMap, name: &HeaderName, token: &str) -> bool {
 }
 
 /// Appends the client address to `X-Forwarded-For` and sets `X-Forwarded-Proto`.
-pub fn add_forwarded(headers: &mut HeaderMap, client: IpAddr, proto: &'static str) {
+pub(crate) fn add_forwarded(headers: &mut HeaderMap, client: IpAddr, proto: &'static str) {
     let value = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
         Some(prior) => format!("{prior}, {client}"),
         None => client.to_string(),
@@ -84,7 +87,7 @@ pub fn add_forwarded(headers: &mut HeaderMap, client: IpAddr, proto: &'static st
 
 /// A field value without the OWS around it (RFC 9110 §5.6.3: OWS is
 /// `*( SP / HTAB )`).
-pub fn trim_ows(mut s: &[u8]) -> &[u8] {
+pub(crate) fn trim_ows(mut s: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', rest @ ..] = s {
         s = rest;
     }
@@ -96,7 +99,7 @@ pub fn trim_ows(mut s: &[u8]) -> &[u8] {
 
 /// Adds our `Cache-Status` member after any an upstream cache put there
 /// (RFC 9211 §2: the last member is the cache closest to the client).
-pub fn set_cache_status(headers: &mut HeaderMap, report: &Report, key: Option<&str>) {
+pub(crate) fn set_cache_status(headers: &mut HeaderMap, report: &Report, key: Option<&str>) {
     let mut value = String::with_capacity(64);
     for prior in headers.get_all(&CACHE_STATUS) {
         if let Ok(prior) = prior.to_str() {
@@ -111,12 +114,12 @@ pub fn set_cache_status(headers: &mut HeaderMap, report: &Report, key: Option<&s
 }
 
 /// Sets `Age` in whole seconds (RFC 9111 §5.1).
-pub fn set_age(headers: &mut HeaderMap, age_secs: u64) {
+pub(crate) fn set_age(headers: &mut HeaderMap, age_secs: u64) {
     headers.insert(header::AGE, HeaderValue::from(age_secs));
 }
 
 /// The `Host` the client asked for.
-pub fn host_of<B>(req: &http::Request<B>) -> &str {
+pub(crate) fn host_of<B>(req: &http::Request<B>) -> &str {
     req.headers()
         .get(http::header::HOST)
         .and_then(|h| h.to_str().ok())
@@ -127,7 +130,7 @@ pub fn host_of<B>(req: &http::Request<B>) -> &str {
 /// Copies header values out of hyper's read buffer (a stored value that
 /// sliced it would pin the whole buffer, 8 KiB or more, in the zone) and
 /// drops the fields that must not be stored (`private="..."`, `no-cache="..."`).
-pub fn detach_headers(headers: &http::HeaderMap, strip: &[String]) -> http::HeaderMap {
+pub(crate) fn detach_headers(headers: &http::HeaderMap, strip: &[String]) -> http::HeaderMap {
     let mut out = http::HeaderMap::with_capacity(headers.len() + 2);
     for (name, value) in headers {
         if strip.iter().any(|s| s == name.as_str()) {

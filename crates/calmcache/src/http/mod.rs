@@ -7,12 +7,12 @@
 //! Imports: `calmcache-core` only; nothing else of this crate (it is the
 //! bottom layer, so every other folder may use it).
 
-pub mod body;
-pub mod compress;
-pub mod conditional;
-pub mod error;
-pub mod file_body;
-pub mod headers;
-pub mod range;
-pub mod reply;
-pub mod vary;
+pub(crate) mod body;
+pub(crate) mod compress;
+pub(crate) mod conditional;
+pub(crate) mod error;
+pub(crate) mod file_body;
+pub(crate) mod headers;
+pub(crate) mod range;
+pub(crate) mod reply;
+pub(crate) mod vary;

@@ -47,32 +47,20 @@ use crate::http::headers::trim_ows;
 /// Most parts a `multipart/byteranges` answer may have (after coalescing).
 /// More than this is "many small ranges" (RFC 9110 §14.2) and is answered
 /// with the full representation.
-pub const MAX_PARTS: usize = 64;
+pub(crate) const MAX_PARTS: usize = 64;
 
 /// One satisfiable byte range, inclusive bounds, already clamped to the length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ByteRange {
+pub(crate) struct ByteRange {
     /// First byte (0-based).
     pub start: u64,
     /// Last byte, inclusive; `start <= end < len`.
     pub end: u64,
 }
 
-impl ByteRange {
-    /// Number of bytes in the range.
-    pub fn len(&self) -> u64 {
-        self.end.saturating_sub(self.start).saturating_add(1)
-    }
-
-    /// Always false for a range made by [`plan`].
-    pub fn is_empty(&self) -> bool {
-        self.end < self.start
-    }
-}
-
 /// What a request gets from a stored full (200) response of `len` bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RangePlan {
+pub(crate) enum RangePlan {
     /// No Range, an invalid/unsupported Range (ignored per RFC 9110 §14.2), or If-Range did not match: send the whole 200.
     Full,
     /// One range: 206 with Content-Range.
@@ -84,7 +72,7 @@ pub enum RangePlan {
 }
 
 /// Decides from the request headers (`Range`, `If-Range`) and the stored response headers (`ETag`, `Last-Modified`, `Date`).
-pub fn plan(request: &HeaderMap, stored: &HeaderMap, len: u64) -> RangePlan {
+pub(crate) fn plan(request: &HeaderMap, stored: &HeaderMap, len: u64) -> RangePlan {
     // RFC 9110 §13.1.5: "A server MUST ignore an If-Range header field
     // received in a request that does not contain a Range header field."
     let Some(range) = single_value(request, &RANGE) else {
@@ -113,7 +101,7 @@ pub fn plan(request: &HeaderMap, stored: &HeaderMap, len: u64) -> RangePlan {
 /// generate a multipart response to a request for a single range").
 /// `Multi` moves a `Content-Encoding` from the response into each part, and
 /// 416 drops `Content-Type` and `Content-Encoding` (its body is empty).
-pub fn render(
+pub(crate) fn render(
     plan: &RangePlan,
     status: &mut StatusCode,
     headers: &mut HeaderMap,

@@ -6,7 +6,7 @@ use http::{header, HeaderValue, Response, StatusCode};
 use crate::http::body::ResponseBody;
 
 /// `{"error": message}` with `status`.
-pub fn json_error(status: StatusCode, message: &str) -> Response<ResponseBody> {
+pub(crate) fn json_error(status: StatusCode, message: &str) -> Response<ResponseBody> {
     let json = serde_json::json!({ "error": message }).to_string() + "\n";
     let mut resp = with_type(Response::new(ResponseBody::full(json)), "application/json");
     *resp.status_mut() = status;
@@ -15,7 +15,7 @@ pub fn json_error(status: StatusCode, message: &str) -> Response<ResponseBody> {
 
 /// True when `headers` carry `Authorization: Bearer <token>` (compared in
 /// constant time).
-pub fn bearer_matches(headers: &http::HeaderMap, token: &str) -> bool {
+pub(crate) fn bearer_matches(headers: &http::HeaderMap, token: &str) -> bool {
     let Some(given) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -35,7 +35,7 @@ pub fn bearer_matches(headers: &http::HeaderMap, token: &str) -> bool {
 }
 
 /// 401 with `WWW-Authenticate: Bearer`, saying whether a token is configured.
-pub fn unauthorized(configured: bool) -> Response<ResponseBody> {
+pub(crate) fn unauthorized(configured: bool) -> Response<ResponseBody> {
     let message = if configured {
         "missing or wrong bearer token"
     } else {
@@ -50,7 +50,7 @@ pub fn unauthorized(configured: bool) -> Response<ResponseBody> {
 }
 
 /// A `text/plain` answer with `status`.
-pub fn plain(status: StatusCode, text: String) -> Response<ResponseBody> {
+pub(crate) fn plain(status: StatusCode, text: String) -> Response<ResponseBody> {
     let mut resp = with_type(
         Response::new(ResponseBody::full(text)),
         "text/plain; charset=utf-8",
@@ -60,7 +60,7 @@ pub fn plain(status: StatusCode, text: String) -> Response<ResponseBody> {
 }
 
 /// `resp` with `Content-Type: content_type`.
-pub fn with_type(
+pub(crate) fn with_type(
     mut resp: Response<ResponseBody>,
     content_type: &'static str,
 ) -> Response<ResponseBody> {

@@ -16,7 +16,7 @@ use http::HeaderMap;
 /// here (such responses are not stored). With `drop_accept_encoding` (the
 /// route compresses itself and asks the origin without it), Accept-Encoding
 /// is left out.
-pub fn names(response: &HeaderMap, drop_accept_encoding: bool) -> Vec<HeaderName> {
+pub(crate) fn names(response: &HeaderMap, drop_accept_encoding: bool) -> Vec<HeaderName> {
     let mut names: Vec<HeaderName> = response
         .get_all(VARY)
         .iter()
@@ -32,7 +32,7 @@ pub fn names(response: &HeaderMap, drop_accept_encoding: bool) -> Vec<HeaderName
 
 /// The secondary key of a request: each named header's normalised value.
 /// An absent header and an empty one are different selections.
-pub fn secondary(names: &[HeaderName], request: &HeaderMap) -> String {
+pub(crate) fn secondary(names: &[HeaderName], request: &HeaderMap) -> String {
     let mut out = String::new();
     for name in names {
         out.push_str(name.as_str());
@@ -75,7 +75,7 @@ pub fn secondary(names: &[HeaderName], request: &HeaderMap) -> String {
 
 /// The key of one variant under a marker of generation `id`
 /// ([`KeyRef::variant`]: the engine owns the variant key's layout).
-pub fn variant_key(primary: &KeyRef<'_>, id: u64, secondary: &str) -> CacheKey {
+pub(crate) fn variant_key(primary: &KeyRef<'_>, id: u64, secondary: &str) -> CacheKey {
     primary.variant(id, secondary)
 }
 

@@ -43,7 +43,7 @@ use crate::telemetry::metrics::ConnectionGuard;
 
 /// Who is on the other end of a client connection.
 #[derive(Clone, Copy, Debug)]
-pub struct Peer {
+pub(crate) struct Peer {
     /// The client's address.
     pub addr: SocketAddr,
     /// True on a TLS listener.
@@ -52,12 +52,12 @@ pub struct Peer {
 
 impl Peer {
     /// A plain-HTTP client.
-    pub fn plain(addr: SocketAddr) -> Peer {
+    pub(crate) fn plain(addr: SocketAddr) -> Peer {
         Peer { addr, tls: false }
     }
 
     /// `http` or `https`: `$scheme`, `X-Forwarded-Proto`.
-    pub fn scheme(&self) -> &'static str {
+    pub(crate) fn scheme(&self) -> &'static str {
         if self.tls {
             "https"
         } else {
@@ -68,7 +68,7 @@ impl Peer {
 
 /// How client connections of a listener are served.
 #[derive(Clone, Copy, Debug)]
-pub struct ConnSettings {
+pub(crate) struct ConnSettings {
     /// Idle time (no request in progress) before the connection is closed.
     pub keepalive_timeout: Duration,
     /// Time from a head's first byte (or from accept) to the whole head.
@@ -106,7 +106,7 @@ impl Default for ConnSettings {
 
 impl ConnSettings {
     /// The proxy listeners' settings from `[server]`.
-    pub fn of(server: &crate::config::ServerConfig) -> ConnSettings {
+    pub(crate) fn of(server: &crate::config::ServerConfig) -> ConnSettings {
         ConnSettings {
             keepalive_timeout: server.keepalive_timeout,
             header_read_timeout: server.header_read_timeout,
@@ -122,7 +122,7 @@ impl ConnSettings {
 
 /// The protocol a connection speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Protocol {
+pub(crate) enum Protocol {
     /// HTTP/1.x (a plain listener, or TLS without ALPN `h2`).
     Http1,
     /// HTTP/2 (TLS with ALPN `h2`).
@@ -162,7 +162,7 @@ macro_rules! drive {
 
 /// A connection just accepted (and through its TLS handshake).
 #[derive(Clone, Copy, Debug)]
-pub struct Accepted {
+pub(crate) struct Accepted {
     /// The client.
     pub peer: Peer,
     /// What it speaks.
@@ -457,7 +457,7 @@ enum Clock {
 }
 
 /// A client connection's IO with its idle and head clocks (module doc).
-pub struct Clocked<IO> {
+pub(crate) struct Clocked<IO> {
     io: IO,
     phase: Arc<Phase>,
     clock: Clock,

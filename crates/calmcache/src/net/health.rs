@@ -35,7 +35,7 @@ use crate::telemetry::counter::Counter;
 
 /// The health settings of one upstream, shared by its servers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// Failures within `fail_timeout` that mark a server down; 0: never.
     pub max_fails: u32,
     /// The counting window, and how long a down server is skipped.
@@ -48,7 +48,7 @@ pub struct Settings {
 
 /// One server's health, kept across reloads while its settings are unchanged.
 #[derive(Debug)]
-pub struct ServerHealth {
+pub(crate) struct ServerHealth {
     /// `host:port`, as configured.
     pub server: String,
     settings: Settings,
@@ -88,7 +88,7 @@ struct Down {
 
 /// What [`ServerHealth::admit`] allows one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admit {
+pub(crate) enum Admit {
     /// The server is up: send.
     Normal,
     /// The server was down and its `fail_timeout` passed: this request is
@@ -100,7 +100,7 @@ pub enum Admit {
 
 /// What one exchange says of its server's health.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// A response head came (any status not in `fail_statuses`).
     Answered,
     /// A response head with a status in `fail_statuses`: relayed, but a failure.
@@ -114,7 +114,7 @@ pub enum Verdict {
 
 impl Verdict {
     /// True for [`Verdict::Failed`]: no response, and the server's fault.
-    pub fn counts(&self) -> bool {
+    pub(crate) fn counts(&self) -> bool {
         matches!(self, Verdict::Failed(_))
     }
 }
@@ -123,7 +123,7 @@ impl Verdict {
 /// [`Attempt::report`]; dropped without it (the client went away), a trial
 /// lets the next request try.
 #[derive(Debug)]
-pub struct Attempt {
+pub(crate) struct Attempt {
     health: Arc<ServerHealth>,
     admit: Admit,
     reported: bool,
@@ -131,7 +131,7 @@ pub struct Attempt {
 
 impl Attempt {
     /// Records how the exchange went.
-    pub fn report(mut self, verdict: Verdict) {
+    pub(crate) fn report(mut self, verdict: Verdict) {
         match verdict {
             Verdict::Answered => {
                 self.reported = true;
@@ -149,7 +149,7 @@ impl Attempt {
     }
 
     /// Whether the server was up, or this is its trial.
-    pub fn admit(&self) -> Admit {
+    pub(crate) fn admit(&self) -> Admit {
         self.admit
     }
 }
@@ -216,7 +216,7 @@ pub struct ServerStatus {
 
 impl ServerHealth {
     /// A server that starts up.
-    pub fn new(server: String, settings: Settings) -> Arc<Self> {
+    pub(crate) fn new(server: String, settings: Settings) -> Arc<Self> {
         Arc::new(ServerHealth {
             server,
             settings,
@@ -230,12 +230,12 @@ impl ServerHealth {
 
     /// The settings this state was built with (a reload keeps the state
     /// only when they are unchanged).
-    pub fn settings(&self) -> &Settings {
+    pub(crate) fn settings(&self) -> &Settings {
         &self.settings
     }
 
     /// True when `status` counts as a failure (`fail_statuses`).
-    pub fn fails_on(&self, status: http::StatusCode) -> bool {
+    pub(crate) fn fails_on(&self, status: http::StatusCode) -> bool {
         !self.settings.fail_statuses.is_empty()
             && self.settings.fail_statuses.contains(&status.as_u16())
     }
@@ -247,7 +247,7 @@ impl ServerHealth {
 
     /// Whether a request may go to this server now, as an [`Attempt`] to
     /// report on, or `None` to choose another.
-    pub fn admit(self: &Arc<Self>, now: Instant) -> Option<Attempt> {
+    pub(crate) fn admit(self: &Arc<Self>, now: Instant) -> Option<Attempt> {
         let admit = if self.available.load(Ordering::Acquire) {
             Admit::Normal
         } else {
@@ -316,7 +316,7 @@ impl ServerHealth {
     }
 
     /// Records one active check: `Ok(outcome)` passed, `Err(outcome)` failed.
-    pub fn checked(&self, result: Result<String, String>) {
+    pub(crate) fn checked(&self, result: Result<String, String>) {
         self.checks.inc();
         let Some(check) = &self.settings.check else {
             return;
@@ -352,7 +352,7 @@ impl ServerHealth {
     /// Why the server is not used now (`None`: it is up), for the
     /// all-down error: `127.0.0.1:8081: failed 3 times, retry in 7s (last:
     /// ConnectFailed: connection refused)`.
-    pub fn why_down(&self, now: Instant) -> Option<String> {
+    pub(crate) fn why_down(&self, now: Instant) -> Option<String> {
         if self.available.load(Ordering::Acquire) {
             return None;
         }
@@ -382,7 +382,7 @@ impl ServerHealth {
     }
 
     /// This server for `/status`.
-    pub fn status(&self, now: Instant) -> ServerStatus {
+    pub(crate) fn status(&self, now: Instant) -> ServerStatus {
         let state = self.lock();
         let wall = SystemTime::now();
         let since = |t: SystemTime| wall.duration_since(t).unwrap_or_default().as_secs_f64();
@@ -442,7 +442,7 @@ fn round_up(d: Duration) -> String {
 
 /// Runs `check` for `server` every `interval` until `stop` turns true.
 /// `probe` sends one check and says how it went.
-pub async fn check_loop<F, Fut>(
+pub(crate) async fn check_loop<F, Fut>(
     server: Arc<ServerHealth>,
     mut stop: watch::Receiver<bool>,
     probe: F,

@@ -6,10 +6,10 @@
 //! Imports: [`crate::http`], [`crate::config`], [`crate::telemetry`]; never
 //! the request path ([`crate::proxy`]), ops or run.
 
-pub mod conn;
-pub mod health;
-pub mod shutdown;
-pub mod stream_clock;
-pub mod tls;
-pub mod upstream;
-pub mod write_clock;
+pub(crate) mod conn;
+pub(crate) mod health;
+pub(crate) mod shutdown;
+pub(crate) mod stream_clock;
+pub(crate) mod tls;
+pub(crate) mod upstream;
+pub(crate) mod write_clock;

@@ -7,7 +7,7 @@ use tokio::time::Instant;
 /// A worker's tunnels: each holds a receiver of the stop flag, so closing
 /// can tell them to end and wait until they have.
 #[derive(Debug)]
-pub struct Tunnels {
+pub(crate) struct Tunnels {
     stop: watch::Sender<bool>,
 }
 
@@ -21,13 +21,13 @@ impl Default for Tunnels {
 
 impl Tunnels {
     /// A tunnel opens: its receiver of the stop flag.
-    pub fn enter(&self) -> watch::Receiver<bool> {
+    pub(crate) fn enter(&self) -> watch::Receiver<bool> {
         self.stop.subscribe()
     }
 
     /// Lets this worker's tunnels run until `deadline` (graceful shutdown),
     /// then closes the ones still open.
-    pub async fn close_by(&self, deadline: Instant) {
+    pub(crate) async fn close_by(&self, deadline: Instant) {
         if tokio::time::timeout_at(deadline, self.stop.closed())
             .await
             .is_err()
@@ -38,7 +38,7 @@ impl Tunnels {
 
     /// Ends every tunnel of this worker (both connections closed) and
     /// waits until they are gone; tunnels opened after this end at once.
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         self.stop.send_replace(true);
         self.stop.closed().await;
     }

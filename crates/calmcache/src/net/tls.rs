@@ -17,7 +17,7 @@ use crate::config::tls::TlsCert;
 
 /// The rustls server config of the TLS listeners: certificates by SNI,
 /// ALPN `h2` then `http/1.1`.
-pub fn server_config(certs: &[TlsCert]) -> Arc<rustls::ServerConfig> {
+pub(crate) fn server_config(certs: &[TlsCert]) -> Arc<rustls::ServerConfig> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

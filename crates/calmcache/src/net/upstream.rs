@@ -477,7 +477,7 @@ fn source_io_kind(e: &(dyn std::error::Error + 'static)) -> Option<std::io::Erro
 }
 
 /// "outer: inner: innermost", for logs.
-pub fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut out = e.to_string();
     let mut cur = e.source();
     while let Some(err) = cur {

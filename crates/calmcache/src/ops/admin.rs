@@ -40,7 +40,7 @@ const PURGE_BODY_MAX: usize = 64 * 1024;
 
 /// What `POST /reload` asks of the running server (the run layer's
 /// reloader: ops does not import it).
-pub trait Reload: Send + Sync {
+pub(crate) trait Reload: Send + Sync {
     /// Reads the config file again and applies it: what changed, in words,
     /// or every problem (the running config stays).
     fn reload_file(self: Arc<Self>) -> ReloadFuture;
@@ -48,18 +48,18 @@ pub trait Reload: Send + Sync {
 
 /// Why a reload was refused, as `POST /reload` lists it (the run layer's
 /// error: ops renders it without knowing its variants).
-pub trait ReloadRefusal: std::error::Error + Send + Sync {
+pub(crate) trait ReloadRefusal: std::error::Error + Send + Sync {
     /// Every problem, one line each (an invalid config lists all of its own).
     fn problems(&self) -> Vec<String>;
 }
 
 /// A reload under way: the notes of what changed, or why it was refused.
-pub type ReloadFuture = std::pin::Pin<
+pub(crate) type ReloadFuture = std::pin::Pin<
     Box<dyn std::future::Future<Output = Result<Vec<String>, Box<dyn ReloadRefusal>>> + Send>,
 >;
 
 /// Serves the admin endpoints, after the access checks of the module doc.
-pub async fn handle(
+pub(crate) async fn handle(
     proxy: Arc<Proxy>,
     req: Request<Incoming>,
     reloader: Arc<dyn Reload>,
@@ -216,7 +216,7 @@ fn misdirected(what: &str, value: &str) -> Response<ResponseBody> {
 /// `[::1]`), `localhost`, or one of `names` (lower case); the port is not
 /// compared (port mappings and proxies change it), only checked to be a number.
 /// A DNS-rebinding page always sends its own domain name, never an IP literal.
-pub fn host_allowed(authority: &str, names: &[String]) -> bool {
+pub(crate) fn host_allowed(authority: &str, names: &[String]) -> bool {
     // One reading of host[:port] for the proxy and the admin listener.
     let Ok((host, _port)) = crate::proxy::edge::split_authority(authority) else {
         return false;

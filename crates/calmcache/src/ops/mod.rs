@@ -6,6 +6,6 @@
 //! request path and below; never [`crate::run`] (a reload is asked through
 //! the [`admin::Reload`] trait the run layer implements).
 
-pub mod admin;
-pub mod prometheus;
-pub mod status;
+pub(crate) mod admin;
+pub(crate) mod prometheus;
+pub(crate) mod status;

@@ -7,7 +7,7 @@ use crate::ops::status::Status;
 use crate::telemetry::metrics::{HistogramSnapshot, BOUNDS};
 
 /// Renders `status` as Prometheus text.
-pub fn render(status: &Status) -> String {
+pub(crate) fn render(status: &Status) -> String {
     let mut out = String::with_capacity(16 * 1024);
     let o = &mut out;
     family(o, "calmcache_info", "gauge", "Build information.");

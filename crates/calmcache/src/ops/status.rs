@@ -15,7 +15,7 @@ use crate::telemetry::stats::ActivitySnapshot;
 
 /// The `/status` document.
 #[derive(Serialize, Debug)]
-pub struct Status {
+pub(crate) struct Status {
     /// calmcache's version.
     pub version: &'static str,
     /// Seconds since start.
@@ -59,7 +59,7 @@ pub struct Status {
 
 /// Client connections.
 #[derive(Serialize, Debug)]
-pub struct Connections {
+pub(crate) struct Connections {
     /// Open now.
     pub active: u64,
     /// Accepted since start.
@@ -72,7 +72,7 @@ pub struct Connections {
 /// WebSocket tunnels (an upgraded connection counts here, no longer in
 /// `connections.active`).
 #[derive(Serialize, Debug)]
-pub struct Websockets {
+pub(crate) struct Websockets {
     /// Open now.
     pub active: u64,
     /// Opened since start.
@@ -81,7 +81,7 @@ pub struct Websockets {
 
 /// Latency histograms (cumulative bucket counts for the bounds in `le`).
 #[derive(Serialize, Debug)]
-pub struct Latency {
+pub(crate) struct Latency {
     /// Bucket upper bounds in seconds (a last bucket, +Inf, follows).
     pub le: &'static [f64],
     /// Answers, by class.
@@ -92,7 +92,7 @@ pub struct Latency {
 
 /// One upstream's counters.
 #[derive(Serialize, Debug)]
-pub struct UpstreamStatus {
+pub(crate) struct UpstreamStatus {
     /// Requests sent.
     pub requests: u64,
     /// Failed or 5xx.
@@ -111,14 +111,14 @@ pub struct UpstreamStatus {
 
 /// Access log counters.
 #[derive(Serialize, Debug)]
-pub struct AccessLogStatus {
+pub(crate) struct AccessLogStatus {
     /// Lines lost: the writer's queue was full, or a write failed.
     pub dropped: u64,
 }
 
 /// Reload counters.
 #[derive(Serialize, Debug)]
-pub struct Reloads {
+pub(crate) struct Reloads {
     /// Reloads applied.
     pub ok: u64,
     /// Reloads refused (the config before them stayed).
@@ -127,7 +127,7 @@ pub struct Reloads {
 
 /// Purge counters.
 #[derive(Serialize, Debug)]
-pub struct Purges {
+pub(crate) struct Purges {
     /// Purge requests served.
     pub requests: u64,
     /// Objects removed or marked stale.
@@ -136,7 +136,7 @@ pub struct Purges {
 
 /// One route's counters.
 #[derive(Serialize, Debug)]
-pub struct RouteStatus {
+pub(crate) struct RouteStatus {
     /// Upstream name.
     pub upstream: String,
     /// Zone name, if caching (the first of `zones`).
@@ -153,7 +153,7 @@ pub struct RouteStatus {
 
 /// One zone's counters (the sum of its routes) and occupancy.
 #[derive(Serialize, Debug)]
-pub struct ZoneStatus {
+pub(crate) struct ZoneStatus {
     /// The tier's kind ([`Tier::kind`](calmcache_core::Tier::kind)): `memory` or `disk`.
     pub kind: &'static str,
     /// Bytes in use.
@@ -172,7 +172,7 @@ pub struct ZoneStatus {
 
 /// A disk zone's own counters.
 #[derive(Debug, Serialize)]
-pub struct DiskStatus {
+pub(crate) struct DiskStatus {
     /// The zone directory.
     pub path: String,
     /// Objects removed to stay under max_size / min_free.
@@ -228,7 +228,7 @@ impl From<DiskSnapshot> for DiskStatus {
 }
 
 /// Builds the status document.
-pub fn status(proxy: &Proxy) -> Status {
+pub(crate) fn status(proxy: &Proxy) -> Status {
     let mut totals = ActivitySnapshot::default();
     let mut routes = BTreeMap::new();
     let mut zones: BTreeMap<String, ZoneStatus> = proxy

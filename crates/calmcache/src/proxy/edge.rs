@@ -49,7 +49,7 @@ use crate::proxy::state::Route;
 
 /// What [`admit`] learnt of a request, for [`prepare`] and route matching.
 #[derive(Debug, Default)]
-pub struct Admitted {
+pub(crate) struct Admitted {
     /// The path and query routes match, when it is not the request's own.
     match_target: Option<String>,
     /// The origin-form target with repeated slashes kept, for routes with
@@ -79,13 +79,13 @@ impl Admitted {
     /// if they differ, the request is ambiguous (a spelling such as
     /// `/api/me/..%2F..%2Fstatic%2Fa.css` that routes as a cached path while
     /// an origin that does not decode `%2F` serves an uncached one).
-    pub fn recheck(&self) -> bool {
+    pub(crate) fn recheck(&self) -> bool {
         self.forms_differ
     }
 
     /// The path and query route matching reads: `own` (the request's
     /// normalised target) unless the stricter matching form differs.
-    pub fn match_target<'a>(&'a self, own: &'a str) -> &'a str {
+    pub(crate) fn match_target<'a>(&'a self, own: &'a str) -> &'a str {
         self.match_target.as_deref().unwrap_or(own)
     }
 }
@@ -147,7 +147,7 @@ fn refuse(why: impl std::fmt::Display) -> ProxyError {
 
 /// Checks `req` and rewrites it into its trusted form (module doc), or
 /// says why it is refused (400, 417, 501).
-pub fn admit<B>(req: &mut Request<B>, peer: Peer) -> Result<Admitted, ProxyError> {
+pub(crate) fn admit<B>(req: &mut Request<B>, peer: Peer) -> Result<Admitted, ProxyError> {
     let h2 = req.version() == Version::HTTP_2;
     let mut admitted = Admitted::default();
     let mut hosts = 0usize;
@@ -353,7 +353,7 @@ fn authority<B>(
 /// IPv4 address of `[A-Za-z0-9._~-]`, or an IPv6 literal in brackets, and a
 /// port of at most 5 digits. Lower-cased, one trailing dot and the scheme's
 /// default port dropped. Borrowed when already in that form.
-pub fn normalise_host<'a>(raw: &'a str, scheme: &str) -> Result<Cow<'a, str>, ProxyError> {
+pub(crate) fn normalise_host<'a>(raw: &'a str, scheme: &str) -> Result<Cow<'a, str>, ProxyError> {
     let (host, port) = split_authority(raw)?;
     let port = match port {
         None | Some("") => None,
@@ -384,7 +384,7 @@ pub fn normalise_host<'a>(raw: &'a str, scheme: &str) -> Result<Cow<'a, str>, Pr
 /// `host[:port]` split and checked as [`normalise_host`] describes: the
 /// host (an IPv6 literal with its brackets) and the port's digits, if a
 /// `:` came (possibly none). The admin listener's Host check reads the same.
-pub fn split_authority(raw: &str) -> Result<(&str, Option<&str>), ProxyError> {
+pub(crate) fn split_authority(raw: &str) -> Result<(&str, Option<&str>), ProxyError> {
     let (host, port) = if raw.starts_with('[') {
         let end = raw
             .find(']')
@@ -485,7 +485,7 @@ fn path_and_query(text: &str) -> Result<PathAndQuery, ProxyError> {
 
 /// Which percent-escapes [`normalise_path`] decodes.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Decode {
+pub(crate) enum Decode {
     /// RFC 3986 §2.3 unreserved characters: the same resource either way.
     Unreserved,
     /// Every printable ASCII character but `%`, `?` and `#`: what the most
@@ -495,7 +495,7 @@ pub enum Decode {
 
 /// Whether [`normalise_path`] merges runs of `/`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Slashes {
+pub(crate) enum Slashes {
     /// `//a///b` becomes `/a/b`.
     Merge,
     /// Kept as sent.
@@ -506,7 +506,7 @@ pub enum Slashes {
 /// decoded as `decode` says (the others upper-cased), slashes merged as
 /// `slashes` says, then dot-segments removed (§5.2.4; never above the
 /// root). Borrowed when nothing changes.
-pub fn normalise_path(
+pub(crate) fn normalise_path(
     path: &str,
     decode: Decode,
     slashes: Slashes,
@@ -542,7 +542,7 @@ pub fn normalise_path(
 /// (unreserved escapes, merged slashes, dot-segments) and the query as
 /// given: for targets that do not come through [`admit`] (purge URLs,
 /// `Location` fields) but must meet the keys requests made.
-pub fn normalise_target(text: &str) -> Result<String, ProxyError> {
+pub(crate) fn normalise_target(text: &str) -> Result<String, ProxyError> {
     let (path, query) = match text.split_once('?') {
         Some((path, query)) => (path, Some(query)),
         None => (text, None),
@@ -634,7 +634,7 @@ fn remove_dot_segments(path: &str) -> String {
 /// Applies the route's rules to an admitted request (module doc) and gives
 /// the client as the rest of the request path sees it: its scheme is a
 /// trusted proxy's `X-Forwarded-Proto` when it came through one.
-pub fn prepare<B>(
+pub(crate) fn prepare<B>(
     req: &mut Request<B>,
     admitted: &mut Admitted,
     route: &Route,
@@ -688,7 +688,7 @@ pub fn prepare<B>(
 /// Gives `headers` (a request on its way upstream) the request's Host when
 /// it has none: an HTTP/2 request keeps its `:authority` in `uri` until
 /// then (see `admit`).
-pub fn ensure_host(headers: &mut HeaderMap, uri: &Uri) {
+pub(crate) fn ensure_host(headers: &mut HeaderMap, uri: &Uri) {
     if headers.contains_key(header::HOST) {
         return;
     }

@@ -47,7 +47,7 @@ use calmcache_core::Zone;
 
 /// The request a fill sends upstream: always a GET for the whole object.
 #[derive(Clone, Debug)]
-pub struct FetchRequest {
+pub(crate) struct FetchRequest {
     /// Path and query, already parsed (nothing to re-parse or fall back on).
     pub path_and_query: PathAndQuery,
     /// Headers to send: the client's end-to-end headers with `X-Forwarded-*`,
@@ -64,7 +64,7 @@ pub struct FetchRequest {
 
 /// Why a response was relayed instead of stored (`Cache-Status` detail).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NotStored {
+pub(crate) enum NotStored {
     /// The response itself says so.
     Response(NotStorable),
     /// Over the zone's `max_object_size`.
@@ -81,7 +81,7 @@ pub enum NotStored {
 
 impl NotStored {
     /// The `detail` token.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             NotStored::Response(why) => why.as_str(),
             NotStored::TooLarge => "too-large",
@@ -94,7 +94,7 @@ impl NotStored {
 }
 
 /// What the request that started a fill gets.
-pub enum FillReply {
+pub(crate) enum FillReply {
     /// Stored; serve `object`.
     Stored {
         /// The object as stored.
@@ -118,7 +118,7 @@ pub enum FillReply {
 /// `primary` or, when the response varies, under its variant key), and
 /// reports to followers. `stale` is the stored copy this fetch replaces: its
 /// validators make the request conditional, and it backs stale-if-error.
-pub async fn fill(
+pub(crate) async fn fill(
     route: Arc<Route>,
     primary: CacheKey,
     fetch: FetchRequest,
@@ -393,7 +393,7 @@ const BOUND_SLACK: Duration = Duration::from_millis(250);
 
 /// An error answer body larger than this is not handed to followers (they
 /// get calmcache's own page with the same status).
-pub const SHARED_ERROR_MAX: usize = 64 * 1024;
+pub(crate) const SHARED_ERROR_MAX: usize = 64 * 1024;
 
 /// Tells the fetch's followers that its next step is bounded by `limit`.
 fn alive_for(permit: &Option<FetchPermit<FillOutcome>>, limit: Duration) {
@@ -450,7 +450,7 @@ async fn share_error(
 /// Bodies with a declared length above this stream to the requests waiting
 /// for them while they are stored; smaller ones are collected first (bodies
 /// without a declared length always stream).
-pub const STREAM_MIN: u64 = 256 * 1024;
+pub(crate) const STREAM_MIN: u64 = 256 * 1024;
 
 fn content_length(headers: &HeaderMap) -> Option<u64> {
     headers
@@ -905,7 +905,7 @@ fn upstream_request(
 /// Sends a range request on to the origin with the client's `Range` and
 /// `If-Range` (RFC 9110 §14.2), for an object too large to store: the client
 /// gets the origin's 206 instead of the whole body.
-pub async fn fetch_range(
+pub(crate) async fn fetch_range(
     route: &Route,
     fetch: &FetchRequest,
     client: &HeaderMap,
@@ -991,7 +991,7 @@ fn concat(chunks: Vec<Bytes>, total: usize) -> Bytes {
 }
 
 /// How long to wait before refreshing a warmed object: SUS's delta before expiry.
-pub fn warm_refresh_in(object: &CachedObject, now: Instant) -> Duration {
+pub(crate) fn warm_refresh_in(object: &CachedObject, now: Instant) -> Duration {
     let meta = &object.meta;
     let lead = meta.sus_delta();
     meta.expires_at()

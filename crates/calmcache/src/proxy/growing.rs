@@ -38,7 +38,7 @@ use crate::telemetry::inflight::Held;
 
 /// Bytes of the newest chunks held for readers just behind the stream, and
 /// the lag past which a reader of a body that is not kept is cut.
-pub const WINDOW: u64 = 256 * 1024;
+pub(crate) const WINDOW: u64 = 256 * 1024;
 
 /// Bytes read from the file per blocking call by a reader behind the window.
 const FILE_READ: u64 = 256 * 1024;

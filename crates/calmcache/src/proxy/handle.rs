@@ -125,7 +125,7 @@ impl Why {
 /// Answers one client request. Never fails: errors become 4xx/5xx responses.
 /// Times the answer (to its response head) into the latency histogram of its
 /// class; with the access log on, attaches a [`Served`] to the response.
-pub async fn handle(
+pub(crate) async fn handle(
     worker: Arc<Worker>,
     req: Request<Incoming>,
     client: Peer,
@@ -605,7 +605,7 @@ async fn usable_copy(
 /// Starts one background refresh unless one is in flight or the upstream's
 /// `refresh_concurrency` is used up (then it is skipped and counted). True
 /// when this call started it.
-pub fn refresh_in_background(
+pub(crate) fn refresh_in_background(
     proxy: &Arc<Proxy>,
     route: &Arc<Route>,
     primary: KeyRef<'_>,

@@ -12,7 +12,7 @@ use crate::proxy::lookup::PrimaryKey;
 use crate::proxy::state::Proxy;
 
 /// What an unsafe request may invalidate, captured before its body is sent.
-pub struct Target {
+pub(crate) struct Target {
     scheme: &'static str,
     host: String,
     path_and_query: String,
@@ -21,7 +21,7 @@ pub struct Target {
 
 impl Target {
     /// `Some` for a request whose method is not safe (RFC 9110 §9.2.1).
-    pub fn of<B>(req: &Request<B>, scheme: &'static str) -> Option<Target> {
+    pub(crate) fn of<B>(req: &Request<B>, scheme: &'static str) -> Option<Target> {
         if matches!(
             *req.method(),
             Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
@@ -41,7 +41,7 @@ impl Target {
     }
 
     /// Invalidates after the response arrived with `status` and `headers`.
-    pub async fn apply(&self, proxy: &Proxy, status: StatusCode, headers: &HeaderMap) {
+    pub(crate) async fn apply(&self, proxy: &Proxy, status: StatusCode, headers: &HeaderMap) {
         // §4.4: "a non-error status code" (2xx or 3xx).
         if !(status.is_success() || status.is_redirection()) {
             return;

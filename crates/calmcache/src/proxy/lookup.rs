@@ -15,7 +15,7 @@ use calmcache_core::Zone;
 
 /// A request's primary key, borrowed from the request when the default
 /// template allows (the hit path then allocates nothing).
-pub enum PrimaryKey<'a> {
+pub(crate) enum PrimaryKey<'a> {
     /// The default template: host (lower-cased) and path with query.
     Parts {
         /// `http` or `https`.
@@ -31,7 +31,7 @@ pub enum PrimaryKey<'a> {
 
 impl<'a> PrimaryKey<'a> {
     /// The key of a request for `path_and_query` with `headers` on `route`.
-    pub fn of(
+    pub(crate) fn of(
         route: &Route,
         scheme: &'static str,
         method: &Method,
@@ -64,7 +64,7 @@ impl<'a> PrimaryKey<'a> {
     }
 
     /// The borrowed form, for lookups.
-    pub fn key_ref(&self) -> KeyRef<'_> {
+    pub(crate) fn key_ref(&self) -> KeyRef<'_> {
         match self {
             PrimaryKey::Parts {
                 scheme,
@@ -92,7 +92,7 @@ impl std::fmt::Display for PrimaryKey<'_> {
 }
 
 /// What a lookup found.
-pub struct Found {
+pub(crate) struct Found {
     /// The stored response that matches the request, if any.
     pub object: Option<Arc<CachedObject>>,
     /// When nothing matched: `uri-miss` or `vary-miss`.
@@ -103,7 +103,7 @@ pub struct Found {
 }
 
 /// Looks `primary` up in `zone`, resolving a Vary marker with `request`'s headers.
-pub async fn lookup(
+pub(crate) async fn lookup(
     route: &Route,
     zone: &Zone,
     primary: &KeyRef<'_>,

@@ -9,17 +9,17 @@
 //! [`crate::http`], [`crate::config`], [`crate::telemetry`], [`crate::net`];
 //! never [`crate::ops`] or [`crate::run`].
 
-pub mod edge;
-pub mod fill;
-pub mod growing;
-pub mod handle;
-pub mod invalidate;
-pub mod lookup;
-pub mod outcome;
-pub mod purge;
-pub mod respond;
-pub mod setup;
-pub mod state;
-pub mod tunnel;
-pub mod warm;
-pub mod zones;
+pub(crate) mod edge;
+pub(crate) mod fill;
+pub(crate) mod growing;
+pub(crate) mod handle;
+pub(crate) mod invalidate;
+pub(crate) mod lookup;
+pub(crate) mod outcome;
+pub(crate) mod purge;
+pub(crate) mod respond;
+pub(crate) mod setup;
+pub(crate) mod state;
+pub(crate) mod tunnel;
+pub(crate) mod warm;
+pub(crate) mod zones;

@@ -29,7 +29,7 @@ use crate::proxy::state::Proxy;
 
 /// What a purge selects.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Selector {
+pub(crate) enum Selector {
     /// One path and query, on `host` or (without) on every host seen.
     Url {
         /// Lower-cased host, from an absolute URL.
@@ -54,7 +54,7 @@ pub enum Selector {
 
 /// One purge order.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Purge {
+pub(crate) struct Purge {
     /// What.
     pub selector: Selector,
     /// Remove, or mark stale (`"soft": true`).
@@ -113,7 +113,7 @@ struct Body {
 impl Purge {
     /// Parses a `POST /purge` body: exactly one of `url`, `key`, `prefix`,
     /// `tag`, `all: true`, and optionally `soft`.
-    pub fn from_json(bytes: &[u8]) -> Result<Purge, PurgeError> {
+    pub(crate) fn from_json(bytes: &[u8]) -> Result<Purge, PurgeError> {
         let body: Body = serde_json::from_slice(bytes).map_err(PurgeError::Json)?;
         let mut chosen = Vec::new();
         if let Some(url) = body.url {
@@ -198,7 +198,7 @@ fn bad_url(text: &str, refused: ProxyError) -> PurgeError {
 
 /// What a purge did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// Objects removed or marked stale (a Vary'd URL counts its marker).
     pub purged: u64,
     /// A path purge scanned whole zones: a route met more hosts than it
@@ -207,7 +207,7 @@ pub struct Outcome {
 }
 
 /// Runs `purge` on every zone.
-pub async fn run(proxy: &Arc<Proxy>, purge: Purge) -> Outcome {
+pub(crate) async fn run(proxy: &Arc<Proxy>, purge: Purge) -> Outcome {
     let mode = purge.mode;
     let outcome = match purge.selector {
         Selector::Url {
@@ -287,12 +287,12 @@ fn default_key_parts(text: &str) -> Option<KeyRef<'_>> {
 }
 
 /// Header of a `PURGE` request asking for a soft purge: `Calmcache-Purge: soft`.
-pub const SOFT_HEADER: &str = "calmcache-purge";
+pub(crate) const SOFT_HEADER: &str = "calmcache-purge";
 
 /// Answers the `PURGE` method on the proxy listener: purges the request's
 /// URL on its host, for clients in `admin.purge_allow` only, and with
 /// `admin.purge_token` only with `Authorization: Bearer <admin.token>`.
-pub async fn purge_method(
+pub(crate) async fn purge_method(
     proxy: &Arc<Proxy>,
     req: &http::Request<hyper::body::Incoming>,
     client: std::net::SocketAddr,
@@ -331,7 +331,7 @@ pub async fn purge_method(
 }
 
 /// `{"purged": N}`, with `"scanned": true` when a path purge scanned zones.
-pub fn purged_response(outcome: Outcome) -> http::Response<crate::http::body::ResponseBody> {
+pub(crate) fn purged_response(outcome: Outcome) -> http::Response<crate::http::body::ResponseBody> {
     let mut json = serde_json::json!({ "purged": outcome.purged });
     if outcome.scanned {
         // A path purge that could not trust the hosts remembered.

@@ -16,7 +16,7 @@ use crate::http::range;
 use crate::proxy::state::Route;
 
 /// What a response depends on in the request.
-pub struct Ask<'a> {
+pub(crate) struct Ask<'a> {
     /// HEAD: headers only.
     pub head_only: bool,
     /// The client's request headers (preconditions, Range, Accept-Encoding).
@@ -27,13 +27,13 @@ pub struct Ask<'a> {
 
 impl Ask<'_> {
     /// A GET carrying `Range`.
-    pub fn wants_range(&self) -> bool {
+    pub(crate) fn wants_range(&self) -> bool {
         !self.head_only && self.headers.contains_key(header::RANGE)
     }
 }
 
 /// Answers from a stored object: shared body, fresh `Age` and `Cache-Status`.
-pub fn serve(
+pub(crate) fn serve(
     route: &Route,
     object: &CachedObject,
     mut report: Report,
@@ -164,7 +164,7 @@ fn lazy_response(
 /// Answers from a response still arriving (read-while-write): its head now,
 /// its body as it comes. Preconditions are answered from the head; a Range
 /// gets the whole 200 (RFC 9110 §14.2 lets a server ignore it).
-pub fn serve_streaming(
+pub(crate) fn serve_streaming(
     route: &Route,
     head: &crate::proxy::growing::StreamingHead,
     mut report: Report,
@@ -224,7 +224,7 @@ fn pick_encoding(object: &CachedObject, request: &HeaderMap) -> Option<(Coding, 
 
 /// Relays an origin response that was not stored, answering the client's
 /// preconditions from it when they match (the upstream request carried none).
-pub fn relay(
+pub(crate) fn relay(
     route: &Route,
     mut resp: Response<ResponseBody>,
     report: Report,
@@ -257,7 +257,7 @@ pub fn relay(
 }
 
 /// A short error page; the one place errors meet clients.
-pub fn error_response(e: &ProxyError, report: &Report) -> Response<ResponseBody> {
+pub(crate) fn error_response(e: &ProxyError, report: &Report) -> Response<ResponseBody> {
     plain(
         e.status(),
         bytes::Bytes::from_static(e.body().as_bytes()),
@@ -267,7 +267,7 @@ pub fn error_response(e: &ProxyError, report: &Report) -> Response<ResponseBody>
 
 /// A follower's copy of the error answer its leader got from the origin
 /// (see `fill::ErrorAnswer`): relayed as the leader's was.
-pub fn error_answer(
+pub(crate) fn error_answer(
     route: &Route,
     answer: &crate::proxy::outcome::ErrorAnswer,
     report: Report,
@@ -283,14 +283,14 @@ pub fn error_answer(
 
 /// The answer to a request the edge refused: the status line's reason and
 /// what was wrong (a fixed description, never the client's bytes echoed).
-pub fn refusal_response(e: &ProxyError, report: &Report) -> Response<ResponseBody> {
+pub(crate) fn refusal_response(e: &ProxyError, report: &Report) -> Response<ResponseBody> {
     let reason = e.status().canonical_reason().unwrap_or("refused");
     let body = format!("{} {reason}: {}\n", e.status().as_u16(), e.cause);
     plain(e.status(), bytes::Bytes::from(body), report)
 }
 
 /// A 504 for `only-if-cached` with nothing usable stored (RFC 9111 §5.2.1.7).
-pub fn only_if_cached(route: &Route, fwd: calmcache_core::Fwd) -> Response<ResponseBody> {
+pub(crate) fn only_if_cached(route: &Route, fwd: calmcache_core::Fwd) -> Response<ResponseBody> {
     let mut report = CacheStatus::MissNotStored
         .report()
         .fwd(fwd)

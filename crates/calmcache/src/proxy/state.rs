@@ -155,7 +155,7 @@ impl Route {
 
 /// Hosts remembered per route for purges by path; past it, a path purge
 /// scans the route's zones for the path on any host.
-pub const KNOWN_HOSTS_MAX: usize = 10_000;
+pub(crate) const KNOWN_HOSTS_MAX: usize = 10_000;
 
 /// The hosts a route stored objects for, up to [`KNOWN_HOSTS_MAX`], and
 /// whether a host was ever left out: then the set is not the whole story
@@ -334,7 +334,7 @@ impl Proxy {
 /// copies of the route regexes. A `Regex` shared by threads takes a mutex-guarded
 /// scratch pool on every match from all but its first thread; a clone per
 /// worker keeps route matching lock-free on the hit path.
-pub struct Worker {
+pub(crate) struct Worker {
     /// The shared state.
     pub proxy: Arc<Proxy>,
     matchers: Vec<Option<regex::Regex>>,
@@ -344,7 +344,7 @@ pub struct Worker {
 
 impl Worker {
     /// Clones the route regexes for one thread.
-    pub fn new(proxy: Arc<Proxy>, tunnels: Arc<crate::net::shutdown::Tunnels>) -> Self {
+    pub(crate) fn new(proxy: Arc<Proxy>, tunnels: Arc<crate::net::shutdown::Tunnels>) -> Self {
         let matchers = proxy.routes.iter().map(|r| r.cfg.matcher.clone()).collect();
         Worker {
             proxy,
@@ -354,7 +354,7 @@ impl Worker {
     }
 
     /// The first route matching `path_and_query`.
-    pub fn route_for(&self, path_and_query: &str) -> Option<&Arc<Route>> {
+    pub(crate) fn route_for(&self, path_and_query: &str) -> Option<&Arc<Route>> {
         let mut matchers = self.matchers.iter();
         self.proxy.routes.iter().find(|_| match matchers.next() {
             Some(Some(regex)) => regex.is_match(path_and_query),

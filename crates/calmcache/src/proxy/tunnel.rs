@@ -58,7 +58,7 @@ const BUFFER: usize = 4 * 1024;
 
 /// True for a WebSocket handshake: `Connection` has the `upgrade` token and
 /// `Upgrade` names `websocket` (both case-insensitive, in token lists).
-pub fn is_websocket_upgrade(headers: &HeaderMap) -> bool {
+pub(crate) fn is_websocket_upgrade(headers: &HeaderMap) -> bool {
     has_token(headers, &header::CONNECTION, "upgrade")
         && has_token(headers, &header::UPGRADE, "websocket")
 }
@@ -104,7 +104,7 @@ fn bad_switch(headers: &HeaderMap, key: &HeaderValue) -> Option<&'static str> {
 
 /// Sends the handshake to the upstream and answers the client: the 101
 /// (the tunnel then runs in a task of its own) or whatever else came.
-pub async fn open(
+pub(crate) async fn open(
     worker: &Worker,
     route: &Route,
     mut req: Request<Incoming>,

@@ -32,11 +32,11 @@ const MIN_INTERVAL: Duration = Duration::from_millis(10);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// The longest wait between fetches of a warm path whose answers arrive
 /// stale (no freshness lifetime): they cannot be kept fresh, only retried.
-pub const STALE_BACKOFF_MAX: Duration = Duration::from_secs(60);
+pub(crate) const STALE_BACKOFF_MAX: Duration = Duration::from_secs(60);
 
 /// The proxy's listeners a warm path is warmed for.
 #[derive(Clone, Copy, Debug)]
-pub struct Listeners {
+pub(crate) struct Listeners {
     /// The first plain listener (`listen`): warm `http` keys.
     pub plain: Option<SocketAddr>,
     /// The first TLS listener (`tls_listen`): warm `https` keys.
@@ -44,7 +44,7 @@ pub struct Listeners {
 }
 
 /// Spawns one task per warm path and scheme; they end when `stopped` turns true.
-pub fn start(proxy: &Arc<Proxy>, listeners: Listeners, stopped: watch::Receiver<bool>) {
+pub(crate) fn start(proxy: &Arc<Proxy>, listeners: Listeners, stopped: watch::Receiver<bool>) {
     let Some(first) = listeners.plain.or(listeners.tls) else {
         return;
     };

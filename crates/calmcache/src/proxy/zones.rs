@@ -52,7 +52,7 @@ impl ZoneTiers {
 /// it was built with: new limits of a kept disk zone wait for a restart),
 /// and the tiers the application supplied.
 #[derive(Clone, Default)]
-pub struct ZoneSources {
+pub(crate) struct ZoneSources {
     built: Vec<ZoneConfig>,
     supplied: ZoneTiers,
 }
@@ -61,7 +61,7 @@ impl ZoneSources {
     /// The zones of `config`, in its order: supplied by `supplied`, kept
     /// from `previous` (a reload: its zones and their sources; `notes` says
     /// which could not be kept), or new; and where they came from.
-    pub fn build(
+    pub(crate) fn build(
         config: &Config,
         previous: Option<(&[Arc<Zone>], &ZoneSources)>,
         supplied: ZoneTiers,
@@ -87,7 +87,7 @@ impl ZoneSources {
     }
 
     /// The tiers the application supplied (they carry over to a reload).
-    pub fn supplied(&self) -> &ZoneTiers {
+    pub(crate) fn supplied(&self) -> &ZoneTiers {
         &self.supplied
     }
 

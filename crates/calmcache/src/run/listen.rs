@@ -90,7 +90,7 @@ impl Transport {
 }
 
 /// What a reload replaces, read by every accept loop and request.
-pub struct Live {
+pub(crate) struct Live {
     /// The current generation (the admin API reads it per request).
     proxy: RwLock<Arc<Proxy>>,
     /// Connection settings and TLS certificates of the proxy listeners.
@@ -128,7 +128,7 @@ impl Live {
     }
 
     /// The current generation.
-    pub fn proxy(&self) -> Arc<Proxy> {
+    pub(crate) fn proxy(&self) -> Arc<Proxy> {
         self.proxy.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
@@ -155,7 +155,7 @@ impl Live {
 }
 
 /// One worker thread's current generation and its control channel.
-pub struct WorkerSlot {
+pub(crate) struct WorkerSlot {
     current: RwLock<Arc<Worker>>,
     /// This thread's WebSocket tunnels (of every generation).
     pub tunnels: Arc<Tunnels>,

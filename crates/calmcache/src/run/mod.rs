@@ -5,7 +5,7 @@
 //! Owns: the process's shape (threads, sockets, generations). Imports:
 //! every folder below it; only [`crate::demo`] and `main.rs` import it.
 
-pub mod listen;
-pub mod preflight;
-pub mod reload;
-pub mod server;
+pub(crate) mod listen;
+pub(crate) mod preflight;
+pub(crate) mod reload;
+pub(crate) mod server;

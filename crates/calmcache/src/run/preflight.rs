@@ -48,7 +48,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 
 /// The problems of `config`'s environment (directories and files it uses);
 /// empty when there is none.
-pub fn check_environment(config: &Config) -> Vec<Problem> {
+pub(crate) fn check_environment(config: &Config) -> Vec<Problem> {
     let mut problems = Vec::new();
     for zone in &config.zones {
         let (ZoneKind::Disk, Some(dir)) = (zone.kind, &zone.path) else {

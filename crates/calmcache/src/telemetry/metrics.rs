@@ -20,7 +20,7 @@ use serde::Serialize;
 use crate::telemetry::counter::Counter;
 
 /// Upper bounds of the latency buckets, in seconds (then +Inf).
-pub const BOUNDS: [f64; 16] = [
+pub(crate) const BOUNDS: [f64; 16] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
     5.0, 10.0,
 ];
@@ -223,7 +223,7 @@ pub struct UpstreamStats {
 
 /// One call to an upstream server, for the access log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UpstreamCall {
+pub(crate) struct UpstreamCall {
     /// The server's address, when it was a socket address.
     pub addr: Option<SocketAddr>,
     /// Time to its response head (or its failure).
@@ -233,7 +233,7 @@ pub struct UpstreamCall {
 /// What an answered request learned, attached to the response as an
 /// extension when the access log is on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Served {
+pub(crate) struct Served {
     /// The class of the answer (`None`: nothing noted, e.g. a client gone).
     pub class: Option<AnswerClass>,
     /// The last upstream call made for it, if any.
@@ -241,7 +241,7 @@ pub struct Served {
 }
 
 /// Where a request's upstream call is noted (only with an access log).
-pub type CallSlot = Arc<Mutex<Option<UpstreamCall>>>;
+pub(crate) type CallSlot = Arc<Mutex<Option<UpstreamCall>>>;
 
 tokio::task_local! {
     static CLASS: Cell<u8>;
@@ -254,7 +254,7 @@ const UNCOUNTED: u8 = 0x80;
 
 /// The class noted for an answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Noted {
+pub(crate) enum Noted {
     /// Counted by its route ([`note_class`]): timed in its class's histogram.
     Counted(AnswerClass),
     /// Answered before any route counted it ([`note_uncounted`]): for the
@@ -264,7 +264,7 @@ pub enum Noted {
 
 impl Noted {
     /// The class, counted or not.
-    pub fn class(self) -> AnswerClass {
+    pub(crate) fn class(self) -> AnswerClass {
         match self {
             Noted::Counted(class) | Noted::Uncounted(class) => class,
         }
@@ -273,7 +273,7 @@ impl Noted {
 
 /// Runs `fut` (one request's answer) with a class cell and, when `slot` is
 /// given, an upstream call slot; returns its output and the class noted.
-pub async fn scoped<F: std::future::Future>(
+pub(crate) async fn scoped<F: std::future::Future>(
     slot: Option<CallSlot>,
     fut: F,
 ) -> (F::Output, Option<Noted>) {
@@ -292,29 +292,32 @@ pub async fn scoped<F: std::future::Future>(
 }
 
 /// Notes the class of the answer being produced (no-op outside [`scoped`]).
-pub fn note_class(status: CacheStatus) {
+pub(crate) fn note_class(status: CacheStatus) {
     let _ = CLASS.try_with(|c| c.set(status.class() as u8));
 }
 
 /// Notes the class of an answer no route counts (a request refused at the
 /// edge or matching no route): the access log shows it, the histograms,
 /// whose counts are the routes' answers, do not.
-pub fn note_uncounted(status: CacheStatus) {
+pub(crate) fn note_uncounted(status: CacheStatus) {
     let _ = CLASS.try_with(|c| c.set(status.class() as u8 | UNCOUNTED));
 }
 
 /// The current request's call slot, to hand to a fill it spawns.
-pub fn call_slot() -> Option<CallSlot> {
+pub(crate) fn call_slot() -> Option<CallSlot> {
     CALL.try_with(Clone::clone).ok().flatten()
 }
 
 /// Runs `fut` (a spawned fetch) noting its upstream calls in `slot`.
-pub async fn with_call_slot<F: std::future::Future>(slot: Option<CallSlot>, fut: F) -> F::Output {
+pub(crate) async fn with_call_slot<F: std::future::Future>(
+    slot: Option<CallSlot>,
+    fut: F,
+) -> F::Output {
     CALL.scope(slot, fut).await
 }
 
 /// Notes an upstream call for the access log (no-op unless one is on).
-pub fn note_call(call: UpstreamCall) {
+pub(crate) fn note_call(call: UpstreamCall) {
     let _ = CALL.try_with(|slot| {
         if let Some(slot) = slot {
             *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(call);

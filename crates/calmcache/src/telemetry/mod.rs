@@ -5,8 +5,8 @@
 //! lines. Imports: [`crate::http`] and [`crate::config`] only; never the
 //! network layer, the request path, ops or run (they record into it).
 
-pub mod access_log;
-pub mod counter;
-pub mod inflight;
-pub mod metrics;
-pub mod stats;
+pub(crate) mod access_log;
+pub(crate) mod counter;
+pub(crate) mod inflight;
+pub(crate) mod metrics;
+pub(crate) mod stats;

@@ -251,10 +251,9 @@ async fn purge_token_makes_the_purge_method_need_the_bearer_token() {
 fn purge_token_without_a_token_and_bad_names_are_config_errors() {
     let base = "[server]\nlisten = [\"127.0.0.1:0\"]\n[upstreams.o]\nservers = [\"127.0.0.1:9\"]\n\
                 [[routes]]\nupstream = \"o\"\n[admin]\nlisten = \"127.0.0.1:9090\"\n";
-    let err =
-        calmcache::Config::from_toml(&format!("{base}purge_token = true\n"), "c.toml")
-            .unwrap_err()
-            .to_string();
+    let err = calmcache::Config::from_toml(&format!("{base}purge_token = true\n"), "c.toml")
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("admin.purge_token"), "{err}");
     let err = calmcache::Config::from_toml(
         &format!("{base}names = [\"http://admin.example:9090\"]\n"),

@@ -197,12 +197,10 @@ async fn the_admin_token_guards_purges_and_non_loopback_listeners() {
 fn a_non_loopback_admin_listener_needs_a_token() {
     let base = "[server]\nlisten = [\"127.0.0.1:0\"]\n[upstreams.o]\nservers = [\"127.0.0.1:9\"]\n\
                 [[routes]]\nupstream = \"o\"\n[admin]\n";
-    let err = calmcache::Config::from_toml(
-        &format!("{base}listen = \"0.0.0.0:9090\"\n"),
-        "calm.toml",
-    )
-    .unwrap_err()
-    .to_string();
+    let err =
+        calmcache::Config::from_toml(&format!("{base}listen = \"0.0.0.0:9090\"\n"), "calm.toml")
+            .unwrap_err()
+            .to_string();
     assert!(
         err.contains("admin.listen") && err.contains("no token"),
         "{err}"

@@ -611,12 +611,7 @@ async fn tunnels_open_only_on_this_handshakes_websocket_101() {
 
     let wrong: [Answer; 3] = [
         Box::new(|_: &str| switch("websocket", "AAAAAAAAAAAAAAAAAAAAAAAAAAA=")),
-        Box::new(|h: &str| {
-            switch(
-                "h2c",
-                &calmcache::websocket_accept(key_of(h).as_bytes()),
-            )
-        }),
+        Box::new(|h: &str| switch("h2c", &calmcache::websocket_accept(key_of(h).as_bytes()))),
         Box::new(|_: &str| {
             b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n\r\n".to_vec()
         }),

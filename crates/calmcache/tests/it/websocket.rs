@@ -448,7 +448,7 @@ async fn two_thousand_tunnels_at_once() {
     const TUNNELS: usize = 2000;
     // Each tunnel holds four descriptors in this process (client, both
     // proxy sides, server); start() raises the limit too.
-    calmcache::run::server::raise_open_files_limit();
+    calmcache::raise_open_files_limit();
     let (server, seen) = echo_server().await;
     let proxy = proxy_for(server, "", "").await;
     let all = async {

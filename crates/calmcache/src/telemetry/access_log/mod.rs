@@ -264,7 +264,7 @@ fn label_of(class: AnswerClass) -> &'static str {
 /// A response body that counts its data bytes and writes the request's
 /// line when it ends, or when it is dropped (cut off, or never polled, as
 /// for HEAD): exactly once.
-pub struct LoggedBody<B> {
+pub(crate) struct LoggedBody<B> {
     inner: B,
     bytes: u64,
     line: Option<(Pending, Outcome)>,
