@@ -13,7 +13,7 @@
 //! this list (`scripts/module-cycles` checks there is no cycle):
 //! - [`http`]: HTTP pieces with no cache state (headers, bodies, encodings,
 //!   ranges, preconditions, errors).
-//! - [`config`]: config file -> raw (serde) -> validated [`config::Config`];
+//! - [`config`]: config file -> raw (serde) -> validated [`Config`];
 //!   key templates and request conditions.
 //! - [`telemetry`]: counters, histograms, gauges and the access log.
 //! - [`net`]: client connections, TLS, write clocks, upstream pools, health.
@@ -25,12 +25,12 @@
 //!
 //! # Errors
 //! Starting, reloading and purging fail with `thiserror` enums that name
-//! what went wrong ([`StartError`], [`proxy::setup::SetupError`],
-//! [`run::reload::ReloadError`], [`proxy::purge::PurgeError`], ...); `anyhow`
+//! what went wrong ([`StartError`], [`SetupError`],
+//! [`ReloadError`], [`PurgeError`], ...); `anyhow`
 //! is for `main.rs` only. A message that shows its cause does not also
 //! return it from `source()`, so `calmcache`'s `{:#}` prints it once
-//! (`run::listen::BindError` still does both, as before, keeping its
-//! output); a config's problems are a [`config::ConfigError`].
+//! ([`BindError`] still does both, as before, keeping its
+//! output); a config's problems are a [`ConfigError`].
 
 #![warn(missing_docs, unreachable_pub)]
 
