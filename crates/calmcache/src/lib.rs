@@ -11,17 +11,17 @@
 //! # Layout
 //! Folders are layers; a folder imports only from the folders above it in
 //! this list (`scripts/module-cycles` checks there is no cycle):
-//! - [`http`]: HTTP pieces with no cache state (headers, bodies, encodings,
+//! - `http/`: HTTP pieces with no cache state (headers, bodies, encodings,
 //!   ranges, preconditions, errors).
-//! - [`config`]: config file -> raw (serde) -> validated [`Config`];
+//! - `config/`: config file -> raw (serde) -> validated [`Config`];
 //!   key templates and request conditions.
-//! - [`telemetry`]: counters, histograms, gauges and the access log.
-//! - [`net`]: client connections, TLS, write clocks, upstream pools, health.
-//! - [`proxy`]: the request path: edge view, lookup, refresh decision,
+//! - `telemetry/`: counters, histograms, gauges and the access log.
+//! - `net/`: client connections, TLS, write clocks, upstream pools, health.
+//! - `proxy/`: the request path: edge view, lookup, refresh decision,
 //!   fill, respond, tunnels, invalidation, purge, warm-up.
-//! - [`ops`]: the admin listener's endpoints, `/status`, `/metrics`, the dashboard.
-//! - [`run`]: starting a proxy, listeners and workers, reloads, graceful stop.
-//! - [`demo`]: `calmcache demo` and the bundled slow origin.
+//! - `ops/`: the admin listener's endpoints, `/status`, `/metrics`, the dashboard.
+//! - `run/`: starting a proxy, listeners and workers, reloads, graceful stop.
+//! - `demo/`: `calmcache demo` and the bundled slow origin.
 //!
 //! # Errors
 //! Starting, reloading and purging fail with `thiserror` enums that name
