@@ -95,12 +95,13 @@ impl MemoryFront {
         if front.get(&key.as_ref()).await.is_none() {
             return;
         }
-        if object.lazy_body.is_some() {
-            // Its body is in its file (a streamed fill): the front holds
-            // bodies, so the old copy just goes.
+        // Its body in its file (a streamed fill: the front holds bodies), or
+        // a copy the front refuses (larger than its max_object_size): the
+        // old copy goes, the next request reads the new one behind.
+        let replaced =
+            object.lazy_body.is_none() && front.insert(key.clone(), object.clone()).await.is_ok();
+        if !replaced {
             front.remove(&key.as_ref()).await;
-        } else {
-            let _ = front.insert(key.clone(), object.clone()).await;
         }
     }
 

@@ -128,3 +128,26 @@ async fn a_new_copy_stored_behind_replaces_the_front_copy() {
     assert!(front.remove(&k.as_ref()).await);
     assert!(!in_front(&front, "/a"));
 }
+
+#[tokio::test]
+async fn a_newer_copy_the_front_cannot_take_drops_the_older_one() {
+    let (_, zone, behind) = setup();
+    // A front that takes objects up to 8 KiB.
+    let front = MemoryFront::new(Arc::new(Zone::new(
+        "ram",
+        Arc::new(MemoryTier::new(1 << 20, 8 << 10)),
+    )));
+    let k = key("/a");
+    behind.insert(k.clone(), object("old")).await.unwrap();
+    front.get(&zone, &k.as_ref()).await;
+    front.get(&zone, &k.as_ref()).await;
+    assert!(in_front(&front, "/a"), "promoted");
+    // A new copy stored behind that the front refuses (over its 8 KiB
+    // max_object_size): the front must not keep serving the old one.
+    let large = object(&"n".repeat(20 << 10));
+    behind.insert(k.clone(), large.clone()).await.unwrap();
+    front.stored(&k, &large).await;
+    assert!(!in_front(&front, "/a"), "the older copy left the front");
+    let got = front.get(&zone, &k.as_ref()).await.unwrap();
+    assert_eq!(got.body.len(), 20 << 10, "the newer copy, from behind");
+}
