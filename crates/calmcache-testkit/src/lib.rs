@@ -18,6 +18,9 @@
 //!   a proxy listening all three ways.
 //! - [`tier`]: [`CountingTier`], a third kind of tier that counts what it
 //!   is asked, plugged into a zone through the `Tier` trait.
+//! - [`redis`]: real `redis-server` processes on free loopback ports
+//!   ([`redis::Redis`]: killed, restarted or hung on demand;
+//!   [`redis::RedisCluster`]: three masters), killed when dropped.
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -26,6 +29,7 @@ pub mod date;
 pub mod origin;
 pub mod proxy;
 pub mod raw;
+pub mod redis;
 pub mod tier;
 pub mod tls;
 pub mod wire;

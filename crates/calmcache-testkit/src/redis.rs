@@ -1,0 +1,299 @@
+//! Real `redis-server` processes for tests (fleet mode, issue 14): one
+//! server, or a Redis Cluster of three masters, each on a free loopback port
+//! with no persistence, killed when dropped. A server can be killed (`kill
+//! -9`) and started again on the same port, or hung (`SIGSTOP`) and resumed,
+//! to test a node's behaviour when its shared tier fails.
+//!
+//! Debian's `redis-server` (and `redis-cli`, for `--cluster create`) must be
+//! installed: `./scripts/test` installs them.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a server gets to answer `PING` after it was started.
+const START_WITHIN: Duration = Duration::from_secs(10);
+
+/// One `redis-server` on `127.0.0.1`, killed when dropped.
+pub struct Redis {
+    port: u16,
+    dir: PathBuf,
+    cluster: bool,
+    child: Option<Child>,
+}
+
+impl Redis {
+    /// A server on a free port, answering `PING`.
+    pub fn start() -> Redis {
+        Redis::spawn_on_free_port(false)
+    }
+
+    fn spawn_on_free_port(cluster: bool) -> Redis {
+        // A port free a moment ago may be taken by the time the server binds
+        // it: try a few.
+        let mut last = String::new();
+        for _ in 0..5 {
+            let port = free_port();
+            let dir =
+                std::env::temp_dir().join(format!("calmcache-redis-{}-{port}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            if let Err(e) = std::fs::create_dir_all(&dir) {
+                panic!("cannot create {}: {e}", dir.display());
+            }
+            let mut redis = Redis {
+                port,
+                dir,
+                cluster,
+                child: None,
+            };
+            match redis.launch() {
+                Ok(()) => return redis,
+                Err(e) => last = e,
+            }
+        }
+        panic!("redis-server did not start: {last}");
+    }
+
+    /// Starts the process and waits for `PING`; the error says why not.
+    fn launch(&mut self) -> Result<(), String> {
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .args(["--enable-debug-command", "local", "--loglevel", "warning"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if self.cluster {
+            cmd.args(["--cluster-enabled", "yes", "--cluster-node-timeout", "1000"])
+                .args(["--cluster-config-file", "nodes.conf"]);
+        }
+        let child = cmd.spawn().map_err(|e| {
+            format!(
+                "cannot run redis-server ({e}): install Debian's redis-server \
+                 (./scripts/test does)"
+            )
+        })?;
+        self.child = Some(child);
+        let deadline = Instant::now() + START_WITHIN;
+        while Instant::now() < deadline {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                let mut err = String::new();
+                if let Some(mut stderr) = self.child.take().and_then(|mut c| c.stderr.take()) {
+                    let _ = stderr.read_to_string(&mut err);
+                }
+                return Err(format!("redis-server exited with {status}: {err}"));
+            }
+            if self.command(&["PING"]).is_ok_and(|r| r == "+PONG") {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.kill9();
+        Err(format!(
+            "no PONG on port {} within {START_WITHIN:?}",
+            self.port
+        ))
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// `kill -9`: the server is gone at once, its data with it.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts a killed server again on the same port (empty).
+    pub fn restart(&mut self) {
+        self.kill9();
+        if let Err(e) = self.launch() {
+            panic!(
+                "redis-server did not start again on port {}: {e}",
+                self.port
+            );
+        }
+    }
+
+    /// `kill -STOP`: the server hangs with its connections open.
+    pub fn pause(&self) {
+        self.signal(rustix::process::Signal::STOP);
+    }
+
+    /// `kill -CONT` after [`pause`](Self::pause).
+    pub fn resume(&self) {
+        self.signal(rustix::process::Signal::CONT);
+    }
+
+    fn signal(&self, signal: rustix::process::Signal) {
+        let Some(pid) = self
+            .pid()
+            .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+        else {
+            panic!("redis-server on port {} is not running", self.port);
+        };
+        if let Err(e) = rustix::process::kill_process(pid, signal) {
+            panic!("cannot signal redis-server {pid:?}: {e}");
+        }
+    }
+
+    /// Sends one command (an array of bulk strings) and returns the reply
+    /// as text: `+OK`, `-ERR ...`, `:5`, or a bulk string's contents.
+    /// Errors are connection failures and timeouts (1 s).
+    pub fn command(&self, args: &[&str]) -> std::io::Result<String> {
+        command(self.addr(), args)
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            // A paused server must not outlive the test either.
+            let _ = self
+                .pid()
+                .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+                .map(|pid| rustix::process::kill_process(pid, rustix::process::Signal::CONT));
+        }
+        self.kill9();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A Redis Cluster of three masters (no replicas) on free loopback ports,
+/// every slot assigned and `cluster_state:ok`; killed when dropped.
+pub struct RedisCluster {
+    /// The masters, in the order they were created.
+    pub nodes: Vec<Redis>,
+}
+
+impl RedisCluster {
+    /// Three masters, slots split by `redis-cli --cluster create`.
+    pub fn start() -> RedisCluster {
+        let nodes: Vec<Redis> = (0..3).map(|_| Redis::spawn_on_free_port(true)).collect();
+        let addrs: Vec<String> = nodes.iter().map(|n| n.addr().to_string()).collect();
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run redis-cli ({e}): install Debian's redis-tools"));
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let cluster = RedisCluster { nodes };
+        let deadline = Instant::now() + START_WITHIN;
+        while !cluster.ok() {
+            assert!(
+                Instant::now() < deadline,
+                "cluster_state not ok within {START_WITHIN:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        cluster
+    }
+
+    /// Every node says `cluster_state:ok`.
+    pub fn ok(&self) -> bool {
+        self.nodes.iter().all(|n| {
+            n.command(&["CLUSTER", "INFO"])
+                .is_ok_and(|info| info.contains("cluster_state:ok"))
+        })
+    }
+
+    /// `redis://` URLs of every node (a client's seed list).
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(Redis::url).collect()
+    }
+
+    /// The hash slot of `key` (`CLUSTER KEYSLOT`).
+    pub fn slot(&self, key: &str) -> u16 {
+        let reply = self.nodes[0]
+            .command(&["CLUSTER", "KEYSLOT", key])
+            .unwrap_or_else(|e| panic!("CLUSTER KEYSLOT: {e}"));
+        reply
+            .strip_prefix(':')
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("CLUSTER KEYSLOT answered {reply:?}"))
+    }
+}
+
+/// A port nobody listens on right now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free loopback port: {e}"))
+}
+
+/// One RESP command over a fresh connection (tests only: simple replies).
+fn command(addr: SocketAddr, args: &[&str]) -> std::io::Result<String> {
+    let timeout = Duration::from_secs(1);
+    let mut stream = TcpStream::connect_timeout(&addr, timeout)?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    let mut req = format!("*{}\r\n", args.len());
+    for a in args {
+        req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    stream.write_all(req.as_bytes())?;
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        reply.extend_from_slice(&buf[..n]);
+        if complete(&reply) {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&reply).into_owned();
+    Ok(match text.strip_prefix('$') {
+        // A bulk string: its contents after the length line.
+        Some(rest) => rest.split_once("\r\n").map_or(String::new(), |(_, body)| {
+            body.trim_end_matches("\r\n").to_owned()
+        }),
+        None => text.trim_end_matches("\r\n").to_owned(),
+    })
+}
+
+/// A whole simple reply or bulk string has arrived.
+fn complete(reply: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(reply);
+    match text.strip_prefix('$') {
+        Some(rest) => rest.split_once("\r\n").is_some_and(|(len, body)| {
+            len.parse::<usize>().is_ok_and(|len| body.len() >= len + 2) || len == "-1"
+        }),
+        None => text.ends_with("\r\n"),
+    }
+}
+
+#[cfg(test)]
+#[path = "redis_tests.rs"]
+mod tests;
