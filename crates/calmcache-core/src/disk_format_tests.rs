@@ -855,11 +855,19 @@ fn random_mutations_never_panic() {
 fn encoded_in_memory_is_the_file_and_parses_back_verified() {
     let dir = Scratch::new();
     let at = SystemTime::now();
-    for (name, object) in [("plain", plain()), ("encoded", encoded()), ("marker", marker())] {
+    for (name, object) in [
+        ("plain", plain()),
+        ("encoded", encoded()),
+        ("marker", marker()),
+    ] {
         let bytes = encode_object(&key(), &object, at).unwrap();
         let path = dir.path(name);
         write_object(&dir.0, &path, &key(), &object, at).unwrap();
-        assert_eq!(bytes, fs::read(&path).unwrap(), "{name}: same bytes as the file");
+        assert_eq!(
+            bytes,
+            fs::read(&path).unwrap(),
+            "{name}: same bytes as the file"
+        );
         let (got_key, got) = parse_object(bytes.clone(), Some(&key().as_ref()), true).unwrap();
         assert_eq!(got_key, key());
         assert_same(&object, &got);
@@ -873,6 +881,9 @@ fn encoded_in_memory_is_the_file_and_parses_back_verified() {
             );
         }
         let short = bytes[..bytes.len() - 1].to_vec();
-        assert!(parse_object(short, None, true).is_err(), "{name}: truncated");
+        assert!(
+            parse_object(short, None, true).is_err(),
+            "{name}: truncated"
+        );
     }
 }

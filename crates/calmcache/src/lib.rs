@@ -36,6 +36,7 @@
 
 mod config;
 mod demo;
+mod fleet;
 mod http;
 mod net;
 mod ops;

@@ -23,6 +23,7 @@ use calmcache_core::{CacheKey, KeyRef, PurgeMode, Tags, Zone};
 use http::Method;
 use serde::Deserialize;
 
+use crate::fleet::Fleet;
 use crate::http::error::ProxyError;
 use crate::proxy::lookup::PrimaryKey;
 use crate::proxy::state::Proxy;
@@ -111,6 +112,29 @@ struct Body {
 }
 
 impl Purge {
+    /// The `POST /purge` body that orders this purge (what the fleet's
+    /// purge stream carries to the other nodes).
+    pub(crate) fn to_json(&self) -> String {
+        let url = |host: &Option<String>, path: &str| match host {
+            Some(host) => format!("http://{host}{path}"),
+            None => path.to_owned(),
+        };
+        let mut body = match &self.selector {
+            Selector::Url {
+                host,
+                path_and_query,
+            } => serde_json::json!({ "url": url(host, path_and_query) }),
+            Selector::Key(key) => serde_json::json!({ "key": key }),
+            Selector::Prefix { host, path } => serde_json::json!({ "prefix": url(host, path) }),
+            Selector::Tag(tag) => serde_json::json!({ "tag": tag }),
+            Selector::All => serde_json::json!({ "all": true }),
+        };
+        if self.mode == PurgeMode::Soft {
+            body["soft"] = true.into();
+        }
+        body.to_string()
+    }
+
     /// Parses a `POST /purge` body: exactly one of `url`, `key`, `prefix`,
     /// `tag`, `all: true`, and optionally `soft`.
     pub(crate) fn from_json(bytes: &[u8]) -> Result<Purge, PurgeError> {
@@ -208,14 +232,40 @@ pub(crate) struct Outcome {
 
 /// Runs `purge` on every zone.
 pub(crate) async fn run(proxy: &Arc<Proxy>, purge: Purge) -> Outcome {
+    run_with(proxy, purge, None).await
+}
+
+/// Runs `purge` here and, in fleet mode, on the shared tier and every other
+/// node: the keys it names are purged in Redis, a purge that names none
+/// (prefix, tag, everything, a path on hosts not all remembered) makes
+/// every object in Redis stored before it unusable, and the purge goes on
+/// the stream the other nodes apply.
+pub(crate) async fn run_everywhere(proxy: &Arc<Proxy>, purge: Purge) -> Outcome {
+    let Some(fleet) = proxy.fleet.clone() else {
+        return run(proxy, purge).await;
+    };
+    let json = purge.to_json();
+    let by_key = matches!(
+        purge.selector,
+        Selector::Key(_) | Selector::Url { host: Some(_), .. }
+    );
+    let outcome = run_with(proxy, purge, Some(&fleet)).await;
+    if !by_key || outcome.scanned {
+        fleet.purge_everything_before_now().await;
+    }
+    fleet.publish_purge(json).await;
+    outcome
+}
+
+async fn run_with(proxy: &Arc<Proxy>, purge: Purge, fleet: Option<&Arc<Fleet>>) -> Outcome {
     let mode = purge.mode;
     let outcome = match purge.selector {
         Selector::Url {
             host,
             path_and_query,
-        } => purge_url(proxy, host.as_deref(), &path_and_query, mode).await,
+        } => purge_url(proxy, host.as_deref(), &path_and_query, mode, fleet).await,
         Selector::Key(key) => Outcome {
-            purged: purge_key_text(proxy, &key, mode).await,
+            purged: purge_key_text(proxy, &key, mode, fleet).await,
             scanned: false,
         },
         selector => {
@@ -260,7 +310,12 @@ async fn scan_zones(zones: Vec<Arc<Zone>>, selector: Selector, mode: PurgeMode) 
 /// A `key` purge: the text as a `key` template rendered it, or as
 /// `Cache-Status` shows a default key (`scheme://host/path?query`), which
 /// is stored as its three parts.
-async fn purge_key_text(proxy: &Arc<Proxy>, text: &str, mode: PurgeMode) -> u64 {
+async fn purge_key_text(
+    proxy: &Arc<Proxy>,
+    text: &str,
+    mode: PurgeMode,
+    fleet: Option<&Arc<Fleet>>,
+) -> u64 {
     let mut keys = vec![KeyRef::new("", "", text)];
     if let Some(parts) = default_key_parts(text) {
         keys.push(parts);
@@ -269,7 +324,7 @@ async fn purge_key_text(proxy: &Arc<Proxy>, text: &str, mode: PurgeMode) -> u64 
     let mut purged = 0;
     let mut variants = Vec::new();
     for key in &keys {
-        purged += purge_primary(&zones, key, mode, &mut variants).await;
+        purged += purge_primary(&zones, key, mode, &mut variants, fleet).await;
     }
     purged + purge_variants(variants).await
 }
@@ -327,7 +382,7 @@ pub(crate) async fn purge_method(
         },
         mode: mode_of(soft),
     };
-    purged_response(run(proxy, order).await)
+    purged_response(run_everywhere(proxy, order).await)
 }
 
 /// `{"purged": N}`, with `"scanned": true` when a path purge scanned zones.
@@ -347,7 +402,13 @@ pub(crate) fn purged_response(outcome: Outcome) -> http::Response<crate::http::b
 /// A path on one host, or on every host its routes have stored objects
 /// for: the hosts remembered, or a scan of the zones of a route that met
 /// more hosts than it remembers.
-async fn purge_url(proxy: &Arc<Proxy>, host: Option<&str>, pq: &str, mode: PurgeMode) -> Outcome {
+async fn purge_url(
+    proxy: &Arc<Proxy>,
+    host: Option<&str>,
+    pq: &str,
+    mode: PurgeMode,
+    fleet: Option<&Arc<Fleet>>,
+) -> Outcome {
     let mut purged = 0;
     let mut variants = Vec::new();
     let mut to_scan: Vec<Arc<Zone>> = Vec::new();
@@ -380,9 +441,9 @@ async fn purge_url(proxy: &Arc<Proxy>, host: Option<&str>, pq: &str, mode: Purge
                     .to_owned_key()
             };
             let (http, https) = (key_for("http"), key_for("https"));
-            purged += purge_primary(&zones, &http.as_ref(), mode, &mut variants).await;
+            purged += purge_primary(&zones, &http.as_ref(), mode, &mut variants, fleet).await;
             if https != http {
-                purged += purge_primary(&zones, &https.as_ref(), mode, &mut variants).await;
+                purged += purge_primary(&zones, &https.as_ref(), mode, &mut variants, fleet).await;
             }
         }
     }
@@ -406,7 +467,11 @@ async fn purge_primary(
     key: &KeyRef<'_>,
     mode: PurgeMode,
     variants: &mut Vec<(CacheKey, Arc<Zone>)>,
+    fleet: Option<&Arc<Fleet>>,
 ) -> u64 {
+    if let Some(fleet) = fleet {
+        fleet.purge_key(&key.to_owned_key(), mode).await;
+    }
     let mut purged = 0;
     for zone in zones {
         if mode == PurgeMode::Soft && is_marker(zone, key).await {
@@ -475,6 +540,33 @@ fn matches<'a, T: Iterator<Item = &'a str>>(
                 && calmcache_core::key::is_uri_or_variant(k.path_and_query, path_and_query)
         }
         Selector::Url { .. } | Selector::Key(_) => false,
+    }
+}
+
+/// How often a node reads the fleet's purge stream.
+const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Applies the purges other nodes of the fleet send, to this generation's
+/// local tiers, until `stop` says true (a reload starts the next one; the
+/// stream position is the fleet's, so nothing is skipped or applied twice).
+pub(crate) async fn follow_fleet(proxy: Arc<Proxy>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let Some(fleet) = proxy.fleet.clone() else {
+        return;
+    };
+    loop {
+        for json in fleet.poll_purges().await {
+            match Purge::from_json(json.as_bytes()) {
+                Ok(purge) => {
+                    run(&proxy, purge).await;
+                    fleet.purge_applied();
+                }
+                Err(e) => tracing::warn!(error = %e, "a purge from the fleet was not understood"),
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(FOLLOW_EVERY) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
     }
 }
 

@@ -22,6 +22,7 @@ mod disk_zone;
 mod edge_cases;
 mod errors;
 mod failing_origin;
+mod fleet;
 mod health;
 mod hostile;
 mod key_bypass;
