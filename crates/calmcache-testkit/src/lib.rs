@@ -21,11 +21,16 @@
 //! - [`redis`]: real `redis-server` processes on free loopback ports
 //!   ([`redis::Redis`]: killed, restarted or hung on demand;
 //!   [`redis::RedisCluster`]: three masters), killed when dropped.
+//! - [`delay_proxy`]: [`DelayProxy`], a TCP proxy on `127.0.0.1:0` in front
+//!   of one address that adds a one-way delay and jitter per chunk (bytes
+//!   stay in order), holds everything in a blackhole, or resets every
+//!   connection; changed while it runs.
 
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod client;
 pub mod date;
+pub mod delay_proxy;
 pub mod origin;
 pub mod proxy;
 pub mod raw;
@@ -36,6 +41,7 @@ pub mod wire;
 
 pub use client::{get, get_with, request, request_with_body, CacheStatusParams, Reply};
 pub use date::{http_date, http_date_ago, http_date_in, parse_http_date};
+pub use delay_proxy::DelayProxy;
 pub use origin::{stream_byte, Origin, RecordedRequest};
 pub use proxy::{Proxy, RunningProxy};
 pub use tier::{CountingTier, TierCounts};
