@@ -39,6 +39,8 @@ const WAIT_MAX: Duration = Duration::from_secs(5);
 const PURGES_PER_POLL: usize = 100;
 /// Entries the purge stream keeps (about; trimmed as it grows).
 const PURGE_STREAM_LEN: usize = 10_000;
+/// Purges kept while Redis is out; past it, one soft purge of everything.
+const OUTBOX_MAX: usize = 1_000;
 
 /// What a fill does after asking the fleet.
 pub(crate) enum Before {
@@ -134,6 +136,11 @@ pub(crate) struct Fleet {
     purged_before: AtomicU64,
     /// The last purge stream entry read.
     last_purge: Mutex<Option<String>>,
+    /// Redis' data generation as last seen (`{prefix}epoch`).
+    epoch: Mutex<Option<String>>,
+    /// Purges made while Redis was out of reach.
+    outbox: Mutex<Outbox>,
+    epoch_script: Script,
     acquire: Script,
     commit: Script,
     release: Script,
@@ -141,6 +148,26 @@ pub(crate) struct Fleet {
     purge_before: Script,
     /// What the fleet did here.
     pub(crate) stats: FleetStats,
+}
+
+/// What a poll of the purge stream found.
+#[derive(Default)]
+pub(crate) struct Polled {
+    /// Other nodes' purges (the admin API's JSON), in order.
+    pub(crate) purges: Vec<String>,
+    /// Some purges may have been missed: mark every local object stale.
+    pub(crate) gap: bool,
+}
+
+/// Purges this node could not hand to Redis yet.
+#[derive(Default)]
+struct Outbox {
+    /// Purges to send, in order.
+    pending: Vec<String>,
+    /// A purge could not reach the shared tier: purge it whole on return.
+    redis_missed: bool,
+    /// A poll failed: on return, check the stream was not trimmed past us.
+    missed_polls: bool,
 }
 
 /// The answer of the acquire script.
@@ -173,6 +200,11 @@ impl Fleet {
             tokens: AtomicU64::new(0),
             purged_before: AtomicU64::new(0),
             last_purge: Mutex::new(None),
+            epoch: Mutex::new(None),
+            outbox: Mutex::new(Outbox::default()),
+            epoch_script: Script::new(
+                "redis.call('SET', KEYS[1], ARGV[1], 'NX')\nreturn redis.call('GET', KEYS[1])\n",
+            ),
             acquire: scripts::acquire(),
             commit: scripts::commit(),
             release: scripts::release(),
@@ -426,13 +458,15 @@ impl Fleet {
     }
 
     /// Purges `key` in Redis (hard: removed and fenced against fills that
-    /// began before; soft: marked stale).
+    /// began before; soft: marked stale). When Redis cannot be reached, the
+    /// shared tier is purged whole once it is back (see [`Self::catch_up`]).
     pub(crate) async fn purge_key(self: &Arc<Self>, key: &CacheKey, mode: PurgeMode) {
         let hash = hash_of(key);
         let keys = [self.key(&hash, "m"), self.key(&hash, "p")];
         let script = &self.purge_key;
         let hard = u8::from(mode == PurgeMode::Hard);
-        self.link
+        let done = self
+            .link
             .call(|mut conn| async move {
                 script
                     .key(&keys[0])
@@ -442,6 +476,9 @@ impl Fleet {
                     .await
             })
             .await;
+        if done.is_none() {
+            self.outbox().redis_missed = true;
+        }
     }
 
     /// A purge that names no single key (prefix, tag, everything): every
@@ -453,13 +490,38 @@ impl Fleet {
             .link
             .call(|mut conn| async move { script.key(key).invoke_async(&mut conn).await })
             .await;
-        if let Some(now) = now {
-            self.purged_before.fetch_max(now, Ordering::Relaxed);
+        match now {
+            Some(now) => {
+                self.purged_before.fetch_max(now, Ordering::Relaxed);
+            }
+            None => self.outbox().redis_missed = true,
         }
     }
 
-    /// Sends `purge` (the admin API's JSON form) to the other nodes.
-    pub(crate) async fn publish_purge(self: &Arc<Self>, purge: String) {
+    /// Sends `purge` (the admin API's JSON form) to the other nodes; when
+    /// Redis cannot take it now, it waits in the outbox (sent by
+    /// [`Self::catch_up`] once Redis answers again). Returns the purges
+    /// waiting.
+    pub(crate) async fn publish_purge(self: &Arc<Self>, purge: String) -> usize {
+        if self.outbox().pending.is_empty() && self.xadd(&purge).await {
+            self.stats.purges_sent.fetch_add(1, Ordering::Relaxed);
+            return 0;
+        }
+        let mut outbox = self.outbox();
+        if outbox.pending.len() < OUTBOX_MAX {
+            outbox.pending.push(purge);
+        } else {
+            // Too many to replay one by one: the other nodes will mark
+            // everything they hold stale instead.
+            outbox.pending.clear();
+            outbox
+                .pending
+                .push(r#"{"all":true,"soft":true}"#.to_string());
+        }
+        outbox.pending.len()
+    }
+
+    async fn xadd(self: &Arc<Self>, purge: &str) -> bool {
         let key = self.stream_key();
         let node = self.node.clone();
         let sent: Option<String> = self
@@ -474,20 +536,69 @@ impl Fleet {
                     .arg("node")
                     .arg(&node)
                     .arg("purge")
-                    .arg(&purge)
+                    .arg(purge)
                     .query_async(&mut conn)
                     .await
             })
             .await;
-        if sent.is_some() {
+        sent.is_some()
+    }
+
+    fn outbox(&self) -> std::sync::MutexGuard<'_, Outbox> {
+        self.outbox.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Purges waiting to be sent (Redis was out when they were made).
+    pub(crate) fn purges_pending(&self) -> usize {
+        self.outbox().pending.len()
+    }
+
+    /// Once Redis answers again after purges could not reach it: the
+    /// shared tier's older objects are dropped (the keys purged meanwhile
+    /// are not known one by one) and the waiting purges are sent, in order.
+    async fn catch_up(self: &Arc<Self>) {
+        let (missed, pending) = {
+            let outbox = self.outbox();
+            (outbox.redis_missed, outbox.pending.clone())
+        };
+        if missed {
+            self.outbox().redis_missed = false;
+            self.purge_everything_before_now().await;
+        }
+        for (sent, purge) in pending.iter().enumerate() {
+            if !self.xadd(purge).await {
+                self.outbox().pending.drain(..sent);
+                return;
+            }
             self.stats.purges_sent.fetch_add(1, Ordering::Relaxed);
         }
+        self.outbox().pending.drain(..pending.len());
     }
 
     /// The purges other nodes sent since the last call (their JSON), and
-    /// the fleet's purge epoch brought up to date. The first call only
-    /// finds where the stream ends.
-    pub(crate) async fn poll_purges(self: &Arc<Self>) -> Vec<String> {
+    /// whether this node may have missed some: Redis lost its data (a new
+    /// `{prefix}epoch`), or the stream was trimmed past the last entry read
+    /// while Redis could not be reached. The purge epoch is brought up to
+    /// date, and purges made while Redis was out are sent. The first call
+    /// only finds where the stream ends.
+    pub(crate) async fn poll_purges(self: &Arc<Self>) -> Polled {
+        let mut polled = Polled::default();
+        let Some(epoch) = self.redis_epoch().await else {
+            self.outbox().missed_polls = true;
+            return polled;
+        };
+        {
+            let mut seen = self.epoch.lock().unwrap_or_else(|p| p.into_inner());
+            if seen.as_ref().is_some_and(|s| *s != epoch) {
+                tracing::warn!("redis lost its data: every local object is marked stale");
+                polled.gap = true;
+                // Its stream started over too: read the new one whole.
+                *self.last_purge.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some("0-0".to_string());
+            }
+            *seen = Some(epoch);
+        }
+        self.catch_up().await;
         self.poll_epoch().await;
         let key = self.stream_key();
         let last = self
@@ -497,30 +608,20 @@ impl Fleet {
             .clone();
         let Some(last) = last else {
             // Start at the end: what came before is in Redis' state already.
-            let tail: Option<Value> = self
-                .link
-                .call(|mut conn| {
-                    let key = key.clone();
-                    async move {
-                        redis::cmd("XREVRANGE")
-                            .arg(&key)
-                            .arg("+")
-                            .arg("-")
-                            .arg("COUNT")
-                            .arg(1)
-                            .query_async(&mut conn)
-                            .await
-                    }
-                })
-                .await;
-            if let Some(tail) = tail {
-                let id = stream_entries(tail)
-                    .first()
-                    .map_or_else(|| "0-0".to_string(), |(id, _)| id.clone());
+            if let Some(id) = self.stream_end(&key).await {
                 *self.last_purge.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
             }
-            return Vec::new();
+            return polled;
         };
+        if std::mem::take(&mut self.outbox().missed_polls) {
+            // Away a while: entries past `last` may have been trimmed.
+            if let Some(first) = self.stream_start(&key).await {
+                if stream_id_before(&last, &first) && last != "0-0" {
+                    tracing::warn!("purges were missed while redis was out of reach: every local object is marked stale");
+                    polled.gap = true;
+                }
+            }
+        }
         let read: Option<Value> = self
             .link
             .call(|mut conn| async move {
@@ -535,7 +636,8 @@ impl Fleet {
             })
             .await;
         let Some(read) = read else {
-            return Vec::new();
+            self.outbox().missed_polls = true;
+            return polled;
         };
         // XREAD: [[stream, [entries]]] (RESP2) or a map (RESP3).
         let entries = match read {
@@ -553,7 +655,6 @@ impl Fleet {
                 .collect(),
             _ => Vec::new(),
         };
-        let mut purges = Vec::new();
         for (id, fields) in entries {
             *self.last_purge.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
             let node = field(&fields, "node");
@@ -561,10 +662,58 @@ impl Fleet {
                 continue;
             }
             if let Some(purge) = field(&fields, "purge") {
-                purges.push(purge);
+                polled.purges.push(purge);
             }
         }
-        purges
+        polled
+    }
+
+    /// Redis' data generation: a random id set once (`SET NX`); another
+    /// one means Redis started empty since we last looked.
+    async fn redis_epoch(self: &Arc<Self>) -> Option<String> {
+        let key = format!("{}epoch", self.cfg.prefix);
+        let mine = format!("{:016x}", rand::random::<u64>());
+        let script = &self.epoch_script;
+        self.link
+            .call(|mut conn| async move { script.key(key).arg(mine).invoke_async(&mut conn).await })
+            .await
+    }
+
+    /// The id of the stream's last entry (`0-0` when empty).
+    async fn stream_end(self: &Arc<Self>, key: &str) -> Option<String> {
+        self.stream_edge(key, "XREVRANGE", "+", "-").await
+    }
+
+    /// The id of the stream's first entry (`0-0` when empty).
+    async fn stream_start(self: &Arc<Self>, key: &str) -> Option<String> {
+        self.stream_edge(key, "XRANGE", "-", "+").await
+    }
+
+    async fn stream_edge(
+        self: &Arc<Self>,
+        key: &str,
+        cmd: &str,
+        from: &str,
+        to: &str,
+    ) -> Option<String> {
+        let edge: Value = self
+            .link
+            .call(|mut conn| async move {
+                redis::cmd(cmd)
+                    .arg(key)
+                    .arg(from)
+                    .arg(to)
+                    .arg("COUNT")
+                    .arg(1)
+                    .query_async(&mut conn)
+                    .await
+            })
+            .await?;
+        Some(
+            stream_entries(edge)
+                .first()
+                .map_or_else(|| "0-0".to_string(), |(id, _)| id.clone()),
+        )
     }
 
     async fn poll_epoch(self: &Arc<Self>) {
@@ -607,6 +756,15 @@ impl Fleet {
     pub(crate) fn breaker_opened(&self) -> u64 {
         self.link.breaker.opened.load(Ordering::Relaxed)
     }
+}
+
+/// `a` comes before `b` (stream ids `ms-seq`).
+fn stream_id_before(a: &str, b: &str) -> bool {
+    let parse = |id: &str| -> (u64, u64) {
+        let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
+        (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
+    };
+    parse(a) < parse(b)
 }
 
 /// The hash tag of `key`'s Redis keys.

@@ -103,6 +103,8 @@ pub(crate) struct FleetStatus {
     pub purges_sent: u64,
     /// Purges from other nodes applied here.
     pub purges_applied: u64,
+    /// This node's purges waiting for Redis (out of reach when made).
+    pub purges_pending: usize,
 }
 
 /// Client connections.
@@ -412,5 +414,6 @@ fn fleet_status(fleet: &crate::fleet::Fleet) -> FleetStatus {
         bad_entries: n(&s.bad_entries),
         purges_sent: n(&s.purges_sent),
         purges_applied: n(&s.purges_applied),
+        purges_pending: fleet.purges_pending(),
     }
 }

@@ -228,6 +228,9 @@ pub(crate) struct Outcome {
     /// A path purge scanned whole zones: a route met more hosts than it
     /// remembers ([`KNOWN_HOSTS_MAX`](crate::proxy::state::KNOWN_HOSTS_MAX)).
     pub scanned: bool,
+    /// Fleet mode: purges of this node still waiting for Redis (it was out
+    /// of reach); the other nodes get them once it is back.
+    pub fleet_pending: usize,
 }
 
 /// Runs `purge` on every zone.
@@ -249,11 +252,11 @@ pub(crate) async fn run_everywhere(proxy: &Arc<Proxy>, purge: Purge) -> Outcome 
         purge.selector,
         Selector::Key(_) | Selector::Url { host: Some(_), .. }
     );
-    let outcome = run_with(proxy, purge, Some(&fleet)).await;
+    let mut outcome = run_with(proxy, purge, Some(&fleet)).await;
     if !by_key || outcome.scanned {
         fleet.purge_everything_before_now().await;
     }
-    fleet.publish_purge(json).await;
+    outcome.fleet_pending = fleet.publish_purge(json).await;
     outcome
 }
 
@@ -267,6 +270,7 @@ async fn run_with(proxy: &Arc<Proxy>, purge: Purge, fleet: Option<&Arc<Fleet>>) 
         Selector::Key(key) => Outcome {
             purged: purge_key_text(proxy, &key, mode, fleet).await,
             scanned: false,
+            fleet_pending: 0,
         },
         selector => {
             if selector == Selector::All && mode == PurgeMode::Hard {
@@ -280,6 +284,7 @@ async fn run_with(proxy: &Arc<Proxy>, purge: Purge, fleet: Option<&Arc<Fleet>>) 
             Outcome {
                 purged: scan_zones(zones, selector, mode).await,
                 scanned: false,
+                fleet_pending: 0,
             }
         }
     };
@@ -392,6 +397,10 @@ pub(crate) fn purged_response(outcome: Outcome) -> http::Response<crate::http::b
         // A path purge that could not trust the hosts remembered.
         json["scanned"] = true.into();
     }
+    if outcome.fleet_pending > 0 {
+        // Applied here; the fleet gets it when Redis is back.
+        json["fleet_pending"] = outcome.fleet_pending.into();
+    }
     let json = json.to_string() + "\n";
     crate::http::reply::with_type(
         http::Response::new(crate::http::body::ResponseBody::full(json)),
@@ -456,7 +465,11 @@ async fn purge_url(
         };
         purged += scan_zones(to_scan, selector, mode).await;
     }
-    Outcome { purged, scanned }
+    Outcome {
+        purged,
+        scanned,
+        fleet_pending: 0,
+    }
 }
 
 /// Purges the primary `key` in each of `zones`; a soft purge of a Vary'd
@@ -554,7 +567,17 @@ pub(crate) async fn follow_fleet(proxy: Arc<Proxy>, mut stop: tokio::sync::watch
         return;
     };
     loop {
-        for json in fleet.poll_purges().await {
+        let polled = fleet.poll_purges().await;
+        if polled.gap {
+            // Some purges may never reach this node: nothing it holds is
+            // trusted fresh any more (each object is revalidated once).
+            let all = Purge {
+                selector: Selector::All,
+                mode: PurgeMode::Soft,
+            };
+            run(&proxy, all).await;
+        }
+        for json in polled.purges {
             match Purge::from_json(json.as_bytes()) {
                 Ok(purge) => {
                     run(&proxy, purge).await;

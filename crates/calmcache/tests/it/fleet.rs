@@ -70,7 +70,7 @@ async fn sum(nodes: &[RunningProxy], field: &str) -> u64 {
     total
 }
 
-async fn purge(node: &RunningProxy, body: &str) {
+async fn purge(node: &RunningProxy, body: &str) -> serde_json::Value {
     let auth = format!("Bearer {TOKEN}");
     let r = request_with_body(
         Method::POST,
@@ -83,6 +83,7 @@ async fn purge(node: &RunningProxy, body: &str) {
     )
     .await;
     assert_eq!(r.status, 200, "{body}: {}", r.body);
+    serde_json::from_str(&r.body).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -171,7 +172,8 @@ async fn a_purge_on_one_node_reaches_every_node_and_redis() {
         let old = burst(&fleet, path, 1).await;
         let before = origin.hits_for(path);
         assert_eq!(before, 1, "{selector}: one fetch to fill the fleet");
-        purge(&fleet[0], selector).await;
+        let answer = purge(&fleet[0], selector).await;
+        assert!(answer.get("fleet_pending").is_none(), "{answer}");
         // The other nodes apply it from the stream within a second.
         tokio::time::sleep(Duration::from_millis(800)).await;
         let mut bodies = burst(&fleet, path, 1).await;
@@ -279,4 +281,49 @@ async fn a_dead_or_hung_redis_fails_no_request_and_is_used_again_after() {
     }
     redis.resume();
     assert!(sum(&fleet, "calls_timed_out").await >= 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_made_while_redis_is_out_reaches_the_fleet_when_it_is_back() {
+    let mut redis = Redis::start();
+    let origin = Origin::start().await;
+    let fleet = nodes(&origin, &redis, "60s").await;
+    let old = burst(&fleet, "/x", 1).await;
+    assert_eq!(origin.hits_for("/x"), 1);
+    redis.kill9();
+    let answer = purge(&fleet[0], r#"{"url": "/x"}"#).await;
+    assert_eq!(answer["purged"], 1, "{answer}");
+    assert_eq!(
+        answer["fleet_pending"], 1,
+        "applied here, waiting for redis: {answer}"
+    );
+    // The purging node itself no longer serves it.
+    let here = get(&fleet[0].url("/x")).await;
+    assert_ne!(here.body, old[0]);
+    // Redis comes back (empty): the purge goes out, the others apply it.
+    redis.restart();
+    let mut applied = false;
+    for _ in 0..100 {
+        let pending = fleet_status(&fleet[0]).await["purges_pending"].as_u64();
+        let b = fleet_status(&fleet[1]).await["purges_applied"]
+            .as_u64()
+            .unwrap_or(0);
+        let c = fleet_status(&fleet[2]).await["purges_applied"]
+            .as_u64()
+            .unwrap_or(0);
+        if pending == Some(0) && b >= 1 && c >= 1 {
+            applied = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        applied,
+        "the purge reached the other nodes after redis came back"
+    );
+    for node in &fleet[1..] {
+        let r = get(&node.url("/x")).await;
+        assert_eq!(r.status, 200);
+        assert_ne!(r.body, old[0], "the purged copy is not served");
+    }
 }
