@@ -61,6 +61,8 @@ pub(crate) struct Lease {
     /// When the lease was taken (Redis clock, ms): the object's `since`.
     since_ms: u64,
     done: bool,
+    /// Extends the lease every third of its time while the fetch runs.
+    renewal: tokio::task::JoinHandle<()>,
 }
 
 impl Lease {
@@ -73,6 +75,7 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
+        self.renewal.abort();
         if self.done {
             return;
         }
@@ -144,6 +147,7 @@ pub(crate) struct Fleet {
     acquire: Script,
     commit: Script,
     release: Script,
+    renew: Script,
     purge_key: Script,
     purge_before: Script,
     /// What the fleet did here.
@@ -208,6 +212,7 @@ impl Fleet {
             acquire: scripts::acquire(),
             commit: scripts::commit(),
             release: scripts::release(),
+            renew: scripts::renew(),
             purge_key: scripts::purge_key(),
             purge_before: scripts::purge_before(),
             stats: FleetStats::default(),
@@ -278,6 +283,7 @@ impl Fleet {
                     token,
                 } => {
                     self.stats.leases_acquired.fetch_add(1, Ordering::Relaxed);
+                    let renewal = self.renew_while_fetching(&hash, &token);
                     return Before::Fetch(Some(Lease {
                         fleet: self.clone(),
                         token,
@@ -285,6 +291,7 @@ impl Fleet {
                         fence,
                         since_ms: now_ms,
                         done: false,
+                        renewal,
                     }));
                 }
                 Acquired::Held { pttl_ms } => {
@@ -304,6 +311,45 @@ impl Fleet {
                 }
             }
         }
+    }
+
+    /// A task that extends the lease every third of `fleet.lease` until
+    /// aborted (the lease committed, released or dropped): a fetch longer
+    /// than the lease keeps it, a dead node's lease still expires.
+    fn renew_while_fetching(
+        self: &Arc<Self>,
+        hash: &str,
+        token: &str,
+    ) -> tokio::task::JoinHandle<()> {
+        let fleet = Arc::downgrade(self);
+        let key = self.key(hash, "l");
+        let token = token.to_owned();
+        let every = self.cfg.lease / 3;
+        let lease_ms = u64::try_from(self.cfg.lease.as_millis()).unwrap_or(u64::MAX);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(fleet) = fleet.upgrade() else {
+                    return;
+                };
+                let script = &fleet.renew;
+                let (key, token) = (&key, &token);
+                let kept: Option<i64> = fleet
+                    .link
+                    .call(|mut conn| async move {
+                        script
+                            .key(key)
+                            .arg(token)
+                            .arg(lease_ms)
+                            .invoke_async(&mut conn)
+                            .await
+                    })
+                    .await;
+                if kept == Some(0) {
+                    return; // Not ours any more.
+                }
+            }
+        })
     }
 
     fn token(&self) -> String {

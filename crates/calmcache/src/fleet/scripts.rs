@@ -101,3 +101,13 @@ pub(crate) fn purge_before() -> Script {
          return now\n"
     ))
 }
+
+/// `renew(lease; token, lease_ms)`: extends the lease while it is still ours.
+pub(crate) fn renew() -> Script {
+    Script::new(
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then\n\
+           return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n\
+         end\n\
+         return 0\n",
+    )
+}

@@ -16,12 +16,17 @@ const TOKEN: &str = "fleet-token";
 
 /// A node of the fleet on `redis` in front of `origin`.
 async fn node(origin: &Origin, redis: &Redis, ttl: &str) -> RunningProxy {
+    node_with(origin, redis, ttl, "").await
+}
+
+/// The same with more `[fleet]` keys.
+async fn node_with(origin: &Origin, redis: &Redis, ttl: &str, keys: &str) -> RunningProxy {
     Proxy::new(origin)
         .admin(&format!("listen = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\""))
         .route(&format!(
             "ttl = {{ 200 = \"{ttl}\" }}\nlock_timeout = \"5s\""
         ))
-        .fleet(&redis.url(), "timeout = \"200ms\"")
+        .fleet(&redis.url(), &format!("timeout = \"200ms\"\n{keys}"))
         .start()
         .await
 }
@@ -326,4 +331,20 @@ async fn a_purge_made_while_redis_is_out_reaches_the_fleet_when_it_is_back() {
         assert_eq!(r.status, 200);
         assert_ne!(r.body, old[0], "the purged copy is not served");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_longer_than_the_lease_keeps_it() {
+    let redis = Redis::start();
+    let origin = Origin::start().await;
+    let mut fleet = Vec::new();
+    for _ in 0..3 {
+        fleet.push(node_with(&origin, &redis, "30s", "lease = \"300ms\"").await);
+    }
+    // The origin takes three leases' time: the lease is renewed meanwhile,
+    // so no other node takes over and fetches too.
+    let path = "/slow?x-origin-delay-ms=900";
+    burst(&fleet, path, 3).await;
+    assert_eq!(origin.hits_for("/slow"), 1);
+    assert_eq!(sum(&fleet, "leases_acquired").await, 1);
 }
