@@ -880,3 +880,7 @@ fn field(fields: &[(String, String)], name: &str) -> Option<String> {
         .find(|(k, _)| k == name)
         .map(|(_, v)| v.clone())
 }
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;
