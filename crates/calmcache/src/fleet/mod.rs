@@ -16,6 +16,7 @@
 
 mod breaker;
 mod link;
+mod ops_stats;
 mod scripts;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,6 +30,8 @@ use tokio::time::Instant;
 
 pub(crate) use breaker::BreakerState;
 use link::Link;
+use ops_stats::Op;
+pub(crate) use ops_stats::OpSnapshot;
 
 use crate::config::FleetConfig;
 
@@ -84,7 +87,7 @@ impl Drop for Lease {
                 let script = &fleet.release;
                 fleet
                     .link
-                    .call(|mut conn| async move {
+                    .call(Op::Release, |mut conn| async move {
                         script
                             .key(lease)
                             .arg(token)
@@ -300,7 +303,7 @@ impl Fleet {
         let script = &self.acquire;
         let value: Value = self
             .link
-            .call(|mut conn| async move {
+            .call(Op::Acquire, |mut conn| async move {
                 script
                     .key(&keys[0])
                     .key(&keys[1])
@@ -394,7 +397,7 @@ impl Fleet {
             let (fence, since) = (lease.fence, lease.since_ms);
             let stored: Option<i64> = fleet
                 .link
-                .call(|mut conn| async move {
+                .call(Op::Commit, |mut conn| async move {
                     script
                         .key(&keys[0])
                         .key(&keys[1])
@@ -433,7 +436,7 @@ impl Fleet {
         let script = &self.purge_key;
         let hard = u8::from(mode == PurgeMode::Hard);
         self.link
-            .call(|mut conn| async move {
+            .call(Op::Purge, |mut conn| async move {
                 script
                     .key(&keys[0])
                     .key(&keys[1])
@@ -451,7 +454,9 @@ impl Fleet {
         let script = &self.purge_before;
         let now: Option<u64> = self
             .link
-            .call(|mut conn| async move { script.key(key).invoke_async(&mut conn).await })
+            .call(Op::Purge, |mut conn| async move {
+                script.key(key).invoke_async(&mut conn).await
+            })
             .await;
         if let Some(now) = now {
             self.purged_before.fetch_max(now, Ordering::Relaxed);
@@ -464,7 +469,7 @@ impl Fleet {
         let node = self.node.clone();
         let sent: Option<String> = self
             .link
-            .call(|mut conn| async move {
+            .call(Op::Publish, |mut conn| async move {
                 redis::cmd("XADD")
                     .arg(&key)
                     .arg("MAXLEN")
@@ -499,7 +504,7 @@ impl Fleet {
             // Start at the end: what came before is in Redis' state already.
             let tail: Option<Value> = self
                 .link
-                .call(|mut conn| {
+                .call(Op::Poll, |mut conn| {
                     let key = key.clone();
                     async move {
                         redis::cmd("XREVRANGE")
@@ -523,7 +528,7 @@ impl Fleet {
         };
         let read: Option<Value> = self
             .link
-            .call(|mut conn| async move {
+            .call(Op::Poll, |mut conn| async move {
                 redis::cmd("XREAD")
                     .arg("COUNT")
                     .arg(PURGES_PER_POLL)
@@ -571,9 +576,9 @@ impl Fleet {
         let key = self.epoch_key();
         let epoch: Option<Option<u64>> = self
             .link
-            .call(
-                |mut conn| async move { redis::cmd("GET").arg(&key).query_async(&mut conn).await },
-            )
+            .call(Op::Poll, |mut conn| async move {
+                redis::cmd("GET").arg(&key).query_async(&mut conn).await
+            })
             .await;
         if let Some(Some(epoch)) = epoch {
             self.purged_before.fetch_max(epoch, Ordering::Relaxed);
@@ -601,6 +606,11 @@ impl Fleet {
                 .unwrap_or(0),
             s.reconnects.load(Ordering::Relaxed),
         ]
+    }
+
+    /// Call counters and latency per operation (acquire, commit, ...).
+    pub(crate) fn ops(&self) -> std::collections::BTreeMap<&'static str, OpSnapshot> {
+        self.link.ops.snapshot()
     }
 
     /// Times the breaker opened.

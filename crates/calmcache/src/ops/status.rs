@@ -103,6 +103,9 @@ pub(crate) struct FleetStatus {
     pub purges_sent: u64,
     /// Purges from other nodes applied here.
     pub purges_applied: u64,
+    /// Redis calls per operation (acquire, commit, release, purge, publish,
+    /// poll): they sum to the `calls_*` totals.
+    pub ops: BTreeMap<&'static str, crate::fleet::OpSnapshot>,
 }
 
 /// Client connections.
@@ -412,5 +415,6 @@ fn fleet_status(fleet: &crate::fleet::Fleet) -> FleetStatus {
         bad_entries: n(&s.bad_entries),
         purges_sent: n(&s.purges_sent),
         purges_applied: n(&s.purges_applied),
+        ops: fleet.ops(),
     }
 }
