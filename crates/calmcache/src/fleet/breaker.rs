@@ -28,6 +28,24 @@ pub(crate) enum BreakerState {
     HalfOpen,
 }
 
+impl BreakerState {
+    /// Every state, for the `state` label of `/metrics`.
+    pub(crate) const ALL: [BreakerState; 3] = [
+        BreakerState::Closed,
+        BreakerState::Open,
+        BreakerState::HalfOpen,
+    ];
+
+    /// Its name: the `/status` value and the `/metrics` label.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            BreakerState::Closed => "closed",
+            BreakerState::Open => "open",
+            BreakerState::HalfOpen => "half_open",
+        }
+    }
+}
+
 /// A call the breaker let through; report how it went.
 #[must_use]
 pub(crate) struct Pass {
@@ -143,6 +161,14 @@ impl Breaker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_and_metrics_name_the_states_alike() {
+        for state in BreakerState::ALL {
+            let json = serde_json::to_value(state).expect("a string");
+            assert_eq!(json, state.as_str());
+        }
+    }
 
     #[tokio::test(start_paused = true)]
     async fn opens_after_a_run_probes_after_the_pause_and_closes_on_success() {

@@ -15,6 +15,7 @@ use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
 
 use crate::config::FleetConfig;
 use crate::fleet::breaker::{Breaker, BreakerState};
+use crate::fleet::ops_stats::{Op, OpStats, Outcome};
 
 /// How long connecting may take (a call still waits at most the deadline).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -82,6 +83,8 @@ pub(crate) struct Link {
     pub(crate) breaker: Breaker,
     /// Calls made and how they went.
     pub(crate) stats: CallStats,
+    /// The same, per operation.
+    pub(crate) ops: OpStats,
 }
 
 impl Link {
@@ -94,6 +97,7 @@ impl Link {
             connecting: Arc::new(AtomicBool::new(false)),
             breaker: Breaker::default(),
             stats: CallStats::default(),
+            ops: OpStats::default(),
         });
         link.rebuild()?;
         Ok(link)
@@ -158,15 +162,16 @@ impl Link {
         Ok(())
     }
 
-    /// Runs `call` on the connection within the deadline, through the
-    /// breaker; `None` when it could not be made or did not answer in time.
-    pub(crate) async fn call<T, F, Fut>(self: &Arc<Self>, call: F) -> Option<T>
+    /// Runs `call` (one `op`) on the connection within the deadline,
+    /// through the breaker; `None` when it could not be made or did not
+    /// answer in time.
+    pub(crate) async fn call<T, F, Fut>(self: &Arc<Self>, op: Op, call: F) -> Option<T>
     where
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let Some(pass) = self.breaker.pass() else {
-            self.stats.skipped.fetch_add(1, Ordering::Relaxed);
+            self.count(op, Outcome::Skipped);
             return None;
         };
         let conn = self.slot().clone();
@@ -175,36 +180,54 @@ impl Link {
             if self.breaker.failure(pass) {
                 let _ = self.rebuild();
             }
-            self.stats.errors.fetch_add(1, Ordering::Relaxed);
+            self.count(op, Outcome::Failed);
             return None;
         };
         let started = tokio::time::Instant::now();
         match tokio::time::timeout(self.cfg.timeout, call(conn)).await {
             Ok(Ok(value)) => {
-                let micros = started.elapsed().as_micros();
-                self.stats
-                    .micros
-                    .fetch_add(u64::try_from(micros).unwrap_or(u64::MAX), Ordering::Relaxed);
-                self.stats.ok.fetch_add(1, Ordering::Relaxed);
+                let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                self.count(op, Outcome::Answered(micros));
                 self.breaker.success(pass);
                 Some(value)
             }
             Ok(Err(e)) => {
-                self.stats.errors.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(error = %e, "redis call failed");
+                self.count(op, Outcome::Failed);
+                tracing::debug!(error = %e, op = op.as_str(), "redis call failed");
                 if self.breaker.failure(pass) {
                     let _ = self.rebuild();
                 }
                 None
             }
             Err(_) => {
-                self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
+                self.count(op, Outcome::TimedOut);
                 if self.breaker.failure(pass) {
                     let _ = self.rebuild();
                 }
                 None
             }
         }
+    }
+
+    /// One call counted in the totals and under its operation.
+    fn count(&self, op: Op, outcome: Outcome) {
+        let s = &self.stats;
+        match outcome {
+            Outcome::Answered(micros) => {
+                s.micros.fetch_add(micros, Ordering::Relaxed);
+                s.ok.fetch_add(1, Ordering::Relaxed);
+            }
+            Outcome::Failed => {
+                s.errors.fetch_add(1, Ordering::Relaxed);
+            }
+            Outcome::TimedOut => {
+                s.timeouts.fetch_add(1, Ordering::Relaxed);
+            }
+            Outcome::Skipped => {
+                s.skipped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.ops.record(op, outcome);
     }
 
     /// Where the breaker stands.

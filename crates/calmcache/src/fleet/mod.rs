@@ -16,6 +16,7 @@
 
 mod breaker;
 mod link;
+mod ops_stats;
 mod scripts;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,6 +30,8 @@ use tokio::time::Instant;
 
 pub(crate) use breaker::BreakerState;
 use link::Link;
+use ops_stats::Op;
+pub(crate) use ops_stats::OpSnapshot;
 
 use crate::config::FleetConfig;
 
@@ -89,7 +92,7 @@ impl Drop for Lease {
                 let script = &fleet.release;
                 fleet
                     .link
-                    .call(|mut conn| async move {
+                    .call(Op::Release, |mut conn| async move {
                         script
                             .key(lease)
                             .arg(token)
@@ -336,7 +339,7 @@ impl Fleet {
                 let (key, token) = (&key, &token);
                 let kept: Option<i64> = fleet
                     .link
-                    .call(|mut conn| async move {
+                    .call(Op::Renew, |mut conn| async move {
                         script
                             .key(key)
                             .arg(token)
@@ -378,7 +381,7 @@ impl Fleet {
         let script = &self.acquire;
         let value: Value = self
             .link
-            .call(|mut conn| async move {
+            .call(Op::Acquire, |mut conn| async move {
                 script
                     .key(&keys[0])
                     .key(&keys[1])
@@ -472,7 +475,7 @@ impl Fleet {
             let (fence, since) = (lease.fence, lease.since_ms);
             let stored: Option<i64> = fleet
                 .link
-                .call(|mut conn| async move {
+                .call(Op::Commit, |mut conn| async move {
                     script
                         .key(&keys[0])
                         .key(&keys[1])
@@ -513,7 +516,7 @@ impl Fleet {
         let hard = u8::from(mode == PurgeMode::Hard);
         let done = self
             .link
-            .call(|mut conn| async move {
+            .call(Op::Purge, |mut conn| async move {
                 script
                     .key(&keys[0])
                     .key(&keys[1])
@@ -534,7 +537,9 @@ impl Fleet {
         let script = &self.purge_before;
         let now: Option<u64> = self
             .link
-            .call(|mut conn| async move { script.key(key).invoke_async(&mut conn).await })
+            .call(Op::Purge, |mut conn| async move {
+                script.key(key).invoke_async(&mut conn).await
+            })
             .await;
         match now {
             Some(now) => {
@@ -572,7 +577,7 @@ impl Fleet {
         let node = self.node.clone();
         let sent: Option<String> = self
             .link
-            .call(|mut conn| async move {
+            .call(Op::Publish, |mut conn| async move {
                 redis::cmd("XADD")
                     .arg(&key)
                     .arg("MAXLEN")
@@ -670,7 +675,7 @@ impl Fleet {
         }
         let read: Option<Value> = self
             .link
-            .call(|mut conn| async move {
+            .call(Op::Poll, |mut conn| async move {
                 redis::cmd("XREAD")
                     .arg("COUNT")
                     .arg(PURGES_PER_POLL)
@@ -721,7 +726,9 @@ impl Fleet {
         let mine = format!("{:016x}", rand::random::<u64>());
         let script = &self.epoch_script;
         self.link
-            .call(|mut conn| async move { script.key(key).arg(mine).invoke_async(&mut conn).await })
+            .call(Op::Poll, |mut conn| async move {
+                script.key(key).arg(mine).invoke_async(&mut conn).await
+            })
             .await
     }
 
@@ -744,7 +751,7 @@ impl Fleet {
     ) -> Option<String> {
         let edge: Value = self
             .link
-            .call(|mut conn| async move {
+            .call(Op::Poll, |mut conn| async move {
                 redis::cmd(cmd)
                     .arg(key)
                     .arg(from)
@@ -766,9 +773,9 @@ impl Fleet {
         let key = self.epoch_key();
         let epoch: Option<Option<u64>> = self
             .link
-            .call(
-                |mut conn| async move { redis::cmd("GET").arg(&key).query_async(&mut conn).await },
-            )
+            .call(Op::Poll, |mut conn| async move {
+                redis::cmd("GET").arg(&key).query_async(&mut conn).await
+            })
             .await;
         if let Some(Some(epoch)) = epoch {
             self.purged_before.fetch_max(epoch, Ordering::Relaxed);
@@ -796,6 +803,11 @@ impl Fleet {
                 .unwrap_or(0),
             s.reconnects.load(Ordering::Relaxed),
         ]
+    }
+
+    /// Call counters and latency per operation (acquire, commit, ...).
+    pub(crate) fn ops(&self) -> std::collections::BTreeMap<&'static str, OpSnapshot> {
+        self.link.ops.snapshot()
     }
 
     /// Times the breaker opened.

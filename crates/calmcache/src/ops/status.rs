@@ -105,6 +105,9 @@ pub(crate) struct FleetStatus {
     pub purges_applied: u64,
     /// This node's purges waiting for Redis (out of reach when made).
     pub purges_pending: usize,
+    /// Redis calls per operation (acquire, commit, release, purge, publish,
+    /// poll): they sum to the `calls_*` totals.
+    pub ops: BTreeMap<&'static str, crate::fleet::OpSnapshot>,
 }
 
 /// Client connections.
@@ -415,5 +418,6 @@ fn fleet_status(fleet: &crate::fleet::Fleet) -> FleetStatus {
         purges_sent: n(&s.purges_sent),
         purges_applied: n(&s.purges_applied),
         purges_pending: fleet.purges_pending(),
+        ops: fleet.ops(),
     }
 }

@@ -286,6 +286,13 @@ async fn a_dead_or_hung_redis_fails_no_request_and_is_used_again_after() {
     }
     redis.resume();
     assert!(sum(&fleet, "calls_timed_out").await >= 3);
+    // Per operation: the requests' acquires are among them.
+    let mut acquires_timed_out = 0;
+    for node in &fleet {
+        let ops = &fleet_status(node).await["ops"];
+        acquires_timed_out += ops["acquire"]["timed_out"].as_u64().unwrap();
+    }
+    assert!(acquires_timed_out >= 1, "no acquire timed out");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
