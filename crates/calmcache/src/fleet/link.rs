@@ -125,6 +125,15 @@ impl Link {
                 .set_number_of_retries(1)
                 .set_max_delay(Duration::from_millis(200));
             let manager = ConnectionManager::new_lazy_with_config(client, config)?;
+            // Connect now, in the background: the probe after a trip then
+            // pays one round trip, not the connection's setup too (which
+            // misses the deadline where one round trip fits it).
+            let mut warm = manager.clone();
+            tokio::spawn(async move {
+                let ping = redis::cmd("PING");
+                let _ =
+                    tokio::time::timeout(CONNECT_TIMEOUT, ping.query_async::<()>(&mut warm)).await;
+            });
             *self.slot() = Some(Conn::Single(manager));
             return Ok(());
         }

@@ -469,6 +469,40 @@ async fn a_slow_link_to_redis_is_used_under_the_deadline_and_cut_over_it() {
     no_failed_request(load, "slow link").await;
 }
 
+/// Regression: the breaker's probe paid for a new connection as well as
+/// its own call. After a trip the connection is rebuilt; on a link where
+/// one round trip fits the deadline but a connection's setup and a call do
+/// not (a remote or TLS Redis and a tight deadline), every probe missed
+/// the deadline and a node never went back to Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_goes_back_to_a_slow_redis_after_its_breaker_opened() {
+    let redis = Redis::start();
+    let link = DelayProxy::start(redis.addr()).await;
+    let origin = Origin::start().await;
+    // One round trip at 50 ms each way: 100 ms; a connection's setup and
+    // a call: 200 ms.
+    let url = format!("redis://{}", link.addr());
+    let nodes = three_nodes(&origin, &url, "timeout = \"190ms\"", "1s").await;
+    // Scripts loaded at full speed (a first call takes three round trips).
+    wait_connected(&nodes, CLOSED_WITHIN, "warm-up").await;
+    assert!(is_body_of(
+        &get(&nodes[0], &Wire::Http1, "/warm").await,
+        "/warm"
+    ));
+    wait_used(&nodes, 0, USED_WITHIN, "warm-up").await;
+    link.set_delay(Duration::from_millis(50));
+    let load = Load::start(&nodes);
+
+    let watch = Watch::before("200 ms, then 50 ms", &nodes, &load).await;
+    link.set_delay(Duration::from_millis(200));
+    watch.opens().await;
+    watch.lasts(Duration::from_secs(2)).await;
+    link.set_delay(Duration::from_millis(50));
+    watch.recovers().await;
+
+    no_failed_request(load, "200 ms, then 50 ms").await;
+}
+
 /// `["redis://...", ...]` for the builder.
 fn toml_list(urls: &[String]) -> String {
     let quoted: Vec<String> = urls.iter().map(|u| format!("{u:?}")).collect();
