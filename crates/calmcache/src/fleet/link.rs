@@ -14,7 +14,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
 
 use crate::config::FleetConfig;
-use crate::fleet::breaker::{Breaker, BreakerState};
+use crate::fleet::breaker::{Breaker, BreakerState, Pass};
 
 /// How long connecting may take (a call still waits at most the deadline).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -178,10 +178,14 @@ impl Link {
             self.stats.skipped.fetch_add(1, Ordering::Relaxed);
             return None;
         };
+        let pass = Outstanding {
+            breaker: &self.breaker,
+            pass: Some(pass),
+        };
         let conn = self.slot().clone();
         let Some(conn) = conn else {
             // A cluster still connecting: a failure like any other.
-            if self.breaker.failure(pass) {
+            if pass.failure() {
                 let _ = self.rebuild();
             }
             self.stats.errors.fetch_add(1, Ordering::Relaxed);
@@ -195,20 +199,20 @@ impl Link {
                     .micros
                     .fetch_add(u64::try_from(micros).unwrap_or(u64::MAX), Ordering::Relaxed);
                 self.stats.ok.fetch_add(1, Ordering::Relaxed);
-                self.breaker.success(pass);
+                pass.success();
                 Some(value)
             }
             Ok(Err(e)) => {
                 self.stats.errors.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(error = %e, "redis call failed");
-                if self.breaker.failure(pass) {
+                if pass.failure() {
                     let _ = self.rebuild();
                 }
                 None
             }
             Err(_) => {
                 self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
-                if self.breaker.failure(pass) {
+                if pass.failure() {
                     let _ = self.rebuild();
                 }
                 None
@@ -219,5 +223,35 @@ impl Link {
     /// Where the breaker stands.
     pub(crate) fn state(&self) -> BreakerState {
         self.breaker.current()
+    }
+}
+
+/// A call the breaker let through, until its outcome is reported. Dropped
+/// before (its caller gave up on it: a fill cancelled when its client went
+/// away), it is abandoned: a probe lost that way would leave the breaker
+/// half-open for good, with no call ever going to Redis again.
+struct Outstanding<'a> {
+    breaker: &'a Breaker,
+    pass: Option<Pass>,
+}
+
+impl Outstanding<'_> {
+    fn success(mut self) {
+        if let Some(pass) = self.pass.take() {
+            self.breaker.success(pass);
+        }
+    }
+
+    /// True when this opened the breaker (see [`Breaker::failure`]).
+    fn failure(mut self) -> bool {
+        self.pass.take().is_some_and(|p| self.breaker.failure(p))
+    }
+}
+
+impl Drop for Outstanding<'_> {
+    fn drop(&mut self) {
+        if let Some(pass) = self.pass.take() {
+            self.breaker.abandon(pass);
+        }
     }
 }

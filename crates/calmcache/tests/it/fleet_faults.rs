@@ -503,6 +503,83 @@ async fn a_node_goes_back_to_a_slow_redis_after_its_breaker_opened() {
     no_failed_request(load, "200 ms, then 50 ms").await;
 }
 
+/// Regression: a call that was the breaker's probe, given up by its caller
+/// (a fill cancelled when its client went away and no refresh slot was
+/// free), left the breaker half-open for good: no call went to Redis
+/// again, and the node never rejoined the fleet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_given_up_by_its_caller_does_not_hold_the_breaker_half_open() {
+    let redis = Redis::start();
+    let link = DelayProxy::start(redis.addr()).await;
+    let origin = Origin::start().await;
+    let url = format!("redis://{}", link.addr());
+    let proxy = Proxy::new(&origin)
+        .admin(&format!("listen = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\""))
+        .route("ttl = { 200 = \"60s\" }")
+        .upstream("refresh_concurrency = 1")
+        .fleet(&url, "timeout = \"1s\"");
+    let node = Arc::new(Wires::start(proxy, "").await);
+    let nodes = std::slice::from_ref(&node);
+    wait_connected(nodes, CLOSED_WITHIN, "start").await;
+    let h2c = node.all[H2C].clone();
+    // The one refresh slot, held by a slow fill its client left: from now
+    // on a fill whose client goes away is cancelled.
+    let hold = get(&node, &h2c, "/hold?x-origin-delay-ms=30000");
+    assert!(tokio::time::timeout(Duration::from_millis(300), hold)
+        .await
+        .is_err());
+    // Redis silent: three calls miss the deadline, the breaker opens.
+    link.blackhole();
+    let mut misses = Vec::new();
+    for i in 0..3 {
+        let (node, wire) = (node.clone(), h2c.clone());
+        misses.push(tokio::spawn(async move {
+            get(&node, &wire, &format!("/open/{i}")).await
+        }));
+    }
+    for miss in misses {
+        let path = "/open/";
+        let r = miss.await.unwrap();
+        assert!(
+            r.status == 200 && r.body.starts_with(&format!("path={path}")),
+            "{}",
+            r.body
+        );
+    }
+    assert_ne!(breakers(nodes).await, ["closed"]);
+    // Clients that give up after 100 ms, until one of their fills was the
+    // probe (the breaker half-open) and was cancelled with it.
+    let began = Instant::now();
+    let mut i = 0;
+    while began.elapsed() < Duration::from_secs(3) {
+        i += 1;
+        let (node, wire) = (node.clone(), h2c.clone());
+        tokio::spawn(async move {
+            let path = format!("/gone/{i}");
+            let gone = get(&node, &wire, &path);
+            let _ = tokio::time::timeout(Duration::from_millis(100), gone).await;
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let status = node.proxy.status().await;
+    eprintln!(
+        "{i} clients gone; fleet {}; routes {}",
+        status["fleet"], status["routes"]
+    );
+    // Redis answers again: the breaker closes.
+    link.unblackhole();
+    let deadline = Instant::now() + CLOSED_WITHIN;
+    while !all_closed(nodes).await {
+        assert!(
+            Instant::now() < deadline,
+            "{:?} {CLOSED_WITHIN:?} after redis answered again: {}",
+            breakers(nodes).await,
+            fleet_status(&node).await
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
 /// `["redis://...", ...]` for the builder.
 fn toml_list(urls: &[String]) -> String {
     let quoted: Vec<String> = urls.iter().map(|u| format!("{u:?}")).collect();
