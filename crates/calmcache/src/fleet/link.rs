@@ -174,6 +174,13 @@ impl Link {
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
+        if self.connecting.load(Ordering::Acquire) && self.slot().is_none() {
+            // A cluster's first connection is on its way: no call, and
+            // nothing against the breaker, or a node started under traffic
+            // would open it at once and go on alone.
+            self.stats.errors.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
         let Some(pass) = self.breaker.pass() else {
             self.stats.skipped.fetch_add(1, Ordering::Relaxed);
             return None;
@@ -184,7 +191,7 @@ impl Link {
         };
         let conn = self.slot().clone();
         let Some(conn) = conn else {
-            // A cluster still connecting: a failure like any other.
+            // A cluster whose connection failed: a failure like any other.
             if pass.failure() {
                 let _ = self.rebuild();
             }

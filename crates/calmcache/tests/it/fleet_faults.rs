@@ -580,6 +580,39 @@ async fn a_probe_given_up_by_its_caller_does_not_hold_the_breaker_half_open() {
     }
 }
 
+/// Regression: a node on a cluster counted the calls made before its
+/// first connection was up (in the background) as failures, so a node
+/// started under traffic opened its breaker at once and went on alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_started_under_traffic_on_a_cluster_does_not_open_its_breaker() {
+    let cluster = RedisCluster::start();
+    let origin = Origin::start().await;
+    let urls = toml_list(&cluster.urls());
+    let mut nodes = Vec::new();
+    let mut tasks = Vec::new();
+    for n in 0..3 {
+        let node = node(&origin, &urls, "timeout = \"200ms\"", "60s").await;
+        // Requests at once, before its connection is up.
+        for i in 0..5 {
+            let (node, wire) = (node.clone(), node.all[HTTP1].clone());
+            tasks.push(tokio::spawn(async move {
+                let path = format!("/start/{n}-{i}");
+                let r = get(&node, &wire, &path).await;
+                assert!(is_body_of(&r, &path), "{}", r.body);
+            }));
+        }
+        nodes.push(node);
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    wait_connected(&nodes, CLOSED_WITHIN, "started").await;
+    for node in &nodes {
+        let s = fleet_status(node).await;
+        assert_eq!(s["breaker_opened"], 0, "{s}");
+    }
+}
+
 /// `["redis://...", ...]` for the builder.
 fn toml_list(urls: &[String]) -> String {
     let quoted: Vec<String> = urls.iter().map(|u| format!("{u:?}")).collect();
