@@ -145,6 +145,15 @@ impl Breaker {
         false
     }
 
+    /// The call's caller gave up on it before it ended: it says nothing
+    /// about Redis, but a probe must not stay out for good (the next call
+    /// probes instead).
+    pub(crate) fn abandon(&self, pass: Pass) {
+        if pass.probe {
+            self.state().probing = false;
+        }
+    }
+
     /// Closed, open or half-open.
     pub(crate) fn current(&self) -> BreakerState {
         if !self.tripped.load(Ordering::Acquire) {
@@ -202,5 +211,27 @@ mod tests {
         assert_eq!(b.current(), BreakerState::Closed);
         assert!(b.pass().is_some());
         assert_eq!(b.opened.load(Ordering::Relaxed), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_probe_its_caller_gave_up_on_lets_the_next_call_probe() {
+        let b = Breaker::default();
+        for _ in 0..OPEN_AFTER {
+            let p = b.pass().expect("closed");
+            b.failure(p);
+        }
+        tokio::time::advance(PAUSE_MIN).await;
+        let probe = b.pass().expect("a probe");
+        assert!(b.pass().is_none(), "only one probe");
+        b.abandon(probe);
+        assert_eq!(b.current(), BreakerState::Open);
+        let probe = b.pass().expect("the next call probes");
+        b.success(probe);
+        assert_eq!(b.current(), BreakerState::Closed);
+        // Plain calls given up on count for nothing.
+        for _ in 0..OPEN_AFTER {
+            b.abandon(b.pass().expect("closed"));
+        }
+        assert_eq!(b.current(), BreakerState::Closed);
     }
 }

@@ -14,7 +14,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
 
 use crate::config::FleetConfig;
-use crate::fleet::breaker::{Breaker, BreakerState};
+use crate::fleet::breaker::{Breaker, BreakerState, Pass};
 use crate::fleet::ops_stats::{Op, OpStats, Outcome};
 
 /// How long connecting may take (a call still waits at most the deadline).
@@ -129,6 +129,15 @@ impl Link {
                 .set_number_of_retries(1)
                 .set_max_delay(Duration::from_millis(200));
             let manager = ConnectionManager::new_lazy_with_config(client, config)?;
+            // Connect now, in the background: the probe after a trip then
+            // pays one round trip, not the connection's setup too (which
+            // misses the deadline where one round trip fits it).
+            let mut warm = manager.clone();
+            tokio::spawn(async move {
+                let ping = redis::cmd("PING");
+                let _ =
+                    tokio::time::timeout(CONNECT_TIMEOUT, ping.query_async::<()>(&mut warm)).await;
+            });
             *self.slot() = Some(Conn::Single(manager));
             return Ok(());
         }
@@ -170,14 +179,25 @@ impl Link {
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
+        if self.connecting.load(Ordering::Acquire) && self.slot().is_none() {
+            // A cluster's first connection is on its way: no call, and
+            // nothing against the breaker, or a node started under traffic
+            // would open it at once and go on alone.
+            self.count(op, Outcome::Failed);
+            return None;
+        }
         let Some(pass) = self.breaker.pass() else {
             self.count(op, Outcome::Skipped);
             return None;
         };
+        let pass = Outstanding {
+            breaker: &self.breaker,
+            pass: Some(pass),
+        };
         let conn = self.slot().clone();
         let Some(conn) = conn else {
-            // A cluster still connecting: a failure like any other.
-            if self.breaker.failure(pass) {
+            // A cluster whose connection failed: a failure like any other.
+            if pass.failure() {
                 let _ = self.rebuild();
             }
             self.count(op, Outcome::Failed);
@@ -188,20 +208,20 @@ impl Link {
             Ok(Ok(value)) => {
                 let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
                 self.count(op, Outcome::Answered(micros));
-                self.breaker.success(pass);
+                pass.success();
                 Some(value)
             }
             Ok(Err(e)) => {
                 self.count(op, Outcome::Failed);
                 tracing::debug!(error = %e, op = op.as_str(), "redis call failed");
-                if self.breaker.failure(pass) {
+                if pass.failure() {
                     let _ = self.rebuild();
                 }
                 None
             }
             Err(_) => {
                 self.count(op, Outcome::TimedOut);
-                if self.breaker.failure(pass) {
+                if pass.failure() {
                     let _ = self.rebuild();
                 }
                 None
@@ -233,5 +253,35 @@ impl Link {
     /// Where the breaker stands.
     pub(crate) fn state(&self) -> BreakerState {
         self.breaker.current()
+    }
+}
+
+/// A call the breaker let through, until its outcome is reported. Dropped
+/// before (its caller gave up on it: a fill cancelled when its client went
+/// away), it is abandoned: a probe lost that way would leave the breaker
+/// half-open for good, with no call ever going to Redis again.
+struct Outstanding<'a> {
+    breaker: &'a Breaker,
+    pass: Option<Pass>,
+}
+
+impl Outstanding<'_> {
+    fn success(mut self) {
+        if let Some(pass) = self.pass.take() {
+            self.breaker.success(pass);
+        }
+    }
+
+    /// True when this opened the breaker (see [`Breaker::failure`]).
+    fn failure(mut self) -> bool {
+        self.pass.take().is_some_and(|p| self.breaker.failure(p))
+    }
+}
+
+impl Drop for Outstanding<'_> {
+    fn drop(&mut self) {
+        if let Some(pass) = self.pass.take() {
+            self.breaker.abandon(pass);
+        }
     }
 }

@@ -23,6 +23,7 @@ mod edge_cases;
 mod errors;
 mod failing_origin;
 mod fleet;
+mod fleet_faults;
 mod health;
 mod hostile;
 mod key_bypass;
