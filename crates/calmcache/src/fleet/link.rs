@@ -78,6 +78,9 @@ pub(crate) struct CallStats {
 pub(crate) struct Link {
     cfg: FleetConfig,
     conn: Mutex<Option<Conn>>,
+    /// Rebuilds so far: a connection made in the background replaces the
+    /// one in `conn` only if no rebuild came after.
+    rebuilds: AtomicU64,
     connecting: Arc<AtomicBool>,
     /// Open after failures: no call goes to Redis.
     pub(crate) breaker: Breaker,
@@ -94,6 +97,7 @@ impl Link {
         let link = Arc::new(Link {
             cfg: cfg.clone(),
             conn: Mutex::new(None),
+            rebuilds: AtomicU64::new(0),
             connecting: Arc::new(AtomicBool::new(false)),
             breaker: Breaker::default(),
             stats: CallStats::default(),
@@ -128,17 +132,10 @@ impl Link {
                 .set_response_timeout(None)
                 .set_number_of_retries(1)
                 .set_max_delay(Duration::from_millis(200));
-            let manager = ConnectionManager::new_lazy_with_config(client, config)?;
-            // Connect now, in the background: the probe after a trip then
-            // pays one round trip, not the connection's setup too (which
-            // misses the deadline where one round trip fits it).
-            let mut warm = manager.clone();
-            tokio::spawn(async move {
-                let ping = redis::cmd("PING");
-                let _ =
-                    tokio::time::timeout(CONNECT_TIMEOUT, ping.query_async::<()>(&mut warm)).await;
-            });
+            let manager = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
+            let rebuild = self.rebuilds.fetch_add(1, Ordering::AcqRel) + 1;
             *self.slot() = Some(Conn::Single(manager));
+            self.connect_ahead(rebuild, client, config);
             return Ok(());
         }
         let mut builder = redis::cluster::ClusterClient::builder(self.cfg.nodes.clone())
@@ -169,6 +166,36 @@ impl Link {
             }
         });
         Ok(())
+    }
+
+    /// Connects another manager now, in the background, and puts it in the
+    /// slot once it answers, unless a rebuild came after `rebuild`: the
+    /// probe after a trip then pays one round trip, not the connection's
+    /// setup too (which misses the deadline where one round trip fits it).
+    /// If it fails, the lazy one in the slot tries afresh when called (a
+    /// failed manager would answer its next call with the cached error).
+    fn connect_ahead(
+        self: &Arc<Self>,
+        rebuild: u64,
+        client: redis::Client,
+        config: ConnectionManagerConfig,
+    ) {
+        let link = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let Ok(mut ahead) = ConnectionManager::new_lazy_with_config(client, config) else {
+                return;
+            };
+            let ping = redis::cmd("PING");
+            let up =
+                tokio::time::timeout(CONNECT_TIMEOUT, ping.query_async::<()>(&mut ahead)).await;
+            let Some(link) = link.upgrade().filter(|_| matches!(up, Ok(Ok(())))) else {
+                return;
+            };
+            let mut slot = link.slot();
+            if link.rebuilds.load(Ordering::Acquire) == rebuild {
+                *slot = Some(Conn::Single(ahead));
+            }
+        });
     }
 
     /// Runs `call` (one `op`) on the connection within the deadline,
