@@ -13,6 +13,8 @@
 #   BENCH_RESULTS=DIR  where raw results go (default bench/results/NAME-DATE)
 #   BENCH_CALMCACHE=F  another calmcache binary (e.g. a stand-in origin for
 #                      testing the NGINX/Varnish rows of a script)
+#   CALM_THREADS=N     calmcache `threads` in write_calm_config (default 2)
+#   NGINX_WORKERS=N    NGINX worker_processes in nginx_conf (default 2)
 
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_DIR="$(cd "$BENCH_DIR/.." && pwd)"
@@ -616,7 +618,7 @@ EOT
 }
 
 # write_calm_config FILE ORIGIN_PORT ZONES_TOML ROUTE_TOML: a calmcache config
-# (threads = 2, keepalive_requests 1000000 as the NGINX configs here, upstream
+# (threads = $CALM_THREADS or 2, keepalive_requests 1000000 as the NGINX configs here, upstream
 # "app" keepalive 32, one [[routes]] table with ROUTE_TOML) on fresh loopback
 # ports; sets PROXY_PORT, ADMIN_PORT. CALM_SERVER_EXTRA goes at the end of
 # the [server] table (keys such as tls_listen, then [[server.tls]] tables).
@@ -628,7 +630,7 @@ write_calm_config() {
 	cat >"$file" <<EOT
 [server]
 listen = ["127.0.0.1:$PROXY_PORT"]
-threads = 2
+threads = ${CALM_THREADS:-2}
 keepalive_requests = 1000000
 ${CALM_SERVER_EXTRA:-}
 
@@ -686,7 +688,7 @@ calm_zone_field() { calm_jq '.zones[$z][$f] // "NA"' --arg z "$1" --arg f "$2"; 
 calm_loader_done() { calm_jq '[.zones[] | select(.disk) | .disk.loader_done] | all'; }
 
 # nginx_conf DIR PORT ORIGIN_PORT HTTP_EXTRA LOCATION: DIR/nginx.conf with the
-# settings start_nginx uses (2 workers, sendfile $NGINX_SENDFILE or on,
+# settings start_nginx uses ($NGINX_WORKERS or 2 workers, sendfile $NGINX_SENDFILE or on,
 # tcp_nopush off, keepalive_requests 1000000, temp paths under DIR/tmp,
 # upstream "app" with keepalive 32 when ORIGIN_PORT is set); HTTP_EXTRA goes
 # into the http block (proxy_cache_path, split_clients), LOCATION into
@@ -704,7 +706,7 @@ nginx_conf() {
     }"
 	fi
 	cat >"$dir/nginx.conf" <<EOT
-worker_processes 2;
+worker_processes ${NGINX_WORKERS:-2};
 worker_rlimit_nofile 65536;
 pid $dir/nginx.pid;
 error_log $dir/error.log warn;

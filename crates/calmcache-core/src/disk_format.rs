@@ -216,6 +216,28 @@ pub fn write_object(
     }
 }
 
+/// The bytes [`write_object`] would write for `object` under `key`, in
+/// memory: the same framing, lengths and checksums, for a store that keeps
+/// objects as values (the shared tier of fleet mode). [`parse_object`]
+/// reads them back, verified.
+pub fn encode_object(
+    key: &CacheKey,
+    object: &CachedObject,
+    stored_at: SystemTime,
+) -> Result<Vec<u8>, FormatError> {
+    let header = encode_header(key, object, stored_at, object.body.len() as u64)?;
+    let header_len = u32::try_from(header.len()).map_err(|_| FormatError::Corrupt("header"))?;
+    let total = PREFIX_LEN
+        .checked_add(u64::from(header_len))
+        .and_then(|n| n.checked_add(CRC_LEN))
+        .and_then(|n| n.checked_add(payload_len(object).ok()?))
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or(FormatError::Corrupt("object too large"))?;
+    let mut out = Vec::with_capacity(total);
+    write_framed(&mut out, &header, header_len, object)?;
+    Ok(out)
+}
+
 /// Reads and verifies the whole file at `path`: magic, version, header
 /// checksum, total length, body checksum and, when `expect` is given, that
 /// the stored key equals it.

@@ -850,3 +850,40 @@ fn random_mutations_never_panic() {
         "{reframed_ok} valid mutants"
     );
 }
+
+#[test]
+fn encoded_in_memory_is_the_file_and_parses_back_verified() {
+    let dir = Scratch::new();
+    let at = SystemTime::now();
+    for (name, object) in [
+        ("plain", plain()),
+        ("encoded", encoded()),
+        ("marker", marker()),
+    ] {
+        let bytes = encode_object(&key(), &object, at).unwrap();
+        let path = dir.path(name);
+        write_object(&dir.0, &path, &key(), &object, at).unwrap();
+        assert_eq!(
+            bytes,
+            fs::read(&path).unwrap(),
+            "{name}: same bytes as the file"
+        );
+        let (got_key, got) = parse_object(bytes.clone(), Some(&key().as_ref()), true).unwrap();
+        assert_eq!(got_key, key());
+        assert_same(&object, &got);
+        // One flipped bit anywhere is refused, never served.
+        for at in [0, 12, bytes.len() / 2, bytes.len() - 1] {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x10;
+            assert!(
+                parse_object(bad, Some(&key().as_ref()), true).is_err(),
+                "{name}: a flip at {at} parsed"
+            );
+        }
+        let short = bytes[..bytes.len() - 1].to_vec();
+        assert!(
+            parse_object(short, None, true).is_err(),
+            "{name}: truncated"
+        );
+    }
+}

@@ -21,11 +21,29 @@
 //! - [`redis`]: real `redis-server` processes on free loopback ports
 //!   ([`redis::Redis`]: killed, restarted or hung on demand;
 //!   [`redis::RedisCluster`]: three masters), killed when dropped.
+//! - [`delay_proxy`]: [`DelayProxy`], a TCP proxy on `127.0.0.1:0` in front
+//!   of one address that adds a one-way delay and jitter per chunk (bytes
+//!   stay in order), holds everything in a blackhole, or resets every
+//!   connection; changed while it runs.
+//! - [`netns`]: [`NetNs`], a network namespace joined by a veth pair on a
+//!   /30 of 198.18.0.0/15 (RFC 2544), whose link goes down and up with
+//!   connections open; [`redis::Redis::start_in`] runs a server inside.
+//!
+//! # Failing links (fleet mode, issue 14)
+//! A slow or silent link needs no privilege: put a [`DelayProxy`] between
+//! the node and its peer. A real partition does: [`NetNs`] needs root and
+//! iproute2 (`./scripts/test` installs it), and a test that uses it starts
+//! with `let Some(ns) = NetNs::create_or_skip() else { return };`, which
+//! prints `skipped: cannot create network namespaces (needs root and
+//! iproute2): <reason> [<test>]` where it cannot, and fails the test under
+//! `CI=true`. Only loopback and the namespaces' /30s are ever dialled.
 
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod client;
 pub mod date;
+pub mod delay_proxy;
+pub mod netns;
 pub mod origin;
 pub mod proxy;
 pub mod raw;
@@ -36,6 +54,8 @@ pub mod wire;
 
 pub use client::{get, get_with, request, request_with_body, CacheStatusParams, Reply};
 pub use date::{http_date, http_date_ago, http_date_in, parse_http_date};
+pub use delay_proxy::DelayProxy;
+pub use netns::NetNs;
 pub use origin::{stream_byte, Origin, RecordedRequest};
 pub use proxy::{Proxy, RunningProxy};
 pub use tier::{CountingTier, TierCounts};

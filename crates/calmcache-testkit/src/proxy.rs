@@ -26,6 +26,7 @@ pub struct Proxy {
     zone: bool,
     disk: Option<String>,
     access_log: String,
+    fleet: String,
     admin: String,
     server: String,
     tiers: calmcache::ZoneTiers,
@@ -51,6 +52,7 @@ impl Proxy {
             zone: true,
             disk: None,
             access_log: String::new(),
+            fleet: String::new(),
             admin: "listen = \"127.0.0.1:0\"\n".into(),
             server: String::new(),
             tiers: calmcache::ZoneTiers::new(),
@@ -138,6 +140,18 @@ impl Proxy {
         self
     }
 
+    /// A `[fleet]` table: Redis at `redis` (a URL, or a TOML list for a
+    /// cluster) and extra keys, e.g. `timeout = "50ms"`.
+    pub fn fleet(mut self, redis: &str, keys: &str) -> Proxy {
+        let redis = if redis.starts_with('[') {
+            redis.to_owned()
+        } else {
+            format!("\"{redis}\"")
+        };
+        self.fleet = format!("\n[fleet]\nredis = {redis}\n{keys}\n");
+        self
+    }
+
     /// The config this builder produces.
     pub fn toml(&self) -> String {
         let ttl = if !self.default_ttl || self.route.contains("ttl") {
@@ -155,7 +169,7 @@ impl Proxy {
             "[server]\nlisten = [\"127.0.0.1:0\"]\nthreads = 2\n{}\n[admin]\n{}\n\
              [upstreams.origin]\nservers = [{}]\n{}\n\
              [zones.ram]\n{kind}max_size = \"{}\"\nmax_object_size = \"{}\"\n\n\
-             [[routes]]\nname = \"test\"\nupstream = \"origin\"\n{zone}{ttl}{}{}",
+             [[routes]]\nname = \"test\"\nupstream = \"origin\"\n{zone}{ttl}{}{}{}",
             self.server,
             self.admin,
             servers.join(", "),
@@ -163,7 +177,8 @@ impl Proxy {
             self.zone_size,
             self.max_object_size,
             self.route,
-            self.access_log
+            self.access_log,
+            self.fleet
         )
     }
 

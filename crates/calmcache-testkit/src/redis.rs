@@ -4,21 +4,30 @@
 //! -9`) and started again on the same port, or hung (`SIGSTOP`) and resumed,
 //! to test a node's behaviour when its shared tier fails.
 //!
+//! [`Redis::start_in`] runs one inside a test's network namespace
+//! ([`NetNs`]), bound to the namespace's address, for partition tests.
+//!
 //! Debian's `redis-server` (and `redis-cli`, for `--cluster create`) must be
 //! installed: `./scripts/test` installs them.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::netns::{self, NetNs};
+
 /// How long a server gets to answer `PING` after it was started.
 const START_WITHIN: Duration = Duration::from_secs(10);
 
-/// One `redis-server` on `127.0.0.1`, killed when dropped.
+/// One `redis-server` on `127.0.0.1` (or inside a [`NetNs`]), killed when
+/// dropped.
 pub struct Redis {
+    ip: IpAddr,
     port: u16,
+    /// The namespace it runs in, by name: started with `ip netns exec`.
+    netns: Option<String>,
     dir: PathBuf,
     cluster: bool,
     child: Option<Child>,
@@ -35,19 +44,8 @@ impl Redis {
         // it: try a few.
         let mut last = String::new();
         for _ in 0..5 {
-            let port = free_port();
-            let dir =
-                std::env::temp_dir().join(format!("calmcache-redis-{}-{port}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            if let Err(e) = std::fs::create_dir_all(&dir) {
-                panic!("cannot create {}: {e}", dir.display());
-            }
-            let mut redis = Redis {
-                port,
-                dir,
-                cluster,
-                child: None,
-            };
+            let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
+            let mut redis = Redis::unstarted(ip, free_port(), None, cluster);
             match redis.launch() {
                 Ok(()) => return redis,
                 Err(e) => last = e,
@@ -56,17 +54,61 @@ impl Redis {
         panic!("redis-server did not start: {last}");
     }
 
+    /// A server inside `ns`, bound to its inside address ([`NetNs::addr`])
+    /// on the namespace's next port, answering `PING` from the host. It must
+    /// not outlive `ns` (dropping `ns` kills it).
+    pub fn start_in(ns: &NetNs) -> Redis {
+        let ip = IpAddr::V4(ns.addr());
+        let mut redis = Redis::unstarted(ip, ns.next_port(), Some(ns.name().to_owned()), false);
+        if let Err(e) = redis.launch() {
+            panic!("redis-server did not start in {}: {e}", ns.name());
+        }
+        redis
+    }
+
+    /// Its data directory made, nothing running yet.
+    fn unstarted(ip: IpAddr, port: u16, netns: Option<String>, cluster: bool) -> Redis {
+        let pid = std::process::id();
+        let dir = std::env::temp_dir().join(format!("calmcache-redis-{pid}-{ip}-{port}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            panic!("cannot create {}: {e}", dir.display());
+        }
+        Redis {
+            ip,
+            port,
+            netns,
+            dir,
+            cluster,
+            child: None,
+        }
+    }
+
     /// Starts the process and waits for `PING`; the error says why not.
     fn launch(&mut self) -> Result<(), String> {
-        let mut cmd = Command::new("redis-server");
-        cmd.args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .args(["--enable-debug-command", "local", "--loglevel", "warning"])
-            .arg("--dir")
-            .arg(&self.dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        let mut cmd = match &self.netns {
+            Some(ns) => netns::command_in(ns, "redis-server"),
+            None => Command::new("redis-server"),
+        };
+        cmd.args([
+            "--bind",
+            &self.ip.to_string(),
+            "--port",
+            &self.port.to_string(),
+        ])
+        .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+        .args(["--enable-debug-command", "local", "--loglevel", "warning"])
+        .arg("--dir")
+        .arg(&self.dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        if self.netns.is_some() {
+            // The host dials the namespace's address, which protected mode
+            // refuses (-DENIED) without a password; only the test's veth
+            // reaches that address.
+            cmd.args(["--protected-mode", "no"]);
+        }
         if self.cluster {
             cmd.args(["--cluster-enabled", "yes", "--cluster-node-timeout", "1000"])
                 .args(["--cluster-config-file", "nodes.conf"]);
@@ -98,19 +140,19 @@ impl Redis {
         }
         self.kill9();
         Err(format!(
-            "no PONG on port {} within {START_WITHIN:?}",
-            self.port
+            "no PONG from {} within {START_WITHIN:?}",
+            self.addr()
         ))
     }
 
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
+        SocketAddr::new(self.ip, self.port)
     }
 
-    /// `redis://127.0.0.1:PORT`.
+    /// `redis://IP:PORT` (`127.0.0.1`, or the namespace's address).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        format!("redis://{}", self.addr())
     }
 
     /// The process id, while it runs.
@@ -130,10 +172,7 @@ impl Redis {
     pub fn restart(&mut self) {
         self.kill9();
         if let Err(e) = self.launch() {
-            panic!(
-                "redis-server did not start again on port {}: {e}",
-                self.port
-            );
+            panic!("redis-server did not start again on {}: {e}", self.addr());
         }
     }
 
@@ -152,7 +191,7 @@ impl Redis {
             .pid()
             .and_then(|p| rustix::process::Pid::from_raw(p as i32))
         else {
-            panic!("redis-server on port {} is not running", self.port);
+            panic!("redis-server on {} is not running", self.addr());
         };
         if let Err(e) = rustix::process::kill_process(pid, signal) {
             panic!("cannot signal redis-server {pid:?}: {e}");

@@ -6,7 +6,7 @@
 //! [`start`] / [`start_from`] / [`start_with`] (a zone's storage supplied
 //! through the engine's `Tier` trait, [`ZoneTiers`]) and [`Running`], the
 //! reload pieces ([`Reloader`], [`post_reload`]), [`AccessLog`], the demo
-//! ([`DemoOptions`], [`start_origin`]) and the errors below.
+//! ([`DemoOptions`], [`start_origin`], [`FleetDemo`]) and the errors below.
 //!
 //! # Layout
 //! Folders are layers; a folder imports only from the folders above it in
@@ -17,6 +17,8 @@
 //!   key templates and request conditions.
 //! - `telemetry/`: counters, histograms, gauges and the access log.
 //! - `net/`: client connections, TLS, write clocks, upstream pools, health.
+//! - `fleet/`: fleet mode: the shared tier, leases and purges on Redis, every
+//!   call behind a deadline and a circuit breaker, counted per operation.
 //! - `proxy/`: the request path: edge view, lookup, refresh decision,
 //!   fill, respond, tunnels, invalidation, purge, warm-up.
 //! - `ops/`: the admin listener's endpoints, `/status`, `/metrics`, the dashboard.
@@ -36,6 +38,7 @@
 
 mod config;
 mod demo;
+mod fleet;
 mod http;
 mod net;
 mod ops;
@@ -44,6 +47,7 @@ mod run;
 mod telemetry;
 
 pub use config::{Config, ConfigError};
+pub use demo::fleet::{DemoError, FleetDemo};
 pub use demo::origin::{
     start as start_origin, start_with_tags as start_origin_with_tags, OriginOptions, RunningOrigin,
 };

@@ -41,7 +41,8 @@ enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
-    /// Start a bundled slow origin and calmcache in front of it, no file needed.
+    /// Start a bundled slow origin and calmcache in front of it, no file needed
+    /// (with --fleet: a local redis-server and three nodes sharing one cache).
     Demo {
         /// Where the proxy listens.
         #[arg(long, default_value = "127.0.0.1:8080")]
@@ -52,6 +53,12 @@ enum Command {
         /// Where the bundled origin listens.
         #[arg(long, default_value = "127.0.0.1:8081")]
         origin: SocketAddr,
+        /// Fleet mode: start a local redis-server (Debian's redis-server
+        /// package, from PATH) and three nodes on it, their proxies from
+        /// --listen up and their admin listeners from --admin up (ports in
+        /// use skipped; port 0: free ports).
+        #[arg(long)]
+        fleet: bool,
     },
     /// Run only the bundled slow origin (for benchmarks and experiments).
     Origin {
@@ -95,11 +102,19 @@ fn main() -> ExitCode {
             listen,
             admin,
             origin,
-        } => run_demo(DemoOptions {
-            listen,
-            admin,
-            origin,
-        }),
+            fleet,
+        } => {
+            let opts = DemoOptions {
+                listen,
+                admin,
+                origin,
+            };
+            if fleet {
+                run_fleet_demo(&opts)
+            } else {
+                run_demo(opts)
+            }
+        }
         Command::Origin {
             listen,
             cpu_ms,
@@ -223,6 +238,31 @@ fn run_demo(opts: DemoOptions) -> anyhow::Result<()> {
         stop_signal().await;
         origin.stop();
         running.shutdown(Duration::from_secs(5)).await;
+        Ok(())
+    })
+}
+
+fn run_fleet_demo(opts: &DemoOptions) -> anyhow::Result<()> {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    runtime(threads)?.block_on(async {
+        #[cfg(unix)]
+        let hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
+        let demo = calmcache::FleetDemo::start(opts).await?;
+        say(&demo.banner());
+        // A closed terminal (SIGHUP) stops it too: Redis must not outlive it.
+        #[cfg(unix)]
+        match hangup {
+            Ok(mut hup) => {
+                tokio::select! {
+                    () = stop_signal() => {}
+                    _ = hup.recv() => {}
+                }
+            }
+            Err(_) => stop_signal().await,
+        }
+        #[cfg(not(unix))]
+        stop_signal().await;
+        demo.stop(Duration::from_secs(5)).await;
         Ok(())
     })
 }

@@ -85,6 +85,68 @@ pub struct Config {
     pub routes: Vec<RouteConfig>,
     /// `[access_log]`: one line per request; `None` (no table) logs nothing.
     pub access_log: Option<AccessLogConfig>,
+    /// `[fleet]`: a shared tier, leases and purges on Redis; `None` (no
+    /// table) keeps the node on its own.
+    pub fleet: Option<FleetConfig>,
+}
+
+/// `[fleet]`: several nodes act as one cache on Redis (a single instance or
+/// a cluster): a shared tier behind the local zones, one refresh per object
+/// for the fleet, purges that reach every node.
+#[derive(Clone, PartialEq, Eq)]
+pub struct FleetConfig {
+    /// `redis://` or `rediss://` URLs: one for a single instance, several
+    /// (or a list of one) for a Redis Cluster's seed nodes.
+    pub nodes: Vec<String>,
+    /// `redis` was a list: talk the cluster protocol.
+    pub cluster: bool,
+    /// ACL user (`user`), when not in the URL.
+    pub user: Option<String>,
+    /// `password` or the file `password_file`, when not in the URL.
+    pub password: Option<String>,
+    /// Prefix of every key calmcache writes (default `cc:`).
+    pub prefix: String,
+    /// Largest object (body, headers and encodings) kept in Redis; larger
+    /// ones stay local, while the lease still coordinates (default 1 MiB).
+    pub max_object_size: u64,
+    /// Deadline of every Redis call; past it the call counts as failed and
+    /// the request goes on without Redis (default 50 ms).
+    pub timeout: Duration,
+    /// How long a node's refresh lease holds before another node may take
+    /// over (default 10 s).
+    pub lease: Duration,
+}
+
+impl std::fmt::Debug for FleetConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the password (nor one inside a URL).
+        let nodes: Vec<String> = self.nodes.iter().map(|n| redact_url(n)).collect();
+        f.debug_struct("FleetConfig")
+            .field("nodes", &nodes)
+            .field("cluster", &self.cluster)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "<set>"))
+            .field("prefix", &self.prefix)
+            .field("max_object_size", &self.max_object_size)
+            .field("timeout", &self.timeout)
+            .field("lease", &self.lease)
+            .finish()
+    }
+}
+
+/// `url` without the password it may carry (`redis://user:secret@host` ->
+/// `redis://user:***@host`), for logs and errors.
+pub(crate) fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    match rest.split_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
 }
 
 /// `[server]`: the client-facing listener.

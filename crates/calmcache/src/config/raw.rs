@@ -28,6 +28,29 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     pub(crate) routes: Vec<RawRoute>,
     pub(crate) access_log: Option<RawAccessLog>,
+    pub(crate) fleet: Option<RawFleet>,
+}
+
+/// `[fleet]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawFleet {
+    pub(crate) redis: Option<RawRedisNodes>,
+    pub(crate) user: Option<String>,
+    pub(crate) password: Option<String>,
+    pub(crate) password_file: Option<String>,
+    pub(crate) prefix: Option<String>,
+    pub(crate) max_object_size: Option<Text>,
+    pub(crate) timeout: Option<Text>,
+    pub(crate) lease: Option<Text>,
+}
+
+/// `fleet.redis`: one URL (a single instance) or a list (cluster nodes).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawRedisNodes {
+    One(String),
+    Cluster(Vec<String>),
 }
 
 /// `[access_log]`

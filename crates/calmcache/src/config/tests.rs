@@ -1353,18 +1353,66 @@ fn access_log_takes_a_file_or_stdout_and_a_format() {
     );
 }
 
+/// The commented-out table `header` of config.example.toml (up to the
+/// next one): its header and `key = value` lines, uncommented.
+fn example_section(header: &str) -> Vec<&'static str> {
+    EXAMPLE
+        .lines()
+        .skip_while(|line| *line != header)
+        .enumerate()
+        .take_while(|(i, line)| *i == 0 || !line.starts_with("# ["))
+        .filter_map(|(_, line)| line.strip_prefix("# "))
+        .filter(|line| line.starts_with('[') || line.contains(" = "))
+        .collect()
+}
+
 #[test]
 fn example_access_log_lines_are_valid() {
-    let section: Vec<&str> = EXAMPLE
-        .lines()
-        .skip_while(|line| *line != "# [access_log]")
-        .filter_map(|line| line.strip_prefix("# "))
-        .filter(|line| line.starts_with('[') || line.contains(" = "))
-        .collect();
+    let section = example_section("# [access_log]");
     assert_eq!(section.len(), 3, "{section:?}");
     let config = load(&format!("{MINIMAL}\n{}\n", section.join("\n")));
     let log = config.access_log.unwrap();
     assert_eq!(log.format, super::access_log::LogFormat::Combined);
+}
+
+#[test]
+fn example_fleet_lines_are_valid_and_show_the_defaults() {
+    let section = example_section("# [fleet]");
+    assert_eq!(section.len(), 10, "{section:?}");
+    // One `redis` (not the cluster alternative), and no password: the
+    // example's password and password_file are alternatives too.
+    let single: Vec<&str> = section
+        .iter()
+        .copied()
+        .filter(|l| !l.starts_with("redis = [") && !l.starts_with("password"))
+        .collect();
+    let example = load(&format!("{MINIMAL}\n{}\n", single.join("\n")))
+        .fleet
+        .unwrap();
+    let defaults = load(&format!(
+        "{MINIMAL}\n[fleet]\nredis = \"redis://127.0.0.1:6379\"\n"
+    ))
+    .fleet
+    .unwrap();
+    assert_eq!(example.user.as_deref(), Some("calmcache"));
+    assert_eq!(
+        super::FleetConfig {
+            user: None,
+            ..example
+        },
+        defaults,
+        "the example's values are the defaults"
+    );
+    let cluster: Vec<&str> = section
+        .iter()
+        .copied()
+        .filter(|l| !l.starts_with("redis = \"") && !l.starts_with("password"))
+        .collect();
+    let cluster = load(&format!("{MINIMAL}\n{}\n", cluster.join("\n")))
+        .fleet
+        .unwrap();
+    assert!(cluster.cluster);
+    assert_eq!(cluster.nodes.len(), 3);
 }
 
 #[test]

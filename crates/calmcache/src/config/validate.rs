@@ -17,13 +17,13 @@ use std::net::{Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use super::error::{toml_key, Problem};
-use super::raw::RawAccessLog;
+use super::raw::{RawAccessLog, RawFleet, RawRedisNodes};
 use super::raw::{RawAdmin, RawConfig, RawServer, RawTls, RawUpstream, RawUpstreamServer};
 use super::raw::{RawZone, Text};
 use super::units::{self, BadValue, DURATION_HINT, MIB, SIZE_HINT};
 use super::{
-    suggest, AdminConfig, Config, Network, PassiveHealth, ServerConfig, UpstreamConfig, ZoneConfig,
-    ZoneKind,
+    suggest, AdminConfig, Config, FleetConfig, Network, PassiveHealth, ServerConfig,
+    UpstreamConfig, ZoneConfig, ZoneKind,
 };
 use crate::config::access_log::{AccessLogConfig, LogFormat, LogTarget};
 
@@ -54,6 +54,7 @@ pub(crate) fn validate(raw: RawConfig) -> Result<Config, Vec<Problem>> {
     check.shared_disk_paths(&zones);
     let routes = check.routes(raw.routes, &upstreams, &zones);
     let access_log = raw.access_log.map(|log| check.access_log(log));
+    let fleet = raw.fleet.map(|fleet| check.fleet(fleet));
     if !check.problems.is_empty() {
         return Err(check.problems);
     }
@@ -64,6 +65,7 @@ pub(crate) fn validate(raw: RawConfig) -> Result<Config, Vec<Problem>> {
         zones,
         routes,
         access_log,
+        fleet,
     })
 }
 
@@ -462,6 +464,101 @@ impl Checker {
             },
         };
         AccessLogConfig { target, format }
+    }
+
+    /// `[fleet]`: Redis nodes (`redis://` / `rediss://` URLs, one or a
+    /// cluster's list), credentials, and the shared tier's limits.
+    fn fleet(&mut self, raw: RawFleet) -> FleetConfig {
+        let (nodes, cluster) = match raw.redis {
+            None => {
+                self.missing(
+                    "fleet.redis",
+                    r#"redis = "redis://127.0.0.1:6379" (or a list of cluster nodes)"#,
+                );
+                (Vec::new(), false)
+            }
+            Some(RawRedisNodes::One(url)) => (vec![url], false),
+            Some(RawRedisNodes::Cluster(urls)) => {
+                if urls.is_empty() {
+                    self.report(
+                        Problem::new("fleet.redis", "the list of cluster nodes is empty")
+                            .hint(r#"e.g. ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379"]"#),
+                    );
+                }
+                (urls, true)
+            }
+        };
+        for (i, url) in nodes.iter().enumerate() {
+            let path = if cluster {
+                format!("fleet.redis[{i}]")
+            } else {
+                "fleet.redis".to_string()
+            };
+            let shown = super::redact_url(url);
+            let scheme_ok = url.starts_with("redis://") || url.starts_with("rediss://");
+            if !scheme_ok {
+                self.report(
+                    Problem::new(
+                        &path,
+                        format!("{shown:?} is not a redis:// or rediss:// URL"),
+                    )
+                    .hint(r#"e.g. "redis://127.0.0.1:6379" (rediss:// for TLS)"#),
+                );
+            } else if let Err(e) = redis::IntoConnectionInfo::into_connection_info(url.as_str()) {
+                self.report(Problem::new(&path, format!("{shown:?}: {e}")));
+            }
+        }
+        let password = match (raw.password, raw.password_file) {
+            (Some(_), Some(_)) => {
+                self.report(
+                    Problem::new("fleet.password", "both password and password_file are set")
+                        .hint("keep one of them"),
+                );
+                None
+            }
+            (Some(p), None) => Some(p),
+            (None, Some(path)) => match std::fs::read_to_string(&path) {
+                Ok(text) => Some(text.trim().to_owned()),
+                Err(e) => {
+                    self.report(Problem::new(
+                        "fleet.password_file",
+                        format!("cannot read {path}: {e}"),
+                    ));
+                    None
+                }
+            },
+            (None, None) => None,
+        };
+        let prefix = raw.prefix.unwrap_or_else(|| "cc:".to_string());
+        if prefix.contains(['{', '}']) || prefix.bytes().any(|b| b.is_ascii_control() || b == b' ')
+        {
+            self.report(
+                Problem::new("fleet.prefix", format!("{prefix:?} has braces, spaces or control characters"))
+                    .hint("braces would change the cluster hash slot of calmcache's keys; e.g. \"cc:\" or \"shop-cache:\""),
+            );
+        }
+        let max_object_size = match raw.max_object_size.as_ref() {
+            None => MIB,
+            Some(text) => self
+                .positive_size("fleet.max_object_size", text)
+                .unwrap_or(MIB),
+        };
+        let timeout = self.timeout(
+            "fleet.timeout",
+            raw.timeout.as_ref(),
+            Duration::from_millis(50),
+        );
+        let lease = self.timeout("fleet.lease", raw.lease.as_ref(), Duration::from_secs(10));
+        FleetConfig {
+            nodes,
+            cluster,
+            user: raw.user,
+            password,
+            prefix,
+            max_object_size,
+            timeout,
+            lease,
+        }
     }
 
     fn socket_addr(&mut self, path: &str, text: &str) -> Option<SocketAddr> {

@@ -1,10 +1,13 @@
 //! `calmcache demo`: the bundled slow origin and calmcache in front of it with
-//! a 1 s microcache (SUS + stale-while-revalidate), from an embedded config.
+//! a 1 s microcache (SUS + stale-while-revalidate), from an embedded config;
+//! `calmcache demo --fleet` (`fleet.rs`): a local Redis and three such nodes
+//! acting as one cache.
 //!
 //! Owns: the demo command and the origin (`origin.rs`, also `calmcache
 //! origin`, which tests and benchmarks use). Imports: any folder; nothing
 //! imports it but `main.rs`.
 
+pub(crate) mod fleet;
 pub(crate) mod origin;
 
 use std::net::SocketAddr;

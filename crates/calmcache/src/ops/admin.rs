@@ -165,9 +165,9 @@ async fn purge(proxy: &Arc<Proxy>, req: Request<Incoming>) -> Response<ResponseB
         Err(e) => return json_error(StatusCode::BAD_REQUEST, &format!("purge body: {e}")),
     };
     match crate::proxy::purge::Purge::from_json(&body) {
-        Ok(order) => {
-            crate::proxy::purge::purged_response(crate::proxy::purge::run(proxy, order).await)
-        }
+        Ok(order) => crate::proxy::purge::purged_response(
+            crate::proxy::purge::run_everywhere(proxy, order).await,
+        ),
         Err(e) => json_error(StatusCode::BAD_REQUEST, &e.to_string()),
     }
 }

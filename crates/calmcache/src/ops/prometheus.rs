@@ -355,7 +355,148 @@ pub(crate) fn render(status: &Status) -> String {
         &[],
         status.fills_over_budget as f64,
     );
+    if let Some(f) = &status.fleet {
+        fleet(o, f);
+    }
     out
+}
+
+/// Fleet mode (only with `[fleet]`): the breaker, Redis calls per
+/// operation, leases, commits and purges.
+fn fleet(o: &mut String, f: &crate::ops::status::FleetStatus) {
+    family(
+        o,
+        "calmcache_fleet_info",
+        "gauge",
+        "Fleet mode is on; node is this node's id in lease tokens and purge messages.",
+    );
+    sample(o, "calmcache_fleet_info", &[("node", &f.node)], 1.0);
+    family(
+        o,
+        "calmcache_fleet_breaker_state",
+        "gauge",
+        "1 for the Redis circuit breaker's current state (closed: Redis in use; open: skipped after failures; half_open: one probe out).",
+    );
+    for state in crate::fleet::BreakerState::ALL {
+        let now = f64::from(u8::from(state == f.breaker));
+        sample(
+            o,
+            "calmcache_fleet_breaker_state",
+            &[("state", state.as_str())],
+            now,
+        );
+    }
+    family(
+        o,
+        "calmcache_fleet_redis_calls_total",
+        "counter",
+        "Redis calls by operation and result (ok, failed, timed_out: past fleet.timeout, skipped: breaker open).",
+    );
+    for (op, c) in &f.ops {
+        for (result, n) in [
+            ("ok", c.ok),
+            ("failed", c.failed),
+            ("timed_out", c.timed_out),
+            ("skipped", c.skipped),
+        ] {
+            sample(
+                o,
+                "calmcache_fleet_redis_calls_total",
+                &[("op", op), ("result", result)],
+                n as f64,
+            );
+        }
+    }
+    family(
+        o,
+        "calmcache_fleet_redis_call_seconds_total",
+        "counter",
+        "Summed latency of the Redis calls answered in time, by operation (divided by their ok calls: the mean).",
+    );
+    for (op, c) in &f.ops {
+        sample(
+            o,
+            "calmcache_fleet_redis_call_seconds_total",
+            &[("op", op)],
+            c.total_us as f64 / 1e6,
+        );
+    }
+    family(
+        o,
+        "calmcache_fleet_commits_total",
+        "counter",
+        "Objects offered to Redis after a fill: stored, or refused (a purge or a later lease came first).",
+    );
+    for (result, n) in [("stored", f.commits), ("refused", f.commits_refused)] {
+        sample(
+            o,
+            "calmcache_fleet_commits_total",
+            &[("result", result)],
+            n as f64,
+        );
+    }
+    let counters: [(&str, &str, u64); 10] = [
+        (
+            "calmcache_fleet_breaker_opened_total",
+            "Times the Redis circuit breaker opened.",
+            f.breaker_opened,
+        ),
+        (
+            "calmcache_fleet_reconnects_total",
+            "Connections to Redis (re)built.",
+            f.reconnects,
+        ),
+        (
+            "calmcache_fleet_shared_hits_total",
+            "Local misses answered from Redis (another node's copy).",
+            f.shared_hits,
+        ),
+        (
+            "calmcache_fleet_leases_acquired_total",
+            "Leases taken: this node fetched from the origin for the fleet.",
+            f.leases_acquired,
+        ),
+        (
+            "calmcache_fleet_leases_held_total",
+            "Fetches that found another node's lease and waited for its copy.",
+            f.leases_held,
+        ),
+        (
+            "calmcache_fleet_waits_timed_out_total",
+            "Waits for another node's copy that ended without one (fetched alone).",
+            f.waits_timed_out,
+        ),
+        (
+            "calmcache_fleet_objects_too_large_total",
+            "Objects kept local: larger than fleet.max_object_size.",
+            f.too_large,
+        ),
+        (
+            "calmcache_fleet_bad_entries_total",
+            "Entries read from Redis that failed verification (served as misses).",
+            f.bad_entries,
+        ),
+        (
+            "calmcache_fleet_purges_sent_total",
+            "Purges this node sent to the fleet.",
+            f.purges_sent,
+        ),
+        (
+            "calmcache_fleet_purges_applied_total",
+            "Purges from other nodes applied here.",
+            f.purges_applied,
+        ),
+    ];
+    for (name, help, n) in counters {
+        family(o, name, "counter", help);
+        sample(o, name, &[], n as f64);
+    }
+    gauge(
+        o,
+        "calmcache_fleet_purges_pending",
+        "This node's purges waiting for Redis (out of reach when made).",
+        f.purges_pending as f64,
+    );
 }
 
 /// Per upstream: requests that skipped a down server, requests refused
@@ -480,6 +621,61 @@ mod tests {
         let mut o = String::new();
         sample(&mut o, "m", &[("route", "a\"b\\c\nd")], 2.0);
         assert_eq!(o, "m{route=\"a\\\"b\\\\c\\nd\"} 2\n");
+    }
+
+    #[test]
+    fn the_fleet_block_has_one_breaker_state_and_calls_per_operation() {
+        let mut ops = std::collections::BTreeMap::new();
+        let acquire = crate::fleet::OpSnapshot {
+            ok: 4,
+            failed: 1,
+            timed_out: 2,
+            skipped: 3,
+            total_us: 1_500,
+            mean_us: 375,
+        };
+        ops.insert("acquire", acquire);
+        let f = crate::ops::status::FleetStatus {
+            node: "n1".to_owned(),
+            breaker: crate::fleet::BreakerState::HalfOpen,
+            breaker_opened: 1,
+            calls_ok: 4,
+            calls_failed: 1,
+            calls_timed_out: 2,
+            calls_skipped: 3,
+            call_mean_us: 375,
+            reconnects: 2,
+            shared_hits: 5,
+            leases_acquired: 6,
+            leases_held: 7,
+            waits_timed_out: 0,
+            commits: 8,
+            commits_refused: 9,
+            too_large: 0,
+            bad_entries: 0,
+            purges_sent: 10,
+            purges_applied: 11,
+            purges_pending: 0,
+            ops,
+        };
+        let mut o = String::new();
+        fleet(&mut o, &f);
+        for line in [
+            "calmcache_fleet_info{node=\"n1\"} 1",
+            "calmcache_fleet_breaker_state{state=\"closed\"} 0",
+            "calmcache_fleet_breaker_state{state=\"open\"} 0",
+            "calmcache_fleet_breaker_state{state=\"half_open\"} 1",
+            "calmcache_fleet_redis_calls_total{op=\"acquire\",result=\"ok\"} 4",
+            "calmcache_fleet_redis_calls_total{op=\"acquire\",result=\"timed_out\"} 2",
+            "calmcache_fleet_redis_calls_total{op=\"acquire\",result=\"skipped\"} 3",
+            "calmcache_fleet_redis_call_seconds_total{op=\"acquire\"} 0.0015",
+            "calmcache_fleet_commits_total{result=\"stored\"} 8",
+            "calmcache_fleet_commits_total{result=\"refused\"} 9",
+            "calmcache_fleet_purges_applied_total 11",
+            "calmcache_fleet_purges_pending 0",
+        ] {
+            assert!(o.lines().any(|l| l == line), "missing {line:?} in\n{o}");
+        }
     }
 
     #[test]

@@ -55,6 +55,59 @@ pub(crate) struct Status {
     pub zones: BTreeMap<String, ZoneStatus>,
     /// Fetches in flight right now.
     pub fetches_in_flight: usize,
+    /// Fleet mode (`[fleet]`), when on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetStatus>,
+}
+
+/// This node's part in the fleet.
+#[derive(Serialize, Debug)]
+pub(crate) struct FleetStatus {
+    /// This node's id (in lease tokens and purge messages).
+    pub node: String,
+    /// `closed` (Redis in use), `open` (skipped after failures) or
+    /// `half_open` (one probe out).
+    pub breaker: crate::fleet::BreakerState,
+    /// Times the breaker opened.
+    pub breaker_opened: u64,
+    /// Redis calls answered in time, failed, past the deadline, and not
+    /// made (breaker open).
+    pub calls_ok: u64,
+    /// Calls that failed.
+    pub calls_failed: u64,
+    /// Calls past `fleet.timeout`.
+    pub calls_timed_out: u64,
+    /// Calls skipped while the breaker was open.
+    pub calls_skipped: u64,
+    /// Mean latency of the answered calls, in microseconds.
+    pub call_mean_us: u64,
+    /// Connections (re)built.
+    pub reconnects: u64,
+    /// Local misses answered from Redis (another node's copy).
+    pub shared_hits: u64,
+    /// Leases taken (this node fetched for the fleet).
+    pub leases_acquired: u64,
+    /// Fetches that waited for another node's lease.
+    pub leases_held: u64,
+    /// Waits that ended without a copy (fetched alone).
+    pub waits_timed_out: u64,
+    /// Objects stored in Redis.
+    pub commits: u64,
+    /// Stores refused (a purge or a later lease came first).
+    pub commits_refused: u64,
+    /// Objects kept local: over `fleet.max_object_size`.
+    pub too_large: u64,
+    /// Entries in Redis that failed verification.
+    pub bad_entries: u64,
+    /// Purges sent to the fleet.
+    pub purges_sent: u64,
+    /// Purges from other nodes applied here.
+    pub purges_applied: u64,
+    /// This node's purges waiting for Redis (out of reach when made).
+    pub purges_pending: usize,
+    /// Redis calls per operation (acquire, commit, release, purge, publish,
+    /// poll): they sum to the `calls_*` totals.
+    pub ops: BTreeMap<&'static str, crate::fleet::OpSnapshot>,
 }
 
 /// Client connections.
@@ -335,5 +388,36 @@ pub(crate) fn status(proxy: &Proxy) -> Status {
         routes,
         zones,
         fetches_in_flight: proxy.flights.in_flight(),
+        fleet: proxy.fleet.as_ref().map(|f| fleet_status(f)),
+    }
+}
+
+fn fleet_status(fleet: &crate::fleet::Fleet) -> FleetStatus {
+    let [calls_ok, calls_failed, calls_timed_out, calls_skipped, call_mean_us, reconnects] =
+        fleet.calls();
+    let s = &fleet.stats;
+    let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    FleetStatus {
+        node: fleet.node().to_owned(),
+        breaker: fleet.breaker(),
+        breaker_opened: fleet.breaker_opened(),
+        calls_ok,
+        calls_failed,
+        calls_timed_out,
+        calls_skipped,
+        call_mean_us,
+        reconnects,
+        shared_hits: n(&s.shared_hits),
+        leases_acquired: n(&s.leases_acquired),
+        leases_held: n(&s.leases_held),
+        waits_timed_out: n(&s.waits_timed_out),
+        commits: n(&s.commits),
+        commits_refused: n(&s.commits_refused),
+        too_large: n(&s.too_large),
+        bad_entries: n(&s.bad_entries),
+        purges_sent: n(&s.purges_sent),
+        purges_applied: n(&s.purges_applied),
+        purges_pending: fleet.purges_pending(),
+        ops: fleet.ops(),
     }
 }

@@ -31,6 +31,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use tokio::time::Instant;
 
+use crate::fleet::{Before, Lease};
 use crate::http::body::{BoxError, PrefixedBody, ResponseBody, TimeoutBody};
 use crate::http::conditional;
 use crate::http::error::{ErrorKind, ProxyError};
@@ -141,6 +142,26 @@ pub(crate) async fn fill(
                 && conditional::has_validator(&s.headers)
         })
         .cloned();
+    // Fleet mode: a fresh copy another node stored, or the fleet's lease
+    // for this fetch (or a wait for the node that holds it).
+    let mut lease = None;
+    let shared = route
+        .fleet
+        .as_ref()
+        .filter(|_| fetch.store && !fetch.has_authorization)
+        .filter(|_| route.zone_for(&primary.as_ref()).is_some());
+    if let Some(fleet) = shared {
+        alive_for(&permit, route.lock_timeout() + BOUND_SLACK);
+        match fleet
+            .before_fetch(&primary, stale.as_deref(), route.lock_timeout())
+            .await
+        {
+            Before::Take(object) => {
+                return take_shared(&route, &primary, &fetch, permit, object).await
+            }
+            Before::Fetch(ours) => lease = ours,
+        }
+    }
     // Followers wait as long as the head may take (read_timeout counts
     // from sending, connecting included), not just their lock_timeout.
     let head_bound = upstream.read_timeout + BOUND_SLACK;
@@ -269,6 +290,7 @@ pub(crate) async fn fill(
                         permit,
                         origin_status: 304,
                         started,
+                        lease: lease.take(),
                     };
                     store(to, stored, storable).await
                 }
@@ -383,6 +405,7 @@ pub(crate) async fn fill(
         permit,
         origin_status,
         started,
+        lease: lease.take(),
     };
     store(to, stored, storable).await
 }
@@ -674,6 +697,8 @@ fn stream_fill(
             permit,
             origin_status,
             started,
+            // Streamed bodies stay local (the lease was released).
+            lease: None,
         };
         let _ = store(to, stored, storable).await;
     });
@@ -721,6 +746,8 @@ struct StoreCtx<'a> {
     origin_status: u16,
     /// When the fetch began (the object's `fetch_time`).
     started: Instant,
+    /// The fleet's lease on this fetch: the object goes to Redis too.
+    lease: Option<Lease>,
 }
 
 /// Stores a response under its key (the primary key, or its variant key
@@ -734,6 +761,7 @@ async fn store(to: StoreCtx<'_>, mut stored: Stored, storable: Storable) -> Fill
         permit,
         origin_status,
         started,
+        lease,
     } = to;
     let compresses = !route.cfg.compress.is_empty();
     let encodings = match stored.encodings.take() {
@@ -775,8 +803,47 @@ async fn store(to: StoreCtx<'_>, mut stored: Stored, storable: Storable) -> Fill
         *resp.headers_mut() = object.headers.clone();
         return FillReply::Relay(resp, why);
     }
+    if let (Some(lease), Some(fleet)) = (lease, &route.fleet) {
+        // Off the request path; a Vary'd URI's objects stay local.
+        if key == *primary {
+            fleet.commit(lease, key.clone(), object.clone());
+        }
+    }
     let host = request_host(fetch);
     after_store(route, primary, &key, &object, permit, origin_status, host).await;
+    FillReply::Stored {
+        object,
+        origin_status,
+    }
+}
+
+/// A fresh copy another node of the fleet stored: kept in the local zone
+/// (a failed store still serves it) and handed to the fetch's followers,
+/// with no origin request.
+async fn take_shared(
+    route: &Route,
+    primary: &CacheKey,
+    fetch: &FetchRequest,
+    permit: Option<FetchPermit<FillOutcome>>,
+    object: Arc<CachedObject>,
+) -> FillReply {
+    let origin_status = object.status.as_u16();
+    if let Some(zone) = route.zone_for(&primary.as_ref()) {
+        if let Err(e) = zone.tier.insert(primary.clone(), object.clone()).await {
+            tracing::debug!(key = %primary, zone = %zone.name, error = %e, "shared copy not stored locally");
+        }
+    }
+    let host = request_host(fetch);
+    after_store(
+        route,
+        primary,
+        primary,
+        &object,
+        permit,
+        origin_status,
+        host,
+    )
+    .await;
     FillReply::Stored {
         object,
         origin_status,

@@ -23,6 +23,7 @@ use calmcache_core::{CacheKey, KeyRef, PurgeMode, Tags, Zone};
 use http::Method;
 use serde::Deserialize;
 
+use crate::fleet::Fleet;
 use crate::http::error::ProxyError;
 use crate::proxy::lookup::PrimaryKey;
 use crate::proxy::state::Proxy;
@@ -111,6 +112,29 @@ struct Body {
 }
 
 impl Purge {
+    /// The `POST /purge` body that orders this purge (what the fleet's
+    /// purge stream carries to the other nodes).
+    pub(crate) fn to_json(&self) -> String {
+        let url = |host: &Option<String>, path: &str| match host {
+            Some(host) => format!("http://{host}{path}"),
+            None => path.to_owned(),
+        };
+        let mut body = match &self.selector {
+            Selector::Url {
+                host,
+                path_and_query,
+            } => serde_json::json!({ "url": url(host, path_and_query) }),
+            Selector::Key(key) => serde_json::json!({ "key": key }),
+            Selector::Prefix { host, path } => serde_json::json!({ "prefix": url(host, path) }),
+            Selector::Tag(tag) => serde_json::json!({ "tag": tag }),
+            Selector::All => serde_json::json!({ "all": true }),
+        };
+        if self.mode == PurgeMode::Soft {
+            body["soft"] = true.into();
+        }
+        body.to_string()
+    }
+
     /// Parses a `POST /purge` body: exactly one of `url`, `key`, `prefix`,
     /// `tag`, `all: true`, and optionally `soft`.
     pub(crate) fn from_json(bytes: &[u8]) -> Result<Purge, PurgeError> {
@@ -204,19 +228,49 @@ pub(crate) struct Outcome {
     /// A path purge scanned whole zones: a route met more hosts than it
     /// remembers ([`KNOWN_HOSTS_MAX`](crate::proxy::state::KNOWN_HOSTS_MAX)).
     pub scanned: bool,
+    /// Fleet mode: purges of this node still waiting for Redis (it was out
+    /// of reach); the other nodes get them once it is back.
+    pub fleet_pending: usize,
 }
 
 /// Runs `purge` on every zone.
 pub(crate) async fn run(proxy: &Arc<Proxy>, purge: Purge) -> Outcome {
+    run_with(proxy, purge, None).await
+}
+
+/// Runs `purge` here and, in fleet mode, on the shared tier and every other
+/// node: the keys it names are purged in Redis, a purge that names none
+/// (prefix, tag, everything, a path on hosts not all remembered) makes
+/// every object in Redis stored before it unusable, and the purge goes on
+/// the stream the other nodes apply.
+pub(crate) async fn run_everywhere(proxy: &Arc<Proxy>, purge: Purge) -> Outcome {
+    let Some(fleet) = proxy.fleet.clone() else {
+        return run(proxy, purge).await;
+    };
+    let json = purge.to_json();
+    let by_key = matches!(
+        purge.selector,
+        Selector::Key(_) | Selector::Url { host: Some(_), .. }
+    );
+    let mut outcome = run_with(proxy, purge, Some(&fleet)).await;
+    if !by_key || outcome.scanned {
+        fleet.purge_everything_before_now().await;
+    }
+    outcome.fleet_pending = fleet.publish_purge(json).await;
+    outcome
+}
+
+async fn run_with(proxy: &Arc<Proxy>, purge: Purge, fleet: Option<&Arc<Fleet>>) -> Outcome {
     let mode = purge.mode;
     let outcome = match purge.selector {
         Selector::Url {
             host,
             path_and_query,
-        } => purge_url(proxy, host.as_deref(), &path_and_query, mode).await,
+        } => purge_url(proxy, host.as_deref(), &path_and_query, mode, fleet).await,
         Selector::Key(key) => Outcome {
-            purged: purge_key_text(proxy, &key, mode).await,
+            purged: purge_key_text(proxy, &key, mode, fleet).await,
             scanned: false,
+            fleet_pending: 0,
         },
         selector => {
             if selector == Selector::All && mode == PurgeMode::Hard {
@@ -230,6 +284,7 @@ pub(crate) async fn run(proxy: &Arc<Proxy>, purge: Purge) -> Outcome {
             Outcome {
                 purged: scan_zones(zones, selector, mode).await,
                 scanned: false,
+                fleet_pending: 0,
             }
         }
     };
@@ -260,7 +315,12 @@ async fn scan_zones(zones: Vec<Arc<Zone>>, selector: Selector, mode: PurgeMode) 
 /// A `key` purge: the text as a `key` template rendered it, or as
 /// `Cache-Status` shows a default key (`scheme://host/path?query`), which
 /// is stored as its three parts.
-async fn purge_key_text(proxy: &Arc<Proxy>, text: &str, mode: PurgeMode) -> u64 {
+async fn purge_key_text(
+    proxy: &Arc<Proxy>,
+    text: &str,
+    mode: PurgeMode,
+    fleet: Option<&Arc<Fleet>>,
+) -> u64 {
     let mut keys = vec![KeyRef::new("", "", text)];
     if let Some(parts) = default_key_parts(text) {
         keys.push(parts);
@@ -269,7 +329,7 @@ async fn purge_key_text(proxy: &Arc<Proxy>, text: &str, mode: PurgeMode) -> u64 
     let mut purged = 0;
     let mut variants = Vec::new();
     for key in &keys {
-        purged += purge_primary(&zones, key, mode, &mut variants).await;
+        purged += purge_primary(&zones, key, mode, &mut variants, fleet).await;
     }
     purged + purge_variants(variants).await
 }
@@ -327,7 +387,7 @@ pub(crate) async fn purge_method(
         },
         mode: mode_of(soft),
     };
-    purged_response(run(proxy, order).await)
+    purged_response(run_everywhere(proxy, order).await)
 }
 
 /// `{"purged": N}`, with `"scanned": true` when a path purge scanned zones.
@@ -336,6 +396,10 @@ pub(crate) fn purged_response(outcome: Outcome) -> http::Response<crate::http::b
     if outcome.scanned {
         // A path purge that could not trust the hosts remembered.
         json["scanned"] = true.into();
+    }
+    if outcome.fleet_pending > 0 {
+        // Applied here; the fleet gets it when Redis is back.
+        json["fleet_pending"] = outcome.fleet_pending.into();
     }
     let json = json.to_string() + "\n";
     crate::http::reply::with_type(
@@ -347,7 +411,13 @@ pub(crate) fn purged_response(outcome: Outcome) -> http::Response<crate::http::b
 /// A path on one host, or on every host its routes have stored objects
 /// for: the hosts remembered, or a scan of the zones of a route that met
 /// more hosts than it remembers.
-async fn purge_url(proxy: &Arc<Proxy>, host: Option<&str>, pq: &str, mode: PurgeMode) -> Outcome {
+async fn purge_url(
+    proxy: &Arc<Proxy>,
+    host: Option<&str>,
+    pq: &str,
+    mode: PurgeMode,
+    fleet: Option<&Arc<Fleet>>,
+) -> Outcome {
     let mut purged = 0;
     let mut variants = Vec::new();
     let mut to_scan: Vec<Arc<Zone>> = Vec::new();
@@ -380,9 +450,9 @@ async fn purge_url(proxy: &Arc<Proxy>, host: Option<&str>, pq: &str, mode: Purge
                     .to_owned_key()
             };
             let (http, https) = (key_for("http"), key_for("https"));
-            purged += purge_primary(&zones, &http.as_ref(), mode, &mut variants).await;
+            purged += purge_primary(&zones, &http.as_ref(), mode, &mut variants, fleet).await;
             if https != http {
-                purged += purge_primary(&zones, &https.as_ref(), mode, &mut variants).await;
+                purged += purge_primary(&zones, &https.as_ref(), mode, &mut variants, fleet).await;
             }
         }
     }
@@ -395,7 +465,11 @@ async fn purge_url(proxy: &Arc<Proxy>, host: Option<&str>, pq: &str, mode: Purge
         };
         purged += scan_zones(to_scan, selector, mode).await;
     }
-    Outcome { purged, scanned }
+    Outcome {
+        purged,
+        scanned,
+        fleet_pending: 0,
+    }
 }
 
 /// Purges the primary `key` in each of `zones`; a soft purge of a Vary'd
@@ -406,7 +480,11 @@ async fn purge_primary(
     key: &KeyRef<'_>,
     mode: PurgeMode,
     variants: &mut Vec<(CacheKey, Arc<Zone>)>,
+    fleet: Option<&Arc<Fleet>>,
 ) -> u64 {
+    if let Some(fleet) = fleet {
+        fleet.purge_key(&key.to_owned_key(), mode).await;
+    }
     let mut purged = 0;
     for zone in zones {
         if mode == PurgeMode::Soft && is_marker(zone, key).await {
@@ -475,6 +553,43 @@ fn matches<'a, T: Iterator<Item = &'a str>>(
                 && calmcache_core::key::is_uri_or_variant(k.path_and_query, path_and_query)
         }
         Selector::Url { .. } | Selector::Key(_) => false,
+    }
+}
+
+/// How often a node reads the fleet's purge stream.
+const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Applies the purges other nodes of the fleet send, to this generation's
+/// local tiers, until `stop` says true (a reload starts the next one; the
+/// stream position is the fleet's, so nothing is skipped or applied twice).
+pub(crate) async fn follow_fleet(proxy: Arc<Proxy>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let Some(fleet) = proxy.fleet.clone() else {
+        return;
+    };
+    loop {
+        let polled = fleet.poll_purges().await;
+        if polled.gap {
+            // Some purges may never reach this node: nothing it holds is
+            // trusted fresh any more (each object is revalidated once).
+            let all = Purge {
+                selector: Selector::All,
+                mode: PurgeMode::Soft,
+            };
+            run(&proxy, all).await;
+        }
+        for json in polled.purges {
+            match Purge::from_json(json.as_bytes()) {
+                Ok(purge) => {
+                    run(&proxy, purge).await;
+                    fleet.purge_applied();
+                }
+                Err(e) => tracing::warn!(error = %e, "a purge from the fleet was not understood"),
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(FOLLOW_EVERY) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
     }
 }
 

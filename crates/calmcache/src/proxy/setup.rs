@@ -12,6 +12,10 @@ pub enum SetupError {
     /// An upstream's pool could not be built.
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
+    /// The `[fleet]` Redis settings cannot make a client (a URL redis-rs
+    /// refuses).
+    #[error("fleet.redis: {0}")]
+    Fleet(redis::RedisError),
     /// A disk zone's directory cannot hold a cache: not creatable, someone
     /// else's files, or locked by another calmcache process.
     #[error("zones.{zone}: cannot use {} as a cache directory: {error}", path.display())]

@@ -46,6 +46,8 @@ pub struct Route {
     pub activity: Activity,
     /// The `max_inflight_body` gauge every fill counts its buffers in.
     pub inflight: Arc<crate::telemetry::inflight::Inflight>,
+    /// The fleet's shared tier and leases (`[fleet]`), for this route's fills.
+    pub(crate) fleet: Option<Arc<crate::fleet::Fleet>>,
 }
 
 impl Route {
@@ -218,6 +220,9 @@ pub struct Proxy {
     pub admin: Option<crate::config::AdminConfig>,
     /// The access log, once opened (for its counters in `/status`).
     pub access_log: std::sync::OnceLock<crate::telemetry::access_log::AccessLog>,
+    /// `[fleet]`: the shared tier, leases and purge bus on Redis (kept
+    /// across reloads while its settings are the same).
+    pub(crate) fleet: Option<Arc<crate::fleet::Fleet>>,
 }
 
 impl Proxy {
@@ -278,6 +283,11 @@ impl Proxy {
             |p| p.metrics.clone(),
         );
         metrics.inflight.set_limit(config.server.max_inflight_body);
+        let fleet = match (&config.fleet, previous.and_then(|p| p.fleet.as_ref())) {
+            (None, _) => None,
+            (Some(cfg), Some(old)) if old.config() == cfg => Some(old.clone()),
+            (Some(cfg), _) => Some(crate::fleet::Fleet::new(cfg).map_err(SetupError::Fleet)?),
+        };
         let routes = config
             .routes
             .iter()
@@ -307,6 +317,7 @@ impl Proxy {
                     key_is_default: r.key.is_default(),
                     activity: Activity::default(),
                     inflight: metrics.inflight.clone(),
+                    fleet: fleet.clone(),
                 })
             })
             .collect();
@@ -326,6 +337,7 @@ impl Proxy {
             ready: std::sync::atomic::AtomicBool::new(previous.is_some()),
             admin: config.admin.clone(),
             access_log,
+            fleet,
         }))
     }
 }

@@ -179,6 +179,12 @@ impl Reloader {
         for upstream in &proxy.upstreams {
             upstream.start_checks(&stopped);
         }
+        if proxy.fleet.is_some() {
+            tokio::spawn(crate::proxy::purge::follow_fleet(
+                proxy.clone(),
+                stopped.clone(),
+            ));
+        }
         crate::proxy::warm::start(proxy, listeners, stopped);
     }
 

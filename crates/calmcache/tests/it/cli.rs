@@ -214,3 +214,153 @@ fn check_says_what_it_checks() {
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("not the ports"), "{help}");
 }
+
+/// `calmcache demo --fleet` run by a test: stopped with SIGTERM when
+/// dropped (a SIGKILL would leave its redis-server running), killed if it
+/// does not stop.
+struct FleetDemo(std::process::Child);
+
+impl Drop for FleetDemo {
+    fn drop(&mut self) {
+        let pid = self.0.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        for _ in 0..200 {
+            if self.0.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `redis-cli`-free: one inline command to Redis at `addr`, its raw reply.
+fn redis_command(addr: &str, command: &str) -> String {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+        .unwrap();
+    conn.write_all(format!("{command}\r\n").as_bytes()).unwrap();
+    let mut reply = vec![0u8; 4096];
+    let n = conn.read(&mut reply).unwrap();
+    String::from_utf8_lossy(&reply[..n]).into_owned()
+}
+
+#[test]
+fn demo_fleet_starts_redis_and_three_nodes_serves_on_each_and_stops_cleanly() {
+    let mut child = Command::new(BIN)
+        .args(["demo", "--fleet", "--listen", "127.0.0.1:0"])
+        .args(["--admin", "127.0.0.1:0", "--origin", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut demo = FleetDemo(child);
+    let mut banner = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        let last = line.starts_with("Ctrl-C");
+        banner.push(line);
+        if last {
+            break;
+        }
+    }
+    let text = banner.join("\n");
+    // "  node N: http://PROXY/   dashboard: http://ADMIN/ ..."
+    let nodes: Vec<(String, String)> = banner
+        .iter()
+        .filter_map(|l| l.trim().strip_prefix("node "))
+        .map(|l| {
+            let urls: Vec<&str> = l
+                .split_whitespace()
+                .filter(|w| w.starts_with("http://"))
+                .collect();
+            (urls[0].to_owned(), urls[1].to_owned())
+        })
+        .collect();
+    assert_eq!(nodes.len(), 3, "three nodes in:\n{text}");
+    assert_eq!(banner[0], nodes[0].0, "the first line is node 1's URL");
+    let redis = banner
+        .iter()
+        .find_map(|l| l.trim().strip_prefix("redis:"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|u| u.strip_prefix("redis://"))
+        .unwrap_or_else(|| panic!("no redis address in:\n{text}"))
+        .to_owned();
+    assert!(text.contains("Host: demo"), "{text}");
+    // A Redis that keeps nothing on disk.
+    assert!(redis_command(&redis, "CONFIG GET save").contains("$0\r\n"));
+    assert!(redis_command(&redis, "CONFIG GET appendonly").contains("no"));
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let host = [("host", "demo")];
+    let first = rt.block_on(calmcache_testkit::get_with(
+        http::Method::GET,
+        &format!("{}cli-fleet", nodes[0].0),
+        &host,
+    ));
+    assert_eq!(first.status, 200, "{first:?}");
+    assert!(first.body.contains("Generated at"));
+    // The copy node 1 stored reaches Redis off the request path.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    for (proxy, admin) in &nodes {
+        let reply = rt.block_on(calmcache_testkit::get_with(
+            http::Method::GET,
+            &format!("{proxy}cli-fleet"),
+            &host,
+        ));
+        assert_eq!(reply.status, 200, "{proxy}: {reply:?}");
+        assert!(reply.cache_status().starts_with("calmcache;"), "{reply:?}");
+        assert_eq!(reply.body, first.body, "{proxy}: the fleet's one copy");
+        let status = rt.block_on(calmcache_testkit::get(&format!("{admin}status")));
+        let status: serde_json::Value = serde_json::from_str(&status.body).unwrap();
+        assert_eq!(status["fleet"]["breaker"], "closed", "{admin}: {status:#}");
+    }
+
+    // SIGTERM: every node, the origin and Redis stop; exit 0.
+    let pid = demo.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let mut exited = None;
+    for _ in 0..200 {
+        exited = demo.0.try_wait().unwrap();
+        if exited.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let exited = exited.expect("the demo stops within 10 s of SIGTERM");
+    assert!(exited.success(), "{exited}");
+    assert!(
+        std::net::TcpStream::connect(&redis).is_err(),
+        "its redis-server is gone"
+    );
+    for (proxy, _) in &nodes {
+        let addr = proxy.trim_start_matches("http://").trim_end_matches('/');
+        assert!(std::net::TcpStream::connect(addr).is_err(), "{addr} closed");
+    }
+}
+
+#[test]
+fn demo_fleet_without_redis_server_names_the_debian_package() {
+    let empty = crate::scratch("no-redis");
+    let out = Command::new(BIN)
+        .args(["demo", "--fleet", "--listen", "127.0.0.1:0"])
+        .args(["--admin", "127.0.0.1:0", "--origin", "127.0.0.1:0"])
+        .env("PATH", &empty)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&empty);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("redis-server not found on PATH")
+            && err.contains("apt-get install redis-server"),
+        "{err}"
+    );
+}

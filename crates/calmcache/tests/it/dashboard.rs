@@ -1,6 +1,7 @@
 //! The live dashboard (`GET /` on the admin listener) in a real browser:
 //! Debian's `chromium`, headless, loads it from a running proxy, its numbers
-//! follow the traffic sent through the proxy, the page logs nothing to the
+//! follow the traffic sent through the proxy (the Fleet panel only in fleet
+//! mode, on a real redis-server), the page logs nothing to the
 //! console (no errors, no uncaught exceptions), and a screenshot is saved as
 //! `target/dashboard.png`.
 //!
@@ -380,6 +381,11 @@ async fn dashboard_in_headless_chromium_follows_traffic() {
     if let Some(r) = row(dom, "data-upstream=\"origin\"") {
         checks.number(&format!("{what}, upstream origin"), r, "upstream-p50");
     }
+    let fleet_panel = tag_with(dom, "id=\"fleet\"").unwrap_or("");
+    checks.check(
+        attr(fleet_panel, "hidden").is_some(),
+        format!("{what}: the fleet panel shows without [fleet]: {fleet_panel}"),
+    );
 
     // 4. Live: traffic while the page polls, and the screenshot.
     let shot = screenshot_path();
@@ -433,6 +439,63 @@ async fn dashboard_in_headless_chromium_follows_traffic() {
             width >= 1400 && height >= 1000,
             format!("screenshot is {width}x{height}, want 1400x1000"),
         );
+    }
+    checks.finish(&status);
+    proxy.stop().await;
+}
+
+/// Fleet mode: the Fleet panel shows the node's breaker, Redis calls,
+/// leases, commits and purges, and a row per Redis operation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_shows_the_fleet_panel_in_fleet_mode() {
+    let redis = calmcache_testkit::redis::Redis::start();
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .route("ttl = { 200 = \"60s\" }\nrefresh = \"lock\"")
+        .fleet(&redis.url(), "timeout = \"500ms\"")
+        .start()
+        .await;
+    assert_eq!(get(&proxy.url("/fleet/a")).await.status, 200);
+    // The commit to Redis runs off the request path.
+    for _ in 0..100 {
+        if proxy.status().await["fleet"]["commits"] == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let status = proxy.status().await;
+    let run = chromium(&proxy.admin_url("/"), 2500, &[]).await;
+    let what = "fleet mode";
+    let mut checks = Checks::default();
+    checks.healthy(what, &run, 2);
+    let dom = &run.dom;
+    let panel = tag_with(dom, "id=\"fleet\"").unwrap_or("");
+    checks.check(
+        !panel.is_empty() && attr(panel, "hidden").is_none(),
+        format!("{what}: the fleet panel is hidden: {panel:?}"),
+    );
+    checks.eq(what, dom, "fleet-breaker", "closed");
+    checks.eq(what, dom, "fleet-breaker-opened", "0");
+    checks.eq(what, dom, "fleet-leases-acquired", "1");
+    checks.eq(what, dom, "fleet-leases-held", "0");
+    checks.eq(what, dom, "fleet-shared-hits", "0");
+    checks.eq(what, dom, "fleet-commits", "1");
+    checks.eq(what, dom, "fleet-commits-refused", "0");
+    checks.eq(what, dom, "fleet-purges-sent", "0");
+    checks.eq(what, dom, "fleet-waits-timed-out", "0");
+    checks.eq(what, dom, "fleet-calls-timed-out", "0");
+    if let Some(ok) = checks.number(what, dom, "fleet-calls-ok") {
+        checks.check(ok >= 2.0, format!("{what}: {ok} redis calls ok"));
+    }
+    checks.number(what, dom, "fleet-call-mean-us");
+    for (op, want) in [("acquire", "1"), ("commit", "1"), ("release", "0")] {
+        match row(dom, &format!("data-fleet-op=\"{op}\"")) {
+            Some(r) => checks.eq(&format!("{what}, op {op}"), r, "fleet-op-ok", want),
+            None => checks.0.push(format!("{what}: no row for op {op}")),
+        }
+    }
+    if let Some(r) = row(dom, "data-fleet-op=\"acquire\"") {
+        checks.number(&format!("{what}, op acquire"), r, "fleet-op-mean-us");
     }
     checks.finish(&status);
     proxy.stop().await;

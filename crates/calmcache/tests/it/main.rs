@@ -22,6 +22,8 @@ mod disk_zone;
 mod edge_cases;
 mod errors;
 mod failing_origin;
+mod fleet;
+mod fleet_faults;
 mod health;
 mod hostile;
 mod key_bypass;

@@ -43,6 +43,39 @@ fn is_hit(r: &Reply) -> bool {
     r.cache_status_params().has("hit")
 }
 
+/// Every sample is `calmcache_<name>[{labels}] <number>` of a declared
+/// family, declared once.
+fn assert_well_formed(body: &str) {
+    let typed: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    for (i, family) in typed.iter().enumerate() {
+        assert!(!typed[..i].contains(family), "{family} declared twice");
+    }
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        let (name_labels, value) = line.rsplit_once(' ').unwrap();
+        assert!(value.parse::<f64>().is_ok(), "{line}");
+        let name = name_labels.split('{').next().unwrap();
+        assert!(name.starts_with("calmcache_"), "{line}");
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s).filter(|f| typed.contains(f)))
+            .unwrap_or(name);
+        assert!(typed.contains(&family), "{line}: no # TYPE");
+    }
+}
+
+/// The value of the sample `name{labels}` (exactly as rendered) in `body`.
+fn sample(body: &str, series: &str) -> f64 {
+    body.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no sample {series} in\n{body}"))
+        .parse()
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_and_metrics_count_known_traffic() {
     let origin = Origin::start().await;
@@ -107,24 +140,12 @@ async fn status_and_metrics_count_known_traffic() {
             m.body
         );
     }
-    // Every sample is `calmcache_<name>[{labels}] <number>` of a declared family.
-    let typed: Vec<&str> = m
-        .body
-        .lines()
-        .filter_map(|l| l.strip_prefix("# TYPE "))
-        .filter_map(|l| l.split(' ').next())
-        .collect();
-    for line in m.body.lines().filter(|l| !l.starts_with('#')) {
-        let (name_labels, value) = line.rsplit_once(' ').unwrap();
-        assert!(value.parse::<f64>().is_ok(), "{line}");
-        let name = name_labels.split('{').next().unwrap();
-        assert!(name.starts_with("calmcache_"), "{line}");
-        let family = ["_bucket", "_sum", "_count"]
-            .iter()
-            .find_map(|s| name.strip_suffix(s).filter(|f| typed.contains(f)))
-            .unwrap_or(name);
-        assert!(typed.contains(&family), "{line}: no # TYPE");
-    }
+    assert_well_formed(&m.body);
+    assert!(
+        !m.body.contains("calmcache_fleet_"),
+        "no fleet block without [fleet]"
+    );
+    assert!(s.get("fleet").is_none(), "{s:#}");
 
     let health = get(&proxy.admin_url("/healthz")).await;
     assert_eq!(
@@ -135,6 +156,118 @@ async fn status_and_metrics_count_known_traffic() {
     let page = get(&proxy.admin_url("/")).await;
     assert_eq!(page.status, 200);
     assert!(page.header("content-type").starts_with("text/html"));
+    proxy.stop().await;
+}
+
+/// Fleet mode (issue 14) on /metrics: the `calmcache_fleet_*` families of a
+/// node on a real redis-server after a fill (acquire, commit), a purge
+/// (purge, publish) and the purge stream's polls, with Redis calls per
+/// operation summing to the node's totals in /status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_exposes_the_fleet_block_in_fleet_mode() {
+    let redis = calmcache_testkit::redis::Redis::start();
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .admin(&format!("listen = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\""))
+        .route("ttl = { 200 = \"60s\" }\nrefresh = \"lock\"")
+        .fleet(&redis.url(), "timeout = \"500ms\"")
+        .start()
+        .await;
+    assert_eq!(get(&proxy.url("/f")).await.status, 200);
+    // The commit to Redis runs off the request path.
+    for _ in 0..100 {
+        if proxy.status().await["fleet"]["commits"] == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(purged(&proxy, r#"{"url": "/f"}"#).await, 1);
+    // Polls of the purge stream run every 200 ms.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let s = proxy.status().await;
+    let f = &s["fleet"];
+    assert_eq!(f["commits"], 1, "{s:#}");
+    for (op, at_least) in [
+        ("acquire", 1),
+        ("commit", 1),
+        ("purge", 1),
+        ("publish", 1),
+        ("poll", 2),
+    ] {
+        let c = &f["ops"][op];
+        assert!(c["ok"].as_u64().unwrap() >= at_least, "{op}: {c}");
+        assert!(c["total_us"].as_u64().unwrap() > 0, "{op}: {c}");
+        assert!(c["mean_us"].as_u64().unwrap() > 0, "{op}: {c}");
+        assert_eq!(c["timed_out"], 0, "{op}: {c}");
+    }
+    assert_eq!(f["ops"]["release"]["ok"], 0, "committed: nothing released");
+    // Each call counts under one operation (a poll may land between the
+    // two reads of one snapshot).
+    let ops_ok: u64 = f["ops"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|c| c["ok"].as_u64().unwrap())
+        .sum();
+    let calls_ok = f["calls_ok"].as_u64().unwrap();
+    assert!(
+        ops_ok.abs_diff(calls_ok) <= 2,
+        "{ops_ok} vs {calls_ok}: {f:#}"
+    );
+
+    let m = get(&proxy.admin_url("/metrics")).await;
+    assert_eq!(m.status, 200);
+    assert_well_formed(&m.body);
+    let body = &m.body;
+    for (series, want) in [
+        ("calmcache_fleet_breaker_state{state=\"closed\"}", 1.0),
+        ("calmcache_fleet_breaker_state{state=\"open\"}", 0.0),
+        ("calmcache_fleet_breaker_state{state=\"half_open\"}", 0.0),
+        ("calmcache_fleet_breaker_opened_total", 0.0),
+        ("calmcache_fleet_leases_acquired_total", 1.0),
+        ("calmcache_fleet_leases_held_total", 0.0),
+        ("calmcache_fleet_shared_hits_total", 0.0),
+        ("calmcache_fleet_commits_total{result=\"stored\"}", 1.0),
+        ("calmcache_fleet_commits_total{result=\"refused\"}", 0.0),
+        ("calmcache_fleet_purges_sent_total", 1.0),
+        ("calmcache_fleet_purges_applied_total", 0.0),
+        (
+            "calmcache_fleet_redis_calls_total{op=\"commit\",result=\"ok\"}",
+            1.0,
+        ),
+        (
+            "calmcache_fleet_redis_calls_total{op=\"publish\",result=\"ok\"}",
+            1.0,
+        ),
+        (
+            "calmcache_fleet_redis_calls_total{op=\"acquire\",result=\"timed_out\"}",
+            0.0,
+        ),
+        (
+            "calmcache_fleet_redis_calls_total{op=\"release\",result=\"ok\"}",
+            0.0,
+        ),
+    ] {
+        assert_eq!(sample(body, series), want, "{series}");
+    }
+    for op in ["acquire", "commit", "purge", "publish", "poll"] {
+        let ok = sample(
+            body,
+            &format!("calmcache_fleet_redis_calls_total{{op=\"{op}\",result=\"ok\"}}"),
+        );
+        let seconds = sample(
+            body,
+            &format!("calmcache_fleet_redis_call_seconds_total{{op=\"{op}\"}}"),
+        );
+        assert!(ok >= 1.0 && seconds > 0.0, "{op}: {ok} calls, {seconds} s");
+        assert!(seconds / ok < 0.5, "{op}: mean {} s", seconds / ok);
+    }
+    assert!(
+        body.lines()
+            .any(|l| l.starts_with("calmcache_fleet_info{node=\"")),
+        "{body}"
+    );
     proxy.stop().await;
 }
 

@@ -1,0 +1,314 @@
+//! The connection to Redis (one instance, or a cluster), and every call
+//! through it: each call has the fleet's deadline and goes through the
+//! circuit breaker; a call the breaker refuses, that fails or that misses
+//! its deadline is `None`, and the caller goes on without Redis. After the
+//! breaker trips the connection is rebuilt (a hung socket stays hung).
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
+
+use crate::config::FleetConfig;
+use crate::fleet::breaker::{Breaker, BreakerState, Pass};
+use crate::fleet::ops_stats::{Op, OpStats, Outcome};
+
+/// How long connecting may take (a call still waits at most the deadline).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A connection handle: cheap to clone, shared by every task.
+#[derive(Clone)]
+pub(crate) enum Conn {
+    /// One Redis (reconnects by itself).
+    Single(ConnectionManager),
+    /// A Redis Cluster.
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// Counters of the calls made, for `/status` and `/metrics`.
+#[derive(Default)]
+pub(crate) struct CallStats {
+    /// Calls answered in time.
+    pub(crate) ok: AtomicU64,
+    /// Calls that failed (an error, a closed connection).
+    pub(crate) errors: AtomicU64,
+    /// Calls past the deadline.
+    pub(crate) timeouts: AtomicU64,
+    /// Calls not made: the breaker was open.
+    pub(crate) skipped: AtomicU64,
+    /// Sum of the answered calls' latency, in microseconds.
+    pub(crate) micros: AtomicU64,
+    /// Connections (re)built.
+    pub(crate) reconnects: AtomicU64,
+}
+
+/// Redis, as this node reaches it.
+pub(crate) struct Link {
+    cfg: FleetConfig,
+    conn: Mutex<Option<Conn>>,
+    /// Rebuilds so far: a connection made in the background replaces the
+    /// one in `conn` only if no rebuild came after.
+    rebuilds: AtomicU64,
+    connecting: Arc<AtomicBool>,
+    /// Open after failures: no call goes to Redis.
+    pub(crate) breaker: Breaker,
+    /// Calls made and how they went.
+    pub(crate) stats: CallStats,
+    /// The same, per operation.
+    pub(crate) ops: OpStats,
+}
+
+impl Link {
+    /// The link for `cfg`: a single instance connects on first use, a
+    /// cluster in the background; nothing here waits for Redis.
+    pub(crate) fn new(cfg: &FleetConfig) -> RedisResult<Arc<Link>> {
+        let link = Arc::new(Link {
+            cfg: cfg.clone(),
+            conn: Mutex::new(None),
+            rebuilds: AtomicU64::new(0),
+            connecting: Arc::new(AtomicBool::new(false)),
+            breaker: Breaker::default(),
+            stats: CallStats::default(),
+            ops: OpStats::default(),
+        });
+        link.rebuild()?;
+        Ok(link)
+    }
+
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Conn>> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new connection (the old one, perhaps hung, is dropped): at once
+    /// for a single instance (it connects on first use), in a background
+    /// task for a cluster.
+    fn rebuild(self: &Arc<Self>) -> RedisResult<()> {
+        self.stats.reconnects.fetch_add(1, Ordering::Relaxed);
+        if !self.cfg.cluster {
+            let mut info = self.cfg.nodes[0].as_str().into_connection_info()?;
+            let mut settings = info.redis_settings().clone();
+            if let Some(user) = &self.cfg.user {
+                settings = settings.set_username(user);
+            }
+            if let Some(password) = &self.cfg.password {
+                settings = settings.set_password(password);
+            }
+            info = info.set_redis_settings(settings);
+            let client = redis::Client::open(info)?;
+            let config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                .set_response_timeout(None)
+                .set_number_of_retries(1)
+                .set_max_delay(Duration::from_millis(200));
+            let manager = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
+            let rebuild = self.rebuilds.fetch_add(1, Ordering::AcqRel) + 1;
+            *self.slot() = Some(Conn::Single(manager));
+            self.connect_ahead(rebuild, client, config);
+            return Ok(());
+        }
+        let mut builder = redis::cluster::ClusterClient::builder(self.cfg.nodes.clone())
+            .connection_timeout(CONNECT_TIMEOUT)
+            .response_timeout(self.cfg.timeout.max(Duration::from_millis(500)))
+            .retries(1);
+        if let Some(user) = &self.cfg.user {
+            builder = builder.username(user);
+        }
+        if let Some(password) = &self.cfg.password {
+            builder = builder.password(password);
+        }
+        let client = builder.build()?;
+        if self.connecting.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let link = Arc::downgrade(self);
+        let connecting = self.connecting.clone();
+        tokio::spawn(async move {
+            let result = client.get_async_connection().await;
+            connecting.store(false, Ordering::Release);
+            let Some(link) = link.upgrade() else {
+                return;
+            };
+            match result {
+                Ok(conn) => *link.slot() = Some(Conn::Cluster(conn)),
+                Err(e) => tracing::debug!(error = %e, "redis cluster: not connected yet"),
+            }
+        });
+        Ok(())
+    }
+
+    /// Connects another manager now, in the background, and puts it in the
+    /// slot once it answers, unless a rebuild came after `rebuild`: the
+    /// probe after a trip then pays one round trip, not the connection's
+    /// setup too (which misses the deadline where one round trip fits it).
+    /// If it fails, the lazy one in the slot tries afresh when called (a
+    /// failed manager would answer its next call with the cached error).
+    fn connect_ahead(
+        self: &Arc<Self>,
+        rebuild: u64,
+        client: redis::Client,
+        config: ConnectionManagerConfig,
+    ) {
+        let link = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let Ok(mut ahead) = ConnectionManager::new_lazy_with_config(client, config) else {
+                return;
+            };
+            let ping = redis::cmd("PING");
+            let up =
+                tokio::time::timeout(CONNECT_TIMEOUT, ping.query_async::<()>(&mut ahead)).await;
+            let Some(link) = link.upgrade().filter(|_| matches!(up, Ok(Ok(())))) else {
+                return;
+            };
+            let mut slot = link.slot();
+            if link.rebuilds.load(Ordering::Acquire) == rebuild {
+                *slot = Some(Conn::Single(ahead));
+            }
+        });
+    }
+
+    /// Runs `call` (one `op`) on the connection within the deadline,
+    /// through the breaker; `None` when it could not be made or did not
+    /// answer in time.
+    pub(crate) async fn call<T, F, Fut>(self: &Arc<Self>, op: Op, call: F) -> Option<T>
+    where
+        F: FnOnce(Conn) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        if self.connecting.load(Ordering::Acquire) && self.slot().is_none() {
+            // A cluster's first connection is on its way: no call, and
+            // nothing against the breaker, or a node started under traffic
+            // would open it at once and go on alone.
+            self.count(op, Outcome::Failed);
+            return None;
+        }
+        let Some(pass) = self.breaker.pass() else {
+            self.count(op, Outcome::Skipped);
+            return None;
+        };
+        let pass = Outstanding {
+            breaker: &self.breaker,
+            pass: Some(pass),
+        };
+        let conn = self.slot().clone();
+        let Some(conn) = conn else {
+            // A cluster whose connection failed: a failure like any other.
+            if pass.failure() {
+                let _ = self.rebuild();
+            }
+            self.count(op, Outcome::Failed);
+            return None;
+        };
+        let started = tokio::time::Instant::now();
+        match tokio::time::timeout(self.cfg.timeout, call(conn)).await {
+            Ok(Ok(value)) => {
+                let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                self.count(op, Outcome::Answered(micros));
+                pass.success();
+                Some(value)
+            }
+            Ok(Err(e)) => {
+                self.count(op, Outcome::Failed);
+                tracing::debug!(error = %e, op = op.as_str(), "redis call failed");
+                if pass.failure() {
+                    let _ = self.rebuild();
+                }
+                None
+            }
+            Err(_) => {
+                self.count(op, Outcome::TimedOut);
+                if pass.failure() {
+                    let _ = self.rebuild();
+                }
+                None
+            }
+        }
+    }
+
+    /// One call counted in the totals and under its operation.
+    fn count(&self, op: Op, outcome: Outcome) {
+        let s = &self.stats;
+        match outcome {
+            Outcome::Answered(micros) => {
+                s.micros.fetch_add(micros, Ordering::Relaxed);
+                s.ok.fetch_add(1, Ordering::Relaxed);
+            }
+            Outcome::Failed => {
+                s.errors.fetch_add(1, Ordering::Relaxed);
+            }
+            Outcome::TimedOut => {
+                s.timeouts.fetch_add(1, Ordering::Relaxed);
+            }
+            Outcome::Skipped => {
+                s.skipped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.ops.record(op, outcome);
+    }
+
+    /// Where the breaker stands.
+    pub(crate) fn state(&self) -> BreakerState {
+        self.breaker.current()
+    }
+}
+
+/// A call the breaker let through, until its outcome is reported. Dropped
+/// before (its caller gave up on it: a fill cancelled when its client went
+/// away), it is abandoned: a probe lost that way would leave the breaker
+/// half-open for good, with no call ever going to Redis again.
+struct Outstanding<'a> {
+    breaker: &'a Breaker,
+    pass: Option<Pass>,
+}
+
+impl Outstanding<'_> {
+    fn success(mut self) {
+        if let Some(pass) = self.pass.take() {
+            self.breaker.success(pass);
+        }
+    }
+
+    /// True when this opened the breaker (see [`Breaker::failure`]).
+    fn failure(mut self) -> bool {
+        self.pass.take().is_some_and(|p| self.breaker.failure(p))
+    }
+}
+
+impl Drop for Outstanding<'_> {
+    fn drop(&mut self) {
+        if let Some(pass) = self.pass.take() {
+            self.breaker.abandon(pass);
+        }
+    }
+}

@@ -1,0 +1,898 @@
+//! Fleet mode: several nodes act as one cache on Redis. A shared tier
+//! behind the local zones (a local hit never touches Redis; a local miss
+//! asks Redis before the origin; a fill stores locally and, off the request
+//! path, in Redis), one refresh per object for the fleet (a lease with a
+//! fencing counter), and purges that reach every node (a Redis Stream).
+//!
+//! Every call has the `fleet.timeout` deadline and goes through a circuit
+//! breaker ([`link`]): when Redis is down, hung, slow or full the node goes
+//! on alone, its own single-flight and local tiers, with no failed request.
+//! What comes back from Redis is verified (the disk file format: version,
+//! lengths, CRC32s, the key) and a bad entry is a miss.
+//!
+//! Owns: the Redis layout, leases, the shared tier's values and the purge
+//! bus. Imports: [`crate::http`], [`crate::config`], [`crate::telemetry`];
+//! never the request path (it calls in, with keys and objects).
+
+mod breaker;
+mod link;
+mod ops_stats;
+mod scripts;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use calmcache_core::disk_format::{encode_object, parse_object};
+use calmcache_core::{CacheKey, CachedObject, PurgeMode};
+use redis::{Script, Value};
+use tokio::time::Instant;
+
+pub(crate) use breaker::BreakerState;
+use link::Link;
+use ops_stats::Op;
+pub(crate) use ops_stats::OpSnapshot;
+
+use crate::config::FleetConfig;
+
+/// The longest a request waits for another node's fetch before fetching
+/// itself (its route's `lock_timeout` when shorter).
+const WAIT_MAX: Duration = Duration::from_secs(5);
+/// Purges read from the stream per poll.
+const PURGES_PER_POLL: usize = 100;
+/// Entries the purge stream keeps (about; trimmed as it grows).
+const PURGE_STREAM_LEN: usize = 10_000;
+/// Purges kept while Redis is out; past it, one soft purge of everything.
+const OUTBOX_MAX: usize = 1_000;
+
+/// What a fill does after asking the fleet.
+pub(crate) enum Before {
+    /// Another node stored a fresh copy newer than ours: take it, no fetch.
+    Take(Arc<CachedObject>),
+    /// Fetch from the origin: with the fleet's lease (store it in Redis
+    /// afterwards), or without (Redis unreachable, or another node's fetch
+    /// did not end within the wait): then the object stays local.
+    Fetch(Option<Lease>),
+}
+
+/// This node's lease on one object: its fetch is the fleet's.
+pub(crate) struct Lease {
+    fleet: Arc<Fleet>,
+    hash: String,
+    token: String,
+    fence: u64,
+    /// When the lease was taken (Redis clock, ms): the object's `since`.
+    since_ms: u64,
+    done: bool,
+    /// Extends the lease every third of its time while the fetch runs.
+    renewal: tokio::task::JoinHandle<()>,
+}
+
+impl Lease {
+    /// `true`: Redis has dealt with the lease (stored or refused, and
+    /// released it); dropping it does nothing more.
+    fn settled(&mut self, done: bool) {
+        self.done = done;
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.renewal.abort();
+        if self.done {
+            return;
+        }
+        // Not committed (not storable, failed, too large): let another
+        // node take over at once instead of after the lease's TTL.
+        let fleet = self.fleet.clone();
+        let lease = fleet.key(&self.hash, "l");
+        let token = std::mem::take(&mut self.token);
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                let script = &fleet.release;
+                fleet
+                    .link
+                    .call(Op::Release, |mut conn| async move {
+                        script
+                            .key(lease)
+                            .arg(token)
+                            .invoke_async::<i64>(&mut conn)
+                            .await
+                    })
+                    .await;
+            });
+        }
+    }
+}
+
+/// Counters of the fleet's work on this node.
+#[derive(Default)]
+pub(crate) struct FleetStats {
+    /// Local misses answered from Redis (another node's copy).
+    pub(crate) shared_hits: AtomicU64,
+    /// Leases taken: this node fetched for the fleet.
+    pub(crate) leases_acquired: AtomicU64,
+    /// Fetches that found another node's lease and waited for its copy.
+    pub(crate) leases_held: AtomicU64,
+    /// Waits that ended without a copy (fetched alone, stored locally).
+    pub(crate) waits_timed_out: AtomicU64,
+    /// Objects stored in Redis.
+    pub(crate) commits: AtomicU64,
+    /// Stores refused: a purge came after the lease, or a later lease stored.
+    pub(crate) commits_refused: AtomicU64,
+    /// Objects not put in Redis: larger than `fleet.max_object_size`.
+    pub(crate) too_large: AtomicU64,
+    /// Entries read from Redis that failed verification (served as misses).
+    pub(crate) bad_entries: AtomicU64,
+    /// Purges this node sent to the fleet.
+    pub(crate) purges_sent: AtomicU64,
+    /// Purges from other nodes applied here.
+    pub(crate) purges_applied: AtomicU64,
+}
+
+/// This node's part in the fleet.
+pub(crate) struct Fleet {
+    cfg: FleetConfig,
+    link: Arc<Link>,
+    /// Lease tokens: this node's id and a counter.
+    node: String,
+    tokens: AtomicU64,
+    /// Objects stored before this (Redis clock, ms) are not used: the last
+    /// fleet-wide prefix, tag or whole purge.
+    purged_before: AtomicU64,
+    /// The last purge stream entry read.
+    last_purge: Mutex<Option<String>>,
+    /// Redis' data generation as last seen (`{prefix}epoch`).
+    epoch: Mutex<Option<String>>,
+    /// Purges made while Redis was out of reach.
+    outbox: Mutex<Outbox>,
+    epoch_script: Script,
+    acquire: Script,
+    commit: Script,
+    release: Script,
+    renew: Script,
+    purge_key: Script,
+    purge_before: Script,
+    /// What the fleet did here.
+    pub(crate) stats: FleetStats,
+}
+
+/// What a poll of the purge stream found.
+#[derive(Default)]
+pub(crate) struct Polled {
+    /// Other nodes' purges (the admin API's JSON), in order.
+    pub(crate) purges: Vec<String>,
+    /// Some purges may have been missed: mark every local object stale.
+    pub(crate) gap: bool,
+}
+
+/// Purges this node could not hand to Redis yet.
+#[derive(Default)]
+struct Outbox {
+    /// Purges to send, in order.
+    pending: Vec<String>,
+    /// A purge could not reach the shared tier: purge it whole on return.
+    redis_missed: bool,
+    /// A poll failed: on return, check the stream was not trimmed past us.
+    missed_polls: bool,
+}
+
+/// The answer of the acquire script.
+enum Acquired {
+    Newer(Vec<u8>),
+    Ours {
+        fence: u64,
+        now_ms: u64,
+        token: String,
+    },
+    Held {
+        pttl_ms: i64,
+    },
+}
+
+impl Fleet {
+    /// The fleet link for `cfg` (nothing waits for Redis here).
+    pub(crate) fn new(cfg: &FleetConfig) -> Result<Arc<Fleet>, redis::RedisError> {
+        let link = Link::new(cfg)?;
+        let node = format!(
+            "{}-{}-{:08x}",
+            hostname(),
+            std::process::id(),
+            rand::random::<u32>()
+        );
+        Ok(Arc::new(Fleet {
+            cfg: cfg.clone(),
+            link,
+            node,
+            tokens: AtomicU64::new(0),
+            purged_before: AtomicU64::new(0),
+            last_purge: Mutex::new(None),
+            epoch: Mutex::new(None),
+            outbox: Mutex::new(Outbox::default()),
+            epoch_script: Script::new(
+                "redis.call('SET', KEYS[1], ARGV[1], 'NX')\nreturn redis.call('GET', KEYS[1])\n",
+            ),
+            acquire: scripts::acquire(),
+            commit: scripts::commit(),
+            release: scripts::release(),
+            renew: scripts::renew(),
+            purge_key: scripts::purge_key(),
+            purge_before: scripts::purge_before(),
+            stats: FleetStats::default(),
+        }))
+    }
+
+    /// The settings it runs with.
+    pub(crate) fn config(&self) -> &FleetConfig {
+        &self.cfg
+    }
+
+    /// This node's id in lease tokens and purge messages.
+    pub(crate) fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Closed, open or half-open.
+    pub(crate) fn breaker(&self) -> BreakerState {
+        self.link.state()
+    }
+
+    /// `{prefix}{hash}:{what}`.
+    fn key(&self, hash: &str, what: &str) -> String {
+        format!("{}{{{hash}}}:{what}", self.cfg.prefix)
+    }
+
+    /// The purge epoch key (no hash tag: read alone).
+    fn epoch_key(&self) -> String {
+        format!("{}purged_before", self.cfg.prefix)
+    }
+
+    /// The purge stream key.
+    fn stream_key(&self) -> String {
+        format!("{}purges", self.cfg.prefix)
+    }
+
+    /// Before a fill goes to the origin for `key` (the copy it would
+    /// replace is `ours`): a newer copy in Redis, or the lease to fetch, or
+    /// a wait (at most `wait`) for the node that holds it.
+    pub(crate) async fn before_fetch(
+        self: &Arc<Self>,
+        key: &CacheKey,
+        ours: Option<&CachedObject>,
+        wait: Duration,
+    ) -> Before {
+        let hash = hash_of(key);
+        let ours_ms = ours.map_or(0, |o| wall_ms_of(o.meta.stored_at));
+        let deadline = Instant::now() + wait.min(WAIT_MAX);
+        let mut waited = false;
+        let mut pause = Duration::from_millis(10);
+        let mut try_lease = true;
+        loop {
+            let Some(answer) = self.acquire(&hash, ours_ms, try_lease).await else {
+                return Before::Fetch(None);
+            };
+            match answer {
+                Acquired::Newer(blob) => match self.decode(key, blob) {
+                    Some(object) => {
+                        self.stats.shared_hits.fetch_add(1, Ordering::Relaxed);
+                        return Before::Take(object);
+                    }
+                    // A bad entry: fetch (the lease goes to whoever asks next).
+                    None => return Before::Fetch(None),
+                },
+                Acquired::Ours {
+                    fence,
+                    now_ms,
+                    token,
+                } => {
+                    self.stats.leases_acquired.fetch_add(1, Ordering::Relaxed);
+                    let renewal = self.renew_while_fetching(&hash, &token);
+                    return Before::Fetch(Some(Lease {
+                        fleet: self.clone(),
+                        token,
+                        hash,
+                        fence,
+                        since_ms: now_ms,
+                        done: false,
+                        renewal,
+                    }));
+                }
+                Acquired::Held { pttl_ms } => {
+                    if !waited {
+                        waited = true;
+                        self.stats.leases_held.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if Instant::now() + pause > deadline {
+                        self.stats.waits_timed_out.fetch_add(1, Ordering::Relaxed);
+                        return Before::Fetch(None);
+                    }
+                    tokio::time::sleep(jittered(pause)).await;
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                    // Ask for the lease again only once it is gone (its
+                    // holder died or gave up); until then, only look.
+                    try_lease = pttl_ms == -2;
+                }
+            }
+        }
+    }
+
+    /// A task that extends the lease every third of `fleet.lease` until
+    /// aborted (the lease committed, released or dropped): a fetch longer
+    /// than the lease keeps it, a dead node's lease still expires.
+    fn renew_while_fetching(
+        self: &Arc<Self>,
+        hash: &str,
+        token: &str,
+    ) -> tokio::task::JoinHandle<()> {
+        let fleet = Arc::downgrade(self);
+        let key = self.key(hash, "l");
+        let token = token.to_owned();
+        let every = self.cfg.lease / 3;
+        let lease_ms = u64::try_from(self.cfg.lease.as_millis()).unwrap_or(u64::MAX);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(fleet) = fleet.upgrade() else {
+                    return;
+                };
+                let script = &fleet.renew;
+                let (key, token) = (&key, &token);
+                let kept: Option<i64> = fleet
+                    .link
+                    .call(Op::Renew, |mut conn| async move {
+                        script
+                            .key(key)
+                            .arg(token)
+                            .arg(lease_ms)
+                            .invoke_async(&mut conn)
+                            .await
+                    })
+                    .await;
+                if kept == Some(0) {
+                    return; // Not ours any more.
+                }
+            }
+        })
+    }
+
+    fn token(&self) -> String {
+        format!(
+            "{}:{}",
+            self.node,
+            self.tokens.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    async fn acquire(
+        self: &Arc<Self>,
+        hash: &str,
+        ours_ms: u64,
+        try_lease: bool,
+    ) -> Option<Acquired> {
+        let keys = [
+            self.key(hash, "m"),
+            self.key(hash, "l"),
+            self.key(hash, "f"),
+        ];
+        let token = self.token();
+        let sent = token.clone();
+        let lease_ms = u64::try_from(self.cfg.lease.as_millis()).unwrap_or(u64::MAX);
+        let purged_before = self.purged_before.load(Ordering::Relaxed);
+        let script = &self.acquire;
+        let value: Value = self
+            .link
+            .call(Op::Acquire, |mut conn| async move {
+                script
+                    .key(&keys[0])
+                    .key(&keys[1])
+                    .key(&keys[2])
+                    .arg(ours_ms)
+                    .arg(sent.as_str())
+                    .arg(lease_ms)
+                    .arg(purged_before)
+                    .arg(u8::from(try_lease))
+                    .invoke_async(&mut conn)
+                    .await
+            })
+            .await?;
+        let Value::Array(items) = value else {
+            return None;
+        };
+        match items.as_slice() {
+            [Value::Int(1), Value::BulkString(blob)] => Some(Acquired::Newer(blob.clone())),
+            [Value::Int(2), Value::Int(fence), Value::Int(now)] => Some(Acquired::Ours {
+                fence: u64::try_from(*fence).ok()?,
+                now_ms: u64::try_from(*now).ok()?,
+                token,
+            }),
+            [Value::Int(3), Value::Int(pttl)] => Some(Acquired::Held { pttl_ms: *pttl }),
+            _ => None,
+        }
+    }
+
+    /// A value read from Redis, verified; `None` (counted) when it is not
+    /// a whole, intact object stored under `key`.
+    fn decode(&self, key: &CacheKey, blob: Vec<u8>) -> Option<Arc<CachedObject>> {
+        match parse_object(blob, Some(&key.as_ref()), true) {
+            Ok((_, object)) if object.vary_index.is_none() => Some(Arc::new(object)),
+            Ok(_) => None,
+            Err(e) => {
+                self.stats.bad_entries.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(key = %key, error = %e, "bad entry in redis: a miss");
+                None
+            }
+        }
+    }
+
+    /// After `object` was stored locally under `key` by a fill that held
+    /// `lease`: stores it in Redis off the request path (larger ones stay
+    /// local; the lease is released either way).
+    pub(crate) fn commit(
+        self: &Arc<Self>,
+        mut lease: Lease,
+        key: CacheKey,
+        object: Arc<CachedObject>,
+    ) {
+        let fits = object.lazy_body.is_none()
+            && object.vary_index.is_none()
+            && object.weight() as u64 <= self.cfg.max_object_size;
+        if !fits {
+            self.stats.too_large.fetch_add(1, Ordering::Relaxed);
+            return; // Dropping the lease releases it.
+        }
+        let fleet = self.clone();
+        tokio::spawn(async move {
+            let stored_at = SystemTime::now() - object.meta.stored_at.elapsed();
+            let blob = match encode_object(&key, &object, stored_at) {
+                Ok(blob) => blob,
+                Err(e) => {
+                    // Dropping the lease releases it.
+                    tracing::debug!(key = %key, error = %e, "not put in redis");
+                    return;
+                }
+            };
+            let now = Instant::now();
+            let fresh_ms = object
+                .meta
+                .freshness
+                .lifetime
+                .saturating_sub(object.meta.age(now));
+            let keep = fresh_ms
+                + object
+                    .meta
+                    .freshness
+                    .stale_while_revalidate
+                    .max(object.meta.freshness.stale_if_error)
+                + Duration::from_secs(1);
+            let keys = [
+                fleet.key(&lease.hash, "m"),
+                fleet.key(&lease.hash, "l"),
+                fleet.key(&lease.hash, "p"),
+            ];
+            let purged_before = fleet.purged_before.load(Ordering::Relaxed);
+            let script = &fleet.commit;
+            let token = lease.token.clone();
+            let (fence, since) = (lease.fence, lease.since_ms);
+            let stored: Option<i64> = fleet
+                .link
+                .call(Op::Commit, |mut conn| async move {
+                    script
+                        .key(&keys[0])
+                        .key(&keys[1])
+                        .key(&keys[2])
+                        .arg(&token)
+                        .arg(fence)
+                        .arg(since)
+                        .arg(u64::try_from(fresh_ms.as_millis()).unwrap_or(u64::MAX))
+                        .arg(u64::try_from(keep.as_millis()).unwrap_or(u64::MAX).max(1))
+                        .arg(blob)
+                        .arg(purged_before)
+                        .invoke_async(&mut conn)
+                        .await
+                })
+                .await;
+            // The script released the lease (when it answered).
+            lease.settled(stored.is_some());
+            match stored {
+                Some(1) => {
+                    fleet.stats.commits.fetch_add(1, Ordering::Relaxed);
+                }
+                Some(_) => {
+                    fleet.stats.commits_refused.fetch_add(1, Ordering::Relaxed);
+                }
+                // Redis failed: the lease expires by itself.
+                None => {}
+            }
+        });
+    }
+
+    /// Purges `key` in Redis (hard: removed and fenced against fills that
+    /// began before; soft: marked stale). When Redis cannot be reached, the
+    /// shared tier is purged whole once it is back (see [`Self::catch_up`]).
+    pub(crate) async fn purge_key(self: &Arc<Self>, key: &CacheKey, mode: PurgeMode) {
+        let hash = hash_of(key);
+        let keys = [self.key(&hash, "m"), self.key(&hash, "p")];
+        let script = &self.purge_key;
+        let hard = u8::from(mode == PurgeMode::Hard);
+        let done = self
+            .link
+            .call(Op::Purge, |mut conn| async move {
+                script
+                    .key(&keys[0])
+                    .key(&keys[1])
+                    .arg(hard)
+                    .invoke_async::<i64>(&mut conn)
+                    .await
+            })
+            .await;
+        if done.is_none() {
+            self.outbox().redis_missed = true;
+        }
+    }
+
+    /// A purge that names no single key (prefix, tag, everything): every
+    /// object in Redis stored before now is ignored from now on.
+    pub(crate) async fn purge_everything_before_now(self: &Arc<Self>) {
+        let key = self.epoch_key();
+        let script = &self.purge_before;
+        let now: Option<u64> = self
+            .link
+            .call(Op::Purge, |mut conn| async move {
+                script.key(key).invoke_async(&mut conn).await
+            })
+            .await;
+        match now {
+            Some(now) => {
+                self.purged_before.fetch_max(now, Ordering::Relaxed);
+            }
+            None => self.outbox().redis_missed = true,
+        }
+    }
+
+    /// Sends `purge` (the admin API's JSON form) to the other nodes; when
+    /// Redis cannot take it now, it waits in the outbox (sent by
+    /// [`Self::catch_up`] once Redis answers again). Returns the purges
+    /// waiting.
+    pub(crate) async fn publish_purge(self: &Arc<Self>, purge: String) -> usize {
+        if self.outbox().pending.is_empty() && self.xadd(&purge).await {
+            self.stats.purges_sent.fetch_add(1, Ordering::Relaxed);
+            return 0;
+        }
+        let mut outbox = self.outbox();
+        if outbox.pending.len() < OUTBOX_MAX {
+            outbox.pending.push(purge);
+        } else {
+            // Too many to replay one by one: the other nodes will mark
+            // everything they hold stale instead.
+            outbox.pending.clear();
+            outbox
+                .pending
+                .push(r#"{"all":true,"soft":true}"#.to_string());
+        }
+        outbox.pending.len()
+    }
+
+    async fn xadd(self: &Arc<Self>, purge: &str) -> bool {
+        let key = self.stream_key();
+        let node = self.node.clone();
+        let sent: Option<String> = self
+            .link
+            .call(Op::Publish, |mut conn| async move {
+                redis::cmd("XADD")
+                    .arg(&key)
+                    .arg("MAXLEN")
+                    .arg("~")
+                    .arg(PURGE_STREAM_LEN)
+                    .arg("*")
+                    .arg("node")
+                    .arg(&node)
+                    .arg("purge")
+                    .arg(purge)
+                    .query_async(&mut conn)
+                    .await
+            })
+            .await;
+        sent.is_some()
+    }
+
+    fn outbox(&self) -> std::sync::MutexGuard<'_, Outbox> {
+        self.outbox.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Purges waiting to be sent (Redis was out when they were made).
+    pub(crate) fn purges_pending(&self) -> usize {
+        self.outbox().pending.len()
+    }
+
+    /// Once Redis answers again after purges could not reach it: the
+    /// shared tier's older objects are dropped (the keys purged meanwhile
+    /// are not known one by one) and the waiting purges are sent, in order.
+    async fn catch_up(self: &Arc<Self>) {
+        let (missed, pending) = {
+            let outbox = self.outbox();
+            (outbox.redis_missed, outbox.pending.clone())
+        };
+        if missed {
+            self.outbox().redis_missed = false;
+            self.purge_everything_before_now().await;
+        }
+        for (sent, purge) in pending.iter().enumerate() {
+            if !self.xadd(purge).await {
+                self.outbox().pending.drain(..sent);
+                return;
+            }
+            self.stats.purges_sent.fetch_add(1, Ordering::Relaxed);
+        }
+        self.outbox().pending.drain(..pending.len());
+    }
+
+    /// The purges other nodes sent since the last call (their JSON), and
+    /// whether this node may have missed some: Redis lost its data (a new
+    /// `{prefix}epoch`), or the stream was trimmed past the last entry read
+    /// while Redis could not be reached. The purge epoch is brought up to
+    /// date, and purges made while Redis was out are sent. The first call
+    /// only finds where the stream ends.
+    pub(crate) async fn poll_purges(self: &Arc<Self>) -> Polled {
+        let mut polled = Polled::default();
+        let Some(epoch) = self.redis_epoch().await else {
+            self.outbox().missed_polls = true;
+            return polled;
+        };
+        {
+            let mut seen = self.epoch.lock().unwrap_or_else(|p| p.into_inner());
+            if seen.as_ref().is_some_and(|s| *s != epoch) {
+                tracing::warn!("redis lost its data: every local object is marked stale");
+                polled.gap = true;
+                // Its stream started over too: read the new one whole.
+                *self.last_purge.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some("0-0".to_string());
+            }
+            *seen = Some(epoch);
+        }
+        self.catch_up().await;
+        self.poll_epoch().await;
+        let key = self.stream_key();
+        let last = self
+            .last_purge
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let Some(last) = last else {
+            // Start at the end: what came before is in Redis' state already.
+            if let Some(id) = self.stream_end(&key).await {
+                *self.last_purge.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
+            }
+            return polled;
+        };
+        if std::mem::take(&mut self.outbox().missed_polls) {
+            // Away a while: entries past `last` may have been trimmed.
+            if let Some(first) = self.stream_start(&key).await {
+                if stream_id_before(&last, &first) && last != "0-0" {
+                    tracing::warn!("purges were missed while redis was out of reach: every local object is marked stale");
+                    polled.gap = true;
+                }
+            }
+        }
+        let read: Option<Value> = self
+            .link
+            .call(Op::Poll, |mut conn| async move {
+                redis::cmd("XREAD")
+                    .arg("COUNT")
+                    .arg(PURGES_PER_POLL)
+                    .arg("STREAMS")
+                    .arg(&key)
+                    .arg(&last)
+                    .query_async(&mut conn)
+                    .await
+            })
+            .await;
+        let Some(read) = read else {
+            self.outbox().missed_polls = true;
+            return polled;
+        };
+        // XREAD: [[stream, [entries]]] (RESP2) or a map (RESP3).
+        let entries = match read {
+            Value::Array(streams) => streams
+                .into_iter()
+                .filter_map(|s| match s {
+                    Value::Array(mut pair) if pair.len() == 2 => pair.pop(),
+                    _ => None,
+                })
+                .flat_map(stream_entries)
+                .collect::<Vec<_>>(),
+            Value::Map(streams) => streams
+                .into_iter()
+                .flat_map(|(_, entries)| stream_entries(entries))
+                .collect(),
+            _ => Vec::new(),
+        };
+        for (id, fields) in entries {
+            *self.last_purge.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
+            let node = field(&fields, "node");
+            if node.as_deref() == Some(self.node.as_str()) {
+                continue;
+            }
+            if let Some(purge) = field(&fields, "purge") {
+                polled.purges.push(purge);
+            }
+        }
+        polled
+    }
+
+    /// Redis' data generation: a random id set once (`SET NX`); another
+    /// one means Redis started empty since we last looked.
+    async fn redis_epoch(self: &Arc<Self>) -> Option<String> {
+        let key = format!("{}epoch", self.cfg.prefix);
+        let mine = format!("{:016x}", rand::random::<u64>());
+        let script = &self.epoch_script;
+        self.link
+            .call(Op::Poll, |mut conn| async move {
+                script.key(key).arg(mine).invoke_async(&mut conn).await
+            })
+            .await
+    }
+
+    /// The id of the stream's last entry (`0-0` when empty).
+    async fn stream_end(self: &Arc<Self>, key: &str) -> Option<String> {
+        self.stream_edge(key, "XREVRANGE", "+", "-").await
+    }
+
+    /// The id of the stream's first entry (`0-0` when empty).
+    async fn stream_start(self: &Arc<Self>, key: &str) -> Option<String> {
+        self.stream_edge(key, "XRANGE", "-", "+").await
+    }
+
+    async fn stream_edge(
+        self: &Arc<Self>,
+        key: &str,
+        cmd: &str,
+        from: &str,
+        to: &str,
+    ) -> Option<String> {
+        let edge: Value = self
+            .link
+            .call(Op::Poll, |mut conn| async move {
+                redis::cmd(cmd)
+                    .arg(key)
+                    .arg(from)
+                    .arg(to)
+                    .arg("COUNT")
+                    .arg(1)
+                    .query_async(&mut conn)
+                    .await
+            })
+            .await?;
+        Some(
+            stream_entries(edge)
+                .first()
+                .map_or_else(|| "0-0".to_string(), |(id, _)| id.clone()),
+        )
+    }
+
+    async fn poll_epoch(self: &Arc<Self>) {
+        let key = self.epoch_key();
+        let epoch: Option<Option<u64>> = self
+            .link
+            .call(Op::Poll, |mut conn| async move {
+                redis::cmd("GET").arg(&key).query_async(&mut conn).await
+            })
+            .await;
+        if let Some(Some(epoch)) = epoch {
+            self.purged_before.fetch_max(epoch, Ordering::Relaxed);
+        }
+    }
+
+    /// A purge from another node was applied here.
+    pub(crate) fn purge_applied(&self) {
+        self.stats.purges_applied.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Call counters: answered, failed, timed out, skipped (breaker open),
+    /// mean latency in microseconds, connections built.
+    pub(crate) fn calls(&self) -> [u64; 6] {
+        let s = &self.link.stats;
+        let ok = s.ok.load(Ordering::Relaxed);
+        [
+            ok,
+            s.errors.load(Ordering::Relaxed),
+            s.timeouts.load(Ordering::Relaxed),
+            s.skipped.load(Ordering::Relaxed),
+            s.micros
+                .load(Ordering::Relaxed)
+                .checked_div(ok)
+                .unwrap_or(0),
+            s.reconnects.load(Ordering::Relaxed),
+        ]
+    }
+
+    /// Call counters and latency per operation (acquire, commit, ...).
+    pub(crate) fn ops(&self) -> std::collections::BTreeMap<&'static str, OpSnapshot> {
+        self.link.ops.snapshot()
+    }
+
+    /// Times the breaker opened.
+    pub(crate) fn breaker_opened(&self) -> u64 {
+        self.link.breaker.opened.load(Ordering::Relaxed)
+    }
+}
+
+/// `a` comes before `b` (stream ids `ms-seq`).
+fn stream_id_before(a: &str, b: &str) -> bool {
+    let parse = |id: &str| -> (u64, u64) {
+        let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
+        (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
+    };
+    parse(a) < parse(b)
+}
+
+/// The hash tag of `key`'s Redis keys.
+fn hash_of(key: &CacheKey) -> String {
+    format!("{:016x}", calmcache_core::disk::key_hash(&key.as_ref()))
+}
+
+/// The wall-clock milliseconds of a monotonic instant in the past.
+fn wall_ms_of(at: Instant) -> u64 {
+    let wall = SystemTime::now() - at.elapsed();
+    wall.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// `pause` give or take a quarter, so pollers on many nodes spread out.
+fn jittered(pause: Duration) -> Duration {
+    let quarter = pause / 4;
+    pause - quarter + quarter.mul_f64(rand::random::<f64>() * 2.0)
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "node".to_string())
+}
+
+/// `[[id, [field, value, ...]], ...]` as (id, fields).
+fn stream_entries(value: Value) -> Vec<(String, Vec<(String, String)>)> {
+    let Value::Array(entries) = value else {
+        return Vec::new();
+    };
+    entries
+        .into_iter()
+        .filter_map(|entry| {
+            let Value::Array(mut parts) = entry else {
+                return None;
+            };
+            if parts.len() != 2 {
+                return None;
+            }
+            let fields = parts.pop()?;
+            let id = text(parts.pop()?)?;
+            let Value::Array(flat) = fields else {
+                return None;
+            };
+            let mut pairs = Vec::new();
+            let mut it = flat.into_iter();
+            while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                pairs.push((text(k)?, text(v)?));
+            }
+            Some((id, pairs))
+        })
+        .collect()
+}
+
+fn text(value: Value) -> Option<String> {
+    match value {
+        Value::BulkString(b) => String::from_utf8(b).ok(),
+        Value::SimpleString(s) => Some(s),
+        _ => None,
+    }
+}
+
+fn field(fields: &[(String, String)], name: &str) -> Option<String> {
+    fields
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.clone())
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

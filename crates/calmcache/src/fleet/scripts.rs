@@ -1,0 +1,113 @@
+//! The Lua scripts that make each fleet step one atomic round trip. Every
+//! script touches only the keys of one object, which share the hash tag
+//! `{H}` (one cluster slot); times are Redis' own clock (`TIME`), so the
+//! nodes' clocks never meet.
+//!
+//! An object's keys: `{P}{H}:m` (hash: `fence`, `since_ms` = when the fill
+//! that stored it took its lease, `fresh_until_ms`, `blob` = the object in
+//! the disk file format), `:l` (the lease: a node's token, with a TTL),
+//! `:f` (the fencing counter), `:p` (the last hard purge, ms).
+
+use redis::Script;
+
+/// Redis' clock in milliseconds, as the first lines of every script.
+const NOW: &str = "local t = redis.call('TIME')\n\
+                   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n";
+
+/// `acquire(meta, lease, fence; ours_ms, token, lease_ms, purged_before_ms, try)`:
+/// `{1, blob}`: a fresh copy newer than ours (taken after `purged_before`);
+/// `{2, fence, now}`: the lease is ours; `{3, pttl}`: another node holds it
+/// (or `try` is 0: only looked).
+pub(crate) fn acquire() -> Script {
+    Script::new(&format!(
+        "{NOW}\
+         local m = redis.call('HMGET', KEYS[1], 'since_ms', 'fresh_until_ms', 'blob')\n\
+         if m[3] and tonumber(m[2]) > now and tonumber(m[1]) > tonumber(ARGV[1])\n\
+            and tonumber(m[1]) >= tonumber(ARGV[4]) then\n\
+           return {{1, m[3]}}\n\
+         end\n\
+         local pttl = redis.call('PTTL', KEYS[2])\n\
+         if pttl ~= -2 or ARGV[5] == '0' then return {{3, pttl}} end\n\
+         if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then\n\
+           local f = redis.call('INCR', KEYS[3])\n\
+           redis.call('PEXPIRE', KEYS[3], 604800000)\n\
+           return {{2, f, now}}\n\
+         end\n\
+         return {{3, redis.call('PTTL', KEYS[2])}}\n"
+    ))
+}
+
+/// `commit(meta, lease, purge; token, fence, since_ms, fresh_ms, ttl_ms, blob, purged_before_ms)`:
+/// stores the object unless a hard purge came after the lease was taken
+/// (`0`) or a later lease already stored one (`-1`); `1` when stored. The
+/// lease is released either way (if still ours).
+pub(crate) fn commit() -> Script {
+    Script::new(&format!(
+        "{NOW}\
+         local function release()\n\
+           if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end\n\
+         end\n\
+         local p = tonumber(redis.call('GET', KEYS[3]) or '0')\n\
+         if p >= tonumber(ARGV[3]) or tonumber(ARGV[7]) > tonumber(ARGV[3]) then\n\
+           release()\n\
+           return 0\n\
+         end\n\
+         local cur = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')\n\
+         if cur > tonumber(ARGV[2]) then release() return -1 end\n\
+         redis.call('DEL', KEYS[1])\n\
+         redis.call('HSET', KEYS[1], 'fence', ARGV[2], 'since_ms', ARGV[3],\n\
+                    'fresh_until_ms', now + tonumber(ARGV[4]), 'blob', ARGV[6])\n\
+         redis.call('PEXPIRE', KEYS[1], ARGV[5])\n\
+         release()\n\
+         return 1\n"
+    ))
+}
+
+/// `release(lease; token)`: drops the lease if it is still ours.
+pub(crate) fn release() -> Script {
+    Script::new(
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end\n\
+         return 0\n",
+    )
+}
+
+/// `purge_key(meta, purge; hard)`: hard removes the object and records the
+/// time (a fill whose lease is older cannot store it back); soft marks it
+/// stale (the next node that needs it takes the lease: one fetch).
+pub(crate) fn purge_key() -> Script {
+    Script::new(&format!(
+        "{NOW}\
+         if ARGV[1] == '1' then\n\
+           local gone = redis.call('DEL', KEYS[1])\n\
+           redis.call('SET', KEYS[2], now, 'PX', 604800000)\n\
+           return gone\n\
+         end\n\
+         if redis.call('EXISTS', KEYS[1]) == 1 then\n\
+           redis.call('HSET', KEYS[1], 'fresh_until_ms', 0)\n\
+           return 1\n\
+         end\n\
+         return 0\n"
+    ))
+}
+
+/// `purge_before(epoch)`: every object stored by a fill whose lease came
+/// before now is ignored from now on (prefix, tag and whole purges: no key
+/// scan); returns now.
+pub(crate) fn purge_before() -> Script {
+    Script::new(&format!(
+        "{NOW}\
+         local was = tonumber(redis.call('GET', KEYS[1]) or '0')\n\
+         if now > was then redis.call('SET', KEYS[1], now) end\n\
+         return now\n"
+    ))
+}
+
+/// `renew(lease; token, lease_ms)`: extends the lease while it is still ours.
+pub(crate) fn renew() -> Script {
+    Script::new(
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then\n\
+           return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n\
+         end\n\
+         return 0\n",
+    )
+}

@@ -1,0 +1,357 @@
+//! Fleet mode (issue 14): three calmcache nodes on one real redis-server
+//! (started by the test on a free loopback port) in front of one counting
+//! origin act as one cache: one origin fetch per object lifetime for the
+//! fleet, purges on one node reach the others, a bad entry in Redis is never
+//! served, and a dead or hung Redis fails no request.
+
+use std::time::Duration;
+
+use calmcache_testkit::client::{request, request_with_body, Reply};
+use calmcache_testkit::proxy::RunningProxy;
+use calmcache_testkit::redis::Redis;
+use calmcache_testkit::{Origin, Proxy};
+use http::Method;
+
+const TOKEN: &str = "fleet-token";
+
+/// A node of the fleet on `redis` in front of `origin`.
+async fn node(origin: &Origin, redis: &Redis, ttl: &str) -> RunningProxy {
+    node_with(origin, redis, ttl, "").await
+}
+
+/// The same with more `[fleet]` keys.
+async fn node_with(origin: &Origin, redis: &Redis, ttl: &str, keys: &str) -> RunningProxy {
+    Proxy::new(origin)
+        .admin(&format!("listen = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\""))
+        .route(&format!(
+            "ttl = {{ 200 = \"{ttl}\" }}\nlock_timeout = \"5s\""
+        ))
+        .fleet(&redis.url(), &format!("timeout = \"200ms\"\n{keys}"))
+        .start()
+        .await
+}
+
+async fn nodes(origin: &Origin, redis: &Redis, ttl: &str) -> Vec<RunningProxy> {
+    vec![
+        node(origin, redis, ttl).await,
+        node(origin, redis, ttl).await,
+        node(origin, redis, ttl).await,
+    ]
+}
+
+/// `n` requests for `path` at once on every node; every answer must be 200.
+async fn burst(nodes: &[RunningProxy], path: &str, n: usize) -> Vec<String> {
+    let mut tasks = Vec::new();
+    for node in nodes {
+        for _ in 0..n {
+            let url = node.url(path);
+            tasks.push(tokio::spawn(async move { get(&url).await }));
+        }
+    }
+    let mut bodies = Vec::new();
+    for task in tasks {
+        let reply = task.await.unwrap();
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        bodies.push(reply.body);
+    }
+    bodies
+}
+
+/// A GET as a load balancer would send it: the fleet's one host name on
+/// every node (the cache key has the host).
+async fn get(url: &str) -> Reply {
+    request(Method::GET, url, &[("host", "fleet.test")]).await
+}
+
+async fn fleet_status(node: &RunningProxy) -> serde_json::Value {
+    node.status().await["fleet"].clone()
+}
+
+async fn sum(nodes: &[RunningProxy], field: &str) -> u64 {
+    let mut total = 0;
+    for node in nodes {
+        total += fleet_status(node).await[field].as_u64().unwrap_or(0);
+    }
+    total
+}
+
+async fn purge(node: &RunningProxy, body: &str) -> serde_json::Value {
+    let auth = format!("Bearer {TOKEN}");
+    let r = request_with_body(
+        Method::POST,
+        &node.admin_url("/purge"),
+        &[
+            ("authorization", &auth),
+            ("content-type", "application/json"),
+        ],
+        body.to_owned(),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{body}: {}", r.body);
+    serde_json::from_str(&r.body).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_send_the_origin_one_fetch_per_lifetime() {
+    let redis = Redis::start();
+    let origin = Origin::start().await;
+    let fleet = nodes(&origin, &redis, "2s").await;
+    // A slow page: every node's requests arrive while the first fetch runs.
+    let path = "/page?x-origin-delay-ms=300";
+    let bodies = burst(&fleet, path, 10).await;
+    assert_eq!(
+        origin.hits_for("/page"),
+        1,
+        "one fetch for 30 requests on 3 nodes"
+    );
+    assert!(
+        bodies.iter().all(|b| b == &bodies[0]),
+        "one answer everywhere"
+    );
+    assert_eq!(sum(&fleet, "leases_acquired").await, 1);
+    assert!(
+        sum(&fleet, "leases_held").await >= 1,
+        "the others waited for it"
+    );
+    // Every node has it now (locally or from Redis): no more fetches.
+    burst(&fleet, path, 5).await;
+    assert_eq!(origin.hits_for("/page"), 1);
+    // After its lifetime: one refresh for the fleet again (in the
+    // background under the default `sus`: wait for it, then for stragglers).
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    burst(&fleet, path, 10).await;
+    for _ in 0..40 {
+        if origin.hits_for("/page") >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    burst(&fleet, path, 2).await;
+    assert_eq!(origin.hits_for("/page"), 2, "one refresh per lifetime");
+    for node in &fleet {
+        assert_eq!(fleet_status(node).await["breaker"], "closed");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_stored_by_one_node_is_a_hit_for_the_others() {
+    let redis = Redis::start();
+    let origin = Origin::start().await;
+    let fleet = nodes(&origin, &redis, "30s").await;
+    let first = get(&fleet[0].url("/shared")).await;
+    assert_eq!(first.status, 200);
+    // The commit to Redis is off the request path: give it a moment.
+    let mut shared = false;
+    for _ in 0..50 {
+        if sum(&fleet, "commits").await >= 1 {
+            shared = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(shared, "stored in redis");
+    for node in &fleet[1..] {
+        let r = get(&node.url("/shared")).await;
+        assert_eq!(r.body, first.body, "the same copy");
+    }
+    assert_eq!(
+        origin.hits_for("/shared"),
+        1,
+        "the others took it from redis"
+    );
+    assert_eq!(sum(&fleet, "shared_hits").await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_on_one_node_reaches_every_node_and_redis() {
+    let redis = Redis::start();
+    let origin = Origin::start().await;
+    let fleet = nodes(&origin, &redis, "60s").await;
+    for (selector, path) in [
+        (r#"{"url": "/p1"}"#, "/p1"),
+        (r#"{"prefix": "/pre"}"#, "/prefix-x"),
+        (r#"{"all": true}"#, "/every"),
+        (r#"{"url": "/s1", "soft": true}"#, "/s1"),
+    ] {
+        let old = burst(&fleet, path, 1).await;
+        let before = origin.hits_for(path);
+        assert_eq!(before, 1, "{selector}: one fetch to fill the fleet");
+        let answer = purge(&fleet[0], selector).await;
+        assert!(answer.get("fleet_pending").is_none(), "{answer}");
+        // The other nodes apply it from the stream within a second.
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let mut bodies = burst(&fleet, path, 1).await;
+        if selector.contains("soft") {
+            // Soft: marked stale, served while one node refreshes it for
+            // the fleet in the background.
+            for _ in 0..40 {
+                if origin.hits_for(path) >= 2 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            bodies = burst(&fleet, path, 1).await;
+        }
+        let after = origin.hits_for(path);
+        assert_eq!(
+            after, 2,
+            "{selector}: one fetch for the fleet after the purge"
+        );
+        assert!(
+            bodies.iter().all(|b| b == &bodies[0] && b != &old[0]),
+            "{selector}: every node serves the new copy: {old:?} then {bodies:?}"
+        );
+    }
+    assert!(
+        sum(&fleet, "purges_applied").await >= 8,
+        "two nodes x four purges"
+    );
+    assert_eq!(fleet_status(&fleet[0]).await["purges_sent"], 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_entry_in_redis_is_never_served() {
+    let redis = Redis::start();
+    let origin = Origin::start().await;
+    let fleet = nodes(&origin, &redis, "30s").await;
+    get(&fleet[0].url("/v")).await;
+    let mut shared = false;
+    for _ in 0..50 {
+        if sum(&fleet, "commits").await >= 1 {
+            shared = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(shared, "stored in redis");
+    // Corrupt every stored object's value (the checksum no longer matches).
+    let script = "for _, k in ipairs(redis.call('KEYS', 'cc:{*}:m')) do \
+                    local b = redis.call('HGET', k, 'blob') \
+                    redis.call('HSET', k, 'blob', string.sub(b, 1, #b - 1) .. 'X') \
+                  end return 1";
+    assert_eq!(redis.command(&["EVAL", script, "0"]).unwrap(), ":1");
+    let r = get(&fleet[1].url("/v")).await;
+    assert_eq!(r.status, 200);
+    assert!(
+        r.body.contains("n=2"),
+        "fetched again, not the bad copy: {}",
+        r.body
+    );
+    assert_eq!(sum(&fleet, "bad_entries").await, 1);
+    assert_eq!(sum(&fleet, "shared_hits").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_or_hung_redis_fails_no_request_and_is_used_again_after() {
+    let mut redis = Redis::start();
+    let origin = Origin::start().await;
+    let fleet = nodes(&origin, &redis, "30s").await;
+    burst(&fleet, "/warm", 1).await;
+    redis.kill9();
+    for i in 0..30 {
+        let node = &fleet[i % 3];
+        let r = get(&node.url(&format!("/dead/{i}"))).await;
+        assert_eq!(r.status, 200, "request {i} with redis dead");
+    }
+    for node in &fleet {
+        let s = fleet_status(node).await;
+        assert_ne!(s["breaker"], "closed", "{s}");
+    }
+    redis.restart();
+    // The breaker probes after its pause (1 s, then 2 s...).
+    let mut closed = false;
+    for i in 0..80 {
+        let node = &fleet[i % 3];
+        let r = get(&node.url(&format!("/back/{i}"))).await;
+        assert_eq!(r.status, 200);
+        let mut all = true;
+        for node in &fleet {
+            all &= fleet_status(node).await["breaker"] == "closed";
+        }
+        if all {
+            closed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(closed, "every node uses redis again after its restart");
+    // Hung (SIGSTOP): the same.
+    redis.pause();
+    for i in 0..30 {
+        let node = &fleet[i % 3];
+        let r = get(&node.url(&format!("/hung/{i}"))).await;
+        assert_eq!(r.status, 200, "request {i} with redis hung");
+    }
+    redis.resume();
+    assert!(sum(&fleet, "calls_timed_out").await >= 3);
+    // Per operation: the requests' acquires are among them.
+    let mut acquires_timed_out = 0;
+    for node in &fleet {
+        let ops = &fleet_status(node).await["ops"];
+        acquires_timed_out += ops["acquire"]["timed_out"].as_u64().unwrap();
+    }
+    assert!(acquires_timed_out >= 1, "no acquire timed out");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_made_while_redis_is_out_reaches_the_fleet_when_it_is_back() {
+    let mut redis = Redis::start();
+    let origin = Origin::start().await;
+    let fleet = nodes(&origin, &redis, "60s").await;
+    let old = burst(&fleet, "/x", 1).await;
+    assert_eq!(origin.hits_for("/x"), 1);
+    redis.kill9();
+    let answer = purge(&fleet[0], r#"{"url": "/x"}"#).await;
+    assert_eq!(answer["purged"], 1, "{answer}");
+    assert_eq!(
+        answer["fleet_pending"], 1,
+        "applied here, waiting for redis: {answer}"
+    );
+    // The purging node itself no longer serves it.
+    let here = get(&fleet[0].url("/x")).await;
+    assert_ne!(here.body, old[0]);
+    // Redis comes back (empty): the purge goes out, the others apply it.
+    redis.restart();
+    let mut applied = false;
+    for _ in 0..100 {
+        let pending = fleet_status(&fleet[0]).await["purges_pending"].as_u64();
+        let b = fleet_status(&fleet[1]).await["purges_applied"]
+            .as_u64()
+            .unwrap_or(0);
+        let c = fleet_status(&fleet[2]).await["purges_applied"]
+            .as_u64()
+            .unwrap_or(0);
+        if pending == Some(0) && b >= 1 && c >= 1 {
+            applied = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        applied,
+        "the purge reached the other nodes after redis came back"
+    );
+    for node in &fleet[1..] {
+        let r = get(&node.url("/x")).await;
+        assert_eq!(r.status, 200);
+        assert_ne!(r.body, old[0], "the purged copy is not served");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_longer_than_the_lease_keeps_it() {
+    let redis = Redis::start();
+    let origin = Origin::start().await;
+    let mut fleet = Vec::new();
+    for _ in 0..3 {
+        fleet.push(node_with(&origin, &redis, "30s", "lease = \"300ms\"").await);
+    }
+    // The origin takes three leases' time: the lease is renewed meanwhile,
+    // so no other node takes over and fetches too.
+    let path = "/slow?x-origin-delay-ms=900";
+    burst(&fleet, path, 3).await;
+    assert_eq!(origin.hits_for("/slow"), 1);
+    assert_eq!(sum(&fleet, "leases_acquired").await, 1);
+}
