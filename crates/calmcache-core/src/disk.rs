@@ -64,6 +64,11 @@ const SHARDS: usize = 64;
 /// The file that marks a directory as a calmcache zone.
 pub const ZONE_MARKER: &str = ".calmcache-zone";
 
+/// Files at the top of a zone directory whose names start with this belong
+/// to calmcache, not to the index (the marker, the fleet's purge stream
+/// position): the loader leaves them alone.
+pub const RESERVED_PREFIX: &str = ".calmcache-";
+
 /// Bodies above this are not read into memory on a hit: they are streamed
 /// from the file in chunks (`CachedObject::lazy_body`).
 pub const INLINE_LIMIT: u64 = 1 << 20;
@@ -691,7 +696,11 @@ impl DiskTier {
                     continue;
                 }
                 let name = entry.file_name();
-                if name == ZONE_MARKER {
+                if dir == self.config.path
+                    && name
+                        .to_str()
+                        .is_some_and(|n| n.starts_with(RESERVED_PREFIX))
+                {
                     continue;
                 }
                 if disk_format::is_temp_name(&name) {

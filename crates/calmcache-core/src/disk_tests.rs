@@ -98,12 +98,19 @@ async fn torn_foreign_and_temp_files_are_removed_never_served() {
     std::fs::write(foreign.join("abcd000000000000"), b"not a cache file").unwrap();
     let temp = foreign.join(".tmp-left-over");
     std::fs::write(&temp, b"half").unwrap();
+    // calmcache's own files at the top (the fleet's purge position) stay;
+    // the same name below the top is not ours.
+    let own = dir.join(format!("{RESERVED_PREFIX}fleet-position"));
+    std::fs::write(&own, b"e 0-0\n").unwrap();
+    let misplaced = foreign.join(format!("{RESERVED_PREFIX}fleet-position"));
+    std::fs::write(&misplaced, b"e 0-0\n").unwrap();
     drop(tier);
     let again = DiskTier::open(config(&dir, 1 << 20)).unwrap();
     again.load();
     assert_eq!(again.objects(), 1, "only the whole file is indexed");
     assert!(!torn.exists() && !temp.exists());
     assert!(!foreign.join("abcd000000000000").exists());
+    assert!(own.exists() && !misplaced.exists());
     assert!(again.get(&key("/torn").as_ref()).await.is_none());
     assert!(again.stats().broken_files.load(Ordering::Relaxed) >= 2);
     let _ = std::fs::remove_dir_all(&dir);

@@ -1416,6 +1416,24 @@ fn example_fleet_lines_are_valid_and_show_the_defaults() {
 }
 
 #[test]
+fn a_fleet_lease_too_short_to_renew_is_refused_by_name() {
+    let with = |lease: &str| {
+        format!("{MINIMAL}\n[fleet]\nredis = \"redis://127.0.0.1:6379\"\nlease = \"{lease}\"\n")
+    };
+    let problem = only_problem(&with("100ms"));
+    assert_eq!(problem.path, "fleet.lease");
+    assert!(problem.message.contains("300ms"), "{problem:?}");
+    assert_eq!(
+        load(&with("300ms")).fleet.unwrap().lease,
+        Duration::from_millis(300)
+    );
+    assert_eq!(
+        load(&with("30s")).fleet.unwrap().lease,
+        Duration::from_secs(30)
+    );
+}
+
+#[test]
 fn access_log_problems_name_their_key() {
     let with = |keys: &str| format!("{MINIMAL}\n[access_log]\n{keys}\n");
     let missing = only_problem(&with("format = \"json\""));

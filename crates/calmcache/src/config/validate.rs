@@ -27,6 +27,10 @@ use super::{
 };
 use crate::config::access_log::{AccessLogConfig, LogFormat, LogTarget};
 
+/// The shortest `fleet.lease`: renewed every third of it, a shorter one
+/// would cost a Redis call every few milliseconds per fetch.
+const LEASE_MIN: Duration = Duration::from_millis(300);
+
 const DEFAULT_KEEPALIVE: usize = 32;
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(60);
@@ -548,7 +552,17 @@ impl Checker {
             raw.timeout.as_ref(),
             Duration::from_millis(50),
         );
-        let lease = self.timeout("fleet.lease", raw.lease.as_ref(), Duration::from_secs(10));
+        let mut lease = self.timeout("fleet.lease", raw.lease.as_ref(), Duration::from_secs(3));
+        if lease < LEASE_MIN {
+            self.report(
+                Problem::new(
+                    "fleet.lease",
+                    format!("{lease:?} is shorter than {LEASE_MIN:?}"),
+                )
+                .hint("the lease is renewed every third of it while the fetch runs: keep it at least 300ms (the default is 3s)"),
+            );
+            lease = LEASE_MIN;
+        }
         FleetConfig {
             nodes,
             cluster,

@@ -79,30 +79,111 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         self.renewal.abort();
+        self.fleet
+            .stats
+            .leases_active
+            .fetch_sub(1, Ordering::Relaxed);
         if self.done {
             return;
         }
         // Not committed (not storable, failed, too large): let another
-        // node take over at once instead of after the lease's TTL.
+        // node take over at once instead of after the lease's TTL. When
+        // Redis cannot be told now, it is told once it answers again.
         let fleet = self.fleet.clone();
         let lease = fleet.key(&self.hash, "l");
         let token = std::mem::take(&mut self.token);
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(async move {
-                let script = &fleet.release;
-                fleet
-                    .link
-                    .call(Op::Release, |mut conn| async move {
-                        script
-                            .key(lease)
-                            .arg(token)
-                            .invoke_async::<i64>(&mut conn)
-                            .await
-                    })
-                    .await;
+                if !fleet.release(&lease, &token).await {
+                    fleet.unreleased().push_within(lease, token);
+                }
             });
         }
     }
+}
+
+/// Leases this node gave up while Redis was out of reach: released when it
+/// answers again (compare-and-delete: one another node took meanwhile is
+/// left alone), so the other nodes need not wait for them to expire.
+#[derive(Default)]
+struct Unreleased(Vec<(String, String)>);
+
+/// Leases kept for a late release; past it, they expire on their own.
+const UNRELEASED_MAX: usize = 1_024;
+
+impl Unreleased {
+    fn push_within(&mut self, lease: String, token: String) {
+        if self.0.len() < UNRELEASED_MAX {
+            self.0.push((lease, token));
+        }
+    }
+}
+
+/// The objects this node fetched for the fleet lately, with the fleet's
+/// count of fetches of each (the object's fencing counter in Redis: one per
+/// lease any node took, kept a week), for `/status`.
+#[derive(Default)]
+struct FetchLog {
+    /// Key (shortened) → (the fleet's fetches, this node's, last fetch).
+    objects: std::collections::HashMap<String, (u64, u64, Instant)>,
+}
+
+/// Objects [`FetchLog`] keeps; the one fetched longest ago goes first.
+const FETCH_LOG_MAX: usize = 256;
+/// Objects `/status` lists (the most fetched).
+const FETCH_LOG_SHOWN: usize = 10;
+
+impl FetchLog {
+    fn note(&mut self, key: &CacheKey, fleet_fetches: u64) {
+        let mut name = key.to_string();
+        if name.len() > 200 {
+            let mut end = 200;
+            while !name.is_char_boundary(end) {
+                end -= 1;
+            }
+            name.truncate(end);
+        }
+        if !self.objects.contains_key(&name) && self.objects.len() >= FETCH_LOG_MAX {
+            let oldest = self
+                .objects
+                .iter()
+                .min_by_key(|(_, (_, _, at))| *at)
+                .map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                self.objects.remove(&oldest);
+            }
+        }
+        let entry = self.objects.entry(name).or_insert((0, 0, Instant::now()));
+        entry.0 = entry.0.max(fleet_fetches);
+        entry.1 += 1;
+        entry.2 = Instant::now();
+    }
+
+    fn most_fetched(&self) -> Vec<ObjectFetches> {
+        let mut all: Vec<ObjectFetches> = self
+            .objects
+            .iter()
+            .map(|(key, &(fleet, here, _))| ObjectFetches {
+                key: key.clone(),
+                fleet,
+                here,
+            })
+            .collect();
+        all.sort_by(|a, b| b.fleet.cmp(&a.fleet).then_with(|| a.key.cmp(&b.key)));
+        all.truncate(FETCH_LOG_SHOWN);
+        all
+    }
+}
+
+/// One object's origin fetches, for `/status`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct ObjectFetches {
+    /// The cache key (its first 200 bytes).
+    pub(crate) key: String,
+    /// Fetches with the fleet's lease, summed over every node (this week).
+    pub(crate) fleet: u64,
+    /// Of those, this node's since it started.
+    pub(crate) here: u64,
 }
 
 /// Counters of the fleet's work on this node.
@@ -114,6 +195,14 @@ pub(crate) struct FleetStats {
     pub(crate) leases_acquired: AtomicU64,
     /// Fetches that found another node's lease and waited for its copy.
     pub(crate) leases_held: AtomicU64,
+    /// Leases this node holds now (fetches for the fleet in flight).
+    pub(crate) leases_active: AtomicU64,
+    /// Leases this node lost before storing: they expired (a renewal found
+    /// another node's, or a later lease stored first).
+    pub(crate) leases_lost: AtomicU64,
+    /// Leases released late: given up while Redis was out of reach, let go
+    /// once it answered again.
+    pub(crate) leases_released_late: AtomicU64,
     /// Waits that ended without a copy (fetched alone, stored locally).
     pub(crate) waits_timed_out: AtomicU64,
     /// Objects stored in Redis.
@@ -128,6 +217,15 @@ pub(crate) struct FleetStats {
     pub(crate) purges_sent: AtomicU64,
     /// Purges from other nodes applied here.
     pub(crate) purges_applied: AtomicU64,
+    /// Summed lag of those purges, from being sent (Redis' clock at `XADD`)
+    /// to applied here, in ms.
+    pub(crate) purge_lag_ms_sum: AtomicU64,
+    /// The longest such lag, in ms.
+    pub(crate) purge_lag_ms_max: AtomicU64,
+    /// Times this node could not know which purges it missed (a wiped
+    /// Redis, a trimmed stream, no saved position) and marked every local
+    /// object stale instead.
+    pub(crate) purge_gaps: AtomicU64,
 }
 
 /// This node's part in the fleet.
@@ -146,6 +244,15 @@ pub(crate) struct Fleet {
     epoch: Mutex<Option<String>>,
     /// Purges made while Redis was out of reach.
     outbox: Mutex<Outbox>,
+    /// Leases to release once Redis answers again.
+    unreleased: Mutex<Unreleased>,
+    /// The objects fetched for the fleet lately.
+    fetch_log: Mutex<FetchLog>,
+    /// Files keeping the purge stream position across restarts (one per
+    /// disk zone: what they hold must learn of the purges made meanwhile).
+    position_files: Mutex<Vec<std::path::PathBuf>>,
+    /// The position last saved in them.
+    saved_position: Mutex<Option<String>>,
     epoch_script: Script,
     acquire: Script,
     commit: Script,
@@ -160,10 +267,20 @@ pub(crate) struct Fleet {
 /// What a poll of the purge stream found.
 #[derive(Default)]
 pub(crate) struct Polled {
-    /// Other nodes' purges (the admin API's JSON), in order.
-    pub(crate) purges: Vec<String>,
+    /// Other nodes' purges, in order.
+    pub(crate) purges: Vec<FleetPurge>,
     /// Some purges may have been missed: mark every local object stale.
     pub(crate) gap: bool,
+}
+
+/// A purge another node sent.
+pub(crate) struct FleetPurge {
+    /// The admin API's JSON form.
+    pub(crate) json: String,
+    /// How long it had been in the stream when read (Redis' clock), ms.
+    lag_ms: u64,
+    /// When it was read.
+    read_at: Instant,
 }
 
 /// Purges this node could not hand to Redis yet.
@@ -209,9 +326,11 @@ impl Fleet {
             last_purge: Mutex::new(None),
             epoch: Mutex::new(None),
             outbox: Mutex::new(Outbox::default()),
-            epoch_script: Script::new(
-                "redis.call('SET', KEYS[1], ARGV[1], 'NX')\nreturn redis.call('GET', KEYS[1])\n",
-            ),
+            unreleased: Mutex::new(Unreleased::default()),
+            fetch_log: Mutex::new(FetchLog::default()),
+            position_files: Mutex::new(Vec::new()),
+            saved_position: Mutex::new(None),
+            epoch_script: scripts::epoch(),
             acquire: scripts::acquire(),
             commit: scripts::commit(),
             release: scripts::release(),
@@ -286,6 +405,11 @@ impl Fleet {
                     token,
                 } => {
                     self.stats.leases_acquired.fetch_add(1, Ordering::Relaxed);
+                    self.stats.leases_active.fetch_add(1, Ordering::Relaxed);
+                    self.fetch_log
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .note(key, fence);
                     let renewal = self.renew_while_fetching(&hash, &token);
                     return Before::Fetch(Some(Lease {
                         fleet: self.clone(),
@@ -349,7 +473,9 @@ impl Fleet {
                     })
                     .await;
                 if kept == Some(0) {
-                    return; // Not ours any more.
+                    // Not ours any more: it expired (renewals failed).
+                    fleet.stats.leases_lost.fetch_add(1, Ordering::Relaxed);
+                    return;
                 }
             }
         })
@@ -497,8 +623,12 @@ impl Fleet {
                 Some(1) => {
                     fleet.stats.commits.fetch_add(1, Ordering::Relaxed);
                 }
-                Some(_) => {
+                Some(refused) => {
                     fleet.stats.commits_refused.fetch_add(1, Ordering::Relaxed);
+                    if refused < 0 {
+                        // A later lease stored first: ours had expired.
+                        fleet.stats.leases_lost.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
                 // Redis failed: the lease expires by itself.
                 None => {}
@@ -631,13 +761,16 @@ impl Fleet {
     /// `{prefix}epoch`), or the stream was trimmed past the last entry read
     /// while Redis could not be reached. The purge epoch is brought up to
     /// date, and purges made while Redis was out are sent. The first call
-    /// only finds where the stream ends.
-    pub(crate) async fn poll_purges(self: &Arc<Self>) -> Polled {
+    /// finds where to begin: where the disk zones' saved position says, or
+    /// the stream's end (then, if the disk zones `held` objects, these are
+    /// marked stale: what was purged meanwhile is not known).
+    pub(crate) async fn poll_purges(self: &Arc<Self>, held: bool) -> Polled {
         let mut polled = Polled::default();
-        let Some(epoch) = self.redis_epoch().await else {
+        let Some((epoch, redis_now_ms)) = self.redis_epoch().await else {
             self.outbox().missed_polls = true;
             return polled;
         };
+        self.release_late().await;
         {
             let mut seen = self.epoch.lock().unwrap_or_else(|p| p.into_inner());
             if seen.as_ref().is_some_and(|s| *s != epoch) {
@@ -647,7 +780,7 @@ impl Fleet {
                 *self.last_purge.lock().unwrap_or_else(|p| p.into_inner()) =
                     Some("0-0".to_string());
             }
-            *seen = Some(epoch);
+            *seen = Some(epoch.clone());
         }
         self.catch_up().await;
         self.poll_epoch().await;
@@ -658,9 +791,40 @@ impl Fleet {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let Some(last) = last else {
-            // Start at the end: what came before is in Redis' state already.
-            if let Some(id) = self.stream_end(&key).await {
+            // The first poll. Disk zones hold objects from before this
+            // start: go on from the position saved with them, or, when there
+            // is none to trust, mark them stale. Otherwise start at the end:
+            // what came before is in Redis' state already.
+            let files = self.position_files().clone();
+            let saved = if files.is_empty() {
+                Position::Missing
+            } else {
+                tokio::task::spawn_blocking(move || read_position(&files))
+                    .await
+                    .unwrap_or(Position::Unusable)
+            };
+            let saved = match saved {
+                Position::Found(was, id) if was == epoch => Some(id),
+                Position::Missing if !held => None,
+                _ => {
+                    tracing::info!("no purge stream position saved with the disk zones for this redis: the objects they hold are marked stale");
+                    polled.gap = true;
+                    None
+                }
+            };
+            let start = match saved {
+                Some(id) => {
+                    // Away a while: entries past it may have been trimmed.
+                    self.outbox().missed_polls = true;
+                    Some(id)
+                }
+                None => self.stream_end(&key).await,
+            };
+            if let Some(id) = start {
                 *self.last_purge.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
+            }
+            if polled.gap {
+                self.stats.purge_gaps.fetch_add(1, Ordering::Relaxed);
             }
             return polled;
         };
@@ -706,22 +870,128 @@ impl Fleet {
                 .collect(),
             _ => Vec::new(),
         };
+        let read_at = Instant::now();
         for (id, fields) in entries {
+            let sent_ms = stream_id_ms(&id);
             *self.last_purge.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
             let node = field(&fields, "node");
             if node.as_deref() == Some(self.node.as_str()) {
                 continue;
             }
-            if let Some(purge) = field(&fields, "purge") {
-                polled.purges.push(purge);
+            if let Some(json) = field(&fields, "purge") {
+                polled.purges.push(FleetPurge {
+                    json,
+                    lag_ms: redis_now_ms.saturating_sub(sent_ms),
+                    read_at,
+                });
             }
+        }
+        if polled.gap {
+            self.stats.purge_gaps.fetch_add(1, Ordering::Relaxed);
         }
         polled
     }
 
-    /// Redis' data generation: a random id set once (`SET NX`); another
-    /// one means Redis started empty since we last looked.
-    async fn redis_epoch(self: &Arc<Self>) -> Option<String> {
+    /// Releases the leases given up while Redis was out of reach.
+    async fn release_late(self: &Arc<Self>) {
+        let late = std::mem::take(&mut self.unreleased().0);
+        let mut left = late.into_iter();
+        while let Some((lease, token)) = left.next() {
+            if !self.release(&lease, &token).await {
+                let mut unreleased = self.unreleased();
+                unreleased.push_within(lease, token);
+                for (lease, token) in left {
+                    unreleased.push_within(lease, token);
+                }
+                return;
+            }
+            self.stats
+                .leases_released_late
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Drops the lease `lease` if `token` still holds it; false when Redis
+    /// could not be asked.
+    async fn release(self: &Arc<Self>, lease: &str, token: &str) -> bool {
+        let script = &self.release;
+        self.link
+            .call(Op::Release, |mut conn| async move {
+                script
+                    .key(lease)
+                    .arg(token)
+                    .invoke_async::<i64>(&mut conn)
+                    .await
+            })
+            .await
+            .is_some()
+    }
+
+    fn unreleased(&self) -> std::sync::MutexGuard<'_, Unreleased> {
+        self.unreleased.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn position_files(&self) -> std::sync::MutexGuard<'_, Vec<std::path::PathBuf>> {
+        self.position_files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Where the purge stream position is kept across restarts: a file in
+    /// each disk zone's directory (set at start and on every reload).
+    pub(crate) fn keep_position_in(&self, files: Vec<std::path::PathBuf>) {
+        *self.position_files() = files;
+    }
+
+    /// Saves the purge stream position (after the purges read up to it
+    /// were applied) in the disk zones, if it moved; off the async workers.
+    pub(crate) async fn save_position(&self) {
+        let epoch = self.epoch.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let last = self
+            .last_purge
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let (Some(epoch), Some(last)) = (epoch, last) else {
+            return;
+        };
+        let line = format!("{epoch} {last}\n");
+        let files = self.position_files().clone();
+        {
+            let mut saved = self
+                .saved_position
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if files.is_empty() || saved.as_deref() == Some(line.as_str()) {
+                return;
+            }
+            *saved = Some(line.clone());
+        }
+        let written = tokio::task::spawn_blocking(move || write_position(&files, &line)).await;
+        if !matches!(written, Ok(Ok(()))) {
+            // Tried again after the next poll.
+            *self
+                .saved_position
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = None;
+            if let Ok(Err(e)) = written {
+                tracing::warn!(error = %e, "the purge stream position was not saved");
+            }
+        }
+    }
+
+    /// The objects this node fetched for the fleet lately that the fleet
+    /// fetched most.
+    pub(crate) fn most_fetched(&self) -> Vec<ObjectFetches> {
+        self.fetch_log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .most_fetched()
+    }
+
+    /// Redis' data generation (a random id set once, `SET NX`: another one
+    /// means Redis started empty since we last looked) and its clock (ms).
+    async fn redis_epoch(self: &Arc<Self>) -> Option<(String, u64)> {
         let key = format!("{}epoch", self.cfg.prefix);
         let mine = format!("{:016x}", rand::random::<u64>());
         let script = &self.epoch_script;
@@ -783,8 +1053,13 @@ impl Fleet {
     }
 
     /// A purge from another node was applied here.
-    pub(crate) fn purge_applied(&self) {
-        self.stats.purges_applied.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn purge_applied(&self, purge: &FleetPurge) {
+        let lag =
+            purge.lag_ms + u64::try_from(purge.read_at.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let s = &self.stats;
+        s.purges_applied.fetch_add(1, Ordering::Relaxed);
+        s.purge_lag_ms_sum.fetch_add(lag, Ordering::Relaxed);
+        s.purge_lag_ms_max.fetch_max(lag, Ordering::Relaxed);
     }
 
     /// Call counters: answered, failed, timed out, skipped (breaker open),
@@ -814,6 +1089,85 @@ impl Fleet {
     pub(crate) fn breaker_opened(&self) -> u64 {
         self.link.breaker.opened.load(Ordering::Relaxed)
     }
+}
+
+/// The purge stream position file in a disk zone's directory (a name the
+/// zone's loader leaves alone).
+pub(crate) const POSITION_FILE: &str = ".calmcache-fleet-position";
+
+/// What the disk zones say about the purge stream position.
+#[derive(Debug, PartialEq, Eq)]
+enum Position {
+    /// No zone has a position file (new zones, or not in a fleet before).
+    Missing,
+    /// Every zone holds this one: Redis' data epoch and a stream id.
+    Found(String, String),
+    /// Unreadable, malformed, or not the same in every zone.
+    Unusable,
+}
+
+/// The position saved in `files` (`epoch id`): every file must hold the
+/// same (zones written together), or none is trusted.
+fn read_position(files: &[std::path::PathBuf]) -> Position {
+    let mut found: Option<(String, String)> = None;
+    let mut missing = 0;
+    for file in files {
+        let text = match std::fs::read_to_string(file) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                missing += 1;
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(file = %file.display(), error = %e, "purge stream position not read");
+                return Position::Unusable;
+            }
+        };
+        let Some(this) = parse_position(&text) else {
+            tracing::warn!(file = %file.display(), "not a purge stream position; ignored");
+            return Position::Unusable;
+        };
+        if found.as_ref().is_some_and(|f| *f != this) {
+            return Position::Unusable;
+        }
+        found = Some(this);
+    }
+    match found {
+        None => Position::Missing,
+        Some(_) if missing > 0 => Position::Unusable,
+        Some((epoch, id)) => Position::Found(epoch, id),
+    }
+}
+
+/// `epoch ms-seq` (one line) as its two parts.
+fn parse_position(text: &str) -> Option<(String, String)> {
+    let (epoch, id) = text.trim().split_once(' ')?;
+    let valid = !epoch.is_empty()
+        && epoch.len() <= 64
+        && epoch.bytes().all(|b| b.is_ascii_alphanumeric())
+        && id
+            .split_once('-')
+            .is_some_and(|(ms, seq)| ms.parse::<u64>().is_ok() && seq.parse::<u64>().is_ok());
+    valid.then(|| (epoch.to_owned(), id.to_owned()))
+}
+
+/// Writes `line` to every file (a new file renamed over the old one).
+fn write_position(files: &[std::path::PathBuf], line: &str) -> std::io::Result<()> {
+    for file in files {
+        let mut new = file.clone().into_os_string();
+        new.push(".new");
+        std::fs::write(&new, line)?;
+        std::fs::rename(&new, file)?;
+    }
+    Ok(())
+}
+
+/// The milliseconds part of a stream id (`ms-seq`): when Redis added it.
+fn stream_id_ms(id: &str) -> u64 {
+    id.split_once('-')
+        .map_or(id, |(ms, _)| ms)
+        .parse()
+        .unwrap_or(0)
 }
 
 /// `a` comes before `b` (stream ids `ms-seq`).

@@ -111,3 +111,13 @@ pub(crate) fn renew() -> Script {
          return 0\n",
     )
 }
+
+/// `epoch(epoch; mine)`: Redis' data generation (set to `mine` if it has
+/// none: a Redis that started empty gets a new one) and its clock, `{id, now}`.
+pub(crate) fn epoch() -> Script {
+    Script::new(&format!(
+        "{NOW}\
+         redis.call('SET', KEYS[1], ARGV[1], 'NX')\n\
+         return {{redis.call('GET', KEYS[1]), now}}\n"
+    ))
+}

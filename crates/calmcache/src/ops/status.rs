@@ -89,6 +89,17 @@ pub(crate) struct FleetStatus {
     pub leases_acquired: u64,
     /// Fetches that waited for another node's lease.
     pub leases_held: u64,
+    /// Fetches that found a newer copy in Redis instead of fetching (the
+    /// same count as `shared_hits`).
+    pub leases_newer: u64,
+    /// Leases this node holds now (its fetches for the fleet in flight).
+    pub leases_active: u64,
+    /// Leases lost before storing (expired: renewals failed, another node
+    /// took over).
+    pub leases_lost: u64,
+    /// Leases released once Redis answered again (given up while it was
+    /// out of reach).
+    pub leases_released_late: u64,
     /// Waits that ended without a copy (fetched alone).
     pub waits_timed_out: u64,
     /// Objects stored in Redis.
@@ -103,11 +114,24 @@ pub(crate) struct FleetStatus {
     pub purges_sent: u64,
     /// Purges from other nodes applied here.
     pub purges_applied: u64,
+    /// Their mean lag from being sent (Redis' clock) to applied here, ms.
+    pub purge_lag_mean_ms: u64,
+    /// The longest lag, ms.
+    pub purge_lag_max_ms: u64,
+    /// Summed lag, ms (for `/metrics`).
+    #[serde(skip)]
+    pub purge_lag_sum_ms: u64,
+    /// Times this node could not know which purges it missed and marked
+    /// every local object stale instead.
+    pub purge_gaps: u64,
     /// This node's purges waiting for Redis (out of reach when made).
     pub purges_pending: usize,
     /// Redis calls per operation (acquire, commit, release, purge, publish,
     /// poll): they sum to the `calls_*` totals.
     pub ops: BTreeMap<&'static str, crate::fleet::OpSnapshot>,
+    /// The objects this node fetched for the fleet lately that the fleet
+    /// fetched most: origin fetches summed over every node.
+    pub most_fetched: Vec<crate::fleet::ObjectFetches>,
 }
 
 /// Client connections.
@@ -410,6 +434,10 @@ fn fleet_status(fleet: &crate::fleet::Fleet) -> FleetStatus {
         shared_hits: n(&s.shared_hits),
         leases_acquired: n(&s.leases_acquired),
         leases_held: n(&s.leases_held),
+        leases_newer: n(&s.shared_hits),
+        leases_active: n(&s.leases_active),
+        leases_lost: n(&s.leases_lost),
+        leases_released_late: n(&s.leases_released_late),
         waits_timed_out: n(&s.waits_timed_out),
         commits: n(&s.commits),
         commits_refused: n(&s.commits_refused),
@@ -417,7 +445,14 @@ fn fleet_status(fleet: &crate::fleet::Fleet) -> FleetStatus {
         bad_entries: n(&s.bad_entries),
         purges_sent: n(&s.purges_sent),
         purges_applied: n(&s.purges_applied),
+        purge_lag_mean_ms: n(&s.purge_lag_ms_sum)
+            .checked_div(n(&s.purges_applied))
+            .unwrap_or(0),
+        purge_lag_max_ms: n(&s.purge_lag_ms_max),
+        purge_lag_sum_ms: n(&s.purge_lag_ms_sum),
+        purge_gaps: n(&s.purge_gaps),
         purges_pending: fleet.purges_pending(),
         ops: fleet.ops(),
+        most_fetched: fleet.most_fetched(),
     }
 }

@@ -102,6 +102,9 @@ pub(crate) enum FillReply {
         object: Arc<CachedObject>,
         /// What the origin answered: 304 on a revalidation.
         origin_status: u16,
+        /// Taken from the fleet's shared tier (another node's fetch), not
+        /// from the origin.
+        shared: bool,
     },
     /// Not stored: relay this response (hop-by-hop removed).
     Relay(Response<ResponseBody>, NotStored),
@@ -814,6 +817,7 @@ async fn store(to: StoreCtx<'_>, mut stored: Stored, storable: Storable) -> Fill
     FillReply::Stored {
         object,
         origin_status,
+        shared: false,
     }
 }
 
@@ -847,6 +851,7 @@ async fn take_shared(
     FillReply::Stored {
         object,
         origin_status,
+        shared: true,
     }
 }
 

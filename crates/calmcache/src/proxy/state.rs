@@ -288,6 +288,16 @@ impl Proxy {
             (Some(cfg), Some(old)) if old.config() == cfg => Some(old.clone()),
             (Some(cfg), _) => Some(crate::fleet::Fleet::new(cfg).map_err(SetupError::Fleet)?),
         };
+        if let Some(fleet) = &fleet {
+            fleet.keep_position_in(
+                config
+                    .zones
+                    .iter()
+                    .filter_map(|z| z.path.as_ref())
+                    .map(|dir| dir.join(crate::fleet::POSITION_FILE))
+                    .collect(),
+            );
+        }
         let routes = config
             .routes
             .iter()

@@ -154,6 +154,13 @@ async fn a_copy_stored_by_one_node_is_a_hit_for_the_others() {
     for node in &fleet[1..] {
         let r = get(&node.url("/shared")).await;
         assert_eq!(r.body, first.body, "the same copy");
+        // Said as a hit of the shared tier, not a fetch.
+        let said = r.cache_status_params();
+        assert!(said.has("hit"), "{}", r.cache_status());
+        assert_eq!(said.param("detail"), Some("fleet"), "{}", r.cache_status());
+        // Then a local hit like any other.
+        let again = get(&node.url("/shared")).await;
+        assert_eq!(again.cache_status_params().param("detail"), None);
     }
     assert_eq!(
         origin.hits_for("/shared"),
@@ -161,6 +168,25 @@ async fn a_copy_stored_by_one_node_is_a_hit_for_the_others() {
         "the others took it from redis"
     );
     assert_eq!(sum(&fleet, "shared_hits").await, 2);
+    assert_eq!(sum(&fleet, "leases_newer").await, 2);
+    assert_eq!(sum(&fleet, "leases_active").await, 0, "no fetch in flight");
+    // The node that fetched knows the fleet fetched it once.
+    let most = fleet_status(&fleet[0]).await["most_fetched"].clone();
+    assert_eq!(most[0]["fleet"], 1, "{most}");
+    assert!(
+        most[0]["key"].as_str().unwrap().contains("/shared"),
+        "{most}"
+    );
+    // Counted as hits, and as shared hits.
+    let metrics = request(Method::GET, &fleet[1].admin_url("/metrics"), &[]).await;
+    for line in [
+        "calmcache_requests_total{cache_status=\"hit\"} 2",
+        "calmcache_fleet_shared_hits_total 1",
+        "calmcache_fleet_leases_newer_total 1",
+        "calmcache_fleet_object_fetches",
+    ] {
+        assert!(metrics.body.contains(line), "{line} in {}", metrics.body);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
