@@ -9,6 +9,7 @@
 //! Route checks live in `validate/routes.rs`, upstream health checks in
 //! `validate/health.rs`.
 
+mod fleet_tls;
 mod health;
 mod routes;
 
@@ -549,6 +550,8 @@ impl Checker {
             Duration::from_millis(50),
         );
         let lease = self.timeout("fleet.lease", raw.lease.as_ref(), Duration::from_secs(10));
+        let (tls_ca, tls_client) =
+            self.fleet_tls(&nodes, cluster, raw.tls_ca, raw.tls_cert, raw.tls_key);
         FleetConfig {
             nodes,
             cluster,
@@ -558,6 +561,8 @@ impl Checker {
             max_object_size,
             timeout,
             lease,
+            tls_ca,
+            tls_client,
         }
     }
 
