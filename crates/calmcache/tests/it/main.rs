@@ -24,6 +24,7 @@ mod errors;
 mod failing_origin;
 mod fleet;
 mod fleet_faults;
+mod fleet_tls;
 mod health;
 mod hostile;
 mod key_bypass;
