@@ -9,6 +9,7 @@
 //! Route checks live in `validate/routes.rs`, upstream health checks in
 //! `validate/health.rs`.
 
+mod fleet_tls;
 mod health;
 mod routes;
 
@@ -563,6 +564,8 @@ impl Checker {
             );
             lease = LEASE_MIN;
         }
+        let (tls_ca, tls_client) =
+            self.fleet_tls(&nodes, cluster, raw.tls_ca, raw.tls_cert, raw.tls_key);
         FleetConfig {
             nodes,
             cluster,
@@ -572,6 +575,8 @@ impl Checker {
             max_object_size,
             timeout,
             lease,
+            tls_ca,
+            tls_client,
         }
     }
 

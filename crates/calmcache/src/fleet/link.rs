@@ -126,7 +126,10 @@ impl Link {
                 settings = settings.set_password(password);
             }
             info = info.set_redis_settings(settings);
-            let client = redis::Client::open(info)?;
+            let client = match tls_certificates(&self.cfg) {
+                Some(certs) => redis::Client::build_with_tls(info, certs)?,
+                None => redis::Client::open(info)?,
+            };
             let config = ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(CONNECT_TIMEOUT))
                 .set_response_timeout(None)
@@ -147,6 +150,9 @@ impl Link {
         }
         if let Some(password) = &self.cfg.password {
             builder = builder.password(password);
+        }
+        if let Some(certs) = tls_certificates(&self.cfg) {
+            builder = builder.certs(certs);
         }
         let client = builder.build()?;
         if self.connecting.swap(true, Ordering::AcqRel) {
@@ -281,6 +287,26 @@ impl Link {
     pub(crate) fn state(&self) -> BreakerState {
         self.breaker.current()
     }
+}
+
+/// `fleet.tls_ca` and the client certificate, for a `rediss://` client;
+/// `None` without them (the system's roots, no client certificate). With a
+/// CA file, only its certificates are trusted (redis-rs then leaves the
+/// system's roots out).
+fn tls_certificates(cfg: &FleetConfig) -> Option<redis::TlsCertificates> {
+    if cfg.tls_ca.is_none() && cfg.tls_client.is_none() {
+        return None;
+    }
+    Some(redis::TlsCertificates {
+        client_tls: cfg
+            .tls_client
+            .as_ref()
+            .map(|(cert, key)| redis::ClientTlsConfig {
+                client_cert: cert.pem.clone(),
+                client_key: key.pem.clone(),
+            }),
+        root_cert: cfg.tls_ca.as_ref().map(|ca| ca.pem.clone()),
+    })
 }
 
 /// A call the breaker let through, until its outcome is reported. Dropped

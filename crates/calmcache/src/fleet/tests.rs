@@ -13,6 +13,8 @@ fn config(redis: &Redis) -> FleetConfig {
         max_object_size: 1 << 20,
         timeout: Duration::from_millis(500),
         lease: Duration::from_millis(300),
+        tls_ca: None,
+        tls_client: None,
     }
 }
 

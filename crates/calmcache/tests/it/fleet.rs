@@ -20,13 +20,23 @@ async fn node(origin: &Origin, redis: &Redis, ttl: &str) -> RunningProxy {
 }
 
 /// The same with more `[fleet]` keys.
-async fn node_with(origin: &Origin, redis: &Redis, ttl: &str, keys: &str) -> RunningProxy {
+pub(crate) async fn node_with(
+    origin: &Origin,
+    redis: &Redis,
+    ttl: &str,
+    keys: &str,
+) -> RunningProxy {
+    node_at(origin, &redis.url(), ttl, keys).await
+}
+
+/// A node on `redis`: a URL, or a TOML list of a cluster's.
+pub(crate) async fn node_at(origin: &Origin, redis: &str, ttl: &str, keys: &str) -> RunningProxy {
     Proxy::new(origin)
         .admin(&format!("listen = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\""))
         .route(&format!(
             "ttl = {{ 200 = \"{ttl}\" }}\nlock_timeout = \"5s\""
         ))
-        .fleet(&redis.url(), &format!("timeout = \"200ms\"\n{keys}"))
+        .fleet(redis, &format!("timeout = \"200ms\"\n{keys}"))
         .start()
         .await
 }
@@ -40,7 +50,7 @@ async fn nodes(origin: &Origin, redis: &Redis, ttl: &str) -> Vec<RunningProxy> {
 }
 
 /// `n` requests for `path` at once on every node; every answer must be 200.
-async fn burst(nodes: &[RunningProxy], path: &str, n: usize) -> Vec<String> {
+pub(crate) async fn burst(nodes: &[RunningProxy], path: &str, n: usize) -> Vec<String> {
     let mut tasks = Vec::new();
     for node in nodes {
         for _ in 0..n {
@@ -59,15 +69,15 @@ async fn burst(nodes: &[RunningProxy], path: &str, n: usize) -> Vec<String> {
 
 /// A GET as a load balancer would send it: the fleet's one host name on
 /// every node (the cache key has the host).
-async fn get(url: &str) -> Reply {
+pub(crate) async fn get(url: &str) -> Reply {
     request(Method::GET, url, &[("host", "fleet.test")]).await
 }
 
-async fn fleet_status(node: &RunningProxy) -> serde_json::Value {
+pub(crate) async fn fleet_status(node: &RunningProxy) -> serde_json::Value {
     node.status().await["fleet"].clone()
 }
 
-async fn sum(nodes: &[RunningProxy], field: &str) -> u64 {
+pub(crate) async fn sum(nodes: &[RunningProxy], field: &str) -> u64 {
     let mut total = 0;
     for node in nodes {
         total += fleet_status(node).await[field].as_u64().unwrap_or(0);
@@ -75,7 +85,7 @@ async fn sum(nodes: &[RunningProxy], field: &str) -> u64 {
     total
 }
 
-async fn purge(node: &RunningProxy, body: &str) -> serde_json::Value {
+pub(crate) async fn purge(node: &RunningProxy, body: &str) -> serde_json::Value {
     let auth = format!("Bearer {TOKEN}");
     let r = request_with_body(
         Method::POST,

@@ -25,6 +25,7 @@ mod failing_origin;
 mod fleet;
 mod fleet_faults;
 mod fleet_lifetimes;
+mod fleet_tls;
 mod health;
 mod hostile;
 mod key_bypass;
