@@ -580,10 +580,12 @@ pub(crate) async fn follow_fleet(proxy: Arc<Proxy>, mut stop: tokio::sync::watch
             _ = stop.wait_for(|s| *s) => return,
         }
     }
+    // Objects from before this start: what the loaders found (not what
+    // was stored since, which saw every purge from here on).
     let held = proxy
         .zones
         .iter()
-        .any(|z| z.tier.kind() == "disk" && z.tier.objects() > 0);
+        .any(|z| z.tier.detail().disk.is_some_and(|d| d.loaded > 0));
     loop {
         let polled = fleet.poll_purges(held).await;
         if polled.gap {

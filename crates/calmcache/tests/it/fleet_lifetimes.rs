@@ -122,8 +122,10 @@ async fn paced(
 async fn under_steady_load_the_fleet_fetches_once_per_lifetime_and_no_client_waits() {
     // Clients on all three nodes at 10 and 100 requests a second per node
     // on one key, with objects living 1 s and 3 s (four keys at once), for
-    // 30 s, under the default `sus`. The origin takes 200 ms: a client that
-    // waited on it takes at least that long. Beside them, one node alone
+    // 30 s, under the default `sus`. After warm-up every answer must come
+    // from the cache (a client answered by a fetch waited on the origin);
+    // the slowest is reported, not asserted (timing is for benchmarks).
+    // Beside them, one node alone
     // (no fleet) takes the same three nodes' traffic on its own keys: what
     // one cache sends the origin, the fleet must not exceed.
     const LENGTH: Duration = Duration::from_secs(30);
@@ -169,7 +171,9 @@ async fn under_steady_load_the_fleet_fetches_once_per_lifetime_and_no_client_wai
             *answers.entry(key.clone()).or_default() += 1;
             if at >= WARM_UP {
                 slowest_after_warm_up = slowest_after_warm_up.max(took);
-                if took >= Duration::from_millis(DELAY_MS / 2) {
+                // Answered by a fetch (its own or one it waited for), not
+                // from the cache: `fwd=...` instead of `hit`.
+                if !reply.cache_status_params().has("hit") {
                     waited.push(format!(
                         "{key} ({rate}/s, ttl {ttl}s) sent at {at:?} took {took:?}: {}",
                         reply.cache_status()
@@ -333,8 +337,9 @@ async fn a_node_restarted_on_its_disk_zone_catches_up_with_the_purges_it_missed(
     let kept = get(&url("/kept")).await;
     assert!(
         plain_hit(&kept),
-        "not purged: still a hit: {}",
-        kept.cache_status()
+        "not purged: still a hit: {} {}",
+        kept.cache_status(),
+        fleet_of(&status_url).await
     );
     let f = fleet_of(&status_url).await;
     assert_eq!(f["purge_gaps"], 0, "{f}");
