@@ -71,6 +71,19 @@ async fn fleet_of(status_url: &str) -> serde_json::Value {
     serde_json::from_str::<serde_json::Value>(&r.body).unwrap()["fleet"].clone()
 }
 
+/// The fleet counter `field` once it reaches `n` (or after 10 s).
+async fn reaches(status_url: &str, field: &str, n: u64) -> u64 {
+    let mut now = 0;
+    for _ in 0..200 {
+        now = fleet_of(status_url).await[field].as_u64().unwrap_or(0);
+        if now >= n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    now
+}
+
 async fn purge(admin_url: &str, body: &str) {
     let auth = format!("Bearer {TOKEN}");
     let r = request_with_body(
@@ -246,19 +259,8 @@ async fn a_leader_killed_mid_fetch_lets_one_other_node_take_over() {
     drop(child);
     // The others: they find its lease, wait, and once it lapses one of
     // them fetches for both.
-    let mut tasks = Vec::new();
-    for node in [&b, &c] {
-        for _ in 0..5 {
-            let url = node.url(path);
-            tasks.push(tokio::spawn(async move { get(&url).await }));
-        }
-    }
-    let mut bodies = Vec::new();
-    for task in tasks {
-        let reply = task.await.unwrap();
-        assert_eq!(reply.status, 200, "{}", reply.body);
-        bodies.push(reply.body);
-    }
+    let others = [b, c];
+    let bodies = crate::fleet::burst(&others, path, 5).await;
     assert!(bodies.iter().all(|b| b == &bodies[0]), "one answer");
     assert_eq!(
         origin.hits_for("/lead"),
@@ -266,8 +268,8 @@ async fn a_leader_killed_mid_fetch_lets_one_other_node_take_over() {
         "the dead leader's fetch and one takeover"
     );
     let (fb, fc) = (
-        b.status().await["fleet"].clone(),
-        c.status().await["fleet"].clone(),
+        others[0].status().await["fleet"].clone(),
+        others[1].status().await["fleet"].clone(),
     );
     let acquired =
         fb["leases_acquired"].as_u64().unwrap() + fc["leases_acquired"].as_u64().unwrap();
@@ -316,16 +318,7 @@ async fn a_node_restarted_on_its_disk_zone_catches_up_with_the_purges_it_missed(
     let (child, port, admin) = process(&away, &config).await;
     let url = |path: &str| format!("http://127.0.0.1:{port}{path}");
     let status_url = format!("http://127.0.0.1:{admin}/status");
-    let mut applied = 0;
-    for _ in 0..200 {
-        applied = fleet_of(&status_url).await["purges_applied"]
-            .as_u64()
-            .unwrap_or(0);
-        if applied >= 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let applied = reaches(&status_url, "purges_applied", 1).await;
     assert_eq!(applied, 1, "the missed purge was applied after the restart");
     let gone = get(&url("/gone")).await;
     assert!(
@@ -350,16 +343,7 @@ async fn a_node_restarted_on_its_disk_zone_catches_up_with_the_purges_it_missed(
     std::fs::remove_file(&position).unwrap();
     let (_child, port, admin) = process(&away, &config).await;
     let status_url = format!("http://127.0.0.1:{admin}/status");
-    let mut gaps = 0;
-    for _ in 0..200 {
-        gaps = fleet_of(&status_url).await["purge_gaps"]
-            .as_u64()
-            .unwrap_or(0);
-        if gaps >= 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let gaps = reaches(&status_url, "purge_gaps", 1).await;
     assert_eq!(gaps, 1, "no position: one gap");
     let kept = get(&format!("http://127.0.0.1:{port}/kept")).await;
     assert_eq!(kept.status, 200);
