@@ -25,6 +25,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use calmcache_core::disk_format::{encode_object, parse_object};
 use calmcache_core::{CacheKey, CachedObject, PurgeMode};
+use http::HeaderName;
 use redis::{Script, Value};
 use tokio::time::Instant;
 
@@ -48,17 +49,61 @@ const OUTBOX_MAX: usize = 1_000;
 /// What a fill does after asking the fleet.
 pub(crate) enum Before {
     /// Another node stored a fresh copy newer than ours: take it, no fetch.
-    Take(Arc<CachedObject>),
+    /// For a URI whose responses vary, the copy is the request's variant
+    /// and the names are the request headers they vary on.
+    Take(Arc<CachedObject>, Option<Vec<HeaderName>>),
     /// Fetch from the origin: with the fleet's lease (store it in Redis
     /// afterwards), or without (Redis unreachable, or another node's fetch
     /// did not end within the wait): then the object stays local.
     Fetch(Option<Lease>),
 }
 
+/// Where one object lives in Redis: a URI's (`:m`, `:l`), or one variant
+/// of a URI whose responses vary (`:v:S`, `:vl:S`).
+#[derive(Clone)]
+struct Target {
+    /// The URI's hash tag.
+    hash: String,
+    /// The object's entry.
+    meta: String,
+    /// Its lease.
+    lease: String,
+    /// For a variant: the names it varies on (as Redis keeps them), its
+    /// selecting values, and `S`.
+    variant: Option<(String, String, String)>,
+}
+
+impl Target {
+    fn uri(fleet: &Fleet, hash: &str) -> Target {
+        Target {
+            hash: hash.to_owned(),
+            meta: fleet.key(hash, "m"),
+            lease: fleet.key(hash, "l"),
+            variant: None,
+        }
+    }
+
+    fn variant(
+        fleet: &Fleet,
+        hash: &str,
+        primary: &CacheKey,
+        names: &str,
+        secondary: &str,
+    ) -> Target {
+        let s = variant_id(primary, secondary);
+        Target {
+            hash: hash.to_owned(),
+            meta: fleet.key(hash, &format!("v:{s}")),
+            lease: fleet.key(hash, &format!("vl:{s}")),
+            variant: Some((names.to_owned(), secondary.to_owned(), s)),
+        }
+    }
+}
+
 /// This node's lease on one object: its fetch is the fleet's.
 pub(crate) struct Lease {
     fleet: Arc<Fleet>,
-    hash: String,
+    target: Target,
     token: String,
     fence: u64,
     /// When the lease was taken (Redis clock, ms): the object's `since`.
@@ -90,7 +135,7 @@ impl Drop for Lease {
         // node take over at once instead of after the lease's TTL. When
         // Redis cannot be told now, it is told once it answers again.
         let fleet = self.fleet.clone();
-        let lease = fleet.key(&self.hash, "l");
+        let lease = self.target.lease.clone();
         let token = std::mem::take(&mut self.token);
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(async move {
@@ -305,6 +350,8 @@ enum Acquired {
     Held {
         pttl_ms: i64,
     },
+    /// The URI's responses vary on these names (comma-separated).
+    Varies(String),
 }
 
 impl Fleet {
@@ -372,29 +419,46 @@ impl Fleet {
     }
 
     /// Before a fill goes to the origin for `key` (the copy it would
-    /// replace is `ours`): a newer copy in Redis, or the lease to fetch, or
-    /// a wait (at most `wait`) for the node that holds it.
+    /// replace is `ours`; the request's headers that select a variant are
+    /// `selecting`): a newer copy in Redis, or the lease to fetch, or a wait
+    /// (at most `wait`) for the node that holds it. A URI whose responses
+    /// vary is asked again for the request's variant.
     pub(crate) async fn before_fetch(
         self: &Arc<Self>,
         key: &CacheKey,
         ours: Option<&CachedObject>,
         wait: Duration,
+        selecting: &http::HeaderMap,
     ) -> Before {
         let hash = hash_of(key);
+        let mut target = Target::uri(self, &hash);
+        let mut names = None;
         let ours_ms = ours.map_or(0, |o| wall_ms_of(o.meta.stored_at));
         let deadline = Instant::now() + wait.min(WAIT_MAX);
         let mut waited = false;
         let mut pause = Duration::from_millis(10);
         let mut try_lease = true;
         loop {
-            let Some(answer) = self.acquire(&hash, ours_ms, try_lease).await else {
+            let Some(answer) = self.acquire(&target, ours_ms, try_lease).await else {
                 return Before::Fetch(None);
             };
             match answer {
-                Acquired::Newer(blob) => match self.decode(key, blob) {
+                Acquired::Varies(text) => {
+                    // A variant never varies again: a bad entry otherwise.
+                    let parsed = parse_names(&text).filter(|_| names.is_none());
+                    let Some(parsed) = parsed else {
+                        self.stats.bad_entries.fetch_add(1, Ordering::Relaxed);
+                        return Before::Fetch(None);
+                    };
+                    let secondary = crate::http::vary::secondary(&parsed, selecting);
+                    target = Target::variant(self, &hash, key, &text, &secondary);
+                    names = Some(parsed);
+                    try_lease = true;
+                }
+                Acquired::Newer(blob) => match self.decode(key, &target, blob) {
                     Some(object) => {
                         self.stats.shared_hits.fetch_add(1, Ordering::Relaxed);
-                        return Before::Take(object);
+                        return Before::Take(object, names);
                     }
                     // A bad entry: fetch (the lease goes to whoever asks next).
                     None => return Before::Fetch(None),
@@ -410,11 +474,11 @@ impl Fleet {
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .note(key, fence);
-                    let renewal = self.renew_while_fetching(&hash, &token);
+                    let renewal = self.renew_while_fetching(&target.lease, &token);
                     return Before::Fetch(Some(Lease {
                         fleet: self.clone(),
                         token,
-                        hash,
+                        target,
                         fence,
                         since_ms: now_ms,
                         done: false,
@@ -445,11 +509,11 @@ impl Fleet {
     /// than the lease keeps it, a dead node's lease still expires.
     fn renew_while_fetching(
         self: &Arc<Self>,
-        hash: &str,
+        lease: &str,
         token: &str,
     ) -> tokio::task::JoinHandle<()> {
         let fleet = Arc::downgrade(self);
-        let key = self.key(hash, "l");
+        let key = lease.to_owned();
         let token = token.to_owned();
         let every = self.cfg.lease / 3;
         let lease_ms = u64::try_from(self.cfg.lease.as_millis()).unwrap_or(u64::MAX);
@@ -491,14 +555,14 @@ impl Fleet {
 
     async fn acquire(
         self: &Arc<Self>,
-        hash: &str,
+        target: &Target,
         ours_ms: u64,
         try_lease: bool,
     ) -> Option<Acquired> {
         let keys = [
-            self.key(hash, "m"),
-            self.key(hash, "l"),
-            self.key(hash, "f"),
+            target.meta.clone(),
+            target.lease.clone(),
+            self.key(&target.hash, "f"),
         ];
         let token = self.token();
         let sent = token.clone();
@@ -532,16 +596,33 @@ impl Fleet {
                 token,
             }),
             [Value::Int(3), Value::Int(pttl)] => Some(Acquired::Held { pttl_ms: *pttl }),
+            [Value::Int(4), Value::BulkString(names)] => {
+                Some(Acquired::Varies(String::from_utf8(names.clone()).ok()?))
+            }
             _ => None,
         }
     }
 
     /// A value read from Redis, verified; `None` (counted) when it is not
-    /// a whole, intact object stored under `key`.
-    fn decode(&self, key: &CacheKey, blob: Vec<u8>) -> Option<Arc<CachedObject>> {
-        match parse_object(blob, Some(&key.as_ref()), true) {
-            Ok((_, object)) if object.vary_index.is_none() => Some(Arc::new(object)),
-            Ok(_) => None,
+    /// a whole, intact object stored for `target` of `key` (for a variant:
+    /// under its variant key, with the request's selecting values).
+    fn decode(&self, key: &CacheKey, target: &Target, blob: Vec<u8>) -> Option<Arc<CachedObject>> {
+        let expected = match &target.variant {
+            Some((_, secondary, _)) => fleet_variant_key(key, secondary),
+            None => key.clone(),
+        };
+        match parse_object(blob, Some(&expected.as_ref()), true) {
+            Ok((_, object))
+                if object.vary_index.is_none()
+                    && object.variant.as_deref()
+                        == target.variant.as_ref().map(|v| v.1.as_str()) =>
+            {
+                Some(Arc::new(object))
+            }
+            Ok(_) => {
+                self.stats.bad_entries.fetch_add(1, Ordering::Relaxed);
+                None
+            }
             Err(e) => {
                 self.stats.bad_entries.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(key = %key, error = %e, "bad entry in redis: a miss");
@@ -550,14 +631,16 @@ impl Fleet {
         }
     }
 
-    /// After `object` was stored locally under `key` by a fill that held
-    /// `lease`: stores it in Redis off the request path (larger ones stay
-    /// local; the lease is released either way).
+    /// After `object` was stored locally by a fill for the URI `primary`
+    /// that held `lease` (`names`: the request headers the response varies
+    /// on, when it does): stores it in Redis off the request path (larger
+    /// ones stay local; the lease is released either way).
     pub(crate) fn commit(
         self: &Arc<Self>,
-        mut lease: Lease,
-        key: CacheKey,
+        lease: Lease,
+        primary: &CacheKey,
         object: Arc<CachedObject>,
+        names: Option<&[HeaderName]>,
     ) {
         let fits = object.lazy_body.is_none()
             && object.vary_index.is_none()
@@ -566,8 +649,25 @@ impl Fleet {
             self.stats.too_large.fetch_add(1, Ordering::Relaxed);
             return; // Dropping the lease releases it.
         }
+        // Where it goes: the URI's entry, or its variant's (the lease was
+        // taken on the URI before it was known to vary, or on the variant).
+        let (target, key) = match (&object.variant, names, &lease.target.variant) {
+            (None, None, None) => (lease.target.clone(), primary.clone()),
+            (Some(secondary), Some(names), None) => {
+                let text = names_text(names);
+                let target = Target::variant(self, &lease.target.hash, primary, &text, secondary);
+                (target, fleet_variant_key(primary, secondary))
+            }
+            (Some(secondary), Some(_), Some((_, leased, _))) if secondary.as_ref() == leased => {
+                (lease.target.clone(), fleet_variant_key(primary, secondary))
+            }
+            // The response no longer matches what the lease was for (the
+            // URI stopped or started varying): keep it local.
+            _ => return,
+        };
         let fleet = self.clone();
         tokio::spawn(async move {
+            let mut lease = lease;
             let stored_at = SystemTime::now() - object.meta.stored_at.elapsed();
             let blob = match encode_object(&key, &object, stored_at) {
                 Ok(blob) => blob,
@@ -590,11 +690,19 @@ impl Fleet {
                     .stale_while_revalidate
                     .max(object.meta.freshness.stale_if_error)
                 + Duration::from_secs(1);
-            let keys = [
-                fleet.key(&lease.hash, "m"),
-                fleet.key(&lease.hash, "l"),
-                fleet.key(&lease.hash, "p"),
+            let hash = &target.hash;
+            let mut keys = vec![
+                target.meta.clone(),
+                lease.target.lease.clone(),
+                fleet.key(hash, "p"),
             ];
+            let mut vary_args = Vec::new();
+            if let Some((names, _, s)) = &target.variant {
+                keys.push(fleet.key(hash, "m"));
+                keys.push(fleet.key(hash, "vs"));
+                vary_args.push(names.clone());
+                vary_args.push(s.clone());
+            }
             let purged_before = fleet.purged_before.load(Ordering::Relaxed);
             let script = &fleet.commit;
             let token = lease.token.clone();
@@ -602,19 +710,22 @@ impl Fleet {
             let stored: Option<i64> = fleet
                 .link
                 .call(Op::Commit, |mut conn| async move {
-                    script
-                        .key(&keys[0])
-                        .key(&keys[1])
-                        .key(&keys[2])
+                    let mut invocation = script.prepare_invoke();
+                    for key in &keys {
+                        invocation.key(key);
+                    }
+                    invocation
                         .arg(&token)
                         .arg(fence)
                         .arg(since)
                         .arg(u64::try_from(fresh_ms.as_millis()).unwrap_or(u64::MAX))
                         .arg(u64::try_from(keep.as_millis()).unwrap_or(u64::MAX).max(1))
                         .arg(blob)
-                        .arg(purged_before)
-                        .invoke_async(&mut conn)
-                        .await
+                        .arg(purged_before);
+                    for arg in &vary_args {
+                        invocation.arg(arg);
+                    }
+                    invocation.invoke_async(&mut conn).await
                 })
                 .await;
             // The script released the lease (when it answered).
@@ -641,7 +752,12 @@ impl Fleet {
     /// shared tier is purged whole once it is back (see [`Self::catch_up`]).
     pub(crate) async fn purge_key(self: &Arc<Self>, key: &CacheKey, mode: PurgeMode) {
         let hash = hash_of(key);
-        let keys = [self.key(&hash, "m"), self.key(&hash, "p")];
+        let keys = [
+            self.key(&hash, "m"),
+            self.key(&hash, "p"),
+            self.key(&hash, "vs"),
+        ];
+        let variants = self.key(&hash, "v:");
         let script = &self.purge_key;
         let hard = u8::from(mode == PurgeMode::Hard);
         let done = self
@@ -650,7 +766,9 @@ impl Fleet {
                 script
                     .key(&keys[0])
                     .key(&keys[1])
+                    .key(&keys[2])
                     .arg(hard)
+                    .arg(&variants)
                     .invoke_async::<i64>(&mut conn)
                     .await
             })
@@ -1177,6 +1295,35 @@ fn stream_id_before(a: &str, b: &str) -> bool {
         (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
     };
     parse(a) < parse(b)
+}
+
+/// The key a variant is stored under in Redis: the URI's key with the
+/// selecting values, and no generation (nodes number their own markers).
+fn fleet_variant_key(primary: &CacheKey, secondary: &str) -> CacheKey {
+    primary.as_ref().variant(0, secondary)
+}
+
+/// `S` in a variant's keys: the hash of its Redis key.
+fn variant_id(primary: &CacheKey, secondary: &str) -> String {
+    hash_of(&fleet_variant_key(primary, secondary))
+}
+
+/// Vary names as Redis keeps them: comma-separated.
+fn names_text(names: &[HeaderName]) -> String {
+    names
+        .iter()
+        .map(HeaderName::as_str)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Names read back from Redis; `None` when any is not a header name.
+fn parse_names(text: &str) -> Option<Vec<HeaderName>> {
+    let names: Option<Vec<HeaderName>> = text
+        .split(',')
+        .map(|n| HeaderName::from_bytes(n.as_bytes()).ok())
+        .collect();
+    names.filter(|n| !n.is_empty())
 }
 
 /// The hash tag of `key`'s Redis keys.

@@ -40,11 +40,39 @@ fn object(body: &str) -> Arc<CachedObject> {
 }
 
 async fn lease(fleet: &Arc<Fleet>, key: &CacheKey) -> Lease {
-    match fleet.before_fetch(key, None, Duration::from_secs(2)).await {
+    lease_for(fleet, key, &http::HeaderMap::new()).await
+}
+
+async fn lease_for(fleet: &Arc<Fleet>, key: &CacheKey, selecting: &http::HeaderMap) -> Lease {
+    match fleet
+        .before_fetch(key, None, Duration::from_secs(2), selecting)
+        .await
+    {
         Before::Fetch(Some(lease)) => lease,
         Before::Fetch(None) => panic!("no lease"),
-        Before::Take(_) => panic!("a copy already"),
+        Before::Take(..) => panic!("a copy already"),
     }
+}
+
+fn asking(language: &'static str) -> http::HeaderMap {
+    let mut h = http::HeaderMap::new();
+    h.insert("accept-language", http::HeaderValue::from_static(language));
+    h
+}
+
+/// A variant of `body` selected by `accept-language: language`.
+fn variant(body: &str, language: &'static str) -> Arc<CachedObject> {
+    let plain = object(body);
+    let names = [http::HeaderName::from_static("accept-language")];
+    let secondary = crate::http::vary::secondary(&names, &asking(language));
+    Arc::new(CachedObject::assemble(
+        plain.meta.clone(),
+        plain.status,
+        plain.headers.clone(),
+        plain.body.clone(),
+        Vec::new(),
+        Some(secondary.into_boxed_str()),
+    ))
 }
 
 async fn settled(fleet: &Fleet, what: fn(&FleetStats) -> &AtomicU64, n: u64) {
@@ -72,18 +100,21 @@ async fn a_late_writer_never_overwrites_a_newer_object() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     let newer = lease(&b, &key).await;
     assert!(newer.fence > late.fence);
-    b.commit(newer, key.clone(), object("from b"));
+    b.commit(newer, &key, object("from b"), None);
     settled(&b, |s| &s.commits, 1).await;
     // A comes back and stores its older fetch: refused.
-    a.commit(late, key.clone(), object("from a"));
+    a.commit(late, &key, object("from a"), None);
     settled(&a, |s| &s.commits_refused, 1).await;
     assert_eq!(
         a.stats.leases_lost.load(Ordering::Relaxed),
         1,
         "its lease was lost"
     );
-    match c.before_fetch(&key, None, Duration::from_secs(1)).await {
-        Before::Take(object) => assert_eq!(&object.body[..], b"from b"),
+    match c
+        .before_fetch(&key, None, Duration::from_secs(1), &http::HeaderMap::new())
+        .await
+    {
+        Before::Take(object, None) => assert_eq!(&object.body[..], b"from b"),
         _ => panic!("the newer copy is in redis"),
     }
 }
@@ -99,12 +130,13 @@ async fn a_purge_racing_a_fill_is_not_undone_by_its_store() {
     let filling = lease(&a, &key).await;
     // The purge lands while A's origin fetch is under way.
     b.purge_key(&key, PurgeMode::Hard).await;
-    a.commit(filling, key.clone(), object("fetched before the purge"));
+    a.commit(filling, &key, object("fetched before the purge"), None);
     settled(&a, |s| &s.commits_refused, 1).await;
     assert_eq!(a.stats.commits.load(Ordering::Relaxed), 0);
     // Nothing to take: the next fetch is the fleet's (a new lease).
     assert!(matches!(
-        b.before_fetch(&key, None, Duration::from_secs(1)).await,
+        b.before_fetch(&key, None, Duration::from_secs(1), &http::HeaderMap::new())
+            .await,
         Before::Fetch(Some(_))
     ));
 }
@@ -137,7 +169,13 @@ async fn a_lease_given_up_while_redis_hangs_is_released_once_it_answers() {
     }
     assert_eq!(a.stats.leases_released_late.load(Ordering::Relaxed), 1);
     assert!(matches!(
-        b.before_fetch(&key, None, Duration::from_millis(200)).await,
+        b.before_fetch(
+            &key,
+            None,
+            Duration::from_millis(200),
+            &http::HeaderMap::new()
+        )
+        .await,
         Before::Fetch(Some(_))
     ));
 }
@@ -184,4 +222,114 @@ fn the_fetch_log_keeps_the_most_fetched_within_its_bound() {
     let long = "/x".repeat(500);
     log.note(&CacheKey::new("http", "h", &long), u64::MAX);
     assert!(log.most_fetched()[0].key.len() <= 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_variants_of_a_uri_are_shared_one_fetch_each_and_purged_together() {
+    let redis = Redis::start();
+    let (a, b, c) = (
+        Fleet::new(&config(&redis)).unwrap(),
+        Fleet::new(&config(&redis)).unwrap(),
+        Fleet::new(&config(&redis)).unwrap(),
+    );
+    let key = CacheKey::new("http", "h", "/v");
+    let names = [http::HeaderName::from_static("accept-language")];
+    let take = |before: Before, language: &str| match before {
+        Before::Take(object, Some(got)) => {
+            assert_eq!(got, names, "{language}: the names come with it");
+            object
+        }
+        Before::Take(_, None) => panic!("{language}: a variant without its names"),
+        Before::Fetch(_) => panic!("{language}: no copy to take"),
+    };
+    // A takes the URI's lease before it knows the URI varies; its German
+    // answer becomes the URI's marker and its first variant.
+    let first = lease_for(&a, &key, &asking("de")).await;
+    a.commit(first, &key, variant("german", "de"), Some(&names));
+    settled(&a, |s| &s.commits, 1).await;
+    let de = take(
+        b.before_fetch(&key, None, Duration::from_secs(1), &asking("de"))
+            .await,
+        "de",
+    );
+    assert_eq!(&de.body[..], b"german");
+    // French is another variant: its own lease (on the variant), one fetch.
+    let fr = lease_for(&b, &key, &asking("fr")).await;
+    assert!(fr.target.variant.is_some(), "the lease is the variant's");
+    b.commit(fr, &key, variant("french", "fr"), Some(&names));
+    settled(&b, |s| &s.commits, 1).await;
+    let fr = take(
+        c.before_fetch(&key, None, Duration::from_secs(1), &asking("fr"))
+            .await,
+        "fr",
+    );
+    assert_eq!(&fr.body[..], b"french");
+    let de = take(
+        c.before_fetch(&key, None, Duration::from_secs(1), &asking("de"))
+            .await,
+        "de",
+    );
+    assert_eq!(&de.body[..], b"german");
+    // A variant stored for one selection is never handed to another.
+    let wrong = lease_for(&c, &key, &asking("it")).await;
+    drop(wrong);
+    // A soft purge of the URI marks every variant stale: a lease each.
+    a.purge_key(&key, PurgeMode::Soft).await;
+    for language in ["de", "fr"] {
+        assert!(
+            matches!(
+                c.before_fetch(&key, None, Duration::from_secs(1), &asking(language))
+                    .await,
+                Before::Fetch(Some(_))
+            ),
+            "{language}: stale after the soft purge"
+        );
+    }
+    // A hard purge removes them, and a fill that began before it cannot
+    // bring one back.
+    tokio::time::sleep(Duration::from_millis(400)).await; // those leases lapse
+    let racing = lease_for(&b, &key, &asking("de")).await;
+    a.purge_key(&key, PurgeMode::Hard).await;
+    b.commit(racing, &key, variant("german, old", "de"), Some(&names));
+    settled(&b, |s| &s.commits_refused, 1).await;
+    let variants = redis.command(&["KEYS", "cc:*:v:*"]).unwrap();
+    assert_eq!(variants.trim(), "*0", "no variant left");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_variant_entry_under_another_selection_is_never_taken() {
+    // An entry put under the French variant's keys holding the German
+    // answer (a forged or mixed-up write) fails the key check: a miss.
+    let redis = Redis::start();
+    let (a, b) = (
+        Fleet::new(&config(&redis)).unwrap(),
+        Fleet::new(&config(&redis)).unwrap(),
+    );
+    let key = CacheKey::new("http", "h", "/forged");
+    let names = [http::HeaderName::from_static("accept-language")];
+    let first = lease_for(&a, &key, &asking("de")).await;
+    a.commit(first, &key, variant("german", "de"), Some(&names));
+    settled(&a, |s| &s.commits, 1).await;
+    let hash = hash_of(&key);
+    let de = Target::variant(
+        &a,
+        &hash,
+        &key,
+        "accept-language",
+        &crate::http::vary::secondary(&names, &asking("de")),
+    );
+    let fr = Target::variant(
+        &a,
+        &hash,
+        &key,
+        "accept-language",
+        &crate::http::vary::secondary(&names, &asking("fr")),
+    );
+    redis.command(&["COPY", &de.meta, &fr.meta]).unwrap();
+    assert!(matches!(
+        b.before_fetch(&key, None, Duration::from_secs(1), &asking("fr"))
+            .await,
+        Before::Fetch(_)
+    ));
+    assert_eq!(b.stats.bad_entries.load(Ordering::Relaxed), 1);
 }

@@ -156,11 +156,16 @@ pub(crate) async fn fill(
     if let Some(fleet) = shared {
         alive_for(&permit, route.lock_timeout() + BOUND_SLACK);
         match fleet
-            .before_fetch(&primary, stale.as_deref(), route.lock_timeout())
+            .before_fetch(
+                &primary,
+                stale.as_deref(),
+                route.lock_timeout(),
+                &fetch.selecting,
+            )
             .await
         {
-            Before::Take(object) => {
-                return take_shared(&route, &primary, &fetch, permit, object).await
+            Before::Take(object, names) => {
+                return take_shared(&route, &primary, &fetch, permit, object, names).await
             }
             Before::Fetch(ours) => lease = ours,
         }
@@ -807,10 +812,9 @@ async fn store(to: StoreCtx<'_>, mut stored: Stored, storable: Storable) -> Fill
         return FillReply::Relay(resp, why);
     }
     if let (Some(lease), Some(fleet)) = (lease, &route.fleet) {
-        // Off the request path; a Vary'd URI's objects stay local.
-        if key == *primary {
-            fleet.commit(lease, key.clone(), object.clone());
-        }
+        // Off the request path; a variant under the URI's variants there.
+        let varies = (!names.is_empty()).then_some(&names[..]);
+        fleet.commit(lease, primary, object.clone(), varies);
     }
     let host = request_host(fetch);
     after_store(route, primary, &key, &object, permit, origin_status, host).await;
@@ -822,32 +826,30 @@ async fn store(to: StoreCtx<'_>, mut stored: Stored, storable: Storable) -> Fill
 }
 
 /// A fresh copy another node of the fleet stored: kept in the local zone
-/// (a failed store still serves it) and handed to the fetch's followers,
-/// with no origin request.
+/// (a failed store still serves it; a variant under this node's marker for
+/// the `names` it varies on) and handed to the fetch's followers, with no
+/// origin request.
 async fn take_shared(
     route: &Route,
     primary: &CacheKey,
     fetch: &FetchRequest,
     permit: Option<FetchPermit<FillOutcome>>,
     object: Arc<CachedObject>,
+    names: Option<Vec<HeaderName>>,
 ) -> FillReply {
     let origin_status = object.status.as_u16();
+    let mut key = primary.clone();
     if let Some(zone) = route.zone_for(&primary.as_ref()) {
-        if let Err(e) = zone.tier.insert(primary.clone(), object.clone()).await {
-            tracing::debug!(key = %primary, zone = %zone.name, error = %e, "shared copy not stored locally");
+        if let (Some(names), Some(secondary)) = (names, object.variant.as_deref()) {
+            let id = marker_for(zone, primary, names, &object.meta).await;
+            key = vary::variant_key(&primary.as_ref(), id, secondary);
+        }
+        if let Err(e) = zone.tier.insert(key.clone(), object.clone()).await {
+            tracing::debug!(key = %key, zone = %zone.name, error = %e, "shared copy not stored locally");
         }
     }
     let host = request_host(fetch);
-    after_store(
-        route,
-        primary,
-        primary,
-        &object,
-        permit,
-        origin_status,
-        host,
-    )
-    .await;
+    after_store(route, primary, &key, &object, permit, origin_status, host).await;
     FillReply::Stored {
         object,
         origin_status,

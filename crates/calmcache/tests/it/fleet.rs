@@ -391,3 +391,72 @@ async fn a_fetch_longer_than_the_lease_keeps_it() {
     assert_eq!(origin.hits_for("/slow"), 1);
     assert_eq!(sum(&fleet, "leases_acquired").await, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_uri_whose_responses_vary_is_shared_one_fetch_per_variant() {
+    // `Vary: Accept-Language`: each language is fetched once for the
+    // fleet, and no node is ever handed another language's answer.
+    let redis = Redis::start();
+    let origin = Origin::start().await;
+    let fleet = nodes(&origin, &redis, "30s").await;
+    let path = "/varies?x-origin-delay-ms=300&x-origin-header=Vary:%20Accept-Language";
+    let ask = |language: &'static str| {
+        let mut tasks = Vec::new();
+        for node in &fleet {
+            for _ in 0..5 {
+                let url = node.url(path);
+                tasks.push(tokio::spawn(async move {
+                    request(
+                        Method::GET,
+                        &url,
+                        &[("host", "fleet.test"), ("accept-language", language)],
+                    )
+                    .await
+                }));
+            }
+        }
+        tasks
+    };
+    let mut seen = std::collections::HashMap::new();
+    for (round, language) in ["de", "fr", "de", "fr"].into_iter().enumerate() {
+        let mut bodies = Vec::new();
+        for task in ask(language) {
+            let reply = task.await.unwrap();
+            assert_eq!(reply.status, 200, "{}", reply.body);
+            bodies.push(reply.body);
+        }
+        assert!(
+            bodies.iter().all(|b| b == &bodies[0]),
+            "{language}: one answer on every node: {bodies:?}"
+        );
+        let first = seen.entry(language).or_insert_with(|| bodies[0].clone());
+        assert_eq!(
+            first, &bodies[0],
+            "{language}, round {round}: the same copy"
+        );
+        let fetched = if round < 2 { round as u64 + 1 } else { 2 };
+        assert_eq!(
+            origin.hits_for("/varies"),
+            fetched,
+            "{language}, round {round}: one fetch per variant for the fleet"
+        );
+        // Let the commit land before the next round.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_ne!(seen["de"], seen["fr"], "two variants");
+    assert!(sum(&fleet, "shared_hits").await >= 2, "taken from redis");
+    assert_eq!(sum(&fleet, "too_large").await, 0, "nothing kept local");
+    // A purge of the URI on one node reaches every variant on every node.
+    purge(
+        &fleet[1],
+        &format!(r#"{{"url": "http://fleet.test{path}"}}"#),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    for task in ask("fr") {
+        let reply = task.await.unwrap();
+        assert_eq!(reply.status, 200);
+        assert_ne!(reply.body, seen["fr"], "purged: a new copy");
+    }
+    assert_eq!(origin.hits_for("/varies"), 3, "one fetch after the purge");
+}
