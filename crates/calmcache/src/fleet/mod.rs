@@ -642,9 +642,10 @@ impl Fleet {
         object: Arc<CachedObject>,
         names: Option<&[HeaderName]>,
     ) {
-        let fits = object.lazy_body.is_none()
-            && object.vary_index.is_none()
-            && object.weight() as u64 <= self.cfg.max_object_size;
+        // A body left in a disk zone's file counts whole (it is read back).
+        let in_file = object.lazy_body.as_ref().map_or(0, |l| l.len);
+        let fits = object.vary_index.is_none()
+            && object.weight() as u64 + in_file <= self.cfg.max_object_size;
         if !fits {
             self.stats.too_large.fetch_add(1, Ordering::Relaxed);
             return; // Dropping the lease releases it.
@@ -668,6 +669,14 @@ impl Fleet {
         let fleet = self.clone();
         tokio::spawn(async move {
             let mut lease = lease;
+            // A body in a file is read back (on a blocking thread) whole.
+            let object = match whole(object).await {
+                Ok(object) => object,
+                Err(e) => {
+                    tracing::debug!(key = %key, error = %e, "not put in redis");
+                    return; // Dropping the lease releases it.
+                }
+            };
             let stored_at = SystemTime::now() - object.meta.stored_at.elapsed();
             let blob = match encode_object(&key, &object, stored_at) {
                 Ok(blob) => blob,
@@ -1295,6 +1304,25 @@ fn stream_id_before(a: &str, b: &str) -> bool {
         (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
     };
     parse(a) < parse(b)
+}
+
+/// `object` with its body in memory: read from its disk file if it was
+/// left there (verified against the file's checksum).
+async fn whole(object: Arc<CachedObject>) -> std::io::Result<Arc<CachedObject>> {
+    let Some(lazy) = object.lazy_body.clone() else {
+        return Ok(object);
+    };
+    let body = tokio::task::spawn_blocking(move || lazy.read_all())
+        .await
+        .map_err(std::io::Error::other)??;
+    Ok(Arc::new(CachedObject::assemble(
+        object.meta.clone(),
+        object.status,
+        object.headers.clone(),
+        body,
+        object.encodings.clone(),
+        object.variant.clone(),
+    )))
 }
 
 /// The key a variant is stored under in Redis: the URI's key with the

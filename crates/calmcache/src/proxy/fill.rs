@@ -374,7 +374,8 @@ pub(crate) async fn fill(
             len: declared,
             held,
         };
-        return stream_fill(route.clone(), primary, fetch, permit, start, body);
+        let lease = lease.take();
+        return stream_fill(route.clone(), primary, fetch, permit, start, body, lease);
     }
     let body = match collect_limited(body, limit as usize, held).await {
         Collected::Complete(body) => body,
@@ -518,6 +519,7 @@ fn stream_fill(
     permit: Option<FetchPermit<FillOutcome>>,
     start: StreamStart,
     mut body: TimeoutBody<Incoming>,
+    lease: Option<Lease>,
 ) -> FillReply {
     let StreamStart {
         parts,
@@ -573,6 +575,14 @@ fn stream_fill(
         permit.publish(FillOutcome::Streaming(head.clone()));
     }
     let status = parts.status;
+    // The fleet's lease is kept while the body streams (the other nodes wait
+    // for the copy it stores in Redis), unless the body cannot go there:
+    // then it is let go at once and they fetch on their own.
+    let fleet_limit = route
+        .fleet
+        .as_ref()
+        .map_or(0, |f| f.config().max_object_size);
+    let mut lease = lease.filter(|_| len.is_none_or(|n| n <= fleet_limit));
     tokio::spawn(async move {
         let mut permit = permit;
         let limit = zone.as_ref().map_or(0, |z| z.tier.max_object_size());
@@ -608,6 +618,9 @@ fn stream_fill(
                 Some(Ok(data)) => data,
             };
             total += data.len() as u64;
+            if total > fleet_limit {
+                lease = None;
+            }
             if let Some(len) = len.filter(|&len| total > len) {
                 break Some(format!("origin body longer than its Content-Length {len}"));
             }
@@ -666,6 +679,9 @@ fn stream_fill(
                     // The body stays in its file; hits stream it from there.
                     object.lazy_body = Some(lazy);
                     let object = Arc::new(object);
+                    if let (Some(lease), Some(fleet)) = (lease, &route.fleet) {
+                        fleet.commit(lease, &primary, object.clone(), None);
+                    }
                     let host = request_host(&fetch);
                     after_store(
                         &route,
@@ -705,8 +721,7 @@ fn stream_fill(
             permit,
             origin_status,
             started,
-            // Streamed bodies stay local (the lease was released).
-            lease: None,
+            lease,
         };
         let _ = store(to, stored, storable).await;
     });

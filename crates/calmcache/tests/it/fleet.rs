@@ -460,3 +460,48 @@ async fn a_uri_whose_responses_vary_is_shared_one_fetch_per_variant() {
     }
     assert_eq!(origin.hits_for("/varies"), 3, "one fetch after the purge");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_streams_is_shared_too_from_memory_and_from_disk() {
+    // 600 KB: past the size a fill collects before storing, so its body
+    // streams to readers as it arrives (and into a disk zone's file); still
+    // under fleet.max_object_size (1 MiB), so it goes to Redis once whole.
+    let redis = Redis::start();
+    let origin = Origin::start().await;
+    let dirs: Vec<_> = (0..3)
+        .map(|i| crate::scratch(&format!("fleet-big-{i}")))
+        .collect();
+    for (kind, fleet) in [
+        ("memory", nodes(&origin, &redis, "30s").await),
+        ("disk", {
+            let mut fleet = Vec::new();
+            for dir in &dirs {
+                fleet.push(
+                    Proxy::new(&origin)
+                        .disk_zone(dir, "")
+                        .route("ttl = { 200 = \"30s\" }\nlock_timeout = \"5s\"")
+                        .fleet(&redis.url(), "timeout = \"200ms\"")
+                        .start()
+                        .await,
+                );
+            }
+            fleet
+        }),
+    ] {
+        let path = format!("/big-{kind}?x-origin-delay-ms=300&x-origin-body-bytes=600000");
+        let bodies = burst(&fleet, &path, 3).await;
+        assert!(
+            bodies.iter().all(|b| b.len() == 600_000 && b == &bodies[0]),
+            "{kind}: one whole answer everywhere"
+        );
+        assert_eq!(
+            origin.hits_for(&format!("/big-{kind}")),
+            1,
+            "{kind}: one fetch for the fleet"
+        );
+        assert_eq!(sum(&fleet, "too_large").await, 0, "{kind}");
+    }
+    for dir in dirs {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
