@@ -26,9 +26,10 @@ const REQUESTS_PER_CLIENT: usize = 3000;
 const LOAD_LIMIT: Duration = Duration::from_secs(60);
 /// Between two requests of one client.
 const PACE: Duration = Duration::from_millis(20);
-/// Generous bounds on the breaker: it opens after three failed calls (one
-/// deadline each, and a node calls Redis at least every 200 ms); it probes
-/// 1 s after opening, then 2 s, 4 s... later.
+/// Generous bounds on the breaker: it opens after five failed calls in a
+/// row, or half of 20 in 2 s (one deadline each, overlapping under load,
+/// and a node calls Redis at least every 200 ms); it probes 1 s after
+/// opening, then 2 s, 4 s... later.
 const OPEN_WITHIN: Duration = Duration::from_secs(3);
 pub const CLOSED_WITHIN: Duration = Duration::from_secs(15);
 /// After the breakers close, the fleet stores or takes a copy within this.

@@ -165,10 +165,11 @@ async fn a_probe_given_up_by_its_caller_does_not_hold_the_breaker_half_open() {
     assert!(tokio::time::timeout(Duration::from_millis(300), hold)
         .await
         .is_err());
-    // Redis silent: three calls miss the deadline, the breaker opens.
+    // Redis silent: five calls miss the deadline, five in a row open the
+    // breaker.
     link.blackhole();
     let mut misses = Vec::new();
-    for i in 0..3 {
+    for i in 0..5 {
         let (node, wire) = (node.clone(), h2c.clone());
         misses.push(tokio::spawn(async move {
             let path = format!("/open/{i}");
