@@ -14,7 +14,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
 
 use crate::config::FleetConfig;
-use crate::fleet::breaker::{Breaker, BreakerState, Pass};
+use crate::fleet::breaker::{Breaker, BreakerState, Failure, Pass};
 use crate::fleet::ops_stats::{Op, OpStats, Outcome};
 
 /// How long connecting may take (a call still waits at most the deadline).
@@ -99,10 +99,12 @@ impl Link {
             conn: Mutex::new(None),
             rebuilds: AtomicU64::new(0),
             connecting: Arc::new(AtomicBool::new(false)),
-            breaker: Breaker::default(),
+            breaker: Breaker::new(cfg.timeout),
             stats: CallStats::default(),
             ops: OpStats::default(),
         });
+        // Detached: it ends with the link.
+        drop(link.breaker.watch_lag());
         link.rebuild()?;
         Ok(link)
     }
@@ -230,7 +232,7 @@ impl Link {
         let conn = self.slot().clone();
         let Some(conn) = conn else {
             // A cluster whose connection failed: a failure like any other.
-            if pass.failure() {
+            if pass.failure(Failure::Error) {
                 let _ = self.rebuild();
             }
             self.count(op, Outcome::Failed);
@@ -239,22 +241,23 @@ impl Link {
         let started = tokio::time::Instant::now();
         match tokio::time::timeout(self.cfg.timeout, call(conn)).await {
             Ok(Ok(value)) => {
-                let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                let took = started.elapsed();
+                let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
                 self.count(op, Outcome::Answered(micros));
-                pass.success();
+                pass.success(took);
                 Some(value)
             }
             Ok(Err(e)) => {
                 self.count(op, Outcome::Failed);
                 tracing::debug!(error = %e, op = op.as_str(), "redis call failed");
-                if pass.failure() {
+                if pass.failure(Failure::Error) {
                     let _ = self.rebuild();
                 }
                 None
             }
             Err(_) => {
                 self.count(op, Outcome::TimedOut);
-                if pass.failure() {
+                if pass.failure(Failure::TimedOut(started.elapsed())) {
                     let _ = self.rebuild();
                 }
                 None
@@ -319,15 +322,17 @@ struct Outstanding<'a> {
 }
 
 impl Outstanding<'_> {
-    fn success(mut self) {
+    fn success(mut self, took: Duration) {
         if let Some(pass) = self.pass.take() {
-            self.breaker.success(pass);
+            self.breaker.success(pass, took);
         }
     }
 
     /// True when this opened the breaker (see [`Breaker::failure`]).
-    fn failure(mut self) -> bool {
-        self.pass.take().is_some_and(|p| self.breaker.failure(p))
+    fn failure(mut self, failure: Failure) -> bool {
+        self.pass
+            .take()
+            .is_some_and(|p| self.breaker.failure(p, failure))
     }
 }
 

@@ -29,7 +29,7 @@ use http::HeaderName;
 use redis::{Script, Value};
 use tokio::time::Instant;
 
-pub(crate) use breaker::BreakerState;
+pub(crate) use breaker::{BreakerState, BreakerStats, OpenReason, OpenedBy};
 use link::Link;
 use ops_stats::Op;
 pub(crate) use ops_stats::OpSnapshot;
@@ -1212,9 +1212,9 @@ impl Fleet {
         self.link.ops.snapshot()
     }
 
-    /// Times the breaker opened.
-    pub(crate) fn breaker_opened(&self) -> u64 {
-        self.link.breaker.opened.load(Ordering::Relaxed)
+    /// The breaker's transitions, by reason, and what its latency rule sees.
+    pub(crate) fn breaker_stats(&self) -> BreakerStats {
+        self.link.breaker.stats()
     }
 }
 

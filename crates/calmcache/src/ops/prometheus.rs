@@ -388,6 +388,32 @@ fn fleet(o: &mut String, f: &crate::ops::status::FleetStatus) {
     }
     family(
         o,
+        "calmcache_fleet_breaker_opened_total",
+        "counter",
+        "Times the Redis circuit breaker opened, by the rule that opened it (consecutive: 5 failed calls in a row; ratio: half of at least 20 calls in 2 s failed; latency: calls cost over 3/4 of fleet.timeout on average).",
+    );
+    for reason in crate::fleet::OpenReason::ALL {
+        sample(
+            o,
+            "calmcache_fleet_breaker_opened_total",
+            &[("reason", reason.as_str())],
+            f.breaker_opened_by.by(reason) as f64,
+        );
+    }
+    gauge(
+        o,
+        "calmcache_fleet_breaker_latency_seconds",
+        "The breaker's latency rule: what a Redis call costs on average (EWMA) since the breaker last closed.",
+        f.breaker_latency_us as f64 / 1e6,
+    );
+    gauge(
+        o,
+        "calmcache_fleet_timer_lag_seconds",
+        "How late this node's timers fire on average; past fleet.timeout / 10 (at least 2 ms) the breaker's latency rule is silent.",
+        f.breaker_lag_us as f64 / 1e6,
+    );
+    family(
+        o,
         "calmcache_fleet_redis_calls_total",
         "counter",
         "Redis calls by operation and result (ok, failed, timed_out: past fleet.timeout, skipped: breaker open).",
@@ -437,9 +463,9 @@ fn fleet(o: &mut String, f: &crate::ops::status::FleetStatus) {
     }
     let counters: [(&str, &str, u64); 14] = [
         (
-            "calmcache_fleet_breaker_opened_total",
-            "Times the Redis circuit breaker opened.",
-            f.breaker_opened,
+            "calmcache_fleet_breaker_closed_total",
+            "Times a probe closed the Redis circuit breaker (Redis in use again).",
+            f.breaker_closed,
         ),
         (
             "calmcache_fleet_reconnects_total",
@@ -702,7 +728,16 @@ mod tests {
         let f = crate::ops::status::FleetStatus {
             node: "n1".to_owned(),
             breaker: crate::fleet::BreakerState::HalfOpen,
-            breaker_opened: 1,
+            breaker_opened: 3,
+            breaker_opened_by: crate::fleet::OpenedBy {
+                consecutive: 1,
+                ratio: 0,
+                latency: 2,
+            },
+            breaker_closed: 2,
+            breaker_last_reason: Some(crate::fleet::OpenReason::Latency),
+            breaker_latency_us: 40_000,
+            breaker_lag_us: 1_500,
             calls_ok: 4,
             calls_failed: 1,
             calls_timed_out: 2,
@@ -742,6 +777,12 @@ mod tests {
             "calmcache_fleet_breaker_state{state=\"closed\"} 0",
             "calmcache_fleet_breaker_state{state=\"open\"} 0",
             "calmcache_fleet_breaker_state{state=\"half_open\"} 1",
+            "calmcache_fleet_breaker_opened_total{reason=\"consecutive\"} 1",
+            "calmcache_fleet_breaker_opened_total{reason=\"ratio\"} 0",
+            "calmcache_fleet_breaker_opened_total{reason=\"latency\"} 2",
+            "calmcache_fleet_breaker_closed_total 2",
+            "calmcache_fleet_breaker_latency_seconds 0.04",
+            "calmcache_fleet_timer_lag_seconds 0.0015",
             "calmcache_fleet_redis_calls_total{op=\"acquire\",result=\"ok\"} 4",
             "calmcache_fleet_redis_calls_total{op=\"acquire\",result=\"timed_out\"} 2",
             "calmcache_fleet_redis_calls_total{op=\"acquire\",result=\"skipped\"} 3",

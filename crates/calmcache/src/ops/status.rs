@@ -70,6 +70,21 @@ pub(crate) struct FleetStatus {
     pub breaker: crate::fleet::BreakerState,
     /// Times the breaker opened.
     pub breaker_opened: u64,
+    /// The same by the rule that opened it: `consecutive` (5 failed calls
+    /// in a row), `ratio` (half of at least 20 calls in 2 s failed),
+    /// `latency` (calls cost over 3/4 of `fleet.timeout` on average).
+    pub breaker_opened_by: crate::fleet::OpenedBy,
+    /// Times a probe closed it.
+    pub breaker_closed: u64,
+    /// The rule that opened it last (`null`: never opened).
+    pub breaker_last_reason: Option<crate::fleet::OpenReason>,
+    /// The latency rule's average of what a Redis call costs since the
+    /// breaker last closed, in microseconds.
+    pub breaker_latency_us: u64,
+    /// How late this node's timers fire (average), in microseconds: past
+    /// `fleet.timeout / 10` (at least 2 ms) the node is too busy to judge
+    /// Redis by latency, and the latency rule is silent.
+    pub breaker_lag_us: u64,
     /// Redis calls answered in time, failed, past the deadline, and not
     /// made (breaker open).
     pub calls_ok: u64,
@@ -421,10 +436,16 @@ fn fleet_status(fleet: &crate::fleet::Fleet) -> FleetStatus {
         fleet.calls();
     let s = &fleet.stats;
     let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    let b = fleet.breaker_stats();
     FleetStatus {
         node: fleet.node().to_owned(),
         breaker: fleet.breaker(),
-        breaker_opened: fleet.breaker_opened(),
+        breaker_opened: b.opened_by.total(),
+        breaker_opened_by: b.opened_by,
+        breaker_closed: b.closed,
+        breaker_last_reason: b.last_reason,
+        breaker_latency_us: b.latency_us,
+        breaker_lag_us: b.lag_us,
         calls_ok,
         calls_failed,
         calls_timed_out,

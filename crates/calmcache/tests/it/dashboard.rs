@@ -476,6 +476,8 @@ async fn dashboard_shows_the_fleet_panel_in_fleet_mode() {
     );
     checks.eq(what, dom, "fleet-breaker", "closed");
     checks.eq(what, dom, "fleet-breaker-opened", "0");
+    checks.eq(what, dom, "fleet-breaker-closed", "0");
+    checks.eq(what, dom, "fleet-breaker-last-reason", "");
     checks.eq(what, dom, "fleet-leases-acquired", "1");
     checks.eq(what, dom, "fleet-leases-held", "0");
     checks.eq(what, dom, "fleet-shared-hits", "0");
