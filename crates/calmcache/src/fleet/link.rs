@@ -88,6 +88,8 @@ pub(crate) struct Link {
     pub(crate) stats: CallStats,
     /// The same, per operation.
     pub(crate) ops: OpStats,
+    /// The last failed call's operation and error.
+    last_error: Mutex<Option<String>>,
 }
 
 impl Link {
@@ -102,6 +104,7 @@ impl Link {
             breaker: Breaker::new(cfg.timeout),
             stats: CallStats::default(),
             ops: OpStats::default(),
+            last_error: Mutex::new(None),
         });
         // Detached: it ends with the link.
         drop(link.breaker.watch_lag());
@@ -218,7 +221,7 @@ impl Link {
             // A cluster's first connection is on its way: no call, and
             // nothing against the breaker, or a node started under traffic
             // would open it at once and go on alone.
-            self.count(op, Outcome::Failed);
+            self.count(op, Outcome::Skipped);
             return None;
         }
         let Some(pass) = self.breaker.pass() else {
@@ -232,7 +235,9 @@ impl Link {
         let conn = self.slot().clone();
         let Some(conn) = conn else {
             // A cluster whose connection failed: a failure like any other.
+            self.note_error(op, "no connection to the cluster");
             if pass.failure(Failure::Error) {
+                self.opened_after(op);
                 let _ = self.rebuild();
             }
             self.count(op, Outcome::Failed);
@@ -250,19 +255,60 @@ impl Link {
             Ok(Err(e)) => {
                 self.count(op, Outcome::Failed);
                 tracing::debug!(error = %e, op = op.as_str(), "redis call failed");
+                self.note_error(op, &e.to_string());
                 if pass.failure(Failure::Error) {
+                    self.opened_after(op);
                     let _ = self.rebuild();
                 }
                 None
             }
             Err(_) => {
                 self.count(op, Outcome::TimedOut);
+                let deadline = self.cfg.timeout;
+                self.note_error(
+                    op,
+                    &format!("no answer within fleet.timeout ({deadline:?})"),
+                );
                 if pass.failure(Failure::TimedOut(started.elapsed())) {
+                    self.opened_after(op);
                     let _ = self.rebuild();
                 }
                 None
             }
         }
+    }
+
+    /// Keeps the last failed call's error (for `/status` and the warning
+    /// when the breaker opens: a TLS or password problem shows there, not
+    /// only at debug level).
+    fn note_error(&self, op: Op, error: &str) {
+        let mut text = format!("{}: {error}", op.as_str());
+        if text.len() > 300 {
+            let mut end = 300;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+        }
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(text);
+    }
+
+    /// The breaker just opened on a failed call: say why, once.
+    fn opened_after(&self, op: Op) {
+        let error = self.last_error();
+        tracing::warn!(
+            op = op.as_str(),
+            error = error.as_deref().unwrap_or("?"),
+            "redis call failed; the breaker opened"
+        );
+    }
+
+    /// The last failed call: its operation and error.
+    pub(crate) fn last_error(&self) -> Option<String> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// One call counted in the totals and under its operation.

@@ -139,7 +139,7 @@ impl Drop for Lease {
         let token = std::mem::take(&mut self.token);
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(async move {
-                if !fleet.release(&lease, &token).await {
+                if fleet.release(&lease, &token).await.is_none() {
                     fleet.unreleased().push_within(lease, token);
                 }
             });
@@ -569,7 +569,8 @@ impl Fleet {
         let lease_ms = u64::try_from(self.cfg.lease.as_millis()).unwrap_or(u64::MAX);
         let purged_before = self.purged_before.load(Ordering::Relaxed);
         let script = &self.acquire;
-        let value: Value = self
+        let keys = &keys;
+        let value: Option<Value> = self
             .link
             .call(Op::Acquire, |mut conn| async move {
                 script
@@ -584,8 +585,14 @@ impl Fleet {
                     .invoke_async(&mut conn)
                     .await
             })
-            .await?;
-        let Value::Array(items) = value else {
+            .await;
+        let Some(Value::Array(items)) = value else {
+            // Unanswered in time, the script may still have run and taken
+            // the lease for a fetch that will not happen: let it go once
+            // Redis answers (the other nodes need not wait out its TTL).
+            if try_lease {
+                self.unreleased().push_within(keys[1].clone(), token);
+            }
             return None;
         };
         match items.as_slice() {
@@ -1024,23 +1031,30 @@ impl Fleet {
         let late = std::mem::take(&mut self.unreleased().0);
         let mut left = late.into_iter();
         while let Some((lease, token)) = left.next() {
-            if !self.release(&lease, &token).await {
-                let mut unreleased = self.unreleased();
-                unreleased.push_within(lease, token);
-                for (lease, token) in left {
+            match self.release(&lease, &token).await {
+                None => {
+                    let mut unreleased = self.unreleased();
                     unreleased.push_within(lease, token);
+                    for (lease, token) in left {
+                        unreleased.push_within(lease, token);
+                    }
+                    return;
                 }
-                return;
+                Some(true) => {
+                    self.stats
+                        .leases_released_late
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                // Expired meanwhile, or never taken (an acquire that
+                // missed its deadline before the script ran).
+                Some(false) => {}
             }
-            self.stats
-                .leases_released_late
-                .fetch_add(1, Ordering::Relaxed);
         }
     }
 
-    /// Drops the lease `lease` if `token` still holds it; false when Redis
-    /// could not be asked.
-    async fn release(self: &Arc<Self>, lease: &str, token: &str) -> bool {
+    /// Drops the lease `lease` if `token` still holds it: whether it did,
+    /// or `None` when Redis could not be asked.
+    async fn release(self: &Arc<Self>, lease: &str, token: &str) -> Option<bool> {
         let script = &self.release;
         self.link
             .call(Op::Release, |mut conn| async move {
@@ -1051,7 +1065,7 @@ impl Fleet {
                     .await
             })
             .await
-            .is_some()
+            .map(|deleted| deleted > 0)
     }
 
     fn unreleased(&self) -> std::sync::MutexGuard<'_, Unreleased> {
@@ -1205,6 +1219,11 @@ impl Fleet {
                 .unwrap_or(0),
             s.reconnects.load(Ordering::Relaxed),
         ]
+    }
+
+    /// The last failed Redis call: its operation and error.
+    pub(crate) fn last_error(&self) -> Option<String> {
+        self.link.last_error()
     }
 
     /// Call counters and latency per operation (acquire, commit, ...).

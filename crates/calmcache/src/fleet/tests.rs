@@ -333,3 +333,54 @@ async fn a_variant_entry_under_another_selection_is_never_taken() {
     ));
     assert_eq!(b.stats.bad_entries.load(Ordering::Relaxed), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_taken_by_an_acquire_that_missed_its_deadline_is_let_go() {
+    // Redis hangs with the acquire in its socket: the node gives up on it
+    // and fetches alone, but the script runs once Redis wakes and takes the
+    // lease for a fetch the fleet will never see.
+    let redis = Redis::start();
+    let cfg = FleetConfig {
+        lease: Duration::from_secs(30),
+        timeout: Duration::from_millis(100),
+        ..config(&redis)
+    };
+    let (a, b) = (Fleet::new(&cfg).unwrap(), Fleet::new(&cfg).unwrap());
+    let key = CacheKey::new("http", "h", "/orphan");
+    // Connected, and the script known to Redis (a first call of it would
+    // be answered NOSCRIPT and sent again whole): the acquire below is
+    // sent at once, as a node under traffic sends it.
+    drop(lease(&a, &CacheKey::new("http", "h", "/warm")).await);
+    tokio::time::sleep(Duration::from_millis(100)).await; // its release
+    redis.pause();
+    let before = a
+        .before_fetch(&key, None, Duration::from_secs(1), &http::HeaderMap::new())
+        .await;
+    assert!(
+        matches!(before, Before::Fetch(None)),
+        "no lease: Redis hung"
+    );
+    redis.resume();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let lease_key = a.key(&hash_of(&key), "l");
+    let held = redis.command(&["EXISTS", &lease_key]).unwrap();
+    assert_eq!(held.trim(), ":1", "the late script took the lease");
+    for _ in 0..100 {
+        a.poll_purges(false).await;
+        if a.stats.leases_released_late.load(Ordering::Relaxed) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(a.stats.leases_released_late.load(Ordering::Relaxed), 1);
+    assert!(matches!(
+        b.before_fetch(
+            &key,
+            None,
+            Duration::from_millis(200),
+            &http::HeaderMap::new()
+        )
+        .await,
+        Before::Fetch(Some(_))
+    ));
+}

@@ -764,6 +764,7 @@ mod tests {
             purge_gaps: 0,
             purges_pending: 0,
             ops,
+            last_error: None,
             most_fetched: vec![crate::fleet::ObjectFetches {
                 key: "GET http fleet.test /a".to_owned(),
                 fleet: 3,

@@ -147,6 +147,9 @@ pub(crate) struct FleetStatus {
     /// The objects this node fetched for the fleet lately that the fleet
     /// fetched most: origin fetches summed over every node.
     pub most_fetched: Vec<crate::fleet::ObjectFetches>,
+    /// The last failed Redis call (`op: error`), if any: why the breaker
+    /// opened (a TLS or password problem shows here).
+    pub last_error: Option<String>,
 }
 
 /// Client connections.
@@ -475,5 +478,6 @@ fn fleet_status(fleet: &crate::fleet::Fleet) -> FleetStatus {
         purges_pending: fleet.purges_pending(),
         ops: fleet.ops(),
         most_fetched: fleet.most_fetched(),
+        last_error: fleet.last_error(),
     }
 }

@@ -103,6 +103,11 @@ async fn goes_on_alone(strays: &[RunningProxy], origin: &Origin, tag: &str) {
         assert_ne!(s["breaker"], "closed", "{s}");
         assert_eq!(s["calls_ok"], 0, "no call got through: {s}");
         assert!(s["calls_failed"].as_u64() > Some(0), "{s}");
+        // Why, in /status (not only in a debug log).
+        assert!(
+            s["last_error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{s}"
+        );
         let path = format!("/{tag}/{i}/after");
         assert_eq!(get(&node.url(&path)).await.status, 200);
         assert_eq!(origin.hits_for(&path), 1, "{path}: fetched alone");
