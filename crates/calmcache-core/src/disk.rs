@@ -64,6 +64,11 @@ const SHARDS: usize = 64;
 /// The file that marks a directory as a calmcache zone.
 pub const ZONE_MARKER: &str = ".calmcache-zone";
 
+/// Files at the top of a zone directory whose names start with this belong
+/// to calmcache, not to the index (the marker, the fleet's purge stream
+/// position): the loader leaves them alone.
+pub const RESERVED_PREFIX: &str = ".calmcache-";
+
 /// Bodies above this are not read into memory on a hit: they are streamed
 /// from the file in chunks (`CachedObject::lazy_body`).
 pub const INLINE_LIMIT: u64 = 1 << 20;
@@ -172,6 +177,9 @@ pub struct DiskTier {
     soft: Mutex<HashMap<u64, (u32, tokio::time::Instant)>>,
     /// Entries in `soft` (a hit checks this, not the map, when it is 0).
     soft_len: std::sync::atomic::AtomicUsize,
+    /// The hosts in the keys of the files the loader indexed (bounded): a
+    /// purge by path must reach objects stored before this start.
+    loaded_hosts: Mutex<crate::tier::HostsFound>,
     /// Bytes of files the file system holds for this zone, as last seen
     /// (own bytes + free space) once a write found it full; `u64::MAX`
     /// while it never did or has room for `max_size` again.
@@ -263,6 +271,7 @@ impl DiskTier {
             failed_until_ms: AtomicU64::new(0),
             soft: Mutex::new(HashMap::new()),
             soft_len: std::sync::atomic::AtomicUsize::new(0),
+            loaded_hosts: Mutex::new(crate::tier::HostsFound::default()),
             fs_capacity: AtomicU64::new(NO_FS_BOUND),
             fs_file_capacity: AtomicU64::new(NO_FS_BOUND),
             fs_headroom_pct: AtomicU64::new(HEADROOM_MIN_PCT),
@@ -276,6 +285,14 @@ impl DiskTier {
     /// The zone's configuration.
     pub fn config(&self) -> &DiskConfig {
         &self.config
+    }
+
+    /// The hosts of the objects the loader found (see [`Tier::hosts_found`]).
+    pub fn loaded_hosts(&self) -> crate::tier::HostsFound {
+        self.loaded_hosts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The zone's counters.
@@ -691,7 +708,11 @@ impl DiskTier {
                     continue;
                 }
                 let name = entry.file_name();
-                if name == ZONE_MARKER {
+                if dir == self.config.path
+                    && name
+                        .to_str()
+                        .is_some_and(|n| n.starts_with(RESERVED_PREFIX))
+                {
                     continue;
                 }
                 if disk_format::is_temp_name(&name) {
@@ -752,6 +773,10 @@ impl DiskTier {
                 }
                 self.index(hash, summary.file_len, false);
                 self.stats.loaded.fetch_add(1, Ordering::Relaxed);
+                self.loaded_hosts
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .note(summary.key.as_ref().host);
             }
             Err(e) => {
                 self.note_read_error(&e);

@@ -61,7 +61,15 @@ async fn objects_survive_a_restart() {
     let tier = DiskTier::open(config(&dir, 1 << 20)).unwrap();
     tier.insert(key("/a"), object("alpha")).await.unwrap();
     tier.insert(key("/b"), object("beta")).await.unwrap();
-    assert_eq!(tier.objects(), 2);
+    tier.insert(CacheKey::new("https", "other.test", "/c"), object("gamma"))
+        .await
+        .unwrap();
+    assert_eq!(tier.objects(), 3);
+    assert_eq!(
+        tier.loaded_hosts(),
+        crate::tier::HostsFound::default(),
+        "none loaded"
+    );
     let got = tier.get(&key("/a").as_ref()).await.unwrap();
     assert_eq!(&got.body[..], b"alpha");
     drop(tier);
@@ -70,7 +78,11 @@ async fn objects_survive_a_restart() {
     assert_eq!(again.objects(), 0);
     again.load();
     assert!(again.stats().loader_done.load(Ordering::Relaxed));
-    assert_eq!(again.objects(), 2);
+    assert_eq!(again.objects(), 3);
+    // The hosts of what it found, for purges by path.
+    let found = again.loaded_hosts();
+    let hosts: Vec<&str> = found.hosts.iter().map(|h| &**h).collect();
+    assert_eq!(hosts, ["example.com", "other.test"]);
     let got = again.get(&key("/b").as_ref()).await.unwrap();
     assert_eq!(&got.body[..], b"beta");
     assert_eq!(got.headers["content-type"], "text/plain");
@@ -98,12 +110,19 @@ async fn torn_foreign_and_temp_files_are_removed_never_served() {
     std::fs::write(foreign.join("abcd000000000000"), b"not a cache file").unwrap();
     let temp = foreign.join(".tmp-left-over");
     std::fs::write(&temp, b"half").unwrap();
+    // calmcache's own files at the top (the fleet's purge position) stay;
+    // the same name below the top is not ours.
+    let own = dir.join(format!("{RESERVED_PREFIX}fleet-position"));
+    std::fs::write(&own, b"e 0-0\n").unwrap();
+    let misplaced = foreign.join(format!("{RESERVED_PREFIX}fleet-position"));
+    std::fs::write(&misplaced, b"e 0-0\n").unwrap();
     drop(tier);
     let again = DiskTier::open(config(&dir, 1 << 20)).unwrap();
     again.load();
     assert_eq!(again.objects(), 1, "only the whole file is indexed");
     assert!(!torn.exists() && !temp.exists());
     assert!(!foreign.join("abcd000000000000").exists());
+    assert!(own.exists() && !misplaced.exists());
     assert!(again.get(&key("/torn").as_ref()).await.is_none());
     assert!(again.stats().broken_files.load(Ordering::Relaxed) >= 2);
     let _ = std::fs::remove_dir_all(&dir);

@@ -159,6 +159,10 @@ impl Tier for DiskTier {
         }
     }
 
+    fn hosts_found(&self) -> crate::tier::HostsFound {
+        self.loaded_hosts()
+    }
+
     fn detail(&self) -> TierDetail {
         TierDetail::disk(self.snapshot())
     }

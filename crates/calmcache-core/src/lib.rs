@@ -55,5 +55,7 @@ pub use memory::MemoryTier;
 pub use object::{CachedObject, Encoded, LazyBody, ObjectMeta, VaryIndex};
 pub use policy::{decide, Decision, RefreshMode, RefreshPolicy};
 pub use status::{AnswerClass, CacheStatus, Fwd, Report};
-pub use tier::{CacheError, PurgeFilter, PurgeMode, Tags, Tier, TierDetail, TierFuture};
+pub use tier::{
+    CacheError, HostsFound, PurgeFilter, PurgeMode, Tags, Tier, TierDetail, TierFuture,
+};
 pub use zone::Zone;

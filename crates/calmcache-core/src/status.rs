@@ -16,6 +16,9 @@ pub enum CacheStatus {
     Hit,
     /// Served fresh from the cache; a background refresh was started (SUS).
     HitRefreshEarly,
+    /// Not in this node's zones, served from the fleet's shared tier (a
+    /// copy another node stored in Redis): no origin request.
+    SharedHit,
     /// Served stale inside stale-while-revalidate; a background refresh runs.
     StaleWhileRevalidate,
     /// Served just-expired under SUS while the refresh of it is in flight.
@@ -44,9 +47,10 @@ pub enum CacheStatus {
 
 impl CacheStatus {
     /// Every status, in declaration order.
-    pub const ALL: [CacheStatus; 14] = [
+    pub const ALL: [CacheStatus; 15] = [
         CacheStatus::Hit,
         CacheStatus::HitRefreshEarly,
+        CacheStatus::SharedHit,
         CacheStatus::StaleWhileRevalidate,
         CacheStatus::StaleRefreshInFlight,
         CacheStatus::StaleIfError,
@@ -64,7 +68,9 @@ impl CacheStatus {
     /// The class of an answer with this status: the one place it is decided.
     pub fn class(self) -> AnswerClass {
         match self {
-            CacheStatus::Hit | CacheStatus::HitRefreshEarly => AnswerClass::Hit,
+            CacheStatus::Hit | CacheStatus::HitRefreshEarly | CacheStatus::SharedHit => {
+                AnswerClass::Hit
+            }
             CacheStatus::StaleWhileRevalidate
             | CacheStatus::StaleRefreshInFlight
             | CacheStatus::StaleIfError => AnswerClass::Stale,
@@ -85,6 +91,7 @@ impl CacheStatus {
         match self {
             CacheStatus::Hit => "hit",
             CacheStatus::HitRefreshEarly => "hit-refresh-early",
+            CacheStatus::SharedHit => "hit-fleet",
             CacheStatus::StaleWhileRevalidate => "stale-while-revalidate",
             CacheStatus::StaleRefreshInFlight => "stale-refresh-in-flight",
             CacheStatus::StaleIfError => "stale-if-error",
@@ -106,6 +113,7 @@ impl CacheStatus {
         let (fwd, stored, collapsed, detail) = match self {
             CacheStatus::Hit => (None, false, false, None),
             CacheStatus::HitRefreshEarly => (None, false, false, Some("refresh-early")),
+            CacheStatus::SharedHit => (None, false, false, Some("fleet")),
             CacheStatus::StaleWhileRevalidate => {
                 (None, false, false, Some("stale-while-revalidate"))
             }

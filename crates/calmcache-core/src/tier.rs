@@ -147,6 +147,34 @@ impl TierDetail {
     }
 }
 
+/// The hosts in the keys of the objects a tier found at start (a disk
+/// zone's files from before), up to [`HostsFound::MAX`]: a purge by path
+/// rebuilds keys from hosts, and must reach those objects too.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostsFound {
+    /// The hosts.
+    pub hosts: std::collections::BTreeSet<Box<str>>,
+    /// More hosts than [`HostsFound::MAX`] were found: the set is not all.
+    pub overflowed: bool,
+}
+
+impl HostsFound {
+    /// Hosts kept at most.
+    pub const MAX: usize = 10_000;
+
+    /// Remembers `host`, or notes that it did not fit.
+    pub fn note(&mut self, host: &str) {
+        if self.hosts.contains(host) {
+            return;
+        }
+        if self.hosts.len() < Self::MAX {
+            self.hosts.insert(host.into());
+        } else {
+            self.overflowed = true;
+        }
+    }
+}
+
 /// A place objects are kept: looked up by borrowed key, bounded in bytes.
 ///
 /// Every zone has one behind an `Arc<dyn Tier>`; the request path, purges,
@@ -230,6 +258,14 @@ pub trait Tier: Send + Sync {
     /// again does nothing.
     fn start(&self) {}
 
+    /// The hosts of the objects this tier found when it started (objects
+    /// stored before this process: their hosts were never seen in a
+    /// request). Complete once its loader is done; empty for a tier that
+    /// starts empty.
+    fn hosts_found(&self) -> HostsFound {
+        HostsFound::default()
+    }
+
     /// The tier's own counters for `/status`.
     fn detail(&self) -> TierDetail {
         TierDetail::default()
@@ -257,6 +293,17 @@ pub trait Tier: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hosts_found_are_bounded_and_say_so() {
+        let mut found = HostsFound::default();
+        for i in 0..=HostsFound::MAX {
+            found.note(&format!("h{i}.test"));
+            found.note("h0.test");
+        }
+        assert_eq!(found.hosts.len(), HostsFound::MAX);
+        assert!(found.overflowed);
+    }
 
     #[test]
     fn tags_read_from_headers_and_from_a_list_alike() {

@@ -13,14 +13,17 @@
 //!   origin judging the exact bytes it gets), [`raw::send_raw`] and
 //!   [`raw::RawConn`] (HTTP/1 written byte for byte), [`raw::h2::H2Conn`]
 //!   (HTTP/2 frames and header blocks built by hand).
-//! - [`tls`]: a test CA, leaf certificates by name, a TLS client.
+//! - [`tls`]: a test CA, leaf certificates by name, a TLS client (with a
+//!   client certificate, or without).
 //! - [`wire`]: one request over HTTP/1.1, h2c or HTTP/2 over TLS; [`Wires`],
 //!   a proxy listening all three ways.
 //! - [`tier`]: [`CountingTier`], a third kind of tier that counts what it
 //!   is asked, plugged into a zone through the `Tier` trait.
 //! - [`redis`]: real `redis-server` processes on free loopback ports
 //!   ([`redis::Redis`]: killed, restarted or hung on demand;
-//!   [`redis::RedisCluster`]: three masters), killed when dropped.
+//!   [`redis::RedisCluster`]: three masters), killed when dropped; either
+//!   speaks TLS only on demand, with a throw-away CA's certificates
+//!   ([`redis::RedisTls`]), client certificates required or not.
 //! - [`delay_proxy`]: [`DelayProxy`], a TCP proxy on `127.0.0.1:0` in front
 //!   of one address that adds a one-way delay and jitter per chunk (bytes
 //!   stay in order), holds everything in a blackhole, or resets every

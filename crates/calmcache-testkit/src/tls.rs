@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
-use rustls_pki_types::{CertificateDer, ServerName};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A throw-away certificate authority writing its files into `dir`.
@@ -70,18 +71,36 @@ impl TestCa {
 
     /// A client config trusting this CA only, offering `alpn`.
     pub fn client(&self, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+        let mut config = self.trusting().with_no_client_auth();
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        Arc::new(config)
+    }
+
+    /// A client config trusting this CA only, showing `leaf` (signed by
+    /// any CA) to a server that asks for a client certificate.
+    pub fn client_with_cert(&self, leaf: &Leaf) -> Arc<rustls::ClientConfig> {
+        let key = PrivateKeyDer::from_pem_file(&leaf.key).expect("read the leaf's key");
+        let chain = vec![CertificateDer::from(leaf.der.clone())];
+        let config = self
+            .trusting()
+            .with_client_auth_cert(chain, key)
+            .expect("a client certificate");
+        Arc::new(config)
+    }
+
+    /// A client config builder with this CA as its only root.
+    fn trusting(
+        &self,
+    ) -> rustls::ConfigBuilder<rustls::ClientConfig, rustls::client::WantsClientCert> {
         let mut roots = rustls::RootCertStore::empty();
         roots
             .add(CertificateDer::from(self.issuer.der().to_vec()))
             .expect("trust the CA");
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .expect("versions")
             .with_root_certificates(roots)
-            .with_no_client_auth();
-        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-        Arc::new(config)
     }
 }
 

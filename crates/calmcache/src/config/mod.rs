@@ -30,7 +30,8 @@
 //! - `summary.rs`: [`Config::summary`], the one-line "config ok" report.
 //! - `key_template.rs`, `conditions.rs`: `key` templates and `bypass` /
 //!   `no_store` request conditions, config values parsed here.
-//! - `tls.rs`: `[[server.tls]]` certificate files loaded and checked.
+//! - `tls.rs`: `[[server.tls]]` certificate files loaded and checked, and
+//!   the PEM files of `[fleet]`'s `tls_*` keys.
 //! - `access_log.rs`: the `[access_log]` table's types.
 
 pub(crate) mod access_log;
@@ -115,6 +116,12 @@ pub struct FleetConfig {
     /// How long a node's refresh lease holds before another node may take
     /// over (default 10 s).
     pub lease: Duration,
+    /// `tls_ca`: the CA certificates a `rediss://` server's certificate is
+    /// checked against, instead of the system's roots.
+    pub tls_ca: Option<crate::config::tls::PemFile>,
+    /// `tls_cert` and `tls_key`: the client certificate (chain) and its
+    /// key, shown to a Redis that asks for one (mutual TLS).
+    pub tls_client: Option<(crate::config::tls::PemFile, crate::config::tls::PemFile)>,
 }
 
 impl std::fmt::Debug for FleetConfig {
@@ -130,6 +137,8 @@ impl std::fmt::Debug for FleetConfig {
             .field("max_object_size", &self.max_object_size)
             .field("timeout", &self.timeout)
             .field("lease", &self.lease)
+            .field("tls_ca", &self.tls_ca)
+            .field("tls_client", &self.tls_client)
             .finish()
     }
 }

@@ -43,6 +43,9 @@ pub(crate) struct RawFleet {
     pub(crate) max_object_size: Option<Text>,
     pub(crate) timeout: Option<Text>,
     pub(crate) lease: Option<Text>,
+    pub(crate) tls_ca: Option<String>,
+    pub(crate) tls_cert: Option<String>,
+    pub(crate) tls_key: Option<String>,
 }
 
 /// `fleet.redis`: one URL (a single instance) or a list (cluster nodes).

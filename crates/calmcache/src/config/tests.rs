@@ -1378,13 +1378,15 @@ fn example_access_log_lines_are_valid() {
 #[test]
 fn example_fleet_lines_are_valid_and_show_the_defaults() {
     let section = example_section("# [fleet]");
-    assert_eq!(section.len(), 10, "{section:?}");
+    assert_eq!(section.len(), 13, "{section:?}");
     // One `redis` (not the cluster alternative), and no password: the
-    // example's password and password_file are alternatives too.
+    // example's password and password_file are alternatives too. The TLS
+    // files are checked on their own below.
+    let skipped = |l: &str| l.starts_with("password") || l.starts_with("tls_");
     let single: Vec<&str> = section
         .iter()
         .copied()
-        .filter(|l| !l.starts_with("redis = [") && !l.starts_with("password"))
+        .filter(|l| !l.starts_with("redis = [") && !skipped(l))
         .collect();
     let example = load(&format!("{MINIMAL}\n{}\n", single.join("\n")))
         .fleet
@@ -1406,13 +1408,52 @@ fn example_fleet_lines_are_valid_and_show_the_defaults() {
     let cluster: Vec<&str> = section
         .iter()
         .copied()
-        .filter(|l| !l.starts_with("redis = \"") && !l.starts_with("password"))
+        .filter(|l| !l.starts_with("redis = \"") && !skipped(l))
         .collect();
     let cluster = load(&format!("{MINIMAL}\n{}\n", cluster.join("\n")))
         .fleet
         .unwrap();
     assert!(cluster.cluster);
     assert_eq!(cluster.nodes.len(), 3);
+    // The TLS keys are the real ones: over rediss:// the only problems are
+    // the example's files, absent here.
+    let tls: Vec<&str> = section
+        .iter()
+        .filter(|l| l.starts_with("tls_"))
+        .copied()
+        .collect();
+    let found = problems(&format!(
+        "{MINIMAL}\n[fleet]\nredis = \"rediss://127.0.0.1:6380\"\n{}\n",
+        tls.join("\n")
+    ));
+    assert_eq!(
+        paths(&found),
+        ["fleet.tls_ca", "fleet.tls_cert", "fleet.tls_key"]
+    );
+    assert!(
+        found
+            .iter()
+            .all(|p| p.message.contains(": cannot read the ")),
+        "{found:#?}"
+    );
+}
+
+#[test]
+fn a_fleet_lease_too_short_to_renew_is_refused_by_name() {
+    let with = |lease: &str| {
+        format!("{MINIMAL}\n[fleet]\nredis = \"redis://127.0.0.1:6379\"\nlease = \"{lease}\"\n")
+    };
+    let problem = only_problem(&with("100ms"));
+    assert_eq!(problem.path, "fleet.lease");
+    assert!(problem.message.contains("300ms"), "{problem:?}");
+    assert_eq!(
+        load(&with("300ms")).fleet.unwrap().lease,
+        Duration::from_millis(300)
+    );
+    assert_eq!(
+        load(&with("30s")).fleet.unwrap().lease,
+        Duration::from_secs(30)
+    );
 }
 
 #[test]
@@ -1439,4 +1480,212 @@ fn access_log_problems_name_their_key() {
     let typo = only_problem(&with("path = \"stdout\"\nfromat = \"json\""));
     assert_eq!(typo.path, "access_log.fromat");
     assert_eq!(typo.hint.as_deref(), Some(r#"did you mean "format"?"#));
+}
+
+/// A CA, a client certificate it signed, and another key, as PEM files in
+/// a fresh directory.
+struct FleetTlsFiles {
+    dir: std::path::PathBuf,
+    ca: String,
+    cert: String,
+    key: String,
+    other_key: String,
+}
+
+impl FleetTlsFiles {
+    fn new(tag: &str) -> FleetTlsFiles {
+        let dir =
+            std::env::temp_dir().join(format!("calmcache-fleet-tls-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let ca = calmcache_testkit::tls::TestCa::new(&dir);
+        let client = ca.leaf("client", &[]);
+        let other = ca.leaf("other", &["other.test"]);
+        let path = |p: &Path| p.display().to_string();
+        FleetTlsFiles {
+            ca: path(&ca.ca_pem),
+            cert: path(&client.cert),
+            key: path(&client.key),
+            other_key: path(&other.key),
+            dir,
+        }
+    }
+
+    fn write(&self, name: &str, text: &str) -> String {
+        let path = self.dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    }
+}
+
+impl Drop for FleetTlsFiles {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn fleet_toml(redis: &str, keys: &str) -> String {
+    format!("{MINIMAL}\n[fleet]\nredis = {redis}\n{keys}\n")
+}
+
+#[test]
+fn fleet_tls_files_are_read_with_the_config() {
+    let files = FleetTlsFiles::new("ok");
+    let keys = format!(
+        "tls_ca = {:?}\ntls_cert = {:?}\ntls_key = {:?}",
+        files.ca, files.cert, files.key
+    );
+    let fleet = load(&fleet_toml(r#""rediss://127.0.0.1:6380""#, &keys))
+        .fleet
+        .unwrap();
+    let ca = fleet.tls_ca.as_ref().unwrap();
+    assert_eq!(ca.path, Path::new(&files.ca));
+    assert_eq!(ca.pem, std::fs::read(&files.ca).unwrap());
+    let (cert, key) = fleet.tls_client.as_ref().unwrap();
+    assert_eq!(cert.pem, std::fs::read(&files.cert).unwrap());
+    assert_eq!(key.pem, std::fs::read(&files.key).unwrap());
+    // The key never shows in a debug print, its path does.
+    let shown = format!("{fleet:?}");
+    assert!(shown.contains(&files.key), "{shown}");
+    assert!(!shown.contains("PRIVATE KEY"), "{shown}");
+    // Each is optional: a CA alone (Redis with tls-auth-clients no), a
+    // client certificate alone (a server certificate from a public CA), a
+    // cluster's nodes, or none (the system's roots).
+    let ca_only = load(&fleet_toml(
+        r#""rediss://127.0.0.1:6380""#,
+        &format!("tls_ca = {:?}", files.ca),
+    ))
+    .fleet
+    .unwrap();
+    assert!(ca_only.tls_ca.is_some() && ca_only.tls_client.is_none());
+    let client_only = load(&fleet_toml(
+        r#"["rediss://127.0.0.1:7000", "rediss://127.0.0.1:7001"]"#,
+        &format!("tls_cert = {:?}\ntls_key = {:?}", files.cert, files.key),
+    ))
+    .fleet
+    .unwrap();
+    assert!(client_only.tls_ca.is_none() && client_only.tls_client.is_some());
+    let bare = load(&fleet_toml(r#""rediss://127.0.0.1:6380""#, ""))
+        .fleet
+        .unwrap();
+    assert!(bare.tls_ca.is_none() && bare.tls_client.is_none());
+}
+
+#[test]
+fn fleet_tls_problems_name_their_key() {
+    let files = FleetTlsFiles::new("bad");
+    let tls = r#""rediss://127.0.0.1:6380""#;
+    // Over plain redis:// the keys are a mistake: each is named.
+    let plain = problems(&fleet_toml(
+        r#""redis://127.0.0.1:6379""#,
+        &format!(
+            "tls_ca = {:?}\ntls_cert = {:?}\ntls_key = {:?}",
+            files.ca, files.cert, files.key
+        ),
+    ));
+    assert_eq!(
+        paths(&plain),
+        ["fleet.tls_ca", "fleet.tls_cert", "fleet.tls_key"]
+    );
+    assert_eq!(
+        plain[0].to_string(),
+        "fleet.tls_ca: only used over TLS, and fleet.redis is not a rediss:// URL \
+         (hint: write rediss:// in fleet.redis to reach Redis over TLS, or remove tls_ca)"
+    );
+    // Both client keys or neither.
+    let half = only_problem(&fleet_toml(tls, &format!("tls_cert = {:?}", files.cert)));
+    assert_eq!(half.path, "fleet.tls_key");
+    assert_eq!(half.message, "tls_cert is set but not tls_key");
+    let half = only_problem(&fleet_toml(tls, &format!("tls_key = {:?}", files.key)));
+    assert_eq!(half.path, "fleet.tls_cert");
+    // Files that cannot be read or are not what they should be.
+    let missing = files.dir.join("missing.pem").display().to_string();
+    let junk = files.write("junk.pem", "not a pem file\n");
+    let fake = files.write(
+        "fake.pem",
+        "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+    );
+    let cases = [
+        (
+            format!("tls_ca = {missing:?}"),
+            "fleet.tls_ca",
+            format!("{missing}: cannot read the CA certificates: "),
+        ),
+        (
+            format!("tls_ca = {junk:?}"),
+            "fleet.tls_ca",
+            format!("{junk}: no certificate in it"),
+        ),
+        (
+            format!("tls_ca = {fake:?}"),
+            "fleet.tls_ca",
+            format!("{fake}: not a valid X.509 certificate"),
+        ),
+        (
+            format!("tls_cert = {junk:?}\ntls_key = {:?}", files.key),
+            "fleet.tls_cert",
+            format!("{junk}: no certificate in it"),
+        ),
+        (
+            format!("tls_cert = {:?}\ntls_key = {junk:?}", files.cert),
+            "fleet.tls_key",
+            format!("{junk}: cannot read the private key"),
+        ),
+        (
+            format!("tls_cert = {:?}\ntls_key = {missing:?}", files.cert),
+            "fleet.tls_key",
+            format!("{missing}: cannot read the private key: "),
+        ),
+        (
+            format!(
+                "tls_cert = {:?}\ntls_key = {:?}",
+                files.cert, files.other_key
+            ),
+            "fleet.tls_key",
+            format!(
+                "{}: this key does not belong to the certificate {}",
+                files.other_key, files.cert
+            ),
+        ),
+    ];
+    for (keys, path, start) in cases {
+        let problem = only_problem(&fleet_toml(tls, &keys));
+        assert_eq!(problem.path, path, "{keys}: {problem}");
+        assert!(problem.message.starts_with(&start), "{keys}: {problem}");
+    }
+    // A bad certificate and a bad key: both reported at once.
+    let both = problems(&fleet_toml(
+        tls,
+        &format!("tls_cert = {junk:?}\ntls_key = {missing:?}"),
+    ));
+    assert_eq!(paths(&both), ["fleet.tls_cert", "fleet.tls_key"]);
+}
+
+#[test]
+fn fleet_urls_that_would_only_fail_when_connecting_are_refused() {
+    // redis-rs would refuse #insecure at each connection (this build has
+    // no certificate-skipping verifier): a node that looked cut off.
+    let insecure = only_problem(&fleet_toml(
+        r#""rediss://:secret@127.0.0.1:6380/#insecure""#,
+        "",
+    ));
+    assert_eq!(insecure.path, "fleet.redis");
+    assert_eq!(
+        insecure.to_string(),
+        r#"fleet.redis: "rediss://:***@127.0.0.1:6380/#insecure": #insecure (no check of Redis' certificate) is not supported (hint: trust the CA that signed it instead: tls_ca = "/etc/calmcache/redis-ca.pem")"#
+    );
+    let in_cluster = only_problem(&fleet_toml(
+        r#"["rediss://127.0.0.1:7000", "rediss://127.0.0.1:7001#insecure"]"#,
+        "",
+    ));
+    assert_eq!(in_cluster.path, "fleet.redis[1]");
+    // A cluster is reached one way: redis-rs takes the first node's.
+    let mixed = only_problem(&fleet_toml(
+        r#"["rediss://127.0.0.1:7000", "redis://127.0.0.1:7001"]"#,
+        "",
+    ));
+    assert_eq!(mixed.path, "fleet.redis");
+    assert_eq!(
+        mixed.message,
+        "the cluster's nodes mix redis:// and rediss://"
+    );
 }

@@ -3,7 +3,8 @@
 //! names is a config error naming the file. The names a certificate answers
 //! for are its `names` key, or else the DNS names of its subjectAltName.
 //! The network layer's [`crate::net::tls`] turns them into the listeners'
-//! rustls config.
+//! rustls config. The same checks serve `[fleet]`'s client certificate and
+//! CA file for `rediss://` ([`PemFile`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -49,11 +50,55 @@ impl PartialEq for TlsCert {
 
 impl Eq for TlsCert {}
 
+/// A PEM file named in the config (`fleet.tls_ca`, `tls_cert`, `tls_key`),
+/// read and checked with the config: a renewed file is a changed config.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PemFile {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// Its contents (never printed: it may hold a private key).
+    pub pem: Vec<u8>,
+}
+
+impl std::fmt::Debug for PemFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("PemFile").field(&self.path).finish()
+    }
+}
+
 /// Reads and checks a certificate chain and its key. `names` empty takes
 /// the certificate's DNS names. The error says which file and what is wrong.
 pub(crate) fn load(cert: &Path, key: &Path, names: Vec<String>) -> Result<TlsCert, String> {
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .and_then(|certs| certs.collect::<Result<_, _>>())
+    let (chain, dns_names) = read(cert, "certificate").and_then(|pem| parse_chain(cert, &pem))?;
+    let names = if names.is_empty() {
+        dns_names
+    } else {
+        names.iter().map(|n| n.to_ascii_lowercase()).collect()
+    };
+    let private = read(key, "private key").and_then(|pem| parse_key(key, &pem))?;
+    let certified = certify(cert, key, chain, private)?;
+    Ok(TlsCert {
+        cert: cert.to_path_buf(),
+        key: key.to_path_buf(),
+        names,
+        certified: Arc::new(certified),
+    })
+}
+
+/// A PEM file's bytes; the error names the file and `what` it should hold.
+pub(crate) fn read(path: &Path, what: &str) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{}: cannot read the {what}: {e}", path.display()))
+}
+
+/// The certificate chain in `pem` (read from `cert`), leaf first, and the
+/// leaf's DNS names (lower case): at least one certificate, the leaf a
+/// valid X.509 certificate.
+pub(crate) fn parse_chain(
+    cert: &Path,
+    pem: &[u8],
+) -> Result<(Vec<CertificateDer<'static>>, Vec<String>), String> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<_, _>>()
         .map_err(|e| {
             format!(
                 "{}: cannot read the certificate: {}",
@@ -61,42 +106,48 @@ pub(crate) fn load(cert: &Path, key: &Path, names: Vec<String>) -> Result<TlsCer
                 pem_error(&e)
             )
         })?;
-    if chain.is_empty() {
+    let Some(first) = chain.first() else {
         return Err(format!(
             "{}: no certificate in it (expected a PEM \"BEGIN CERTIFICATE\" block)",
             cert.display()
         ));
-    }
-    let leaf = webpki::EndEntityCert::try_from(&chain[0])
-        .map_err(|e| format!("{}: not a valid X.509 certificate: {e}", cert.display()))?;
-    let names = if names.is_empty() {
-        leaf.valid_dns_names()
-            .map(|n| n.to_ascii_lowercase())
-            .collect()
-    } else {
-        names.iter().map(|n| n.to_ascii_lowercase()).collect()
     };
-    let private = PrivateKeyDer::from_pem_file(key).map_err(|e| {
+    let leaf = webpki::EndEntityCert::try_from(first)
+        .map_err(|e| format!("{}: not a valid X.509 certificate: {e}", cert.display()))?;
+    let names = leaf
+        .valid_dns_names()
+        .map(|n| n.to_ascii_lowercase())
+        .collect();
+    Ok((chain, names))
+}
+
+/// The private key in `pem` (read from `key`).
+pub(crate) fn parse_key(key: &Path, pem: &[u8]) -> Result<PrivateKeyDer<'static>, String> {
+    PrivateKeyDer::from_pem_slice(pem).map_err(|e| {
         format!(
             "{}: cannot read the private key: {}",
             key.display(),
             pem_error(&e)
         )
-    })?;
+    })
+}
+
+/// `chain` and `private` as one signing identity: the error says when the
+/// key (file `key`) does not belong to the certificate (file `cert`).
+pub(crate) fn certify(
+    cert: &Path,
+    key: &Path,
+    chain: Vec<CertificateDer<'static>>,
+    private: PrivateKeyDer<'static>,
+) -> Result<CertifiedKey, String> {
     let provider = rustls::crypto::ring::default_provider();
-    let certified = CertifiedKey::from_der(chain, private, &provider).map_err(|e| match e {
+    CertifiedKey::from_der(chain, private, &provider).map_err(|e| match e {
         rustls::Error::InconsistentKeys(_) => format!(
             "{}: this key does not belong to the certificate {}",
             key.display(),
             cert.display()
         ),
         e => format!("{}: unusable private key: {e}", key.display()),
-    })?;
-    Ok(TlsCert {
-        cert: cert.to_path_buf(),
-        key: key.to_path_buf(),
-        names,
-        certified: Arc::new(certified),
     })
 }
 

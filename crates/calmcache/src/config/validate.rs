@@ -9,6 +9,7 @@
 //! Route checks live in `validate/routes.rs`, upstream health checks in
 //! `validate/health.rs`.
 
+mod fleet_tls;
 mod health;
 mod routes;
 
@@ -26,6 +27,10 @@ use super::{
     UpstreamConfig, ZoneConfig, ZoneKind,
 };
 use crate::config::access_log::{AccessLogConfig, LogFormat, LogTarget};
+
+/// The shortest `fleet.lease`: renewed every third of it, a shorter one
+/// would cost a Redis call every few milliseconds per fetch.
+const LEASE_MIN: Duration = Duration::from_millis(300);
 
 const DEFAULT_KEEPALIVE: usize = 32;
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -548,7 +553,19 @@ impl Checker {
             raw.timeout.as_ref(),
             Duration::from_millis(50),
         );
-        let lease = self.timeout("fleet.lease", raw.lease.as_ref(), Duration::from_secs(10));
+        let mut lease = self.timeout("fleet.lease", raw.lease.as_ref(), Duration::from_secs(3));
+        if lease < LEASE_MIN {
+            self.report(
+                Problem::new(
+                    "fleet.lease",
+                    format!("{lease:?} is shorter than {LEASE_MIN:?}"),
+                )
+                .hint("the lease is renewed every third of it while the fetch runs: keep it at least 300ms (the default is 3s)"),
+            );
+            lease = LEASE_MIN;
+        }
+        let (tls_ca, tls_client) =
+            self.fleet_tls(&nodes, cluster, raw.tls_ca, raw.tls_cert, raw.tls_key);
         FleetConfig {
             nodes,
             cluster,
@@ -558,6 +575,8 @@ impl Checker {
             max_object_size,
             timeout,
             lease,
+            tls_ca,
+            tls_client,
         }
     }
 

@@ -14,7 +14,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
 
 use crate::config::FleetConfig;
-use crate::fleet::breaker::{Breaker, BreakerState, Pass};
+use crate::fleet::breaker::{Breaker, BreakerState, Failure, Pass};
 use crate::fleet::ops_stats::{Op, OpStats, Outcome};
 
 /// How long connecting may take (a call still waits at most the deadline).
@@ -88,6 +88,8 @@ pub(crate) struct Link {
     pub(crate) stats: CallStats,
     /// The same, per operation.
     pub(crate) ops: OpStats,
+    /// The last failed call's operation and error.
+    last_error: Mutex<Option<String>>,
 }
 
 impl Link {
@@ -99,10 +101,13 @@ impl Link {
             conn: Mutex::new(None),
             rebuilds: AtomicU64::new(0),
             connecting: Arc::new(AtomicBool::new(false)),
-            breaker: Breaker::default(),
+            breaker: Breaker::new(cfg.timeout),
             stats: CallStats::default(),
             ops: OpStats::default(),
+            last_error: Mutex::new(None),
         });
+        // Detached: it ends with the link.
+        drop(link.breaker.watch_lag());
         link.rebuild()?;
         Ok(link)
     }
@@ -126,7 +131,10 @@ impl Link {
                 settings = settings.set_password(password);
             }
             info = info.set_redis_settings(settings);
-            let client = redis::Client::open(info)?;
+            let client = match tls_certificates(&self.cfg) {
+                Some(certs) => redis::Client::build_with_tls(info, certs)?,
+                None => redis::Client::open(info)?,
+            };
             let config = ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(CONNECT_TIMEOUT))
                 .set_response_timeout(None)
@@ -147,6 +155,9 @@ impl Link {
         }
         if let Some(password) = &self.cfg.password {
             builder = builder.password(password);
+        }
+        if let Some(certs) = tls_certificates(&self.cfg) {
+            builder = builder.certs(certs);
         }
         let client = builder.build()?;
         if self.connecting.swap(true, Ordering::AcqRel) {
@@ -210,7 +221,7 @@ impl Link {
             // A cluster's first connection is on its way: no call, and
             // nothing against the breaker, or a node started under traffic
             // would open it at once and go on alone.
-            self.count(op, Outcome::Failed);
+            self.count(op, Outcome::Skipped);
             return None;
         }
         let Some(pass) = self.breaker.pass() else {
@@ -224,7 +235,9 @@ impl Link {
         let conn = self.slot().clone();
         let Some(conn) = conn else {
             // A cluster whose connection failed: a failure like any other.
-            if pass.failure() {
+            self.note_error(op, "no connection to the cluster");
+            if pass.failure(Failure::Error) {
+                self.opened_after(op);
                 let _ = self.rebuild();
             }
             self.count(op, Outcome::Failed);
@@ -233,27 +246,69 @@ impl Link {
         let started = tokio::time::Instant::now();
         match tokio::time::timeout(self.cfg.timeout, call(conn)).await {
             Ok(Ok(value)) => {
-                let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                let took = started.elapsed();
+                let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
                 self.count(op, Outcome::Answered(micros));
-                pass.success();
+                pass.success(took);
                 Some(value)
             }
             Ok(Err(e)) => {
                 self.count(op, Outcome::Failed);
                 tracing::debug!(error = %e, op = op.as_str(), "redis call failed");
-                if pass.failure() {
+                self.note_error(op, &e.to_string());
+                if pass.failure(Failure::Error) {
+                    self.opened_after(op);
                     let _ = self.rebuild();
                 }
                 None
             }
             Err(_) => {
                 self.count(op, Outcome::TimedOut);
-                if pass.failure() {
+                let deadline = self.cfg.timeout;
+                self.note_error(
+                    op,
+                    &format!("no answer within fleet.timeout ({deadline:?})"),
+                );
+                if pass.failure(Failure::TimedOut(started.elapsed())) {
+                    self.opened_after(op);
                     let _ = self.rebuild();
                 }
                 None
             }
         }
+    }
+
+    /// Keeps the last failed call's error (for `/status` and the warning
+    /// when the breaker opens: a TLS or password problem shows there, not
+    /// only at debug level).
+    fn note_error(&self, op: Op, error: &str) {
+        let mut text = format!("{}: {error}", op.as_str());
+        if text.len() > 300 {
+            let mut end = 300;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+        }
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(text);
+    }
+
+    /// The breaker just opened on a failed call: say why, once.
+    fn opened_after(&self, op: Op) {
+        let error = self.last_error();
+        tracing::warn!(
+            op = op.as_str(),
+            error = error.as_deref().unwrap_or("?"),
+            "redis call failed; the breaker opened"
+        );
+    }
+
+    /// The last failed call: its operation and error.
+    pub(crate) fn last_error(&self) -> Option<String> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// One call counted in the totals and under its operation.
@@ -283,6 +338,26 @@ impl Link {
     }
 }
 
+/// `fleet.tls_ca` and the client certificate, for a `rediss://` client;
+/// `None` without them (the system's roots, no client certificate). With a
+/// CA file, only its certificates are trusted (redis-rs then leaves the
+/// system's roots out).
+fn tls_certificates(cfg: &FleetConfig) -> Option<redis::TlsCertificates> {
+    if cfg.tls_ca.is_none() && cfg.tls_client.is_none() {
+        return None;
+    }
+    Some(redis::TlsCertificates {
+        client_tls: cfg
+            .tls_client
+            .as_ref()
+            .map(|(cert, key)| redis::ClientTlsConfig {
+                client_cert: cert.pem.clone(),
+                client_key: key.pem.clone(),
+            }),
+        root_cert: cfg.tls_ca.as_ref().map(|ca| ca.pem.clone()),
+    })
+}
+
 /// A call the breaker let through, until its outcome is reported. Dropped
 /// before (its caller gave up on it: a fill cancelled when its client went
 /// away), it is abandoned: a probe lost that way would leave the breaker
@@ -293,15 +368,17 @@ struct Outstanding<'a> {
 }
 
 impl Outstanding<'_> {
-    fn success(mut self) {
+    fn success(mut self, took: Duration) {
         if let Some(pass) = self.pass.take() {
-            self.breaker.success(pass);
+            self.breaker.success(pass, took);
         }
     }
 
     /// True when this opened the breaker (see [`Breaker::failure`]).
-    fn failure(mut self) -> bool {
-        self.pass.take().is_some_and(|p| self.breaker.failure(p))
+    fn failure(mut self, failure: Failure) -> bool {
+        self.pass
+            .take()
+            .is_some_and(|p| self.breaker.failure(p, failure))
     }
 }
 

@@ -25,10 +25,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use calmcache_core::disk_format::{encode_object, parse_object};
 use calmcache_core::{CacheKey, CachedObject, PurgeMode};
+use http::HeaderName;
 use redis::{Script, Value};
 use tokio::time::Instant;
 
-pub(crate) use breaker::BreakerState;
+pub(crate) use breaker::{BreakerState, BreakerStats, OpenReason, OpenedBy};
 use link::Link;
 use ops_stats::Op;
 pub(crate) use ops_stats::OpSnapshot;
@@ -48,17 +49,61 @@ const OUTBOX_MAX: usize = 1_000;
 /// What a fill does after asking the fleet.
 pub(crate) enum Before {
     /// Another node stored a fresh copy newer than ours: take it, no fetch.
-    Take(Arc<CachedObject>),
+    /// For a URI whose responses vary, the copy is the request's variant
+    /// and the names are the request headers they vary on.
+    Take(Arc<CachedObject>, Option<Vec<HeaderName>>),
     /// Fetch from the origin: with the fleet's lease (store it in Redis
     /// afterwards), or without (Redis unreachable, or another node's fetch
     /// did not end within the wait): then the object stays local.
     Fetch(Option<Lease>),
 }
 
+/// Where one object lives in Redis: a URI's (`:m`, `:l`), or one variant
+/// of a URI whose responses vary (`:v:S`, `:vl:S`).
+#[derive(Clone)]
+struct Target {
+    /// The URI's hash tag.
+    hash: String,
+    /// The object's entry.
+    meta: String,
+    /// Its lease.
+    lease: String,
+    /// For a variant: the names it varies on (as Redis keeps them), its
+    /// selecting values, and `S`.
+    variant: Option<(String, String, String)>,
+}
+
+impl Target {
+    fn uri(fleet: &Fleet, hash: &str) -> Target {
+        Target {
+            hash: hash.to_owned(),
+            meta: fleet.key(hash, "m"),
+            lease: fleet.key(hash, "l"),
+            variant: None,
+        }
+    }
+
+    fn variant(
+        fleet: &Fleet,
+        hash: &str,
+        primary: &CacheKey,
+        names: &str,
+        secondary: &str,
+    ) -> Target {
+        let s = variant_id(primary, secondary);
+        Target {
+            hash: hash.to_owned(),
+            meta: fleet.key(hash, &format!("v:{s}")),
+            lease: fleet.key(hash, &format!("vl:{s}")),
+            variant: Some((names.to_owned(), secondary.to_owned(), s)),
+        }
+    }
+}
+
 /// This node's lease on one object: its fetch is the fleet's.
 pub(crate) struct Lease {
     fleet: Arc<Fleet>,
-    hash: String,
+    target: Target,
     token: String,
     fence: u64,
     /// When the lease was taken (Redis clock, ms): the object's `since`.
@@ -79,30 +124,111 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         self.renewal.abort();
+        self.fleet
+            .stats
+            .leases_active
+            .fetch_sub(1, Ordering::Relaxed);
         if self.done {
             return;
         }
         // Not committed (not storable, failed, too large): let another
-        // node take over at once instead of after the lease's TTL.
+        // node take over at once instead of after the lease's TTL. When
+        // Redis cannot be told now, it is told once it answers again.
         let fleet = self.fleet.clone();
-        let lease = fleet.key(&self.hash, "l");
+        let lease = self.target.lease.clone();
         let token = std::mem::take(&mut self.token);
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(async move {
-                let script = &fleet.release;
-                fleet
-                    .link
-                    .call(Op::Release, |mut conn| async move {
-                        script
-                            .key(lease)
-                            .arg(token)
-                            .invoke_async::<i64>(&mut conn)
-                            .await
-                    })
-                    .await;
+                if fleet.release(&lease, &token).await.is_none() {
+                    fleet.unreleased().push_within(lease, token);
+                }
             });
         }
     }
+}
+
+/// Leases this node gave up while Redis was out of reach: released when it
+/// answers again (compare-and-delete: one another node took meanwhile is
+/// left alone), so the other nodes need not wait for them to expire.
+#[derive(Default)]
+struct Unreleased(Vec<(String, String)>);
+
+/// Leases kept for a late release; past it, they expire on their own.
+const UNRELEASED_MAX: usize = 1_024;
+
+impl Unreleased {
+    fn push_within(&mut self, lease: String, token: String) {
+        if self.0.len() < UNRELEASED_MAX {
+            self.0.push((lease, token));
+        }
+    }
+}
+
+/// The objects this node fetched for the fleet lately, with the fleet's
+/// count of fetches of each (the object's fencing counter in Redis: one per
+/// lease any node took, kept a week), for `/status`.
+#[derive(Default)]
+struct FetchLog {
+    /// Key (shortened) → (the fleet's fetches, this node's, last fetch).
+    objects: std::collections::HashMap<String, (u64, u64, Instant)>,
+}
+
+/// Objects [`FetchLog`] keeps; the one fetched longest ago goes first.
+const FETCH_LOG_MAX: usize = 256;
+/// Objects `/status` lists (the most fetched).
+const FETCH_LOG_SHOWN: usize = 10;
+
+impl FetchLog {
+    fn note(&mut self, key: &CacheKey, fleet_fetches: u64) {
+        let mut name = key.to_string();
+        if name.len() > 200 {
+            let mut end = 200;
+            while !name.is_char_boundary(end) {
+                end -= 1;
+            }
+            name.truncate(end);
+        }
+        if !self.objects.contains_key(&name) && self.objects.len() >= FETCH_LOG_MAX {
+            let oldest = self
+                .objects
+                .iter()
+                .min_by_key(|(_, (_, _, at))| *at)
+                .map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                self.objects.remove(&oldest);
+            }
+        }
+        let entry = self.objects.entry(name).or_insert((0, 0, Instant::now()));
+        entry.0 = entry.0.max(fleet_fetches);
+        entry.1 += 1;
+        entry.2 = Instant::now();
+    }
+
+    fn most_fetched(&self) -> Vec<ObjectFetches> {
+        let mut all: Vec<ObjectFetches> = self
+            .objects
+            .iter()
+            .map(|(key, &(fleet, here, _))| ObjectFetches {
+                key: key.clone(),
+                fleet,
+                here,
+            })
+            .collect();
+        all.sort_by(|a, b| b.fleet.cmp(&a.fleet).then_with(|| a.key.cmp(&b.key)));
+        all.truncate(FETCH_LOG_SHOWN);
+        all
+    }
+}
+
+/// One object's origin fetches, for `/status`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct ObjectFetches {
+    /// The cache key (its first 200 bytes).
+    pub(crate) key: String,
+    /// Fetches with the fleet's lease, summed over every node (this week).
+    pub(crate) fleet: u64,
+    /// Of those, this node's since it started.
+    pub(crate) here: u64,
 }
 
 /// Counters of the fleet's work on this node.
@@ -114,6 +240,14 @@ pub(crate) struct FleetStats {
     pub(crate) leases_acquired: AtomicU64,
     /// Fetches that found another node's lease and waited for its copy.
     pub(crate) leases_held: AtomicU64,
+    /// Leases this node holds now (fetches for the fleet in flight).
+    pub(crate) leases_active: AtomicU64,
+    /// Leases this node lost before storing: they expired (a renewal found
+    /// another node's, or a later lease stored first).
+    pub(crate) leases_lost: AtomicU64,
+    /// Leases released late: given up while Redis was out of reach, let go
+    /// once it answered again.
+    pub(crate) leases_released_late: AtomicU64,
     /// Waits that ended without a copy (fetched alone, stored locally).
     pub(crate) waits_timed_out: AtomicU64,
     /// Objects stored in Redis.
@@ -128,6 +262,15 @@ pub(crate) struct FleetStats {
     pub(crate) purges_sent: AtomicU64,
     /// Purges from other nodes applied here.
     pub(crate) purges_applied: AtomicU64,
+    /// Summed lag of those purges, from being sent (Redis' clock at `XADD`)
+    /// to applied here, in ms.
+    pub(crate) purge_lag_ms_sum: AtomicU64,
+    /// The longest such lag, in ms.
+    pub(crate) purge_lag_ms_max: AtomicU64,
+    /// Times this node could not know which purges it missed (a wiped
+    /// Redis, a trimmed stream, no saved position) and marked every local
+    /// object stale instead.
+    pub(crate) purge_gaps: AtomicU64,
 }
 
 /// This node's part in the fleet.
@@ -146,6 +289,15 @@ pub(crate) struct Fleet {
     epoch: Mutex<Option<String>>,
     /// Purges made while Redis was out of reach.
     outbox: Mutex<Outbox>,
+    /// Leases to release once Redis answers again.
+    unreleased: Mutex<Unreleased>,
+    /// The objects fetched for the fleet lately.
+    fetch_log: Mutex<FetchLog>,
+    /// Files keeping the purge stream position across restarts (one per
+    /// disk zone: what they hold must learn of the purges made meanwhile).
+    position_files: Mutex<Vec<std::path::PathBuf>>,
+    /// The position last saved in them.
+    saved_position: Mutex<Option<String>>,
     epoch_script: Script,
     acquire: Script,
     commit: Script,
@@ -160,10 +312,20 @@ pub(crate) struct Fleet {
 /// What a poll of the purge stream found.
 #[derive(Default)]
 pub(crate) struct Polled {
-    /// Other nodes' purges (the admin API's JSON), in order.
-    pub(crate) purges: Vec<String>,
+    /// Other nodes' purges, in order.
+    pub(crate) purges: Vec<FleetPurge>,
     /// Some purges may have been missed: mark every local object stale.
     pub(crate) gap: bool,
+}
+
+/// A purge another node sent.
+pub(crate) struct FleetPurge {
+    /// The admin API's JSON form.
+    pub(crate) json: String,
+    /// How long it had been in the stream when read (Redis' clock), ms.
+    lag_ms: u64,
+    /// When it was read.
+    read_at: Instant,
 }
 
 /// Purges this node could not hand to Redis yet.
@@ -188,6 +350,8 @@ enum Acquired {
     Held {
         pttl_ms: i64,
     },
+    /// The URI's responses vary on these names (comma-separated).
+    Varies(String),
 }
 
 impl Fleet {
@@ -209,9 +373,11 @@ impl Fleet {
             last_purge: Mutex::new(None),
             epoch: Mutex::new(None),
             outbox: Mutex::new(Outbox::default()),
-            epoch_script: Script::new(
-                "redis.call('SET', KEYS[1], ARGV[1], 'NX')\nreturn redis.call('GET', KEYS[1])\n",
-            ),
+            unreleased: Mutex::new(Unreleased::default()),
+            fetch_log: Mutex::new(FetchLog::default()),
+            position_files: Mutex::new(Vec::new()),
+            saved_position: Mutex::new(None),
+            epoch_script: scripts::epoch(),
             acquire: scripts::acquire(),
             commit: scripts::commit(),
             release: scripts::release(),
@@ -253,29 +419,46 @@ impl Fleet {
     }
 
     /// Before a fill goes to the origin for `key` (the copy it would
-    /// replace is `ours`): a newer copy in Redis, or the lease to fetch, or
-    /// a wait (at most `wait`) for the node that holds it.
+    /// replace is `ours`; the request's headers that select a variant are
+    /// `selecting`): a newer copy in Redis, or the lease to fetch, or a wait
+    /// (at most `wait`) for the node that holds it. A URI whose responses
+    /// vary is asked again for the request's variant.
     pub(crate) async fn before_fetch(
         self: &Arc<Self>,
         key: &CacheKey,
         ours: Option<&CachedObject>,
         wait: Duration,
+        selecting: &http::HeaderMap,
     ) -> Before {
         let hash = hash_of(key);
+        let mut target = Target::uri(self, &hash);
+        let mut names = None;
         let ours_ms = ours.map_or(0, |o| wall_ms_of(o.meta.stored_at));
         let deadline = Instant::now() + wait.min(WAIT_MAX);
         let mut waited = false;
         let mut pause = Duration::from_millis(10);
         let mut try_lease = true;
         loop {
-            let Some(answer) = self.acquire(&hash, ours_ms, try_lease).await else {
+            let Some(answer) = self.acquire(&target, ours_ms, try_lease).await else {
                 return Before::Fetch(None);
             };
             match answer {
-                Acquired::Newer(blob) => match self.decode(key, blob) {
+                Acquired::Varies(text) => {
+                    // A variant never varies again: a bad entry otherwise.
+                    let parsed = parse_names(&text).filter(|_| names.is_none());
+                    let Some(parsed) = parsed else {
+                        self.stats.bad_entries.fetch_add(1, Ordering::Relaxed);
+                        return Before::Fetch(None);
+                    };
+                    let secondary = crate::http::vary::secondary(&parsed, selecting);
+                    target = Target::variant(self, &hash, key, &text, &secondary);
+                    names = Some(parsed);
+                    try_lease = true;
+                }
+                Acquired::Newer(blob) => match self.decode(key, &target, blob) {
                     Some(object) => {
                         self.stats.shared_hits.fetch_add(1, Ordering::Relaxed);
-                        return Before::Take(object);
+                        return Before::Take(object, names);
                     }
                     // A bad entry: fetch (the lease goes to whoever asks next).
                     None => return Before::Fetch(None),
@@ -286,11 +469,16 @@ impl Fleet {
                     token,
                 } => {
                     self.stats.leases_acquired.fetch_add(1, Ordering::Relaxed);
-                    let renewal = self.renew_while_fetching(&hash, &token);
+                    self.stats.leases_active.fetch_add(1, Ordering::Relaxed);
+                    self.fetch_log
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .note(key, fence);
+                    let renewal = self.renew_while_fetching(&target.lease, &token);
                     return Before::Fetch(Some(Lease {
                         fleet: self.clone(),
                         token,
-                        hash,
+                        target,
                         fence,
                         since_ms: now_ms,
                         done: false,
@@ -321,11 +509,11 @@ impl Fleet {
     /// than the lease keeps it, a dead node's lease still expires.
     fn renew_while_fetching(
         self: &Arc<Self>,
-        hash: &str,
+        lease: &str,
         token: &str,
     ) -> tokio::task::JoinHandle<()> {
         let fleet = Arc::downgrade(self);
-        let key = self.key(hash, "l");
+        let key = lease.to_owned();
         let token = token.to_owned();
         let every = self.cfg.lease / 3;
         let lease_ms = u64::try_from(self.cfg.lease.as_millis()).unwrap_or(u64::MAX);
@@ -349,7 +537,9 @@ impl Fleet {
                     })
                     .await;
                 if kept == Some(0) {
-                    return; // Not ours any more.
+                    // Not ours any more: it expired (renewals failed).
+                    fleet.stats.leases_lost.fetch_add(1, Ordering::Relaxed);
+                    return;
                 }
             }
         })
@@ -365,21 +555,22 @@ impl Fleet {
 
     async fn acquire(
         self: &Arc<Self>,
-        hash: &str,
+        target: &Target,
         ours_ms: u64,
         try_lease: bool,
     ) -> Option<Acquired> {
         let keys = [
-            self.key(hash, "m"),
-            self.key(hash, "l"),
-            self.key(hash, "f"),
+            target.meta.clone(),
+            target.lease.clone(),
+            self.key(&target.hash, "f"),
         ];
         let token = self.token();
         let sent = token.clone();
         let lease_ms = u64::try_from(self.cfg.lease.as_millis()).unwrap_or(u64::MAX);
         let purged_before = self.purged_before.load(Ordering::Relaxed);
         let script = &self.acquire;
-        let value: Value = self
+        let keys = &keys;
+        let value: Option<Value> = self
             .link
             .call(Op::Acquire, |mut conn| async move {
                 script
@@ -394,8 +585,14 @@ impl Fleet {
                     .invoke_async(&mut conn)
                     .await
             })
-            .await?;
-        let Value::Array(items) = value else {
+            .await;
+        let Some(Value::Array(items)) = value else {
+            // Unanswered in time, the script may still have run and taken
+            // the lease for a fetch that will not happen: let it go once
+            // Redis answers (the other nodes need not wait out its TTL).
+            if try_lease {
+                self.unreleased().push_within(keys[1].clone(), token);
+            }
             return None;
         };
         match items.as_slice() {
@@ -406,16 +603,33 @@ impl Fleet {
                 token,
             }),
             [Value::Int(3), Value::Int(pttl)] => Some(Acquired::Held { pttl_ms: *pttl }),
+            [Value::Int(4), Value::BulkString(names)] => {
+                Some(Acquired::Varies(String::from_utf8(names.clone()).ok()?))
+            }
             _ => None,
         }
     }
 
     /// A value read from Redis, verified; `None` (counted) when it is not
-    /// a whole, intact object stored under `key`.
-    fn decode(&self, key: &CacheKey, blob: Vec<u8>) -> Option<Arc<CachedObject>> {
-        match parse_object(blob, Some(&key.as_ref()), true) {
-            Ok((_, object)) if object.vary_index.is_none() => Some(Arc::new(object)),
-            Ok(_) => None,
+    /// a whole, intact object stored for `target` of `key` (for a variant:
+    /// under its variant key, with the request's selecting values).
+    fn decode(&self, key: &CacheKey, target: &Target, blob: Vec<u8>) -> Option<Arc<CachedObject>> {
+        let expected = match &target.variant {
+            Some((_, secondary, _)) => fleet_variant_key(key, secondary),
+            None => key.clone(),
+        };
+        match parse_object(blob, Some(&expected.as_ref()), true) {
+            Ok((_, object))
+                if object.vary_index.is_none()
+                    && object.variant.as_deref()
+                        == target.variant.as_ref().map(|v| v.1.as_str()) =>
+            {
+                Some(Arc::new(object))
+            }
+            Ok(_) => {
+                self.stats.bad_entries.fetch_add(1, Ordering::Relaxed);
+                None
+            }
             Err(e) => {
                 self.stats.bad_entries.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(key = %key, error = %e, "bad entry in redis: a miss");
@@ -424,24 +638,52 @@ impl Fleet {
         }
     }
 
-    /// After `object` was stored locally under `key` by a fill that held
-    /// `lease`: stores it in Redis off the request path (larger ones stay
-    /// local; the lease is released either way).
+    /// After `object` was stored locally by a fill for the URI `primary`
+    /// that held `lease` (`names`: the request headers the response varies
+    /// on, when it does): stores it in Redis off the request path (larger
+    /// ones stay local; the lease is released either way).
     pub(crate) fn commit(
         self: &Arc<Self>,
-        mut lease: Lease,
-        key: CacheKey,
+        lease: Lease,
+        primary: &CacheKey,
         object: Arc<CachedObject>,
+        names: Option<&[HeaderName]>,
     ) {
-        let fits = object.lazy_body.is_none()
-            && object.vary_index.is_none()
-            && object.weight() as u64 <= self.cfg.max_object_size;
+        // A body left in a disk zone's file counts whole (it is read back).
+        let in_file = object.lazy_body.as_ref().map_or(0, |l| l.len);
+        let fits = object.vary_index.is_none()
+            && object.weight() as u64 + in_file <= self.cfg.max_object_size;
         if !fits {
             self.stats.too_large.fetch_add(1, Ordering::Relaxed);
             return; // Dropping the lease releases it.
         }
+        // Where it goes: the URI's entry, or its variant's (the lease was
+        // taken on the URI before it was known to vary, or on the variant).
+        let (target, key) = match (&object.variant, names, &lease.target.variant) {
+            (None, None, None) => (lease.target.clone(), primary.clone()),
+            (Some(secondary), Some(names), None) => {
+                let text = names_text(names);
+                let target = Target::variant(self, &lease.target.hash, primary, &text, secondary);
+                (target, fleet_variant_key(primary, secondary))
+            }
+            (Some(secondary), Some(_), Some((_, leased, _))) if secondary.as_ref() == leased => {
+                (lease.target.clone(), fleet_variant_key(primary, secondary))
+            }
+            // The response no longer matches what the lease was for (the
+            // URI stopped or started varying): keep it local.
+            _ => return,
+        };
         let fleet = self.clone();
         tokio::spawn(async move {
+            let mut lease = lease;
+            // A body in a file is read back (on a blocking thread) whole.
+            let object = match whole(object).await {
+                Ok(object) => object,
+                Err(e) => {
+                    tracing::debug!(key = %key, error = %e, "not put in redis");
+                    return; // Dropping the lease releases it.
+                }
+            };
             let stored_at = SystemTime::now() - object.meta.stored_at.elapsed();
             let blob = match encode_object(&key, &object, stored_at) {
                 Ok(blob) => blob,
@@ -464,11 +706,19 @@ impl Fleet {
                     .stale_while_revalidate
                     .max(object.meta.freshness.stale_if_error)
                 + Duration::from_secs(1);
-            let keys = [
-                fleet.key(&lease.hash, "m"),
-                fleet.key(&lease.hash, "l"),
-                fleet.key(&lease.hash, "p"),
+            let hash = &target.hash;
+            let mut keys = vec![
+                target.meta.clone(),
+                lease.target.lease.clone(),
+                fleet.key(hash, "p"),
             ];
+            let mut vary_args = Vec::new();
+            if let Some((names, _, s)) = &target.variant {
+                keys.push(fleet.key(hash, "m"));
+                keys.push(fleet.key(hash, "vs"));
+                vary_args.push(names.clone());
+                vary_args.push(s.clone());
+            }
             let purged_before = fleet.purged_before.load(Ordering::Relaxed);
             let script = &fleet.commit;
             let token = lease.token.clone();
@@ -476,19 +726,22 @@ impl Fleet {
             let stored: Option<i64> = fleet
                 .link
                 .call(Op::Commit, |mut conn| async move {
-                    script
-                        .key(&keys[0])
-                        .key(&keys[1])
-                        .key(&keys[2])
+                    let mut invocation = script.prepare_invoke();
+                    for key in &keys {
+                        invocation.key(key);
+                    }
+                    invocation
                         .arg(&token)
                         .arg(fence)
                         .arg(since)
                         .arg(u64::try_from(fresh_ms.as_millis()).unwrap_or(u64::MAX))
                         .arg(u64::try_from(keep.as_millis()).unwrap_or(u64::MAX).max(1))
                         .arg(blob)
-                        .arg(purged_before)
-                        .invoke_async(&mut conn)
-                        .await
+                        .arg(purged_before);
+                    for arg in &vary_args {
+                        invocation.arg(arg);
+                    }
+                    invocation.invoke_async(&mut conn).await
                 })
                 .await;
             // The script released the lease (when it answered).
@@ -497,8 +750,12 @@ impl Fleet {
                 Some(1) => {
                     fleet.stats.commits.fetch_add(1, Ordering::Relaxed);
                 }
-                Some(_) => {
+                Some(refused) => {
                     fleet.stats.commits_refused.fetch_add(1, Ordering::Relaxed);
+                    if refused < 0 {
+                        // A later lease stored first: ours had expired.
+                        fleet.stats.leases_lost.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
                 // Redis failed: the lease expires by itself.
                 None => {}
@@ -511,7 +768,12 @@ impl Fleet {
     /// shared tier is purged whole once it is back (see [`Self::catch_up`]).
     pub(crate) async fn purge_key(self: &Arc<Self>, key: &CacheKey, mode: PurgeMode) {
         let hash = hash_of(key);
-        let keys = [self.key(&hash, "m"), self.key(&hash, "p")];
+        let keys = [
+            self.key(&hash, "m"),
+            self.key(&hash, "p"),
+            self.key(&hash, "vs"),
+        ];
+        let variants = self.key(&hash, "v:");
         let script = &self.purge_key;
         let hard = u8::from(mode == PurgeMode::Hard);
         let done = self
@@ -520,7 +782,9 @@ impl Fleet {
                 script
                     .key(&keys[0])
                     .key(&keys[1])
+                    .key(&keys[2])
                     .arg(hard)
+                    .arg(&variants)
                     .invoke_async::<i64>(&mut conn)
                     .await
             })
@@ -631,13 +895,16 @@ impl Fleet {
     /// `{prefix}epoch`), or the stream was trimmed past the last entry read
     /// while Redis could not be reached. The purge epoch is brought up to
     /// date, and purges made while Redis was out are sent. The first call
-    /// only finds where the stream ends.
-    pub(crate) async fn poll_purges(self: &Arc<Self>) -> Polled {
+    /// finds where to begin: where the disk zones' saved position says, or
+    /// the stream's end (then, if the disk zones `held` objects, these are
+    /// marked stale: what was purged meanwhile is not known).
+    pub(crate) async fn poll_purges(self: &Arc<Self>, held: bool) -> Polled {
         let mut polled = Polled::default();
-        let Some(epoch) = self.redis_epoch().await else {
+        let Some((epoch, redis_now_ms)) = self.redis_epoch().await else {
             self.outbox().missed_polls = true;
             return polled;
         };
+        self.release_late().await;
         {
             let mut seen = self.epoch.lock().unwrap_or_else(|p| p.into_inner());
             if seen.as_ref().is_some_and(|s| *s != epoch) {
@@ -647,7 +914,7 @@ impl Fleet {
                 *self.last_purge.lock().unwrap_or_else(|p| p.into_inner()) =
                     Some("0-0".to_string());
             }
-            *seen = Some(epoch);
+            *seen = Some(epoch.clone());
         }
         self.catch_up().await;
         self.poll_epoch().await;
@@ -658,9 +925,40 @@ impl Fleet {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let Some(last) = last else {
-            // Start at the end: what came before is in Redis' state already.
-            if let Some(id) = self.stream_end(&key).await {
+            // The first poll. Disk zones hold objects from before this
+            // start: go on from the position saved with them, or, when there
+            // is none to trust, mark them stale. Otherwise start at the end:
+            // what came before is in Redis' state already.
+            let files = self.position_files().clone();
+            let saved = if files.is_empty() {
+                Position::Missing
+            } else {
+                tokio::task::spawn_blocking(move || read_position(&files))
+                    .await
+                    .unwrap_or(Position::Unusable)
+            };
+            let saved = match saved {
+                Position::Found(was, id) if was == epoch => Some(id),
+                Position::Missing if !held => None,
+                _ => {
+                    tracing::info!("no purge stream position saved with the disk zones for this redis: the objects they hold are marked stale");
+                    polled.gap = true;
+                    None
+                }
+            };
+            let start = match saved {
+                Some(id) => {
+                    // Away a while: entries past it may have been trimmed.
+                    self.outbox().missed_polls = true;
+                    Some(id)
+                }
+                None => self.stream_end(&key).await,
+            };
+            if let Some(id) = start {
                 *self.last_purge.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
+            }
+            if polled.gap {
+                self.stats.purge_gaps.fetch_add(1, Ordering::Relaxed);
             }
             return polled;
         };
@@ -706,22 +1004,135 @@ impl Fleet {
                 .collect(),
             _ => Vec::new(),
         };
+        let read_at = Instant::now();
         for (id, fields) in entries {
+            let sent_ms = stream_id_ms(&id);
             *self.last_purge.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
             let node = field(&fields, "node");
             if node.as_deref() == Some(self.node.as_str()) {
                 continue;
             }
-            if let Some(purge) = field(&fields, "purge") {
-                polled.purges.push(purge);
+            if let Some(json) = field(&fields, "purge") {
+                polled.purges.push(FleetPurge {
+                    json,
+                    lag_ms: redis_now_ms.saturating_sub(sent_ms),
+                    read_at,
+                });
             }
+        }
+        if polled.gap {
+            self.stats.purge_gaps.fetch_add(1, Ordering::Relaxed);
         }
         polled
     }
 
-    /// Redis' data generation: a random id set once (`SET NX`); another
-    /// one means Redis started empty since we last looked.
-    async fn redis_epoch(self: &Arc<Self>) -> Option<String> {
+    /// Releases the leases given up while Redis was out of reach.
+    async fn release_late(self: &Arc<Self>) {
+        let late = std::mem::take(&mut self.unreleased().0);
+        let mut left = late.into_iter();
+        while let Some((lease, token)) = left.next() {
+            match self.release(&lease, &token).await {
+                None => {
+                    let mut unreleased = self.unreleased();
+                    unreleased.push_within(lease, token);
+                    for (lease, token) in left {
+                        unreleased.push_within(lease, token);
+                    }
+                    return;
+                }
+                Some(true) => {
+                    self.stats
+                        .leases_released_late
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                // Expired meanwhile, or never taken (an acquire that
+                // missed its deadline before the script ran).
+                Some(false) => {}
+            }
+        }
+    }
+
+    /// Drops the lease `lease` if `token` still holds it: whether it did,
+    /// or `None` when Redis could not be asked.
+    async fn release(self: &Arc<Self>, lease: &str, token: &str) -> Option<bool> {
+        let script = &self.release;
+        self.link
+            .call(Op::Release, |mut conn| async move {
+                script
+                    .key(lease)
+                    .arg(token)
+                    .invoke_async::<i64>(&mut conn)
+                    .await
+            })
+            .await
+            .map(|deleted| deleted > 0)
+    }
+
+    fn unreleased(&self) -> std::sync::MutexGuard<'_, Unreleased> {
+        self.unreleased.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn position_files(&self) -> std::sync::MutexGuard<'_, Vec<std::path::PathBuf>> {
+        self.position_files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Where the purge stream position is kept across restarts: a file in
+    /// each disk zone's directory (set at start and on every reload).
+    pub(crate) fn keep_position_in(&self, files: Vec<std::path::PathBuf>) {
+        *self.position_files() = files;
+    }
+
+    /// Saves the purge stream position (after the purges read up to it
+    /// were applied) in the disk zones, if it moved; off the async workers.
+    pub(crate) async fn save_position(&self) {
+        let epoch = self.epoch.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let last = self
+            .last_purge
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let (Some(epoch), Some(last)) = (epoch, last) else {
+            return;
+        };
+        let line = format!("{epoch} {last}\n");
+        let files = self.position_files().clone();
+        {
+            let mut saved = self
+                .saved_position
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if files.is_empty() || saved.as_deref() == Some(line.as_str()) {
+                return;
+            }
+            *saved = Some(line.clone());
+        }
+        let written = tokio::task::spawn_blocking(move || write_position(&files, &line)).await;
+        if !matches!(written, Ok(Ok(()))) {
+            // Tried again after the next poll.
+            *self
+                .saved_position
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = None;
+            if let Ok(Err(e)) = written {
+                tracing::warn!(error = %e, "the purge stream position was not saved");
+            }
+        }
+    }
+
+    /// The objects this node fetched for the fleet lately that the fleet
+    /// fetched most.
+    pub(crate) fn most_fetched(&self) -> Vec<ObjectFetches> {
+        self.fetch_log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .most_fetched()
+    }
+
+    /// Redis' data generation (a random id set once, `SET NX`: another one
+    /// means Redis started empty since we last looked) and its clock (ms).
+    async fn redis_epoch(self: &Arc<Self>) -> Option<(String, u64)> {
         let key = format!("{}epoch", self.cfg.prefix);
         let mine = format!("{:016x}", rand::random::<u64>());
         let script = &self.epoch_script;
@@ -783,8 +1194,13 @@ impl Fleet {
     }
 
     /// A purge from another node was applied here.
-    pub(crate) fn purge_applied(&self) {
-        self.stats.purges_applied.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn purge_applied(&self, purge: &FleetPurge) {
+        let lag =
+            purge.lag_ms + u64::try_from(purge.read_at.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let s = &self.stats;
+        s.purges_applied.fetch_add(1, Ordering::Relaxed);
+        s.purge_lag_ms_sum.fetch_add(lag, Ordering::Relaxed);
+        s.purge_lag_ms_max.fetch_max(lag, Ordering::Relaxed);
     }
 
     /// Call counters: answered, failed, timed out, skipped (breaker open),
@@ -805,15 +1221,99 @@ impl Fleet {
         ]
     }
 
+    /// The last failed Redis call: its operation and error.
+    pub(crate) fn last_error(&self) -> Option<String> {
+        self.link.last_error()
+    }
+
     /// Call counters and latency per operation (acquire, commit, ...).
     pub(crate) fn ops(&self) -> std::collections::BTreeMap<&'static str, OpSnapshot> {
         self.link.ops.snapshot()
     }
 
-    /// Times the breaker opened.
-    pub(crate) fn breaker_opened(&self) -> u64 {
-        self.link.breaker.opened.load(Ordering::Relaxed)
+    /// The breaker's transitions, by reason, and what its latency rule sees.
+    pub(crate) fn breaker_stats(&self) -> BreakerStats {
+        self.link.breaker.stats()
     }
+}
+
+/// The purge stream position file in a disk zone's directory (a name the
+/// zone's loader leaves alone).
+pub(crate) const POSITION_FILE: &str = ".calmcache-fleet-position";
+
+/// What the disk zones say about the purge stream position.
+#[derive(Debug, PartialEq, Eq)]
+enum Position {
+    /// No zone has a position file (new zones, or not in a fleet before).
+    Missing,
+    /// Every zone holds this one: Redis' data epoch and a stream id.
+    Found(String, String),
+    /// Unreadable, malformed, or not the same in every zone.
+    Unusable,
+}
+
+/// The position saved in `files` (`epoch id`): every file must hold the
+/// same (zones written together), or none is trusted.
+fn read_position(files: &[std::path::PathBuf]) -> Position {
+    let mut found: Option<(String, String)> = None;
+    let mut missing = 0;
+    for file in files {
+        let text = match std::fs::read_to_string(file) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                missing += 1;
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(file = %file.display(), error = %e, "purge stream position not read");
+                return Position::Unusable;
+            }
+        };
+        let Some(this) = parse_position(&text) else {
+            tracing::warn!(file = %file.display(), "not a purge stream position; ignored");
+            return Position::Unusable;
+        };
+        if found.as_ref().is_some_and(|f| *f != this) {
+            return Position::Unusable;
+        }
+        found = Some(this);
+    }
+    match found {
+        None => Position::Missing,
+        Some(_) if missing > 0 => Position::Unusable,
+        Some((epoch, id)) => Position::Found(epoch, id),
+    }
+}
+
+/// `epoch ms-seq` (one line) as its two parts.
+fn parse_position(text: &str) -> Option<(String, String)> {
+    let (epoch, id) = text.trim().split_once(' ')?;
+    let valid = !epoch.is_empty()
+        && epoch.len() <= 64
+        && epoch.bytes().all(|b| b.is_ascii_alphanumeric())
+        && id
+            .split_once('-')
+            .is_some_and(|(ms, seq)| ms.parse::<u64>().is_ok() && seq.parse::<u64>().is_ok());
+    valid.then(|| (epoch.to_owned(), id.to_owned()))
+}
+
+/// Writes `line` to every file (a new file renamed over the old one).
+fn write_position(files: &[std::path::PathBuf], line: &str) -> std::io::Result<()> {
+    for file in files {
+        let mut new = file.clone().into_os_string();
+        new.push(".new");
+        std::fs::write(&new, line)?;
+        std::fs::rename(&new, file)?;
+    }
+    Ok(())
+}
+
+/// The milliseconds part of a stream id (`ms-seq`): when Redis added it.
+fn stream_id_ms(id: &str) -> u64 {
+    id.split_once('-')
+        .map_or(id, |(ms, _)| ms)
+        .parse()
+        .unwrap_or(0)
 }
 
 /// `a` comes before `b` (stream ids `ms-seq`).
@@ -823,6 +1323,54 @@ fn stream_id_before(a: &str, b: &str) -> bool {
         (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
     };
     parse(a) < parse(b)
+}
+
+/// `object` with its body in memory: read from its disk file if it was
+/// left there (verified against the file's checksum).
+async fn whole(object: Arc<CachedObject>) -> std::io::Result<Arc<CachedObject>> {
+    let Some(lazy) = object.lazy_body.clone() else {
+        return Ok(object);
+    };
+    let body = tokio::task::spawn_blocking(move || lazy.read_all())
+        .await
+        .map_err(std::io::Error::other)??;
+    Ok(Arc::new(CachedObject::assemble(
+        object.meta.clone(),
+        object.status,
+        object.headers.clone(),
+        body,
+        object.encodings.clone(),
+        object.variant.clone(),
+    )))
+}
+
+/// The key a variant is stored under in Redis: the URI's key with the
+/// selecting values, and no generation (nodes number their own markers).
+fn fleet_variant_key(primary: &CacheKey, secondary: &str) -> CacheKey {
+    primary.as_ref().variant(0, secondary)
+}
+
+/// `S` in a variant's keys: the hash of its Redis key.
+fn variant_id(primary: &CacheKey, secondary: &str) -> String {
+    hash_of(&fleet_variant_key(primary, secondary))
+}
+
+/// Vary names as Redis keeps them: comma-separated.
+fn names_text(names: &[HeaderName]) -> String {
+    names
+        .iter()
+        .map(HeaderName::as_str)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Names read back from Redis; `None` when any is not a header name.
+fn parse_names(text: &str) -> Option<Vec<HeaderName>> {
+    let names: Option<Vec<HeaderName>> = text
+        .split(',')
+        .map(|n| HeaderName::from_bytes(n.as_bytes()).ok())
+        .collect();
+    names.filter(|n| !n.is_empty())
 }
 
 /// The hash tag of `key`'s Redis keys.

@@ -7,6 +7,14 @@
 //! that stored it took its lease, `fresh_until_ms`, `blob` = the object in
 //! the disk file format), `:l` (the lease: a node's token, with a TTL),
 //! `:f` (the fencing counter), `:p` (the last hard purge, ms).
+//!
+//! A URI whose responses vary (`Vary`) has, in `:m`, `vary` (the request
+//! header names, comma-separated) instead of a blob, and one entry per
+//! variant in the same slot: `:v:S` (like `:m`), its lease `:vl:S` (S: the
+//! hash of the variant's selecting values), and the set `:vs` of the S
+//! stored, so that a purge of the URI reaches every variant. The fencing
+//! counter `:f` and the purge time `:p` are the URI's, shared by its
+//! variants.
 
 use redis::Script;
 
@@ -17,11 +25,13 @@ const NOW: &str = "local t = redis.call('TIME')\n\
 /// `acquire(meta, lease, fence; ours_ms, token, lease_ms, purged_before_ms, try)`:
 /// `{1, blob}`: a fresh copy newer than ours (taken after `purged_before`);
 /// `{2, fence, now}`: the lease is ours; `{3, pttl}`: another node holds it
-/// (or `try` is 0: only looked).
+/// (or `try` is 0: only looked); `{4, names}`: the URI's responses vary on
+/// these request headers (ask again for the variant's keys).
 pub(crate) fn acquire() -> Script {
     Script::new(&format!(
         "{NOW}\
-         local m = redis.call('HMGET', KEYS[1], 'since_ms', 'fresh_until_ms', 'blob')\n\
+         local m = redis.call('HMGET', KEYS[1], 'since_ms', 'fresh_until_ms', 'blob', 'vary')\n\
+         if m[4] then return {{4, m[4]}} end\n\
          if m[3] and tonumber(m[2]) > now and tonumber(m[1]) > tonumber(ARGV[1])\n\
             and tonumber(m[1]) >= tonumber(ARGV[4]) then\n\
            return {{1, m[3]}}\n\
@@ -37,10 +47,13 @@ pub(crate) fn acquire() -> Script {
     ))
 }
 
-/// `commit(meta, lease, purge; token, fence, since_ms, fresh_ms, ttl_ms, blob, purged_before_ms)`:
+/// `commit(meta, lease, purge[, uri, variants]; token, fence, since_ms, fresh_ms, ttl_ms, blob, purged_before_ms[, names, s])`:
 /// stores the object unless a hard purge came after the lease was taken
 /// (`0`) or a later lease already stored one (`-1`); `1` when stored. The
-/// lease is released either way (if still ours).
+/// lease is released either way (if still ours). For a variant, `meta` is
+/// its `:v:S`, and the URI's `:m` becomes (unless a later lease stored a
+/// whole object there) the marker with `names`, `s` joins `:vs`, and both
+/// live as long as the longest variant.
 pub(crate) fn commit() -> Script {
     Script::new(&format!(
         "{NOW}\
@@ -58,6 +71,21 @@ pub(crate) fn commit() -> Script {
          redis.call('HSET', KEYS[1], 'fence', ARGV[2], 'since_ms', ARGV[3],\n\
                     'fresh_until_ms', now + tonumber(ARGV[4]), 'blob', ARGV[6])\n\
          redis.call('PEXPIRE', KEYS[1], ARGV[5])\n\
+         if KEYS[4] then\n\
+           local function outlive(key)\n\
+             if redis.call('PTTL', key) < tonumber(ARGV[5]) then redis.call('PEXPIRE', key, ARGV[5]) end\n\
+           end\n\
+           local u = redis.call('HMGET', KEYS[4], 'fence', 'vary')\n\
+           if tonumber(u[1] or '0') <= tonumber(ARGV[2]) then\n\
+             redis.call('DEL', KEYS[4])\n\
+             redis.call('HSET', KEYS[4], 'vary', ARGV[8], 'fence', ARGV[2], 'since_ms', ARGV[3])\n\
+             outlive(KEYS[4])\n\
+           elseif u[2] == ARGV[8] then\n\
+             outlive(KEYS[4])\n\
+           end\n\
+           redis.call('SADD', KEYS[5], ARGV[9])\n\
+           outlive(KEYS[5])\n\
+         end\n\
          release()\n\
          return 1\n"
     ))
@@ -71,22 +99,33 @@ pub(crate) fn release() -> Script {
     )
 }
 
-/// `purge_key(meta, purge; hard)`: hard removes the object and records the
-/// time (a fill whose lease is older cannot store it back); soft marks it
-/// stale (the next node that needs it takes the lease: one fetch).
+/// `purge_key(meta, purge, variants; hard, variant_prefix)`: hard removes
+/// the object (and every variant of the URI) and records the time (a fill
+/// whose lease is older cannot store it back); soft marks them stale (the
+/// next node that needs one takes the lease: one fetch).
 pub(crate) fn purge_key() -> Script {
     Script::new(&format!(
         "{NOW}\
+         local variants = redis.call('SMEMBERS', KEYS[3])\n\
          if ARGV[1] == '1' then\n\
            local gone = redis.call('DEL', KEYS[1])\n\
+           for _, s in ipairs(variants) do gone = gone + redis.call('DEL', ARGV[2] .. s) end\n\
+           redis.call('DEL', KEYS[3])\n\
            redis.call('SET', KEYS[2], now, 'PX', 604800000)\n\
            return gone\n\
          end\n\
-         if redis.call('EXISTS', KEYS[1]) == 1 then\n\
+         local marked = 0\n\
+         if redis.call('HEXISTS', KEYS[1], 'blob') == 1 then\n\
            redis.call('HSET', KEYS[1], 'fresh_until_ms', 0)\n\
-           return 1\n\
+           marked = 1\n\
          end\n\
-         return 0\n"
+         for _, s in ipairs(variants) do\n\
+           if redis.call('EXISTS', ARGV[2] .. s) == 1 then\n\
+             redis.call('HSET', ARGV[2] .. s, 'fresh_until_ms', 0)\n\
+             marked = marked + 1\n\
+           end\n\
+         end\n\
+         return marked\n"
     ))
 }
 
@@ -110,4 +149,14 @@ pub(crate) fn renew() -> Script {
          end\n\
          return 0\n",
     )
+}
+
+/// `epoch(epoch; mine)`: Redis' data generation (set to `mine` if it has
+/// none: a Redis that started empty gets a new one) and its clock, `{id, now}`.
+pub(crate) fn epoch() -> Script {
+    Script::new(&format!(
+        "{NOW}\
+         redis.call('SET', KEYS[1], ARGV[1], 'NX')\n\
+         return {{redis.call('GET', KEYS[1]), now}}\n"
+    ))
 }

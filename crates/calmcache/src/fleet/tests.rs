@@ -13,6 +13,8 @@ fn config(redis: &Redis) -> FleetConfig {
         max_object_size: 1 << 20,
         timeout: Duration::from_millis(500),
         lease: Duration::from_millis(300),
+        tls_ca: None,
+        tls_client: None,
     }
 }
 
@@ -38,11 +40,39 @@ fn object(body: &str) -> Arc<CachedObject> {
 }
 
 async fn lease(fleet: &Arc<Fleet>, key: &CacheKey) -> Lease {
-    match fleet.before_fetch(key, None, Duration::from_secs(2)).await {
+    lease_for(fleet, key, &http::HeaderMap::new()).await
+}
+
+async fn lease_for(fleet: &Arc<Fleet>, key: &CacheKey, selecting: &http::HeaderMap) -> Lease {
+    match fleet
+        .before_fetch(key, None, Duration::from_secs(2), selecting)
+        .await
+    {
         Before::Fetch(Some(lease)) => lease,
         Before::Fetch(None) => panic!("no lease"),
-        Before::Take(_) => panic!("a copy already"),
+        Before::Take(..) => panic!("a copy already"),
     }
+}
+
+fn asking(language: &'static str) -> http::HeaderMap {
+    let mut h = http::HeaderMap::new();
+    h.insert("accept-language", http::HeaderValue::from_static(language));
+    h
+}
+
+/// A variant of `body` selected by `accept-language: language`.
+fn variant(body: &str, language: &'static str) -> Arc<CachedObject> {
+    let plain = object(body);
+    let names = [http::HeaderName::from_static("accept-language")];
+    let secondary = crate::http::vary::secondary(&names, &asking(language));
+    Arc::new(CachedObject::assemble(
+        plain.meta.clone(),
+        plain.status,
+        plain.headers.clone(),
+        plain.body.clone(),
+        Vec::new(),
+        Some(secondary.into_boxed_str()),
+    ))
 }
 
 async fn settled(fleet: &Fleet, what: fn(&FleetStats) -> &AtomicU64, n: u64) {
@@ -70,13 +100,21 @@ async fn a_late_writer_never_overwrites_a_newer_object() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     let newer = lease(&b, &key).await;
     assert!(newer.fence > late.fence);
-    b.commit(newer, key.clone(), object("from b"));
+    b.commit(newer, &key, object("from b"), None);
     settled(&b, |s| &s.commits, 1).await;
     // A comes back and stores its older fetch: refused.
-    a.commit(late, key.clone(), object("from a"));
+    a.commit(late, &key, object("from a"), None);
     settled(&a, |s| &s.commits_refused, 1).await;
-    match c.before_fetch(&key, None, Duration::from_secs(1)).await {
-        Before::Take(object) => assert_eq!(&object.body[..], b"from b"),
+    assert_eq!(
+        a.stats.leases_lost.load(Ordering::Relaxed),
+        1,
+        "its lease was lost"
+    );
+    match c
+        .before_fetch(&key, None, Duration::from_secs(1), &http::HeaderMap::new())
+        .await
+    {
+        Before::Take(object, None) => assert_eq!(&object.body[..], b"from b"),
         _ => panic!("the newer copy is in redis"),
     }
 }
@@ -92,12 +130,257 @@ async fn a_purge_racing_a_fill_is_not_undone_by_its_store() {
     let filling = lease(&a, &key).await;
     // The purge lands while A's origin fetch is under way.
     b.purge_key(&key, PurgeMode::Hard).await;
-    a.commit(filling, key.clone(), object("fetched before the purge"));
+    a.commit(filling, &key, object("fetched before the purge"), None);
     settled(&a, |s| &s.commits_refused, 1).await;
     assert_eq!(a.stats.commits.load(Ordering::Relaxed), 0);
     // Nothing to take: the next fetch is the fleet's (a new lease).
     assert!(matches!(
-        b.before_fetch(&key, None, Duration::from_secs(1)).await,
+        b.before_fetch(&key, None, Duration::from_secs(1), &http::HeaderMap::new())
+            .await,
+        Before::Fetch(Some(_))
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_given_up_while_redis_hangs_is_released_once_it_answers() {
+    let redis = Redis::start();
+    let cfg = FleetConfig {
+        lease: Duration::from_secs(30),
+        timeout: Duration::from_millis(100),
+        ..config(&redis)
+    };
+    let (a, b) = (Fleet::new(&cfg).unwrap(), Fleet::new(&cfg).unwrap());
+    let key = CacheKey::new("http", "h", "/z");
+    let given_up = lease(&a, &key).await;
+    assert_eq!(a.stats.leases_active.load(Ordering::Relaxed), 1);
+    redis.pause();
+    // The fetch failed (not stored): its release misses the deadline.
+    drop(given_up);
+    assert_eq!(a.stats.leases_active.load(Ordering::Relaxed), 0);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    redis.resume();
+    // Told to Redis on its next poll: B need not wait 30 s for it.
+    for _ in 0..100 {
+        a.poll_purges(false).await;
+        if a.stats.leases_released_late.load(Ordering::Relaxed) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(a.stats.leases_released_late.load(Ordering::Relaxed), 1);
+    assert!(matches!(
+        b.before_fetch(
+            &key,
+            None,
+            Duration::from_millis(200),
+            &http::HeaderMap::new()
+        )
+        .await,
+        Before::Fetch(Some(_))
+    ));
+}
+
+#[test]
+fn a_saved_position_is_trusted_only_whole_and_alike_in_every_zone() {
+    let dir = std::env::temp_dir().join(format!("cc-position-{}", rand::random::<u32>()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (one, two) = (dir.join("one"), dir.join("two"));
+    let files = [one.clone(), two.clone()];
+    assert_eq!(read_position(&files), Position::Missing);
+    write_position(&files, "0a1b 1700000000000-3\n").unwrap();
+    assert_eq!(
+        read_position(&files),
+        Position::Found("0a1b".into(), "1700000000000-3".into())
+    );
+    // One zone new, one not: what the old one holds may have missed purges.
+    std::fs::remove_file(&two).unwrap();
+    assert_eq!(read_position(&files), Position::Unusable);
+    for bad in ["", "0a1b", "0a1b 17-x", "0a1b 17", "0a 1b 1-2", "é 1-2"] {
+        std::fs::write(&two, bad).unwrap();
+        assert_eq!(
+            read_position(std::slice::from_ref(&two)),
+            Position::Unusable,
+            "{bad:?}"
+        );
+    }
+    std::fs::write(&two, "0a1b 1700000000000-4\n").unwrap();
+    assert_eq!(read_position(&files), Position::Unusable, "zones disagree");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_fetch_log_keeps_the_most_fetched_within_its_bound() {
+    let mut log = FetchLog::default();
+    for i in 0..(FETCH_LOG_MAX as u64 + 50) {
+        log.note(&CacheKey::new("http", "h", &format!("/{i}")), i);
+    }
+    assert_eq!(log.objects.len(), FETCH_LOG_MAX);
+    let top = log.most_fetched();
+    assert_eq!(top.len(), FETCH_LOG_SHOWN);
+    assert_eq!(top[0].fleet, FETCH_LOG_MAX as u64 + 49);
+    assert_eq!(top[0].here, 1);
+    let long = "/x".repeat(500);
+    log.note(&CacheKey::new("http", "h", &long), u64::MAX);
+    assert!(log.most_fetched()[0].key.len() <= 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_variants_of_a_uri_are_shared_one_fetch_each_and_purged_together() {
+    let redis = Redis::start();
+    let (a, b, c) = (
+        Fleet::new(&config(&redis)).unwrap(),
+        Fleet::new(&config(&redis)).unwrap(),
+        Fleet::new(&config(&redis)).unwrap(),
+    );
+    let key = CacheKey::new("http", "h", "/v");
+    let names = [http::HeaderName::from_static("accept-language")];
+    let take = |before: Before, language: &str| match before {
+        Before::Take(object, Some(got)) => {
+            assert_eq!(got, names, "{language}: the names come with it");
+            object
+        }
+        Before::Take(_, None) => panic!("{language}: a variant without its names"),
+        Before::Fetch(_) => panic!("{language}: no copy to take"),
+    };
+    // A takes the URI's lease before it knows the URI varies; its German
+    // answer becomes the URI's marker and its first variant.
+    let first = lease_for(&a, &key, &asking("de")).await;
+    a.commit(first, &key, variant("german", "de"), Some(&names));
+    settled(&a, |s| &s.commits, 1).await;
+    let de = take(
+        b.before_fetch(&key, None, Duration::from_secs(1), &asking("de"))
+            .await,
+        "de",
+    );
+    assert_eq!(&de.body[..], b"german");
+    // French is another variant: its own lease (on the variant), one fetch.
+    let fr = lease_for(&b, &key, &asking("fr")).await;
+    assert!(fr.target.variant.is_some(), "the lease is the variant's");
+    b.commit(fr, &key, variant("french", "fr"), Some(&names));
+    settled(&b, |s| &s.commits, 1).await;
+    let fr = take(
+        c.before_fetch(&key, None, Duration::from_secs(1), &asking("fr"))
+            .await,
+        "fr",
+    );
+    assert_eq!(&fr.body[..], b"french");
+    let de = take(
+        c.before_fetch(&key, None, Duration::from_secs(1), &asking("de"))
+            .await,
+        "de",
+    );
+    assert_eq!(&de.body[..], b"german");
+    // A variant stored for one selection is never handed to another.
+    let wrong = lease_for(&c, &key, &asking("it")).await;
+    drop(wrong);
+    // A soft purge of the URI marks every variant stale: a lease each.
+    a.purge_key(&key, PurgeMode::Soft).await;
+    for language in ["de", "fr"] {
+        assert!(
+            matches!(
+                c.before_fetch(&key, None, Duration::from_secs(1), &asking(language))
+                    .await,
+                Before::Fetch(Some(_))
+            ),
+            "{language}: stale after the soft purge"
+        );
+    }
+    // A hard purge removes them, and a fill that began before it cannot
+    // bring one back.
+    tokio::time::sleep(Duration::from_millis(400)).await; // those leases lapse
+    let racing = lease_for(&b, &key, &asking("de")).await;
+    a.purge_key(&key, PurgeMode::Hard).await;
+    b.commit(racing, &key, variant("german, old", "de"), Some(&names));
+    settled(&b, |s| &s.commits_refused, 1).await;
+    let variants = redis.command(&["KEYS", "cc:*:v:*"]).unwrap();
+    assert_eq!(variants.trim(), "*0", "no variant left");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_variant_entry_under_another_selection_is_never_taken() {
+    // An entry put under the French variant's keys holding the German
+    // answer (a forged or mixed-up write) fails the key check: a miss.
+    let redis = Redis::start();
+    let (a, b) = (
+        Fleet::new(&config(&redis)).unwrap(),
+        Fleet::new(&config(&redis)).unwrap(),
+    );
+    let key = CacheKey::new("http", "h", "/forged");
+    let names = [http::HeaderName::from_static("accept-language")];
+    let first = lease_for(&a, &key, &asking("de")).await;
+    a.commit(first, &key, variant("german", "de"), Some(&names));
+    settled(&a, |s| &s.commits, 1).await;
+    let hash = hash_of(&key);
+    let de = Target::variant(
+        &a,
+        &hash,
+        &key,
+        "accept-language",
+        &crate::http::vary::secondary(&names, &asking("de")),
+    );
+    let fr = Target::variant(
+        &a,
+        &hash,
+        &key,
+        "accept-language",
+        &crate::http::vary::secondary(&names, &asking("fr")),
+    );
+    redis.command(&["COPY", &de.meta, &fr.meta]).unwrap();
+    assert!(matches!(
+        b.before_fetch(&key, None, Duration::from_secs(1), &asking("fr"))
+            .await,
+        Before::Fetch(_)
+    ));
+    assert_eq!(b.stats.bad_entries.load(Ordering::Relaxed), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_taken_by_an_acquire_that_missed_its_deadline_is_let_go() {
+    // Redis hangs with the acquire in its socket: the node gives up on it
+    // and fetches alone, but the script runs once Redis wakes and takes the
+    // lease for a fetch the fleet will never see.
+    let redis = Redis::start();
+    let cfg = FleetConfig {
+        lease: Duration::from_secs(30),
+        timeout: Duration::from_millis(100),
+        ..config(&redis)
+    };
+    let (a, b) = (Fleet::new(&cfg).unwrap(), Fleet::new(&cfg).unwrap());
+    let key = CacheKey::new("http", "h", "/orphan");
+    // Connected, and the script known to Redis (a first call of it would
+    // be answered NOSCRIPT and sent again whole): the acquire below is
+    // sent at once, as a node under traffic sends it.
+    drop(lease(&a, &CacheKey::new("http", "h", "/warm")).await);
+    tokio::time::sleep(Duration::from_millis(100)).await; // its release
+    redis.pause();
+    let before = a
+        .before_fetch(&key, None, Duration::from_secs(1), &http::HeaderMap::new())
+        .await;
+    assert!(
+        matches!(before, Before::Fetch(None)),
+        "no lease: Redis hung"
+    );
+    redis.resume();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let lease_key = a.key(&hash_of(&key), "l");
+    let held = redis.command(&["EXISTS", &lease_key]).unwrap();
+    assert_eq!(held.trim(), ":1", "the late script took the lease");
+    for _ in 0..100 {
+        a.poll_purges(false).await;
+        if a.stats.leases_released_late.load(Ordering::Relaxed) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(a.stats.leases_released_late.load(Ordering::Relaxed), 1);
+    assert!(matches!(
+        b.before_fetch(
+            &key,
+            None,
+            Duration::from_millis(200),
+            &http::HeaderMap::new()
+        )
+        .await,
         Before::Fetch(Some(_))
     ));
 }

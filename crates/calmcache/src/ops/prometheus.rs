@@ -388,6 +388,32 @@ fn fleet(o: &mut String, f: &crate::ops::status::FleetStatus) {
     }
     family(
         o,
+        "calmcache_fleet_breaker_opened_total",
+        "counter",
+        "Times the Redis circuit breaker opened, by the rule that opened it (consecutive: 5 failed calls in a row; ratio: half of at least 20 calls in 2 s failed; latency: calls cost over 3/4 of fleet.timeout on average).",
+    );
+    for reason in crate::fleet::OpenReason::ALL {
+        sample(
+            o,
+            "calmcache_fleet_breaker_opened_total",
+            &[("reason", reason.as_str())],
+            f.breaker_opened_by.by(reason) as f64,
+        );
+    }
+    gauge(
+        o,
+        "calmcache_fleet_breaker_latency_seconds",
+        "The breaker's latency rule: what a Redis call costs on average (EWMA) since the breaker last closed.",
+        f.breaker_latency_us as f64 / 1e6,
+    );
+    gauge(
+        o,
+        "calmcache_fleet_timer_lag_seconds",
+        "How late this node's timers fire on average; past fleet.timeout / 10 (at least 2 ms) the breaker's latency rule is silent.",
+        f.breaker_lag_us as f64 / 1e6,
+    );
+    family(
+        o,
         "calmcache_fleet_redis_calls_total",
         "counter",
         "Redis calls by operation and result (ok, failed, timed_out: past fleet.timeout, skipped: breaker open).",
@@ -435,11 +461,11 @@ fn fleet(o: &mut String, f: &crate::ops::status::FleetStatus) {
             n as f64,
         );
     }
-    let counters: [(&str, &str, u64); 10] = [
+    let counters: [(&str, &str, u64); 14] = [
         (
-            "calmcache_fleet_breaker_opened_total",
-            "Times the Redis circuit breaker opened.",
-            f.breaker_opened,
+            "calmcache_fleet_breaker_closed_total",
+            "Times a probe closed the Redis circuit breaker (Redis in use again).",
+            f.breaker_closed,
         ),
         (
             "calmcache_fleet_reconnects_total",
@@ -460,6 +486,26 @@ fn fleet(o: &mut String, f: &crate::ops::status::FleetStatus) {
             "calmcache_fleet_leases_held_total",
             "Fetches that found another node's lease and waited for its copy.",
             f.leases_held,
+        ),
+        (
+            "calmcache_fleet_leases_newer_total",
+            "Fetches that found a newer copy in Redis and took it instead (as shared_hits).",
+            f.leases_newer,
+        ),
+        (
+            "calmcache_fleet_leases_lost_total",
+            "Leases lost before storing: expired (renewals failed) and taken by another node.",
+            f.leases_lost,
+        ),
+        (
+            "calmcache_fleet_leases_released_late_total",
+            "Leases released once Redis answered again (given up while it was out of reach).",
+            f.leases_released_late,
+        ),
+        (
+            "calmcache_fleet_purge_gaps_total",
+            "Times this node could not know which purges it missed and marked every local object stale.",
+            f.purge_gaps,
         ),
         (
             "calmcache_fleet_waits_timed_out_total",
@@ -497,6 +543,50 @@ fn fleet(o: &mut String, f: &crate::ops::status::FleetStatus) {
         "This node's purges waiting for Redis (out of reach when made).",
         f.purges_pending as f64,
     );
+    gauge(
+        o,
+        "calmcache_fleet_leases_active",
+        "Leases this node holds now: its fetches for the fleet in flight.",
+        f.leases_active as f64,
+    );
+    family(
+        o,
+        "calmcache_fleet_purge_lag_seconds",
+        "summary",
+        "Lag of other nodes' purges from being sent (Redis' clock) to applied here.",
+    );
+    sample(
+        o,
+        "calmcache_fleet_purge_lag_seconds_sum",
+        &[],
+        f.purge_lag_sum_ms as f64 / 1e3,
+    );
+    sample(
+        o,
+        "calmcache_fleet_purge_lag_seconds_count",
+        &[],
+        f.purges_applied as f64,
+    );
+    gauge(
+        o,
+        "calmcache_fleet_purge_lag_max_seconds",
+        "The longest lag of a purge from another node, sent to applied here.",
+        f.purge_lag_max_ms as f64 / 1e3,
+    );
+    family(
+        o,
+        "calmcache_fleet_object_fetches",
+        "gauge",
+        "Origin fetches with the fleet's lease of the objects this node fetched most lately, summed over every node (the object's fencing counter).",
+    );
+    for object in &f.most_fetched {
+        sample(
+            o,
+            "calmcache_fleet_object_fetches",
+            &[("key", &object.key)],
+            object.fleet as f64,
+        );
+    }
 }
 
 /// Per upstream: requests that skipped a down server, requests refused
@@ -638,7 +728,16 @@ mod tests {
         let f = crate::ops::status::FleetStatus {
             node: "n1".to_owned(),
             breaker: crate::fleet::BreakerState::HalfOpen,
-            breaker_opened: 1,
+            breaker_opened: 3,
+            breaker_opened_by: crate::fleet::OpenedBy {
+                consecutive: 1,
+                ratio: 0,
+                latency: 2,
+            },
+            breaker_closed: 2,
+            breaker_last_reason: Some(crate::fleet::OpenReason::Latency),
+            breaker_latency_us: 40_000,
+            breaker_lag_us: 1_500,
             calls_ok: 4,
             calls_failed: 1,
             calls_timed_out: 2,
@@ -648,6 +747,10 @@ mod tests {
             shared_hits: 5,
             leases_acquired: 6,
             leases_held: 7,
+            leases_newer: 5,
+            leases_active: 1,
+            leases_lost: 2,
+            leases_released_late: 0,
             waits_timed_out: 0,
             commits: 8,
             commits_refused: 9,
@@ -655,8 +758,18 @@ mod tests {
             bad_entries: 0,
             purges_sent: 10,
             purges_applied: 11,
+            purge_lag_mean_ms: 20,
+            purge_lag_max_ms: 90,
+            purge_lag_sum_ms: 220,
+            purge_gaps: 0,
             purges_pending: 0,
             ops,
+            last_error: None,
+            most_fetched: vec![crate::fleet::ObjectFetches {
+                key: "GET http fleet.test /a".to_owned(),
+                fleet: 3,
+                here: 1,
+            }],
         };
         let mut o = String::new();
         fleet(&mut o, &f);
@@ -665,6 +778,12 @@ mod tests {
             "calmcache_fleet_breaker_state{state=\"closed\"} 0",
             "calmcache_fleet_breaker_state{state=\"open\"} 0",
             "calmcache_fleet_breaker_state{state=\"half_open\"} 1",
+            "calmcache_fleet_breaker_opened_total{reason=\"consecutive\"} 1",
+            "calmcache_fleet_breaker_opened_total{reason=\"ratio\"} 0",
+            "calmcache_fleet_breaker_opened_total{reason=\"latency\"} 2",
+            "calmcache_fleet_breaker_closed_total 2",
+            "calmcache_fleet_breaker_latency_seconds 0.04",
+            "calmcache_fleet_timer_lag_seconds 0.0015",
             "calmcache_fleet_redis_calls_total{op=\"acquire\",result=\"ok\"} 4",
             "calmcache_fleet_redis_calls_total{op=\"acquire\",result=\"timed_out\"} 2",
             "calmcache_fleet_redis_calls_total{op=\"acquire\",result=\"skipped\"} 3",
@@ -673,6 +792,12 @@ mod tests {
             "calmcache_fleet_commits_total{result=\"refused\"} 9",
             "calmcache_fleet_purges_applied_total 11",
             "calmcache_fleet_purges_pending 0",
+            "calmcache_fleet_leases_lost_total 2",
+            "calmcache_fleet_leases_active 1",
+            "calmcache_fleet_purge_lag_seconds_sum 0.22",
+            "calmcache_fleet_purge_lag_seconds_count 11",
+            "calmcache_fleet_purge_lag_max_seconds 0.09",
+            "calmcache_fleet_object_fetches{key=\"GET http fleet.test /a\"} 3",
         ] {
             assert!(o.lines().any(|l| l == line), "missing {line:?} in\n{o}");
         }

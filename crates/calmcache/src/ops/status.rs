@@ -70,6 +70,21 @@ pub(crate) struct FleetStatus {
     pub breaker: crate::fleet::BreakerState,
     /// Times the breaker opened.
     pub breaker_opened: u64,
+    /// The same by the rule that opened it: `consecutive` (5 failed calls
+    /// in a row), `ratio` (half of at least 20 calls in 2 s failed),
+    /// `latency` (calls cost over 3/4 of `fleet.timeout` on average).
+    pub breaker_opened_by: crate::fleet::OpenedBy,
+    /// Times a probe closed it.
+    pub breaker_closed: u64,
+    /// The rule that opened it last (`null`: never opened).
+    pub breaker_last_reason: Option<crate::fleet::OpenReason>,
+    /// The latency rule's average of what a Redis call costs since the
+    /// breaker last closed, in microseconds.
+    pub breaker_latency_us: u64,
+    /// How late this node's timers fire (average), in microseconds: past
+    /// `fleet.timeout / 10` (at least 2 ms) the node is too busy to judge
+    /// Redis by latency, and the latency rule is silent.
+    pub breaker_lag_us: u64,
     /// Redis calls answered in time, failed, past the deadline, and not
     /// made (breaker open).
     pub calls_ok: u64,
@@ -89,6 +104,17 @@ pub(crate) struct FleetStatus {
     pub leases_acquired: u64,
     /// Fetches that waited for another node's lease.
     pub leases_held: u64,
+    /// Fetches that found a newer copy in Redis instead of fetching (the
+    /// same count as `shared_hits`).
+    pub leases_newer: u64,
+    /// Leases this node holds now (its fetches for the fleet in flight).
+    pub leases_active: u64,
+    /// Leases lost before storing (expired: renewals failed, another node
+    /// took over).
+    pub leases_lost: u64,
+    /// Leases released once Redis answered again (given up while it was
+    /// out of reach).
+    pub leases_released_late: u64,
     /// Waits that ended without a copy (fetched alone).
     pub waits_timed_out: u64,
     /// Objects stored in Redis.
@@ -103,11 +129,27 @@ pub(crate) struct FleetStatus {
     pub purges_sent: u64,
     /// Purges from other nodes applied here.
     pub purges_applied: u64,
+    /// Their mean lag from being sent (Redis' clock) to applied here, ms.
+    pub purge_lag_mean_ms: u64,
+    /// The longest lag, ms.
+    pub purge_lag_max_ms: u64,
+    /// Summed lag, ms (for `/metrics`).
+    #[serde(skip)]
+    pub purge_lag_sum_ms: u64,
+    /// Times this node could not know which purges it missed and marked
+    /// every local object stale instead.
+    pub purge_gaps: u64,
     /// This node's purges waiting for Redis (out of reach when made).
     pub purges_pending: usize,
     /// Redis calls per operation (acquire, commit, release, purge, publish,
     /// poll): they sum to the `calls_*` totals.
     pub ops: BTreeMap<&'static str, crate::fleet::OpSnapshot>,
+    /// The objects this node fetched for the fleet lately that the fleet
+    /// fetched most: origin fetches summed over every node.
+    pub most_fetched: Vec<crate::fleet::ObjectFetches>,
+    /// The last failed Redis call (`op: error`), if any: why the breaker
+    /// opened (a TLS or password problem shows here).
+    pub last_error: Option<String>,
 }
 
 /// Client connections.
@@ -397,10 +439,16 @@ fn fleet_status(fleet: &crate::fleet::Fleet) -> FleetStatus {
         fleet.calls();
     let s = &fleet.stats;
     let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    let b = fleet.breaker_stats();
     FleetStatus {
         node: fleet.node().to_owned(),
         breaker: fleet.breaker(),
-        breaker_opened: fleet.breaker_opened(),
+        breaker_opened: b.opened_by.total(),
+        breaker_opened_by: b.opened_by,
+        breaker_closed: b.closed,
+        breaker_last_reason: b.last_reason,
+        breaker_latency_us: b.latency_us,
+        breaker_lag_us: b.lag_us,
         calls_ok,
         calls_failed,
         calls_timed_out,
@@ -410,6 +458,10 @@ fn fleet_status(fleet: &crate::fleet::Fleet) -> FleetStatus {
         shared_hits: n(&s.shared_hits),
         leases_acquired: n(&s.leases_acquired),
         leases_held: n(&s.leases_held),
+        leases_newer: n(&s.shared_hits),
+        leases_active: n(&s.leases_active),
+        leases_lost: n(&s.leases_lost),
+        leases_released_late: n(&s.leases_released_late),
         waits_timed_out: n(&s.waits_timed_out),
         commits: n(&s.commits),
         commits_refused: n(&s.commits_refused),
@@ -417,7 +469,15 @@ fn fleet_status(fleet: &crate::fleet::Fleet) -> FleetStatus {
         bad_entries: n(&s.bad_entries),
         purges_sent: n(&s.purges_sent),
         purges_applied: n(&s.purges_applied),
+        purge_lag_mean_ms: n(&s.purge_lag_ms_sum)
+            .checked_div(n(&s.purges_applied))
+            .unwrap_or(0),
+        purge_lag_max_ms: n(&s.purge_lag_ms_max),
+        purge_lag_sum_ms: n(&s.purge_lag_ms_sum),
+        purge_gaps: n(&s.purge_gaps),
         purges_pending: fleet.purges_pending(),
         ops: fleet.ops(),
+        most_fetched: fleet.most_fetched(),
+        last_error: fleet.last_error(),
     }
 }

@@ -102,6 +102,9 @@ pub(crate) enum FillReply {
         object: Arc<CachedObject>,
         /// What the origin answered: 304 on a revalidation.
         origin_status: u16,
+        /// Taken from the fleet's shared tier (another node's fetch), not
+        /// from the origin.
+        shared: bool,
     },
     /// Not stored: relay this response (hop-by-hop removed).
     Relay(Response<ResponseBody>, NotStored),
@@ -153,11 +156,16 @@ pub(crate) async fn fill(
     if let Some(fleet) = shared {
         alive_for(&permit, route.lock_timeout() + BOUND_SLACK);
         match fleet
-            .before_fetch(&primary, stale.as_deref(), route.lock_timeout())
+            .before_fetch(
+                &primary,
+                stale.as_deref(),
+                route.lock_timeout(),
+                &fetch.selecting,
+            )
             .await
         {
-            Before::Take(object) => {
-                return take_shared(&route, &primary, &fetch, permit, object).await
+            Before::Take(object, names) => {
+                return take_shared(&route, &primary, &fetch, permit, object, names).await
             }
             Before::Fetch(ours) => lease = ours,
         }
@@ -366,7 +374,8 @@ pub(crate) async fn fill(
             len: declared,
             held,
         };
-        return stream_fill(route.clone(), primary, fetch, permit, start, body);
+        let lease = lease.take();
+        return stream_fill(route.clone(), primary, fetch, permit, start, body, lease);
     }
     let body = match collect_limited(body, limit as usize, held).await {
         Collected::Complete(body) => body,
@@ -510,6 +519,7 @@ fn stream_fill(
     permit: Option<FetchPermit<FillOutcome>>,
     start: StreamStart,
     mut body: TimeoutBody<Incoming>,
+    lease: Option<Lease>,
 ) -> FillReply {
     let StreamStart {
         parts,
@@ -565,6 +575,14 @@ fn stream_fill(
         permit.publish(FillOutcome::Streaming(head.clone()));
     }
     let status = parts.status;
+    // The fleet's lease is kept while the body streams (the other nodes wait
+    // for the copy it stores in Redis), unless the body cannot go there:
+    // then it is let go at once and they fetch on their own.
+    let fleet_limit = route
+        .fleet
+        .as_ref()
+        .map_or(0, |f| f.config().max_object_size);
+    let mut lease = lease.filter(|_| len.is_none_or(|n| n <= fleet_limit));
     tokio::spawn(async move {
         let mut permit = permit;
         let limit = zone.as_ref().map_or(0, |z| z.tier.max_object_size());
@@ -600,6 +618,9 @@ fn stream_fill(
                 Some(Ok(data)) => data,
             };
             total += data.len() as u64;
+            if total > fleet_limit {
+                lease = None;
+            }
             if let Some(len) = len.filter(|&len| total > len) {
                 break Some(format!("origin body longer than its Content-Length {len}"));
             }
@@ -658,6 +679,9 @@ fn stream_fill(
                     // The body stays in its file; hits stream it from there.
                     object.lazy_body = Some(lazy);
                     let object = Arc::new(object);
+                    if let (Some(lease), Some(fleet)) = (lease, &route.fleet) {
+                        fleet.commit(lease, &primary, object.clone(), None);
+                    }
                     let host = request_host(&fetch);
                     after_store(
                         &route,
@@ -697,8 +721,7 @@ fn stream_fill(
             permit,
             origin_status,
             started,
-            // Streamed bodies stay local (the lease was released).
-            lease: None,
+            lease,
         };
         let _ = store(to, stored, storable).await;
     });
@@ -804,9 +827,40 @@ async fn store(to: StoreCtx<'_>, mut stored: Stored, storable: Storable) -> Fill
         return FillReply::Relay(resp, why);
     }
     if let (Some(lease), Some(fleet)) = (lease, &route.fleet) {
-        // Off the request path; a Vary'd URI's objects stay local.
-        if key == *primary {
-            fleet.commit(lease, key.clone(), object.clone());
+        // Off the request path; a variant under the URI's variants there.
+        let varies = (!names.is_empty()).then_some(&names[..]);
+        fleet.commit(lease, primary, object.clone(), varies);
+    }
+    let host = request_host(fetch);
+    after_store(route, primary, &key, &object, permit, origin_status, host).await;
+    FillReply::Stored {
+        object,
+        origin_status,
+        shared: false,
+    }
+}
+
+/// A fresh copy another node of the fleet stored: kept in the local zone
+/// (a failed store still serves it; a variant under this node's marker for
+/// the `names` it varies on) and handed to the fetch's followers, with no
+/// origin request.
+async fn take_shared(
+    route: &Route,
+    primary: &CacheKey,
+    fetch: &FetchRequest,
+    permit: Option<FetchPermit<FillOutcome>>,
+    object: Arc<CachedObject>,
+    names: Option<Vec<HeaderName>>,
+) -> FillReply {
+    let origin_status = object.status.as_u16();
+    let mut key = primary.clone();
+    if let Some(zone) = route.zone_for(&primary.as_ref()) {
+        if let (Some(names), Some(secondary)) = (names, object.variant.as_deref()) {
+            let id = marker_for(zone, primary, names, &object.meta).await;
+            key = vary::variant_key(&primary.as_ref(), id, secondary);
+        }
+        if let Err(e) = zone.tier.insert(key.clone(), object.clone()).await {
+            tracing::debug!(key = %key, zone = %zone.name, error = %e, "shared copy not stored locally");
         }
     }
     let host = request_host(fetch);
@@ -814,39 +868,7 @@ async fn store(to: StoreCtx<'_>, mut stored: Stored, storable: Storable) -> Fill
     FillReply::Stored {
         object,
         origin_status,
-    }
-}
-
-/// A fresh copy another node of the fleet stored: kept in the local zone
-/// (a failed store still serves it) and handed to the fetch's followers,
-/// with no origin request.
-async fn take_shared(
-    route: &Route,
-    primary: &CacheKey,
-    fetch: &FetchRequest,
-    permit: Option<FetchPermit<FillOutcome>>,
-    object: Arc<CachedObject>,
-) -> FillReply {
-    let origin_status = object.status.as_u16();
-    if let Some(zone) = route.zone_for(&primary.as_ref()) {
-        if let Err(e) = zone.tier.insert(primary.clone(), object.clone()).await {
-            tracing::debug!(key = %primary, zone = %zone.name, error = %e, "shared copy not stored locally");
-        }
-    }
-    let host = request_host(fetch);
-    after_store(
-        route,
-        primary,
-        primary,
-        &object,
-        permit,
-        origin_status,
-        host,
-    )
-    .await;
-    FillReply::Stored {
-        object,
-        origin_status,
+        shared: true,
     }
 }
 

@@ -674,7 +674,13 @@ async fn answer_fill(
     match reply {
         Ok(FillReply::Stored {
             object,
+            shared: true,
+            ..
+        }) => serve(route, &object, CacheStatus::SharedHit.report(), ask, now),
+        Ok(FillReply::Stored {
+            object,
             origin_status: origin,
+            ..
         }) => serve(route, &object, why.stored(origin), ask, now),
         Ok(FillReply::Streaming(head)) => {
             let report = why.stored(head.origin_status);

@@ -566,8 +566,28 @@ pub(crate) async fn follow_fleet(proxy: Arc<Proxy>, mut stop: tokio::sync::watch
     let Some(fleet) = proxy.fleet.clone() else {
         return;
     };
+    // Purges apply to what the disk zones hold once their loaders have
+    // indexed it all; until then the stream waits (its position is kept).
+    let loading = |proxy: &Proxy| {
+        proxy
+            .zones
+            .iter()
+            .any(|z| z.tier.detail().disk.is_some_and(|d| !d.loader_done))
+    };
+    while loading(&proxy) {
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+    }
+    // Objects from before this start: what the loaders found (not what
+    // was stored since, which saw every purge from here on).
+    let held = proxy
+        .zones
+        .iter()
+        .any(|z| z.tier.detail().disk.is_some_and(|d| d.loaded > 0));
     loop {
-        let polled = fleet.poll_purges().await;
+        let polled = fleet.poll_purges(held).await;
         if polled.gap {
             // Some purges may never reach this node: nothing it holds is
             // trusted fresh any more (each object is revalidated once).
@@ -577,15 +597,17 @@ pub(crate) async fn follow_fleet(proxy: Arc<Proxy>, mut stop: tokio::sync::watch
             };
             run(&proxy, all).await;
         }
-        for json in polled.purges {
-            match Purge::from_json(json.as_bytes()) {
+        for sent in polled.purges {
+            match Purge::from_json(sent.json.as_bytes()) {
                 Ok(purge) => {
                     run(&proxy, purge).await;
-                    fleet.purge_applied();
+                    fleet.purge_applied(&sent);
                 }
                 Err(e) => tracing::warn!(error = %e, "a purge from the fleet was not understood"),
             }
         }
+        // What the disk zones hold has seen every purge up to here.
+        fleet.save_position().await;
         tokio::select! {
             _ = tokio::time::sleep(FOLLOW_EVERY) => {}
             _ = stop.wait_for(|s| *s) => return,

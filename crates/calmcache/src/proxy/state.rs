@@ -181,6 +181,15 @@ impl KnownHosts {
         }
     }
 
+    /// Remembers the hosts a zone found at start; past the bound (or when
+    /// the zone could not keep them all), notes the overflow.
+    pub fn note_found(&mut self, found: &calmcache_core::HostsFound) {
+        for host in &found.hosts {
+            self.note(host);
+        }
+        self.overflowed |= found.overflowed;
+    }
+
     /// True when some host was not remembered since the last [`reset`](Self::reset).
     pub fn overflowed(&self) -> bool {
         self.overflowed
@@ -233,9 +242,32 @@ impl Proxy {
         let kept = |zone: &Arc<Zone>| {
             previous.is_some_and(|p| p.zones.iter().any(|old| Arc::ptr_eq(old, zone)))
         };
-        for zone in self.zones.iter().filter(|z| !kept(z)) {
+        let started: Vec<Arc<Zone>> = self.zones.iter().filter(|z| !kept(z)).cloned().collect();
+        for zone in &started {
             zone.tier.start();
         }
+        // Objects found at start were stored for hosts no request has named
+        // yet: once the loaders are done, their routes know those hosts too
+        // (a purge by path rebuilds keys from the hosts it knows).
+        let routes = self.routes.clone();
+        tokio::spawn(async move {
+            let loading = |z: &Arc<Zone>| z.tier.detail().disk.is_some_and(|d| !d.loader_done);
+            while started.iter().any(loading) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            for zone in &started {
+                let found = zone.tier.hosts_found();
+                if found.hosts.is_empty() && !found.overflowed {
+                    continue;
+                }
+                for route in routes
+                    .iter()
+                    .filter(|r| r.all_zones().any(|z| Arc::ptr_eq(z, zone)))
+                {
+                    route.known_hosts().note_found(&found);
+                }
+            }
+        });
     }
 
     /// Binds routes to upstreams and zones. At a reload, `previous` is the
@@ -288,6 +320,16 @@ impl Proxy {
             (Some(cfg), Some(old)) if old.config() == cfg => Some(old.clone()),
             (Some(cfg), _) => Some(crate::fleet::Fleet::new(cfg).map_err(SetupError::Fleet)?),
         };
+        if let Some(fleet) = &fleet {
+            fleet.keep_position_in(
+                config
+                    .zones
+                    .iter()
+                    .filter_map(|z| z.path.as_ref())
+                    .map(|dir| dir.join(crate::fleet::POSITION_FILE))
+                    .collect(),
+            );
+        }
         let routes = config
             .routes
             .iter()

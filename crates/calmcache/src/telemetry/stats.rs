@@ -182,6 +182,6 @@ mod tests {
             snap.revalidated,
             snap.bypass,
         );
-        assert_eq!(counts, (2, 3, 8, 1, 1));
+        assert_eq!(counts, (3, 3, 8, 1, 1));
     }
 }

@@ -476,6 +476,8 @@ async fn dashboard_shows_the_fleet_panel_in_fleet_mode() {
     );
     checks.eq(what, dom, "fleet-breaker", "closed");
     checks.eq(what, dom, "fleet-breaker-opened", "0");
+    checks.eq(what, dom, "fleet-breaker-closed", "0");
+    checks.eq(what, dom, "fleet-breaker-last-reason", "");
     checks.eq(what, dom, "fleet-leases-acquired", "1");
     checks.eq(what, dom, "fleet-leases-held", "0");
     checks.eq(what, dom, "fleet-shared-hits", "0");
@@ -484,6 +486,20 @@ async fn dashboard_shows_the_fleet_panel_in_fleet_mode() {
     checks.eq(what, dom, "fleet-purges-sent", "0");
     checks.eq(what, dom, "fleet-waits-timed-out", "0");
     checks.eq(what, dom, "fleet-calls-timed-out", "0");
+    checks.eq(what, dom, "fleet-leases-newer", "0");
+    checks.eq(what, dom, "fleet-leases-active", "0");
+    checks.eq(what, dom, "fleet-leases-lost", "0");
+    checks.eq(what, dom, "fleet-purge-gaps", "0");
+    match row(dom, "data-fleet-object=\"") {
+        Some(r) => {
+            checks.check(r.contains("/fleet/a"), format!("{what}: object row {r}"));
+            checks.eq(&format!("{what}, object"), r, "fleet-object-fleet", "1");
+            checks.eq(&format!("{what}, object"), r, "fleet-object-here", "1");
+        }
+        None => checks
+            .0
+            .push(format!("{what}: no row for the object fetched")),
+    }
     if let Some(ok) = checks.number(what, dom, "fleet-calls-ok") {
         checks.check(ok >= 2.0, format!("{what}: {ok} redis calls ok"));
     }

@@ -7,7 +7,9 @@ use crate::{free_port, wait_listening};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use calmcache_testkit::client::{request, request_with_body};
 use calmcache_testkit::{get, Origin, Proxy, RunningProxy};
+use http::Method;
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
@@ -905,4 +907,55 @@ async fn waiters_receive_a_chunked_body_as_it_arrives() {
         proxy.stop().await;
         let _ = std::fs::remove_dir_all(&dir);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_by_path_after_a_restart_reaches_objects_stored_before_it() {
+    // The default key has the host; a purge by path (no host) rebuilds the
+    // keys from the hosts the route knows, and after a restart those
+    // include the hosts of the objects the zone found on disk.
+    let origin = Origin::start().await;
+    let dir = scratch("purge-after-restart");
+    let start = || {
+        Proxy::new(&origin)
+            .disk_zone(&dir, "")
+            .admin("listen = \"127.0.0.1:0\"\ntoken = \"t\"")
+            .route("ttl = { 200 = \"60s\" }")
+            .start()
+    };
+    let proxy = start().await;
+    for host in ["a.test", "b.test"] {
+        let r = request(Method::GET, &proxy.url("/p"), &[("host", host)]).await;
+        assert_eq!(r.status, 200);
+    }
+    proxy.stop().await;
+    let proxy = start().await;
+    wait_for("the loader", async || {
+        proxy.status().await["zones"]["ram"]["disk"]["loader_done"] == true
+    })
+    .await;
+    // The routes learn the hosts right after the loader: let that land.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let r = request_with_body(
+        Method::POST,
+        &proxy.admin_url("/purge"),
+        &[
+            ("authorization", "Bearer t"),
+            ("content-type", "application/json"),
+        ],
+        r#"{"url": "/p"}"#,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body.trim(), r#"{"purged":2}"#, "both hosts' copies");
+    for host in ["a.test", "b.test"] {
+        let r = request(Method::GET, &proxy.url("/p"), &[("host", host)]).await;
+        assert!(
+            !r.cache_status_params().has("hit"),
+            "{host}: {}",
+            r.cache_status()
+        );
+    }
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -20,13 +20,23 @@ async fn node(origin: &Origin, redis: &Redis, ttl: &str) -> RunningProxy {
 }
 
 /// The same with more `[fleet]` keys.
-async fn node_with(origin: &Origin, redis: &Redis, ttl: &str, keys: &str) -> RunningProxy {
+pub(crate) async fn node_with(
+    origin: &Origin,
+    redis: &Redis,
+    ttl: &str,
+    keys: &str,
+) -> RunningProxy {
+    node_at(origin, &redis.url(), ttl, keys).await
+}
+
+/// A node on `redis`: a URL, or a TOML list of a cluster's.
+pub(crate) async fn node_at(origin: &Origin, redis: &str, ttl: &str, keys: &str) -> RunningProxy {
     Proxy::new(origin)
         .admin(&format!("listen = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\""))
         .route(&format!(
             "ttl = {{ 200 = \"{ttl}\" }}\nlock_timeout = \"5s\""
         ))
-        .fleet(&redis.url(), &format!("timeout = \"200ms\"\n{keys}"))
+        .fleet(redis, &format!("timeout = \"200ms\"\n{keys}"))
         .start()
         .await
 }
@@ -40,7 +50,7 @@ async fn nodes(origin: &Origin, redis: &Redis, ttl: &str) -> Vec<RunningProxy> {
 }
 
 /// `n` requests for `path` at once on every node; every answer must be 200.
-async fn burst(nodes: &[RunningProxy], path: &str, n: usize) -> Vec<String> {
+pub(crate) async fn burst(nodes: &[RunningProxy], path: &str, n: usize) -> Vec<String> {
     let mut tasks = Vec::new();
     for node in nodes {
         for _ in 0..n {
@@ -59,15 +69,15 @@ async fn burst(nodes: &[RunningProxy], path: &str, n: usize) -> Vec<String> {
 
 /// A GET as a load balancer would send it: the fleet's one host name on
 /// every node (the cache key has the host).
-async fn get(url: &str) -> Reply {
+pub(crate) async fn get(url: &str) -> Reply {
     request(Method::GET, url, &[("host", "fleet.test")]).await
 }
 
-async fn fleet_status(node: &RunningProxy) -> serde_json::Value {
+pub(crate) async fn fleet_status(node: &RunningProxy) -> serde_json::Value {
     node.status().await["fleet"].clone()
 }
 
-async fn sum(nodes: &[RunningProxy], field: &str) -> u64 {
+pub(crate) async fn sum(nodes: &[RunningProxy], field: &str) -> u64 {
     let mut total = 0;
     for node in nodes {
         total += fleet_status(node).await[field].as_u64().unwrap_or(0);
@@ -75,7 +85,7 @@ async fn sum(nodes: &[RunningProxy], field: &str) -> u64 {
     total
 }
 
-async fn purge(node: &RunningProxy, body: &str) -> serde_json::Value {
+pub(crate) async fn purge(node: &RunningProxy, body: &str) -> serde_json::Value {
     let auth = format!("Bearer {TOKEN}");
     let r = request_with_body(
         Method::POST,
@@ -154,6 +164,13 @@ async fn a_copy_stored_by_one_node_is_a_hit_for_the_others() {
     for node in &fleet[1..] {
         let r = get(&node.url("/shared")).await;
         assert_eq!(r.body, first.body, "the same copy");
+        // Said as a hit of the shared tier, not a fetch.
+        let said = r.cache_status_params();
+        assert!(said.has("hit"), "{}", r.cache_status());
+        assert_eq!(said.param("detail"), Some("fleet"), "{}", r.cache_status());
+        // Then a local hit like any other.
+        let again = get(&node.url("/shared")).await;
+        assert_eq!(again.cache_status_params().param("detail"), None);
     }
     assert_eq!(
         origin.hits_for("/shared"),
@@ -161,6 +178,25 @@ async fn a_copy_stored_by_one_node_is_a_hit_for_the_others() {
         "the others took it from redis"
     );
     assert_eq!(sum(&fleet, "shared_hits").await, 2);
+    assert_eq!(sum(&fleet, "leases_newer").await, 2);
+    assert_eq!(sum(&fleet, "leases_active").await, 0, "no fetch in flight");
+    // The node that fetched knows the fleet fetched it once.
+    let most = fleet_status(&fleet[0]).await["most_fetched"].clone();
+    assert_eq!(most[0]["fleet"], 1, "{most}");
+    assert!(
+        most[0]["key"].as_str().unwrap().contains("/shared"),
+        "{most}"
+    );
+    // Counted as hits, and as shared hits.
+    let metrics = request(Method::GET, &fleet[1].admin_url("/metrics"), &[]).await;
+    for line in [
+        "calmcache_requests_total{cache_status=\"hit\"} 2",
+        "calmcache_fleet_shared_hits_total 1",
+        "calmcache_fleet_leases_newer_total 1",
+        "calmcache_fleet_object_fetches",
+    ] {
+        assert!(metrics.body.contains(line), "{line} in {}", metrics.body);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -354,4 +390,118 @@ async fn a_fetch_longer_than_the_lease_keeps_it() {
     burst(&fleet, path, 3).await;
     assert_eq!(origin.hits_for("/slow"), 1);
     assert_eq!(sum(&fleet, "leases_acquired").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_uri_whose_responses_vary_is_shared_one_fetch_per_variant() {
+    // `Vary: Accept-Language`: each language is fetched once for the
+    // fleet, and no node is ever handed another language's answer.
+    let redis = Redis::start();
+    let origin = Origin::start().await;
+    let fleet = nodes(&origin, &redis, "30s").await;
+    let path = "/varies?x-origin-delay-ms=300&x-origin-header=Vary:%20Accept-Language";
+    let ask = |language: &'static str| {
+        let mut tasks = Vec::new();
+        for node in &fleet {
+            for _ in 0..5 {
+                let url = node.url(path);
+                tasks.push(tokio::spawn(async move {
+                    request(
+                        Method::GET,
+                        &url,
+                        &[("host", "fleet.test"), ("accept-language", language)],
+                    )
+                    .await
+                }));
+            }
+        }
+        tasks
+    };
+    let mut seen = std::collections::HashMap::new();
+    for (round, language) in ["de", "fr", "de", "fr"].into_iter().enumerate() {
+        let mut bodies = Vec::new();
+        for task in ask(language) {
+            let reply = task.await.unwrap();
+            assert_eq!(reply.status, 200, "{}", reply.body);
+            bodies.push(reply.body);
+        }
+        assert!(
+            bodies.iter().all(|b| b == &bodies[0]),
+            "{language}: one answer on every node: {bodies:?}"
+        );
+        let first = seen.entry(language).or_insert_with(|| bodies[0].clone());
+        assert_eq!(
+            first, &bodies[0],
+            "{language}, round {round}: the same copy"
+        );
+        let fetched = if round < 2 { round as u64 + 1 } else { 2 };
+        assert_eq!(
+            origin.hits_for("/varies"),
+            fetched,
+            "{language}, round {round}: one fetch per variant for the fleet"
+        );
+        // Let the commit land before the next round.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_ne!(seen["de"], seen["fr"], "two variants");
+    assert!(sum(&fleet, "shared_hits").await >= 2, "taken from redis");
+    assert_eq!(sum(&fleet, "too_large").await, 0, "nothing kept local");
+    // A purge of the URI on one node reaches every variant on every node.
+    purge(
+        &fleet[1],
+        &format!(r#"{{"url": "http://fleet.test{path}"}}"#),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    for task in ask("fr") {
+        let reply = task.await.unwrap();
+        assert_eq!(reply.status, 200);
+        assert_ne!(reply.body, seen["fr"], "purged: a new copy");
+    }
+    assert_eq!(origin.hits_for("/varies"), 3, "one fetch after the purge");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_streams_is_shared_too_from_memory_and_from_disk() {
+    // 600 KB: past the size a fill collects before storing, so its body
+    // streams to readers as it arrives (and into a disk zone's file); still
+    // under fleet.max_object_size (1 MiB), so it goes to Redis once whole.
+    let redis = Redis::start();
+    let origin = Origin::start().await;
+    let dirs: Vec<_> = (0..3)
+        .map(|i| crate::scratch(&format!("fleet-big-{i}")))
+        .collect();
+    for (kind, fleet) in [
+        ("memory", nodes(&origin, &redis, "30s").await),
+        ("disk", {
+            let mut fleet = Vec::new();
+            for dir in &dirs {
+                fleet.push(
+                    Proxy::new(&origin)
+                        .disk_zone(dir, "")
+                        .route("ttl = { 200 = \"30s\" }\nlock_timeout = \"5s\"")
+                        .fleet(&redis.url(), "timeout = \"200ms\"")
+                        .start()
+                        .await,
+                );
+            }
+            fleet
+        }),
+    ] {
+        let path = format!("/big-{kind}?x-origin-delay-ms=300&x-origin-body-bytes=600000");
+        let bodies = burst(&fleet, &path, 3).await;
+        assert!(
+            bodies.iter().all(|b| b.len() == 600_000 && b == &bodies[0]),
+            "{kind}: one whole answer everywhere"
+        );
+        assert_eq!(
+            origin.hits_for(&format!("/big-{kind}")),
+            1,
+            "{kind}: one fetch for the fleet"
+        );
+        assert_eq!(sum(&fleet, "too_large").await, 0, "{kind}");
+    }
+    for dir in dirs {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

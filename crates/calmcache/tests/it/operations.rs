@@ -224,7 +224,19 @@ async fn prometheus_exposes_the_fleet_block_in_fleet_mode() {
         ("calmcache_fleet_breaker_state{state=\"closed\"}", 1.0),
         ("calmcache_fleet_breaker_state{state=\"open\"}", 0.0),
         ("calmcache_fleet_breaker_state{state=\"half_open\"}", 0.0),
-        ("calmcache_fleet_breaker_opened_total", 0.0),
+        (
+            "calmcache_fleet_breaker_opened_total{reason=\"consecutive\"}",
+            0.0,
+        ),
+        (
+            "calmcache_fleet_breaker_opened_total{reason=\"ratio\"}",
+            0.0,
+        ),
+        (
+            "calmcache_fleet_breaker_opened_total{reason=\"latency\"}",
+            0.0,
+        ),
+        ("calmcache_fleet_breaker_closed_total", 0.0),
         ("calmcache_fleet_leases_acquired_total", 1.0),
         ("calmcache_fleet_leases_held_total", 0.0),
         ("calmcache_fleet_shared_hits_total", 0.0),

@@ -149,6 +149,7 @@ fn cache_status_is_the_class_of_the_answer() {
     let words = [
         (CacheStatus::Hit, "HIT"),
         (CacheStatus::HitRefreshEarly, "HIT"),
+        (CacheStatus::SharedHit, "HIT"),
         (CacheStatus::StaleWhileRevalidate, "STALE"),
         (CacheStatus::StaleRefreshInFlight, "STALE"),
         (CacheStatus::StaleIfError, "STALE"),
