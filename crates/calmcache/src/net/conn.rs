@@ -211,6 +211,7 @@ pub(crate) fn spawn<IO, S, F, B>(
         accepted + settings.header_read_timeout,
         guard,
         writes,
+        protocol == Protocol::Http2,
     ));
     let served = AtomicU32::new(0);
     let service = service_fn(move |req: Request<Incoming>| {
@@ -470,6 +471,39 @@ pub(crate) struct Clocked<IO> {
     _slot: Option<ConnectionGuard>,
     /// `send_timeout` on every write (a tunnel's too).
     write: WriteClock,
+    /// HTTP/2: the writes of one poll of the connection, sent as one.
+    gather: Option<Gather>,
+}
+
+/// Largest run of HTTP/2 writes [`Clocked`] gathers before it sends them
+/// (a bigger write goes out as it comes).
+const GATHER_MAX: usize = 64 * 1024;
+
+/// What [`Clocked`] gathers of an HTTP/2 connection's writes.
+///
+/// hyper's h2 flushes its IO after every DATA frame of 256 bytes or more
+/// (it holds one such frame at a time), so each stream's answer went out as
+/// a TLS record and a `writev` of its own: as many syscalls per request as
+/// HTTP/1.1, and the client woken for each. Here a flush only marks the
+/// gathered bytes as owed and wakes the connection's task; they are sent
+/// (one TLS write, one syscall) at the first IO call of its next poll,
+/// after the other streams that became ready meanwhile have added theirs.
+/// h2 touches its IO on every poll (it reads until `Pending`), and a
+/// shutdown sends what is owed first.
+#[derive(Default)]
+struct Gather {
+    /// Bytes accepted from hyper and not yet written.
+    buf: Vec<u8>,
+    /// How much of `buf` has been written.
+    sent: usize,
+    /// A flush was asked for: `buf` goes out at the next IO call.
+    owed: bool,
+}
+
+impl Gather {
+    fn pending(&self) -> usize {
+        self.buf.len() - self.sent
+    }
 }
 
 impl<IO> Clocked<IO> {
@@ -481,6 +515,7 @@ impl<IO> Clocked<IO> {
         first_deadline: Instant,
         slot: Option<ConnectionGuard>,
         write: WriteClock,
+        gather: bool,
     ) -> Self {
         let (clock, deadline) = match head {
             Some(_) => (Clock::Head, first_deadline),
@@ -495,11 +530,54 @@ impl<IO> Clocked<IO> {
             head,
             _slot: slot,
             write,
+            gather: gather.then(Gather::default),
         }
     }
 }
 
-impl<IO: AsyncRead + Unpin> AsyncRead for Clocked<IO> {
+impl<IO: AsyncWrite + Unpin> Clocked<IO> {
+    /// Writes out what is gathered (and flushes the IO once it all is).
+    /// `Ready(Ok)` at once when nothing is.
+    fn send_gathered(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let Some(gather) = &mut self.gather else {
+            return Poll::Ready(Ok(()));
+        };
+        if gather.pending() == 0 && !gather.owed {
+            return Poll::Ready(Ok(()));
+        }
+        while gather.pending() > 0 {
+            let written = Pin::new(&mut self.io).poll_write(cx, &gather.buf[gather.sent..]);
+            let n = std::task::ready!(self.write.watch(cx, written, &self.phase.writes))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            gather.sent += n;
+        }
+        // Kept for the next poll's writes unless a large run grew it.
+        if gather.buf.capacity() > GATHER_MAX {
+            gather.buf = Vec::new();
+        } else {
+            gather.buf.clear();
+        }
+        gather.sent = 0;
+        gather.owed = false;
+        let flushed = Pin::new(&mut self.io).poll_flush(cx);
+        self.write.watch(cx, flushed, &self.phase.writes)
+    }
+
+    /// Room for `len` more bytes in the gather: what is there goes out
+    /// first when it would pass [`GATHER_MAX`]. `Ready(false)`: a write
+    /// that large goes out directly.
+    fn room(&mut self, cx: &mut Context<'_>, len: usize) -> Poll<io::Result<bool>> {
+        let pending = self.gather.as_ref().map_or(0, Gather::pending);
+        if pending > 0 && pending + len > GATHER_MAX {
+            std::task::ready!(self.send_gathered(cx))?;
+        }
+        Poll::Ready(Ok(len < GATHER_MAX))
+    }
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Clocked<IO> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -510,6 +588,11 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Clocked<IO> {
         // poll its write again (module doc of write_clock).
         if let Some(cut) = this.write.check(cx) {
             return Poll::Ready(Err(cut));
+        }
+        // What the last poll gathered goes out first; a client that does
+        // not take it does not stop reads (the write clock times it).
+        if let Poll::Ready(Err(e)) = this.send_gathered(cx) {
+            return Poll::Ready(Err(e));
         }
         if this.phase.inflight.load(Relaxed) > 0 {
             this.clock = Clock::Busy;
@@ -560,6 +643,12 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Clocked<IO> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
+        if this.gather.is_some() && std::task::ready!(this.room(cx, buf.len()))? {
+            if let Some(gather) = &mut this.gather {
+                gather.buf.extend_from_slice(buf);
+                return Poll::Ready(Ok(buf.len()));
+            }
+        }
         let written = Pin::new(&mut this.io).poll_write(cx, buf);
         this.write.watch(cx, written, &this.phase.writes)
     }
@@ -570,22 +659,45 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Clocked<IO> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
+        if this.gather.is_some() {
+            let len = bufs.iter().map(|b| b.len()).sum();
+            if std::task::ready!(this.room(cx, len))? {
+                if let Some(gather) = &mut this.gather {
+                    for b in bufs {
+                        gather.buf.extend_from_slice(b);
+                    }
+                    return Poll::Ready(Ok(len));
+                }
+            }
+        }
         let written = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
         this.write.watch(cx, written, &this.phase.writes)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
+        // Gathered slices are copied: hyper may hand them over as they are.
+        self.gather.is_some() || self.io.is_write_vectored()
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        if let Some(gather) = &mut this.gather {
+            if gather.pending() > 0 {
+                // Owed until the task's next poll (see `Gather`).
+                if !gather.owed {
+                    gather.owed = true;
+                    cx.waker().wake_by_ref();
+                }
+                return Poll::Ready(Ok(()));
+            }
+        }
         let flushed = Pin::new(&mut this.io).poll_flush(cx);
         this.write.watch(cx, flushed, &this.phase.writes)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        std::task::ready!(this.send_gathered(cx))?;
         let shut = Pin::new(&mut this.io).poll_shutdown(cx);
         this.write.watch(cx, shut, &this.phase.writes)
     }
