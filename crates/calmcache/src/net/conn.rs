@@ -203,16 +203,18 @@ pub(crate) fn spawn<IO, S, F, B>(
         phase.clone(),
     );
     let writes = WriteClock::new(settings.send_timeout, peer.addr, counted);
-    let io = TokioIo::new(Clocked::new(
-        io,
-        phase.clone(),
-        settings.keepalive_timeout,
-        heads,
-        accepted + settings.header_read_timeout,
-        guard,
-        writes,
-        protocol == Protocol::Http2,
-    ));
+    let io = TokioIo::new(
+        Clocked::new(
+            io,
+            phase.clone(),
+            settings.keepalive_timeout,
+            heads,
+            accepted + settings.header_read_timeout,
+            guard,
+            writes,
+        )
+        .gathering(protocol == Protocol::Http2),
+    );
     let served = AtomicU32::new(0);
     let service = service_fn(move |req: Request<Incoming>| {
         let ticket = Ticket::begin(&phase);
@@ -515,7 +517,6 @@ impl<IO> Clocked<IO> {
         first_deadline: Instant,
         slot: Option<ConnectionGuard>,
         write: WriteClock,
-        gather: bool,
     ) -> Self {
         let (clock, deadline) = match head {
             Some(_) => (Clock::Head, first_deadline),
@@ -530,8 +531,14 @@ impl<IO> Clocked<IO> {
             head,
             _slot: slot,
             write,
-            gather: gather.then(Gather::default),
+            gather: None,
         }
+    }
+
+    /// Gathers the writes of each poll ([`Gather`]): for HTTP/2.
+    fn gathering(mut self, on: bool) -> Self {
+        self.gather = on.then(Gather::default);
+        self
     }
 }
 
