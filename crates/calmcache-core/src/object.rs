@@ -184,17 +184,7 @@ pub struct VaryIndex {
 pub const OBJECT_OVERHEAD: usize = 256;
 
 /// The `Arc<CachedObject>` allocation (two counts and the object).
-const OBJECT_COST: usize = malloc_cost_const(16 + std::mem::size_of::<CachedObject>());
-
-/// [`malloc_cost`] for a small constant size.
-const fn malloc_cost_const(n: usize) -> usize {
-    let c = (n + 8).div_ceil(16) * 16;
-    if c < 32 {
-        32
-    } else {
-        c
-    }
-}
+const OBJECT_COST: usize = malloc_cost(16 + std::mem::size_of::<CachedObject>());
 
 /// How long a soft-purged object may still be served stale while one
 /// refresh runs (unless the origin forbade serving it stale).
@@ -428,11 +418,15 @@ pub fn stored_headers(headers: &HeaderMap, strip: &[String]) -> HeaderMap {
 /// Bytes glibc's malloc takes for an allocation of `n` bytes: an 8-byte
 /// header, 16-byte alignment, 32 bytes at least; above its mmap threshold
 /// (128 KiB unless it has raised it), whole pages.
-pub fn malloc_cost(n: usize) -> usize {
-    match n {
-        0 => 0,
-        n if n >= 128 * 1024 => (n + 16).div_ceil(4096) * 4096,
-        n => ((n + 8).div_ceil(16) * 16).max(32),
+pub const fn malloc_cost(n: usize) -> usize {
+    if n == 0 {
+        0
+    } else if n >= 128 * 1024 {
+        (n + 16).div_ceil(4096) * 4096
+    } else if n + 8 <= 32 {
+        32
+    } else {
+        (n + 8).div_ceil(16) * 16
     }
 }
 
