@@ -15,6 +15,7 @@
 #                      testing the NGINX/Varnish rows of a script)
 #   CALM_THREADS=N     calmcache `threads` in write_calm_config (default 2)
 #   NGINX_WORKERS=N    NGINX worker_processes in nginx_conf (default 2)
+#   VARNISH_MALLOC=S   Varnish malloc storage size in start_varnish (default 256m)
 
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_DIR="$(cd "$BENCH_DIR/.." && pwd)"
@@ -340,7 +341,7 @@ wait_listen() {
 # ------------------------------------------------------------ varnish ----
 
 # start_varnish MODE ORIGIN_PORT [TTL GRACE]: varnishd in the foreground with a
-# generated VCL and a 256 MB malloc store; sets PROXY_PORT. It adds
+# generated VCL and a malloc store ($VARNISH_MALLOC, 256m); sets PROXY_PORT. It adds
 # `X-Cache: HIT|MISS` (HIT = served from a cached object, fresh or in grace).
 #   grace    beresp.ttl = TTL, beresp.grace = GRACE, whatever the origin says
 #   honor    freshness from the origin's Cache-Control (built-in VCL)
@@ -382,7 +383,7 @@ EOF
 		jail=(-j none)
 	fi
 	spawn "varnish-$BENCH_SEQ" varnishd -F "${jail[@]}" -a "127.0.0.1:$PROXY_PORT" \
-		-T 127.0.0.1:0 -n "$dir/work" -f "$dir/default.vcl" -s malloc,256m
+		-T 127.0.0.1:0 -n "$dir/work" -f "$dir/default.vcl" -s "malloc,${VARNISH_MALLOC:-256m}"
 	PROXY_PID=$SPAWNED_PID
 	wait_listen "$PROXY_PORT" "$PROXY_PID"
 }

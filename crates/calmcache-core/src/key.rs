@@ -138,6 +138,12 @@ impl CacheKey {
     pub fn weight(&self) -> usize {
         self.text.len() + std::mem::size_of::<Self>()
     }
+
+    /// The allocation of its text as glibc's malloc hands it out (the key
+    /// itself lives inline where it is kept).
+    pub fn memory_cost(&self) -> usize {
+        crate::object::malloc_cost(self.text.len())
+    }
 }
 
 impl std::fmt::Debug for CacheKey {

@@ -18,11 +18,26 @@ struct ObjectWeighter;
 
 impl Weighter<CacheKey, Arc<CachedObject>> for ObjectWeighter {
     fn weight(&self, key: &CacheKey, obj: &Arc<CachedObject>) -> u64 {
-        (key.weight() + obj.weight()) as u64
+        memory_cost(key, obj) as u64
     }
 }
 
-/// A RAM zone bounded by `max_size` bytes of keys, headers and bodies.
+/// What one entry of the zone's index costs besides its key's text and its
+/// object: quick_cache's slot (the key inline, the `Arc`, its state and
+/// links), its hash table position, and the slack of tables that grow by
+/// doubling. Measured: `tests/object_memory.rs` fills a zone and compares
+/// RSS growth with the zone's size.
+pub const INDEX_ENTRY_COST: usize = 96;
+
+/// The RAM an entry takes: the key's text, the object as allocated
+/// ([`CachedObject::memory_cost`]) and its index entry.
+fn memory_cost(key: &CacheKey, obj: &CachedObject) -> usize {
+    key.memory_cost() + obj.memory_cost() + INDEX_ENTRY_COST
+}
+
+/// A RAM zone bounded by `max_size` bytes of RAM: keys, objects (headers,
+/// bodies) and index entries as the allocator hands them out, so that
+/// `max_size` bounds the process's real memory for the zone.
 pub struct MemoryTier {
     cache: Cache<CacheKey, Arc<CachedObject>, ObjectWeighter>,
     max_size: u64,

@@ -118,6 +118,8 @@ pub struct CachedObject {
     pub lazy_body: Option<LazyBody>,
     /// Bytes this object costs a zone, computed once (eviction asks often).
     weight: usize,
+    /// Bytes of RAM it really takes, computed once: [`CachedObject::memory_cost`].
+    memory: usize,
 }
 
 /// The body of a large disk object, left in its file: read in chunks with
@@ -181,6 +183,9 @@ pub struct VaryIndex {
 /// Fixed per-object bookkeeping cost charged to a zone on top of header and body bytes.
 pub const OBJECT_OVERHEAD: usize = 256;
 
+/// The `Arc<CachedObject>` allocation (two counts and the object).
+const OBJECT_COST: usize = malloc_cost(16 + std::mem::size_of::<CachedObject>());
+
 /// How long a soft-purged object may still be served stale while one
 /// refresh runs (unless the origin forbade serving it stale).
 pub const SOFT_PURGE_STALE: Duration = Duration::from_secs(60);
@@ -237,6 +242,7 @@ impl CachedObject {
             has_targeted: self.has_targeted,
             lazy_body: self.lazy_body.clone(),
             weight: self.weight,
+            memory: self.memory,
         }
     }
 
@@ -267,6 +273,15 @@ impl CachedObject {
             .iter()
             .any(|name| headers.contains_key(*name))
             || TAG_FIELDS.iter().any(|name| headers.contains_key(*name));
+        let memory = OBJECT_COST
+            + headers_cost(&headers)
+            + shared_bytes_cost(body.len())
+            + malloc_cost(encodings.capacity() * std::mem::size_of::<Encoded>())
+            + encodings
+                .iter()
+                .map(|e| shared_bytes_cost(e.body.len()))
+                .sum::<usize>()
+            + variant.as_ref().map_or(0, |v| malloc_cost(v.len()));
         CachedObject {
             meta,
             status,
@@ -278,6 +293,7 @@ impl CachedObject {
             has_targeted,
             lazy_body: None,
             weight,
+            memory,
         }
     }
 
@@ -288,6 +304,13 @@ impl CachedObject {
                 .names
                 .iter()
                 .map(|n| n.as_str().len() + 32)
+                .sum::<usize>();
+        let memory = OBJECT_COST
+            + malloc_cost(index.names.capacity() * std::mem::size_of::<HeaderName>())
+            + index
+                .names
+                .iter()
+                .map(|n| malloc_cost(n.as_str().len()))
                 .sum::<usize>();
         CachedObject {
             meta,
@@ -300,6 +323,7 @@ impl CachedObject {
             has_targeted: false,
             lazy_body: None,
             weight,
+            memory,
         }
     }
 
@@ -332,10 +356,149 @@ impl CachedObject {
             .map(|e| &e.body)
     }
 
-    /// Bytes this object costs a memory zone: headers, body and bookkeeping.
+    /// The object's size for `max_object_size`: header and body bytes plus
+    /// a fixed bookkeeping charge ([`weigh`]); the same in every zone kind.
     pub fn weight(&self) -> usize {
         self.weight
     }
+
+    /// Bytes of RAM this object takes while a memory zone holds it, as
+    /// glibc's malloc hands them out ([`malloc_cost`]): the shared object
+    /// itself, its header map and values, its body and encodings (each a
+    /// shared buffer), a variant's key text, a lazy body's path. What a
+    /// memory zone's `max_size` bounds, with the key and the zone's index
+    /// entry (see [`crate::MemoryTier`]).
+    pub fn memory_cost(&self) -> usize {
+        self.memory
+            + self.lazy_body.as_ref().map_or(0, |lazy| {
+                malloc_cost(lazy.path.as_os_str().len()) + malloc_cost(32)
+            })
+    }
+}
+
+/// The head of a response as a zone keeps it: values copied out of hyper's
+/// read buffer (a stored value that sliced it would pin the whole buffer,
+/// 8 KiB or more, in the zone), without the fields that must not be stored
+/// (`private="..."`, `no-cache="..."`, lower-cased in `strip`).
+///
+/// All values are copied into one buffer and share it (one allocation and
+/// one reference count instead of two allocations per value), and the map
+/// holds exactly its fields (no spare slots). Serving it is unchanged: a
+/// hit clones the map and bumps the buffer's count once per value, as it
+/// bumped each value's own count before.
+pub fn stored_headers(headers: &HeaderMap, strip: &[String]) -> HeaderMap {
+    let kept = |name: &HeaderName| !strip.iter().any(|s| s == name.as_str());
+    let total: usize = headers
+        .iter()
+        .filter(|(n, _)| kept(n))
+        .map(|(_, v)| v.len())
+        .sum();
+    let mut block = bytes::BytesMut::with_capacity(total);
+    for (name, value) in headers {
+        if kept(name) {
+            block.extend_from_slice(value.as_bytes());
+        }
+    }
+    let mut block = block.freeze();
+    let mut out = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        if !kept(name) {
+            continue;
+        }
+        let shared = block.split_to(value.len());
+        if let Ok(copy) = http::HeaderValue::from_maybe_shared(shared) {
+            out.append(name.clone(), copy);
+        }
+    }
+    // A clone's entries are exactly as many as the fields (the map above
+    // reserved a quarter more); the values are shared, not copied.
+    out.clone()
+}
+
+/// Bytes glibc's malloc takes for an allocation of `n` bytes: an 8-byte
+/// header, 16-byte alignment, 32 bytes at least; above its mmap threshold
+/// (128 KiB unless it has raised it), whole pages.
+pub const fn malloc_cost(n: usize) -> usize {
+    if n == 0 {
+        0
+    } else if n >= 128 * 1024 {
+        (n + 16).div_ceil(4096) * 4096
+    } else if n + 8 <= 32 {
+        32
+    } else {
+        (n + 8).div_ceil(16) * 16
+    }
+}
+
+/// What a shared `Bytes` adds to its buffer once it has been cloned (a
+/// vec-backed `Bytes` is promoted on its first clone: its count and
+/// capacity move to a 24-byte allocation).
+const SHARED_COST: usize = 32;
+
+/// A `HeaderMap` slot: name, value, hash and links to extra values.
+const HEADER_SLOT: usize =
+    std::mem::size_of::<HeaderName>() + std::mem::size_of::<http::HeaderValue>() + 32;
+
+/// A buffer of `n` bytes behind a `Bytes` that is (or will be) shared.
+fn shared_bytes_cost(n: usize) -> usize {
+    if n == 0 {
+        0
+    } else {
+        malloc_cost(n) + SHARED_COST
+    }
+}
+
+/// What `headers` cost in RAM: the map's index and slots, the names that
+/// are not standard ones (an allocation each), and the values: one shared
+/// buffer when they lie back to back in one (see [`stored_headers`]),
+/// else an allocation each.
+pub fn headers_cost(headers: &HeaderMap) -> usize {
+    if headers.is_empty() && headers.capacity() == 0 {
+        return 0;
+    }
+    let mut contiguous = true;
+    let mut next: Option<*const u8> = None;
+    let mut value_bytes = 0;
+    let mut each = 0;
+    let mut names = 0;
+    let mut last_name: Option<&HeaderName> = None;
+    for (name, value) in headers {
+        let bytes = value.as_bytes();
+        if next.is_some_and(|p| p != bytes.as_ptr()) {
+            contiguous = false;
+        }
+        next = Some(bytes.as_ptr().wrapping_add(bytes.len()));
+        value_bytes += bytes.len();
+        each += shared_bytes_cost(bytes.len());
+        if last_name != Some(name) && is_custom(name) {
+            names += shared_bytes_cost(name.as_str().len());
+        }
+        last_name = Some(name);
+    }
+    let values = if contiguous {
+        shared_bytes_cost(value_bytes)
+    } else {
+        each
+    };
+    // Index: a power of two of 4-byte positions, a quarter more than the
+    // usable capacity; slots: exact after `stored_headers`, else up to the
+    // usable capacity.
+    let index = (headers.capacity() + 1).next_power_of_two() * 4;
+    let slots = if contiguous {
+        headers.len()
+    } else {
+        headers.capacity().max(headers.len())
+    };
+    malloc_cost(index) + malloc_cost(slots * HEADER_SLOT) + names + values
+}
+
+/// True for a header name `http` keeps in an allocation of its own, not
+/// one of its standard names (whose text is static: parsing one again
+/// gives the same pointer). Called when an object is stored, not per hit.
+fn is_custom(name: &HeaderName) -> bool {
+    HeaderName::from_bytes(name.as_str().as_bytes())
+        .map(|again| again.as_str().as_ptr() != name.as_str().as_ptr())
+        .unwrap_or(true)
 }
 
 /// Header and body bytes plus bookkeeping; what [`CachedObject::weight`] reports.

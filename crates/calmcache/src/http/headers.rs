@@ -127,20 +127,10 @@ pub(crate) fn host_of<B>(req: &http::Request<B>) -> &str {
         .unwrap_or("")
 }
 
-/// Copies header values out of hyper's read buffer (a stored value that
-/// sliced it would pin the whole buffer, 8 KiB or more, in the zone) and
-/// drops the fields that must not be stored (`private="..."`, `no-cache="..."`).
+/// Copies header values out of hyper's read buffer and drops the fields that
+/// must not be stored: [`calmcache_core::object::stored_headers`].
 pub(crate) fn detach_headers(headers: &http::HeaderMap, strip: &[String]) -> http::HeaderMap {
-    let mut out = http::HeaderMap::with_capacity(headers.len() + 2);
-    for (name, value) in headers {
-        if strip.iter().any(|s| s == name.as_str()) {
-            continue;
-        }
-        if let Ok(copy) = http::HeaderValue::from_bytes(value.as_bytes()) {
-            out.append(name.clone(), copy);
-        }
-    }
-    out
+    calmcache_core::object::stored_headers(headers, strip)
 }
 
 #[cfg(test)]
