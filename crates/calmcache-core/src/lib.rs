@@ -7,6 +7,7 @@
 //! - [`freshness`]: storability, freshness lifetime and age (RFC 9111 §3, §4.2; RFC 5861).
 //! - [`object`]: stored objects and their metadata.
 //! - [`disk`]: the disk tier: index, loader, manager, blocking-pool I/O.
+//! - [`page_body`]: large memory-zone bodies in pages of their own (sent without a copy).
 //! - [`page_cache`]: whole-file reads the kernel answers from memory without waiting.
 //! - [`disk_writer`]: an object file written as its body arrives.
 //! - [`disk_format`]: the on-disk file format of one stored object (disk zones).
@@ -34,6 +35,7 @@ pub mod hit_for_miss;
 pub mod key;
 pub mod memory;
 pub mod object;
+pub mod page_body;
 pub mod page_cache;
 pub mod policy;
 pub mod status;

@@ -14,6 +14,7 @@ use http::{HeaderMap, StatusCode};
 use tokio::time::Instant;
 
 use crate::freshness::Freshness;
+use crate::page_body::{PagedBytes, StoredBody};
 
 /// Everything the cache needs to decide about an object, without its body.
 #[derive(Clone, Debug)]
@@ -116,6 +117,9 @@ pub struct CachedObject {
     /// A large object read from a disk zone: `body` is empty and the body is
     /// streamed from this file region instead (bounded memory per request).
     pub lazy_body: Option<LazyBody>,
+    /// `body` lies in pages of its own ([`crate::page_body`]): it may be
+    /// handed to the kernel by reference.
+    paged: bool,
     /// Bytes this object costs a zone, computed once (eviction asks often).
     weight: usize,
     /// Bytes of RAM it really takes, computed once: [`CachedObject::memory_cost`].
@@ -241,6 +245,7 @@ impl CachedObject {
             vary_index: self.vary_index.clone(),
             has_targeted: self.has_targeted,
             lazy_body: self.lazy_body.clone(),
+            paged: self.paged,
             weight: self.weight,
             memory: self.memory,
         }
@@ -262,10 +267,19 @@ impl CachedObject {
         meta: ObjectMeta,
         status: StatusCode,
         headers: HeaderMap,
-        body: Bytes,
+        body: impl Into<StoredBody>,
         encodings: Vec<Encoded>,
         variant: Option<Box<str>>,
     ) -> Self {
+        let (body, paged) = match body.into() {
+            StoredBody::Heap(b) => (b, false),
+            StoredBody::Paged(p) => (p.bytes().clone(), true),
+        };
+        let body_cost = if paged {
+            crate::page_body::paged_cost(body.len())
+        } else {
+            shared_bytes_cost(body.len())
+        };
         let encoded: usize = encodings.iter().map(|e| e.body.len()).sum();
         let weight =
             weigh(&headers, body.len() + encoded) + variant.as_ref().map_or(0, |v| v.len());
@@ -275,7 +289,7 @@ impl CachedObject {
             || TAG_FIELDS.iter().any(|name| headers.contains_key(*name));
         let memory = OBJECT_COST
             + headers_cost(&headers)
-            + shared_bytes_cost(body.len())
+            + body_cost
             + malloc_cost(encodings.capacity() * std::mem::size_of::<Encoded>())
             + encodings
                 .iter()
@@ -292,8 +306,23 @@ impl CachedObject {
             vary_index: None,
             has_targeted,
             lazy_body: None,
+            paged,
             weight,
             memory,
+        }
+    }
+
+    /// True when `body` lies in pages of its own ([`crate::page_body`]).
+    pub fn is_paged(&self) -> bool {
+        self.paged
+    }
+
+    /// The body with what it is stored in.
+    pub fn stored_body(&self) -> StoredBody {
+        if self.paged {
+            StoredBody::Paged(PagedBytes::shared(&self.body))
+        } else {
+            StoredBody::Heap(self.body.clone())
         }
     }
 
@@ -322,6 +351,7 @@ impl CachedObject {
             vary_index: Some(index),
             has_targeted: false,
             lazy_body: None,
+            paged: false,
             weight,
             memory,
         }
@@ -334,7 +364,7 @@ impl CachedObject {
             meta,
             self.status,
             headers,
-            self.body.clone(),
+            self.stored_body(),
             self.encodings.clone(),
             self.variant.clone(),
         )

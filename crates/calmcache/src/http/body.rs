@@ -15,6 +15,8 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::BodyExt;
 use tokio::time::{sleep, Instant, Sleep};
 
+use crate::http::paged::{self, PagedSlice};
+
 /// Errors crossing body boundaries.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -25,6 +27,9 @@ pub(crate) type StreamBody = BoxBody<Bytes, BoxError>;
 pub enum ResponseBody {
     /// A whole body held in memory (cached objects, short error pages).
     Full(Option<Bytes>),
+    /// A cached body in pages of its own: offered to a plain connection
+    /// for a zero-copy send as it is handed to hyper ([`paged`]).
+    Paged(Option<PagedSlice>),
     /// A body relayed as it arrives.
     Stream(StreamBody),
 }
@@ -61,6 +66,10 @@ impl Body for ResponseBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
             ResponseBody::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            ResponseBody::Paged(paged) => Poll::Ready(paged.take().map(|p| {
+                paged::offer(&p);
+                Ok(Frame::data(p.into_bytes()))
+            })),
             ResponseBody::Stream(body) => Pin::new(body).poll_frame(cx),
         }
     }
@@ -68,6 +77,7 @@ impl Body for ResponseBody {
     fn is_end_stream(&self) -> bool {
         match self {
             ResponseBody::Full(bytes) => bytes.is_none(),
+            ResponseBody::Paged(paged) => paged.is_none(),
             ResponseBody::Stream(body) => body.is_end_stream(),
         }
     }
@@ -76,6 +86,9 @@ impl Body for ResponseBody {
         match self {
             ResponseBody::Full(bytes) => {
                 SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
+            }
+            ResponseBody::Paged(paged) => {
+                SizeHint::with_exact(paged.as_ref().map_or(0, |p| p.len() as u64))
             }
             ResponseBody::Stream(body) => body.size_hint(),
         }

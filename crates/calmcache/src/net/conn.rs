@@ -39,6 +39,7 @@ use tokio::time::{Instant, Sleep};
 use crate::http::headers::has_token;
 use crate::net::stream_clock::{self, StreamExec};
 use crate::net::write_clock::{Stall, WriteClock};
+use crate::net::zero_copy::{PlainSocket, Splicer};
 use crate::telemetry::metrics::ConnectionGuard;
 
 /// Who is on the other end of a client connection.
@@ -181,7 +182,7 @@ pub(crate) fn spawn<IO, S, F, B>(
     guard: Option<ConnectionGuard>,
     settings: ConnSettings,
 ) where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    IO: AsyncRead + AsyncWrite + PlainSocket + Unpin + Send + 'static,
     S: Fn(Request<Incoming>, Peer) -> F + Send + Sync + 'static,
     F: Future<Output = Result<Response<B>, std::convert::Infallible>> + Send + 'static,
     B: Body<Data = Bytes> + Send + 'static,
@@ -476,6 +477,8 @@ pub(crate) struct Clocked<IO> {
     write: WriteClock,
     /// HTTP/2: the writes of one poll of the connection, sent as one.
     gather: Option<Gather>,
+    /// Plain HTTP/1.x: large paged bodies go out by `splice`.
+    splice: Splicer,
 }
 
 /// Largest run of HTTP/2 writes [`Clocked`] gathers before it sends them
@@ -533,6 +536,7 @@ impl<IO> Clocked<IO> {
             _slot: slot,
             write,
             gather: None,
+            splice: Splicer::default(),
         }
     }
 
@@ -644,13 +648,27 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Clocked<IO> {
     }
 }
 
-impl<IO: AsyncWrite + Unpin> AsyncWrite for Clocked<IO> {
+impl<IO: PlainSocket> Clocked<IO> {
+    /// Sends what an earlier splice left in the pipe (nothing on TLS).
+    fn poll_spliced(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.io.plain_tcp() {
+            Some(sock) if self.splice.pending() > 0 => {
+                let drained = self.splice.poll_drain(cx, sock);
+                self.write.watch(cx, drained, &self.phase.writes)
+            }
+            _ => Poll::Ready(Ok(())),
+        }
+    }
+}
+
+impl<IO: AsyncWrite + PlainSocket + Unpin> AsyncWrite for Clocked<IO> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
+        std::task::ready!(this.poll_spliced(cx))?;
         if this.gather.is_some() && std::task::ready!(this.room(cx, buf.len()))? {
             if let Some(gather) = &mut this.gather {
                 gather.buf.extend_from_slice(buf);
@@ -677,6 +695,24 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Clocked<IO> {
                     return Poll::Ready(Ok(len));
                 }
             }
+        } else if this.io.plain_tcp().is_some() {
+            std::task::ready!(this.poll_spliced(cx))?;
+            if let (Some(at), Some(sock)) = (this.splice.pick(bufs), this.io.plain_tcp()) {
+                let sent = match this.splice.poll_send(cx, sock, bufs, at) {
+                    Poll::Ready(None) => None,
+                    Poll::Ready(Some(sent)) => {
+                        let spliced = this.splice.take_spliced();
+                        if let Some(slot) = &this._slot {
+                            slot.metrics().spliced_bytes.add(spliced);
+                        }
+                        Some(Poll::Ready(sent))
+                    }
+                    Poll::Pending => Some(Poll::Pending),
+                };
+                if let Some(sent) = sent {
+                    return this.write.watch(cx, sent, &this.phase.writes);
+                }
+            }
         }
         let written = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
         this.write.watch(cx, written, &this.phase.writes)
@@ -689,6 +725,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Clocked<IO> {
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        std::task::ready!(this.poll_spliced(cx))?;
         if let Some(gather) = &mut this.gather {
             if gather.pending() > 0 {
                 // Owed until the task's next poll (see `Gather`).
@@ -705,6 +742,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Clocked<IO> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        std::task::ready!(this.poll_spliced(cx))?;
         std::task::ready!(this.send_gathered(cx))?;
         let shut = Pin::new(&mut this.io).poll_shutdown(cx);
         this.write.watch(cx, shut, &this.phase.writes)

@@ -1,5 +1,5 @@
 //! The network layer: client connections (HTTP/1.1, HTTP/2, h2c) and their
-//! write clocks, TLS termination, upstream keepalive pools with their
+//! write clocks, zero-copy sends of large cached bodies, TLS termination, upstream keepalive pools with their
 //! servers' health, and the tunnel registry a worker closes when it stops.
 //!
 //! Owns: sockets and protocols, not what a request means for the cache.
@@ -13,3 +13,4 @@ pub(crate) mod stream_clock;
 pub(crate) mod tls;
 pub(crate) mod upstream;
 pub(crate) mod write_clock;
+pub(crate) mod zero_copy;

@@ -48,6 +48,18 @@ pub(crate) fn render(status: &Status) -> String {
         &[],
         status.connections.send_timeouts as f64,
     );
+    family(
+        o,
+        "calmcache_spliced_bytes_total",
+        "counter",
+        "Body bytes of large cached objects sent to clients without a copy (splice; plain HTTP/1.x).",
+    );
+    sample(
+        o,
+        "calmcache_spliced_bytes_total",
+        &[],
+        status.connections.spliced_bytes as f64,
+    );
     gauge(
         o,
         "calmcache_websockets_active",

@@ -162,6 +162,9 @@ pub(crate) struct Connections {
     /// Closed (or, on HTTP/2, one stream reset) because the client took no
     /// bytes for `server.send_timeout`.
     pub send_timeouts: u64,
+    /// Body bytes of large cached objects sent without a copy (`splice`,
+    /// plain HTTP/1.x only).
+    pub spliced_bytes: u64,
 }
 
 /// WebSocket tunnels (an upgraded connection counts here, no longer in
@@ -380,6 +383,7 @@ pub(crate) fn status(proxy: &Proxy) -> Status {
             active: m.connections_active.load(Ordering::Relaxed),
             accepted: m.connections_accepted.get(),
             send_timeouts: m.send_timeouts.get(),
+            spliced_bytes: m.spliced_bytes.get(),
         },
         websockets: Websockets {
             active: m.websockets_active.load(Ordering::Relaxed),

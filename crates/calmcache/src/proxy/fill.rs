@@ -19,7 +19,8 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+use calmcache_core::page_body::StoredBody;
 use calmcache_core::{
     freshness, CacheKey, CachedObject, Encoded, Exchange, FetchPermit, NotStorable, ObjectMeta,
     Storable, VaryIndex,
@@ -259,13 +260,14 @@ pub(crate) async fn fill(
             // A large disk object's body is still in its file: read it to
             // store the freshened copy (a failed read is an origin refetch).
             let old_body = match &old.lazy_body {
-                None => Some(old.body.clone()),
+                None => Some(old.stored_body()),
                 Some(lazy) => {
                     let lazy = lazy.clone();
                     tokio::task::spawn_blocking(move || lazy.read_all())
                         .await
                         .ok()
                         .and_then(Result::ok)
+                        .map(StoredBody::from)
                 }
             };
             let Some(old_body) = old_body else {
@@ -316,7 +318,7 @@ pub(crate) async fn fill(
                         route.remove(&primary.as_ref()).await;
                     }
                     finish(permit, FillOutcome::NotStored);
-                    let mut resp = Response::new(ResponseBody::full(old_body));
+                    let mut resp = Response::new(ResponseBody::full(old_body.into_bytes()));
                     *resp.status_mut() = old.status;
                     *resp.headers_mut() = merged;
                     FillReply::Relay(resp, NotStored::Response(why))
@@ -398,7 +400,7 @@ pub(crate) async fn fill(
     if !matches!(origin_status, 204 | 304) {
         parts
             .headers
-            .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+            .insert(CONTENT_LENGTH, HeaderValue::from(body.bytes().len()));
     }
     let stored = Stored {
         status: parts.status,
@@ -456,6 +458,7 @@ async fn share_error(
     };
     match collect_limited(body, SHARED_ERROR_MAX, held).await {
         Collected::Complete(bytes) => {
+            let bytes = bytes.into_bytes();
             let answer = ErrorAnswer::for_followers(
                 parts.status,
                 &parts.headers,
@@ -747,7 +750,7 @@ fn meta_of(storable: &Storable, started: Instant) -> ObjectMeta {
 struct Stored {
     status: StatusCode,
     headers: HeaderMap,
-    body: Bytes,
+    body: StoredBody,
     /// Encodings to reuse (a freshened copy); `None` makes them anew.
     encodings: Option<Vec<Encoded>>,
 }
@@ -789,7 +792,7 @@ async fn store(to: StoreCtx<'_>, mut stored: Stored, storable: Storable) -> Fill
     let compresses = !route.cfg.compress.is_empty();
     let encodings = match stored.encodings.take() {
         Some(encodings) => encodings,
-        None => encode(route, &stored.headers, &stored.body).await,
+        None => encode(route, &stored.headers, stored.body.bytes()).await,
     };
     if !encodings.is_empty() {
         add_vary_accept_encoding(&mut stored.headers);
@@ -1035,7 +1038,7 @@ fn fail(
 }
 
 enum Collected {
-    Complete(Bytes),
+    Complete(StoredBody),
     TooLarge(Vec<Bytes>, TimeoutBody<Incoming>),
     Failed(BoxError),
 }
@@ -1068,15 +1071,12 @@ async fn collect_limited(
     Collected::Complete(concat(chunks, total))
 }
 
-/// Joins the chunks into one exactly-sized buffer. Always a copy: a chunk is
-/// a slice of hyper's read buffer, and keeping it would pin that whole buffer
-/// in the zone while the zone counts only the slice.
-fn concat(chunks: Vec<Bytes>, total: usize) -> Bytes {
-    let mut buf = BytesMut::with_capacity(total);
-    for c in chunks {
-        buf.extend_from_slice(&c);
-    }
-    buf.freeze()
+/// Joins the chunks into one exactly-sized body (a large one in pages of its
+/// own: [`calmcache_core::page_body`]). Always a copy: a chunk is a slice of
+/// hyper's read buffer, and keeping it would pin that whole buffer in the
+/// zone while the zone counts only the slice.
+fn concat(chunks: Vec<Bytes>, total: usize) -> StoredBody {
+    calmcache_core::page_body::collect(&chunks, total)
 }
 
 /// How long to wait before refreshing a warmed object: SUS's delta before expiry.

@@ -12,6 +12,7 @@ use crate::http::compress::{self, Coding};
 use crate::http::conditional::{self, Precondition};
 use crate::http::error::ProxyError;
 use crate::http::headers::{set_age, set_cache_status};
+use crate::http::paged::PagedSlice;
 use crate::http::range;
 use crate::proxy::state::Route;
 
@@ -101,7 +102,10 @@ pub(crate) fn serve(
         ResponseBody::empty()
     } else {
         route.activity.bytes_from_cache.add(body.len() as u64);
-        ResponseBody::full(body)
+        match PagedSlice::of(object, &body) {
+            Some(paged) => ResponseBody::Paged(Some(paged)),
+            None => ResponseBody::full(body),
+        }
     };
     let mut resp = Response::new(body);
     *resp.status_mut() = status;

@@ -110,6 +110,9 @@ pub struct Metrics {
     /// Client connections closed, and HTTP/2 streams reset, because the
     /// client took no bytes for `server.send_timeout`.
     pub send_timeouts: Counter,
+    /// Body bytes sent to clients by `splice` from a paged body, without a
+    /// copy (`crate::net::zero_copy`).
+    pub spliced_bytes: Counter,
 }
 
 impl Default for Metrics {
@@ -131,6 +134,7 @@ impl Default for Metrics {
                 crate::config::DEFAULT_MAX_INFLIGHT_BODY,
             )),
             send_timeouts: Counter::default(),
+            spliced_bytes: Counter::default(),
         }
     }
 }

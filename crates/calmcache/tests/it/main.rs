@@ -53,6 +53,7 @@ mod slow_readers;
 mod third_tier;
 mod warm;
 mod websocket;
+mod zero_copy;
 mod zone;
 
 use std::time::Duration;

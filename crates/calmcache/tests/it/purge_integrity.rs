@@ -12,14 +12,14 @@ use http::Method;
 
 use crate::{scratch, wait_until};
 
-const TOKEN: &str = "purge-integrity-token";
+pub(crate) const TOKEN: &str = "purge-integrity-token";
 
-fn admin() -> String {
+pub(crate) fn admin() -> String {
     format!("listen = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\"")
 }
 
 /// `POST /purge` with `body`; the answer's JSON.
-async fn purge(proxy: &RunningProxy, body: &str) -> serde_json::Value {
+pub(crate) async fn purge(proxy: &RunningProxy, body: &str) -> serde_json::Value {
     let auth = format!("Bearer {TOKEN}");
     let r = request_with_body(
         Method::POST,

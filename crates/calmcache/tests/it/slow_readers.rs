@@ -40,7 +40,7 @@ fn tls_keys(dir: &std::path::Path) -> (String, Arc<rustls::ClientConfig>, TestCa
 /// so that the proxy's writes stall after a few KiB. (On loopback the
 /// segment is 64 KiB and the kernel grows the proxy's send buffer to
 /// twenty of them: a whole 1 MB answer would fit, and no write would wait.)
-async fn tight_connect(addr: std::net::SocketAddr) -> TcpStream {
+pub(crate) async fn tight_connect(addr: std::net::SocketAddr) -> TcpStream {
     let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     socket.set_mss(536).unwrap();

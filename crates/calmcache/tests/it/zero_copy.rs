@@ -1,0 +1,287 @@
+//! Zero-copy sends of large memory-zone bodies (issue 15): a body of 64 KiB
+//! or more lies in pages of its own and goes to plain HTTP/1.1 clients by
+//! `splice`. Every wire gets the exact bytes (whole, ranges, HEAD, pipelined
+//! requests), `/status` counts the spliced bytes on plain HTTP/1.1 only, and
+//! a slow reader still gets the body it asked for while that object is
+//! purged, refilled with other bytes and evicted under it.
+
+use std::time::Duration;
+
+use calmcache_testkit::{Origin, Proxy, Wire, Wires};
+use http::Method;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::purge_integrity::{admin, purge};
+use crate::slow_readers::tight_connect;
+
+/// What the test origin sends for `path` on its `n`-th request of it,
+/// padded to `len` bytes.
+fn origin_body(path: &str, n: u64, len: usize) -> Vec<u8> {
+    let mut body = format!("path={path} n={n}").into_bytes();
+    body.resize(len, b'.');
+    body
+}
+
+fn spliced(status: &serde_json::Value) -> u64 {
+    status["connections"]["spliced_bytes"]
+        .as_u64()
+        .expect("connections.spliced_bytes")
+}
+
+async fn wires() -> (Origin, Wires) {
+    let origin = Origin::start().await;
+    let builder = Proxy::new(&origin)
+        .zone("64MiB", "4MiB")
+        .admin(&admin())
+        .route("ttl = { 200 = \"600s\" }");
+    let wires = Wires::start(builder, "").await;
+    (origin, wires)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_memory_hits_are_byte_exact_on_every_wire_and_spliced_on_plain_http1() {
+    let (_origin, wires) = wires().await;
+    let proxy = &wires.proxy;
+    // Around the paged threshold (64 KiB) and the pipe's size (256 KiB).
+    for len in [65_535usize, 65_536, 100_000, 262_145, 1_000_003] {
+        let path = format!("/z{len}");
+        let size = len.to_string();
+        let ask = [("x-origin-body-bytes", size.as_str())];
+        // h2c and HTTP/1.1 share a key (same scheme); TLS has its own.
+        for wire in &wires.all {
+            let first = wires
+                .send(wire, Method::GET, "zc.test", &path, &ask, "")
+                .await;
+            assert_eq!(first.status, 200, "{}", wire.label());
+            let want = first.bytes.clone();
+            assert_eq!(want.len(), len, "{} {len}", wire.label());
+            assert!(want.starts_with(format!("path={path} n=").as_bytes()));
+            for _ in 0..3 {
+                let before = spliced(&proxy.status().await);
+                let hit = wires
+                    .send(wire, Method::GET, "zc.test", &path, &ask, "")
+                    .await;
+                assert!(
+                    hit.cache_status_params().has("hit"),
+                    "{} {len}: {}",
+                    wire.label(),
+                    hit.cache_status()
+                );
+                assert!(
+                    hit.bytes == want,
+                    "{} {len}: the hit's bytes differ",
+                    wire.label()
+                );
+                let after = spliced(&proxy.status().await);
+                match wire {
+                    Wire::Http1 if len >= 65_536 => assert!(
+                        after - before >= len as u64 / 2,
+                        "{len}: plain HTTP/1.1 hit spliced {} bytes",
+                        after - before
+                    ),
+                    Wire::Http1 => assert_eq!(after, before, "{len}: below 64 KiB, copied"),
+                    _ => assert_eq!(after, before, "{}: never spliced", wire.label()),
+                }
+            }
+            // A range inside the body, and one across its end.
+            for (range, from, to) in [
+                ("bytes=1000-60999", 1000, 61_000),
+                (
+                    &*format!("bytes={}-", len - 70_000.min(len - 1)),
+                    len - 70_000.min(len - 1),
+                    len,
+                ),
+            ] {
+                let r = wires
+                    .send(wire, Method::GET, "zc.test", &path, &[("range", range)], "")
+                    .await;
+                assert_eq!(r.status, 206, "{} {len} {range}", wire.label());
+                assert!(
+                    r.bytes[..] == want[from..to],
+                    "{} {len} {range}",
+                    wire.label()
+                );
+            }
+            let head = wires
+                .send(wire, Method::HEAD, "zc.test", &path, &[], "")
+                .await;
+            assert_eq!(head.status, 200);
+            assert!(head.bytes.is_empty(), "{}: HEAD has no body", wire.label());
+            assert_eq!(
+                head.headers["content-length"].to_str().unwrap(),
+                len.to_string()
+            );
+        }
+    }
+
+    // Pipelined: three requests in one write, two large bodies and a small
+    // one between them, on one plain connection; each answer exact.
+    let addr = proxy.running().proxy_addrs[0];
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    let mut asked = Vec::new();
+    for path in ["/z1000003", "/small", "/z100000"] {
+        asked.extend_from_slice(
+            format!("GET {path} HTTP/1.1\r\nHost: zc.test\r\nx-origin-body-bytes: 100\r\n\r\n")
+                .as_bytes(),
+        );
+    }
+    asked.extend_from_slice(b"GET /z262145 HTTP/1.1\r\nHost: zc.test\r\nConnection: close\r\n\r\n");
+    tcp.write_all(&asked).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), tcp.read_to_end(&mut answer))
+        .await
+        .expect("pipelined answers in time")
+        .unwrap();
+    let mut rest = &answer[..];
+    for (path, len) in [
+        ("/z1000003", 1_000_003),
+        ("/small", 100),
+        ("/z100000", 100_000),
+        ("/z262145", 262_145),
+    ] {
+        let end = rest
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("a head")
+            + 4;
+        let head = String::from_utf8_lossy(&rest[..end]).to_lowercase();
+        assert!(head.starts_with("http/1.1 200"), "{path}: {head}");
+        assert!(
+            head.contains(&format!("content-length: {len}\r\n")),
+            "{path}: {head}"
+        );
+        let body = &rest[end..end + len];
+        assert!(
+            body.starts_with(format!("path={path} n=").as_bytes()),
+            "{path}: {:?}",
+            String::from_utf8_lossy(&body[..40.min(len)])
+        );
+        assert!(
+            body[40.min(len)..].iter().all(|b| *b == b'.'),
+            "{path}: padding"
+        );
+        rest = &rest[end + len..];
+    }
+    assert!(
+        rest.is_empty(),
+        "{} bytes after the last answer",
+        rest.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reader_gets_its_body_while_the_object_is_purged_refilled_and_evicted() {
+    let (origin, wires) = wires().await;
+    let proxy = &wires.proxy;
+    const LEN: usize = 2_000_000;
+    let size = LEN.to_string();
+    let ask = [("x-origin-body-bytes", size.as_str())];
+    let stored = wires
+        .send(&Wire::Http1, Method::GET, "zc.test", "/slow", &ask, "")
+        .await;
+    assert_eq!(stored.bytes.len(), LEN);
+    let want = origin_body("/slow", 1, LEN);
+    assert!(stored.bytes[..] == want[..], "the first fill");
+
+    // Two slow readers of the hit, reading a little at a time.
+    let addr = proxy.running().proxy_addrs[0];
+    let mut readers = Vec::new();
+    for _ in 0..2 {
+        let mut tcp = tight_connect(addr).await;
+        tcp.write_all(b"GET /slow HTTP/1.1\r\nHost: zc.test\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut first = vec![0u8; 2048];
+        let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut first))
+            .await
+            .expect("the answer starts")
+            .unwrap();
+        first.truncate(n);
+        readers.push((tcp, first));
+    }
+
+    // Meanwhile: purge it, refill it with other bytes (n=2, n=3...), and
+    // push it and its replacements out with other large objects (a 64 MiB
+    // zone, 2 MB each), so pages are unmapped and their addresses reused.
+    let mut round = 0;
+    let mut churn = async || {
+        round += 1;
+        let purged = purge(proxy, r#"{"url": "/slow"}"#).await;
+        // (The second time, the fillers of the first have evicted it.)
+        if round == 1 {
+            assert_eq!(purged["purged"], 1, "{purged}");
+        }
+        let again = wires
+            .send(&Wire::Http1, Method::GET, "zc.test", "/slow", &ask, "")
+            .await;
+        assert_eq!(again.bytes.len(), LEN);
+        assert!(
+            again.bytes[..] != want[..],
+            "refilled with other bytes: {:?}",
+            String::from_utf8_lossy(&again.bytes[..20])
+        );
+        for i in 0..40 {
+            let path = format!("/filler{round}-{i}");
+            let r = wires
+                .send(&Wire::Http1, Method::GET, "zc.test", &path, &ask, "")
+                .await;
+            assert_eq!(r.bytes.len(), LEN);
+        }
+    };
+    churn().await;
+
+    // Read most of each body, slowly at first; then, with the tail of the
+    // body in the proxy's pipe and socket (the proxy's own reference to the
+    // object gone), churn again; then read the rest. Every byte is the
+    // first fill's.
+    let mut got_all = Vec::new();
+    for (mut tcp, mut got) in readers {
+        let mut buf = vec![0u8; 4096];
+        for _ in 0..20 {
+            let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf))
+                .await
+                .expect("more bytes")
+                .unwrap();
+            got.extend_from_slice(&buf[..n]);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut big = vec![0u8; 64 * 1024];
+        while got.len() < LEN - 100_000 {
+            let n = tokio::time::timeout(Duration::from_secs(10), tcp.read(&mut big))
+                .await
+                .expect("more bytes")
+                .unwrap();
+            assert!(n > 0, "the answer ended early");
+            got.extend_from_slice(&big[..n]);
+        }
+        got_all.push((tcp, got));
+    }
+    churn().await;
+    for (i, (mut tcp, mut got)) in got_all.into_iter().enumerate() {
+        tokio::time::timeout(Duration::from_secs(20), tcp.read_to_end(&mut got))
+            .await
+            .expect("the rest in time")
+            .unwrap();
+        let end = got
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("a head")
+            + 4;
+        let head = String::from_utf8_lossy(&got[..end]).to_lowercase();
+        assert!(
+            head.contains("cache-status: calmcache; hit"),
+            "reader {i}: {head}"
+        );
+        assert_eq!(got.len() - end, LEN, "reader {i}: body length");
+        assert!(
+            got[end..] == want[..],
+            "reader {i}: the body changed under the reader"
+        );
+    }
+    assert!(origin.hits_for("/slow") >= 3);
+    assert!(
+        spliced(&proxy.status().await) > 0,
+        "the readers' bodies were spliced"
+    );
+}
