@@ -198,14 +198,9 @@ pub fn write_object(
         .and_then(|n| n.checked_add(payload_len))
         .ok_or(FormatError::Corrupt("object too large"))?;
 
-    fs::create_dir_all(dir)?;
     let (tmp, file) = create_temp(dir)?;
-    let written = write_file(file, &header, header_len, object)
-        .and_then(|()| match path.parent() {
-            Some(parent) => fs::create_dir_all(parent),
-            None => Ok(()),
-        })
-        .and_then(|()| fs::rename(&tmp, path));
+    let written =
+        write_file(file, &header, header_len, object).and_then(|()| rename_into(&tmp, path));
     match written {
         Ok(()) => Ok(total),
         Err(e) => {
@@ -519,7 +514,35 @@ fn own_temp_prefix() -> &'static str {
 
 /// Creates a new, uniquely named temporary file in `dir`:
 /// `.tmp-<start token>-<n>`.
+///
+/// The file is open for reading and writing (a reader can share it:
+/// [`File::try_clone`]). `dir` is created only when it is missing, so the
+/// common case costs one `openat`, not a `mkdir` and a `stat` besides.
 pub(crate) fn create_temp(dir: &Path) -> io::Result<(PathBuf, File)> {
+    match create_temp_once(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::create_dir_all(dir)?;
+            create_temp_once(dir)
+        }
+        other => other,
+    }
+}
+
+/// Renames `tmp` to `path`, creating `path`'s directory only when the
+/// rename finds it missing (re-created after a fault, or a subdirectory).
+pub(crate) fn rename_into(tmp: &Path, path: &Path) -> io::Result<()> {
+    match fs::rename(tmp, path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound && tmp.exists() => {
+            if let Some(parent) = path.parent() {
+                fs::create_dir_all(parent)?;
+            }
+            fs::rename(tmp, path)
+        }
+        other => other,
+    }
+}
+
+fn create_temp_once(dir: &Path) -> io::Result<(PathBuf, File)> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let prefix = own_temp_prefix();
     let mut last = None;
@@ -528,7 +551,12 @@ pub(crate) fn create_temp(dir: &Path) -> io::Result<(PathBuf, File)> {
     for _ in 0..16 {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let tmp = dir.join(format!("{prefix}{n}"));
-        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+        match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
             Ok(file) => return Ok((tmp, file)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
             Err(e) => return Err(e),

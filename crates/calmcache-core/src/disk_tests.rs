@@ -468,6 +468,16 @@ async fn soft_marks_are_pruned_when_entries_leave() {
 /// Writes `body` in pieces through a streaming write (`spooled` or not),
 /// checking what readers see of it meanwhile, and returns the lazy body.
 async fn stream_write(tier: &Arc<DiskTier>, path: &str, body: &[u8], spooled: bool) -> LazyBody {
+    stream_write_in(tier, path, body, spooled, 100 * 1024).await
+}
+
+async fn stream_write_in(
+    tier: &Arc<DiskTier>,
+    path: &str,
+    body: &[u8],
+    spooled: bool,
+    piece: usize,
+) -> LazyBody {
     let mut headers = object("").headers.clone();
     headers.insert("content-length", HeaderValue::from(body.len()));
     let done = Arc::new(CachedObject::new(
@@ -483,7 +493,7 @@ async fn stream_write(tier: &Arc<DiskTier>, path: &str, body: &[u8], spooled: bo
     } else {
         tier.begin_write(key(path), &head).unwrap()
     };
-    for piece in body.chunks(100 * 1024) {
+    for piece in body.chunks(piece) {
         write.push(Bytes::copy_from_slice(piece)).await;
         assert!(!write.is_abandoned());
         if let Some(w) = write.written() {
@@ -494,6 +504,31 @@ async fn stream_write(tier: &Arc<DiskTier>, path: &str, body: &[u8], spooled: bo
         }
     }
     write.finish(&done).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_streamed_write_of_many_small_chunks_into_a_deleted_directory_is_byte_exact() {
+    let dir = scratch("chunks");
+    let tier = DiskTier::open(config(&dir, 64 << 20)).unwrap();
+    let body: Vec<u8> = (0..1_300_000u32).map(|i| (i % 251) as u8).collect();
+    // 1,300 chunks of 1,000 bytes: each 256 KiB batch is more than the 64
+    // parts one pwritev takes. The object's directory is missing (created
+    // only when the temp file cannot be made without it).
+    let shard = tier.file_path(key_hash(&key("/small").as_ref()));
+    let _ = std::fs::remove_dir_all(shard.parent().unwrap());
+    for spooled in [false, true] {
+        let lazy = stream_write_in(&tier, "/small", &body, spooled, 1000).await;
+        assert_eq!(&lazy.read_all().unwrap()[..], &body[..]);
+        let stored = tier.get(&key("/small").as_ref()).await.unwrap();
+        let from_file = match &stored.lazy_body {
+            Some(lazy) => lazy.read_all().unwrap(),
+            None => stored.body.clone(),
+        };
+        assert_eq!(&from_file[..], &body[..], "spooled: {spooled}");
+        std::fs::remove_dir_all(shard.parent().unwrap()).unwrap();
+        assert!(tier.get(&key("/small").as_ref()).await.is_none());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]

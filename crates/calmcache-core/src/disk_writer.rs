@@ -53,7 +53,7 @@ struct FileWriter {
     header_len: Option<u32>,
     /// Created with the first write.
     file: Option<(PathBuf, File)>,
-    /// The temporary file opened for reading (it stays readable once renamed
+    /// The temporary file, shared for reading (a dup; it stays readable once renamed
     /// or removed): for readers of the body while it is written.
     reader: Option<Arc<File>>,
     crc: crc32fast::Hasher,
@@ -64,17 +64,17 @@ impl FileWriter {
     fn write(&mut self, parts: &[Bytes]) -> io::Result<()> {
         let body_at = self.body_at();
         if self.file.is_none() {
-            std::fs::create_dir_all(&self.dir)?;
             let (tmp, file) = disk_format::create_temp(&self.dir)?;
-            let reader = File::open(&tmp);
+            // The same open file (a dup, not a second path lookup).
+            let reader = file.try_clone();
             self.file = Some((tmp, file));
             self.reader = Some(Arc::new(reader?));
         }
         let Some((_, file)) = &self.file else {
             return Err(io::Error::other("no temporary file"));
         };
+        write_all_vectored_at(file, parts, body_at + self.written)?;
         for part in parts {
-            file.write_all_at(part, body_at + self.written)?;
             self.crc.update(part);
             self.written += part.len() as u64;
         }
@@ -115,7 +115,7 @@ impl FileWriter {
             let end = prefix.len() as u64 + self.written;
             file.write_all_at(&crc.to_le_bytes(), end)?;
             (&file).flush()?;
-            std::fs::rename(&tmp, path)?;
+            disk_format::rename_into(&tmp, path)?;
             Ok((end + 4, crc))
         })();
         if result.is_err() {
@@ -161,7 +161,7 @@ impl FileWriter {
                 }
                 out.write_all(&crc.to_le_bytes())?;
                 out.flush()?;
-                std::fs::rename(&tmp, path)
+                disk_format::rename_into(&tmp, path)
             })();
             if copied.is_err() {
                 let _ = std::fs::remove_file(&tmp);
@@ -179,6 +179,43 @@ impl FileWriter {
         };
         Ok((body_at + written + 4, body))
     }
+}
+
+/// Writes `parts` one after the other at `offset`: one `pwritev` per batch
+/// (up to 64 parts a call), not one `pwrite` per chunk the origin sent.
+fn write_all_vectored_at(file: &File, parts: &[Bytes], mut offset: u64) -> io::Result<()> {
+    const MAX_IOVS: usize = 64;
+    // The first part not completely written, and how much of it was.
+    let (mut first, mut skip) = (0, 0);
+    while first < parts.len() {
+        let slices: Vec<io::IoSlice<'_>> = parts[first..]
+            .iter()
+            .take(MAX_IOVS)
+            .enumerate()
+            .map(|(i, part)| io::IoSlice::new(if i == 0 { &part[skip..] } else { part }))
+            .collect();
+        let mut n = match rustix::io::pwritev(file, &slices, offset) {
+            Ok(0) if slices.iter().any(|s| !s.is_empty()) => {
+                return Err(io::ErrorKind::WriteZero.into())
+            }
+            Ok(n) => n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        offset += n as u64;
+        // Advance past what was written.
+        while first < parts.len() {
+            let left = parts[first].len() - skip;
+            if n < left {
+                skip += n;
+                break;
+            }
+            n -= left;
+            first += 1;
+            skip = 0;
+        }
+    }
+    Ok(())
 }
 
 /// Magic, version, header length, header and header CRC: everything before

@@ -1,5 +1,7 @@
 //! Disk zones through the proxy: persistence across restarts, torn files,
-//! size limits, and faults on the cache directory that never fail a request.
+//! size limits, faults on the cache directory that never fail a request, and
+//! hits served byte-exact (whole, ranged, HEAD) over HTTP/1.1, h2c and HTTP/2
+//! over TLS.
 
 #![allow(clippy::unwrap_used)]
 
@@ -956,6 +958,111 @@ async fn a_purge_by_path_after_a_restart_reaches_objects_stored_before_it() {
             r.cache_status()
         );
     }
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `curl` with `args` for `url`: (status line and headers, body bytes).
+fn curl_to_files(dir: &Path, args: &[&str], url: &str) -> (String, Vec<u8>) {
+    let (head, body) = (dir.join("curl-head"), dir.join("curl-body"));
+    let _ = std::fs::remove_file(&body);
+    let out = std::process::Command::new("curl")
+        .args(["-s", "--max-time", "10", "-D"])
+        .arg(&head)
+        .arg("-o")
+        .arg(&body)
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("curl (apt-get install curl)");
+    assert!(out.status.success(), "curl {args:?} {url}: {out:?}");
+    let head = std::fs::read_to_string(&head).unwrap().to_ascii_lowercase();
+    (head, std::fs::read(&body).unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disk_hits_are_byte_exact_over_http1_h2c_and_h2_over_tls_whole_ranged_and_head() {
+    // A 100 KB object is read whole on a hit (from the page cache on the
+    // worker, else on the blocking pool), then served as a shared body:
+    // every protocol must get the same bytes, ranges from the right offset.
+    let origin = Origin::start().await;
+    let dir = scratch("protocols");
+    let ca = calmcache_testkit::tls::TestCa::new(&dir);
+    let leaf = ca.leaf("a", &["a.test"]);
+    let server = format!(
+        "h2c = true\ntls_listen = [\"127.0.0.1:0\"]\n[[server.tls]]\ncert = {:?}\nkey = {:?}\n",
+        leaf.cert.display().to_string(),
+        leaf.key.display().to_string(),
+    );
+    let proxy = Proxy::new(&origin)
+        .server(&server)
+        .disk_zone(&dir.join("zone"), "")
+        .route("ttl = { 200 = \"60s\" }\nkey = \"$uri\"\nrefresh = \"lock\"")
+        .start()
+        .await;
+    let steer = "x-origin-body-bytes: 102400";
+    let tls_port = proxy.tls_addr().port();
+    let https = format!("https://a.test:{tls_port}/obj");
+    let resolve = format!("a.test:{tls_port}:127.0.0.1");
+    let protocols: [(&str, Vec<&str>, String); 3] = [
+        ("http/1.1", vec!["--http1.1"], proxy.url("/obj")),
+        ("h2c", vec!["--http2-prior-knowledge"], proxy.url("/obj")),
+        (
+            "h2 over tls",
+            vec![
+                "--http2",
+                "--cacert",
+                ca.ca_pem.to_str().unwrap(),
+                "--resolve",
+                &resolve,
+            ],
+            https.clone(),
+        ),
+    ];
+    let mut expected: Option<Vec<u8>> = None;
+    for (name, proto, url) in &protocols {
+        let mut args = proto.clone();
+        args.extend(["-H", steer]);
+        // The first request of a scheme may store it; the second is a hit.
+        let (_, first) = curl_to_files(&dir, &args, url);
+        let (head, body) = curl_to_files(&dir, &args, url);
+        let version = if *name == "http/1.1" {
+            "http/1.1 "
+        } else {
+            "http/2 "
+        };
+        assert!(head.starts_with(version), "{name}: {head}");
+        assert!(
+            head.contains("cache-status: calmcache; hit"),
+            "{name}: {head}"
+        );
+        assert_eq!(body.len(), 102_400, "{name}");
+        assert_eq!(body, first, "{name}");
+        let expected = expected.get_or_insert_with(|| body.clone());
+        assert_eq!(
+            &body, expected,
+            "{name}: another protocol served other bytes"
+        );
+        let mut ranged = args.clone();
+        ranged.extend(["-H", "range: bytes=50000-50009"]);
+        let (head, part) = curl_to_files(&dir, &ranged, url);
+        assert!(head.contains(" 206"), "{name}: {head}");
+        assert!(
+            head.contains("content-range: bytes 50000-50009/102400"),
+            "{name}: {head}"
+        );
+        assert_eq!(part[..], expected[50_000..50_010], "{name}");
+        let mut head_args = args.clone();
+        head_args.push("-I");
+        let (head, nothing) = curl_to_files(&dir, &head_args, url);
+        assert!(head.contains(" 200"), "{name}: {head}");
+        assert!(head.contains("content-length: 102400"), "{name}: {head}");
+        assert!(head.contains("; hit"), "{name}: {head}");
+        // With -I curl writes the head to the output too: nothing else came.
+        assert_eq!(nothing.len(), head.len(), "{name}: HEAD has no body");
+    }
+    // Served from the zone, not the origin, after each scheme's first fill.
+    assert!(origin.hits_for("/obj") <= 2, "{}", origin.hits_for("/obj"));
     proxy.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
