@@ -459,6 +459,9 @@ enum Clock {
     Head,
     /// A request is being served: no clock here.
     Busy,
+    /// A WebSocket tunnel owns the IO ([`Clocked::into_tunnel`]): reads go
+    /// straight through, writes keep `send_timeout`.
+    Tunnel,
 }
 
 /// A client connection's IO with its idle and head clocks (module doc).
@@ -545,7 +548,23 @@ impl<IO> Clocked<IO> {
         self.gather = on.then(Gather::default);
         self
     }
+
+    /// The IO handed over to a WebSocket tunnel (taken back out of hyper's
+    /// `Upgraded`): no request will come, so reads skip the request clocks
+    /// and the service's bookkeeping; writes stay under `send_timeout`,
+    /// and the connection keeps its `max_connections` slot until dropped.
+    pub(crate) fn into_tunnel(mut self) -> Self {
+        self.clock = Clock::Tunnel;
+        self
+    }
 }
+
+/// The connection IO of a plain HTTP/1.1 client, as hyper's `Upgraded`
+/// holds it (a tunnel takes it back out with `Upgraded::downcast`).
+pub(crate) type PlainIo = TokioIo<Clocked<tokio::net::TcpStream>>;
+
+/// [`PlainIo`] over TLS.
+pub(crate) type TlsIo = TokioIo<Clocked<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>>;
 
 impl<IO: AsyncWrite + Unpin> Clocked<IO> {
     /// Writes out what is gathered (and flushes the IO once it all is).
@@ -605,6 +624,9 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Clocked<IO> {
         // not take it does not stop reads (the write clock times it).
         if let Poll::Ready(Err(e)) = this.send_gathered(cx) {
             return Poll::Ready(Err(e));
+        }
+        if this.clock == Clock::Tunnel {
+            return Pin::new(&mut this.io).poll_read(cx, buf);
         }
         if this.phase.inflight.load(Relaxed) > 0 {
             this.clock = Clock::Busy;

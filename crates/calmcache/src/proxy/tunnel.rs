@@ -12,13 +12,25 @@
 //!   │   Connection: upgrade, Sec-WebSocket-Accept not the client key's) ── 502
 //!   └─ 101 ────── the 101 with the upstream's headers to the client; a task
 //!                 awaits both upgrades (hyper::upgrade::on, client and upstream
-//!                 side) and pumps: one copy per direction, one idle clock
-//!                 reset by either (the upstream's read_timeout, as NGINX's
+//!                 side), takes the connections back out of hyper (downcast)
+//!                 and pumps both directions in one future: idle = no byte
+//!                 either way for the upstream's read_timeout (as NGINX's
 //!                 proxy_read_timeout), each write bounded by send_timeout
 //! ```
 //!
+//! The pump is built for many quiet tunnels: reads land in a scratch buffer
+//! on the stack and are written on at once, so a tunnel holds no buffer
+//! while its peers keep up (only bytes a write left waiting are kept, in a
+//! buffer of their own); the idle and write limits share one timer that a
+//! message never touches (activity is one clock read per wake, the timer
+//! is moved only when it fires or when a write starts to wait); and the
+//! connections are driven directly (`conn::Clocked` over the client's TCP
+//! or TLS stream, the upstream's TCP stream), not through hyper's boxed
+//! `Upgraded`, its adapters and a lock per half. An IO hyper will not give
+//! back (an h2c-detecting listener's) is pumped as `Upgraded`.
+//!
 //! The client side's writes also run under the connection's `[server]
-//! send_timeout` (`conn::Clocked` is under the upgraded IO): a client that
+//! send_timeout` (the pump writes through `conn::Clocked`): a client that
 //! stops reading is cut by whichever limit comes first.
 //!
 //! A tunnel never looks up, stores or joins a flight: nothing of it is
@@ -30,31 +42,33 @@
 //! worker's [`Tunnels`] closes its own when the worker stops (after its
 //! connections have drained), so a tunnel never holds up a shutdown.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::future::Future;
+use std::mem::MaybeUninit;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+use bytes::Bytes;
 
 use calmcache_core::CacheStatus;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper::upgrade::OnUpgrade;
+use hyper::upgrade::{OnUpgrade, Upgraded};
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{sleep_until, timeout, Instant};
 
 use crate::http::body::{ResponseBody, TimeoutBody};
 use crate::http::error::{ErrorKind, ProxyError};
 use crate::http::headers::{add_forwarded, has_token, set_cache_status, strip_hop_by_hop};
+use crate::net::conn::{Clocked, PlainIo, TlsIo};
 use crate::proxy::respond::error_response;
 use crate::proxy::state::{Route, Worker};
 use crate::telemetry::metrics::TunnelGuard;
-
-/// Bytes read at once in each direction (two buffers per tunnel).
-/// One page, as NGINX's `proxy_buffer_size`: at 9,500 tunnels the buffers
-/// are most of a tunnel's memory, and WebSocket messages are small.
-const BUFFER: usize = 4 * 1024;
 
 /// True for a WebSocket handshake: `Connection` has the `upgrade` token and
 /// `Upgrade` names `websocket` (both case-insensitive, in token lists).
@@ -226,11 +240,13 @@ async fn run(
             return;
         }
     };
+    let (client, client_early) = ClientIo::of(client);
+    let (upstream, upstream_early) = UpstreamIo::of(upstream);
     let pumped = pump(
-        TokioIo::new(client),
-        TokioIo::new(upstream),
+        (client, client_early),
+        (upstream, upstream_early),
         limits,
-        &mut stop,
+        stop,
     )
     .await;
     match pumped {
@@ -239,116 +255,305 @@ async fn run(
     }
 }
 
+/// The client's side of a tunnel, taken back out of hyper's `Upgraded`
+/// when it is one of ours: the pump then reads and writes the connection
+/// itself (its `send_timeout` clock included) instead of going through
+/// hyper's boxed IO, its adapters and a lock per half.
+enum ClientIo {
+    Plain(Clocked<TcpStream>),
+    Tls(Box<Clocked<tokio_rustls::server::TlsStream<TcpStream>>>),
+    /// Any other IO (an h2c-detecting listener wraps its own): as hyper gives it.
+    Upgraded(TokioIo<Upgraded>),
+}
+
+impl ClientIo {
+    /// The IO and the bytes the client sent past its handshake (read by
+    /// hyper, not yet tunnelled).
+    fn of(upgraded: Upgraded) -> (Self, Bytes) {
+        let upgraded = match upgraded.downcast::<PlainIo>() {
+            Ok(parts) => {
+                let io = ClientIo::Plain(parts.io.into_inner().into_tunnel());
+                return (io, parts.read_buf);
+            }
+            Err(upgraded) => upgraded,
+        };
+        match upgraded.downcast::<TlsIo>() {
+            Ok(parts) => {
+                let io = ClientIo::Tls(Box::new(parts.io.into_inner().into_tunnel()));
+                (io, parts.read_buf)
+            }
+            Err(upgraded) => (ClientIo::Upgraded(TokioIo::new(upgraded)), Bytes::new()),
+        }
+    }
+}
+
+/// The upstream's side of a tunnel: the connector's TCP stream, or (should
+/// the client ever connect otherwise) the IO as hyper gives it.
+enum UpstreamIo {
+    Tcp(TcpStream),
+    Upgraded(TokioIo<Upgraded>),
+}
+
+impl UpstreamIo {
+    /// The IO and the bytes the upstream sent past its 101.
+    fn of(upgraded: Upgraded) -> (Self, Bytes) {
+        match upgraded.downcast::<TokioIo<TcpStream>>() {
+            Ok(parts) => (UpstreamIo::Tcp(parts.io.into_inner()), parts.read_buf),
+            Err(upgraded) => (UpstreamIo::Upgraded(TokioIo::new(upgraded)), Bytes::new()),
+        }
+    }
+}
+
+/// `AsyncRead` + `AsyncWrite` for an enum of IOs, by delegation.
+macro_rules! delegate_io {
+    ($ty:ident { $($variant:ident),+ }) => {
+        impl AsyncRead for $ty {
+            #[inline]
+            fn poll_read(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &mut ReadBuf<'_>,
+            ) -> Poll<std::io::Result<()>> {
+                match self.get_mut() {
+                    $($ty::$variant(io) => Pin::new(io).poll_read(cx, buf),)+
+                }
+            }
+        }
+
+        impl AsyncWrite for $ty {
+            #[inline]
+            fn poll_write(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<std::io::Result<usize>> {
+                match self.get_mut() {
+                    $($ty::$variant(io) => Pin::new(io).poll_write(cx, buf),)+
+                }
+            }
+
+            #[inline]
+            fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+                match self.get_mut() {
+                    $($ty::$variant(io) => Pin::new(io).poll_flush(cx),)+
+                }
+            }
+
+            fn poll_shutdown(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+            ) -> Poll<std::io::Result<()>> {
+                match self.get_mut() {
+                    $($ty::$variant(io) => Pin::new(io).poll_shutdown(cx),)+
+                }
+            }
+        }
+    };
+}
+
+delegate_io!(ClientIo {
+    Plain,
+    Tls,
+    Upgraded
+});
+delegate_io!(UpstreamIo { Tcp, Upgraded });
+
 /// Copies `a` to `b` and `b` to `a` until either side ends its stream, the
 /// tunnel is idle for `limits.idle`, a write stalls for `limits.write`, an
 /// error occurs, or the worker stops. Both connections close when it returns.
+/// Each side comes with the bytes it sent before the tunnel began, which
+/// go to the other side first.
+///
+/// One future for both directions and both clocks: each wake polls the
+/// two directions, and what moved is noted by one clock read. The idle
+/// limit and the write limit share one timer, which is only moved when it
+/// fires (to the last activity + idle, if that is later) or when a write
+/// starts to wait on a deadline nearer than the one it holds: a message
+/// never touches the timer wheel.
 async fn pump<A, B>(
-    a: A,
-    b: B,
+    (mut a, a_early): (A, Bytes),
+    (mut b, b_early): (B, Bytes),
     limits: Limits,
-    stop: &mut watch::Receiver<bool>,
+    mut stop: watch::Receiver<bool>,
 ) -> std::io::Result<End>
 where
-    A: AsyncRead + AsyncWrite,
-    B: AsyncRead + AsyncWrite,
+    A: AsyncRead + AsyncWrite + Unpin,
+    B: AsyncRead + AsyncWrite + Unpin,
 {
-    let clock = Activity::new();
-    let (a_read, a_write) = tokio::io::split(a);
-    let (b_read, b_write) = tokio::io::split(b);
-    tokio::select! {
-        r = copy(a_read, b_write, &clock, limits.write) => r.map(|()| End::Closed),
-        r = copy(b_read, a_write, &clock, limits.write) => r.map(|()| End::Closed),
-        () = clock.idle_for(limits.idle) => Ok(End::Idle),
-        _ = stop.wait_for(|s| *s) => Ok(End::Stopped),
-    }
+    let mut a_to_b = Half::new(a_early);
+    let mut b_to_a = Half::new(b_early);
+    let mut last = Instant::now();
+    let clock = sleep_until(last + limits.idle);
+    let mut clock = std::pin::pin!(clock);
+    let stopped = stop.wait_for(|s| *s);
+    let mut stopped = std::pin::pin!(stopped);
+    std::future::poll_fn(|cx| {
+        if stopped.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Ok(End::Stopped));
+        }
+        let mut moved = false;
+        // Reads land here and go straight on: a tunnel holds no buffer
+        // while its peers take what it sends (nearly always).
+        let mut scratch = [MaybeUninit::<u8>::uninit(); SCRATCH];
+        let ab = a_to_b.poll(cx, &mut a, &mut b, &mut scratch, &mut moved);
+        let ba = b_to_a.poll(cx, &mut b, &mut a, &mut scratch, &mut moved);
+        match (ab, ba) {
+            (Poll::Ready(Ok(())), _) | (_, Poll::Ready(Ok(()))) => {
+                return Poll::Ready(Ok(End::Closed))
+            }
+            (Poll::Ready(Err(e)), _) | (_, Poll::Ready(Err(e))) => return Poll::Ready(Err(e)),
+            (Poll::Pending, Poll::Pending) => {}
+        }
+        if moved {
+            last = Instant::now();
+        }
+        // A write that began to wait: the timer must fire by its limit.
+        let stall = match (a_to_b.stalled, b_to_a.stalled) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        };
+        if let Some(since) = stall {
+            if since + limits.write < clock.deadline() {
+                clock.as_mut().reset(since + limits.write);
+            }
+        }
+        while clock.as_mut().poll(cx).is_ready() {
+            let now = Instant::now();
+            if stall.is_some_and(|since| now >= since + limits.write) {
+                return Poll::Ready(Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("a write took longer than send_timeout {:?}", limits.write),
+                )));
+            }
+            if now >= last + limits.idle {
+                return Poll::Ready(Ok(End::Idle));
+            }
+            let next = stall.map_or(last + limits.idle, |since| {
+                (since + limits.write).min(last + limits.idle)
+            });
+            clock.as_mut().reset(next);
+        }
+        Poll::Pending
+    })
+    .await
 }
 
-/// When a tunnel last moved a byte, shared by its two directions.
-struct Activity {
-    start: Instant,
-    /// Nanoseconds from `start` to the last activity.
-    last: AtomicU64,
+/// Bytes read at once: on the stack of the poll, so a size that moves
+/// bulk transfers in few calls costs no memory per tunnel.
+const SCRATCH: usize = 16 * 1024;
+
+/// Unwritten bytes kept past a wait are dropped with their buffer when they
+/// have gone out, unless the buffer is this small.
+const SPILL_KEPT: usize = 4 * 1024;
+
+/// One direction of a tunnel: reads from one side, writes to the other.
+struct Half {
+    /// Read but not yet taken by the other side (a write that waited).
+    spill: Vec<u8>,
+    /// How much of `spill` has been written.
+    sent: usize,
+    /// A write went out since the last flush.
+    flush: bool,
+    /// The reading side ended its stream: passed on as a shutdown.
+    eof: bool,
+    /// When the write (flush, shutdown) now waiting first found the other
+    /// side taking nothing; `None` while writes make progress.
+    stalled: Option<Instant>,
 }
 
-impl Activity {
-    fn new() -> Self {
-        Activity {
-            start: Instant::now(),
-            last: AtomicU64::new(0),
+impl Half {
+    fn new(early: Bytes) -> Self {
+        Half {
+            flush: !early.is_empty(),
+            // A copy: `early` is a view of hyper's whole read buffer.
+            spill: early.to_vec(),
+            sent: 0,
+            eof: false,
+            stalled: None,
         }
     }
 
-    fn touch(&self) {
-        let nanos = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.last.store(nanos, Ordering::Relaxed);
-    }
-
-    /// Resolves once nothing moved for `limit`.
-    async fn idle_for(&self, limit: Duration) {
+    /// Moves what can be moved now. `Ready(Ok)` once the end of stream has
+    /// been passed on; `Pending` when waiting on either side.
+    fn poll<R, W>(
+        &mut self,
+        cx: &mut Context<'_>,
+        from: &mut R,
+        to: &mut W,
+        scratch: &mut [MaybeUninit<u8>],
+        moved: &mut bool,
+    ) -> Poll<std::io::Result<()>>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
         loop {
-            let last = Duration::from_nanos(self.last.load(Ordering::Relaxed));
-            let deadline = self.start + last + limit;
-            if Instant::now() >= deadline {
-                return;
+            // What an earlier write left goes out first.
+            while self.sent < self.spill.len() {
+                let w = self.wrote(Pin::new(&mut *to).poll_write(cx, &self.spill[self.sent..]));
+                self.sent += std::task::ready!(w)?;
+                *moved = true;
             }
-            sleep_until(deadline).await;
+            if !self.spill.is_empty() {
+                if self.spill.capacity() > SPILL_KEPT {
+                    self.spill = Vec::new();
+                } else {
+                    self.spill.clear();
+                }
+                self.sent = 0;
+            }
+            if self.flush {
+                let flushed = Pin::new(&mut *to).poll_flush(cx);
+                std::task::ready!(self.waited(flushed))?;
+                self.flush = false;
+            }
+            if self.eof {
+                let shut = Pin::new(&mut *to).poll_shutdown(cx);
+                return self.waited(shut);
+            }
+            let mut buf = ReadBuf::uninit(scratch);
+            std::task::ready!(Pin::new(&mut *from).poll_read(cx, &mut buf))?;
+            let data = buf.filled();
+            if data.is_empty() {
+                self.eof = true;
+                continue;
+            }
+            *moved = true;
+            self.flush = true;
+            let mut sent = 0;
+            while sent < data.len() {
+                match self.wrote(Pin::new(&mut *to).poll_write(cx, &data[sent..])) {
+                    Poll::Ready(n) => sent += n?,
+                    Poll::Pending => {
+                        self.spill.extend_from_slice(&data[sent..]);
+                        return Poll::Pending;
+                    }
+                }
+            }
         }
     }
-}
 
-/// One direction: reads what comes and writes it on, each write bounded by
-/// `write_limit`; an end of stream is passed on as a shutdown of the writer.
-async fn copy<R, W>(
-    mut from: R,
-    mut to: W,
-    clock: &Activity,
-    write_limit: Duration,
-) -> std::io::Result<()>
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let stalled = || {
-        std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            format!("a write took longer than send_timeout {write_limit:?}"),
-        )
-    };
-    let mut buf = vec![0u8; BUFFER];
-    loop {
-        let n = from.read(&mut buf).await?;
-        if n == 0 {
-            return timeout(write_limit, to.shutdown())
-                .await
-                .map_err(|_| stalled())?;
+    /// A write's outcome: an error for a write of nothing, the stall clock
+    /// started when it waits, stopped when it made progress.
+    fn wrote(&mut self, w: Poll<std::io::Result<usize>>) -> Poll<std::io::Result<usize>> {
+        match self.waited(w) {
+            Poll::Ready(Ok(0)) => Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
+            other => other,
         }
-        clock.touch();
-        let mut sent = 0;
-        while sent < n {
-            let w = bounded(to.write(&buf[sent..n]), write_limit)
-                .await
-                .ok_or_else(stalled)??;
-            if w == 0 {
-                return Err(std::io::ErrorKind::WriteZero.into());
-            }
-            sent += w;
-            clock.touch();
-        }
-        bounded(to.flush(), write_limit)
-            .await
-            .ok_or_else(stalled)??;
     }
-}
 
-/// `fut`, or `None` when it takes longer than `limit`. A future ready at
-/// its first poll (a write the socket takes at once: nearly all of them)
-/// never arms a timer.
-async fn bounded<F: std::future::Future>(fut: F, limit: Duration) -> Option<F::Output> {
-    let mut fut = std::pin::pin!(fut);
-    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(fut.as_mut().poll(cx))).await;
-    match first {
-        std::task::Poll::Ready(out) => Some(out),
-        std::task::Poll::Pending => timeout(limit, fut).await.ok(),
+    /// Starts the stall clock when `op` waits, stops it when it is done.
+    fn waited<T>(&mut self, op: Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
+        match op {
+            Poll::Pending => {
+                self.stalled.get_or_insert_with(Instant::now);
+                Poll::Pending
+            }
+            done => {
+                self.stalled = None;
+                done
+            }
+        }
     }
 }
 

@@ -2,7 +2,8 @@
 //! (tokio-tungstenite): echo of text, binary, fragmented and large messages,
 //! ping/pong, the close handshake both ways, the idle timeout, a refused
 //! handshake passed through, `websocket = false`, the `/status` counters,
-//! handshakes never cached, and 2,000 tunnels open at once.
+//! handshakes never cached, 2,000 tunnels open at once, tunnels on TLS and
+//! h2c listeners, and bytes a client sends right behind its handshake.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -131,7 +132,10 @@ async fn connect(proxy: &RunningProxy, path: &str) -> Client {
 }
 
 /// The next message that is not a ping or pong, within 5 s.
-async fn next(ws: &mut Client) -> Message {
+async fn next<S>(ws: &mut WebSocketStream<S>) -> Message
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     loop {
         let msg = tokio::time::timeout(Duration::from_secs(5), ws.next())
             .await
@@ -556,4 +560,132 @@ async fn stopping_the_proxy_gives_open_tunnels_the_shutdown_timeout_then_closes_
         .await
         .expect("stop returns after the deadline")
         .unwrap();
+}
+
+/// Echoes on `ws`, then waits for the proxy to close it when idle (its
+/// read_timeout is 300 ms): the idle clock runs on this kind of listener.
+async fn echo_then_idle<S>(mut ws: WebSocketStream<S>, what: &str)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    for i in 0..3 {
+        let text = format!("{what} {i}");
+        ws.send(Message::text(text.clone())).await.unwrap();
+        assert_eq!(next(&mut ws).await, Message::text(text), "{what}");
+    }
+    let large: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    ws.send(Message::binary(large.clone())).await.unwrap();
+    assert_eq!(next(&mut ws).await, Message::binary(large), "{what}");
+    let quiet = Instant::now();
+    let end = tokio::time::timeout(Duration::from_secs(5), ws.next())
+        .await
+        .unwrap_or_else(|_| panic!("{what}: the proxy closes an idle tunnel"));
+    assert!(matches!(end, None | Some(Err(_))), "{what}: {end:?}");
+    let after = quiet.elapsed();
+    assert!(after >= Duration::from_millis(280), "{what}: {after:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tunnels_on_tls_and_h2c_listeners_echo_and_close_when_idle() {
+    let (server, seen) = echo_server().await;
+    let dir = std::env::temp_dir().join(format!(
+        "calmcache-it-ws-tls-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = calmcache_testkit::tls::TestCa::new(&dir);
+    let leaf = ca.leaf("ws", &["localhost"]);
+    // h2c on the plain listener: its connections are detected, so the
+    // tunnel gets hyper's IO as it is; TLS: the tunnel takes the TLS
+    // stream back out of hyper.
+    let server_keys = format!(
+        "h2c = true\ntls_listen = [\"127.0.0.1:0\"]\n[[server.tls]]\ncert = {:?}\nkey = {:?}\n",
+        leaf.cert.display().to_string(),
+        leaf.key.display().to_string()
+    );
+    let proxy = Proxy::with_upstream(server)
+        .upstream("read_timeout = \"300ms\"")
+        .server(&server_keys)
+        .start()
+        .await;
+
+    let plain = connect(&proxy, "/h2c-listener").await;
+    let tcp = TcpStream::connect(proxy.tls_addr()).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(ca.client(&[b"http/1.1"]))
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    let handshake = tokio_tungstenite::client_async_with_config(
+        "wss://localhost/tls-listener",
+        tls,
+        Some(ws_config()),
+    );
+    let (secure, resp) = tokio::time::timeout(Duration::from_secs(10), handshake)
+        .await
+        .expect("handshake in time")
+        .expect("handshake over TLS");
+    assert_eq!(resp.status(), 101);
+    wait_active(&proxy, 2).await;
+    tokio::join!(
+        echo_then_idle(plain, "h2c listener"),
+        echo_then_idle(secure, "TLS listener"),
+    );
+    wait_active(&proxy, 0).await;
+    assert_eq!(seen.accepted.load(Ordering::SeqCst), 2);
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_sent_right_behind_the_handshake_go_through_first() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (server, _seen) = echo_server().await;
+    let proxy = proxy_for(server, "", "").await;
+    let mut tcp = TcpStream::connect(proxy.host()).await.unwrap();
+    // The handshake and two masked text frames in one write: hyper reads
+    // the frames with the head, and the tunnel must pass them on.
+    let mut bytes = format!(
+        "GET /eager HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        proxy.host()
+    )
+    .into_bytes();
+    let mask = [0x11u8, 0x22, 0x33, 0x44];
+    for text in [&b"early"[..], &b"bird"[..]] {
+        bytes.extend_from_slice(&[0x81, 0x80 | text.len() as u8]);
+        bytes.extend_from_slice(&mask);
+        bytes.extend(text.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    }
+    tcp.write_all(&bytes).await.unwrap();
+    // The 101, then the two echoes (unmasked), in order.
+    let want: &[u8] = b"\x81\x05early\x81\x04bird";
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let body = got
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map(|at| &got[at + 4..]);
+        if body.is_some_and(|b| b.len() >= want.len()) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{:?}",
+            String::from_utf8_lossy(&got)
+        );
+        let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0, "closed: {:?}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    let at = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    assert!(got.starts_with(b"HTTP/1.1 101"), "{got:?}");
+    assert_eq!(&got[at + 4..], want);
+    proxy.stop().await;
 }
