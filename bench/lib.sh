@@ -270,14 +270,18 @@ origin_sampler_start() {
 origin_sampler_loop() {
 	# a background subshell: it must not run the script's exit trap (stop_all)
 	trap - EXIT
-	trap 'exit 0' TERM INT
-	local f="$1" n t
-	shift
-	while :; do
+	local f="$1" group="$2" run="$3" row="$4" n t
+	sample() {
 		n="$(curl -s -m 1 "http://127.0.0.1:$ORIGIN_PORT/__origin/stats" |
 			sed -n 's/.*"requests"[[:space:]]*:[[:space:]]*\([0-9]*\).*/\1/p')"
 		t="${EPOCHREALTIME/,/.}"
-		[[ -n "$n" ]] && printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$t" "$n" >>"$f"
+		[[ -n "$n" ]] && printf '%s\t%s\t%s\t%s\t%s\n' "$group" "$run" "$row" "$t" "$n" >>"$f"
+	}
+	# one last sample when stopped (after the run's own count was read)
+	trap 'sample; exit 0' TERM
+	trap 'exit 0' INT
+	while :; do
+		sample
 		sleep 0.5
 	done
 }

@@ -367,7 +367,6 @@ def bars(svg, spec, groups, med, top, colours):
         svg.text(x, y0, f"{title}, {unit}", size=12, weight="bold")
         svg.text(x, y0 + 14, "higher is better" if higher else "lower is better", size=10, fill="#777")
     y = y0 + 26
-    svg.text(MARGIN, y0 + 14, "ratios: best rows by " + panels[0][0], size=10, fill="#777")
     for g, rows in groups:
         name = group_name(spec, g)
         svg.line(MARGIN, y + 4, LABEL_W + len(panels) * PANEL_W - 10, y + 4, stroke="#ddd")
@@ -541,12 +540,18 @@ def chart(d, name=None):
     for _, rows in groups:
         all_rows += [r for r in rows if r not in all_rows]
     colours = colour_map(all_rows)
-    legend(svg, MARGIN, y + 16, {proxy_of(r) for r in all_rows})
-    y = bars(svg, spec, groups, med, y + 44, colours)
+    proxies = {proxy_of(r) for r in all_rows}
+    legend(svg, MARGIN, y + 16, proxies)
+    if {"calmcache", "NGINX"} <= proxies:
+        note = f"calmcache/NGINX: calmcache's best row / NGINX's best row, best by {spec['panels'][0][0]}"
+        svg.text(MARGIN, y + 36, note, size=11, fill="#555")
+    y = bars(svg, spec, groups, med, y + 62, colours)
     tl = os.path.join(d, "origin-timeline.tsv")
     if os.path.exists(tl):
         per_group = timeline(tl)
-        for g in sorted(per_group, key=lambda k: [str(x) for x in k]):
+        # the order of the table's groups (one-column groups), else by name
+        seen = [k[0] for k, _ in groups if len(k) == 1]
+        for g in sorted(per_group, key=lambda k: (seen.index(k) if k in seen else len(seen), k)):
             rows = per_group[g]
             labels = [r for r in all_rows if r in rows] + sorted(r for r in rows if r not in all_rows)
             cmap = colour_map(labels)
