@@ -13,14 +13,17 @@
 #   BENCH_RESULTS=DIR  where raw results go (default bench/results/NAME-DATE)
 #   BENCH_CALMCACHE=F  another calmcache binary (e.g. a stand-in origin for
 #                      testing the NGINX/Varnish rows of a script)
+#   BENCH_LOADGEN=F    another loadgen binary (a tree without target/)
 #   CALM_THREADS=N     calmcache `threads` in write_calm_config (default 2)
 #   NGINX_WORKERS=N    NGINX worker_processes in nginx_conf (default 2)
 #   VARNISH_MALLOC=S   Varnish malloc storage size in start_varnish (default 256m)
+#   BENCH_CHARTS=0     do not copy the run's chart.svg to bench/charts/NAME.svg
+#                      (it is still written to the results dir)
 
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_DIR="$(cd "$BENCH_DIR/.." && pwd)"
 CALMCACHE="${BENCH_CALMCACHE:-$REPO_DIR/target/release/calmcache}"
-LOADGEN="$REPO_DIR/target/release/loadgen"
+LOADGEN="${BENCH_LOADGEN:-$REPO_DIR/target/release/loadgen}"
 
 BENCH_PIDS=()
 BENCH_PORTS=()
@@ -38,6 +41,7 @@ die() {
 # bench_init NAME: temp dir, results dir, exit trap, fd limit.
 bench_init() {
 	local name="$1"
+	BENCH_NAME="$name"
 	BENCH_TMP="$(mktemp -d "/tmp/calmcache-bench-$name.XXXXXX")"
 	# nginx workers run as nobody and varnish's jail as varnish/vcache: they
 	# must be able to reach their dirs under here.
@@ -52,6 +56,8 @@ bench_init() {
 bench_cleanup() {
 	local rc=$?
 	stop_all
+	# A script that finished gets its chart (bench/plot.py; never fails the run).
+	((rc == 0)) && write_chart
 	if [[ -n "$BENCH_TMP" && -d "$BENCH_TMP" ]]; then
 		if [[ "${BENCH_KEEP_TMP:-0}" == 1 || ($rc -ne 0 && $rc -ne 130) ]]; then
 			log "kept temp dir $BENCH_TMP (logs, configs)"
@@ -102,7 +108,8 @@ build_release() {
 print_versions() {
 	local rev dirty=""
 	rev="$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-	if [[ -n "$(git -C "$REPO_DIR" status --porcelain --untracked-files=no 2>/dev/null)" ]]; then
+	# bench/charts/ is rewritten by every run (write_chart): not a change to what is measured
+	if [[ -n "$(git -C "$REPO_DIR" status --porcelain --untracked-files=no -- . ':(exclude)bench/charts' 2>/dev/null)" ]]; then
 		dirty="-dirty"
 	fi
 	{
@@ -246,6 +253,42 @@ wait_origin_idle() {
 		sleep 0.1
 	done
 	log "origin still busy after 10 s"
+}
+
+# origin_sampler_start GROUP RUN ROW: until origin_sampler_stop, read
+# GET /__origin/stats every 0.5 s and append "GROUP RUN ROW t_unix requests"
+# to $BENCH_RESULTS/origin-timeline.tsv, the origin's requests over time that
+# bench/plot.py draws (microcache, stampede). Start it right after
+# origin_reset; one curl per 0.5 s is all it adds to the measured run.
+origin_sampler_start() {
+	local f="$BENCH_RESULTS/origin-timeline.tsv"
+	[[ -s "$f" ]] || printf 'group\trun\trow\tt_unix\trequests\n' >"$f"
+	spawn origin-sampler origin_sampler_loop "$f" "$@"
+	ORIGIN_SAMPLER_PID=$SPAWNED_PID
+}
+
+origin_sampler_loop() {
+	# a background subshell: it must not run the script's exit trap (stop_all)
+	trap - EXIT
+	local f="$1" group="$2" run="$3" row="$4" n t
+	sample() {
+		n="$(curl -s -m 1 "http://127.0.0.1:$ORIGIN_PORT/__origin/stats" |
+			sed -n 's/.*"requests"[[:space:]]*:[[:space:]]*\([0-9]*\).*/\1/p')"
+		t="${EPOCHREALTIME/,/.}"
+		[[ -n "$n" ]] && printf '%s\t%s\t%s\t%s\t%s\n' "$group" "$run" "$row" "$t" "$n" >>"$f"
+	}
+	# one last sample when stopped (after the run's own count was read)
+	trap 'sample; exit 0' TERM
+	trap 'exit 0' INT
+	while :; do
+		sample
+		sleep 0.5
+	done
+}
+
+origin_sampler_stop() {
+	[[ -n "${ORIGIN_SAMPLER_PID:-}" ]] && stop_pid "$ORIGIN_SAMPLER_PID"
+	ORIGIN_SAMPLER_PID=""
 }
 
 # ---------------------------------------------------------- calmcache ----
@@ -775,4 +818,24 @@ median_or_na() {
 		if (NR == 0) { print "NA"; exit }
 		if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2
 	}'
+}
+
+# --------------------------------------------------------------- chart ----
+
+# write_chart: bench/plot.py on this run's results dir: chart.svg there, and
+# a copy in bench/charts/ (named by the bench: NAME.svg, stampede-grid.svg for
+# the sus-grid profile) that bench/README.md shows, unless BENCH_CHARTS=0.
+# Run by bench_cleanup when a script exits 0; benches without a chart spec
+# (conformance, diskindex, chaos) are skipped. Never fails the run.
+write_chart() {
+	[[ -n "${BENCH_CHART_DONE:-}" || -z "${BENCH_RESULTS:-}" ]] && return 0
+	BENCH_CHART_DONE=1
+	command -v python3 >/dev/null || {
+		log "chart: no python3, skipped"
+		return 0
+	}
+	local args=("$BENCH_DIR/plot.py" "$BENCH_RESULTS" --name "${BENCH_NAME:-}" --quiet-unknown)
+	[[ "${BENCH_CHARTS:-1}" != 0 ]] && args+=(--charts-dir "$BENCH_DIR/charts")
+	python3 "${args[@]}" >&2 || log "chart: bench/plot.py failed (exit $?); the results are unaffected"
+	return 0
 }
