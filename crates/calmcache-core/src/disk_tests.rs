@@ -85,7 +85,7 @@ async fn objects_survive_a_restart() {
     assert_eq!(hosts, ["example.com", "other.test"]);
     let got = again.get(&key("/b").as_ref()).await.unwrap();
     assert_eq!(&got.body[..], b"beta");
-    assert_eq!(got.headers["content-type"], "text/plain");
+    assert_eq!(got.headers()["content-type"], "text/plain");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -468,7 +468,7 @@ async fn soft_marks_are_pruned_when_entries_leave() {
 /// Writes `body` in pieces through a streaming write (`spooled` or not),
 /// checking what readers see of it meanwhile, and returns the lazy body.
 async fn stream_write(tier: &Arc<DiskTier>, path: &str, body: &[u8], spooled: bool) -> LazyBody {
-    let mut headers = object("").headers.clone();
+    let mut headers = object("").headers().clone();
     headers.insert("content-length", HeaderValue::from(body.len()));
     let done = Arc::new(CachedObject::new(
         object("").meta.clone(),
@@ -507,8 +507,8 @@ async fn streamed_and_spooled_writes_hand_back_their_file_as_a_lazy_body() {
         assert_eq!(&lazy.read_all().unwrap()[..], &body[..], "{path}");
         // The file in place reads back the same, with the final headers.
         let stored = tier.get(&key(path).as_ref()).await.unwrap();
-        assert_eq!(stored.headers["content-length"], "1500000", "{path}");
-        let from_file = match &stored.lazy_body {
+        assert_eq!(stored.headers()["content-length"], "1500000", "{path}");
+        let from_file = match &stored.lazy_body() {
             Some(lazy) => lazy.read_all().unwrap(),
             None => stored.body.clone(),
         };

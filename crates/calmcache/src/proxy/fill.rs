@@ -142,7 +142,7 @@ pub(crate) async fn fill(
             fetch.store
                 && !fetch.has_authorization
                 && route.zone_for(&primary.as_ref()).is_some()
-                && conditional::has_validator(&s.headers)
+                && conditional::has_validator(&s.headers())
         })
         .cloned();
     // Fleet mode: a fresh copy another node stored, or the fleet's lease
@@ -184,7 +184,7 @@ pub(crate) async fn fill(
                       old: &Option<Arc<CachedObject>>| {
         matches!((r, old), (Ok(resp), Some(old))
             if resp.status() == StatusCode::NOT_MODIFIED
-                && !conditional::applies_to(resp.headers(), &old.headers))
+                && !conditional::applies_to(resp.headers(), &old.headers()))
     };
     if mismatched(&result, &revalidating) {
         revalidating = None;
@@ -258,7 +258,7 @@ pub(crate) async fn fill(
         if let Some(old) = revalidating {
             // A large disk object's body is still in its file: read it to
             // store the freshened copy (a failed read is an origin refetch).
-            let old_body = match &old.lazy_body {
+            let old_body = match old.lazy_body() {
                 None => Some(old.body.clone()),
                 Some(lazy) => {
                     let lazy = lazy.clone();
@@ -274,7 +274,7 @@ pub(crate) async fn fill(
                 drop(parts);
                 return Box::pin(fill(route.clone(), primary, fetch, permit, None)).await;
             };
-            let merged = conditional::merge_not_modified(&old.headers, &parts.headers, &[]);
+            let merged = conditional::merge_not_modified(&old.headers(), &parts.headers, &[]);
             let exchange = Exchange {
                 request_has_authorization: fetch.has_authorization,
                 status: old.status.as_u16(),
@@ -287,8 +287,8 @@ pub(crate) async fn fill(
                     let stored = Stored {
                         status: old.status,
                         headers: detach_headers(&merged, &storable.strip_fields),
-                        body: old_body.clone(),
-                        encodings: Some(old.encodings.clone()),
+                        body: StoredBody::Shared(old_body.clone()),
+                        encodings: Some(old.encodings().to_vec()),
                     };
                     let to = StoreCtx {
                         route: &route,
@@ -377,7 +377,10 @@ pub(crate) async fn fill(
         let lease = lease.take();
         return stream_fill(route.clone(), primary, fetch, permit, start, body, lease);
     }
-    let body = match collect_limited(body, limit as usize, held).await {
+    // Room after the body for its stored head, so that the object keeps
+    // both in this one buffer (`CachedObject::assemble_packed`).
+    let room = calmcache_core::head::StoredHead::encoded_len(&parts.headers);
+    let body = match collect_limited(body, limit as usize, held, room).await {
         Collected::Complete(body) => body,
         Collected::TooLarge(prefix, rest) => {
             finish(permit, FillOutcome::NotStored);
@@ -402,8 +405,9 @@ pub(crate) async fn fill(
     }
     let stored = Stored {
         status: parts.status,
-        headers: detach_headers(&parts.headers, &storable.strip_fields),
-        body,
+        // Stored at once: the object's head copies the values (once).
+        headers: calmcache_core::object::storable_headers(&parts.headers, &storable.strip_fields),
+        body: StoredBody::Fresh(body),
         encodings: None,
     };
     let to = StoreCtx {
@@ -454,8 +458,9 @@ async fn share_error(
         let resp = Response::from_parts(parts, ResponseBody::stream(body));
         return FillReply::Relay(resp, NotStored::Response(why));
     };
-    match collect_limited(body, SHARED_ERROR_MAX, held).await {
+    match collect_limited(body, SHARED_ERROR_MAX, held, 0).await {
         Collected::Complete(bytes) => {
+            let bytes = bytes.freeze();
             let answer = ErrorAnswer::for_followers(
                 parts.status,
                 &parts.headers,
@@ -677,7 +682,7 @@ fn stream_fill(
             match file.finish(&object).await {
                 Ok(lazy) => {
                     // The body stays in its file; hits stream it from there.
-                    object.lazy_body = Some(lazy);
+                    object.set_lazy_body(lazy);
                     let object = Arc::new(object);
                     if let (Some(lease), Some(fleet)) = (lease, &route.fleet) {
                         fleet.commit(lease, &primary, object.clone(), None);
@@ -710,7 +715,7 @@ fn stream_fill(
         let stored = Stored {
             status,
             headers,
-            body: concat(chunks, total as usize),
+            body: StoredBody::Fresh(concat(chunks, total as usize, 0)),
             encodings: None,
         };
         let to = StoreCtx {
@@ -747,9 +752,38 @@ fn meta_of(storable: &Storable, started: Instant) -> ObjectMeta {
 struct Stored {
     status: StatusCode,
     headers: HeaderMap,
-    body: Bytes,
+    body: StoredBody,
     /// Encodings to reuse (a freshened copy); `None` makes them anew.
     encodings: Option<Vec<Encoded>>,
+}
+
+/// The body of a response to store.
+enum StoredBody {
+    /// Just collected, in a buffer of its own (perhaps with room for the
+    /// head after it).
+    Fresh(BytesMut),
+    /// Shared with a stored object (a freshened copy).
+    Shared(Bytes),
+}
+
+impl StoredBody {
+    /// The body as a shared buffer (the room after a fresh one is given up).
+    fn shared(&mut self) -> Bytes {
+        if let StoredBody::Fresh(fresh) = self {
+            *self = StoredBody::Shared(std::mem::take(fresh).freeze());
+        }
+        match self {
+            StoredBody::Shared(body) => body.clone(),
+            StoredBody::Fresh(_) => Bytes::new(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            StoredBody::Fresh(body) => body.len(),
+            StoredBody::Shared(body) => body.len(),
+        }
+    }
 }
 
 /// Where a response is stored and who hears of it: what [`store`] needs
@@ -789,7 +823,7 @@ async fn store(to: StoreCtx<'_>, mut stored: Stored, storable: Storable) -> Fill
     let compresses = !route.cfg.compress.is_empty();
     let encodings = match stored.encodings.take() {
         Some(encodings) => encodings,
-        None => encode(route, &stored.headers, &stored.body).await,
+        None => encode(route, &stored.headers, &mut stored.body).await,
     };
     if !encodings.is_empty() {
         add_vary_accept_encoding(&mut stored.headers);
@@ -804,14 +838,25 @@ async fn store(to: StoreCtx<'_>, mut stored: Stored, storable: Storable) -> Fill
         let key = vary::variant_key(&primary.as_ref(), id, &secondary);
         (key, Some(secondary.into_boxed_str()))
     };
-    let object = Arc::new(CachedObject::assemble(
-        meta,
-        stored.status,
-        stored.headers,
-        stored.body,
-        encodings,
-        variant,
-    ));
+    let object = Arc::new(match stored.body {
+        // One buffer for the head and a small body, as a zone keeps them.
+        StoredBody::Fresh(body) => CachedObject::assemble_packed(
+            meta,
+            stored.status,
+            stored.headers,
+            body,
+            encodings,
+            variant,
+        ),
+        StoredBody::Shared(body) => CachedObject::assemble(
+            meta,
+            stored.status,
+            stored.headers,
+            body,
+            encodings,
+            variant,
+        ),
+    });
     if let Err(e) = zone.tier.insert(key.clone(), object.clone()).await {
         // Headers and bookkeeping pushed it over the zone's limit, or the
         // disk failed: relay it.
@@ -823,7 +868,7 @@ async fn store(to: StoreCtx<'_>, mut stored: Stored, storable: Storable) -> Fill
         finish(permit, FillOutcome::NotStored);
         let mut resp = Response::new(ResponseBody::full(object.body.clone()));
         *resp.status_mut() = object.status;
-        *resp.headers_mut() = object.headers.clone();
+        *resp.headers_mut() = object.headers();
         return FillReply::Relay(resp, why);
     }
     if let (Some(lease), Some(fleet)) = (lease, &route.fleet) {
@@ -855,7 +900,7 @@ async fn take_shared(
     let origin_status = object.status.as_u16();
     let mut key = primary.clone();
     if let Some(zone) = route.zone_for(&primary.as_ref()) {
-        if let (Some(names), Some(secondary)) = (names, object.variant.as_deref()) {
+        if let (Some(names), Some(secondary)) = (names, object.variant()) {
             let id = marker_for(zone, primary, names, &object.meta).await;
             key = vary::variant_key(&primary.as_ref(), id, secondary);
         }
@@ -918,7 +963,7 @@ async fn marker_for(
         .tier
         .get(&primary.as_ref())
         .await
-        .and_then(|o| o.vary_index.clone())
+        .and_then(|o| o.vary_index().cloned())
         .filter(|index| index.names == names)
     {
         return index.id;
@@ -933,7 +978,7 @@ async fn marker_for(
 
 /// Compresses a compressible body once per configured coding, on a blocking
 /// thread (never on the async workers).
-async fn encode(route: &Route, headers: &HeaderMap, body: &Bytes) -> Vec<Encoded> {
+async fn encode(route: &Route, headers: &HeaderMap, body: &mut StoredBody) -> Vec<Encoded> {
     let codings = route.cfg.compress.clone();
     if codings.is_empty()
         || body.len() < crate::http::compress::MIN_SIZE
@@ -941,7 +986,7 @@ async fn encode(route: &Route, headers: &HeaderMap, body: &Bytes) -> Vec<Encoded
     {
         return Vec::new();
     }
-    let body = body.clone();
+    let body = body.shared();
     let encoded =
         tokio::task::spawn_blocking(move || crate::http::compress::encode_all(&codings, &body))
             .await;
@@ -986,7 +1031,7 @@ fn upstream_request(
     *req.uri_mut() = Uri::from(fetch.path_and_query.clone());
     *req.headers_mut() = fetch.headers.clone();
     if let Some(stale) = revalidating {
-        conditional::add_validators(req.headers_mut(), &stale.headers);
+        conditional::add_validators(req.headers_mut(), &stale.headers());
     }
     req
 }
@@ -1035,18 +1080,20 @@ fn fail(
 }
 
 enum Collected {
-    Complete(Bytes),
+    Complete(BytesMut),
     TooLarge(Vec<Bytes>, TimeoutBody<Incoming>),
     Failed(BoxError),
 }
 
 /// Reads the whole body if it fits in `limit` bytes (counted in `held`);
 /// otherwise hands back what was read and the rest of the stream so the
-/// client still gets everything.
+/// client still gets everything. The body comes in a buffer with `room`
+/// bytes to spare after it.
 async fn collect_limited(
     mut body: TimeoutBody<Incoming>,
     limit: usize,
     mut held: Held,
+    room: usize,
 ) -> Collected {
     let mut chunks: Vec<Bytes> = Vec::new();
     let mut total = 0usize;
@@ -1065,18 +1112,19 @@ async fn collect_limited(
             return Collected::TooLarge(chunks, body);
         }
     }
-    Collected::Complete(concat(chunks, total))
+    Collected::Complete(concat(chunks, total, room))
 }
 
-/// Joins the chunks into one exactly-sized buffer. Always a copy: a chunk is
-/// a slice of hyper's read buffer, and keeping it would pin that whole buffer
-/// in the zone while the zone counts only the slice.
-fn concat(chunks: Vec<Bytes>, total: usize) -> Bytes {
-    let mut buf = BytesMut::with_capacity(total);
+/// Joins the chunks into one buffer of `total` bytes and `room` to spare.
+/// Always a copy: a chunk is a slice of hyper's read buffer, and keeping it
+/// would pin that whole buffer in the zone while the zone counts only the
+/// slice.
+fn concat(chunks: Vec<Bytes>, total: usize, room: usize) -> BytesMut {
+    let mut buf = BytesMut::with_capacity(total + room);
     for c in chunks {
         buf.extend_from_slice(&c);
     }
-    buf.freeze()
+    buf
 }
 
 /// How long to wait before refreshing a warmed object: SUS's delta before expiry.
