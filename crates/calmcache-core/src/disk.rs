@@ -462,7 +462,7 @@ impl DiskTier {
     ) -> Option<Arc<CachedObject>> {
         match result {
             Ok(object) => {
-                if object.lazy_body.is_none() {
+                if object.lazy_body().is_none() {
                     self.mark_verified(hash, version);
                 }
                 match self.soft_purged_at(hash, version) {

@@ -347,7 +347,7 @@ pub fn open_object(
         Vec::new(),
         header.variant,
     );
-    object.lazy_body = Some(crate::object::LazyBody {
+    object.set_lazy_body(crate::object::LazyBody {
         file: std::sync::Arc::new(file),
         offset: payload_at,
         len: header.body_len,
@@ -594,9 +594,9 @@ fn write_framed(
 
 /// Body then encodings, in file order; a marker has none.
 fn payload_parts(object: &CachedObject) -> impl Iterator<Item = &[u8]> {
-    let is_response = object.vary_index.is_none();
+    let is_response = object.vary_index().is_none();
     std::iter::once(&object.body[..])
-        .chain(object.encodings.iter().map(|e| &e.body[..]))
+        .chain(object.encodings().iter().map(|e| &e.body[..]))
         .filter(move |_| is_response)
 }
 
@@ -621,7 +621,7 @@ pub(crate) fn encode_header(
     for part in [k.scheme, k.host, k.path_and_query] {
         put_u32_bytes(&mut h, part.as_bytes(), "key too long")?;
     }
-    let marker = object.vary_index.as_ref();
+    let marker = object.vary_index();
     h.extend_from_slice(&object.status.as_u16().to_le_bytes());
     let since_epoch = stored_at.duration_since(UNIX_EPOCH).unwrap_or_default();
     let f = &object.meta.freshness;
@@ -637,7 +637,7 @@ pub(crate) fn encode_header(
     }
     let variant = match marker {
         Some(_) => None,
-        None => object.variant.as_deref(),
+        None => object.variant(),
     };
     let mut flags = 0u8;
     if f.stale_forbidden {
@@ -658,12 +658,12 @@ pub(crate) fn encode_header(
         // A marker is not a response: nothing of one is stored.
         h.extend_from_slice(&0u32.to_le_bytes());
     } else {
-        let count = u32::try_from(object.headers.len())
+        let count = u32::try_from(object.head.len())
             .map_err(|_| FormatError::Corrupt("too many headers"))?;
         h.extend_from_slice(&count.to_le_bytes());
-        for (name, value) in &object.headers {
+        for (name, value) in object.head.iter() {
             put_u16_bytes(&mut h, name.as_str().as_bytes(), "header name too long")?;
-            put_u32_bytes(&mut h, value.as_bytes(), "header value too long")?;
+            put_u32_bytes(&mut h, value, "header value too long")?;
         }
     }
     if let Some(index) = marker {
@@ -680,7 +680,7 @@ pub(crate) fn encode_header(
     }
     let encodings: &[Encoded] = match marker {
         Some(_) => &[],
-        None => &object.encodings,
+        None => object.encodings(),
     };
     let count =
         u16::try_from(encodings.len()).map_err(|_| FormatError::Corrupt("too many encodings"))?;

@@ -197,17 +197,17 @@ fn pairs(map: &HeaderMap) -> Vec<(String, Vec<u8>)> {
 
 fn assert_same(a: &CachedObject, b: &CachedObject) {
     assert_eq!(a.status, b.status);
-    assert_eq!(pairs(&a.headers), pairs(&b.headers));
+    assert_eq!(pairs(&a.headers()), pairs(&b.headers()));
     assert_eq!(a.body, b.body);
     let codings = |o: &CachedObject| {
-        o.encodings
+        o.encodings()
             .iter()
             .map(|e| (e.coding, e.body.clone()))
             .collect::<Vec<_>>()
     };
     assert_eq!(codings(a), codings(b));
-    assert_eq!(a.variant, b.variant);
-    assert_eq!(a.vary_index, b.vary_index);
+    assert_eq!(a.variant(), b.variant());
+    assert_eq!(a.vary_index(), b.vary_index());
     assert_eq!(a.has_targeted, b.has_targeted);
     assert_eq!(a.weight(), b.weight());
     assert_eq!(a.meta.freshness, b.meta.freshness);
@@ -249,7 +249,7 @@ fn round_trips() {
         assert_eq!(summary.freshness, object.meta.freshness, "{name}");
         assert_eq!(summary.meta_lifetime, object.meta.freshness.lifetime);
         assert_eq!(summary.fetch_time, object.meta.fetch_time, "{name}");
-        assert_eq!(summary.is_marker, object.vary_index.is_some(), "{name}");
+        assert_eq!(summary.is_marker, object.vary_index().is_some(), "{name}");
     }
     assert!(dir.temp_files().is_empty());
 }
@@ -259,9 +259,10 @@ fn multi_valued_headers_keep_their_order() {
     let dir = Scratch::new();
     let (path, _) = written(&dir, "obj", &plain());
     let (_, got) = read_object(&path, None).unwrap();
-    let cookies: Vec<_> = got.headers.get_all("set-cookie").iter().collect();
+    let got_headers = got.headers();
+    let cookies: Vec<_> = got_headers.get_all("set-cookie").iter().collect();
     assert_eq!(cookies, ["b=2", "a=1"]);
-    let links: Vec<_> = got.headers.get_all("link").iter().collect();
+    let links: Vec<_> = got_headers.get_all("link").iter().collect();
     assert_eq!(links, ["</a.css>; rel=preload", "</b.js>; rel=preload"]);
 }
 

@@ -85,7 +85,7 @@ async fn objects_survive_a_restart() {
     assert_eq!(hosts, ["example.com", "other.test"]);
     let got = again.get(&key("/b").as_ref()).await.unwrap();
     assert_eq!(&got.body[..], b"beta");
-    assert_eq!(got.headers["content-type"], "text/plain");
+    assert_eq!(got.headers()["content-type"], "text/plain");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -478,7 +478,7 @@ async fn stream_write_in(
     spooled: bool,
     piece: usize,
 ) -> LazyBody {
-    let mut headers = object("").headers.clone();
+    let mut headers = object("").headers().clone();
     headers.insert("content-length", HeaderValue::from(body.len()));
     let done = Arc::new(CachedObject::new(
         object("").meta.clone(),
@@ -520,7 +520,7 @@ async fn a_streamed_write_of_many_small_chunks_into_a_deleted_directory_is_byte_
         let lazy = stream_write_in(&tier, "/small", &body, spooled, 1000).await;
         assert_eq!(&lazy.read_all().unwrap()[..], &body[..]);
         let stored = tier.get(&key("/small").as_ref()).await.unwrap();
-        let from_file = match &stored.lazy_body {
+        let from_file = match stored.lazy_body() {
             Some(lazy) => lazy.read_all().unwrap(),
             None => stored.body.clone(),
         };
@@ -542,8 +542,8 @@ async fn streamed_and_spooled_writes_hand_back_their_file_as_a_lazy_body() {
         assert_eq!(&lazy.read_all().unwrap()[..], &body[..], "{path}");
         // The file in place reads back the same, with the final headers.
         let stored = tier.get(&key(path).as_ref()).await.unwrap();
-        assert_eq!(stored.headers["content-length"], "1500000", "{path}");
-        let from_file = match &stored.lazy_body {
+        assert_eq!(stored.headers()["content-length"], "1500000", "{path}");
+        let from_file = match &stored.lazy_body() {
             Some(lazy) => lazy.read_all().unwrap(),
             None => stored.body.clone(),
         };

@@ -273,7 +273,7 @@ impl DiskWrite {
         key: CacheKey,
         head: &CachedObject,
     ) -> Result<DiskWrite, FormatError> {
-        if head.vary_index.is_some() || !head.encodings.is_empty() {
+        if head.vary_index().is_some() || !head.encodings().is_empty() {
             return Err(FormatError::Corrupt("only plain responses are streamed"));
         }
         let header = disk_format::encode_header(&key, head, SystemTime::now(), 0)?;
@@ -410,10 +410,10 @@ impl DiskWrite {
         let head = CachedObject::assemble(
             object.meta.clone(),
             object.status,
-            object.headers.clone(),
+            object.headers(),
             Bytes::new(),
             Vec::new(),
-            object.variant.clone(),
+            object.variant().map(Box::from),
         );
         let done =
             tokio::task::spawn_blocking(move || writer.finish(&path, &key, &head, stored_at)).await;

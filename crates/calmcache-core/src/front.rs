@@ -59,7 +59,7 @@ impl MemoryFront {
         let object = behind.tier.get(key).await?;
         // Whole responses only: large objects stream from their file, and
         // Vary markers stay behind (they change as variants are stored).
-        let promotable = object.lazy_body.is_none() && object.vary_index.is_none();
+        let promotable = object.lazy_body().is_none() && object.vary_index().is_none();
         if promotable && self.second_hit(key_hash(key)) {
             // Not if a newer copy was stored, or the key removed, while this
             // one was read.
@@ -99,7 +99,7 @@ impl MemoryFront {
         // a copy the front refuses (larger than its max_object_size): the
         // old copy goes, the next request reads the new one behind.
         let replaced =
-            object.lazy_body.is_none() && front.insert(key.clone(), object.clone()).await.is_ok();
+            object.lazy_body().is_none() && front.insert(key.clone(), object.clone()).await.is_ok();
         if !replaced {
             front.remove(&key.as_ref()).await;
         }

@@ -5,7 +5,7 @@
 //! - [`key`]: cache keys (owned and borrowed, hashing alike) and variant keys.
 //! - [`cache_control`]: `Cache-Control` directive parsing (RFC 9111 §5.2).
 //! - [`freshness`]: storability, freshness lifetime and age (RFC 9111 §3, §4.2; RFC 5861).
-//! - [`object`]: stored objects and their metadata.
+//! - [`object`]: stored objects and their metadata; [`head`]: a stored head in one buffer.
 //! - [`disk`]: the disk tier: index, loader, manager, blocking-pool I/O.
 //! - [`page_body`]: large memory-zone bodies in pages of their own (sent without a copy).
 //! - [`page_cache`]: whole-file reads the kernel answers from memory without waiting.
@@ -31,6 +31,7 @@ pub mod disk_writer;
 pub mod flight;
 pub mod freshness;
 pub mod front;
+pub mod head;
 pub mod hit_for_miss;
 pub mod key;
 pub mod memory;

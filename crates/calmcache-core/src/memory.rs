@@ -96,6 +96,12 @@ impl MemoryTier {
                 limit: self.max_object_size,
             });
         }
+        // What the zone keeps: a small body packed with its head (a copy
+        // made once, when stored; hits share it).
+        let object = match object.packed() {
+            Some(packed) => Arc::new(packed),
+            None => object,
+        };
         self.cache.insert(key, object);
         Ok(())
     }
@@ -192,9 +198,9 @@ impl Tier for MemoryTier {
         mode: PurgeMode,
         filter: &'a PurgeFilter<'_>,
     ) -> TierFuture<'a, u64> {
-        TierFuture::ready(self.purge_scan(mode, &|key, object| {
-            filter(key, Tags::Headers(&object.headers))
-        }))
+        TierFuture::ready(
+            self.purge_scan(mode, &|key, object| filter(key, Tags::Stored(&object.head))),
+        )
     }
 
     fn purge_all(&self, mode: PurgeMode) -> TierFuture<'_, u64> {

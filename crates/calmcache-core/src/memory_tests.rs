@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used)]
 use super::*;
 use crate::freshness::Freshness;
-use crate::object::ObjectMeta;
+use crate::object::{ObjectMeta, PACK_MAX};
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use std::time::Duration;
@@ -120,4 +120,105 @@ async fn purges_by_filter_read_tags_and_soft_ones_keep_an_expired_copy() {
     assert_eq!(tier.purge_all(PurgeMode::Hard).await, 1);
     assert_eq!(tier.objects(), 0);
     assert!(!tier.purge_key(&k3.as_ref(), PurgeMode::Hard).await);
+}
+
+fn headed(body_len: usize) -> CachedObject {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    headers.insert("x-custom", http::HeaderValue::from_static("value"));
+    let plain = object(body_len);
+    CachedObject::assemble(
+        plain.meta.clone(),
+        StatusCode::OK,
+        headers,
+        Bytes::from(vec![b'y'; body_len]),
+        Vec::new(),
+        None,
+    )
+}
+
+#[tokio::test]
+async fn a_zone_keeps_a_small_body_in_its_heads_buffer_and_charges_what_it_holds() {
+    let tier = MemoryTier::new(1 << 20, 64 << 10);
+    let given = Arc::new(headed(1024));
+    tier.insert(CacheKey::new("http", "h", "/p"), given.clone())
+        .await
+        .unwrap();
+    let kept = tier.get(&KeyRef::new("http", "h", "/p")).await.unwrap();
+    // A packed copy: same response, one buffer for head and body, and a
+    // smaller charge than the object as given (two buffers).
+    assert_eq!(kept.body, given.body);
+    assert_eq!(kept.headers(), given.headers());
+    assert!(kept.packed().is_none(), "kept packed");
+    assert!(kept.memory_cost() < given.memory_cost());
+    let key = CacheKey::new("http", "h", "/p");
+    assert_eq!(
+        tier.size_bytes() as usize,
+        key.memory_cost() + kept.memory_cost() + INDEX_ENTRY_COST
+    );
+    // Hits share it.
+    let again = tier.get(&KeyRef::new("http", "h", "/p")).await.unwrap();
+    assert_eq!(again.body.as_ptr(), kept.body.as_ptr());
+    // A large body keeps its own buffer.
+    let large = Arc::new(headed(PACK_MAX));
+    tier.insert(CacheKey::new("http", "h", "/l"), large.clone())
+        .await
+        .unwrap();
+    let kept = tier.get(&KeyRef::new("http", "h", "/l")).await.unwrap();
+    assert_eq!(kept.body.as_ptr(), large.body.as_ptr());
+}
+
+#[tokio::test]
+async fn a_zone_as_large_as_its_largest_object_never_holds_more_than_max_size() {
+    // max_size == max_object_size: each object may be refused (too large,
+    // or its real cost over the zone's size) or stored alone, never more.
+    let max = 64 << 10;
+    let tier = MemoryTier::new(max, max);
+    for (i, len) in [1, 1000, 16_000, 40_000, 60_000, 64_000, 65_536, 70_000]
+        .into_iter()
+        .enumerate()
+    {
+        let key = CacheKey::new("http", "h", &format!("/{i}"));
+        let stored = tier.insert(key, Arc::new(headed(len))).await;
+        if len as u64 > max {
+            assert!(matches!(stored, Err(CacheError::TooLarge { .. })), "{len}");
+        }
+        assert!(
+            tier.size_bytes() <= max,
+            "{len}: size {}",
+            tier.size_bytes()
+        );
+        let held = tier.get(&KeyRef::new("http", "h", &format!("/{i}"))).await;
+        if let Some(held) = held {
+            assert_eq!(held.body.len(), len);
+        }
+    }
+    // Small ones after the large ones are taken (the policy decides which
+    // stay), still within the size.
+    for i in 0..20 {
+        let key = CacheKey::new("http", "h", &format!("/s{i}"));
+        tier.insert(key, Arc::new(headed(100))).await.unwrap();
+        assert!(tier.size_bytes() <= max);
+    }
+    assert!(tier.objects() >= 1);
+}
+
+#[tokio::test]
+async fn eviction_keeps_the_zone_under_max_size_with_packed_and_large_objects() {
+    let max = 2 << 20;
+    let tier = MemoryTier::new(max, 256 << 10);
+    for i in 0..3000 {
+        let len = [10, 1024, 5000, PACK_MAX - 1, PACK_MAX, 100 << 10][i % 6];
+        let key = CacheKey::new("http", "h", &format!("/{i}"));
+        tier.insert(key, Arc::new(headed(len))).await.unwrap();
+        assert!(
+            tier.size_bytes() <= max,
+            "size {} after {i}",
+            tier.size_bytes()
+        );
+    }
+    assert!(tier.objects() > 20);
 }

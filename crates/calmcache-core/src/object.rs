@@ -14,6 +14,7 @@ use http::{HeaderMap, StatusCode};
 use tokio::time::Instant;
 
 use crate::freshness::Freshness;
+pub use crate::head::StoredHead;
 use crate::page_body::{PagedBytes, StoredBody};
 
 /// Everything the cache needs to decide about an object, without its body.
@@ -98,32 +99,52 @@ pub struct CachedObject {
     pub meta: ObjectMeta,
     /// Response status.
     pub status: StatusCode,
-    /// End-to-end response headers as received (hop-by-hop already removed).
-    pub headers: HeaderMap,
+    /// End-to-end response headers as received (hop-by-hop already
+    /// removed), in one buffer: [`CachedObject::headers`] reads them as a
+    /// map, [`CachedObject::served_headers`] builds a hit's.
+    pub head: StoredHead,
     /// The whole body.
     pub body: Bytes,
-    /// The body compressed by calmcache, in the route's order of preference.
-    pub encodings: Vec<Encoded>,
-    /// For a variant: the normalised request header values it was selected
-    /// by (part of its key), so a follower of a fill can tell whether the
-    /// response it got is its own variant.
-    pub variant: Option<Box<str>>,
-    /// Set on a marker: this entry is not a response but the list of
-    /// request headers the URI's responses vary on.
-    pub vary_index: Option<VaryIndex>,
     /// Headers calmcache keeps but may not forward: RFC 9213 targeted
     /// fields, cache tags ([`TAG_FIELDS`]).
     pub has_targeted: bool,
-    /// A large object read from a disk zone: `body` is empty and the body is
-    /// streamed from this file region instead (bounded memory per request).
-    pub lazy_body: Option<LazyBody>,
+    /// The body shares the head's buffer ([`CachedObject::packed`]).
+    packed: bool,
     /// `body` lies in pages of its own ([`crate::page_body`]): it may be
     /// handed to the kernel by reference.
     paged: bool,
-    /// Bytes this object costs a zone, computed once (eviction asks often).
-    weight: usize,
-    /// Bytes of RAM it really takes, computed once: [`CachedObject::memory_cost`].
-    memory: usize,
+    /// What few objects have (encodings, a variant's values, a marker's
+    /// names, a body left in a file), out of line: an object's inline size
+    /// is paid by every object a zone holds.
+    extras: Option<Box<Extras>>,
+}
+
+/// The rarer parts of a [`CachedObject`].
+#[derive(Clone, Debug, Default)]
+struct Extras {
+    /// The body compressed by calmcache, in the route's order of preference.
+    encodings: Vec<Encoded>,
+    /// For a variant: the normalised request header values it was selected
+    /// by (part of its key), so a follower of a fill can tell whether the
+    /// response it got is its own variant.
+    variant: Option<Box<str>>,
+    /// Set on a marker: this entry is not a response but the list of
+    /// request headers the URI's responses vary on.
+    vary_index: Option<VaryIndex>,
+    /// A large object read from a disk zone: `body` is empty and the body is
+    /// streamed from this file region instead (bounded memory per request).
+    lazy_body: Option<LazyBody>,
+}
+
+impl Extras {
+    /// `None` when there is nothing to keep.
+    fn boxed(self) -> Option<Box<Extras>> {
+        let empty = self.encodings.is_empty()
+            && self.variant.is_none()
+            && self.vary_index.is_none()
+            && self.lazy_body.is_none();
+        (!empty).then(|| Box::new(self))
+    }
 }
 
 /// The body of a large disk object, left in its file: read in chunks with
@@ -206,6 +227,10 @@ pub fn soft_purged(f: &Freshness, age: Duration) -> Freshness {
     f
 }
 
+/// Bodies shorter than this share their head's buffer in a memory zone
+/// ([`CachedObject::packed`]); longer ones keep their own buffer.
+pub const PACK_MAX: usize = 16 * 1024;
+
 /// The response fields that carry cache tags.
 pub const TAG_FIELDS: [&str; 2] = ["cache-tag", "surrogate-key"];
 
@@ -228,6 +253,22 @@ pub fn tags_in(headers: &HeaderMap) -> impl Iterator<Item = &str> {
     comma.chain(space).map(str::trim).filter(|t| !t.is_empty())
 }
 
+/// The cache tags of a stored head, as [`tags_in`] finds them in a map.
+pub fn stored_tags(head: &StoredHead) -> impl Iterator<Item = &str> {
+    static CACHE_TAG: HeaderName = HeaderName::from_static("cache-tag");
+    static SURROGATE_KEY: HeaderName = HeaderName::from_static("surrogate-key");
+    let text = crate::head::visible_str;
+    let comma = head
+        .get_all(&CACHE_TAG)
+        .filter_map(text)
+        .flat_map(|v| v.split(','));
+    let space = head
+        .get_all(&SURROGATE_KEY)
+        .filter_map(text)
+        .flat_map(|v| v.split(' '));
+    comma.chain(space).map(str::trim).filter(|t| !t.is_empty())
+}
+
 impl CachedObject {
     /// A copy of this object expired at `at` (a soft purge): it may be
     /// served stale for [`SOFT_PURGE_STALE`] after `at` while one refresh
@@ -238,22 +279,119 @@ impl CachedObject {
         CachedObject {
             meta,
             status: self.status,
-            headers: self.headers.clone(),
+            head: self.head.clone(),
             body: self.body.clone(),
-            encodings: self.encodings.clone(),
-            variant: self.variant.clone(),
-            vary_index: self.vary_index.clone(),
             has_targeted: self.has_targeted,
-            lazy_body: self.lazy_body.clone(),
+            packed: self.packed,
             paged: self.paged,
-            weight: self.weight,
-            memory: self.memory,
+            extras: self.extras.clone(),
         }
     }
 
     /// True when this object carries `tag` (see [`tags_in`]).
     pub fn has_tag(&self, tag: &str) -> bool {
-        tags_in(&self.headers).any(|t| t == tag)
+        stored_tags(&self.head).any(|t| t == tag)
+    }
+
+    /// The stored headers as a map (each value shares the head's buffer).
+    /// Two allocations: for cold paths; a hit uses [`Self::served_headers`].
+    pub fn headers(&self) -> HeaderMap {
+        self.head.to_map(0)
+    }
+
+    /// The headers a hit starts from: the stored ones, with room for what
+    /// serving adds (`Age`, `Cache-Status`, an encoding's fields) so that
+    /// setting them does not regrow the map.
+    pub fn served_headers(&self) -> HeaderMap {
+        self.head.to_map(crate::head::SERVED_ROOM)
+    }
+
+    /// The body compressed by calmcache, in the route's order of preference.
+    pub fn encodings(&self) -> &[Encoded] {
+        self.extras.as_ref().map_or(&[], |x| &x.encodings)
+    }
+
+    /// For a variant: the normalised request header values it was selected
+    /// by (part of its key), so a follower of a fill can tell whether the
+    /// response it got is its own variant.
+    pub fn variant(&self) -> Option<&str> {
+        self.extras.as_ref().and_then(|x| x.variant.as_deref())
+    }
+
+    /// Set on a marker: this entry is not a response but the list of
+    /// request headers the URI's responses vary on.
+    pub fn vary_index(&self) -> Option<&VaryIndex> {
+        self.extras.as_ref().and_then(|x| x.vary_index.as_ref())
+    }
+
+    /// A large object read from a disk zone: `body` is empty and the body
+    /// is streamed from this file region instead (bounded memory per request).
+    pub fn lazy_body(&self) -> Option<&LazyBody> {
+        self.extras.as_ref().and_then(|x| x.lazy_body.as_ref())
+    }
+
+    /// Leaves the body in a file: see [`Self::lazy_body`].
+    pub fn set_lazy_body(&mut self, lazy: LazyBody) {
+        self.extras.get_or_insert_with(Box::default).lazy_body = Some(lazy);
+    }
+
+    /// The copy a memory zone keeps: a body under [`PACK_MAX`] moved into
+    /// the head's buffer (one allocation and one shared count for both,
+    /// exactly sized), so what the zone charges is what it holds. `None`
+    /// when there is nothing to change (packed already, a body left in a
+    /// file, or a larger body, kept in its own exactly-sized buffer).
+    pub fn packed(&self) -> Option<CachedObject> {
+        if self.packed
+            || self.body.is_empty()
+            || self.lazy_body().is_some()
+            || self.body.len() >= PACK_MAX
+        {
+            return None;
+        }
+        let (head, body) = self.head.repacked(&self.body);
+        let copy = CachedObject {
+            meta: self.meta.clone(),
+            status: self.status,
+            head,
+            body,
+            has_targeted: self.has_targeted,
+            packed: !self.body.is_empty(),
+            // (Under PACK_MAX: never a paged body.)
+            paged: false,
+            extras: self.extras.clone(),
+        };
+        Some(copy)
+    }
+
+    /// What [`Self::memory_cost`] reports, computed from the parts (a lazy
+    /// body's file is added there).
+    fn memory_of(&self) -> usize {
+        let head_and_body = if self.packed {
+            self.head.buffer_cost(self.body.len()) + self.head.names_cost()
+        } else if self.paged {
+            self.head.memory_cost() + crate::page_body::paged_cost(self.body.len())
+        } else {
+            self.head.memory_cost() + shared_bytes_cost(self.body.len())
+        };
+        let extras = self.extras.as_ref().map_or(0, |x| {
+            let marker = x.vary_index.as_ref().map_or(0, |index| {
+                malloc_cost(index.names.capacity() * std::mem::size_of::<HeaderName>())
+                    + index
+                        .names
+                        .iter()
+                        .map(|n| malloc_cost(n.as_str().len()))
+                        .sum::<usize>()
+            });
+            malloc_cost(std::mem::size_of::<Extras>())
+                + marker
+                + malloc_cost(x.encodings.capacity() * std::mem::size_of::<Encoded>())
+                + x.encodings
+                    .iter()
+                    .map(|e| shared_bytes_cost(e.body.len()))
+                    .sum::<usize>()
+                + x.variant.as_ref().map_or(0, |v| malloc_cost(v.len()))
+        });
+        OBJECT_COST + head_and_body + extras
     }
 
     /// Assembles an object and computes its weight.
@@ -262,7 +400,8 @@ impl CachedObject {
     }
 
     /// Assembles a response with its encodings and, for a variant, the
-    /// request values it was selected by.
+    /// request values it was selected by. The body is kept as given (a
+    /// disk read's slice of its file: a hit copies nothing).
     pub fn assemble(
         meta: ObjectMeta,
         status: StatusCode,
@@ -271,45 +410,101 @@ impl CachedObject {
         encodings: Vec<Encoded>,
         variant: Option<Box<str>>,
     ) -> Self {
+        let head = StoredHead::new(&headers);
         let (body, paged) = match body.into() {
             StoredBody::Heap(b) => (b, false),
             StoredBody::Paged(p) => (p.bytes().clone(), true),
         };
-        let body_cost = if paged {
-            crate::page_body::paged_cost(body.len())
+        let mut object = Self::build(
+            meta, status, &headers, head, body, encodings, variant, false,
+        );
+        object.paged = paged;
+        object
+    }
+
+    /// [`Self::assemble`] for an object bound for a zone, from a body just
+    /// collected: a body under [`PACK_MAX`] shares one buffer with its head,
+    /// as a memory zone keeps it ([`Self::packed`]); written into the
+    /// body's spare room when it has exactly the head's size
+    /// ([`StoredHead::encoded_len`]), else copied once.
+    pub fn assemble_packed(
+        meta: ObjectMeta,
+        status: StatusCode,
+        headers: HeaderMap,
+        body: bytes::BytesMut,
+        encodings: Vec<Encoded>,
+        variant: Option<Box<str>>,
+    ) -> Self {
+        let pack = !body.is_empty() && body.len() < PACK_MAX;
+        let (head, body) = if pack {
+            StoredHead::after_body(&headers, body)
         } else {
-            shared_bytes_cost(body.len())
+            (StoredHead::new(&headers), body.freeze())
         };
-        let encoded: usize = encodings.iter().map(|e| e.body.len()).sum();
-        let weight =
-            weigh(&headers, body.len() + encoded) + variant.as_ref().map_or(0, |v| v.len());
+        Self::build(meta, status, &headers, head, body, encodings, variant, pack)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        meta: ObjectMeta,
+        status: StatusCode,
+        headers: &HeaderMap,
+        head: StoredHead,
+        body: Bytes,
+        encodings: Vec<Encoded>,
+        variant: Option<Box<str>>,
+        packed: bool,
+    ) -> Self {
         let has_targeted = crate::cache_control::TARGETED
             .iter()
             .any(|name| headers.contains_key(*name))
             || TAG_FIELDS.iter().any(|name| headers.contains_key(*name));
-        let memory = OBJECT_COST
-            + headers_cost(&headers)
-            + body_cost
-            + malloc_cost(encodings.capacity() * std::mem::size_of::<Encoded>())
-            + encodings
-                .iter()
-                .map(|e| shared_bytes_cost(e.body.len()))
-                .sum::<usize>()
-            + variant.as_ref().map_or(0, |v| malloc_cost(v.len()));
+        let extras = Extras {
+            encodings,
+            variant,
+            ..Extras::default()
+        };
         CachedObject {
             meta,
             status,
-            headers,
+            head,
             body,
-            encodings,
-            variant,
-            vary_index: None,
             has_targeted,
-            lazy_body: None,
-            paged,
-            weight,
-            memory,
+            packed,
+            paged: false,
+            extras: extras.boxed(),
         }
+    }
+
+    /// A Vary marker for a URI whose responses vary on `index.names`.
+    pub fn marker(meta: ObjectMeta, index: VaryIndex) -> Self {
+        let extras = Extras {
+            vary_index: Some(index),
+            ..Extras::default()
+        };
+        CachedObject {
+            meta,
+            status: StatusCode::OK,
+            head: StoredHead::default(),
+            body: Bytes::new(),
+            has_targeted: false,
+            packed: false,
+            paged: false,
+            extras: extras.boxed(),
+        }
+    }
+
+    /// The same response with new metadata and headers (a 304 merged into
+    /// it, RFC 9111 §4.3.4): body and encodings are shared, not copied.
+    pub fn freshened(&self, meta: ObjectMeta, headers: HeaderMap) -> Self {
+        Self::assemble(
+            meta,
+            self.status,
+            headers,
+            self.stored_body(),
+            self.encodings().to_vec(),
+            self.variant().map(Box::from),
+        )
     }
 
     /// True when `body` lies in pages of its own ([`crate::page_body`]).
@@ -326,53 +521,9 @@ impl CachedObject {
         }
     }
 
-    /// A Vary marker for a URI whose responses vary on `index.names`.
-    pub fn marker(meta: ObjectMeta, index: VaryIndex) -> Self {
-        let weight = OBJECT_OVERHEAD
-            + index
-                .names
-                .iter()
-                .map(|n| n.as_str().len() + 32)
-                .sum::<usize>();
-        let memory = OBJECT_COST
-            + malloc_cost(index.names.capacity() * std::mem::size_of::<HeaderName>())
-            + index
-                .names
-                .iter()
-                .map(|n| malloc_cost(n.as_str().len()))
-                .sum::<usize>();
-        CachedObject {
-            meta,
-            status: StatusCode::OK,
-            headers: HeaderMap::new(),
-            body: Bytes::new(),
-            encodings: Vec::new(),
-            variant: None,
-            vary_index: Some(index),
-            has_targeted: false,
-            lazy_body: None,
-            paged: false,
-            weight,
-            memory,
-        }
-    }
-
-    /// The same response with new metadata and headers (a 304 merged into
-    /// it, RFC 9111 §4.3.4): body and encodings are shared, not copied.
-    pub fn freshened(&self, meta: ObjectMeta, headers: HeaderMap) -> Self {
-        Self::assemble(
-            meta,
-            self.status,
-            headers,
-            self.stored_body(),
-            self.encodings.clone(),
-            self.variant.clone(),
-        )
-    }
-
     /// The body's length, whether in memory or left in a file.
     pub fn body_len(&self) -> u64 {
-        match &self.lazy_body {
+        match self.lazy_body() {
             Some(lazy) => lazy.len,
             None => self.body.len() as u64,
         }
@@ -380,7 +531,7 @@ impl CachedObject {
 
     /// The encoded body for `coding`, if calmcache made one.
     pub fn encoding(&self, coding: &str) -> Option<&Bytes> {
-        self.encodings
+        self.encodings()
             .iter()
             .find(|e| e.coding == coding)
             .map(|e| &e.body)
@@ -388,19 +539,34 @@ impl CachedObject {
 
     /// The object's size for `max_object_size`: header and body bytes plus
     /// a fixed bookkeeping charge ([`weigh`]); the same in every zone kind.
+    /// Computed when asked (when stored, not per hit): an object's inline
+    /// size is paid by every object a zone holds.
     pub fn weight(&self) -> usize {
-        self.weight
+        if let Some(index) = self.vary_index() {
+            return OBJECT_OVERHEAD
+                + index
+                    .names
+                    .iter()
+                    .map(|n| n.as_str().len() + 32)
+                    .sum::<usize>();
+        }
+        let encoded: usize = self.encodings().iter().map(|e| e.body.len()).sum();
+        self.head.text_len(32)
+            + self.body.len()
+            + encoded
+            + OBJECT_OVERHEAD
+            + self.variant().map_or(0, str::len)
     }
 
     /// Bytes of RAM this object takes while a memory zone holds it, as
     /// glibc's malloc hands them out ([`malloc_cost`]): the shared object
-    /// itself, its header map and values, its body and encodings (each a
-    /// shared buffer), a variant's key text, a lazy body's path. What a
-    /// memory zone's `max_size` bounds, with the key and the zone's index
-    /// entry (see [`crate::MemoryTier`]).
+    /// itself, its head's buffer (and a packed body in it), a body's own
+    /// buffer, the rarer parts (encodings, a variant's key text, a marker's
+    /// names, a lazy body's path). What a memory zone's `max_size` bounds,
+    /// with the key and the zone's index entry (see [`crate::MemoryTier`]).
     pub fn memory_cost(&self) -> usize {
-        self.memory
-            + self.lazy_body.as_ref().map_or(0, |lazy| {
+        self.memory_of()
+            + self.lazy_body().map_or(0, |lazy| {
                 malloc_cost(lazy.path.as_os_str().len()) + malloc_cost(32)
             })
     }
@@ -445,6 +611,20 @@ pub fn stored_headers(headers: &HeaderMap, strip: &[String]) -> HeaderMap {
     out.clone()
 }
 
+/// The fields of `headers` a zone may store (without `strip`'s, as
+/// [`stored_headers`]), values shared, not copied: for a head that is
+/// stored at once (an object's [`StoredHead`] copies the values into its
+/// own buffer), so the copy is made once.
+pub fn storable_headers(headers: &HeaderMap, strip: &[String]) -> HeaderMap {
+    let mut out = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        if !strip.iter().any(|s| s == name.as_str()) {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
 /// Bytes glibc's malloc takes for an allocation of `n` bytes: an 8-byte
 /// header, 16-byte alignment, 32 bytes at least; above its mmap threshold
 /// (128 KiB unless it has raised it), whole pages.
@@ -463,7 +643,7 @@ pub const fn malloc_cost(n: usize) -> usize {
 /// What a shared `Bytes` adds to its buffer once it has been cloned (a
 /// vec-backed `Bytes` is promoted on its first clone: its count and
 /// capacity move to a 24-byte allocation).
-const SHARED_COST: usize = 32;
+pub(crate) const SHARED_COST: usize = 32;
 
 /// A `HeaderMap` slot: name, value, hash and links to extra values.
 const HEADER_SLOT: usize =

@@ -118,9 +118,10 @@ pub fn collect(chunks: &[Bytes], total: usize) -> StoredBody {
     StoredBody::Heap(buf.freeze())
 }
 
-/// The chunks copied into a new mapping, or `None` when too many are alive
-/// or the kernel refused one.
-fn paged(chunks: &[Bytes], total: usize) -> Option<PagedBytes> {
+/// The chunks (`total` bytes in all) copied into a new mapping, or `None`
+/// when they do not add up to `total`, too many are alive or the kernel
+/// refused one.
+pub fn paged(chunks: &[Bytes], total: usize) -> Option<PagedBytes> {
     if chunks.iter().map(Bytes::len).sum::<usize>() != total {
         return None;
     }

@@ -104,8 +104,10 @@ impl<T> Future for TierFuture<'_, T> {
 /// file's header carries. Read only by a tag purge.
 #[derive(Clone, Copy, Debug)]
 pub enum Tags<'a> {
-    /// In the stored response's headers.
+    /// In a response's headers.
     Headers(&'a HeaderMap),
+    /// In a stored response's head.
+    Stored(&'a crate::head::StoredHead),
     /// Already split out.
     List(&'a [String]),
 }
@@ -113,13 +115,15 @@ pub enum Tags<'a> {
 impl<'a> Tags<'a> {
     /// Every tag, trimmed, empty ones skipped (`object::tags_in`).
     pub fn iter(self) -> impl Iterator<Item = &'a str> {
-        let (headers, list) = match self {
-            Tags::Headers(headers) => (Some(crate::object::tags_in(headers)), None),
-            Tags::List(list) => (None, Some(list.iter().map(String::as_str))),
+        let (headers, stored, list) = match self {
+            Tags::Headers(headers) => (Some(crate::object::tags_in(headers)), None, None),
+            Tags::Stored(head) => (None, Some(crate::object::stored_tags(head)), None),
+            Tags::List(list) => (None, None, Some(list.iter().map(String::as_str))),
         };
         headers
             .into_iter()
             .flatten()
+            .chain(stored.into_iter().flatten())
             .chain(list.into_iter().flatten())
     }
 }

@@ -99,7 +99,7 @@ fn fill(body_len: usize, n: usize, read_buf: &Bytes) -> (f64, f64, MemoryTier) {
         ));
         // The first hit clones the head and the body: a vec-backed `Bytes`
         // is promoted to a shared one on its first clone.
-        drop((object.headers.clone(), object.body.clone()));
+        drop((object.served_headers(), object.body.clone()));
         rt.block_on(tier.insert(key, object)).unwrap();
     }
     let grown = (rss() - before) as f64 / n as f64;
@@ -147,18 +147,15 @@ fn breakdown(read_buf: &Bytes) {
         .map(|i| CacheKey::new("http", "127.0.0.1:8080", &format!("/o/{i}")))
         .collect();
     let s1 = rss();
-    let heads: Vec<HeaderMap> = (0..N)
-        .map(|_| detach(&incoming(body_len, read_buf)))
+    // As a zone keeps them: head and body in one buffer.
+    let objects: Vec<Arc<CachedObject>> = (0..N)
+        .map(|_| {
+            let head = detach(&incoming(body_len, read_buf));
+            let object = CachedObject::new(meta(), StatusCode::OK, head, body(body_len));
+            Arc::new(object.packed().unwrap())
+        })
         .collect();
     let s2 = rss();
-    let bodies: Vec<Bytes> = (0..N).map(|_| body(body_len)).collect();
-    let s3 = rss();
-    let objects: Vec<Arc<CachedObject>> = heads
-        .into_iter()
-        .zip(bodies)
-        .map(|(h, b)| Arc::new(CachedObject::new(meta(), StatusCode::OK, h, b)))
-        .collect();
-    let s4 = rss();
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
@@ -166,19 +163,25 @@ fn breakdown(read_buf: &Bytes) {
     for (k, o) in keys.iter().zip(&objects) {
         rt.block_on(tier.insert(k.clone(), o.clone())).unwrap();
     }
-    let s5 = rss();
+    let s3 = rss();
     for o in &objects {
-        drop((o.headers.clone(), o.body.clone()));
+        drop((o.served_headers(), o.body.clone()));
     }
-    let s6 = rss();
+    let s4 = rss();
     println!("where the bytes of {N} objects of {body_len} B go:");
     per("keys (CacheKey text, in a Vec)", s0, s1, N);
-    per("stored head (HeaderMap + values)", s1, s2, N);
-    per("body", s2, s3, N);
-    per("Arc<CachedObject>", s3, s4, N);
-    per("zone index (+ a key clone per insert)", s4, s5, N);
-    per("first hit: Bytes promoted to shared", s5, s6, N);
-    per("all of it", s0, s6, N);
+    per("objects (Arc + one buffer: head, body)", s1, s2, N);
+    per("zone index (+ a key clone per insert)", s2, s3, N);
+    per("a hit's headers and body", s3, s4, N);
+    per("all of it", s0, s4, N);
+    let o = &objects[0];
+    println!(
+        "one object: memory_cost {} B (CachedObject {} B inline; head {} fields, \
+         its buffer shared with the body)",
+        o.memory_cost(),
+        std::mem::size_of::<CachedObject>(),
+        o.head.len(),
+    );
     println!(
         "accounted per object: {:.0} B",
         tier.size_bytes() as f64 / N as f64

@@ -620,9 +620,8 @@ impl Fleet {
         };
         match parse_object(blob, Some(&expected.as_ref()), true) {
             Ok((_, object))
-                if object.vary_index.is_none()
-                    && object.variant.as_deref()
-                        == target.variant.as_ref().map(|v| v.1.as_str()) =>
+                if object.vary_index().is_none()
+                    && object.variant() == target.variant.as_ref().map(|v| v.1.as_str()) =>
             {
                 Some(Arc::new(object))
             }
@@ -650,8 +649,8 @@ impl Fleet {
         names: Option<&[HeaderName]>,
     ) {
         // A body left in a disk zone's file counts whole (it is read back).
-        let in_file = object.lazy_body.as_ref().map_or(0, |l| l.len);
-        let fits = object.vary_index.is_none()
+        let in_file = object.lazy_body().map_or(0, |l| l.len);
+        let fits = object.vary_index().is_none()
             && object.weight() as u64 + in_file <= self.cfg.max_object_size;
         if !fits {
             self.stats.too_large.fetch_add(1, Ordering::Relaxed);
@@ -659,14 +658,14 @@ impl Fleet {
         }
         // Where it goes: the URI's entry, or its variant's (the lease was
         // taken on the URI before it was known to vary, or on the variant).
-        let (target, key) = match (&object.variant, names, &lease.target.variant) {
+        let (target, key) = match (object.variant(), names, &lease.target.variant) {
             (None, None, None) => (lease.target.clone(), primary.clone()),
             (Some(secondary), Some(names), None) => {
                 let text = names_text(names);
                 let target = Target::variant(self, &lease.target.hash, primary, &text, secondary);
                 (target, fleet_variant_key(primary, secondary))
             }
-            (Some(secondary), Some(_), Some((_, leased, _))) if secondary.as_ref() == leased => {
+            (Some(secondary), Some(_), Some((_, leased, _))) if secondary == leased.as_str() => {
                 (lease.target.clone(), fleet_variant_key(primary, secondary))
             }
             // The response no longer matches what the lease was for (the
@@ -1328,7 +1327,7 @@ fn stream_id_before(a: &str, b: &str) -> bool {
 /// `object` with its body in memory: read from its disk file if it was
 /// left there (verified against the file's checksum).
 async fn whole(object: Arc<CachedObject>) -> std::io::Result<Arc<CachedObject>> {
-    let Some(lazy) = object.lazy_body.clone() else {
+    let Some(lazy) = object.lazy_body().cloned() else {
         return Ok(object);
     };
     let body = tokio::task::spawn_blocking(move || lazy.read_all())
@@ -1337,10 +1336,10 @@ async fn whole(object: Arc<CachedObject>) -> std::io::Result<Arc<CachedObject>> 
     Ok(Arc::new(CachedObject::assemble(
         object.meta.clone(),
         object.status,
-        object.headers.clone(),
+        object.headers(),
         body,
-        object.encodings.clone(),
-        object.variant.clone(),
+        object.encodings().to_vec(),
+        object.variant().map(Box::from),
     )))
 }
 

@@ -68,7 +68,7 @@ fn variant(body: &str, language: &'static str) -> Arc<CachedObject> {
     Arc::new(CachedObject::assemble(
         plain.meta.clone(),
         plain.status,
-        plain.headers.clone(),
+        plain.headers(),
         plain.body.clone(),
         Vec::new(),
         Some(secondary.into_boxed_str()),

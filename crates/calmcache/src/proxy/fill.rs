@@ -19,8 +19,8 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use bytes::Bytes;
-use calmcache_core::page_body::StoredBody;
+use bytes::{Bytes, BytesMut};
+use calmcache_core::page_body::PagedBytes;
 use calmcache_core::{
     freshness, CacheKey, CachedObject, Encoded, Exchange, FetchPermit, NotStorable, ObjectMeta,
     Storable, VaryIndex,
@@ -143,7 +143,7 @@ pub(crate) async fn fill(
             fetch.store
                 && !fetch.has_authorization
                 && route.zone_for(&primary.as_ref()).is_some()
-                && conditional::has_validator(&s.headers)
+                && conditional::has_validator(&s.headers())
         })
         .cloned();
     // Fleet mode: a fresh copy another node stored, or the fleet's lease
@@ -185,7 +185,7 @@ pub(crate) async fn fill(
                       old: &Option<Arc<CachedObject>>| {
         matches!((r, old), (Ok(resp), Some(old))
             if resp.status() == StatusCode::NOT_MODIFIED
-                && !conditional::applies_to(resp.headers(), &old.headers))
+                && !conditional::applies_to(resp.headers(), &old.headers()))
     };
     if mismatched(&result, &revalidating) {
         revalidating = None;
@@ -259,15 +259,15 @@ pub(crate) async fn fill(
         if let Some(old) = revalidating {
             // A large disk object's body is still in its file: read it to
             // store the freshened copy (a failed read is an origin refetch).
-            let old_body = match &old.lazy_body {
-                None => Some(old.stored_body()),
+            let old_body = match old.lazy_body() {
+                None => Some(StoredBody::from(old.stored_body())),
                 Some(lazy) => {
                     let lazy = lazy.clone();
                     tokio::task::spawn_blocking(move || lazy.read_all())
                         .await
                         .ok()
                         .and_then(Result::ok)
-                        .map(StoredBody::from)
+                        .map(StoredBody::Shared)
                 }
             };
             let Some(old_body) = old_body else {
@@ -276,7 +276,7 @@ pub(crate) async fn fill(
                 drop(parts);
                 return Box::pin(fill(route.clone(), primary, fetch, permit, None)).await;
             };
-            let merged = conditional::merge_not_modified(&old.headers, &parts.headers, &[]);
+            let merged = conditional::merge_not_modified(&old.headers(), &parts.headers, &[]);
             let exchange = Exchange {
                 request_has_authorization: fetch.has_authorization,
                 status: old.status.as_u16(),
@@ -289,8 +289,8 @@ pub(crate) async fn fill(
                     let stored = Stored {
                         status: old.status,
                         headers: detach_headers(&merged, &storable.strip_fields),
-                        body: old_body.clone(),
-                        encodings: Some(old.encodings.clone()),
+                        body: old_body,
+                        encodings: Some(old.encodings().to_vec()),
                     };
                     let to = StoreCtx {
                         route: &route,
@@ -379,7 +379,10 @@ pub(crate) async fn fill(
         let lease = lease.take();
         return stream_fill(route.clone(), primary, fetch, permit, start, body, lease);
     }
-    let body = match collect_limited(body, limit as usize, held).await {
+    // Room after the body for its stored head, so that the object keeps
+    // both in this one buffer (`CachedObject::assemble_packed`).
+    let room = calmcache_core::head::StoredHead::encoded_len(&parts.headers);
+    let body = match collect_limited(body, limit as usize, held, room).await {
         Collected::Complete(body) => body,
         Collected::TooLarge(prefix, rest) => {
             finish(permit, FillOutcome::NotStored);
@@ -400,11 +403,12 @@ pub(crate) async fn fill(
     if !matches!(origin_status, 204 | 304) {
         parts
             .headers
-            .insert(CONTENT_LENGTH, HeaderValue::from(body.bytes().len()));
+            .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
     }
     let stored = Stored {
         status: parts.status,
-        headers: detach_headers(&parts.headers, &storable.strip_fields),
+        // Stored at once: the object's head copies the values (once).
+        headers: calmcache_core::object::storable_headers(&parts.headers, &storable.strip_fields),
         body,
         encodings: None,
     };
@@ -456,9 +460,9 @@ async fn share_error(
         let resp = Response::from_parts(parts, ResponseBody::stream(body));
         return FillReply::Relay(resp, NotStored::Response(why));
     };
-    match collect_limited(body, SHARED_ERROR_MAX, held).await {
-        Collected::Complete(bytes) => {
-            let bytes = bytes.into_bytes();
+    match collect_limited(body, SHARED_ERROR_MAX, held, 0).await {
+        Collected::Complete(mut bytes) => {
+            let bytes = bytes.shared();
             let answer = ErrorAnswer::for_followers(
                 parts.status,
                 &parts.headers,
@@ -680,7 +684,7 @@ fn stream_fill(
             match file.finish(&object).await {
                 Ok(lazy) => {
                     // The body stays in its file; hits stream it from there.
-                    object.lazy_body = Some(lazy);
+                    object.set_lazy_body(lazy);
                     let object = Arc::new(object);
                     if let (Some(lease), Some(fleet)) = (lease, &route.fleet) {
                         fleet.commit(lease, &primary, object.clone(), None);
@@ -713,7 +717,7 @@ fn stream_fill(
         let stored = Stored {
             status,
             headers,
-            body: concat(chunks, total as usize),
+            body: concat(chunks, total as usize, 0),
             encodings: None,
         };
         let to = StoreCtx {
@@ -755,6 +759,54 @@ struct Stored {
     encodings: Option<Vec<Encoded>>,
 }
 
+/// The body of a response to store.
+enum StoredBody {
+    /// Just collected, in a buffer of its own (perhaps with room for the
+    /// head after it).
+    Fresh(BytesMut),
+    /// Shared with a stored object (a freshened copy).
+    Shared(Bytes),
+    /// A large body in pages of its own ([`calmcache_core::page_body`]):
+    /// just collected, or a paged object's (a freshened copy).
+    Paged(PagedBytes),
+}
+
+impl From<calmcache_core::page_body::StoredBody> for StoredBody {
+    fn from(body: calmcache_core::page_body::StoredBody) -> Self {
+        match body {
+            calmcache_core::page_body::StoredBody::Heap(b) => StoredBody::Shared(b),
+            calmcache_core::page_body::StoredBody::Paged(p) => StoredBody::Paged(p),
+        }
+    }
+}
+
+impl StoredBody {
+    /// The body as a shared buffer (the room after a fresh one is given up).
+    fn shared(&mut self) -> Bytes {
+        if let StoredBody::Fresh(fresh) = self {
+            *self = StoredBody::Shared(std::mem::take(fresh).freeze());
+        }
+        match self {
+            StoredBody::Shared(body) => body.clone(),
+            StoredBody::Paged(paged) => paged.bytes().clone(),
+            StoredBody::Fresh(_) => Bytes::new(),
+        }
+    }
+
+    /// The body by value, as a shared buffer.
+    fn into_bytes(mut self) -> Bytes {
+        self.shared()
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            StoredBody::Fresh(body) => body.len(),
+            StoredBody::Shared(body) => body.len(),
+            StoredBody::Paged(paged) => paged.bytes().len(),
+        }
+    }
+}
+
 /// Where a response is stored and who hears of it: what [`store`] needs
 /// besides the response itself.
 struct StoreCtx<'a> {
@@ -792,7 +844,7 @@ async fn store(to: StoreCtx<'_>, mut stored: Stored, storable: Storable) -> Fill
     let compresses = !route.cfg.compress.is_empty();
     let encodings = match stored.encodings.take() {
         Some(encodings) => encodings,
-        None => encode(route, &stored.headers, stored.body.bytes()).await,
+        None => encode(route, &stored.headers, &mut stored.body).await,
     };
     if !encodings.is_empty() {
         add_vary_accept_encoding(&mut stored.headers);
@@ -807,14 +859,34 @@ async fn store(to: StoreCtx<'_>, mut stored: Stored, storable: Storable) -> Fill
         let key = vary::variant_key(&primary.as_ref(), id, &secondary);
         (key, Some(secondary.into_boxed_str()))
     };
-    let object = Arc::new(CachedObject::assemble(
-        meta,
-        stored.status,
-        stored.headers,
-        stored.body,
-        encodings,
-        variant,
-    ));
+    let object = Arc::new(match stored.body {
+        // One buffer for the head and a small body, as a zone keeps them.
+        StoredBody::Fresh(body) => CachedObject::assemble_packed(
+            meta,
+            stored.status,
+            stored.headers,
+            body,
+            encodings,
+            variant,
+        ),
+        StoredBody::Shared(body) => CachedObject::assemble(
+            meta,
+            stored.status,
+            stored.headers,
+            body,
+            encodings,
+            variant,
+        ),
+        // In its own pages, so that hits can splice it (net/zero_copy.rs).
+        StoredBody::Paged(body) => CachedObject::assemble(
+            meta,
+            stored.status,
+            stored.headers,
+            calmcache_core::page_body::StoredBody::Paged(body),
+            encodings,
+            variant,
+        ),
+    });
     if let Err(e) = zone.tier.insert(key.clone(), object.clone()).await {
         // Headers and bookkeeping pushed it over the zone's limit, or the
         // disk failed: relay it.
@@ -826,7 +898,7 @@ async fn store(to: StoreCtx<'_>, mut stored: Stored, storable: Storable) -> Fill
         finish(permit, FillOutcome::NotStored);
         let mut resp = Response::new(ResponseBody::full(object.body.clone()));
         *resp.status_mut() = object.status;
-        *resp.headers_mut() = object.headers.clone();
+        *resp.headers_mut() = object.headers();
         return FillReply::Relay(resp, why);
     }
     if let (Some(lease), Some(fleet)) = (lease, &route.fleet) {
@@ -858,7 +930,7 @@ async fn take_shared(
     let origin_status = object.status.as_u16();
     let mut key = primary.clone();
     if let Some(zone) = route.zone_for(&primary.as_ref()) {
-        if let (Some(names), Some(secondary)) = (names, object.variant.as_deref()) {
+        if let (Some(names), Some(secondary)) = (names, object.variant()) {
             let id = marker_for(zone, primary, names, &object.meta).await;
             key = vary::variant_key(&primary.as_ref(), id, secondary);
         }
@@ -921,7 +993,7 @@ async fn marker_for(
         .tier
         .get(&primary.as_ref())
         .await
-        .and_then(|o| o.vary_index.clone())
+        .and_then(|o| o.vary_index().cloned())
         .filter(|index| index.names == names)
     {
         return index.id;
@@ -936,7 +1008,7 @@ async fn marker_for(
 
 /// Compresses a compressible body once per configured coding, on a blocking
 /// thread (never on the async workers).
-async fn encode(route: &Route, headers: &HeaderMap, body: &Bytes) -> Vec<Encoded> {
+async fn encode(route: &Route, headers: &HeaderMap, body: &mut StoredBody) -> Vec<Encoded> {
     let codings = route.cfg.compress.clone();
     if codings.is_empty()
         || body.len() < crate::http::compress::MIN_SIZE
@@ -944,7 +1016,7 @@ async fn encode(route: &Route, headers: &HeaderMap, body: &Bytes) -> Vec<Encoded
     {
         return Vec::new();
     }
-    let body = body.clone();
+    let body = body.shared();
     let encoded =
         tokio::task::spawn_blocking(move || crate::http::compress::encode_all(&codings, &body))
             .await;
@@ -989,7 +1061,7 @@ fn upstream_request(
     *req.uri_mut() = Uri::from(fetch.path_and_query.clone());
     *req.headers_mut() = fetch.headers.clone();
     if let Some(stale) = revalidating {
-        conditional::add_validators(req.headers_mut(), &stale.headers);
+        conditional::add_validators(req.headers_mut(), &stale.headers());
     }
     req
 }
@@ -1045,11 +1117,13 @@ enum Collected {
 
 /// Reads the whole body if it fits in `limit` bytes (counted in `held`);
 /// otherwise hands back what was read and the rest of the stream so the
-/// client still gets everything.
+/// client still gets everything. The body comes in a buffer with `room`
+/// bytes to spare after it.
 async fn collect_limited(
     mut body: TimeoutBody<Incoming>,
     limit: usize,
     mut held: Held,
+    room: usize,
 ) -> Collected {
     let mut chunks: Vec<Bytes> = Vec::new();
     let mut total = 0usize;
@@ -1068,15 +1142,26 @@ async fn collect_limited(
             return Collected::TooLarge(chunks, body);
         }
     }
-    Collected::Complete(concat(chunks, total))
+    Collected::Complete(concat(chunks, total, room))
 }
 
-/// Joins the chunks into one exactly-sized body (a large one in pages of its
-/// own: [`calmcache_core::page_body`]). Always a copy: a chunk is a slice of
-/// hyper's read buffer, and keeping it would pin that whole buffer in the
-/// zone while the zone counts only the slice.
-fn concat(chunks: Vec<Bytes>, total: usize) -> StoredBody {
-    calmcache_core::page_body::collect(&chunks, total)
+/// Joins the chunks into one buffer of `total` bytes and `room` to spare
+/// (room for the head of a body small enough to be packed with it), or, for
+/// a large body, into pages of its own ([`calmcache_core::page_body`]).
+/// Always a copy: a chunk is a slice of hyper's read buffer, and keeping it
+/// would pin that whole buffer in the zone while the zone counts only the
+/// slice.
+fn concat(chunks: Vec<Bytes>, total: usize, room: usize) -> StoredBody {
+    if total >= calmcache_core::page_body::PAGED_MIN {
+        if let Some(paged) = calmcache_core::page_body::paged(&chunks, total) {
+            return StoredBody::Paged(paged);
+        }
+    }
+    let mut buf = BytesMut::with_capacity(total + room);
+    for c in chunks {
+        buf.extend_from_slice(&c);
+    }
+    StoredBody::Fresh(buf)
 }
 
 /// How long to wait before refreshing a warmed object: SUS's delta before expiry.

@@ -536,7 +536,7 @@ impl Fetch {
                     object,
                     origin_status: origin,
                 }) => {
-                    if object.variant.is_none() {
+                    if object.variant().is_none() {
                         return serve(route, &object, why.collapsed(origin), ask, Instant::now());
                     }
                     let found = lookup(route, zone, &primary.as_ref(), ask.headers).await;
@@ -612,7 +612,7 @@ async fn usable_copy(
 ) -> Option<Arc<CachedObject>> {
     let now = Instant::now();
     route.get(zone, &key.as_ref()).await.filter(|o| {
-        o.vary_index.is_none()
+        o.vary_index().is_none()
             && match since {
                 Some(since) => o.meta.stored_at >= since,
                 None => o.meta.is_fresh(now),

@@ -116,7 +116,7 @@ pub(crate) async fn lookup(
             variant: None,
         };
     };
-    let Some(index) = &object.vary_index else {
+    let Some(index) = &object.vary_index() else {
         return Found {
             object: Some(object),
             fwd: Fwd::UriMiss,

@@ -515,7 +515,7 @@ async fn is_marker(zone: &Zone, key: &KeyRef<'_>) -> bool {
     zone.tier
         .get(key)
         .await
-        .is_some_and(|o| o.vary_index.is_some())
+        .is_some_and(|o| o.vary_index().is_some())
 }
 
 /// Purges what `selector` (prefix, tag or all) matches in `zone`. May

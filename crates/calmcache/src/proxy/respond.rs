@@ -44,9 +44,9 @@ pub(crate) fn serve(
     // RFC 9211 §2.5: ttl is an integer; rounded to the nearest second.
     report.ttl = Some(object.meta.ttl_left(now).round() as i64);
     let mut status = object.status;
-    let mut headers = object.headers.clone();
+    let mut headers = object.served_headers();
     let mut body = object.body.clone();
-    if !object.encodings.is_empty() {
+    if !object.encodings().is_empty() {
         if let Some((coding, encoded)) = pick_encoding(object, ask.headers) {
             body = encoded;
             headers.insert(
@@ -82,11 +82,7 @@ pub(crate) fn serve(
         }
     }
     // Unless preconditions turned it into a 304 / 412 (no body).
-    if let Some(lazy) = object
-        .lazy_body
-        .as_ref()
-        .filter(|_| status == object.status)
-    {
+    if let Some(lazy) = object.lazy_body().filter(|_| status == object.status) {
         // A large disk object: streamed from its file.
         set_cache_status(&mut headers, &report, ask.key.as_deref());
         route.activity.record(&report);
@@ -218,7 +214,7 @@ pub(crate) fn serve_streaming(
 /// The encoding of `object` the client's `Accept-Encoding` prefers, if any.
 fn pick_encoding(object: &CachedObject, request: &HeaderMap) -> Option<(Coding, bytes::Bytes)> {
     let available: Vec<Coding> = object
-        .encodings
+        .encodings()
         .iter()
         .filter_map(|e| Coding::parse(e.coding))
         .collect();

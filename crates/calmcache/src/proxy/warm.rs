@@ -180,7 +180,7 @@ async fn keep_warm(
                     Some(zone) => zone.tier.get(&key.as_ref()).await,
                     None => None,
                 }
-                .filter(|o| o.vary_index.is_none());
+                .filter(|o| o.vary_index().is_none());
                 let reply = fill(
                     route.clone(),
                     key.clone(),
