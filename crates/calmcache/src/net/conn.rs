@@ -39,7 +39,7 @@ use tokio::time::{Instant, Sleep};
 use crate::http::headers::has_token;
 use crate::net::stream_clock::{self, StreamExec};
 use crate::net::write_clock::{Stall, WriteClock};
-use crate::net::zero_copy::{PlainSocket, Splicer};
+use crate::net::zero_copy::{self, PlainSocket, Splicer};
 use crate::telemetry::metrics::ConnectionGuard;
 
 /// Who is on the other end of a client connection.
@@ -480,8 +480,9 @@ pub(crate) struct Clocked<IO> {
     write: WriteClock,
     /// HTTP/2: the writes of one poll of the connection, sent as one.
     gather: Option<Gather>,
-    /// Plain HTTP/1.x: large paged bodies go out by `splice`.
-    splice: Splicer,
+    /// Plain HTTP/1.x: large paged bodies go out by `splice` (made on the
+    /// first, boxed: most connections never splice).
+    splice: Option<Box<Splicer>>,
 }
 
 /// Largest run of HTTP/2 writes [`Clocked`] gathers before it sends them
@@ -539,7 +540,7 @@ impl<IO> Clocked<IO> {
             _slot: slot,
             write,
             gather: None,
-            splice: Splicer::default(),
+            splice: None,
         }
     }
 
@@ -674,8 +675,11 @@ impl<IO: PlainSocket> Clocked<IO> {
     /// Sends what an earlier splice left in the pipe (nothing on TLS).
     fn poll_spliced(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.io.plain_tcp() {
-            Some(sock) if self.splice.pending() > 0 => {
-                let drained = self.splice.poll_drain(cx, sock);
+            Some(sock) if self.splice.as_ref().is_some_and(|s| s.pending() > 0) => {
+                let Some(splice) = self.splice.as_mut() else {
+                    return Poll::Ready(Ok(()));
+                };
+                let drained = splice.poll_drain(cx, sock);
                 self.write.watch(cx, drained, &self.phase.writes)
             }
             _ => Poll::Ready(Ok(())),
@@ -719,11 +723,16 @@ impl<IO: AsyncWrite + PlainSocket + Unpin> AsyncWrite for Clocked<IO> {
             }
         } else if this.io.plain_tcp().is_some() {
             std::task::ready!(this.poll_spliced(cx))?;
-            if let (Some(at), Some(sock)) = (this.splice.pick(bufs), this.io.plain_tcp()) {
-                let sent = match this.splice.poll_send(cx, sock, bufs, at) {
+            let at = match &this.splice {
+                Some(splice) => splice.pick(bufs),
+                None => zero_copy::pick(bufs),
+            };
+            if let (Some(at), Some(sock)) = (at, this.io.plain_tcp()) {
+                let splice = this.splice.get_or_insert_with(Box::default);
+                let sent = match splice.poll_send(cx, sock, bufs, at) {
                     Poll::Ready(None) => None,
                     Poll::Ready(Some(sent)) => {
-                        let spliced = this.splice.take_spliced();
+                        let spliced = splice.take_spliced();
                         if let Some(slot) = &this._slot {
                             slot.metrics().spliced_bytes.add(spliced);
                         }

@@ -72,13 +72,13 @@ pub(crate) struct Splicer {
 }
 
 impl Splicer {
-    /// Index of the first slice of `bufs` to splice, if any.
+    /// Index of the first slice of `bufs` to splice, if any (none once
+    /// the kernel refused).
     pub(crate) fn pick(&self, bufs: &[IoSlice<'_>]) -> Option<usize> {
         if self.off {
             return None;
         }
-        bufs.iter()
-            .position(|b| b.len() >= SPLICE_MIN && offered(b))
+        pick(bufs)
     }
 
     /// Sends what is still in the pipe; ready when it is empty.
@@ -191,6 +191,13 @@ impl Splicer {
     pub(crate) fn pending(&self) -> usize {
         self.pending
     }
+}
+
+/// Index of the first slice of `bufs` that lies in an offered paged body
+/// and is worth a splice, if any.
+pub(crate) fn pick(bufs: &[IoSlice<'_>]) -> Option<usize> {
+    bufs.iter()
+        .position(|b| b.len() >= SPLICE_MIN && offered(b))
 }
 
 /// A nonblocking pipe, as large as the kernel grants up to [`PIPE_SIZE`].

@@ -259,6 +259,9 @@ async fn run(
 /// when it is one of ours: the pump then reads and writes the connection
 /// itself (its `send_timeout` clock included) instead of going through
 /// hyper's boxed IO, its adapters and a lock per half.
+// One per tunnel, inside the tunnel's own task: the plain connection kept
+// inline (the common case) saves an allocation per tunnel.
+#[allow(clippy::large_enum_variant)]
 enum ClientIo {
     Plain(Clocked<TcpStream>),
     Tls(Box<Clocked<tokio_rustls::server::TlsStream<TcpStream>>>),
