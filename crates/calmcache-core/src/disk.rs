@@ -420,16 +420,8 @@ impl DiskTier {
         // answers without waiting for the device (page_cache.rs) and the
         // hit costs no thread hop. Otherwise the blocking pool reads it.
         if size <= INLINE_LIMIT {
-            // A body large enough to be spliced to clients is read into
-            // pages of its own (page_body.rs); a smaller one to the heap.
-            let parsed = if size >= crate::page_body::PAGED_MIN as u64 {
-                page_cache::read_whole_paged(&path, size)
-                    .map(|data| disk_format::parse_paged_object(data, Some(key), !verified))
-            } else {
-                page_cache::read_whole(&path, size)
-                    .map(|data| disk_format::parse_object(data, Some(key), !verified))
-            };
-            if let Some(parsed) = parsed {
+            if let Some(data) = page_cache::read_whole(&path, size) {
+                let parsed = disk_format::parse_object(data, Some(key), !verified);
                 return Read::Done(self.read_done(hash, version, parsed.map(|(_, object)| object)));
             }
         }

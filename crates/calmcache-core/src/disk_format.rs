@@ -83,8 +83,6 @@ use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, StatusCode};
 use tokio::time::Instant;
 
-use crate::page_body::{PagedBytes, StoredBody};
-
 use crate::freshness::Freshness;
 use crate::key::{CacheKey, KeyRef};
 use crate::object::{CachedObject, Encoded, ObjectMeta, VaryIndex};
@@ -258,26 +256,6 @@ pub fn parse_object(
     expect: Option<&KeyRef<'_>>,
     verify_body: bool,
 ) -> Result<(CacheKey, CachedObject), FormatError> {
-    parse_shared(StoredBody::Heap(Bytes::from(data)), expect, verify_body)
-}
-
-/// [`parse_object`] of a file read into pages of their own: the object's
-/// body is then paged too (sent by `splice`, [`crate::page_body`]).
-pub fn parse_paged_object(
-    data: PagedBytes,
-    expect: Option<&KeyRef<'_>>,
-    verify_body: bool,
-) -> Result<(CacheKey, CachedObject), FormatError> {
-    parse_shared(StoredBody::Paged(data), expect, verify_body)
-}
-
-fn parse_shared(
-    file: StoredBody,
-    expect: Option<&KeyRef<'_>>,
-    verify_body: bool,
-) -> Result<(CacheKey, CachedObject), FormatError> {
-    let paged = matches!(file, StoredBody::Paged(_));
-    let data = file.into_bytes();
     let file_len = data.len() as u64;
     let header_len = check_prefix(&data, file_len)?;
     // check_prefix guarantees the header and its CRC are within `data`.
@@ -292,6 +270,7 @@ fn parse_shared(
     check_total(payload_at, &header, file_len)?;
     check_key(&header, expect)?;
 
+    let data = Bytes::from(data);
     // check_total: payload_at + payload + 4 == data.len(), all in usize range.
     let payload_end = data.len() - 4;
     let payload = data.slice(payload_at as usize..payload_end);
@@ -307,11 +286,6 @@ fn parse_shared(
         None => {
             let body_len = header.body_len as usize;
             let body = payload.slice(..body_len);
-            let body = if paged {
-                StoredBody::Paged(PagedBytes::shared(&body))
-            } else {
-                StoredBody::Heap(body)
-            };
             let mut at = body_len;
             let mut encodings = Vec::with_capacity(header.encodings.len());
             for (coding, len) in &header.encodings {

@@ -149,34 +149,6 @@ pub fn paged(chunks: &[Bytes], total: usize) -> Option<PagedBytes> {
     }
 }
 
-/// A new mapping of `len` bytes filled by `read` (given `len + 1` bytes of
-/// room, so that a longer source shows): the first `len` bytes when `read`
-/// returned exactly `len`, else `None` (also when too many are alive or the
-/// kernel refused a mapping).
-pub(crate) fn read_into_pages(
-    len: usize,
-    read: impl FnOnce(&mut [u8]) -> Option<usize>,
-) -> Option<PagedBytes> {
-    if LIVE.fetch_add(1, Relaxed) >= MAX_PAGED {
-        LIVE.fetch_sub(1, Relaxed);
-        return None;
-    }
-    let pages = memmap2::MmapOptions::new()
-        .len(len.checked_add(1)?)
-        .populate()
-        .map_anon()
-        .ok()
-        .and_then(|mut map| (read(&mut map[..]) == Some(len)).then_some(map))
-        .and_then(|map| map.make_read_only().ok());
-    match pages {
-        Some(map) => Some(PagedBytes(Bytes::from_owner(Pages(map)).slice(..len))),
-        None => {
-            LIVE.fetch_sub(1, Relaxed);
-            None
-        }
-    }
-}
-
 /// RAM a paged body of `len` bytes takes: whole pages, plus the owner and
 /// the shared handle on the heap.
 pub const fn paged_cost(len: usize) -> usize {

@@ -18,7 +18,6 @@ use std::io::IoSliceMut;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::page_body::{self, PagedBytes};
 use rustix::fs::{Mode, OFlags, ResolveFlags, CWD};
 use rustix::io::{Errno, ReadWriteFlags};
 
@@ -32,33 +31,25 @@ static NOATIME: AtomicBool = AtomicBool::new(true);
 /// byte of it (and its path) is in memory; `None` otherwise, including on
 /// any error (the caller's blocking read reports those).
 pub fn read_whole(path: &Path, len: u64) -> Option<Vec<u8>> {
-    let len = usize::try_from(len).ok()?;
-    // One byte more than expected: a full buffer means the file is not the
-    // one the index knows (the blocking read sorts that out).
-    let mut buf = vec![0u8; len.checked_add(1)?];
-    let n = read_nowait(path, &mut buf)?;
-    (n == len).then(|| {
-        buf.truncate(len);
-        buf
-    })
-}
-
-/// [`read_whole`] into pages of their own ([`crate::page_body`]), for a
-/// file whose body is large enough to be sent by `splice`.
-pub fn read_whole_paged(path: &Path, len: u64) -> Option<PagedBytes> {
-    let len = usize::try_from(len).ok()?;
-    page_body::read_into_pages(len, |buf| read_nowait(path, buf))
-}
-
-/// Reads the file at `path` into `buf` from its start when the kernel can
-/// answer without waiting: the count read, or `None` (would block, error).
-fn read_nowait(path: &Path, buf: &mut [u8]) -> Option<usize> {
     if !SUPPORTED.load(Ordering::Relaxed) {
         return None;
     }
+    let len = usize::try_from(len).ok()?;
     let fd = open(path)?;
-    match rustix::io::preadv2(&fd, &mut [IoSliceMut::new(buf)], 0, ReadWriteFlags::NOWAIT) {
-        Ok(n) => Some(n),
+    // One byte more than expected: a full buffer means the file is not the
+    // one the index knows (the blocking read sorts that out).
+    let mut buf = vec![0u8; len.checked_add(1)?];
+    match rustix::io::preadv2(
+        &fd,
+        &mut [IoSliceMut::new(&mut buf)],
+        0,
+        ReadWriteFlags::NOWAIT,
+    ) {
+        Ok(n) if n == len => {
+            buf.truncate(len);
+            Some(buf)
+        }
+        Ok(_) => None,
         Err(e) => {
             note_unsupported(e);
             None

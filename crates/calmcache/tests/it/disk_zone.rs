@@ -1063,13 +1063,6 @@ async fn disk_hits_are_byte_exact_over_http1_h2c_and_h2_over_tls_whole_ranged_an
     }
     // Served from the zone, not the origin, after each scheme's first fill.
     assert!(origin.hits_for("/obj") <= 2, "{}", origin.hits_for("/obj"));
-    // A 100 KB body read from the page cache lies in pages of its own: the
-    // plain HTTP/1.1 hits above went out by splice (the byte checks above
-    // cover that path), the HTTP/2 ones by copy.
-    let spliced = proxy.status().await["connections"]["spliced_bytes"]
-        .as_u64()
-        .unwrap();
-    assert!(spliced >= 102_400, "spliced_bytes {spliced}");
     proxy.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
