@@ -85,14 +85,6 @@ impl StoredBody {
             StoredBody::Paged(p) => &p.0,
         }
     }
-
-    /// The bytes, by value.
-    pub fn into_bytes(self) -> Bytes {
-        match self {
-            StoredBody::Heap(b) => b,
-            StoredBody::Paged(p) => p.0,
-        }
-    }
 }
 
 impl From<Bytes> for StoredBody {
@@ -101,28 +93,12 @@ impl From<Bytes> for StoredBody {
     }
 }
 
-/// Joins `chunks` (`total` bytes in all) into one exactly-sized body: in
-/// pages of its own when it is large enough and a mapping is available,
-/// else on the heap. Always a copy.
-pub fn collect(chunks: &[Bytes], total: usize) -> StoredBody {
-    if total >= PAGED_MIN {
-        if let Some(paged) = paged(chunks, total) {
-            return StoredBody::Paged(paged);
-        }
-    }
-    let mut buf = bytes::BytesMut::with_capacity(total);
-    // (`total` is a capacity hint only: the chunks decide the length.)
-    for c in chunks {
-        buf.extend_from_slice(c);
-    }
-    StoredBody::Heap(buf.freeze())
-}
-
 /// The chunks (`total` bytes in all) copied into a new mapping, or `None`
-/// when they do not add up to `total`, too many are alive or the kernel
-/// refused one.
+/// when `total` is under [`PAGED_MIN`], the chunks do not add up to it, too
+/// many are alive or the kernel refused a mapping (the caller then keeps
+/// the body on the heap).
 pub fn paged(chunks: &[Bytes], total: usize) -> Option<PagedBytes> {
-    if chunks.iter().map(Bytes::len).sum::<usize>() != total {
+    if total < PAGED_MIN || chunks.iter().map(Bytes::len).sum::<usize>() != total {
         return None;
     }
     if LIVE.fetch_add(1, Relaxed) >= MAX_PAGED {
@@ -155,8 +131,9 @@ pub const fn paged_cost(len: usize) -> usize {
     len.div_ceil(PAGE) * PAGE + 128
 }
 
-/// Paged bodies alive now (for tests and `/status`).
-pub fn live() -> usize {
+/// Paged bodies alive now.
+#[cfg(test)]
+fn live() -> usize {
     LIVE.load(Relaxed)
 }
 
@@ -165,6 +142,14 @@ mod tests {
     use super::*;
     use crate::object::CachedObject;
     use http::{HeaderMap, StatusCode};
+
+    /// What a fill keeps: paged when it can be, else one heap buffer.
+    fn collect(chunks: &[Bytes], total: usize) -> StoredBody {
+        match paged(chunks, total) {
+            Some(p) => StoredBody::Paged(p),
+            None => StoredBody::Heap(chunks.concat().into()),
+        }
+    }
 
     fn chunks(total: usize) -> Vec<Bytes> {
         let all: Vec<u8> = (0..total).map(|i| (i % 251) as u8).collect();

@@ -10,8 +10,9 @@ use std::cell::RefCell;
 use bytes::Bytes;
 use calmcache_core::CachedObject;
 
-/// Smaller bodies are not offered (they are copied).
-const OFFER_MIN: usize = 16 * 1024;
+/// Smallest slice worth a splice: smaller bodies are not offered, smaller
+/// slices of an offered one are copied (below it the copy is cheaper).
+pub(crate) const SPLICE_MIN: usize = 16 * 1024;
 
 /// Bodies offered on this thread, newest last.
 const OFFERS: usize = 4;
@@ -58,7 +59,7 @@ impl PagedSlice {
 /// Offers a paged body's bytes (see the module doc) to the connection
 /// writing them on this thread.
 pub(crate) fn offer(paged: &PagedSlice) {
-    if paged.0.len() < OFFER_MIN {
+    if paged.0.len() < SPLICE_MIN {
         return;
     }
     OFFERED.with(|o| {

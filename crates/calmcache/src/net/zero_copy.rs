@@ -34,10 +34,7 @@ use rustix::pipe::{PipeFlags, SpliceFlags};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
-use crate::http::paged::offered;
-
-/// Smallest slice worth a splice (below it the copy is cheaper).
-pub(crate) const SPLICE_MIN: usize = 16 * 1024;
+use crate::http::paged::{offered, SPLICE_MIN};
 
 /// The pipe's capacity, if the kernel grants it (else its default, 64 KiB).
 const PIPE_SIZE: usize = 256 * 1024;

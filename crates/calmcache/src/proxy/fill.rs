@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::{Bytes, BytesMut};
-use calmcache_core::page_body::PagedBytes;
+use calmcache_core::page_body::StoredBody as Kept;
 use calmcache_core::{
     freshness, CacheKey, CachedObject, Encoded, Exchange, FetchPermit, NotStorable, ObjectMeta,
     Storable, VaryIndex,
@@ -260,14 +260,14 @@ pub(crate) async fn fill(
             // A large disk object's body is still in its file: read it to
             // store the freshened copy (a failed read is an origin refetch).
             let old_body = match old.lazy_body() {
-                None => Some(StoredBody::from(old.stored_body())),
+                None => Some(StoredBody::Kept(old.stored_body())),
                 Some(lazy) => {
                     let lazy = lazy.clone();
                     tokio::task::spawn_blocking(move || lazy.read_all())
                         .await
                         .ok()
                         .and_then(Result::ok)
-                        .map(StoredBody::Shared)
+                        .map(|body| StoredBody::Kept(Kept::Heap(body)))
                 }
             };
             let Some(old_body) = old_body else {
@@ -764,31 +764,20 @@ enum StoredBody {
     /// Just collected, in a buffer of its own (perhaps with room for the
     /// head after it).
     Fresh(BytesMut),
-    /// Shared with a stored object (a freshened copy).
-    Shared(Bytes),
-    /// A large body in pages of its own ([`calmcache_core::page_body`]):
-    /// just collected, or a paged object's (a freshened copy).
-    Paged(PagedBytes),
-}
-
-impl From<calmcache_core::page_body::StoredBody> for StoredBody {
-    fn from(body: calmcache_core::page_body::StoredBody) -> Self {
-        match body {
-            calmcache_core::page_body::StoredBody::Heap(b) => StoredBody::Shared(b),
-            calmcache_core::page_body::StoredBody::Paged(p) => StoredBody::Paged(p),
-        }
-    }
+    /// Kept as it will be stored: shared with a stored object (a freshened
+    /// copy), or a large body in pages of its own
+    /// ([`calmcache_core::page_body`]).
+    Kept(Kept),
 }
 
 impl StoredBody {
     /// The body as a shared buffer (the room after a fresh one is given up).
     fn shared(&mut self) -> Bytes {
         if let StoredBody::Fresh(fresh) = self {
-            *self = StoredBody::Shared(std::mem::take(fresh).freeze());
+            *self = StoredBody::Kept(Kept::Heap(std::mem::take(fresh).freeze()));
         }
         match self {
-            StoredBody::Shared(body) => body.clone(),
-            StoredBody::Paged(paged) => paged.bytes().clone(),
+            StoredBody::Kept(kept) => kept.bytes().clone(),
             StoredBody::Fresh(_) => Bytes::new(),
         }
     }
@@ -801,8 +790,7 @@ impl StoredBody {
     fn len(&self) -> usize {
         match self {
             StoredBody::Fresh(body) => body.len(),
-            StoredBody::Shared(body) => body.len(),
-            StoredBody::Paged(paged) => paged.bytes().len(),
+            StoredBody::Kept(kept) => kept.bytes().len(),
         }
     }
 }
@@ -869,20 +857,11 @@ async fn store(to: StoreCtx<'_>, mut stored: Stored, storable: Storable) -> Fill
             encodings,
             variant,
         ),
-        StoredBody::Shared(body) => CachedObject::assemble(
+        StoredBody::Kept(body) => CachedObject::assemble(
             meta,
             stored.status,
             stored.headers,
             body,
-            encodings,
-            variant,
-        ),
-        // In its own pages, so that hits can splice it (net/zero_copy.rs).
-        StoredBody::Paged(body) => CachedObject::assemble(
-            meta,
-            stored.status,
-            stored.headers,
-            calmcache_core::page_body::StoredBody::Paged(body),
             encodings,
             variant,
         ),
@@ -1152,10 +1131,8 @@ async fn collect_limited(
 /// would pin that whole buffer in the zone while the zone counts only the
 /// slice.
 fn concat(chunks: Vec<Bytes>, total: usize, room: usize) -> StoredBody {
-    if total >= calmcache_core::page_body::PAGED_MIN {
-        if let Some(paged) = calmcache_core::page_body::paged(&chunks, total) {
-            return StoredBody::Paged(paged);
-        }
+    if let Some(paged) = calmcache_core::page_body::paged(&chunks, total) {
+        return StoredBody::Kept(Kept::Paged(paged));
     }
     let mut buf = BytesMut::with_capacity(total + room);
     for c in chunks {
