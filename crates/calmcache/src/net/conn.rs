@@ -621,13 +621,14 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Clocked<IO> {
         if let Some(cut) = this.write.check(cx) {
             return Poll::Ready(Err(cut));
         }
+        // A tunnel's connection is HTTP/1.1: nothing is ever gathered.
+        if this.clock == Clock::Tunnel {
+            return Pin::new(&mut this.io).poll_read(cx, buf);
+        }
         // What the last poll gathered goes out first; a client that does
         // not take it does not stop reads (the write clock times it).
         if let Poll::Ready(Err(e)) = this.send_gathered(cx) {
             return Poll::Ready(Err(e));
-        }
-        if this.clock == Clock::Tunnel {
-            return Pin::new(&mut this.io).poll_read(cx, buf);
         }
         if this.phase.inflight.load(Relaxed) > 0 {
             this.clock = Clock::Busy;

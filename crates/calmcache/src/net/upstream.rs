@@ -4,9 +4,18 @@
 //! counts as a failure: [`counts_against_server`]); while every server is
 //! down a request fails at once with [`ErrorKind::AllServersDown`], no
 //! connection attempted.
+//!
+//! A WebSocket handshake ([`Upstream::send_upgrade`]) does not go through
+//! the pool: a switched connection is never reused, so it connects, sends
+//! the handshake with hyper's HTTP/1.1 client connection driven in place
+//! (no task, no pool entry), and on `101` takes the TCP stream back out
+//! ([`Switched`]) for the tunnel.
 
+use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -16,7 +25,8 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::{Body, Incoming};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpStream;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::config::UpstreamConfig;
@@ -36,6 +46,8 @@ pub struct Upstream {
     pub read_timeout: Duration,
     /// Longest wait between two frames of a request body being sent.
     pub send_timeout: Duration,
+    /// Longest wait for a TCP connect (the pool's connector has its own copy).
+    connect_timeout: Duration,
     refresh_slots: Arc<Semaphore>,
     /// Requests, errors, latency.
     pub stats: crate::telemetry::metrics::UpstreamStats,
@@ -122,6 +134,7 @@ impl Upstream {
             client,
             read_timeout: cfg.read_timeout,
             send_timeout: cfg.send_timeout,
+            connect_timeout: cfg.connect_timeout,
             refresh_slots: Arc::new(Semaphore::new(cfg.refresh_concurrency)),
             stats: crate::telemetry::metrics::UpstreamStats::default(),
         })
@@ -179,16 +192,20 @@ impl Upstream {
     /// waits up to `read_timeout` for the response head. A `101` is an
     /// origin fault here: only [`Upstream::send_upgrade`] asks for one.
     pub async fn send(&self, req: Request<StreamBody>) -> Result<Response<Incoming>, ProxyError> {
-        self.exchange(req, Expect::Final).await
+        self.exchange(req, Expect::Final, &mut None).await
     }
 
-    /// [`Upstream::send`] for a WebSocket handshake: a `101` is the answer.
-    /// Every request leaves as HTTP/1.1 (an HTTP/2 client's too) with a `Host`.
-    pub async fn send_upgrade(
+    /// [`Upstream::send`] for a WebSocket handshake: a `101` is the answer,
+    /// and comes with the switched connection.
+    /// Every request leaves as HTTP/1.1 (an HTTP/2 client's too) with a
+    /// `Host`, on a connection of its own (module doc).
+    pub(crate) async fn send_upgrade(
         &self,
         req: Request<StreamBody>,
-    ) -> Result<Response<Incoming>, ProxyError> {
-        self.exchange(req, Expect::Upgrade).await
+    ) -> Result<(Response<Incoming>, Option<Switched>), ProxyError> {
+        let mut switched = None;
+        let resp = self.exchange(req, Expect::Upgrade, &mut switched).await?;
+        Ok((resp, switched))
     }
 
     /// One request to the upstream. A bodiless GET or HEAD is sent again:
@@ -197,22 +214,24 @@ impl Upstream {
     /// server closed as the request went out: its keep-alive timeout, not
     /// its death; only the second failure counts), and once to the next
     /// server that is up when the failure counted (not a read timeout,
-    /// which would double the wait), as NGINX's `proxy_next_upstream`.
+    /// which would double the wait), as NGINX's `proxy_next_upstream`. A
+    /// switched handshake's connection goes to `switched`.
     async fn exchange(
         &self,
         req: Request<StreamBody>,
         expect: Expect,
+        switched: &mut Option<Switched>,
     ) -> Result<Response<Incoming>, ProxyError> {
         let (server, attempt) = self.pick()?;
         let mut copy = retry_copy(&req, expect);
-        let (mut result, mut verdict) = self.once(server, req, expect).await;
+        let (mut result, mut verdict) = self.once(server, req, expect, switched).await;
         if verdict.counts()
             && attempt.admit() == Admit::Normal
             && is_kind(&result, ErrorKind::Broken)
         {
             if let Some(again) = copy.take() {
                 copy = retry_copy(&again, expect).filter(|_| self.servers.len() > 1);
-                (result, verdict) = self.once(server, again, expect).await;
+                (result, verdict) = self.once(server, again, expect, switched).await;
             }
         }
         let retry = verdict.counts() && !is_kind(&result, ErrorKind::ReadTimeout);
@@ -225,7 +244,7 @@ impl Upstream {
                 if let Err(e) = &result {
                     tracing::debug!(upstream = %self.name, error = %e, next = %next.authority, "trying the next server");
                 }
-                let (result, verdict) = self.once(next, copy, expect).await;
+                let (result, verdict) = self.once(next, copy, expect, switched).await;
                 attempt.report(verdict);
                 result
             }
@@ -239,6 +258,7 @@ impl Upstream {
         server: &Server,
         mut req: Request<StreamBody>,
         expect: Expect,
+        switched: &mut Option<Switched>,
     ) -> (Result<Response<Incoming>, ProxyError>, Verdict) {
         let health = &server.health;
         let server = &server.authority;
@@ -263,19 +283,28 @@ impl Upstream {
         // interim 101) is not in its default proxy_next_upstream, so it does
         // not count against the server.
         let mut invalid_head = false;
-        let mut result =
-            match tokio::time::timeout(self.read_timeout, self.client.request(req)).await {
-                Err(_) => Err(ProxyError::upstream(
-                    ErrorKind::ReadTimeout,
-                    server.as_str(),
-                    format!("no response within read_timeout {:?}", self.read_timeout),
-                )),
-                Ok(Err(e)) => {
-                    invalid_head = is_parse_error(&e);
-                    Err(classify(&e, server.as_str()))
-                }
-                Ok(Ok(resp)) => Ok(resp),
-            };
+        let sent = async {
+            match expect {
+                Expect::Final => self
+                    .client
+                    .request(req)
+                    .await
+                    .map_err(|e| (classify(&e, server.as_str()), is_parse_error(&e))),
+                Expect::Upgrade => upgrade(server, self.connect_timeout, req, switched).await,
+            }
+        };
+        let mut result = match tokio::time::timeout(self.read_timeout, sent).await {
+            Err(_) => Err(ProxyError::upstream(
+                ErrorKind::ReadTimeout,
+                server.as_str(),
+                format!("no response within read_timeout {:?}", self.read_timeout),
+            )),
+            Ok(Err((e, parse))) => {
+                invalid_head = parse;
+                Err(e)
+            }
+            Ok(Ok(resp)) => Ok(resp),
+        };
         if expect == Expect::Final {
             if let Ok(resp) = &result {
                 if resp.status().is_informational() {
@@ -389,6 +418,138 @@ impl Upstream {
     }
 }
 
+/// The upstream connection of a WebSocket handshake the server switched
+/// (`101`), for the tunnel to take.
+pub(crate) struct Switched {
+    /// The connection, past the `101`'s head.
+    pub io: TcpStream,
+    /// Bytes the server sent right behind its `101` (already read).
+    pub read_buf: Bytes,
+}
+
+/// Why one exchange failed, and whether the server's head was malformed.
+type Failed = (ProxyError, bool);
+
+/// A WebSocket handshake on a connection of its own: connect, send `req`
+/// with hyper's HTTP/1.1 client connection polled here (not spawned), and
+/// on `101` take the stream back out of hyper (into `switched`). Any other
+/// answer's body still needs the connection driven: it gets a task, as a
+/// pooled connection would.
+async fn upgrade(
+    server: &Authority,
+    connect_timeout: Duration,
+    mut req: Request<StreamBody>,
+    switched: &mut Option<Switched>,
+) -> Result<Response<Incoming>, Failed> {
+    let broken = |e: hyper::Error| {
+        let parse = e.is_parse() || e.is_parse_status() || e.is_parse_too_large();
+        let cause = format!("websocket handshake: {}", cause_chain(&e));
+        (
+            ProxyError::upstream(ErrorKind::Broken, server.as_str(), cause),
+            parse,
+        )
+    };
+    let tcp = connect(server, connect_timeout)
+        .await
+        .map_err(|e| (e, false))?;
+    // Origin form, as the pooled client sends it.
+    let pq = req.uri().path_and_query().cloned();
+    *req.uri_mut() = pq.map_or_else(Uri::default, Uri::from);
+    let (mut sender, mut conn) = hyper::client::conn::http1::Builder::new()
+        .handshake::<_, StreamBody>(TokioIo::new(tcp))
+        .await
+        .map_err(broken)?;
+    let sending = sender.send_request(req);
+    let mut sending = std::pin::pin!(sending);
+    // The connection is polled until it is done (after a 101 it stops
+    // short of shutting the stream down); its errors reach `sending`.
+    let mut done = false;
+    let resp = std::future::poll_fn(|cx| {
+        if !done {
+            match conn.poll_without_shutdown(cx) {
+                Poll::Ready(Ok(())) => done = true,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => {}
+            }
+        }
+        sending.as_mut().poll(cx)
+    })
+    .await
+    .map_err(broken)?;
+    if resp.status() != http::StatusCode::SWITCHING_PROTOCOLS {
+        // The body comes over this connection: it runs on its own.
+        tokio::spawn(async move {
+            if let Err(e) = std::future::poll_fn(|cx| conn.poll_without_shutdown(cx)).await {
+                tracing::debug!(error = %e, "upstream connection of a refused upgrade");
+            }
+        });
+        return Ok(resp);
+    }
+    if !done {
+        std::future::poll_fn(|cx| conn.poll_without_shutdown(cx))
+            .await
+            .map_err(broken)?;
+    }
+    let parts = conn.into_parts();
+    *switched = Some(Switched {
+        io: parts.io.into_inner(),
+        read_buf: parts.read_buf,
+    });
+    Ok(resp)
+}
+
+/// A TCP connection to `server` (`TCP_NODELAY`, as the pool's), within
+/// `limit`: an address at once, a name through the resolver, its
+/// addresses tried in turn with an even share of `limit` each (as
+/// hyper-util's connector).
+async fn connect(server: &Authority, limit: Duration) -> Result<TcpStream, ProxyError> {
+    let failed = |kind, why: String| ProxyError::upstream(kind, server.as_str(), why);
+    let addrs: Vec<SocketAddr> = match server.as_str().parse::<SocketAddr>() {
+        Ok(addr) => vec![addr],
+        Err(_) => {
+            let resolving = tokio::net::lookup_host(server.as_str());
+            match tokio::time::timeout(limit, resolving).await {
+                Ok(Ok(addrs)) => addrs.collect(),
+                Ok(Err(e)) => {
+                    return Err(failed(ErrorKind::ConnectFailed, format!("dns error: {e}")))
+                }
+                Err(_) => {
+                    return Err(failed(
+                        ErrorKind::ConnectTimeout,
+                        format!("dns lookup took longer than connect_timeout {limit:?}"),
+                    ))
+                }
+            }
+        }
+    };
+    let share = limit / u32::try_from(addrs.len().max(1)).unwrap_or(u32::MAX);
+    let mut last = failed(ErrorKind::ConnectFailed, "no address".to_owned());
+    for addr in addrs {
+        match tokio::time::timeout(share, TcpStream::connect(addr)).await {
+            Ok(Ok(tcp)) => {
+                // As the pool's connector: a failure here is not the server's.
+                let _ = tcp.set_nodelay(true);
+                return Ok(tcp);
+            }
+            Ok(Err(e)) => {
+                let kind = if e.kind() == std::io::ErrorKind::TimedOut {
+                    ErrorKind::ConnectTimeout
+                } else {
+                    ErrorKind::ConnectFailed
+                };
+                last = failed(kind, format!("tcp connect error: {addr}: {e}"));
+            }
+            Err(_) => {
+                last = failed(
+                    ErrorKind::ConnectTimeout,
+                    format!("tcp connect to {addr} took longer than connect_timeout {limit:?}"),
+                );
+            }
+        }
+    }
+    Err(last)
+}
+
 /// A copy of a bodiless GET or HEAD (method, URI, headers) to send again.
 fn retry_copy(req: &Request<StreamBody>, expect: Expect) -> Option<Request<StreamBody>> {
     let idempotent = matches!(*req.method(), http::Method::GET | http::Method::HEAD);
@@ -486,4 +647,35 @@ pub(crate) fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
         cur = err.source();
     }
     out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// The handshake's own connect: by address, by name (each address
+    /// in turn), and the errors a dead or unknown server gives.
+    #[tokio::test]
+    async fn a_handshake_connects_by_address_or_name_and_classifies_failures() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let limit = Duration::from_secs(5);
+        for server in [format!("127.0.0.1:{port}"), format!("localhost:{port}")] {
+            let server: Authority = server.parse().unwrap();
+            let tcp = connect(&server, limit).await.unwrap();
+            assert!(tcp.nodelay().unwrap(), "{server}");
+            assert_eq!(tcp.peer_addr().unwrap().port(), port);
+        }
+        drop(listener);
+        let dead: Authority = format!("127.0.0.1:{port}").parse().unwrap();
+        let e = connect(&dead, limit).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::ConnectFailed, "{e}");
+        let unknown: Authority = "no-such-host.invalid:80".parse().unwrap();
+        let e = connect(&unknown, limit).await.unwrap_err();
+        assert!(
+            matches!(e.kind, ErrorKind::ConnectFailed | ErrorKind::ConnectTimeout),
+            "{e}"
+        );
+    }
 }

@@ -5,15 +5,17 @@
 //! ```text
 //! proxy::answer ─ Connection: upgrade + Upgrade: websocket, route.websocket ─> open
 //!   Upstream::send_upgrade (exactly Connection: upgrade + Upgrade: websocket,
-//!   the end-to-end Sec-WebSocket-* fields, X-Forwarded-*)
+//!   the end-to-end Sec-WebSocket-* fields, X-Forwarded-*; a connection of
+//!   its own, never the pool's)
 //!   ├─ error ──── 502/504 as for any request
 //!   ├─ not 101 ── relayed as it came (status, headers, body)
 //!   ├─ 101 that is not this handshake's (Upgrade other than websocket, no
 //!   │   Connection: upgrade, Sec-WebSocket-Accept not the client key's) ── 502
 //!   └─ 101 ────── the 101 with the upstream's headers to the client; a task
-//!                 awaits both upgrades (hyper::upgrade::on, client and upstream
-//!                 side), takes the connections back out of hyper (downcast)
-//!                 and pumps both directions in one future: idle = no byte
+//!                 awaits the client's upgrade (hyper::upgrade::on), takes
+//!                 its connection back out of hyper (downcast), and with the
+//!                 upstream's TCP stream (upstream::Switched) pumps both
+//!                 directions in one future: idle = no byte
 //!                 either way for the upstream's read_timeout (as NGINX's
 //!                 proxy_read_timeout), each write bounded by send_timeout
 //! ```
@@ -27,7 +29,9 @@
 //! connections are driven directly (`conn::Clocked` over the client's TCP
 //! or TLS stream, the upstream's TCP stream), not through hyper's boxed
 //! `Upgraded`, its adapters and a lock per half. An IO hyper will not give
-//! back (an h2c-detecting listener's) is pumped as `Upgraded`.
+//! back (an h2c-detecting listener's) is pumped as `Upgraded`. The stop
+//! flag is looked at (one atomic load) on each wake and its future polled
+//! only when it changed: its waker stays registered from the first poll.
 //!
 //! The client side's writes also run under the connection's `[server]
 //! send_timeout` (the pump writes through `conn::Clocked`): a client that
@@ -66,6 +70,7 @@ use crate::http::body::{ResponseBody, TimeoutBody};
 use crate::http::error::{ErrorKind, ProxyError};
 use crate::http::headers::{add_forwarded, has_token, set_cache_status, strip_hop_by_hop};
 use crate::net::conn::{Clocked, PlainIo, TlsIo};
+use crate::net::upstream::Switched;
 use crate::proxy::respond::error_response;
 use crate::proxy::state::{Route, Worker};
 use crate::telemetry::metrics::TunnelGuard;
@@ -142,8 +147,8 @@ pub(crate) async fn open(
         .send_upgrade(Request::from_parts(parts, body))
         .await;
     route.activity.upstream_call(&sent);
-    let mut resp = match sent {
-        Ok(resp) => resp,
+    let (resp, switched) = match sent {
+        Ok(sent) => sent,
         Err(e) => {
             if !e.repeats() {
                 // Per request: a dead upstream must not flood the log.
@@ -179,8 +184,16 @@ pub(crate) async fn open(
         let e = ProxyError::upstream(ErrorKind::Broken, &upstream.name, why);
         return error_response(&e, &report);
     }
+    let Some(upstream_side) = switched else {
+        // send_upgrade gives every 101 its connection: not reached.
+        route.activity.upstream_errors.inc();
+        let report = CacheStatus::Bypass.report();
+        route.activity.record(&report);
+        let why = "a 101 without its connection";
+        let e = ProxyError::upstream(ErrorKind::Broken, &upstream.name, why);
+        return error_response(&e, &report);
+    };
     route.activity.record(&report);
-    let upstream_side = hyper::upgrade::on(&mut resp);
     let (mut parts, _empty) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     set_upgrade(&mut parts.headers);
@@ -215,22 +228,21 @@ enum End {
     Stopped,
 }
 
-/// Awaits both upgraded connections, then pumps bytes until the end.
+/// Awaits the client's upgraded connection, then pumps bytes until the end.
 async fn run(
     client: OnUpgrade,
-    upstream: OnUpgrade,
+    upstream: Switched,
     limits: Limits,
     mut stop: watch::Receiver<bool>,
     _open: TunnelGuard,
     name: String,
 ) {
-    let both = async { tokio::try_join!(client, upstream) };
     let upgraded = tokio::select! {
-        r = timeout(limits.idle, both) => r,
+        r = timeout(limits.idle, client) => r,
         _ = stop.wait_for(|s| *s) => return,
     };
-    let (client, upstream) = match upgraded {
-        Ok(Ok(both)) => both,
+    let client = match upgraded {
+        Ok(Ok(client)) => client,
         Ok(Err(e)) => {
             tracing::debug!(upstream = %name, error = %e, "websocket upgrade failed");
             return;
@@ -241,10 +253,9 @@ async fn run(
         }
     };
     let (client, client_early) = ClientIo::of(client);
-    let (upstream, upstream_early) = UpstreamIo::of(upstream);
     let pumped = pump(
         (client, client_early),
-        (upstream, upstream_early),
+        (upstream.io, upstream.read_buf),
         limits,
         stop,
     )
@@ -286,23 +297,6 @@ impl ClientIo {
                 (io, parts.read_buf)
             }
             Err(upgraded) => (ClientIo::Upgraded(TokioIo::new(upgraded)), Bytes::new()),
-        }
-    }
-}
-
-/// The upstream's side of a tunnel: the connector's TCP stream, or (should
-/// the client ever connect otherwise) the IO as hyper gives it.
-enum UpstreamIo {
-    Tcp(TcpStream),
-    Upgraded(TokioIo<Upgraded>),
-}
-
-impl UpstreamIo {
-    /// The IO and the bytes the upstream sent past its 101.
-    fn of(upgraded: Upgraded) -> (Self, Bytes) {
-        match upgraded.downcast::<TokioIo<TcpStream>>() {
-            Ok(parts) => (UpstreamIo::Tcp(parts.io.into_inner()), parts.read_buf),
-            Err(upgraded) => (UpstreamIo::Upgraded(TokioIo::new(upgraded)), Bytes::new()),
         }
     }
 }
@@ -359,7 +353,6 @@ delegate_io!(ClientIo {
     Tls,
     Upgraded
 });
-delegate_io!(UpstreamIo { Tcp, Upgraded });
 
 /// Copies `a` to `b` and `b` to `a` until either side ends its stream, the
 /// tunnel is idle for `limits.idle`, a write stalls for `limits.write`, an
@@ -388,11 +381,21 @@ where
     let mut last = Instant::now();
     let clock = sleep_until(last + limits.idle);
     let mut clock = std::pin::pin!(clock);
+    // `stopped` holds `stop`; `peek` tells, by one atomic load, whether the
+    // flag moved since (its waker, the task's, is registered once).
+    let peek = stop.clone();
     let stopped = stop.wait_for(|s| *s);
     let mut stopped = std::pin::pin!(stopped);
+    let mut waker: Option<std::task::Waker> = None;
     std::future::poll_fn(|cx| {
-        if stopped.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(Ok(End::Stopped));
+        let new_waker = !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker()));
+        if new_waker || peek.has_changed().unwrap_or(true) {
+            if stopped.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Ok(End::Stopped));
+            }
+            if new_waker {
+                waker = Some(cx.waker().clone());
+            }
         }
         let mut moved = false;
         // Reads land here and go straight on: a tunnel holds no buffer

@@ -3,7 +3,9 @@
 //! ping/pong, the close handshake both ways, the idle timeout, a refused
 //! handshake passed through, `websocket = false`, the `/status` counters,
 //! handshakes never cached, 2,000 tunnels open at once, tunnels on TLS and
-//! h2c listeners, and bytes a client sends right behind its handshake.
+//! h2c listeners, bytes a client sends right behind its handshake, and (on
+//! plain, TLS and h2c listeners) an origin that cannot be reached, closes
+//! before it answers, refuses, or sends bytes right behind its 101.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -585,9 +587,16 @@ where
     assert!(after >= Duration::from_millis(280), "{what}: {after:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tunnels_on_tls_and_h2c_listeners_echo_and_close_when_idle() {
-    let (server, seen) = echo_server().await;
+/// A proxy for `server` with an h2c plain listener and a TLS listener
+/// (`localhost`, ALPN up to the client), its CA, and the temp dir to remove.
+async fn tls_and_h2c_proxy(
+    server: SocketAddr,
+    upstream_keys: &str,
+) -> (
+    RunningProxy,
+    calmcache_testkit::tls::TestCa,
+    std::path::PathBuf,
+) {
     let dir = std::env::temp_dir().join(format!(
         "calmcache-it-ws-tls-{}-{}",
         std::process::id(),
@@ -605,18 +614,32 @@ async fn tunnels_on_tls_and_h2c_listeners_echo_and_close_when_idle() {
         leaf.key.display().to_string()
     );
     let proxy = Proxy::with_upstream(server)
-        .upstream("read_timeout = \"300ms\"")
+        .upstream(upstream_keys)
         .server(&server_keys)
         .start()
         .await;
+    (proxy, ca, dir)
+}
 
-    let plain = connect(&proxy, "/h2c-listener").await;
+/// An HTTP/1.1 TLS connection to `proxy`'s TLS listener.
+async fn tls_to(
+    proxy: &RunningProxy,
+    ca: &calmcache_testkit::tls::TestCa,
+) -> tokio_rustls::client::TlsStream<TcpStream> {
     let tcp = TcpStream::connect(proxy.tls_addr()).await.unwrap();
     let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
-    let tls = tokio_rustls::TlsConnector::from(ca.client(&[b"http/1.1"]))
+    tokio_rustls::TlsConnector::from(ca.client(&[b"http/1.1"]))
         .connect(name, tcp)
         .await
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tunnels_on_tls_and_h2c_listeners_echo_and_close_when_idle() {
+    let (server, seen) = echo_server().await;
+    let (proxy, ca, dir) = tls_and_h2c_proxy(server, "read_timeout = \"300ms\"").await;
+    let plain = connect(&proxy, "/h2c-listener").await;
+    let tls = tls_to(&proxy, &ca).await;
     let handshake = tokio_tungstenite::client_async_with_config(
         "wss://localhost/tls-listener",
         tls,
@@ -688,4 +711,167 @@ async fn bytes_sent_right_behind_the_handshake_go_through_first() {
     assert!(got.starts_with(b"HTTP/1.1 101"), "{got:?}");
     assert_eq!(&got[at + 4..], want);
     proxy.stop().await;
+}
+
+/// A hand-written origin on 127.0.0.1:0 that reads one request head per
+/// connection and, by path: `/close` closes without an answer, `/refuse`
+/// answers 403 with a body, `/switch` answers this key's 101 with a text
+/// frame "hello" in the same write (then holds the connection until EOF).
+async fn raw_origin() -> SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tcp.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&head).into_owned();
+                let path = head.split(' ').nth(1).unwrap_or("").to_owned();
+                let key = head
+                    .lines()
+                    .find_map(|l| {
+                        let (name, value) = l.split_once(':')?;
+                        name.eq_ignore_ascii_case("sec-websocket-key")
+                            .then(|| value.trim().to_owned())
+                    })
+                    .unwrap_or_default();
+                let reply = match path.as_str() {
+                    "/refuse" => b"HTTP/1.1 403 Forbidden\r\nContent-Length: 19\r\n\
+                                   X-Refused-By: raw\r\n\r\nno websockets, raw\n"
+                        .to_vec(),
+                    "/switch" => {
+                        let accept = calmcache::websocket_accept(key.as_bytes());
+                        let mut r = format!(
+                            "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\
+                             Upgrade: websocket\r\nSec-WebSocket-Accept: {accept}\r\n\r\n"
+                        )
+                        .into_bytes();
+                        r.extend_from_slice(b"\x81\x05hello");
+                        r
+                    }
+                    _ => return, // `/close`: dropped unanswered
+                };
+                if tcp.write_all(&reply).await.is_err() {
+                    return;
+                }
+                while matches!(tcp.read(&mut buf).await, Ok(n) if n > 0) {}
+            });
+        }
+    });
+    addr
+}
+
+/// Sends a WebSocket handshake for `path` on `io` and reads until `done`
+/// says the bytes so far are enough (or the connection ends, 5 s at most).
+async fn raw_handshake<S>(mut io: S, path: &str, done: impl Fn(&[u8]) -> bool) -> Vec<u8>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let head = format!(
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    );
+    io.write_all(head.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !done(&got) {
+        match tokio::time::timeout_at(deadline, io.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    got
+}
+
+/// The same handshake on `both`'s h2c-detecting and TLS listeners and on
+/// `plain`'s plain HTTP/1.1 listener: what each read.
+async fn on_every_listener(
+    (both, ca): (&RunningProxy, &calmcache_testkit::tls::TestCa),
+    plain: &RunningProxy,
+    path: &str,
+    done: impl Fn(&[u8]) -> bool + Copy,
+) -> [Vec<u8>; 3] {
+    let h2c = TcpStream::connect(both.host()).await.unwrap();
+    let tls = tls_to(both, ca).await;
+    let direct = TcpStream::connect(plain.host()).await.unwrap();
+    [
+        raw_handshake(h2c, path, done).await,
+        raw_handshake(tls, path, done).await,
+        raw_handshake(direct, path, done).await,
+    ]
+}
+
+fn has_head(got: &[u8]) -> bool {
+    got.windows(4).any(|w| w == b"\r\n\r\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_origin_that_switches_refuses_or_closes_early_is_answered_on_every_listener() {
+    let origin = raw_origin().await;
+    let (proxy, ca, dir) = tls_and_h2c_proxy(origin, "").await;
+    let plain = proxy_for(origin, "", "").await;
+
+    // Bytes the origin sent right behind its 101 reach the client first.
+    let hello = |got: &[u8]| got.ends_with(b"\x81\x05hello");
+    let all = on_every_listener((&proxy, &ca), &plain, "/switch", hello).await;
+    for got in &all {
+        let text = String::from_utf8_lossy(got);
+        assert!(got.starts_with(b"HTTP/1.1 101"), "{text}");
+        assert!(hello(got), "{text}");
+    }
+
+    // A refusal is passed back with its body (read over the connection
+    // the proxy keeps driving for it).
+    let body = |got: &[u8]| got.ends_with(b"no websockets, raw\n");
+    let all = on_every_listener((&proxy, &ca), &plain, "/refuse", body).await;
+    for got in &all {
+        let text = String::from_utf8_lossy(got).to_ascii_lowercase();
+        assert!(text.starts_with("http/1.1 403"), "{text}");
+        assert!(text.contains("x-refused-by: raw"), "{text}");
+        assert!(body(got), "{text}");
+    }
+
+    // An origin that closes before it answers: 502, no tunnel.
+    let all = on_every_listener((&proxy, &ca), &plain, "/close", has_head).await;
+    for got in &all {
+        let text = String::from_utf8_lossy(got);
+        assert!(got.starts_with(b"HTTP/1.1 502"), "{text}");
+    }
+    // Only the switched handshakes opened tunnels.
+    assert_eq!(websockets(&proxy).await.1, 2);
+    assert_eq!(websockets(&plain).await.1, 1);
+    plain.stop().await;
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_origin_that_cannot_be_reached_gets_a_502_on_every_listener() {
+    // A port that was just free: nothing listens there.
+    let gone = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let (proxy, ca, dir) = tls_and_h2c_proxy(gone, "").await;
+    let plain = proxy_for(gone, "", "").await;
+    let all = on_every_listener((&proxy, &ca), &plain, "/", has_head).await;
+    for got in &all {
+        let text = String::from_utf8_lossy(got);
+        assert!(got.starts_with(b"HTTP/1.1 502"), "{text}");
+    }
+    let status = proxy.status().await;
+    assert_eq!(status["websockets"]["total"].as_u64(), Some(0), "{status}");
+    plain.stop().await;
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }
