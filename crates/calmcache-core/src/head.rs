@@ -3,8 +3,10 @@
 //! allocation per custom name and one for the values).
 //!
 //! The buffer holds the number of fields (two bytes), a table (per field:
-//! one byte naming it, four bytes of value length) and the values back to
-//! back (nothing at all for no fields); a small body may follow in
+//! one byte naming it, then its value's length in 7-bit groups, low group
+//! first, the high bit set on all but the last: one byte below 128, two
+//! below 16,384) and the values back to back (nothing at all for no
+//! fields); a small body may follow in
 //! the same allocation ([`StoredHead::with_tail`]). A field's name is an
 //! index into [`KNOWN`] (HTTP's standard names, static text) or, for any
 //! other name, the next one of the head's own `customs`. Serving a hit
@@ -104,8 +106,34 @@ static KNOWN: [HeaderName; 80] = [
 /// The code of a custom name (the next of `customs`).
 const CUSTOM: u8 = u8::MAX;
 
-/// Bytes of the table per field: the name's code and the value's length.
-const ENTRY: usize = 5;
+/// Bytes of the table for a field whose value is `len` bytes long: the
+/// name's code and the length in 7-bit groups (one byte per group).
+fn entry_len(len: usize) -> usize {
+    1 + (usize::BITS - (len | 1).leading_zeros()).div_ceil(7) as usize
+}
+
+/// Writes `len` in 7-bit groups, low group first, the high bit set on all
+/// but the last.
+fn put_len(buf: &mut BytesMut, mut len: usize) {
+    while len >= 0x80 {
+        buf.put_u8((len as u8 & 0x7f) | 0x80);
+        len >>= 7;
+    }
+    buf.put_u8(len as u8);
+}
+
+/// A length [`put_len`] wrote at the start of `b`, and the bytes after it
+/// (`None` when `b` ends inside it).
+fn take_len(b: &[u8]) -> Option<(usize, &[u8])> {
+    let mut len = 0usize;
+    for (i, &byte) in b.iter().enumerate().take(usize::BITS.div_ceil(7) as usize) {
+        len |= ((byte & 0x7f) as usize) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((len, &b[i + 1..]));
+        }
+    }
+    None
+}
 
 /// Fields a hit may add to a stored head (`Age`, `Cache-Status`, an
 /// encoding's `Content-Encoding`, a range's `Content-Range`): room kept in
@@ -171,8 +199,12 @@ impl StoredHead {
         if fields == 0 {
             return 0;
         }
-        let values: usize = headers.values().take(fields).map(|v| v.len()).sum();
-        COUNT + fields * ENTRY + values
+        let values: usize = headers
+            .values()
+            .take(fields)
+            .map(|v| entry_len(v.len()) + v.len())
+            .sum();
+        COUNT + values
     }
 
     /// The head of `headers` written after `body`, in its spare room when
@@ -207,7 +239,7 @@ impl StoredHead {
                 customs.push(name.clone());
             }
             buf.put_u8(code);
-            buf.put_u32_le(value.len() as u32);
+            put_len(buf, value.len());
         }
         for value in headers.values().take(fields) {
             buf.extend_from_slice(value.as_bytes());
@@ -251,23 +283,29 @@ impl StoredHead {
     /// the buffer.
     fn entries(&self) -> impl Iterator<Item = (&HeaderName, std::ops::Range<usize>)> + '_ {
         let n = self.len();
-        let (from, table) = if n == 0 {
-            (0, 0)
-        } else {
-            (COUNT, COUNT + n * ENTRY)
-        };
-        let mut at = table;
+        // The values start where the table ends: found by reading it.
+        let mut rest = self.buf.get(COUNT..).unwrap_or_default();
+        for _ in 0..n {
+            match rest.get(1..).and_then(take_len) {
+                Some((_, after)) => rest = after,
+                None => break,
+            }
+        }
+        let mut at = self.buf.len() - rest.len();
+        let mut table = self.buf.get(COUNT..).unwrap_or_default();
         let mut custom = 0;
-        self.buf[from..table].chunks_exact(ENTRY).map(move |e| {
-            let name = if e[0] == CUSTOM {
+        (0..n).map_while(move |_| {
+            let (&code, rest) = table.split_first()?;
+            let (len, rest) = take_len(rest)?;
+            table = rest;
+            let name = if code == CUSTOM {
                 custom += 1;
-                &self.customs[custom - 1]
+                self.customs.get(custom - 1)?
             } else {
-                &KNOWN[e[0] as usize]
+                KNOWN.get(code as usize)?
             };
-            let len = u32::from_le_bytes([e[1], e[2], e[3], e[4]]) as usize;
             at += len;
-            (name, at - len..at)
+            (at <= self.buf.len()).then_some((name, at - len..at))
         })
     }
 
@@ -367,6 +405,49 @@ mod tests {
             StoredHead::new(&HeaderMap::new()).to_map(0),
             HeaderMap::new()
         );
+    }
+
+    #[test]
+    fn value_lengths_take_one_byte_per_7_bits_and_read_back() {
+        for len in [
+            0,
+            1,
+            127,
+            128,
+            16_383,
+            16_384,
+            70_000,
+            1 << 21,
+            u32::MAX as usize,
+        ] {
+            let mut buf = BytesMut::new();
+            put_len(&mut buf, len);
+            buf.put_u8(9);
+            assert_eq!(buf.len(), entry_len(len), "{len}");
+            assert_eq!(take_len(&buf), Some((len, &[9u8][..])), "{len}");
+        }
+        assert_eq!(take_len(&[0x80, 0x80]), None);
+        // A head of long and short values round trips, and costs what
+        // `encoded_len` said.
+        let mut h = HeaderMap::new();
+        for len in [0, 5, 127, 128, 300, 20_000] {
+            h.append(
+                HeaderName::from_bytes(format!("x-{len}").as_bytes()).unwrap_or(header::VIA),
+                HeaderValue::from_str(&"v".repeat(len)).unwrap_or(HeaderValue::from_static("")),
+            );
+        }
+        h.append(
+            header::DATE,
+            HeaderValue::from_static("Tue, 24 Nov 2026 23:46:44 GMT"),
+        );
+        let head = StoredHead::new(&h);
+        assert_eq!(head.to_map(0), h);
+        assert_eq!(head.buf.len(), StoredHead::encoded_len(&h));
+        // Two bytes of count; per field a code and one byte of length
+        // below 128 (two below 16,384, three above).
+        let values: usize = h.values().map(|v| v.len()).sum();
+        let lengths = 1 + 1 + 1 + 2 + 2 + 3 + 1;
+        assert_eq!(head.buf.len(), 2 + 7 + lengths + values);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Paged bodies offered to the connection that writes them (see
 //! `crate::net::zero_copy`): a body whose bytes lie in pages of their own
-//! ([`calmcache_core::page_body`]) is offered as it is handed to hyper, and
+//! ([`calmcache_core::page_body`]) and is at least [`SPLICED_MIN`] long is
+//! offered as it is handed to hyper, and
 //! the connection's IO splices a slice to the socket only if it lies inside
 //! a body offered on the same thread. An offer holds a reference to the
 //! body, so the pages checked are the pages sent.
@@ -8,6 +9,7 @@
 use std::cell::RefCell;
 
 use bytes::Bytes;
+use calmcache_core::page_body::SPLICED_MIN;
 use calmcache_core::CachedObject;
 
 /// Smallest slice worth a splice: smaller bodies are not offered, smaller
@@ -32,11 +34,12 @@ struct Offered {
 pub struct PagedSlice(Bytes);
 
 impl PagedSlice {
-    /// `slice`, if it lies inside `object`'s body and that body is paged.
-    /// (While `object` lives its pages hold that address range, so no other
-    /// buffer can.)
+    /// `slice`, if it lies inside `object`'s body and that body is paged
+    /// and at least [`SPLICED_MIN`] long (a smaller paged body is sent as a
+    /// heap body is). (While `object` lives its pages hold that address
+    /// range, so no other buffer can.)
     pub(crate) fn of(object: &CachedObject, slice: &Bytes) -> Option<PagedSlice> {
-        if !object.is_paged() || slice.is_empty() {
+        if !object.is_paged() || object.body.len() < SPLICED_MIN || slice.is_empty() {
             return None;
         }
         let at = object.body.as_ptr() as usize;
