@@ -191,6 +191,8 @@ pub struct DiskTier {
     /// by 5 (up to 50) for each manager pass that finds new write failures
     /// for lack of space, lowered by 5 after a minute without any.
     fs_headroom_pct: AtomicU64,
+    /// What this zone's file system refused of the nowait reads.
+    page_cache: page_cache::Support,
     /// `write_failures_nospace` as the manager last saw it, and passes since
     /// it last changed.
     fs_failures_seen: (AtomicU64, AtomicU64),
@@ -275,6 +277,7 @@ impl DiskTier {
             fs_capacity: AtomicU64::new(NO_FS_BOUND),
             fs_file_capacity: AtomicU64::new(NO_FS_BOUND),
             fs_headroom_pct: AtomicU64::new(HEADROOM_MIN_PCT),
+            page_cache: page_cache::Support::default(),
             fs_failures_seen: (AtomicU64::new(0), AtomicU64::new(0)),
             wake: Arc::new(tokio::sync::Notify::new()),
             warn: Warnings::default(),
@@ -420,7 +423,7 @@ impl DiskTier {
         // answers without waiting for the device (page_cache.rs) and the
         // hit costs no thread hop. Otherwise the blocking pool reads it.
         if size <= INLINE_LIMIT {
-            if let Some(data) = page_cache::read_whole(&path, size) {
+            if let Some(data) = page_cache::read_whole(&self.page_cache, &path, size) {
                 let parsed = disk_format::parse_object(data, Some(key), !verified);
                 return Read::Done(self.read_done(hash, version, parsed.map(|(_, object)| object)));
             }
