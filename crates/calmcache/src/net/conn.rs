@@ -9,11 +9,7 @@
 //! accept) until hyper hands the request to the service. It learns when a
 //! request starts and when its answer is done from the service wrapper here
 //! (a [`Ticket`] carried by the response body), so the clocks cost two
-//! atomic counters and two clock reads per request. The timer is not reset
-//! per request: it is armed at most `min(header_read_timeout,
-//! keepalive_timeout)` ahead, and when it fires early the clock's current
-//! deadline decides whether to cut or to arm it again (an idle connection
-//! wakes a few times per `keepalive_timeout`; a busy one never resets it).
+//! atomic counters per request and one timer reset per head.
 //!
 //! Writes have a third clock, `send_timeout` ([`crate::net::write_clock`], in
 //! [`Clocked`] too): a client that takes no bytes that long is cut. On
@@ -26,10 +22,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{
-    AtomicBool, AtomicU32, AtomicU64,
-    Ordering::{Acquire, Relaxed, Release},
-};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -200,7 +193,7 @@ pub(crate) fn spawn<IO, S, F, B>(
         protocol,
         at: accepted,
     } = accepted;
-    let phase = Arc::new(Phase::new());
+    let phase = Arc::new(Phase::default());
     // HTTP/2 has no request head to time on the wire: only the idle clock.
     let heads = (protocol != Protocol::Http2).then_some(settings.header_read_timeout);
     let counted = guard.as_ref().map(|g| g.metrics().clone());
@@ -233,11 +226,11 @@ pub(crate) fn spawn<IO, S, F, B>(
         // client asked for it and the answer says `keep-alive`.
         let http10_keepalive = version == http::Version::HTTP_10
             && has_token(req.headers(), &http::header::CONNECTION, "keep-alive");
-        // Not boxed here: the proxy's `handle` boxes its large inner future
-        // itself, so what is moved here (and into hyper, or into an HTTP/2
-        // stream's task) is a few hundred bytes (handle.rs's `future_size`
-        // test).
-        let answer = serve(req, peer);
+        // Boxed: HTTP/2 moves the request future into a task of its own per
+        // stream; one allocation moves a pointer instead. The future itself
+        // is kept small (about 2 KiB: handle.rs's `future_size` test), since
+        // it is built on the stack and copied into the box.
+        let answer = Box::pin(serve(req, peer));
         async move {
             let mut resp = answer.await?;
             if resp.status() == http::StatusCode::SWITCHING_PROTOCOLS {
@@ -336,44 +329,19 @@ fn answer_connection<B>(
 }
 
 /// What the service tells the connection's clocks.
+#[derive(Default)]
 struct Phase {
     /// Requests whose answers are not done (a tunnel counts for ever).
     inflight: AtomicU32,
     /// Set when `inflight` falls to 0: the idle clock starts again.
     rearm: AtomicBool,
-    /// When `inflight` last fell to 0: nanoseconds since `born`.
-    idle_at: AtomicU64,
-    /// The origin of `idle_at`.
-    born: Instant,
-    /// Raised while `waker` holds the connection task (a lock only then).
-    parked: AtomicBool,
-    /// The connection task, when it read while busy and its timer had
-    /// fired: woken when the last answer is done so that its idle clock
-    /// starts (hyper may not read again on its own before the client sends
-    /// something, and no timer is left to wake it).
+    /// The connection task, when it read while busy: woken when the last
+    /// answer is done so that its idle clock starts (hyper may not read
+    /// again on its own before the client sends something).
     waker: std::sync::Mutex<Option<std::task::Waker>>,
     /// Raised while the connection's writes wait on the client: its HTTP/2
     /// streams then leave the cut to the write clock.
     writes: Stall,
-}
-
-impl Phase {
-    fn new() -> Phase {
-        Phase {
-            inflight: AtomicU32::new(0),
-            rearm: AtomicBool::new(false),
-            idle_at: AtomicU64::new(0),
-            born: Instant::now(),
-            parked: AtomicBool::new(false),
-            waker: std::sync::Mutex::new(None),
-            writes: Stall::default(),
-        }
-    }
-
-    /// When the last answer ended (`rearm` tells whether one has).
-    fn idle_since(&self) -> Instant {
-        self.born + Duration::from_nanos(self.idle_at.load(Relaxed))
-    }
 }
 
 impl AsRef<Stall> for Phase {
@@ -395,17 +363,16 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        let phase = &*self.0;
-        if phase.inflight.fetch_sub(1, Relaxed) == 1 {
-            let since = Instant::now().saturating_duration_since(phase.born);
-            let nanos = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
-            phase.idle_at.store(nanos, Relaxed);
-            phase.rearm.store(true, Release);
-            if phase.parked.swap(false, Acquire) {
-                let waker = phase.waker.lock().unwrap_or_else(|e| e.into_inner()).take();
-                if let Some(waker) = waker {
-                    waker.wake();
-                }
+        if self.0.inflight.fetch_sub(1, Relaxed) == 1 {
+            self.0.rearm.store(true, Relaxed);
+            let waker = self
+                .0
+                .waker
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            if let Some(waker) = waker {
+                waker.wake();
             }
         }
     }
@@ -502,14 +469,7 @@ pub(crate) struct Clocked<IO> {
     io: IO,
     phase: Arc<Phase>,
     clock: Clock,
-    /// When `clock` runs out (`Busy`: unused).
-    deadline: Instant,
-    /// Fires at or before `deadline`, never more than `step` after it was
-    /// armed (so a later head's deadline is never before it).
     sleep: Pin<Box<Sleep>>,
-    /// `min(header_read_timeout, keepalive_timeout)`; `keepalive_timeout`
-    /// on HTTP/2.
-    step: Duration,
     keepalive: Duration,
     /// `None` for HTTP/2: its bytes between requests are not heads.
     head: Option<Duration>,
@@ -566,19 +526,15 @@ impl<IO> Clocked<IO> {
         slot: Option<ConnectionGuard>,
         write: WriteClock,
     ) -> Self {
-        let now = Instant::now();
         let (clock, deadline) = match head {
             Some(_) => (Clock::Head, first_deadline),
-            None => (Clock::Idle, now + keepalive),
+            None => (Clock::Idle, Instant::now() + keepalive),
         };
-        let step = head.map_or(keepalive, |head| head.min(keepalive));
         Clocked {
             io,
             phase,
             clock,
-            deadline,
-            sleep: Box::pin(tokio::time::sleep_until(deadline.min(now + step))),
-            step,
+            sleep: Box::pin(tokio::time::sleep_until(deadline)),
             keepalive,
             head,
             _slot: slot,
@@ -677,26 +633,18 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Clocked<IO> {
         if this.phase.inflight.load(Relaxed) > 0 {
             this.clock = Clock::Busy;
             let read = Pin::new(&mut this.io).poll_read(cx, buf);
-            // While the timer is armed it wakes the task, which then starts
-            // the idle clock; once it has fired, the answer's end must.
-            if read.is_pending() && this.sleep.is_elapsed() {
-                {
-                    let mut waker = this.phase.waker.lock().unwrap_or_else(|e| e.into_inner());
-                    if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                        *waker = Some(cx.waker().clone());
-                    }
-                }
-                this.phase.parked.store(true, Release);
-                // The last answer may have ended before the waker was there.
-                if this.phase.inflight.load(Acquire) == 0 {
-                    cx.waker().wake_by_ref();
+            if read.is_pending() {
+                let mut waker = this.phase.waker.lock().unwrap_or_else(|e| e.into_inner());
+                if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    *waker = Some(cx.waker().clone());
                 }
             }
             return read;
         }
-        if this.clock == Clock::Busy || this.phase.rearm.swap(false, Acquire) {
+        if this.clock == Clock::Busy || this.phase.rearm.swap(false, Relaxed) {
             this.clock = Clock::Idle;
-            this.deadline = this.phase.idle_since() + this.keepalive;
+            let deadline = Instant::now() + this.keepalive;
+            this.sleep.as_mut().reset(deadline);
         }
         let before = buf.filled().len();
         match Pin::new(&mut this.io).poll_read(cx, buf) {
@@ -704,25 +652,20 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Clocked<IO> {
                 if let (Clock::Idle, Some(head)) = (this.clock, this.head) {
                     if buf.filled().len() > before {
                         this.clock = Clock::Head;
-                        // The timer fires before this (see `sleep`).
-                        this.deadline = Instant::now() + head;
+                        this.sleep.as_mut().reset(Instant::now() + head);
                     }
                 }
                 Poll::Ready(Ok(()))
             }
-            Poll::Pending => loop {
-                std::task::ready!(this.sleep.as_mut().poll(cx));
-                let now = Instant::now();
-                if now >= this.deadline {
+            Poll::Pending => match this.sleep.as_mut().poll(cx) {
+                Poll::Ready(()) => {
                     let what = match this.clock {
                         Clock::Head => "request head not received within header_read_timeout",
                         _ => "idle connection closed after keepalive_timeout",
                     };
-                    return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, what)));
+                    Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, what)))
                 }
-                // Early: armed again, at most `step` ahead.
-                let next = this.deadline.min(now + this.step);
-                this.sleep.as_mut().reset(next);
+                Poll::Pending => Poll::Pending,
             },
             ready => ready,
         }
