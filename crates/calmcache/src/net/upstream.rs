@@ -442,7 +442,7 @@ async fn upgrade(
     switched: &mut Option<Switched>,
 ) -> Result<Response<Incoming>, Failed> {
     let broken = |e: hyper::Error| {
-        let parse = e.is_parse() || e.is_parse_status() || e.is_parse_too_large();
+        let parse = is_head_parse_error(&e);
         let cause = format!("websocket handshake: {}", cause_chain(&e));
         (
             ProxyError::upstream(ErrorKind::Broken, server.as_str(), cause),
@@ -614,12 +614,17 @@ fn classify(e: &hyper_util::client::legacy::Error, server: &str) -> ProxyError {
     ProxyError::upstream(ErrorKind::Broken, server, cause)
 }
 
+/// hyper could not parse the response head (`e` is hyper's own error).
+fn is_head_parse_error(e: &hyper::Error) -> bool {
+    e.is_parse() || e.is_parse_status() || e.is_parse_too_large()
+}
+
 /// hyper could not parse the response head.
 fn is_parse_error(e: &hyper_util::client::legacy::Error) -> bool {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
     while let Some(err) = cur {
         if let Some(h) = err.downcast_ref::<hyper::Error>() {
-            return h.is_parse() || h.is_parse_status() || h.is_parse_too_large();
+            return is_head_parse_error(h);
         }
         cur = err.source();
     }
