@@ -285,13 +285,15 @@ fn every_toml_block_of_the_docs_passes_check() {
         "only {} blocks found",
         found.blocks.len()
     );
-    let ca = TestCa::new(&crate::scratch("docs-ca"));
+    let ca_dir = crate::scratch("docs-ca");
+    let ca = TestCa::new(&ca_dir);
     let failures: Vec<String> = found
         .blocks
         .iter()
         .enumerate()
         .filter_map(|(n, block)| check_block(block, n, &ca).err())
         .collect();
+    let _ = std::fs::remove_dir_all(&ca_dir);
     println!(
         "{} TOML blocks checked, {} fragments skipped: {}",
         found.blocks.len(),
