@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::units::{format_size, parse_duration, parse_size, GIB, KIB, MIB};
+use super::units::{format_size, parse_duration, parse_size, GIB, KIB, MIB, TIB};
 use super::{Config, ConfigError};
 
 /// Text where digits, points, signs and unit letters meet often.
@@ -32,7 +32,13 @@ const DURATION_UNITS: [(&str, u128); 5] = [
     ("d", 86_400 * NANOS_PER_SEC),
 ];
 
-const SIZE_UNITS: [(&str, u64); 4] = [("B", 1), ("KiB", KIB), ("MiB", MIB), ("GiB", GIB)];
+const SIZE_UNITS: [(&str, u64); 5] = [
+    ("B", 1),
+    ("KiB", KIB),
+    ("MiB", MIB),
+    ("GiB", GIB),
+    ("TiB", TIB),
+];
 
 /// A TOML value of any type, as text.
 fn toml_value() -> impl Strategy<Value = String> {
@@ -306,6 +312,7 @@ proptest! {
         (0..1u64 << 34).prop_map(|k| k * KIB),
         (0..1u64 << 24).prop_map(|m| m * MIB),
         (0..1u64 << 20).prop_map(|g| g * GIB),
+        (0..1u64 << 10).prop_map(|t| t * TIB),
     ]) {
         let text = format_size(bytes);
         prop_assert_eq!(parse_size(&text), Ok(bytes), "{}", text);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use calmcache_core::RefreshMode;
 
 use super::suggest::{closest, edit_distance};
-use super::units::{format_size, parse_duration, parse_size, GIB, KIB, MIB};
+use super::units::{format_size, parse_duration, parse_size, GIB, KIB, MIB, TIB};
 use super::{ClientCacheControl, Config, ConfigError, Problem, ZoneKind};
 use crate::config::conditions::Condition;
 use crate::config::key_template::KeyTemplate;
@@ -138,6 +138,9 @@ fn sizes_parse_in_binary_units() {
         ("256MiB", 256 * MIB),
         ("2GiB", 2 * GIB),
         ("16 MiB", 16 * MIB),
+        // A disk zone on a large drive (the README's `hdd` zone).
+        ("2TiB", 2 * TIB),
+        ("1 TiB", TIB),
     ];
     for (text, want) in cases {
         assert_eq!(parse_size(text), Ok(want), "{text:?}");
@@ -149,10 +152,10 @@ fn bad_sizes_are_explained() {
     let no_unit = parse_size("256").unwrap_err();
     assert_eq!(no_unit.message, r#""256" is not a size"#);
 
-    for text in ["256MB", "1GB", "64kb", "64mib", "1K"] {
+    for text in ["256MB", "1GB", "64kb", "64mib", "1K", "2TB", "2tib", "1T"] {
         assert_eq!(
             parse_size(text).unwrap_err().hint,
-            "use KiB/MiB/GiB",
+            "use KiB/MiB/GiB/TiB",
             "{text:?}"
         );
     }
@@ -161,11 +164,15 @@ fn bad_sizes_are_explained() {
         fraction.hint.starts_with("sizes are whole numbers"),
         "{fraction:?}"
     );
-    assert!(parse_size("1TiB")
+    assert!(parse_size("1PiB")
         .unwrap_err()
         .hint
-        .starts_with("units are B, KiB"));
+        .starts_with("units are B, KiB, MiB, GiB, TiB"));
     assert!(parse_size("-1MiB").is_err());
+    assert!(parse_size("16777216TiB")
+        .unwrap_err()
+        .message
+        .contains("too large"));
     assert!(parse_size("99999999999GiB")
         .unwrap_err()
         .message
@@ -176,6 +183,8 @@ fn bad_sizes_are_explained() {
 fn sizes_format_in_the_largest_exact_unit() {
     assert_eq!(format_size(256 * MIB), "256 MiB");
     assert_eq!(format_size(2 * GIB), "2 GiB");
+    assert_eq!(format_size(2 * TIB), "2 TiB");
+    assert_eq!(format_size(1536 * GIB), "1536 GiB");
     assert_eq!(format_size(1536 * KIB), "1536 KiB");
     assert_eq!(format_size(1000), "1000 B");
     assert_eq!(format_size(0), "0 B");
@@ -935,7 +944,7 @@ fn zone_problems() {
     assert_eq!(size.path, "zones.ram.max_size");
     let size = only_problem(&zone("kind = \"memory\"\nmax_size = \"256MB\""));
     assert_eq!(size.path, "zones.ram.max_size");
-    assert_eq!(size.hint.as_deref(), Some("use KiB/MiB/GiB"));
+    assert_eq!(size.hint.as_deref(), Some("use KiB/MiB/GiB/TiB"));
     let size = only_problem(&zone("kind = \"memory\"\nmax_size = \"0B\""));
     assert_eq!(size.message, "must be above 0");
     let size = only_problem(&zone("kind = \"memory\"\nmax_size = 1024"));
@@ -1302,7 +1311,7 @@ warm = ["feed"]
         "calm.toml: server.threads: must be at least 1, got -2",
         r#"calm.toml: upstreams.app.servers[0]: "http://127.0.0.1:8081" is not host:port (hint: write host:port without a scheme)"#,
         r#"calm.toml: upstreams.app.read_timeout: "60" is not a duration (hint: write e.g. "60s", "500ms")"#,
-        r#"calm.toml: zones.ssd.max_size: "1GB" is not a size (hint: use KiB/MiB/GiB)"#,
+        r#"calm.toml: zones.ssd.max_size: "1GB" is not a size (hint: use KiB/MiB/GiB/TiB)"#,
         r#"calm.toml: routes[0].match: invalid regex "(": unclosed group"#,
         r#"calm.toml: routes[0].upstream: no upstream named "ap" (hint: did you mean "app"? upstreams: app)"#,
         r#"calm.toml: routes[0].zone: no zone named "sdd" (hint: did you mean "ssd"? zones: ssd)"#,

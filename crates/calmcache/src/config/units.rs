@@ -39,6 +39,8 @@ pub(crate) const KIB: u64 = 1 << 10;
 pub(crate) const MIB: u64 = 1 << 20;
 /// 1 GiB.
 pub(crate) const GIB: u64 = 1 << 30;
+/// 1 TiB: disk zones on large drives are written in it (`max_size = "2TiB"`).
+pub(crate) const TIB: u64 = 1 << 40;
 
 /// Parses a non-negative decimal number followed by `ms`, `s`, `m`, `h` or
 /// `d` (24 hours), e.g. `"0.5s"`. Arithmetic is exact to the nanosecond (no float rounding).
@@ -70,7 +72,7 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, BadValue> {
     Ok(Duration::new(secs, subsec))
 }
 
-/// Parses a whole number followed by `B`, `KiB`, `MiB` or `GiB`, e.g. `"256MiB"`.
+/// Parses a whole number followed by `B`, `KiB`, `MiB`, `GiB` or `TiB`, e.g. `"256MiB"`.
 /// Decimal units (`KB`, `MB`, `GB`) are refused rather than guessed at.
 pub(crate) fn parse_size(text: &str) -> Result<u64, BadValue> {
     let not_a_size = |hint: &str| BadValue::new(format!("{text:?} is not a size"), hint);
@@ -80,10 +82,11 @@ pub(crate) fn parse_size(text: &str) -> Result<u64, BadValue> {
         "KiB" => KIB,
         "MiB" => MIB,
         "GiB" => GIB,
+        "TiB" => TIB,
         "" => return Err(not_a_size(SIZE_HINT)),
-        _ if is_decimal_unit(unit) => return Err(not_a_size("use KiB/MiB/GiB")),
+        _ if is_decimal_unit(unit) => return Err(not_a_size("use KiB/MiB/GiB/TiB")),
         _ => {
-            let hint = format!("units are B, KiB, MiB, GiB; {SIZE_HINT}");
+            let hint = format!("units are B, KiB, MiB, GiB, TiB; {SIZE_HINT}");
             return Err(not_a_size(&hint));
         }
     };
@@ -100,7 +103,7 @@ pub(crate) fn parse_size(text: &str) -> Result<u64, BadValue> {
 
 /// `bytes` in the largest binary unit that divides it exactly, e.g. `256 MiB`.
 pub(crate) fn format_size(bytes: u64) -> String {
-    let units = [(GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")];
+    let units = [(TIB, "TiB"), (GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")];
     units
         .iter()
         // Not `is_multiple_of`: that needs Rust 1.87, the workspace says 1.80.
@@ -149,7 +152,7 @@ fn is_decimal_unit(unit: &str) -> bool {
     let lower = unit.to_ascii_lowercase();
     matches!(
         lower.as_str(),
-        "k" | "kb" | "m" | "mb" | "g" | "gb" | "kib" | "mib" | "gib"
+        "k" | "kb" | "m" | "mb" | "g" | "gb" | "t" | "tb" | "kib" | "mib" | "gib" | "tib"
     )
 }
 

@@ -36,6 +36,7 @@ mod key_bypass;
 mod log_flood;
 mod operations;
 mod purge_integrity;
+mod readme_config;
 mod refresh;
 mod request_integrity;
 mod rfc_age;
