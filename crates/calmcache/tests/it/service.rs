@@ -170,7 +170,9 @@ fn the_unit_in_dist_passes_systemd_analyze_verify() {
         return;
     };
     let root = scratch("unit-root");
-    let units = root.join("lib/systemd/system");
+    // /etc/systemd/system: first in the search path, so a calmcache.service
+    // among the host's units copied below cannot shadow it.
+    let units = root.join("etc/systemd/system");
     std::fs::create_dir_all(&units).unwrap();
     std::fs::copy(
         repo("dist/calmcache.service"),
@@ -192,10 +194,10 @@ fn the_unit_in_dist_passes_systemd_analyze_verify() {
 }
 
 /// `systemd-analyze verify calmcache.service` against `root` (the unit in
-/// `root/lib/systemd/system`, the host's own units copied in for
+/// `root/etc/systemd/system`, the host's own units copied in for
 /// `multi-user.target` and the like); its complaints, empty when none.
 /// `verify` exits 0 on unknown keys and bad values, so any output counts.
-pub fn verify_unit(analyze: &Path, root: &Path) -> String {
+fn verify_unit(analyze: &Path, root: &Path) -> String {
     let host_units = Path::new("/usr/lib/systemd/system");
     let copied = root.join("usr/lib/systemd");
     std::fs::create_dir_all(&copied).unwrap();
