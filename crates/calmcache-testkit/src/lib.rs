@@ -40,6 +40,11 @@
 //! prints `skipped: cannot create network namespaces (needs root and
 //! iproute2): <reason> [<test>]` where it cannot, and fails the test under
 //! `CI=true`. Only loopback and the namespaces' /30s are ever dialled.
+//!
+//! # Debian tools
+//! [`tools::debian_tool`] finds a program such as `promtool` or
+//! `systemd-analyze` on `PATH`, or skips the test with a note (fails it
+//! under `CI=true`), the same rule as [`NetNs`].
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -53,6 +58,7 @@ pub mod raw;
 pub mod redis;
 pub mod tier;
 pub mod tls;
+pub mod tools;
 pub mod wire;
 
 pub use client::{get, get_with, request, request_with_body, CacheStatusParams, Reply};

@@ -24,6 +24,7 @@
 //! - `ops/`: the admin listener's endpoints, `/status`, `/metrics`, the dashboard.
 //! - `run/`: starting a proxy, listeners and workers, reloads, graceful stop.
 //! - `demo/`: `calmcache demo` and the bundled slow origin.
+//! - `manual.rs`: the man page and shell completions from the CLI's definition.
 //!
 //! # Errors
 //! Starting, reloading and purging fail with `thiserror` enums that name
@@ -40,6 +41,7 @@ mod config;
 mod demo;
 mod fleet;
 mod http;
+mod manual;
 mod net;
 mod ops;
 mod proxy;
@@ -52,6 +54,7 @@ pub use demo::origin::{
     start as start_origin, start_with_tags as start_origin_with_tags, OriginOptions, RunningOrigin,
 };
 pub use demo::DemoOptions;
+pub use manual::{print_completions, print_manpage, Shell};
 pub use ops::admin::{post_reload, ReloadRequestError};
 pub use proxy::purge::PurgeError;
 pub use proxy::setup::SetupError;

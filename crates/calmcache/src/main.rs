@@ -1,4 +1,4 @@
-//! The `calmcache` command: `serve`, `check`, `demo`, `origin`.
+//! The `calmcache` command: `serve`, `check`, `demo`, `origin`, `completions`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use calmcache::{Config, DemoOptions, OriginOptions};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// A caching reverse proxy that keeps slow origins calm.
 #[derive(Parser, Debug)]
@@ -89,6 +89,14 @@ enum Command {
         #[arg(long, default_value_t = 0, value_name = "N")]
         tag_groups: u64,
     },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: calmcache::Shell,
+    },
+    /// Print the man page (roff), for packagers.
+    #[command(hide = true)]
+    Manpage,
 }
 
 fn main() -> ExitCode {
@@ -97,6 +105,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check { config } => return check(&config),
         Command::Reload { config } => return reload(&config),
+        Command::Completions { shell } => {
+            return calmcache::print_completions(shell, Cli::command())
+        }
+        Command::Manpage => return calmcache::print_manpage(Cli::command()),
         Command::Serve { config } => serve(&config),
         Command::Demo {
             listen,

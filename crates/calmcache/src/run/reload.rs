@@ -26,6 +26,7 @@ use crate::ops::admin::ReloadRefusal;
 use crate::proxy::setup::SetupError;
 use crate::proxy::state::Proxy;
 use crate::run::listen::{self, BindError, Bound, ListenConf, Live, Transport, WorkerSlot};
+use crate::run::notify::Notifier;
 
 /// What a successful reload did, in words for the log and the admin API.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -94,6 +95,8 @@ pub struct Reloader {
     pub(crate) live: Arc<Live>,
     state: Mutex<State>,
     stopped: watch::Receiver<bool>,
+    /// systemd's `$NOTIFY_SOCKET` (readiness, reloads, the stop).
+    pub(crate) notify: Notifier,
 }
 
 struct State {
@@ -108,6 +111,7 @@ struct State {
 
 struct AdminBound {
     asked: SocketAddr,
+    actual: SocketAddr,
     stop: watch::Sender<bool>,
 }
 
@@ -119,6 +123,7 @@ impl Reloader {
         config: Config,
         path: Option<PathBuf>,
         stopped: watch::Receiver<bool>,
+        notify: Notifier,
     ) -> Reloader {
         Reloader {
             live,
@@ -131,7 +136,31 @@ impl Reloader {
                 warm_stop: watch::channel(false).0,
             }),
             stopped,
+            notify,
         }
+    }
+
+    /// What is served where, for the service manager's `STATUS=`:
+    /// `serving on 0.0.0.0:80, TLS on 0.0.0.0:443, admin on 127.0.0.1:9090`.
+    pub(crate) fn serving(&self) -> String {
+        let state = self.state();
+        let on = |transport| {
+            let addrs = state.bound.iter().filter(|b| b.transport == transport);
+            addrs.map(|b| b.actual.to_string()).collect::<Vec<_>>()
+        };
+        let mut parts = Vec::new();
+        for (what, addrs) in [
+            ("serving on", on(Transport::Plain)),
+            ("TLS on", on(Transport::Tls)),
+        ] {
+            if !addrs.is_empty() {
+                parts.push(format!("{what} {}", addrs.join(" ")));
+            }
+        }
+        if let Some(admin) = &state.admin {
+            parts.push(format!("admin on {}", admin.actual));
+        }
+        parts.join(", ")
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -155,7 +184,11 @@ impl Reloader {
             self.live.clone(),
             self.clone(),
         ));
-        self.state().admin = Some(AdminBound { asked: addr, stop });
+        self.state().admin = Some(AdminBound {
+            asked: addr,
+            actual,
+            stop,
+        });
         Ok(actual)
     }
 
@@ -188,16 +221,30 @@ impl Reloader {
         crate::proxy::warm::start(proxy, listeners, stopped);
     }
 
-    /// Reads the config file the proxy was started from and applies it.
+    /// Reads the config file the proxy was started from and applies it;
+    /// the service manager hears `RELOADING=1` before, `READY=1` after
+    /// (applied or refused: either way the proxy serves).
     pub async fn reload_file(self: &Arc<Self>) -> Result<Outcome, ReloadError> {
         let path = self.state().path.clone();
         let Some(path) = path else {
             return Err(ReloadError::NoConfigFile);
         };
-        let read = {
-            let path = path.clone();
-            tokio::task::spawn_blocking(move || crate::run::preflight::load(&path)).await
+        self.notify.reloading();
+        let result = self.read_and_apply(path).await;
+        let status = match &result {
+            Ok(_) => format!("reloaded; {}", self.serving()),
+            Err(e) => format!(
+                "reload refused ({} problem(s), see the log), still running the previous config; {}",
+                e.problems().len(),
+                self.serving()
+            ),
         };
+        self.notify.ready(&status);
+        result
+    }
+
+    async fn read_and_apply(self: &Arc<Self>, path: PathBuf) -> Result<Outcome, ReloadError> {
+        let read = tokio::task::spawn_blocking(move || crate::run::preflight::load(&path)).await;
         let config = match read {
             Ok(Ok(config)) => config,
             Ok(Err(e)) => {
@@ -329,7 +376,11 @@ impl Reloader {
                     self.live.clone(),
                     self.clone(),
                 ));
-                state.admin = Some(AdminBound { asked, stop });
+                state.admin = Some(AdminBound {
+                    asked,
+                    actual,
+                    stop,
+                });
                 notes.push(format!("admin API now on {actual}"));
             }
         }

@@ -3,7 +3,8 @@
 //!
 //! [`start`] raises the soft open files limit, binds every listener first (a
 //! taken port is an error before anything runs), then starts the worker
-//! threads, the admin listener and the warm-up tasks. Each worker thread
+//! threads, the admin listener and the warm-up tasks, and then tells the
+//! service manager it is ready (`run::notify`). Each worker thread
 //! serves its own `SO_REUSEPORT` socket of every listen address and takes
 //! new listeners from a command channel (reload re-binds changed addresses
 //! there). The proxy state a request sees is its worker's current
@@ -23,6 +24,7 @@ use crate::net::shutdown::Tunnels;
 use crate::proxy::state::{Proxy, Worker};
 use crate::proxy::zones::ZoneTiers;
 use crate::run::listen::{bind_on_workers, run_worker, ListenConf, Live, Transport, WorkerSlot};
+use crate::run::notify::Notifier;
 use crate::run::reload::Reloader;
 use crate::telemetry::access_log::AccessLog;
 
@@ -74,6 +76,9 @@ impl Running {
     pub async fn shutdown(mut self, grace: Duration) {
         let deadline = tokio::time::Instant::now() + grace;
         self.reloader.live.set_deadline(deadline);
+        self.reloader.notify.stopping(&format!(
+            "stopping: finishing requests in flight and open tunnels (up to {grace:?})"
+        ));
         let _ = self.stop.send(true);
         let workers = std::mem::take(&mut self.workers);
         let all = async {
@@ -209,6 +214,7 @@ pub async fn start_with(
         config.clone(),
         path,
         stopped.clone(),
+        Notifier::from_env(),
     ));
     let mut tasks = JoinSet::new();
     let admin_addr = match &config.admin {
@@ -226,6 +232,7 @@ pub async fn start_with(
     proxy
         .ready
         .store(true, std::sync::atomic::Ordering::Relaxed);
+    reloader.notify.ready(&reloader.serving());
     Ok(Running {
         proxy_addrs,
         tls_addrs,
