@@ -256,7 +256,7 @@ impl Upstream {
             let current =
                 server.current.fetch_add(server.weight, Ordering::Relaxed) + server.weight;
             total += server.weight;
-            if best.map_or(true, |(_, high)| current > high) {
+            if best.is_none_or(|(_, high)| current > high) {
                 best = Some((server, current));
             }
         }
