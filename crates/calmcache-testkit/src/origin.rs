@@ -110,6 +110,11 @@ impl RecordedRequest {
 #[derive(Default)]
 struct Counts {
     total: AtomicU64,
+    /// TLS origins: handshakes completed, those that agreed on ALPN
+    /// `http/1.1`, and those that failed.
+    tls_connections: AtomicU64,
+    tls_alpn_http11: AtomicU64,
+    tls_failures: AtomicU64,
     trickled: AtomicU64,
     streamed: AtomicU64,
     by_path: Mutex<HashMap<String, u64>>,
@@ -136,7 +141,19 @@ impl Origin {
         Self::serve(listener)
     }
 
+    /// Starts an origin on `127.0.0.1:0` that speaks HTTP/1.1 over TLS
+    /// only, with `config` (e.g. [`crate::tls::TestCa::server_config`]);
+    /// [`Origin::tls_connections`] counts its handshakes.
+    pub async fn start_tls(config: Arc<rustls::ServerConfig>) -> Origin {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind origin");
+        Self::serve_with(listener, Some(tokio_rustls::TlsAcceptor::from(config)))
+    }
+
     fn serve(listener: TcpListener) -> Origin {
+        Self::serve_with(listener, None)
+    }
+
+    fn serve_with(listener: TcpListener, tls: Option<tokio_rustls::TlsAcceptor>) -> Origin {
         let addr = listener.local_addr().expect("origin addr");
         let counts = Arc::new(Counts::default());
         let c = counts.clone();
@@ -148,11 +165,29 @@ impl Origin {
                     continue;
                 };
                 let c = c.clone();
-                let svc = service_fn(move |req| respond(c.clone(), req));
+                let tls = tls.clone();
                 conns.spawn(async move {
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
+                    let svc = {
+                        let c = c.clone();
+                        service_fn(move |req| respond(c.clone(), req))
+                    };
+                    let http1 = hyper::server::conn::http1::Builder::new();
+                    let Some(tls) = tls else {
+                        let _ = http1.serve_connection(TokioIo::new(stream), svc).await;
+                        return;
+                    };
+                    let stream = match tls.accept(stream).await {
+                        Ok(stream) => stream,
+                        Err(_) => {
+                            c.tls_failures.fetch_add(1, Ordering::SeqCst);
+                            return;
+                        }
+                    };
+                    c.tls_connections.fetch_add(1, Ordering::SeqCst);
+                    if stream.get_ref().1.alpn_protocol() == Some(b"http/1.1") {
+                        c.tls_alpn_http11.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let _ = http1.serve_connection(TokioIo::new(stream), svc).await;
                 });
             }
         });
@@ -177,6 +212,22 @@ impl Origin {
     /// Trickled bodies (`x-origin-trickle-ms`) sent to their end so far.
     pub fn bodies_trickled(&self) -> u64 {
         self.counts.trickled.load(Ordering::SeqCst)
+    }
+
+    /// TLS origins: handshakes completed so far (connections the proxy opened).
+    pub fn tls_connections(&self) -> u64 {
+        self.counts.tls_connections.load(Ordering::SeqCst)
+    }
+
+    /// TLS origins: handshakes that agreed on ALPN `http/1.1`.
+    pub fn tls_alpn_http11(&self) -> u64 {
+        self.counts.tls_alpn_http11.load(Ordering::SeqCst)
+    }
+
+    /// TLS origins: handshakes that failed (the client refused the
+    /// certificate, or had none to show when one was required).
+    pub fn tls_failures(&self) -> u64 {
+        self.counts.tls_failures.load(Ordering::SeqCst)
     }
 
     /// Requests that reached this origin.

@@ -18,6 +18,7 @@ use calmcache::Running;
 pub struct Proxy {
     origin: std::net::SocketAddr,
     more_servers: Vec<std::net::SocketAddr>,
+    servers: Option<String>,
     route: String,
     upstream: String,
     zone_size: String,
@@ -44,6 +45,7 @@ impl Proxy {
         Proxy {
             origin: addr,
             more_servers: Vec::new(),
+            servers: None,
             route: String::new(),
             upstream: String::new(),
             zone_size: "64MiB".into(),
@@ -69,6 +71,13 @@ impl Proxy {
     /// Another server for the upstream, after the origin (round robin).
     pub fn also_server(mut self, addr: std::net::SocketAddr) -> Proxy {
         self.more_servers.push(addr);
+        self
+    }
+
+    /// The upstream's `servers` value as TOML, in place of the origin's
+    /// address, e.g. `["https://127.0.0.1:8443", { address = "b:80", weight = 3 }]`.
+    pub fn servers(mut self, toml: &str) -> Proxy {
+        self.servers = Some(toml.to_owned());
         self
     }
 
@@ -161,18 +170,22 @@ impl Proxy {
         };
         let zone = if self.zone { "zone = \"ram\"\n" } else { "" };
         let kind = self.disk.as_deref().unwrap_or("kind = \"memory\"\n");
-        let servers: Vec<String> = std::iter::once(self.origin)
+        let listed: Vec<String> = std::iter::once(self.origin)
             .chain(self.more_servers.iter().copied())
             .map(|a| format!("\"{a}\""))
             .collect();
+        let servers = self
+            .servers
+            .clone()
+            .unwrap_or_else(|| format!("[{}]", listed.join(", ")));
         format!(
             "[server]\nlisten = [\"127.0.0.1:0\"]\nthreads = 2\n{}\n[admin]\n{}\n\
-             [upstreams.origin]\nservers = [{}]\n{}\n\
+             [upstreams.origin]\nservers = {}\n{}\n\
              [zones.ram]\n{kind}max_size = \"{}\"\nmax_object_size = \"{}\"\n\n\
              [[routes]]\nname = \"test\"\nupstream = \"origin\"\n{zone}{ttl}{}{}{}",
             self.server,
             self.admin,
-            servers.join(", "),
+            servers,
             self.upstream,
             self.zone_size,
             self.max_object_size,

@@ -28,6 +28,23 @@ pub struct Leaf {
     pub der: Vec<u8>,
 }
 
+impl Leaf {
+    /// `cert` and `key` written as `dir/<file>.pem` and `dir/<file>.key`.
+    fn write(dir: &Path, file: &str, cert: &rcgen::Certificate, key: &KeyPair) -> Leaf {
+        let (cert_path, key_path) = (
+            dir.join(format!("{file}.pem")),
+            dir.join(format!("{file}.key")),
+        );
+        std::fs::write(&cert_path, cert.pem()).expect("write cert");
+        std::fs::write(&key_path, key.serialize_pem()).expect("write key");
+        Leaf {
+            cert: cert_path,
+            key: key_path,
+            der: cert.der().to_vec(),
+        }
+    }
+}
+
 impl TestCa {
     /// A new CA; its certificate is written to `dir/ca.pem`.
     pub fn new(dir: &Path) -> TestCa {
@@ -56,17 +73,49 @@ impl TestCa {
         params.distinguished_name.push(DnType::CommonName, file);
         let key = KeyPair::generate().expect("leaf key");
         let cert = params.signed_by(&key, &self.issuer).expect("leaf cert");
-        let (cert_path, key_path) = (
-            self.dir.join(format!("{file}.pem")),
-            self.dir.join(format!("{file}.key")),
-        );
-        std::fs::write(&cert_path, cert.pem()).expect("write cert");
-        std::fs::write(&key_path, key.serialize_pem()).expect("write key");
-        Leaf {
-            cert: cert_path,
-            key: key_path,
-            der: cert.der().to_vec(),
-        }
+        Leaf::write(&self.dir, file, &cert, &key)
+    }
+
+    /// A self-signed certificate for `names` (no CA: only a client that
+    /// verifies nothing accepts it), as `dir/<file>.pem` and `.key`.
+    pub fn self_signed(dir: &Path, file: &str, names: &[&str]) -> Leaf {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let key = KeyPair::generate().expect("key");
+        let cert = CertificateParams::new(names)
+            .expect("params")
+            .self_signed(&key)
+            .expect("self-signed");
+        Leaf::write(dir, file, &cert, &key)
+    }
+
+    /// A server config for an origin showing `leaf`, ALPN `http/1.1`; with
+    /// `client_ca`, a client certificate signed by that CA is required.
+    pub fn server_config(leaf: &Leaf, client_ca: Option<&TestCa>) -> Arc<rustls::ServerConfig> {
+        let chain = vec![CertificateDer::from(leaf.der.clone())];
+        let key = PrivateKeyDer::from_pem_file(&leaf.key).expect("read the leaf's key");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .expect("versions");
+        let builder = match client_ca {
+            None => builder.with_no_client_auth(),
+            Some(ca) => {
+                let mut roots = rustls::RootCertStore::empty();
+                roots
+                    .add(CertificateDer::from(ca.issuer.der().to_vec()))
+                    .expect("trust the CA");
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    roots.into(),
+                    provider,
+                )
+                .build()
+                .expect("client verifier");
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let mut config = builder.with_single_cert(chain, key).expect("server cert");
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Arc::new(config)
     }
 
     /// A client config trusting this CA only, offering `alpn`.

@@ -164,12 +164,12 @@ fn bad_server_tables_name_their_key() {
             "not a duration",
         ),
         (
-            r#"[{ address = "http://x:1", max_fails = 2 }]"#,
+            r#"[{ address = "ftp://x:1", max_fails = 2 }]"#,
             "upstreams.app.servers[0].address",
             "not host:port",
         ),
         (
-            r#"[{ address = "127.0.0.1:1", weight = 2 }]"#,
+            r#"[{ address = "127.0.0.1:1", backup = true }]"#,
             "upstreams.app.servers[0]",
             "unknown field",
         ),

@@ -53,6 +53,9 @@ mod tests;
 mod health_tests;
 
 #[cfg(test)]
+mod upstream_tls_tests;
+
+#[cfg(test)]
 mod props;
 
 use std::collections::BTreeMap;
@@ -298,6 +301,15 @@ pub struct UpstreamConfig {
     /// upstream's `max_fails` / `fail_timeout` unless its table form gives
     /// its own.
     pub server_health: Vec<PassiveHealth>,
+    /// Each server's share of round robin (`weight`, default 1), in
+    /// `servers` order.
+    pub server_weights: Vec<u32>,
+    /// Whether each server is reached over TLS (`https://`, or the
+    /// upstream's `tls = true`), in `servers` order.
+    pub server_tls: Vec<bool>,
+    /// How servers reached over TLS are verified, and the client
+    /// certificate shown to them; `None` when no server uses TLS.
+    pub tls: Option<UpstreamTls>,
     /// Idle keep-alive connections kept per server (default 32).
     pub keepalive: usize,
     /// Limit on establishing a TCP connection (default 5s).
@@ -320,6 +332,24 @@ pub struct UpstreamConfig {
     pub fail_statuses: Vec<u16>,
     /// Active checks (`health_check = { path, interval }`); `None`: off.
     pub health_check: Option<HealthCheckConfig>,
+}
+
+/// The TLS keys of `[upstreams.<name>]`: how calmcache checks an origin
+/// reached over TLS, and the certificate it shows when asked (mTLS).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamTls {
+    /// `tls_server_name`: the SNI name sent and the name the certificate
+    /// must hold; `None`: each server's own host (an IP literal sends no
+    /// SNI and is verified as an IP address).
+    pub server_name: Option<String>,
+    /// `tls_ca_file`: the CA certificates trusted instead of the system's
+    /// roots (read with the config: a renewed file is a changed config).
+    pub ca: Option<crate::config::tls::PemFile>,
+    /// `tls_verify` (default true); false accepts any certificate.
+    pub verify: bool,
+    /// `tls_client_cert` and `tls_client_key` (the key may sit in the
+    /// certificate's file): shown to an origin that asks for one.
+    pub client: Option<(crate::config::tls::PemFile, crate::config::tls::PemFile)>,
 }
 
 /// `max_fails` and `fail_timeout` as they apply to one server.

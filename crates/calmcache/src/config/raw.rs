@@ -123,11 +123,18 @@ pub(crate) struct RawUpstream {
     pub(crate) fail_timeout: Option<Text>,
     pub(crate) fail_statuses: Option<Vec<i64>>,
     pub(crate) health_check: Option<RawHealthCheck>,
+    pub(crate) tls: Option<bool>,
+    pub(crate) tls_server_name: Option<String>,
+    pub(crate) tls_ca_file: Option<String>,
+    pub(crate) tls_verify: Option<bool>,
+    pub(crate) tls_client_cert: Option<String>,
+    pub(crate) tls_client_key: Option<String>,
 }
 
-/// One entry of `servers`: `"host:port"`, or a table with its own passive
-/// health settings, `{ address = "host:port", max_fails = 3, fail_timeout =
-/// "30s" }` (NGINX's `server address max_fails=3 fail_timeout=30s`).
+/// One entry of `servers`: `"host:port"` (or `"https://host:port"`), or a
+/// table with its own weight and passive health settings, `{ address =
+/// "host:port", weight = 3, max_fails = 3, fail_timeout = "30s" }` (NGINX's
+/// `server address weight=3 max_fails=3 fail_timeout=30s`).
 #[derive(Debug)]
 pub(crate) enum RawUpstreamServer {
     /// `"host:port"`.
@@ -141,6 +148,7 @@ pub(crate) enum RawUpstreamServer {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawServerTable {
     pub(crate) address: Option<String>,
+    pub(crate) weight: Option<i64>,
     pub(crate) max_fails: Option<i64>,
     pub(crate) fail_timeout: Option<Text>,
 }
@@ -157,7 +165,7 @@ impl<'de> Visitor<'de> for ServerVisitor {
     type Value = RawUpstreamServer;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(r#""host:port" or { address = "host:port", max_fails = 3 }"#)
+        f.write_str(r#""host:port" or { address = "host:port", weight = 3 }"#)
     }
 
     fn visit_str<E: de::Error>(self, value: &str) -> Result<RawUpstreamServer, E> {

@@ -753,17 +753,15 @@ fn upstreams_are_required_and_checked() {
     let empty = MINIMAL.replace("[\"127.0.0.1:8081\"]", "[]");
     assert_eq!(only_problem(&empty).path, "upstreams.app.servers");
 
-    let scheme = MINIMAL.replace("\"127.0.0.1:8081\"", "\"http://127.0.0.1:8081\"");
+    let scheme = MINIMAL.replace("\"127.0.0.1:8081\"", "\"ws://127.0.0.1:8081\"");
     let problem = only_problem(&scheme);
     assert_eq!(problem.path, "upstreams.app.servers[0]");
     assert_eq!(
         problem.message,
-        r#""http://127.0.0.1:8081" is not host:port"#
+        r#""ws://127.0.0.1:8081" is not host:port or an http:// or https:// origin"#
     );
-    assert_eq!(
-        problem.hint.as_deref(),
-        Some("write host:port without a scheme")
-    );
+    let plain = MINIMAL.replace("\"127.0.0.1:8081\"", "\"http://127.0.0.1:8081\"");
+    assert_eq!(load(&plain).upstreams[0].servers, ["127.0.0.1:8081"]);
 
     for bad in [
         "origin",
@@ -1288,7 +1286,7 @@ listen = ["nowhere"]
 threads = -2
 
 [upstreams.app]
-servers = ["http://127.0.0.1:8081"]
+servers = ["tcp://127.0.0.1:8081"]
 read_timeout = "60"
 
 [zones.ssd]
@@ -1309,7 +1307,7 @@ warm = ["feed"]
     let want = [
         r#"calm.toml: server.listen[0]: "nowhere" is not an IP address and port (hint: write e.g. "127.0.0.1:8080" or "[::1]:8080"; host names are not allowed here)"#,
         "calm.toml: server.threads: must be at least 1, got -2",
-        r#"calm.toml: upstreams.app.servers[0]: "http://127.0.0.1:8081" is not host:port (hint: write host:port without a scheme)"#,
+        r#"calm.toml: upstreams.app.servers[0]: "tcp://127.0.0.1:8081" is not host:port or an http:// or https:// origin (hint: only http:// and https:// origins, e.g. "https://origin.example:443")"#,
         r#"calm.toml: upstreams.app.read_timeout: "60" is not a duration (hint: write e.g. "60s", "500ms")"#,
         r#"calm.toml: zones.ssd.max_size: "1GB" is not a size (hint: use KiB/MiB/GiB/TiB)"#,
         r#"calm.toml: routes[0].match: invalid regex "(": unclosed group"#,
@@ -1492,17 +1490,17 @@ fn access_log_problems_name_their_key() {
 }
 
 /// A CA, a client certificate it signed, and another key, as PEM files in
-/// a fresh directory.
-struct FleetTlsFiles {
-    dir: std::path::PathBuf,
-    ca: String,
-    cert: String,
-    key: String,
-    other_key: String,
+/// a fresh directory (removed on drop); also for the upstream TLS tests.
+pub(super) struct FleetTlsFiles {
+    pub(super) dir: std::path::PathBuf,
+    pub(super) ca: String,
+    pub(super) cert: String,
+    pub(super) key: String,
+    pub(super) other_key: String,
 }
 
 impl FleetTlsFiles {
-    fn new(tag: &str) -> FleetTlsFiles {
+    pub(super) fn new(tag: &str) -> FleetTlsFiles {
         let dir =
             std::env::temp_dir().join(format!("calmcache-fleet-tls-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -1519,7 +1517,7 @@ impl FleetTlsFiles {
         }
     }
 
-    fn write(&self, name: &str, text: &str) -> String {
+    pub(super) fn write(&self, name: &str, text: &str) -> String {
         let path = self.dir.join(name);
         std::fs::write(&path, text).unwrap();
         path.display().to_string()

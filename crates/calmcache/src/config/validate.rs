@@ -7,11 +7,13 @@
 //! any problem turns the whole result into `Err`.
 //!
 //! Route checks live in `validate/routes.rs`, upstream health checks in
-//! `validate/health.rs`.
+//! `validate/health.rs`, upstream TLS and server weights in
+//! `validate/upstream_tls.rs`.
 
 mod fleet_tls;
 mod health;
 mod routes;
+mod upstream_tls;
 
 use std::collections::BTreeMap;
 use std::net::{Ipv6Addr, SocketAddr};
@@ -603,14 +605,18 @@ impl Checker {
             .collect()
     }
 
-    fn upstream(&mut self, name: String, raw: RawUpstream) -> UpstreamConfig {
+    fn upstream(&mut self, name: String, mut raw: RawUpstream) -> UpstreamConfig {
         let path = format!("upstreams.{}", toml_key(&name));
         let at = |key: &str| format!("{path}.{key}");
         let health = self.health(&path, &raw);
-        let (servers, server_health) = self.servers(&at("servers"), raw.servers, &health);
+        let servers = self.servers(&at("servers"), raw.servers.take(), &health);
+        let (server_tls, tls) = self.upstream_tls(&path, &at("servers"), &servers.schemes, &raw);
         UpstreamConfig {
-            servers,
-            server_health,
+            servers: servers.addresses,
+            server_health: servers.health,
+            server_weights: servers.weights,
+            server_tls,
+            tls,
             keepalive: self.count(&at("keepalive"), raw.keepalive, DEFAULT_KEEPALIVE, 0),
             connect_timeout: self.duration(
                 &at("connect_timeout"),
@@ -641,38 +647,46 @@ impl Checker {
         }
     }
 
-    /// The servers' addresses, and each one's passive health settings
-    /// (`health`'s unless its table form gives its own).
+    /// The servers' addresses (`host:port`), and each one's scheme, weight
+    /// and passive health settings (`health`'s unless its table form gives
+    /// its own).
     fn servers(
         &mut self,
         path: &str,
         raw: Option<Vec<RawUpstreamServer>>,
         health: &health::Health,
-    ) -> (Vec<String>, Vec<PassiveHealth>) {
+    ) -> Servers {
         let example = r#"servers = ["127.0.0.1:8081"]"#;
+        let mut out = Servers::default();
         let Some(servers) = raw else {
             self.missing(path, example);
-            return (Vec::new(), Vec::new());
+            return out;
         };
         if servers.is_empty() {
             self.report(Problem::new(path, "must not be empty").hint(format!("e.g. {example}")));
         }
-        let mut addresses = Vec::with_capacity(servers.len());
-        let mut settings = Vec::with_capacity(servers.len());
         for (i, server) in servers.into_iter().enumerate() {
             let at = format!("{path}[{i}]");
-            let (address, passive) = match server {
-                RawUpstreamServer::Address(address) => (address, health.passive()),
+            let (address, passive, weight) = match server {
+                RawUpstreamServer::Address(address) => (address, health.passive(), 1),
                 RawUpstreamServer::Table(table) => {
                     let passive = self.server_health(&at, &table, health);
+                    let weight = self.weight(&format!("{at}.weight"), table.weight);
                     let Some(address) = table.address else {
                         self.missing(&format!("{at}.address"), r#"address = "127.0.0.1:8081""#);
                         continue;
                     };
-                    (address, passive)
+                    (address, passive, weight)
                 }
             };
-            if let Err(bad) = check_host_port(&address) {
+            let (address, scheme, bad) = match upstream_tls::split_scheme(&address) {
+                Ok((address, scheme)) => {
+                    let bad = check_host_port(&address).err();
+                    (address, scheme, bad)
+                }
+                Err(bad) => (address, None, Some(bad)),
+            };
+            if let Some(bad) = bad {
                 let at = if health.passive() == passive {
                     at
                 } else {
@@ -680,10 +694,12 @@ impl Checker {
                 };
                 self.bad_value(at, bad);
             }
-            addresses.push(address);
-            settings.push(passive);
+            out.addresses.push(address);
+            out.schemes.push(scheme);
+            out.weights.push(weight);
+            out.health.push(passive);
         }
-        (addresses, settings)
+        out
     }
 
     fn zone(&mut self, name: String, raw: RawZone) -> ZoneConfig {
@@ -889,6 +905,17 @@ impl Checker {
     }
 }
 
+/// An upstream's `servers`, checked: one entry each, in order.
+#[derive(Default)]
+struct Servers {
+    /// `host:port` (a scheme's default port added).
+    addresses: Vec<String>,
+    /// `https://` (true), `http://` (false), or no scheme.
+    schemes: Vec<Option<bool>>,
+    weights: Vec<u32>,
+    health: Vec<PassiveHealth>,
+}
+
 /// `server.max_connections` unless set.
 const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 
@@ -916,7 +943,7 @@ fn check_host_port(text: &str) -> Result<(), BadValue> {
         })
     };
     if text.contains("://") {
-        return bad("write host:port without a scheme");
+        return bad(r#"write host:port, http://host:port or https://host:port"#);
     }
     if text.contains('/') {
         return bad("write host:port without a path; routes decide the path");

@@ -245,6 +245,12 @@ impl ServerHealth {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Up on both accounts (one atomic load): weighted round robin counts
+    /// only these.
+    pub(crate) fn is_up(&self) -> bool {
+        self.available.load(Ordering::Acquire)
+    }
+
     /// Whether a request may go to this server now, as an [`Attempt`] to
     /// report on, or `None` to choose another.
     pub(crate) fn admit(self: &Arc<Self>, now: Instant) -> Option<Attempt> {

@@ -1,6 +1,6 @@
 //! The network layer: client connections (HTTP/1.1, HTTP/2, h2c) and their
 //! write clocks, zero-copy sends of large cached bodies, TLS termination, upstream keepalive pools with their
-//! servers' health, and the tunnel registry a worker closes when it stops.
+//! servers' health and their TLS client, and the tunnel registry a worker closes when it stops.
 //!
 //! Owns: sockets and protocols, not what a request means for the cache.
 //! Imports: [`crate::http`], [`crate::config`], [`crate::telemetry`]; never
@@ -8,6 +8,7 @@
 
 pub(crate) mod conn;
 pub(crate) mod health;
+pub(crate) mod origin_tls;
 pub(crate) mod shutdown;
 pub(crate) mod stream_clock;
 pub(crate) mod tls;

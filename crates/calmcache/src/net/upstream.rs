@@ -6,14 +6,22 @@
 //! connection attempted.
 //!
 //! A WebSocket handshake ([`Upstream::send_upgrade`]) does not go through
-//! the pool: a switched connection is never reused, so it connects, sends
-//! the handshake with hyper's HTTP/1.1 client connection driven in place
-//! (no task, no pool entry), and on `101` takes the TCP stream back out
-//! ([`Switched`]) for the tunnel.
+//! the pool: a switched connection is never reused, so it connects (TLS
+//! too for an `https` server), sends the handshake with hyper's HTTP/1.1
+//! client connection driven in place (no task, no pool entry), and on
+//! `101` takes the stream back out ([`Switched`]) for the tunnel.
+//!
+//! Servers reached over TLS (`https://`, `tls = true`) go through the same
+//! pool, its connector adding the handshake ([`crate::net::origin_tls`]).
+//!
+//! Choosing a server: plain round robin (one relaxed atomic) while every
+//! weight is 1; with weights, NGINX's smooth weighted round robin over the
+//! servers that are up (a relaxed add per server, O(servers), no lock), so
+//! a heavy server's requests are interleaved with the others', not bunched.
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -23,7 +31,6 @@ use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::{Body, Incoming};
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpStream;
@@ -33,6 +40,7 @@ use crate::config::UpstreamConfig;
 use crate::http::body::StreamBody;
 use crate::http::error::{ErrorKind, ProxyError};
 use crate::net::health::{self, Admit, Attempt, ServerHealth, Verdict};
+use crate::net::origin_tls::{Connector, OriginStream, OriginTls};
 
 /// One named upstream: its servers and the shared connection pool.
 pub struct Upstream {
@@ -40,7 +48,11 @@ pub struct Upstream {
     pub name: String,
     servers: Vec<Server>,
     next: AtomicUsize,
-    client: Client<HttpConnector, StreamBody>,
+    /// Some server's weight is not 1: smooth weighted round robin.
+    weighted: bool,
+    client: Client<Connector, StreamBody>,
+    /// The TLS client of `https` servers (the pool's connector has a copy).
+    tls: Option<Arc<OriginTls>>,
     /// Longest wait for a response head (counted from sending the request, so a
     /// request body upload counts too), and between two response body frames.
     pub read_timeout: Duration,
@@ -67,11 +79,27 @@ pub enum UpstreamError {
         /// Why it is not an authority.
         invalid: http::uri::InvalidUri,
     },
+    /// The TLS client could not be built (no system roots, a client key
+    /// rustls refuses).
+    #[error("upstream {upstream}: TLS: {reason}")]
+    Tls {
+        /// The upstream's name.
+        upstream: String,
+        /// What could not be used.
+        reason: String,
+    },
 }
 
 /// One configured server and its health.
 struct Server {
     authority: Authority,
+    /// `https` (TLS) or `http`.
+    scheme: Scheme,
+    /// Its share of round robin (`weight`).
+    weight: i64,
+    /// Smooth weighted round robin's running weight (NGINX's
+    /// `current_weight`); only used when the upstream is weighted.
+    current: AtomicI64,
     health: Arc<ServerHealth>,
 }
 
@@ -108,30 +136,61 @@ impl Upstream {
                             server: s.clone(),
                             invalid,
                         })?;
+                let scheme = if cfg.server_tls.get(i).copied().unwrap_or(false) {
+                    Scheme::HTTPS
+                } else {
+                    Scheme::HTTP
+                };
                 let kept = previous
-                    .and_then(|p| p.servers.iter().find(|old| old.authority == authority))
+                    .and_then(|p| {
+                        p.servers
+                            .iter()
+                            .find(|old| old.authority == authority && old.scheme == scheme)
+                    })
                     .map(|old| &old.health)
                     .filter(|h| *h.settings() == settings);
                 let health = match kept {
                     Some(h) => h.clone(),
                     None => ServerHealth::new(s.clone(), settings.clone()),
                 };
-                Ok(Server { authority, health })
+                let weight = cfg.server_weights.get(i).copied().unwrap_or(1);
+                Ok(Server {
+                    authority,
+                    scheme,
+                    weight: i64::from(weight.max(1)),
+                    current: AtomicI64::new(0),
+                    health,
+                })
             })
             .collect::<Result<Vec<_>, UpstreamError>>()?;
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(cfg.connect_timeout));
-        connector.set_nodelay(true);
+        let tls = match &cfg.tls {
+            None => None,
+            Some(settings) => {
+                if !settings.verify {
+                    tracing::warn!(
+                        upstream = %cfg.name,
+                        "tls_verify = false: the origin's certificate is NOT checked; anyone on the path can pose as it"
+                    );
+                }
+                let tls = OriginTls::new(settings).map_err(|reason| UpstreamError::Tls {
+                    upstream: cfg.name.clone(),
+                    reason,
+                })?;
+                Some(Arc::new(tls))
+            }
+        };
         let client = Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(cfg.keepalive)
             .pool_idle_timeout(Duration::from_secs(60))
             .set_host(false)
-            .build(connector);
+            .build(Connector::new(cfg.connect_timeout, tls.clone()));
         Ok(Upstream {
             name: cfg.name.clone(),
+            weighted: servers.iter().any(|s| s.weight != 1),
             servers,
             next: AtomicUsize::new(0),
             client,
+            tls,
             read_timeout: cfg.read_timeout,
             send_timeout: cfg.send_timeout,
             connect_timeout: cfg.connect_timeout,
@@ -156,6 +215,11 @@ impl Upstream {
 
     /// The next server in round robin that is up (counting the ones skipped).
     fn choose(&self, now: Instant) -> Option<(&Server, Attempt)> {
+        if self.weighted {
+            if let Some(chosen) = self.choose_weighted(now) {
+                return Some(chosen);
+            }
+        }
         let n = self.servers.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         for k in 0..n {
@@ -168,6 +232,40 @@ impl Upstream {
             }
         }
         None
+    }
+
+    /// Smooth weighted round robin (NGINX's `ngx_http_upstream_get_peer`):
+    /// every server that is up adds its weight to its running weight, the
+    /// highest runs, and gives back the sum. Weights 3:1 go a, a, b, a. A
+    /// server that is down sits out (its trial, once its `fail_timeout`
+    /// passed, goes first); `None` when no server is up.
+    fn choose_weighted(&self, now: Instant) -> Option<(&Server, Attempt)> {
+        let mut skipped = false;
+        for server in &self.servers {
+            if !server.health.is_up() {
+                // The per-server lock, only while the server is down.
+                if let Some(attempt) = server.health.admit(now) {
+                    return Some((server, attempt));
+                }
+                skipped = true;
+            }
+        }
+        let mut total = 0;
+        let mut best: Option<(&Server, i64)> = None;
+        for server in self.servers.iter().filter(|s| s.health.is_up()) {
+            let current =
+                server.current.fetch_add(server.weight, Ordering::Relaxed) + server.weight;
+            total += server.weight;
+            if best.is_none_or(|(_, high)| current > high) {
+                best = Some((server, current));
+            }
+        }
+        let (server, _) = best?;
+        server.current.fetch_sub(total, Ordering::Relaxed);
+        if skipped {
+            self.stats.skipped.inc();
+        }
+        server.health.admit(now).map(|attempt| (server, attempt))
     }
 
     /// `upstream app: all 2 servers down (a:80: failed 1 time, retry in 4s
@@ -261,6 +359,10 @@ impl Upstream {
         switched: &mut Option<Switched>,
     ) -> (Result<Response<Incoming>, ProxyError>, Verdict) {
         let health = &server.health;
+        let scheme = &server.scheme;
+        let tls = (*scheme == Scheme::HTTPS)
+            .then_some(self.tls.as_deref())
+            .flatten();
         let server = &server.authority;
         *req.version_mut() = http::Version::HTTP_11;
         if !req.headers().contains_key(http::header::HOST) {
@@ -270,7 +372,7 @@ impl Upstream {
                 req.headers_mut().insert(http::header::HOST, host);
             }
         }
-        *req.uri_mut() = match origin_uri(server, req.uri()) {
+        *req.uri_mut() = match origin_uri(scheme, server, req.uri()) {
             Ok(uri) => uri,
             Err(e) => return (Err(e), Verdict::Neutral),
         };
@@ -290,7 +392,7 @@ impl Upstream {
                     .request(req)
                     .await
                     .map_err(|e| (classify(&e, server.as_str()), is_parse_error(&e))),
-                Expect::Upgrade => upgrade(server, self.connect_timeout, req, switched).await,
+                Expect::Upgrade => upgrade(server, tls, self.connect_timeout, req, switched).await,
             }
         };
         let mut result = match tokio::time::timeout(self.read_timeout, sent).await {
@@ -389,7 +491,8 @@ impl Upstream {
             return Err("no health check configured".to_owned());
         };
         let pq = PathAndQuery::try_from(check.path.as_str()).map_err(|e| e.to_string())?;
-        let uri = origin_uri(&server.authority, &Uri::from(pq)).map_err(|e| e.cause)?;
+        let uri =
+            origin_uri(&server.scheme, &server.authority, &Uri::from(pq)).map_err(|e| e.cause)?;
         let req = Request::get(uri)
             .header(http::header::HOST, server.authority.as_str())
             .header(http::header::USER_AGENT, "calmcache-health-check")
@@ -421,8 +524,8 @@ impl Upstream {
 /// The upstream connection of a WebSocket handshake the server switched
 /// (`101`), for the tunnel to take.
 pub(crate) struct Switched {
-    /// The connection, past the `101`'s head.
-    pub io: TcpStream,
+    /// The connection (TCP, or TLS over it), past the `101`'s head.
+    pub io: OriginStream,
     /// Bytes the server sent right behind its `101` (already read).
     pub read_buf: Bytes,
 }
@@ -430,13 +533,14 @@ pub(crate) struct Switched {
 /// Why one exchange failed, and whether the server's head was malformed.
 type Failed = (ProxyError, bool);
 
-/// A WebSocket handshake on a connection of its own: connect, send `req`
-/// with hyper's HTTP/1.1 client connection polled here (not spawned), and
-/// on `101` take the stream back out of hyper (into `switched`). Any other
-/// answer's body still needs the connection driven: it gets a task, as a
-/// pooled connection would.
+/// A WebSocket handshake on a connection of its own: connect (and TLS
+/// with `tls`), send `req` with hyper's HTTP/1.1 client connection polled
+/// here (not spawned), and on `101` take the stream back out of hyper
+/// (into `switched`). Any other answer's body still needs the connection
+/// driven: it gets a task, as a pooled connection would.
 async fn upgrade(
     server: &Authority,
+    tls: Option<&OriginTls>,
     connect_timeout: Duration,
     mut req: Request<StreamBody>,
     switched: &mut Option<Switched>,
@@ -452,11 +556,25 @@ async fn upgrade(
     let tcp = connect(server, connect_timeout)
         .await
         .map_err(|e| (e, false))?;
+    let io = match tls {
+        None => OriginStream::Plain(tcp),
+        Some(tls) => match tls.handshake(tcp, server.host(), connect_timeout).await {
+            Ok(stream) => OriginStream::Tls(Box::new(stream)),
+            Err(e) => {
+                let kind = if e.kind() == std::io::ErrorKind::TimedOut {
+                    ErrorKind::ConnectTimeout
+                } else {
+                    ErrorKind::ConnectFailed
+                };
+                return Err((ProxyError::upstream(kind, server.as_str(), e), false));
+            }
+        },
+    };
     // Origin form, as the pooled client sends it.
     let pq = req.uri().path_and_query().cloned();
     *req.uri_mut() = pq.map_or_else(Uri::default, Uri::from);
     let (mut sender, mut conn) = hyper::client::conn::http1::Builder::new()
-        .handshake::<_, StreamBody>(TokioIo::new(tcp))
+        .handshake::<_, StreamBody>(TokioIo::new(io))
         .await
         .map_err(broken)?;
     let sending = sender.send_request(req);
@@ -573,14 +691,15 @@ fn empty_body() -> StreamBody {
         .boxed()
 }
 
-/// `http://server/<path and query of uri>`.
-fn origin_uri(server: &Authority, uri: &Uri) -> Result<Uri, ProxyError> {
+/// `http://server/<path and query of uri>` (`https://` for a TLS server:
+/// the pool's connector and its key go by the scheme).
+fn origin_uri(scheme: &Scheme, server: &Authority, uri: &Uri) -> Result<Uri, ProxyError> {
     let pq = uri
         .path_and_query()
         .cloned()
         .unwrap_or_else(|| PathAndQuery::from_static("/"));
     let mut parts = http::uri::Parts::default();
-    parts.scheme = Some(Scheme::HTTP);
+    parts.scheme = Some(scheme.clone());
     parts.authority = Some(server.clone());
     parts.path_and_query = Some(pq);
     Uri::from_parts(parts).map_err(|e| ProxyError::downstream(ErrorKind::BadRequest, e))

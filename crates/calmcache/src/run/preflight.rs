@@ -11,7 +11,9 @@
 //!   missing permission, a file in the way all show here), and an existing
 //!   non-empty one is a calmcache zone (it has its marker file);
 //! - the access log file can be opened for appending, or, when it does not
-//!   exist yet, its directory exists and a file can be created in it.
+//!   exist yet, its directory exists and a file can be created in it;
+//! - an upstream over TLS that verifies against the system's roots (no
+//!   `tls_ca_file`) finds some (Debian's ca-certificates).
 //!
 //! Every problem is a [`Problem`] with its TOML path, all reported at once
 //! (exit 2). Binding the listen ports is not checked: a port free now may be
@@ -62,6 +64,28 @@ pub(crate) fn check_environment(config: &Config) -> Vec<Problem> {
     if let Some(LogTarget::File(file)) = config.access_log.as_ref().map(|log| &log.target) {
         if let Err(e) = log_file(file) {
             problems.push(Problem::new("access_log.path", e.to_string()));
+        }
+    }
+    problems.extend(system_roots(config));
+    problems
+}
+
+/// Upstreams over TLS that would verify against the system's roots when
+/// there are none (read once for all of them).
+fn system_roots(config: &Config) -> Vec<Problem> {
+    let wanting = config.upstreams.iter().filter(|u| {
+        u.tls
+            .as_ref()
+            .is_some_and(|tls| tls.verify && tls.ca.is_none())
+    });
+    let mut roots = None;
+    let mut problems = Vec::new();
+    for upstream in wanting {
+        let found = roots.get_or_insert_with(crate::net::origin_tls::system_roots);
+        if let Err(why) = found {
+            let at = format!("upstreams.{}.tls_ca_file", toml_key(&upstream.name));
+            let hint = "install the ca-certificates package, or set tls_ca_file to the CA that signed the origin's certificate";
+            problems.push(Problem::new(at, why.clone()).hint(hint));
         }
     }
     problems

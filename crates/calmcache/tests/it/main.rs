@@ -54,6 +54,7 @@ mod rfc_vary;
 mod service;
 mod slow_readers;
 mod third_tier;
+mod upstream_tls;
 mod warm;
 mod websocket;
 mod zero_copy;

@@ -45,7 +45,7 @@ impl Checker {
                 }
             }
         }
-        let ca = ca.and_then(|path| self.ca_file(path));
+        let ca = ca.and_then(|path| self.ca_file("fleet.tls_ca", path));
         let client = match (cert, key) {
             (None, None) => None,
             (Some(_), None) => {
@@ -56,7 +56,9 @@ impl Checker {
                 self.missing_half("fleet.tls_cert", "tls_key", "tls_cert");
                 None
             }
-            (Some(cert), Some(key)) => self.client_cert(cert, key),
+            (Some(cert), Some(key)) => {
+                self.client_cert(["fleet.tls_cert", "fleet.tls_key"], cert, key)
+            }
         };
         (ca, client)
     }
@@ -106,8 +108,9 @@ impl Checker {
         );
     }
 
-    /// `tls_ca`: one or more CA certificates, each usable as a trust anchor.
-    fn ca_file(&mut self, path: String) -> Option<PemFile> {
+    /// A CA file (`fleet.tls_ca`, an upstream's `tls_ca_file`, TOML path
+    /// `at`): one or more CA certificates, each usable as a trust anchor.
+    pub(super) fn ca_file(&mut self, at: &str, path: String) -> Option<PemFile> {
         let file = Path::new(&path);
         let checked = tls::read(file, "CA certificates").and_then(|pem| {
             let (certs, _) = tls::parse_chain(file, &pem)?;
@@ -129,14 +132,22 @@ impl Checker {
                 pem,
             }),
             Err(reason) => {
-                self.report(Problem::new("fleet.tls_ca", reason));
+                self.report(Problem::new(at, reason));
                 None
             }
         }
     }
 
-    /// `tls_cert` and `tls_key`: a chain and the private key of its leaf.
-    fn client_cert(&mut self, cert: String, key: String) -> Option<(PemFile, PemFile)> {
+    /// A client certificate and its key (`fleet.tls_cert` and `tls_key`, an
+    /// upstream's `tls_client_cert` and `tls_client_key`, at the TOML paths
+    /// `at`): a chain and the private key of its leaf (`key` may be the
+    /// certificate's own file).
+    pub(super) fn client_cert(
+        &mut self,
+        at: [&str; 2],
+        cert: String,
+        key: String,
+    ) -> Option<(PemFile, PemFile)> {
         let (cert_file, key_file) = (Path::new(&cert), Path::new(&key));
         let chain = tls::read(cert_file, "certificate")
             .and_then(|pem| tls::parse_chain(cert_file, &pem).map(|(chain, _)| (pem, chain)));
@@ -146,16 +157,16 @@ impl Checker {
             (Ok(chain), Ok(private)) => (chain, private),
             (chain, private) => {
                 if let Err(reason) = chain {
-                    self.report(Problem::new("fleet.tls_cert", reason));
+                    self.report(Problem::new(at[0], reason));
                 }
                 if let Err(reason) = private {
-                    self.report(Problem::new("fleet.tls_key", reason));
+                    self.report(Problem::new(at[1], reason));
                 }
                 return None;
             }
         };
         if let Err(reason) = tls::certify(cert_file, key_file, chain, private) {
-            self.report(Problem::new("fleet.tls_key", reason));
+            self.report(Problem::new(at[1], reason));
             return None;
         }
         Some((
