@@ -40,6 +40,7 @@ mod config;
 mod demo;
 mod fleet;
 mod http;
+mod import_nginx;
 mod net;
 mod ops;
 mod proxy;
@@ -52,6 +53,7 @@ pub use demo::origin::{
     start as start_origin, start_with_tags as start_origin_with_tags, OriginOptions, RunningOrigin,
 };
 pub use demo::DemoOptions;
+pub use import_nginx::{import_nginx, ImportError};
 pub use ops::admin::{post_reload, ReloadRequestError};
 pub use proxy::purge::PurgeError;
 pub use proxy::setup::SetupError;
