@@ -68,6 +68,9 @@ struct Converter<'a> {
     worker_processes: Option<i64>,
     access_log: Option<Section>,
     placeholder: bool,
+    /// `ssl_certificate` / `ssl_certificate_key` at http level: servers
+    /// without their own inherit them.
+    http_certs: (Vec<Directive>, Vec<Directive>),
 }
 
 /// The calmcache document for `tree` (`prefix`: the main file's directory,
@@ -88,6 +91,7 @@ pub(crate) fn convert(tree: &[Directive], prefix: &Path, main: &str) -> Result<D
         worker_processes: None,
         access_log: None,
         placeholder: false,
+        http_certs: (Vec::new(), Vec::new()),
     };
     if tree.iter().any(|d| d.name == "http") {
         for d in tree {
@@ -193,6 +197,8 @@ impl Converter<'_> {
         for d in dirs {
             match d.name.as_str() {
                 "proxy_cache_path" | "map" | "split_clients" | "upstream" => {}
+                "ssl_certificate" => self.http_certs.0.push(d.clone()),
+                "ssl_certificate_key" => self.http_certs.1.push(d.clone()),
                 "server" if d.block.is_some() => self.server_block(d, &settings),
                 "location" => loose.push(d.clone()),
                 "events"
@@ -255,7 +261,7 @@ impl Converter<'_> {
             }
             "access_log" => self.access_log(d),
             "error_log" => self.main_directive(d),
-            "listen" | "server_name" | "ssl_certificate" | "ssl_certificate_key" => {
+            "listen" | "server_name" => {
                 self.top.push(note_skipped(d, "only meaningful inside a server block"))
             }
             "gzip" => self.top.push(note_skipped(
@@ -344,6 +350,7 @@ impl Converter<'_> {
         };
         let mut certs = Vec::new();
         let mut keys = Vec::new();
+        let tls_before = self.tls_listen.len();
         for c in dirs {
             match c.name.as_str() {
                 "listen" => server.default |= self.listen(c),
@@ -361,7 +368,14 @@ impl Converter<'_> {
                 _ => self.http_directive(c),
             }
         }
+        if certs.is_empty() && keys.is_empty() && self.tls_listen.len() > tls_before {
+            (certs, keys) = self.http_certs.clone();
+        }
         for (cert, key) in certs.iter().zip(keys.iter()) {
+            let cert_path = Value::Str(self.absolute(&cert.args[0]));
+            if self.tls.iter().any(|t| t.get("cert") == Some(&cert_path)) {
+                continue;
+            }
             let mut section = Section::new("[[server.tls]]");
             section.note(format!(
                 "From `{}` ({}) and `{}` ({}). calmcache picks the certificate by the client's SNI \
@@ -371,7 +385,7 @@ impl Converter<'_> {
                 key.text(),
                 key.pos
             ));
-            section.set("cert", Value::Str(self.absolute(&cert.args[0])));
+            section.set("cert", cert_path);
             section.set("key", Value::Str(self.absolute(&key.args[0])));
             self.tls.push(section);
         }

@@ -302,3 +302,16 @@ fn include_is_followed_and_loops_are_errors() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn http_level_certificates_serve_tls_servers() {
+    let v = parsed(
+        "http { ssl_certificate /c.pem; ssl_certificate_key /k.pem;
+           server { listen 443 ssl; location / { proxy_pass http://u:1; } }
+           server { listen 8443 ssl; location / { proxy_pass http://u:1; } } }",
+    );
+    let tls = v["server"]["tls"].as_array().unwrap();
+    assert_eq!(tls.len(), 1);
+    assert_eq!(tls[0]["cert"].as_str(), Some("/c.pem"));
+    assert_eq!(v["server"]["tls_listen"].as_array().unwrap().len(), 2);
+}
