@@ -41,6 +41,7 @@ mod config;
 mod demo;
 mod fleet;
 mod http;
+mod import_nginx;
 mod manual;
 mod net;
 mod ops;
@@ -54,6 +55,7 @@ pub use demo::origin::{
     start as start_origin, start_with_tags as start_origin_with_tags, OriginOptions, RunningOrigin,
 };
 pub use demo::DemoOptions;
+pub use import_nginx::{import_nginx, ImportError};
 pub use manual::{print_completions, print_manpage, Shell};
 pub use ops::admin::{post_reload, ReloadRequestError};
 pub use proxy::purge::PurgeError;

@@ -1,4 +1,4 @@
-//! The `calmcache` command: `serve`, `check`, `demo`, `origin`, `completions`.
+//! The `calmcache` command: `serve`, `check`, `reload`, `import-nginx`, `demo`, `origin`, `completions`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -60,6 +60,17 @@ enum Command {
         #[arg(long)]
         fleet: bool,
     },
+    /// Print an NGINX config (and the files it includes) as an equivalent
+    /// calmcache config, with a comment on every directive not carried over
+    /// and on every behaviour difference (see docs/migrating-from-nginx.md).
+    /// A config that cannot be parsed: the file and line, exit 2.
+    ImportNginx {
+        /// The NGINX config, e.g. /etc/nginx/nginx.conf.
+        file: PathBuf,
+        /// Write the TOML here instead of stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
     /// Run only the bundled slow origin (for benchmarks and experiments).
     Origin {
         /// Where it listens.
@@ -109,6 +120,7 @@ fn main() -> ExitCode {
             return calmcache::print_completions(shell, Cli::command())
         }
         Command::Manpage => return calmcache::print_manpage(Cli::command()),
+        Command::ImportNginx { file, output } => return import_nginx(&file, output.as_deref()),
         Command::Serve { config } => serve(&config),
         Command::Demo {
             listen,
@@ -181,6 +193,27 @@ fn check(path: &std::path::Path) -> ExitCode {
             ExitCode::from(e.exit_code() as u8)
         }
     }
+}
+
+/// `calmcache import-nginx FILE [-o OUT]`.
+fn import_nginx(file: &std::path::Path, output: Option<&std::path::Path>) -> ExitCode {
+    let toml = match calmcache::import_nginx(file) {
+        Ok(toml) => toml,
+        Err(e) => {
+            eprintln!("calmcache: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match output {
+        None => say(toml.trim_end()),
+        Some(out) => {
+            if let Err(e) = std::fs::write(out, toml) {
+                eprintln!("calmcache: cannot write {}: {e}", out.display());
+                return ExitCode::from(1);
+            }
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {

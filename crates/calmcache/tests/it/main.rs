@@ -32,6 +32,7 @@ mod fleet_protocols;
 mod fleet_tls;
 mod health;
 mod hostile;
+mod import_nginx;
 mod key_bypass;
 mod log_flood;
 mod monitoring;

@@ -1,0 +1,89 @@
+//! The `proxy_*` directives a location inherits from its server and `http`.
+//!
+//! Owns NGINX's inheritance rule: a directive written at a level replaces
+//! every directive of the same name inherited from above (so one
+//! `proxy_set_header` in a location drops all of the server's), and a level
+//! without it inherits the parent's. It must not interpret the directives.
+
+use std::collections::BTreeMap;
+
+use super::tree::Directive;
+
+/// Inherited directives by name, in the order written at their level.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Settings {
+    by_name: BTreeMap<String, Vec<Directive>>,
+}
+
+/// Whether `name` is inherited down the levels (and read per location).
+pub(crate) fn inherited(name: &str) -> bool {
+    name.starts_with("proxy_") && !matches!(name, "proxy_pass" | "proxy_cache_path")
+}
+
+impl Settings {
+    /// This level's settings: the parent's, with every name `level` writes
+    /// replaced by the level's own directives of that name.
+    pub(crate) fn child(&self, level: &[Directive]) -> Settings {
+        let mut own: BTreeMap<String, Vec<Directive>> = BTreeMap::new();
+        for d in level
+            .iter()
+            .filter(|d| d.block.is_none() && inherited(&d.name))
+        {
+            own.entry(d.name.clone()).or_default().push(d.clone());
+        }
+        let mut by_name = self.by_name.clone();
+        by_name.extend(own);
+        Settings { by_name }
+    }
+
+    /// Every directive named `name` in effect.
+    pub(crate) fn all(&self, name: &str) -> &[Directive] {
+        self.by_name.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// The last directive named `name` in effect.
+    pub(crate) fn last(&self, name: &str) -> Option<&Directive> {
+        self.all(name).last()
+    }
+
+    /// The first argument of the last `name`, e.g. `on` for `proxy_cache_lock on`.
+    pub(crate) fn arg(&self, name: &str) -> Option<&str> {
+        self.last(name)
+            .and_then(|d| d.args.first())
+            .map(String::as_str)
+    }
+
+    /// Whether `name` is set to `on`.
+    pub(crate) fn on(&self, name: &str) -> bool {
+        self.arg(name) == Some("on")
+    }
+
+    /// Every directive in effect, for the ones nobody read.
+    pub(crate) fn every(&self) -> impl Iterator<Item = &Directive> {
+        self.by_name.values().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::import_nginx::tree::parse_text;
+
+    #[test]
+    fn a_level_replaces_names_it_writes() {
+        let tree = parse_text(
+            "proxy_set_header A 1; proxy_set_header B 2; proxy_cache_lock on;\n\
+             location / { proxy_set_header C 3; }",
+            "t.conf",
+            std::path::Path::new("/"),
+        )
+        .unwrap();
+        let http = Settings::default().child(&tree);
+        let loc = http.child(tree[3].children());
+        assert_eq!(loc.all("proxy_set_header").len(), 1);
+        assert!(loc.on("proxy_cache_lock"));
+        assert_eq!(http.all("proxy_set_header").len(), 2);
+    }
+}

@@ -1,0 +1,317 @@
+//! Unit tests of the importer: one per directive mapping, and the errors.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+
+use super::convert::convert;
+use super::toml_out::render;
+use super::tree::parse_text;
+
+/// The TOML for `text` (as `t.conf` in `/etc/nginx`).
+fn import(text: &str) -> String {
+    let tree = parse_text(text, "t.conf", Path::new("/etc/nginx")).unwrap();
+    render(&convert(&tree, Path::new("/etc/nginx"), "t.conf").unwrap())
+}
+
+fn parsed(text: &str) -> toml::Value {
+    let out = import(text);
+    toml::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"))
+}
+
+const ZONE: &str = "proxy_cache_path /var/cache/a keys_zone=a:10m inactive=1h max_size=1g;\n";
+
+#[test]
+fn upstream_and_proxy_pass() {
+    let v = parsed(
+        "http { upstream app { server 10.0.0.1:8081 max_fails=3 fail_timeout=30s; server 10.0.0.2:8081; keepalive 20; }
+         server { listen 8080; location / { proxy_pass http://app; proxy_read_timeout 30s; proxy_connect_timeout 2s; } } }",
+    );
+    let up = &v["upstreams"]["app"];
+    assert_eq!(up["servers"][0]["max_fails"].as_integer(), Some(3));
+    assert_eq!(up["servers"][1].as_str(), Some("10.0.0.2:8081"));
+    assert_eq!(up["keepalive"].as_integer(), Some(20));
+    assert_eq!(up["read_timeout"].as_str(), Some("30s"));
+    assert_eq!(up["connect_timeout"].as_str(), Some("2s"));
+    assert_eq!(v["routes"][0]["upstream"].as_str(), Some("app"));
+    assert_eq!(v["server"]["listen"][0].as_str(), Some("0.0.0.0:8080"));
+}
+
+#[test]
+fn direct_proxy_pass_synthesizes_an_upstream() {
+    let v = parsed("server { location / { proxy_pass http://127.0.0.1:9000; } }");
+    assert_eq!(v["routes"][0]["upstream"].as_str(), Some("127_0_0_1_9000"));
+    assert_eq!(
+        v["upstreams"]["127_0_0_1_9000"]["servers"][0].as_str(),
+        Some("127.0.0.1:9000")
+    );
+    assert_eq!(
+        v["upstreams"]["127_0_0_1_9000"]["max_fails"].as_integer(),
+        Some(0)
+    );
+}
+
+#[test]
+fn https_upstreams_get_the_tls_keys() {
+    let v = parsed(
+        "upstream secure { server o.example:443; }
+         server { location /a/ { proxy_pass https://secure; proxy_ssl_name api.example; proxy_ssl_verify on;
+           proxy_ssl_trusted_certificate /etc/ca.pem; proxy_ssl_certificate /etc/c.pem; proxy_ssl_certificate_key /etc/k.pem; }
+           location / { proxy_pass https://other.example; } }",
+    );
+    let up = &v["upstreams"]["secure"];
+    assert_eq!(up["tls"].as_bool(), Some(true));
+    assert_eq!(up["tls_server_name"].as_str(), Some("api.example"));
+    assert_eq!(up["tls_verify"].as_bool(), Some(true));
+    assert_eq!(up["tls_ca_file"].as_str(), Some("/etc/ca.pem"));
+    assert_eq!(up["tls_client_cert"].as_str(), Some("/etc/c.pem"));
+    assert_eq!(up["tls_client_key"].as_str(), Some("/etc/k.pem"));
+    assert_eq!(
+        v["upstreams"]["other_example"]["servers"][0].as_str(),
+        Some("https://other.example:443")
+    );
+}
+
+#[test]
+fn cache_path_becomes_a_disk_zone() {
+    let v = parsed(
+        "proxy_cache_path /c keys_zone=z:10m levels=1:2 inactive=24h max_size=80G min_free=1g use_temp_path=off;
+         server { location / { proxy_pass http://b:1; proxy_cache z; } }",
+    );
+    let z = &v["zones"]["z"];
+    assert_eq!(z["kind"].as_str(), Some("disk"));
+    assert_eq!(z["path"].as_str(), Some("/c"));
+    assert_eq!(z["max_size"].as_str(), Some("80GiB"));
+    assert_eq!(z["inactive"].as_str(), Some("1d"));
+    assert_eq!(z["min_free"].as_str(), Some("1GiB"));
+    assert_eq!(v["routes"][0]["zone"].as_str(), Some("z"));
+    let out = import("proxy_cache_path /c keys_zone=z:1m levels=1:2 use_temp_path=off; server { location / { proxy_cache z; } }");
+    assert!(out.contains("levels=1:2 ignored"), "{out}");
+    assert!(out.contains("use_temp_path=off ignored"), "{out}");
+}
+
+#[test]
+fn cache_valid_key_lock_and_stale() {
+    let v = parsed(&format!(
+        "{ZONE} server {{ location / {{ proxy_pass http://b:1; proxy_cache a;
+           proxy_cache_valid 1s; proxy_cache_valid 404 1m; proxy_cache_valid any 5s;
+           proxy_cache_key $scheme$host$request_uri; proxy_cache_lock on; proxy_cache_lock_timeout 3s;
+           proxy_cache_use_stale error timeout updating http_500; proxy_cache_background_update on; }} }}"
+    ));
+    let r = &v["routes"][0];
+    assert_eq!(r["ttl"]["200"].as_str(), Some("1s"));
+    assert_eq!(r["ttl"]["301"].as_str(), Some("1s"));
+    assert_eq!(r["ttl"]["404"].as_str(), Some("1m"));
+    assert_eq!(r["ttl"]["any"].as_str(), Some("5s"));
+    assert_eq!(r["key"].as_str(), Some("${scheme}${host}${request_uri}"));
+    assert_eq!(r["refresh"].as_str(), Some("lock"));
+    assert_eq!(r["lock_timeout"].as_str(), Some("3s"));
+    assert_eq!(r["stale_while_revalidate"].as_str(), Some("1h"));
+    assert_eq!(r["stale_if_error"].as_str(), Some("1h"));
+    assert_eq!(r["heuristic_fraction"].as_float(), Some(0.0));
+    assert_eq!(r["client_cache_control"].as_str(), Some("ignore"));
+}
+
+#[test]
+fn no_lock_means_refresh_none() {
+    let v = parsed(&format!(
+        "{ZONE} server {{ location / {{ proxy_cache a; }} }}"
+    ));
+    assert_eq!(v["routes"][0]["refresh"].as_str(), Some("none"));
+}
+
+#[test]
+fn bypass_and_no_cache() {
+    let v = parsed(&format!(
+        "{ZONE} server {{ location / {{ proxy_cache a; proxy_cache_bypass $cookie_nocache $arg_nocache $http_pragma $skip;
+           proxy_no_cache $cookie_session; }} }}"
+    ));
+    let r = &v["routes"][0];
+    let bypass: Vec<&str> = r["bypass"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(bypass, ["cookie:nocache", "arg:nocache", "header:pragma"]);
+    assert_eq!(r["no_store"][0].as_str(), Some("cookie:session"));
+    assert!(import(&format!(
+        "{ZONE} server {{ location / {{ proxy_cache a; proxy_cache_bypass $skip; }} }}"
+    ))
+    .contains("not carried over: `$skip`"));
+}
+
+#[test]
+fn split_clients_becomes_hash_placement() {
+    let v = parsed(
+        "proxy_cache_path /d1 keys_zone=disk1:100m max_size=5G; proxy_cache_path /d2 keys_zone=disk2:100m max_size=5G;
+         proxy_cache_path /d3 keys_zone=disk3:1m max_size=5G;
+         split_clients $request_uri $cache { 50% disk1; 30% disk2; * disk3; }
+         server { proxy_cache $cache; location / { proxy_pass http://u:1; } }",
+    );
+    let zones: Vec<&str> = v["routes"][0]["zones"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(zones, ["disk1", "disk2", "disk3"]);
+    assert_eq!(v["zones"]["disk1"]["weight"].as_integer(), Some(50));
+    assert_eq!(v["zones"]["disk2"]["weight"].as_integer(), Some(30));
+    assert_eq!(v["zones"]["disk3"]["weight"].as_integer(), Some(20));
+}
+
+#[test]
+fn map_becomes_routes_in_map_order() {
+    let v = parsed(
+        "proxy_cache_path /s keys_zone=ssd:10m max_size=1g; proxy_cache_path /d keys_zone=disk:10m max_size=1g;
+         map $request_uri $cache { ~\\.mp4(\\?.*)?$ disk; ~*\\.avi disk; /exact disk; default ssd; }
+         server { proxy_cache $cache; location / { proxy_pass http://u:1; } }",
+    );
+    let routes = v["routes"].as_array().unwrap();
+    assert_eq!(routes.len(), 4);
+    assert_eq!(routes[0]["match"].as_str(), Some("^/exact$"));
+    assert_eq!(routes[1]["match"].as_str(), Some("\\.mp4(\\?.*)?$"));
+    assert_eq!(routes[1]["zone"].as_str(), Some("disk"));
+    assert_eq!(routes[2]["match"].as_str(), Some("(?i)\\.avi"));
+    assert!(routes[3].get("match").is_none());
+    assert_eq!(routes[3]["zone"].as_str(), Some("ssd"));
+}
+
+#[test]
+fn locations_in_nginx_order() {
+    let v = parsed(
+        "server {
+           location / { proxy_pass http://u:1; }
+           location /static/ { proxy_pass http://u:1; }
+           location ~ \\.php$ { proxy_pass http://u:1; }
+           location ^~ /images/ { proxy_pass http://u:1; }
+           location = /favicon.ico { proxy_pass http://u:1; }
+         }",
+    );
+    let matches: Vec<&str> = v["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.get("match").and_then(|m| m.as_str()).unwrap_or("*"))
+        .collect();
+    assert_eq!(
+        matches,
+        [
+            "^/favicon\\.ico(?:\\?|$)",
+            "^/images/",
+            "^[^?]*?(?:\\.php(?:\\?|$))",
+            "^/static/",
+            "*"
+        ]
+    );
+}
+
+#[test]
+fn websocket_locations() {
+    let v = parsed(
+        "server { location /ws/ { proxy_pass http://u:1; proxy_http_version 1.1;
+           proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection \"upgrade\"; }
+           location / { proxy_pass http://u:1; } }",
+    );
+    assert_eq!(v["routes"][0]["websocket"].as_bool(), Some(true));
+    assert_eq!(v["routes"][1]["websocket"].as_bool(), Some(false));
+}
+
+#[test]
+fn server_keys() {
+    let v = parsed(
+        "events { worker_connections 1024; use epoll; }
+         http { keepalive_timeout 75s; keepalive_requests 100; client_header_timeout 20s; send_timeout 30s;
+           server { listen 127.0.0.1:8080 default_server; listen [::1]:8443 ssl http2; listen 8081 http2;
+             ssl_certificate certs/a.pem; ssl_certificate_key /k.pem; location / { proxy_pass http://u:1; } } }",
+    );
+    let s = &v["server"];
+    assert_eq!(s["max_connections"].as_integer(), Some(1024));
+    assert_eq!(s["keepalive_timeout"].as_str(), Some("75s"));
+    assert_eq!(s["keepalive_requests"].as_integer(), Some(100));
+    assert_eq!(s["header_read_timeout"].as_str(), Some("20s"));
+    assert_eq!(s["send_timeout"].as_str(), Some("30s"));
+    assert_eq!(s["listen"][0].as_str(), Some("127.0.0.1:8080"));
+    assert_eq!(s["listen"][1].as_str(), Some("0.0.0.0:8081"));
+    assert_eq!(s["tls_listen"][0].as_str(), Some("[::1]:8443"));
+    assert_eq!(s["h2c"].as_bool(), Some(true));
+    assert_eq!(s["tls"][0]["cert"].as_str(), Some("/etc/nginx/certs/a.pem"));
+}
+
+#[test]
+fn unknown_directives_are_commented_never_dropped() {
+    let out = import(
+        "http { frobnicate 1 2; gzip on; server { location / { proxy_pass http://u:1; add_header X-A b; expires 1h;
+           proxy_hide_header X-Powered-By; proxy_ignore_headers Cache-Control; weird_thing; } } }",
+    );
+    for needle in [
+        "`frobnicate 1 2`",
+        "`gzip on`",
+        "`add_header X-A b`",
+        "`expires 1h`",
+        "`proxy_hide_header X-Powered-By`",
+        "`weird_thing`",
+    ] {
+        assert!(out.contains(needle), "{needle} missing in\n{out}");
+    }
+}
+
+#[test]
+fn include_is_followed_and_loops_are_errors() {
+    let dir = std::env::temp_dir().join(format!("calmcache-import-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("conf.d")).unwrap();
+    std::fs::write(
+        dir.join("nginx.conf"),
+        "http {\n include conf.d/*.conf;\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("conf.d/a.conf"),
+        "server { location / { proxy_pass http://a:1; } }\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("conf.d/b.conf"), "upstream b { server x:1; }\n").unwrap();
+    let out = super::import_nginx(&dir.join("nginx.conf")).unwrap();
+    assert!(
+        out.contains("[upstreams.b]") && out.contains("upstream = \"a_1\""),
+        "{out}"
+    );
+    std::fs::write(dir.join("conf.d/b.conf"), "include conf.d/c.conf;\n").unwrap();
+    std::fs::write(dir.join("conf.d/c.conf"), "\ninclude conf.d/b.conf;\n").unwrap();
+    let err = super::import_nginx(&dir.join("nginx.conf"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("conf.d/c.conf:2: include loop"), "{err}");
+    std::fs::write(dir.join("conf.d/b.conf"), "include missing.conf;\n").unwrap();
+    let err = super::import_nginx(&dir.join("nginx.conf"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("conf.d/b.conf:1: cannot read"), "{err}");
+    std::fs::write(
+        dir.join("conf.d/b.conf"),
+        "server {\n location / {\n proxy_pass http://a:1\n }\n}\n",
+    )
+    .unwrap();
+    let err = super::import_nginx(&dir.join("nginx.conf"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("conf.d/b.conf:3: directive \"proxy_pass\" has no ending ';'"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn http_level_certificates_serve_tls_servers() {
+    let v = parsed(
+        "http { ssl_certificate /c.pem; ssl_certificate_key /k.pem;
+           server { listen 443 ssl; location / { proxy_pass http://u:1; } }
+           server { listen 8443 ssl; location / { proxy_pass http://u:1; } } }",
+    );
+    let tls = v["server"]["tls"].as_array().unwrap();
+    assert_eq!(tls.len(), 1);
+    assert_eq!(tls[0]["cert"].as_str(), Some("/c.pem"));
+    assert_eq!(v["server"]["tls_listen"].as_array().unwrap().len(), 2);
+}

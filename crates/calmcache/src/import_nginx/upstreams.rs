@@ -1,0 +1,394 @@
+//! `upstream` blocks and `proxy_pass` targets as `[upstreams.<name>]`.
+//!
+//! Owns the server list (`weight=`, `max_fails=`, `fail_timeout=`, `backup`,
+//! `down`), `keepalive`, the upstream a direct `proxy_pass http://host:port`
+//! gets, and the per-upstream keys NGINX sets per location (timeouts and
+//! `proxy_ssl_*`). It must not build routes.
+
+use super::settings::Settings;
+use super::toml_out::{Section, Value};
+use super::tree::Directive;
+use super::units;
+use super::{note_skipped, Notes};
+
+/// Where a `proxy_pass` sends requests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Target {
+    /// `upstream` block name, or `host:port`.
+    pub(crate) host: String,
+    /// `https://`.
+    pub(crate) tls: bool,
+    /// The URI part after the host (`/app/` in `http://up/app/`), if any.
+    pub(crate) uri: Option<String>,
+}
+
+/// Parses `proxy_pass URL`; `Err` says why it cannot be carried over.
+pub(crate) fn target(pass: &Directive) -> Result<Target, String> {
+    let [url] = pass.args.as_slice() else {
+        return Err("proxy_pass takes one URL (a missing ';'?)".to_owned());
+    };
+    if url.contains('$') {
+        return Err(
+            "a proxy_pass with variables is chosen per request; calmcache's upstreams are fixed"
+                .to_owned(),
+        );
+    }
+    let (tls, rest) = if let Some(rest) = url.strip_prefix("https://") {
+        (true, rest)
+    } else if let Some(rest) = url.strip_prefix("http://") {
+        (false, rest)
+    } else {
+        return Err("only http:// and https:// URLs can be carried over".to_owned());
+    };
+    if rest.starts_with("unix:") {
+        return Err("calmcache connects to origins over TCP only, not UNIX sockets".to_owned());
+    }
+    let (host, uri) = match rest.find('/') {
+        Some(i) => (&rest[..i], Some(rest[i..].to_owned())),
+        None => (rest, None),
+    };
+    Ok(Target {
+        host: host.to_owned(),
+        tls,
+        uri,
+    })
+}
+
+/// The calmcache name of the upstream a direct `host:port` gets.
+pub(crate) fn direct_name(host: &str) -> String {
+    host.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// `host` with the scheme's default port when it has none.
+fn with_port(host: &str, tls: bool) -> String {
+    let has_port = match host.rfind(':') {
+        Some(i) => !host.ends_with(']') && host[i + 1..].chars().all(|c| c.is_ascii_digit()),
+        None => false,
+    };
+    if has_port {
+        host.to_owned()
+    } else if tls {
+        format!("{host}:443")
+    } else {
+        format!("{host}:80")
+    }
+}
+
+/// A direct `proxy_pass http(s)://host:port`'s upstream of one server.
+pub(crate) fn direct(target: &Target, pass: &Directive) -> Section {
+    let name = direct_name(&target.host);
+    let mut section = Section::new(format!("[upstreams.{}]", super::toml_out::key(&name)));
+    section.note(format!(
+        "From `{}` ({}): an upstream of this one server.",
+        pass.text(),
+        pass.pos
+    ));
+    let address = with_port(&target.host, target.tls);
+    let server = if target.tls {
+        format!("https://{address}")
+    } else {
+        address
+    };
+    section.set("servers", Value::List(vec![Value::Str(server)]));
+    single_server_fails(&mut section);
+    section
+}
+
+/// NGINX never marks the only server of an upstream down.
+fn single_server_fails(section: &mut Section) {
+    section.set("max_fails", Value::Int(0)).note(
+        "NGINX never marks the only server of an upstream down; max_fails = 0 \
+         keeps sending it requests after failures, as NGINX does.",
+    );
+}
+
+/// An `upstream NAME { ... }` block.
+pub(crate) fn block(block: &Directive, notes: &mut Notes) -> (String, Section) {
+    let name = block.args.first().cloned().unwrap_or_default();
+    let mut section = Section::new(format!("[upstreams.{}]", super::toml_out::key(&name)));
+    section.note(format!("From `upstream {name}` ({}).", block.pos));
+    let mut servers = Vec::new();
+    let mut keepalive = false;
+    for d in block.children() {
+        match d.name.as_str() {
+            "server" => {
+                if let Some(server) = server(d, &mut section) {
+                    servers.push(server);
+                }
+            }
+            "keepalive" => match d.args.first().and_then(|n| n.parse::<i64>().ok()) {
+                Some(n) => {
+                    keepalive = true;
+                    section.set("keepalive", Value::Int(n)).note(format!(
+                        "`{}` ({}): NGINX keeps this many idle connections per worker \
+                         process for the whole upstream, calmcache per server.",
+                        d.text(),
+                        d.pos
+                    ));
+                }
+                None => section.note(note_skipped(d, "not a number")),
+            },
+            "zone" => section.note(note_skipped(
+                d,
+                "calmcache's upstream state is shared by its worker threads without a zone",
+            )),
+            "least_conn" | "ip_hash" | "hash" | "random" | "least_time" => section.note(
+                note_skipped(d, "calmcache balances by round robin over healthy servers"),
+            ),
+            "keepalive_timeout" | "keepalive_requests" | "keepalive_time" => {
+                section.note(note_skipped(
+                    d,
+                    "calmcache keeps idle upstream connections until the server closes them",
+                ))
+            }
+            _ => section.note(note_skipped(d, "calmcache has no equivalent")),
+        }
+    }
+    if servers.is_empty() {
+        notes.push(format!(
+            "upstream {name} ({}) has no server calmcache can use: a placeholder address is written.",
+            block.pos
+        ));
+        servers.push(Value::Str("127.0.0.1:8080".to_owned()));
+    }
+    let single = servers.len() == 1;
+    section.entries.retain(|e| e.key != "servers");
+    section.entries.insert(
+        0,
+        super::toml_out::Entry {
+            key: "servers".to_owned(),
+            value: Value::List(servers),
+            comments: Vec::new(),
+        },
+    );
+    if single {
+        single_server_fails(&mut section);
+    }
+    if !keepalive {
+        section.note(
+            "NGINX opens a new connection per request without `keepalive`; calmcache keeps \
+             up to 32 idle connections per server (keepalive = 32).",
+        );
+    }
+    (name, section)
+}
+
+/// One `server ADDRESS [weight=N] [max_fails=N] [fail_timeout=T] ...;`.
+fn server(d: &Directive, section: &mut Section) -> Option<Value> {
+    let Some(address) = d.args.first() else {
+        section.note(note_skipped(d, "a server needs an address"));
+        return None;
+    };
+    if address.starts_with("unix:") {
+        section.note(note_skipped(
+            d,
+            "calmcache connects to origins over TCP only",
+        ));
+        return None;
+    }
+    let mut table = vec![("address".to_owned(), Value::Str(with_port(address, false)))];
+    for param in &d.args[1..] {
+        let (key, value) = param.split_once('=').unwrap_or((param, ""));
+        match (key, value) {
+            ("weight", n) if n.parse::<i64>().is_ok() => {
+                table.push(("weight".to_owned(), Value::Int(n.parse().unwrap_or(1))));
+            }
+            ("max_fails", n) if n.parse::<i64>().is_ok() => {
+                table.push(("max_fails".to_owned(), Value::Int(n.parse().unwrap_or(1))));
+            }
+            ("fail_timeout", t) if units::duration(t).is_some() => {
+                table.push((
+                    "fail_timeout".to_owned(),
+                    Value::Str(units::duration(t).unwrap_or_default()),
+                ));
+            }
+            ("down", _) => {
+                section.note(note_skipped(d, "a server marked down is left out"));
+                return None;
+            }
+            ("backup", _) => {
+                section.note(note_skipped(
+                    d,
+                    "calmcache has no backup servers: this one is left out; list it \
+                     with the others to share the load instead",
+                ));
+                return None;
+            }
+            _ => section.note(format!(
+                "not carried over: `{param}` of `{}` ({}): calmcache has no equivalent",
+                d.text(),
+                d.pos
+            )),
+        }
+    }
+    Some(if table.len() == 1 {
+        table.remove(0).1
+    } else {
+        Value::Table(table)
+    })
+}
+
+/// The per-upstream keys NGINX sets per location: `proxy_*_timeout` and
+/// `proxy_ssl_*`. The first location to use an upstream sets them; a later
+/// one that differs gets a note.
+pub(crate) fn location_keys(
+    section: &mut Section,
+    settings: &Settings,
+    tls: bool,
+    notes: &mut Notes,
+) {
+    const TIMEOUTS: [(&str, &str); 3] = [
+        ("proxy_connect_timeout", "connect_timeout"),
+        ("proxy_read_timeout", "read_timeout"),
+        ("proxy_send_timeout", "send_timeout"),
+    ];
+    for (directive, key) in TIMEOUTS {
+        if let Some(d) = settings.last(directive) {
+            match d.args.first().and_then(|t| units::duration(t)) {
+                Some(value) => set_once(section, key, Value::Str(value), d, notes),
+                None => notes.push(note_skipped(d, "not an NGINX time")),
+            }
+        }
+    }
+    if tls {
+        set_once(section, "tls", Value::Bool(true), &tls_directive(), notes);
+    }
+    let ssl: [(&str, &str); 5] = [
+        ("proxy_ssl_name", "tls_server_name"),
+        ("proxy_ssl_trusted_certificate", "tls_ca_file"),
+        ("proxy_ssl_certificate", "tls_client_cert"),
+        ("proxy_ssl_certificate_key", "tls_client_key"),
+        ("proxy_ssl_verify", "tls_verify"),
+    ];
+    for (directive, key) in ssl {
+        let Some(d) = settings.last(directive) else {
+            continue;
+        };
+        let Some(arg) = d.args.first() else { continue };
+        if !tls {
+            notes.push(note_skipped(
+                d,
+                "this location's proxy_pass is not https://",
+            ));
+            continue;
+        }
+        let value = match key {
+            "tls_verify" => Value::Bool(arg == "on"),
+            _ if arg.contains('$') => {
+                notes.push(note_skipped(d, "variables are not supported here"));
+                continue;
+            }
+            _ => Value::Str(arg.clone()),
+        };
+        set_once(section, key, value, d, notes);
+    }
+    if let Some(d) = settings.last("proxy_ssl_server_name") {
+        let note = if d.args.first().map(String::as_str) == Some("on") {
+            "calmcache always sends SNI (tls_server_name, else the server's host name)"
+        } else {
+            "calmcache always sends SNI; NGINX's default (off) sends none"
+        };
+        notes.push(format!("`{}` ({}): {note}.", d.text(), d.pos));
+    }
+    if tls && settings.last("proxy_ssl_verify").is_none() {
+        notes.push(
+            "NGINX does not verify an https:// origin's certificate unless proxy_ssl_verify is on; \
+             calmcache does by default (tls_verify = true): set tls_verify = false to keep NGINX's behaviour."
+                .to_owned(),
+        );
+    }
+}
+
+fn tls_directive() -> Directive {
+    Directive {
+        name: "proxy_pass".to_owned(),
+        args: vec!["https://...".to_owned()],
+        pos: super::lexer::Pos {
+            file: std::sync::Arc::from("-"),
+            line: 0,
+        },
+        block: None,
+    }
+}
+
+pub(crate) fn set_once(
+    section: &mut Section,
+    key: &str,
+    value: Value,
+    from: &Directive,
+    notes: &mut Notes,
+) {
+    match section.get(key) {
+        None => {
+            let entry = section.set(key, value);
+            if from.pos.line > 0 {
+                entry.note(format!("From `{}` ({}).", from.text(), from.pos));
+            }
+        }
+        Some(old) if *old == value => {}
+        Some(old) => notes.push(format!(
+            "`{}` ({}) differs from the upstream's {key} = {}: calmcache sets it per \
+             upstream, and the first location that uses it set it.",
+            from.text(),
+            from.pos,
+            super::toml_out::value(old)
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::import_nginx::tree::parse_text;
+
+    fn first(text: &str) -> Directive {
+        parse_text(text, "t.conf", std::path::Path::new("/"))
+            .unwrap()
+            .remove(0)
+    }
+
+    #[test]
+    fn proxy_pass_targets() {
+        let t = target(&first("proxy_pass https://api.example.com:8443/v1/;")).unwrap();
+        assert_eq!(
+            t,
+            Target {
+                host: "api.example.com:8443".into(),
+                tls: true,
+                uri: Some("/v1/".into())
+            }
+        );
+        assert!(target(&first("proxy_pass http://$host;")).is_err());
+        assert!(target(&first("proxy_pass http://unix:/tmp/s:;")).is_err());
+        assert_eq!(with_port("example.com", true), "example.com:443");
+        assert_eq!(with_port("[::1]", false), "[::1]:80");
+    }
+
+    #[test]
+    fn upstream_block_servers() {
+        let mut notes = Vec::new();
+        let (name, section) = block(
+            &first("upstream app { server 10.0.0.1:81 weight=3 max_fails=2 fail_timeout=30s; server b; server c backup; keepalive 16; least_conn; }"),
+            &mut notes,
+        );
+        assert_eq!(name, "app");
+        let text = crate::import_nginx::toml_out::value(section.get("servers").unwrap());
+        assert_eq!(
+            text,
+            r#"[{ address = "10.0.0.1:81", weight = 3, max_fails = 2, fail_timeout = "30s" }, "b:80"]"#
+        );
+        assert_eq!(section.get("keepalive"), Some(&Value::Int(16)));
+        assert!(section.comments.iter().any(|c| c.contains("backup")));
+        assert!(section.comments.iter().any(|c| c.contains("least_conn")));
+    }
+}

@@ -1,0 +1,583 @@
+//! `calmcache import-nginx`: every NGINX config block of the seed posts
+//! (tests/fixtures/nginx/, each naming its post and block) converts and
+//! passes `check`; configs that cannot be parsed get file:line and exit 2;
+//! and, side by side, a real NGINX (Debian's /usr/sbin/nginx) and calmcache
+//! from the imported config answer the same requests alike, with the same
+//! number of origin requests.
+//!
+//! Each proxy has an origin of its own (the same testkit origin, started
+//! twice), so that the `n=<count>` in each body compares: a shared origin
+//! would number the two proxies' requests together.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use calmcache_testkit::{client, Origin};
+
+use crate::{free_port, scratch, wait_listening, wait_until, Child};
+
+const BIN: &str = env!("CARGO_BIN_EXE_calmcache");
+const NGINX: &str = "/usr/sbin/nginx";
+
+/// Every fixture: one NGINX config block of a seed post each.
+const FIXTURES: [&str; 11] = [
+    "seed000-map.conf",
+    "seed000-content-generator.conf",
+    "seed000-split-clients.conf",
+    "seed001-workers.conf",
+    "seed001-events.conf",
+    "seed001-timeouts.conf",
+    "seed001-keepalive.conf",
+    "seed001-nginx-conf.conf",
+    "seed003-proxy.conf",
+    "seed003-microcache.conf",
+    "seed003-lock-stale.conf",
+];
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/nginx")
+        .join(name)
+}
+
+fn import(path: &Path) -> Output {
+    Command::new(BIN)
+        .arg("import-nginx")
+        .arg(path)
+        .output()
+        .unwrap()
+}
+
+/// The imported TOML of `path`, which must succeed.
+fn imported(path: &Path) -> String {
+    let out = import(path);
+    assert!(
+        out.status.success(),
+        "import-nginx {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `toml` with every zone `path` moved under `dir` (the seeds' /mnt/... and
+/// /tmp/cache are not this test's to write).
+fn zone_paths_under(toml: &str, dir: &Path) -> String {
+    toml.lines()
+        .map(|line| match line.strip_prefix("path = \"/") {
+            Some(rest) => format!("path = \"{}/{rest}", dir.display()),
+            None => line.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn check(toml: &str, dir: &Path) -> Output {
+    let path = dir.join("calmcache.toml");
+    std::fs::write(&path, toml).unwrap();
+    Command::new(BIN)
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn every_seed_fixture_converts_and_passes_check() {
+    for name in FIXTURES {
+        let dir = scratch("import-check");
+        let toml = zone_paths_under(&imported(&fixture(name)), &dir.join("zones"));
+        let out = check(&toml, &dir);
+        assert!(
+            out.status.success(),
+            "{name}: check failed:\n{}\n--- imported:\n{toml}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn every_directive_of_a_fixture_is_carried_over_or_commented() {
+    // The directives nothing maps to a key must be named in a comment.
+    let toml = imported(&fixture("seed000-split-clients.conf"));
+    for needle in [
+        "`status_zone loadbalancer`",
+        "`proxy_http_version 1.1`",
+        "levels=1:2 ignored",
+        "use_temp_path=off ignored",
+    ] {
+        assert!(toml.contains(needle), "{needle} not in:\n{toml}");
+    }
+    let toml = imported(&fixture("seed000-content-generator.conf"));
+    for needle in ["`try_files /1mb.txt =404`", "`expires max`", "PLACEHOLDER"] {
+        assert!(toml.contains(needle), "{needle} not in:\n{toml}");
+    }
+}
+
+#[test]
+fn output_file_with_o() {
+    let dir = scratch("import-o");
+    let out_path = dir.join("out.toml");
+    let out = Command::new(BIN)
+        .arg("import-nginx")
+        .arg(fixture("seed003-proxy.conf"))
+        .arg("-o")
+        .arg(&out_path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty());
+    let written = std::fs::read_to_string(&out_path).unwrap();
+    assert!(
+        written.contains("[upstreams.wordpress-upstreams]"),
+        "{written}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn configs_that_cannot_be_parsed_name_file_and_line_and_exit_2() {
+    let dir = scratch("import-bad");
+    let cases: [(&str, &str, &str); 6] = [
+        (
+            "braces.conf",
+            "http {\n server {\n  listen 80;\n }\n",
+            "braces.conf:1: this block's { is never closed",
+        ),
+        (
+            "quote.conf",
+            "server {\n add_header X \"open;\n}\n",
+            "quote.conf:2: unterminated \" quote",
+        ),
+        (
+            "semi.conf",
+            "server {\n listen 80\n}\n",
+            "semi.conf:2: directive \"listen\" has no ending ';'",
+        ),
+        (
+            "include.conf",
+            "http {\n\n include missing/*.conf;\n include nothere.conf;\n}\n",
+            "include.conf:4: cannot read",
+        ),
+        (
+            "semi-inside.conf",
+            "server {\n location / {\n  proxy_pass http://app\n  proxy_cache one;\n }\n}\n",
+            "semi-inside.conf:3: invalid number of arguments in \"proxy_pass\"",
+        ),
+        (
+            "loop.conf",
+            "http {\n include loop.conf;\n}\n",
+            "loop.conf:2: include loop",
+        ),
+    ];
+    for (file, text, want) in cases {
+        let path = dir.join(file);
+        std::fs::write(&path, text).unwrap();
+        let out = import(&path);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{file}: {stderr}");
+        assert!(stderr.contains(want), "{file}: want {want:?}, got {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn upstream_weights_and_tls_pass_check() {
+    let dir = scratch("import-upt");
+    let conf = dir.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        "upstream app { server 127.0.0.1:8081 weight=3; server 127.0.0.1:8082; }
+         server { listen 127.0.0.1:8080;
+           location /secure/ { proxy_pass https://app; proxy_ssl_server_name on; proxy_ssl_name origin.example; proxy_ssl_verify off; }
+           location / { proxy_pass https://127.0.0.1:8443; } }",
+    )
+    .unwrap();
+    let toml = imported(&conf);
+    let out = check(&toml, &dir);
+    assert!(
+        out.status.success(),
+        "{}\n{toml}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---- side by side with NGINX ----
+
+/// Whether the nginx binary is here; under CI=true its absence fails.
+fn nginx_available() -> bool {
+    if Path::new(NGINX).exists() {
+        return true;
+    }
+    let message =
+        format!("skipped: {NGINX} not found (Debian package nginx; ./scripts/test installs it)");
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{message} (CI=true: a test may not skip)"
+    );
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{message}");
+    false
+}
+
+/// One request of a sequence and whether both proxies must answer alike.
+struct Step {
+    path: &'static str,
+    headers: &'static [(&'static str, &'static str)],
+    /// Sleep this long before sending (to let objects expire).
+    after: Duration,
+    /// `false` where the refresh policy's difference (explained in the
+    /// imported config's comments) lets the bodies differ.
+    same: bool,
+}
+
+fn step(path: &'static str, headers: &'static [(&'static str, &'static str)]) -> Step {
+    Step {
+        path,
+        headers,
+        after: Duration::ZERO,
+        same: true,
+    }
+}
+
+/// NGINX and calmcache from `name`, each before an origin of its own.
+struct SideBySide {
+    dir: PathBuf,
+    nginx_origin: Origin,
+    calm_origin: Origin,
+    nginx_port: u16,
+    nginx: Child,
+    calm: Option<calmcache::Running>,
+}
+
+impl SideBySide {
+    async fn start(name: &str) -> SideBySide {
+        let dir = scratch(&format!("side-{}", name.trim_end_matches(".conf")));
+        let nginx_origin = Origin::start().await;
+        let calm_origin = Origin::start().await;
+        let nginx_port = free_port();
+        let text = std::fs::read_to_string(fixture(name)).unwrap();
+        // NGINX: the fixture inside http { }, its ports and paths this test's.
+        let ndir = dir.join("nginx");
+        std::fs::create_dir_all(ndir.join("logs")).unwrap();
+        let conf_text = localise(&text, nginx_origin.addr(), &ndir)
+            .lines()
+            .map(|line| {
+                let t = line.trim_start();
+                if t.starts_with("listen ") {
+                    format!("listen 127.0.0.1:{nginx_port};")
+                } else if t.starts_with("status_zone") {
+                    "# status_zone: NGINX Plus only".to_owned()
+                } else {
+                    line.to_owned()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        // NGINX creates a cache directory, not its parents.
+        for line in conf_text.lines() {
+            if let Some(rest) = line.trim_start().strip_prefix("proxy_cache_path ") {
+                let path = Path::new(rest.split_whitespace().next().unwrap());
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            }
+        }
+        std::fs::write(ndir.join("site.conf"), conf_text).unwrap();
+        let main = format!(
+            "user root;\nworker_processes 1;\nevents {{ worker_connections 256; }}\n\
+             http {{ access_log off; include {}; }}\n",
+            ndir.join("site.conf").display()
+        );
+        let conf = ndir.join("nginx.conf");
+        std::fs::write(&conf, main).unwrap();
+        let nginx = Command::new(NGINX)
+            .arg("-p")
+            .arg(format!("{}/", ndir.display()))
+            .arg("-c")
+            .arg(&conf)
+            .arg("-e")
+            .arg(ndir.join("error.log"))
+            .arg("-g")
+            .arg(format!(
+                "daemon off; pid {};",
+                ndir.join("nginx.pid").display()
+            ))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let nginx = Child(nginx);
+        wait_listening_or_log(nginx_port, &ndir).await;
+        // calmcache: the imported config, its ports and paths this test's.
+        let cdir = dir.join("calmcache");
+        std::fs::create_dir_all(&cdir).unwrap();
+        let toml = localise(&imported(&fixture(name)), calm_origin.addr(), &cdir)
+            .lines()
+            .map(|line| {
+                if line.starts_with("listen = ") {
+                    "listen = [\"127.0.0.1:0\"]".to_owned()
+                } else {
+                    line.to_owned()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let path = cdir.join("calmcache.toml");
+        std::fs::write(&path, &toml).unwrap();
+        let config = calmcache::load_config(&path).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+        let calm = calmcache::start(&config).await.unwrap();
+        SideBySide {
+            dir,
+            nginx_origin,
+            calm_origin,
+            nginx_port,
+            nginx,
+            calm: Some(calm),
+        }
+    }
+
+    /// Sends `steps` to both and compares the answers.
+    async fn run(&self, steps: &[Step]) {
+        let calm_addr = self.calm.as_ref().expect("running").proxy_addrs[0];
+        for (i, s) in steps.iter().enumerate() {
+            tokio::time::sleep(s.after).await;
+            let n = client::get_with(
+                http::Method::GET,
+                &format!("http://127.0.0.1:{}{}", self.nginx_port, s.path),
+                s.headers,
+            )
+            .await;
+            let c = client::get_with(
+                http::Method::GET,
+                &format!("http://{calm_addr}{}", s.path),
+                s.headers,
+            )
+            .await;
+            assert_eq!(n.status, c.status, "step {i} {}: statuses", s.path);
+            if s.same {
+                assert_eq!(n.body, c.body, "step {i} {}: bodies", s.path);
+            }
+        }
+    }
+
+    /// Waits (bounded) for background refreshes, then asserts both origins
+    /// got `expected` requests.
+    async fn origin_requests(&self, expected: u64) {
+        wait_until(
+            Duration::from_secs(5),
+            "calmcache's origin requests settle",
+            || self.calm_origin.hits() >= expected,
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(
+            self.nginx_origin.hits(),
+            expected,
+            "NGINX's origin requests"
+        );
+        assert_eq!(
+            self.calm_origin.hits(),
+            expected,
+            "calmcache's origin requests"
+        );
+    }
+
+    /// Files under `sub` of NGINX's and of calmcache's cache directories.
+    fn files(&self, sub: &str) -> (usize, usize) {
+        let count = |p: PathBuf| count_files(&p);
+        (
+            count(self.dir.join("nginx").join(sub)),
+            count(self.dir.join("calmcache").join(sub)),
+        )
+    }
+}
+
+impl SideBySide {
+    async fn stop(mut self) {
+        if let Some(calm) = self.calm.take() {
+            calm.shutdown(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+impl Drop for SideBySide {
+    fn drop(&mut self) {
+        // SIGTERM: the master stops its workers (SIGKILL, Child's drop, would
+        // leave them listening).
+        crate::signal(&self.nginx, "-TERM");
+        for _ in 0..200 {
+            if matches!(self.nginx.0.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+async fn wait_listening_or_log(port: u16, dir: &Path) {
+    if tokio::spawn(wait_listening(port)).await.is_err() {
+        let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+        panic!("nginx did not listen on {port}:\n{log}");
+    }
+}
+
+/// The fixture's origin addresses -> `origin`, its cache paths -> under `dir`.
+fn localise(text: &str, origin: std::net::SocketAddr, dir: &Path) -> String {
+    let origin = origin.to_string();
+    text.replace("127.0.0.1:8081", &origin)
+        .replace("127.0.0.2:8081", &origin)
+        .replace("/mnt/", &format!("{}/mnt/", dir.display()))
+        .replace("/tmp/cache", &format!("{}/tmp-cache", dir.display()))
+}
+
+/// Regular files under `dir` (recursively), calmcache's own `.calmcache-*`
+/// markers left out.
+fn count_files(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| {
+            let path = e.path();
+            if path.is_dir() {
+                count_files(&path)
+            } else {
+                usize::from(!e.file_name().to_string_lossy().starts_with(".calmcache"))
+            }
+        })
+        .sum()
+}
+
+const CACHEABLE: &[(&str, &str)] = &[("x-origin-cache-control", "max-age=60")];
+/// NGINX keeps a `proxy_cache_valid ... 1s` object until the second after
+/// next (whole seconds); past 2 s both have expired it.
+const PAST_ONE_SECOND: Duration = Duration::from_millis(2200);
+
+#[tokio::test]
+async fn side_by_side_seed000_map_mp4_to_disk_cache() {
+    if !nginx_available() {
+        return;
+    }
+    let both = SideBySide::start("seed000-map.conf").await;
+    both.run(&[
+        step("/v/a.mp4", CACHEABLE),
+        step("/v/a.mp4", CACHEABLE),
+        step("/p/b.html", CACHEABLE),
+        step("/p/b.html", CACHEABLE),
+        step("/v/c.avi?start=1", CACHEABLE),
+        step("/v/c.avi?start=1", CACHEABLE),
+    ])
+    .await;
+    both.origin_requests(3).await;
+    wait_until(
+        Duration::from_secs(5),
+        "the objects reach the disk zones",
+        || both.files("mnt/disk/cache") == (2, 2) && both.files("mnt/ssd/cache") == (1, 1),
+    )
+    .await;
+    both.stop().await;
+}
+
+#[tokio::test]
+async fn side_by_side_seed000_split_clients_over_two_disks() {
+    if !nginx_available() {
+        return;
+    }
+    let both = SideBySide::start("seed000-split-clients.conf").await;
+    const PATHS: [&str; 16] = [
+        "/1.txt", "/2.txt", "/3.txt", "/4.txt", "/5.txt", "/6.txt", "/7.txt", "/8.txt", "/9.txt",
+        "/10.txt", "/11.txt", "/12.txt", "/13.txt", "/14.txt", "/15.txt", "/16.txt",
+    ];
+    let mut steps = Vec::new();
+    for path in PATHS {
+        steps.push(step(path, CACHEABLE));
+        steps.push(step(path, CACHEABLE));
+    }
+    both.run(&steps).await;
+    both.origin_requests(PATHS.len() as u64).await;
+    wait_until(
+        Duration::from_secs(5),
+        "every object reaches a disk",
+        || {
+            let (n1, c1) = both.files("mnt/disk1/cache");
+            let (n2, c2) = both.files("mnt/disk2/cache");
+            n1 + n2 == PATHS.len() && c1 + c2 == PATHS.len()
+        },
+    )
+    .await;
+    // Both split the keys over both disks (which keys go where differs:
+    // NGINX hashes $request_uri, calmcache the cache key).
+    let (n1, c1) = both.files("mnt/disk1/cache");
+    let (n2, c2) = both.files("mnt/disk2/cache");
+    assert!(
+        n1 > 0 && n2 > 0 && c1 > 0 && c2 > 0,
+        "nginx {n1}/{n2}, calmcache {c1}/{c2}"
+    );
+    both.stop().await;
+}
+
+#[tokio::test]
+async fn side_by_side_seed003_proxy_without_cache() {
+    if !nginx_available() {
+        return;
+    }
+    let both = SideBySide::start("seed003-proxy.conf").await;
+    both.run(&[
+        step("/", CACHEABLE),
+        step("/", CACHEABLE),
+        step("/?p=1", &[]),
+    ])
+    .await;
+    both.origin_requests(3).await;
+    both.stop().await;
+}
+
+#[tokio::test]
+async fn side_by_side_seed003_microcaching() {
+    if !nginx_available() {
+        return;
+    }
+    let both = SideBySide::start("seed003-microcache.conf").await;
+    both.run(&[
+        step("/", &[]),
+        step("/", &[]),
+        Step {
+            after: PAST_ONE_SECOND,
+            ..step("/", &[])
+        },
+        step("/", &[]),
+        step("/other", &[]),
+    ])
+    .await;
+    both.origin_requests(3).await;
+    both.stop().await;
+}
+
+#[tokio::test]
+async fn side_by_side_seed003_lock_and_stale_updating() {
+    if !nginx_available() {
+        return;
+    }
+    let both = SideBySide::start("seed003-lock-stale.conf").await;
+    both.run(&[
+        step("/", &[]),
+        step("/", &[]),
+        // Expired: NGINX makes this request wait for the new copy, calmcache
+        // serves it the stale one and refreshes behind (the imported
+        // config's stale_while_revalidate comment); one origin request each.
+        Step {
+            after: PAST_ONE_SECOND,
+            same: false,
+            ..step("/", &[])
+        },
+    ])
+    .await;
+    both.origin_requests(2).await;
+    both.run(&[step("/", &[])]).await;
+    both.origin_requests(2).await;
+    both.stop().await;
+}
