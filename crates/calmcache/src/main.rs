@@ -158,6 +158,9 @@ fn init_logging() {
 fn check(path: &std::path::Path) -> ExitCode {
     match calmcache::load_config(path) {
         Ok(config) => {
+            for warning in config.warnings() {
+                eprintln!("{}: warning: {warning}", path.display());
+            }
             println!("{}", config.summary());
             ExitCode::SUCCESS
         }

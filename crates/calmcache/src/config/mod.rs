@@ -28,6 +28,8 @@
 //! - `suggest.rs`: "did you mean" for misspelt names.
 //! - `error.rs`: [`ConfigError`], [`Problem`] and how they print.
 //! - `summary.rs`: [`Config::summary`], the one-line "config ok" report.
+//! - `warnings.rs`: [`Config::warnings`], what a valid config does that may
+//!   surprise (a default certificate without names).
 //! - `key_template.rs`, `conditions.rs`: `key` templates and `bypass` /
 //!   `no_store` request conditions, config values parsed here.
 //! - `tls.rs`: `[[server.tls]]` certificate files loaded and checked, and
@@ -44,6 +46,7 @@ mod summary;
 pub(crate) mod tls;
 mod units;
 mod validate;
+mod warnings;
 pub(crate) use validate::DEFAULT_MAX_INFLIGHT_BODY;
 
 #[cfg(test)]

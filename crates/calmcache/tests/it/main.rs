@@ -51,6 +51,7 @@ mod rfc_validation;
 mod rfc_vary;
 mod slow_readers;
 mod third_tier;
+mod tls_files;
 mod warm;
 mod websocket;
 mod zero_copy;
