@@ -152,6 +152,7 @@ fn init_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(calmcache::stderr_colour())
         .init();
 }
 

@@ -34,6 +34,7 @@ mod health;
 mod hostile;
 mod key_bypass;
 mod log_flood;
+mod logs;
 mod operations;
 mod purge_integrity;
 mod refresh;
