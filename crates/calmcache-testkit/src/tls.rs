@@ -1,6 +1,9 @@
 //! Certificates for the TLS tests: a CA and leaf certificates for given host
 //! names, written as PEM files, and a rustls client that trusts the CA and
-//! tells which certificate and protocol the server chose.
+//! tells which certificate and protocol the server chose. Also what users
+//! bring: a self-signed certificate without names (`openssl req -x509 -subj
+//! /CN=localhost`), combined PEM files (chain and key in one), and a client
+//! that trusts one pinned certificate whatever its names.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -150,6 +153,107 @@ impl TestCa {
             .with_safe_default_protocol_versions()
             .expect("versions")
             .with_root_certificates(roots)
+    }
+}
+
+impl Leaf {
+    /// A self-signed certificate with no subjectAltName, its subject
+    /// `CN=<common_name>` only (what `openssl req -x509 -subj
+    /// /CN=localhost` makes), as `dir/<file>.pem` and `dir/<file>.key`.
+    pub fn self_signed_without_names(dir: &Path, file: &str, common_name: &str) -> Leaf {
+        std::fs::create_dir_all(dir).expect("cert dir");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        let key = KeyPair::generate().expect("key");
+        let cert = params.self_signed(&key).expect("self-signed cert");
+        let (cert_path, key_path) = (
+            dir.join(format!("{file}.pem")),
+            dir.join(format!("{file}.key")),
+        );
+        std::fs::write(&cert_path, cert.pem()).expect("write cert");
+        std::fs::write(&key_path, key.serialize_pem()).expect("write key");
+        Leaf {
+            cert: cert_path,
+            key: key_path,
+            der: cert.der().to_vec(),
+        }
+    }
+
+    /// The certificate then its private key in one file at `path` (a
+    /// combined PEM, as HAProxy reads them).
+    pub fn write_combined(&self, path: &Path) {
+        let mut pem = std::fs::read(&self.cert).expect("read cert");
+        pem.extend(std::fs::read(&self.key).expect("read key"));
+        std::fs::write(path, pem).expect("write combined PEM");
+    }
+}
+
+/// A client config that accepts exactly the certificate `der` (its
+/// signatures checked, its names not), offering `alpn`: for a certificate
+/// no name verifies, such as [`Leaf::self_signed_without_names`].
+pub fn pinned_client(der: &[u8], alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let pinned = Pinned {
+        der: der.to_vec(),
+        algorithms: provider.signature_verification_algorithms,
+    };
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(pinned))
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(config)
+}
+
+/// The verifier of [`pinned_client`].
+#[derive(Debug)]
+struct Pinned {
+    der: Vec<u8>,
+    algorithms: rustls::crypto::WebPkiSupportedAlgorithms,
+}
+
+impl rustls::client::danger::ServerCertVerifier for Pinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        if end_entity.as_ref() == self.der.as_slice() {
+            Ok(rustls::client::danger::ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::General(
+                "not the pinned certificate".to_string(),
+            ))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.algorithms.supported_schemes()
     }
 }
 

@@ -176,6 +176,7 @@ fn init_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(calmcache::stderr_colour())
         .init();
 }
 
@@ -183,7 +184,7 @@ fn check(path: &std::path::Path) -> ExitCode {
     match calmcache::load_config(path) {
         Ok(config) => {
             for warning in config.warnings() {
-                eprintln!("warning: {warning}");
+                eprintln!("{}: warning: {warning}", path.display());
             }
             println!("{}", config.summary());
             ExitCode::SUCCESS

@@ -3,11 +3,13 @@
 //!
 //! ```text
 //!  config.toml
-//!      │  toml + serde, raw.rs
+//!      │  toml_edit + serde, parse.rs into raw.rs's structs
 //!      ▼
 //!  RawConfig   #[serde(deny_unknown_fields)]; every key optional; durations and
-//!      │       sizes kept as text. A TOML syntax error, unknown key or wrong
-//!      │       type stops here: one Problem, with its TOML path and line.
+//!      │       sizes kept as text. A TOML syntax error stops here (one
+//!      │       Problem, with its line); every unknown key or wrong type is a
+//!      │       Problem with its TOML path and line (the key set aside, the
+//!      │       rest parsed again); a wrong type stops here.
 //!      │  validate.rs
 //!      ▼
 //!  Config      typed and validated: defaults applied, "5s" -> Duration,
@@ -23,11 +25,15 @@
 //! # Layout
 //! - `mod.rs`: the typed config (public API) and the load functions.
 //! - `raw.rs`: the serde structs, i.e. the key names users write.
+//! - `parse.rs`: text -> `RawConfig`, every unknown key (and wrong type)
+//!   reported, not only the first.
 //! - `units.rs`: duration (`"500ms"`) and size (`"64MiB"`) literals.
 //! - `validate.rs`: raw -> typed, defaults, every semantic check.
 //! - `suggest.rs`: "did you mean" for misspelt names.
 //! - `error.rs`: [`ConfigError`], [`Problem`] and how they print.
 //! - `summary.rs`: [`Config::summary`], the one-line "config ok" report.
+//! - `warnings.rs`: [`Config::warnings`], what a valid config does that may
+//!   surprise (a default certificate without names).
 //! - `key_template.rs`, `conditions.rs`: `key` templates and `bypass` /
 //!   `no_store` request conditions, config values parsed here.
 //! - `tls.rs`: `[[server.tls]]` certificate files loaded and checked, and
@@ -38,12 +44,14 @@ pub(crate) mod access_log;
 pub(crate) mod conditions;
 mod error;
 pub(crate) mod key_template;
+mod parse;
 mod raw;
 pub(crate) mod suggest;
 mod summary;
 pub(crate) mod tls;
 mod units;
 mod validate;
+mod warnings;
 pub(crate) use validate::DEFAULT_MAX_INFLIGHT_BODY;
 
 #[cfg(test)]
@@ -614,7 +622,11 @@ impl Config {
             source_name: source.to_owned(),
             problems,
         };
-        let raw = raw::parse(text).map_err(|problem| invalid(vec![problem]))?;
-        validate::validate(raw).map_err(invalid)
+        let parse::Parsed { raw, unknown_keys } = parse::parse(text).map_err(invalid)?;
+        match validate::validate(raw) {
+            Ok(config) if unknown_keys.is_empty() => Ok(config),
+            Ok(_) => Err(invalid(unknown_keys)),
+            Err(problems) => Err(invalid(unknown_keys.into_iter().chain(problems).collect())),
+        }
     }
 }

@@ -407,7 +407,7 @@ fn generated_documents_reach_validation() {
     let (mut raw_ok, mut valid) = (0, 0);
     for _ in 0..200 {
         let doc = strategy.new_tree(&mut runner).unwrap().current();
-        raw_ok += usize::from(super::raw::parse(&doc).is_ok());
+        raw_ok += usize::from(super::parse::parse(&doc).is_ok());
         valid += usize::from(Config::from_toml(&doc, "gen.toml").is_ok());
     }
     eprintln!("{raw_ok} deserialized, {valid} valid of 200");

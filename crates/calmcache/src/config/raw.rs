@@ -1,19 +1,16 @@
 //! [`RawConfig`]: the config file exactly as written, deserialized by serde.
 //!
-//! Owns the key names (a public interface: renaming one breaks users' files)
-//! and the TOML/serde error for a file that does not fit them. Every key is
-//! optional here and durations and sizes stay text: defaults, ranges and
-//! cross references belong to `validate.rs`, so that it can report all of
-//! them at once instead of serde stopping at the first.
+//! Owns the key names (a public interface: renaming one breaks users' files);
+//! `parse.rs` reads a file into them, reporting every key that does not fit.
+//! Every key is optional here and durations and sizes stay text: defaults,
+//! ranges and cross references belong to `validate.rs`, so that it can
+//! report all of them at once instead of serde stopping at the first.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
-
-use super::error::{toml_key, Problem};
-use super::suggest;
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -300,70 +297,4 @@ impl Visitor<'_> for TextVisitor {
     fn visit_f64<E: de::Error>(self, value: f64) -> Result<Text, E> {
         Ok(Text::Number(value.to_string()))
     }
-}
-
-/// Parses `text` as TOML into a [`RawConfig`]. Serde stops at the first
-/// error, so this yields one [`Problem`], with the TOML path of the key
-/// serde was reading and the line and column when toml knows them.
-pub(crate) fn parse(text: &str) -> Result<RawConfig, Problem> {
-    serde_path_to_error::deserialize(toml::Deserializer::new(text)).map_err(|error| {
-        let path = toml_path(error.path());
-        let inner = error.into_inner();
-        // toml puts some details on a second line; a problem is one line.
-        let lines: Vec<&str> = inner.message().lines().map(str::trim).collect();
-        let mut message = lines.join(": ");
-        if let Some(span) = inner.span() {
-            let (line, column) = line_column(text, span.start);
-            message = format!("{message} (line {line}, column {column})");
-        }
-        let problem = Problem::new(path, message);
-        match unknown_field_hint(inner.message()) {
-            Some(hint) => problem.hint(hint),
-            None => problem,
-        }
-    })
-}
-
-/// The path as a user would write it in TOML: `routes[0].ttl.200`,
-/// `upstreams."my.app".servers`; empty for the document itself.
-fn toml_path(path: &serde_path_to_error::Path) -> String {
-    use serde_path_to_error::Segment;
-    let mut out = String::new();
-    for segment in path.iter() {
-        match segment {
-            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
-            Segment::Map { key } | Segment::Enum { variant: key } => {
-                if !out.is_empty() {
-                    out.push('.');
-                }
-                out.push_str(&toml_key(key));
-            }
-            Segment::Unknown => {
-                if !out.is_empty() {
-                    out.push('.');
-                }
-                out.push('?');
-            }
-        }
-    }
-    out
-}
-
-/// 1-based line and column (in characters) of byte `offset` in `text`.
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let before = text.get(..offset).unwrap_or(text);
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    (line, before[line_start..].chars().count() + 1)
-}
-
-/// For serde's "unknown field `zonee`, expected one of `name`, `zone`, ..."
-/// message: `did you mean "zone"?` when one expected field is a near miss.
-fn unknown_field_hint(message: &str) -> Option<String> {
-    let rest = message.strip_prefix("unknown field `")?;
-    let (unknown, expected) = rest.split_once('`')?;
-    // Every other back-quoted word in the message is an expected field.
-    let fields = expected.split('`').skip(1).step_by(2);
-    let near = suggest::closest(unknown, fields)?;
-    Some(format!("did you mean {near:?}?"))
 }

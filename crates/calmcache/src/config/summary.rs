@@ -23,22 +23,6 @@ impl Config {
         format!("ok: {}", parts.join("; "))
     }
 
-    /// What the config allows that it should not have to, one line each,
-    /// for `calmcache check` and the start-up log: an upstream whose
-    /// origins' certificates are not checked (`tls_verify = false`).
-    pub fn warnings(&self) -> Vec<String> {
-        self.upstreams
-            .iter()
-            .filter(|u| u.tls.as_ref().is_some_and(|tls| !tls.verify))
-            .map(|u| {
-                format!(
-                    "upstreams.{}.tls_verify = false: the origin's certificate is NOT checked;                      anyone on the path can pose as it (set tls_ca_file instead)",
-                    super::toml_key(&u.name)
-                )
-            })
-            .collect()
-    }
-
     fn route_line(&self, route: &RouteConfig) -> String {
         let upstream = self
             .upstreams

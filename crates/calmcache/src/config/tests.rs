@@ -516,7 +516,7 @@ fn ttl_prefers_the_exact_status() {
     assert_eq!(only_status.routes[0].ttl.get(404), None);
 }
 
-// ---- parse errors: one problem, with its path ----
+// ---- parse errors: each with its path ----
 
 #[test]
 fn unknown_key_names_its_path() {
@@ -540,6 +540,92 @@ fn unknown_section_names_its_path() {
     assert!(
         problem.message.starts_with("unknown field `cache`"),
         "{problem:?}"
+    );
+}
+
+/// Regression (issue 16): `check` stopped at the first unknown key, so a
+/// file with three typos took three runs. Every unknown key is reported,
+/// wherever it is (a section, an array of tables, an inline table in an
+/// array, a nested inline table), each with its line and a near miss, and
+/// validation still runs on the rest.
+#[test]
+fn every_unknown_key_is_reported_with_the_validation_problems() {
+    let text = r#"
+[server]
+listen = ["127.0.0.1:0"]
+thread = 2
+
+[upstreams.app]
+servers = ["127.0.0.1:8081", { address = "127.0.0.1:8082", max_fail = 3 }]
+health_check = { path = "/", intervall = "5s" }
+
+[zones.ram]
+kind = "memory"
+max_size = "lots"
+
+[[routes]]
+upstream = "app"
+zonee = "ram"
+
+[bogus]
+x = 1
+"#;
+    let found = problems(text);
+    assert_eq!(
+        paths(&found),
+        [
+            "server.thread",
+            "upstreams.app.servers[1].max_fail",
+            "upstreams.app.health_check.intervall",
+            "routes[0].zonee",
+            "bogus",
+            "zones.ram.max_size",
+        ],
+        "{found:#?}"
+    );
+    let hints: Vec<Option<&str>> = found.iter().map(|p| p.hint.as_deref()).collect();
+    assert_eq!(hints[0], Some(r#"did you mean "threads"?"#));
+    assert_eq!(hints[1], Some(r#"did you mean "max_fails"?"#));
+    assert_eq!(hints[2], Some(r#"did you mean "interval"?"#));
+    assert_eq!(hints[3], Some(r#"did you mean "zone"?"#));
+    assert_eq!(hints[4], None, "nothing near `bogus`");
+    for (problem, line_column) in found.iter().zip([
+        "(line 4, column 1)",
+        "(line 7, column 60)",
+        "(line 8, column 30)",
+        "(line 16, column 1)",
+        "(line 18, column 2)",
+    ]) {
+        assert!(
+            problem.message.starts_with("unknown field `")
+                && problem.message.ends_with(line_column),
+            "{problem:?} should end with {line_column}"
+        );
+    }
+    assert!(found[5].message.contains("lots"), "{:?}", found[5]);
+}
+
+/// Wrong types are collected with unknown keys; validation, which would
+/// report each removed key as missing, does not run then.
+#[test]
+fn wrong_types_are_collected_with_unknown_keys() {
+    let text = MINIMAL
+        .replace("listen = [\"127.0.0.1:0\"]", "listen = 8080\nbacklogg = 5")
+        .replace(
+            "upstream = \"app\"",
+            "upstream = \"app\"\nwebsocket = \"yes\"",
+        );
+    let found = problems(&text);
+    assert_eq!(
+        paths(&found),
+        ["server.backlogg", "server.listen", "routes[0].websocket"],
+        "{found:#?}"
+    );
+    assert!(found[1].message.contains("invalid type"), "{:?}", found[1]);
+    assert!(
+        found[1].message.contains("(line 3, column 1)"),
+        "{:?}",
+        found[1]
     );
 }
 

@@ -228,9 +228,9 @@ impl Checker {
         let mut certs = Vec::new();
         for (i, entry) in raw.into_iter().enumerate() {
             let at = format!("server.tls[{i}]");
-            let (Some(cert), Some(key)) = (entry.cert, entry.key) else {
+            let Some(cert) = entry.cert else {
                 self.missing(
-                    &at,
+                    &format!("{at}.cert"),
                     r#"cert = "/etc/ssl/example.pem" and key = "/etc/ssl/example.key""#,
                 );
                 continue;
@@ -240,13 +240,24 @@ impl Checker {
                 self.report(Problem::new(format!("{at}.names"), "a name is empty"));
                 continue;
             }
-            match crate::config::tls::load(cert.as_ref(), key.as_ref(), names) {
-                Ok(loaded) if loaded.names.is_empty() => {
+            // No `key`: the certificate file holds it too (a combined PEM).
+            let key = entry.key.as_deref().map(std::path::Path::new);
+            match crate::config::tls::load(cert.as_ref(), key, names) {
+                // The first entry is the default certificate: it needs no
+                // name (a `-subj /CN=localhost` one); Config::warnings says
+                // so. The others are only ever chosen by name.
+                Ok(loaded) if loaded.names.is_empty() && i > 0 => {
                     let problem = Problem::new(
                         format!("{at}.cert"),
-                        format!("{cert}: the certificate has no DNS names to match SNI against"),
+                        format!(
+                            "{cert}: the certificate has no DNS names (subjectAltName) to match \
+                             SNI against, and only the first [[server.tls]] entry, the default, \
+                             is served without one"
+                        ),
                     );
-                    self.report(problem.hint(r#"list them: names = ["example.com"]"#));
+                    self.report(problem.hint(
+                        r#"list the names it is for: names = ["example.com"], or make it the first entry"#,
+                    ));
                 }
                 Ok(loaded) => certs.push(loaded),
                 Err(reason) => self.report(Problem::new(at, reason)),

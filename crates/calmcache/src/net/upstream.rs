@@ -165,13 +165,9 @@ impl Upstream {
             .collect::<Result<Vec<_>, UpstreamError>>()?;
         let tls = match &cfg.tls {
             None => None,
+            // tls_verify = false is warned about with the config's other
+            // warnings (Config::warnings, logged at start and each reload).
             Some(settings) => {
-                if !settings.verify {
-                    tracing::warn!(
-                        upstream = %cfg.name,
-                        "tls_verify = false: the origin's certificate is NOT checked; anyone on the path can pose as it"
-                    );
-                }
                 let tls = OriginTls::new(settings).map_err(|reason| UpstreamError::Tls {
                     upstream: cfg.name.clone(),
                     reason,

@@ -202,6 +202,29 @@ pub(crate) fn render(status: &Status) -> String {
             sample(o, name, &[("zone", zone), ("kind", z.kind)], value(z));
         }
     }
+    // The answers each zone gave (a route over several zones: those placed
+    // in it), as /status counts them.
+    let zone_answers: [(&str, &str); 6] = [
+        ("requests", "Answers from a zone's routes."),
+        ("hits", "Answered fresh from the zone."),
+        ("misses", "Answers the origin gave (revalidated ones too)."),
+        ("stale_served", "Stale copies served from the zone."),
+        ("revalidated", "Copies revalidated with the origin."),
+        ("bypass", "Answers passed through uncached."),
+    ];
+    let zones: Vec<(&String, serde_json::Value)> = status
+        .zones
+        .iter()
+        .map(|(name, z)| (name, serde_json::to_value(&z.activity).unwrap_or_default()))
+        .collect();
+    for (field, help) in zone_answers {
+        let name = format!("calmcache_zone_{field}_total");
+        family(o, &name, "counter", help);
+        for (zone, values) in &zones {
+            let v = values.get(field).and_then(serde_json::Value::as_u64);
+            sample(o, &name, &[("zone", zone)], v.unwrap_or(0) as f64);
+        }
+    }
     let disk: [(&str, &str, &str, DiskValue); 11] = [
         (
             "calmcache_zone_evictions_total",

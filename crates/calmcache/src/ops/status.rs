@@ -348,7 +348,8 @@ pub(crate) fn status(proxy: &Proxy) -> Status {
         let snap = route.activity.snapshot();
         totals += &snap;
         // A route's counters belong to its zone; a route spread over several
-        // zones is counted per route only (its zones show bytes and objects).
+        // zones counts its answers by class in the zone each key was placed
+        // in (`zone_activity`, added below).
         let single = route.zones.len() <= 1;
         if let Some(zone) = route
             .zone
@@ -370,6 +371,11 @@ pub(crate) fn status(proxy: &Proxy) -> Status {
             activity: snap,
         };
         routes.insert(route.cfg.name.clone(), rs);
+    }
+    for (zone, placed) in proxy.zones.iter().zip(&proxy.zone_activity) {
+        if let Some(status) = zones.get_mut(&zone.name) {
+            status.activity += &placed.snapshot();
+        }
     }
     let m = &proxy.metrics;
     let classes = || AnswerClass::ALL.iter().map(|c| (c.as_str(), c.index()));

@@ -133,9 +133,14 @@ pub(crate) async fn handle(
     let started = std::time::Instant::now();
     let slot = worker.proxy.note_served.then(CallSlot::default);
     // The worker's own Arc (no count shared by all threads is touched).
-    let (resp, noted) = metrics::scoped(slot.clone(), answer(worker.clone(), req, client)).await;
+    let (resp, noted, placed) =
+        metrics::scoped(slot.clone(), answer(worker.clone(), req, client)).await;
     if let Some(metrics::Noted::Counted(class)) = noted {
         worker.proxy.metrics.answered(class, started.elapsed());
+        // A route over several zones: the zone its key was placed in.
+        if let Some(zone) = placed.and_then(|z| worker.proxy.zone_activity.get(z)) {
+            zone.count(class);
+        }
     }
     let Ok(mut resp) = resp;
     if let Some(slot) = slot {
@@ -212,6 +217,9 @@ async fn answer(
     let key_ref = primary.key_ref();
     // One zone, or among a route's `zones` the one its hash places the key in.
     let zone = route.zone_for(&key_ref).unwrap_or(first_zone);
+    if route.zones.len() > 1 {
+        note_placed(route, zone);
+    }
     let ask = Ask {
         head_only,
         headers,
@@ -734,6 +742,15 @@ async fn answer_fill(
             let e = ProxyError::upstream(ErrorKind::Broken, &route.upstream.name, join);
             error_response(&e, &report)
         }
+    }
+}
+
+/// Notes which of `route`'s zones the request was placed in (as its index
+/// among the generation's zones), for the zone's counters.
+fn note_placed(route: &Route, zone: &Arc<Zone>) {
+    let at = route.zones.iter().position(|(z, _)| Arc::ptr_eq(z, zone));
+    if let Some(&index) = at.and_then(|i| route.cfg.zones.get(i)) {
+        metrics::note_zone(index);
     }
 }
 

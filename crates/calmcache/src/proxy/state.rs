@@ -212,6 +212,10 @@ pub struct Proxy {
     pub routes: Vec<Arc<Route>>,
     /// Zones in config order.
     pub zones: Vec<Arc<Zone>>,
+    /// Per zone (same order): the answers of routes that place keys over
+    /// several `zones`, counted by class in the zone each key went to
+    /// (a route with one zone is counted whole in its zone by `/status`).
+    pub zone_activity: Vec<Activity>,
     /// Where the zones came from, for the next reload.
     zone_sources: ZoneSources,
     /// Fetches in flight, shared by misses, refreshes and warm-up (and by
@@ -369,6 +373,7 @@ impl Proxy {
         }
         Ok(Arc::new(Proxy {
             routes,
+            zone_activity: zones.iter().map(|_| Activity::default()).collect(),
             zones,
             zone_sources,
             flights: previous.map_or_else(|| Arc::new(Flights::new()), |p| p.flights.clone()),

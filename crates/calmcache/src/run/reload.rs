@@ -267,6 +267,7 @@ impl Reloader {
             Ok(outcome) => {
                 metrics.reloads_ok.inc();
                 tracing::info!(changes = ?outcome.notes, "config reloaded");
+                crate::run::server::log_warnings(&self.state().config);
             }
             Err(refused) => {
                 metrics.reloads_failed.inc();

@@ -122,6 +122,14 @@ pub async fn start_from(
     start_with(config, path, ZoneTiers::new()).await
 }
 
+/// Logs each of [`Config::warnings`] on a line of its own (at start and at
+/// each reload; `calmcache check` prints the same).
+pub(crate) fn log_warnings(config: &Config) {
+    for warning in config.warnings() {
+        tracing::warn!("config: {warning}");
+    }
+}
+
 /// [`start_from`], with zones stored in tiers the embedding application
 /// supplies (any [`Tier`](calmcache_core::Tier), by zone name; see
 /// [`ZoneTiers`]) instead of the ones their config `kind` builds. The
@@ -143,6 +151,7 @@ pub async fn start_with(
              two descriptors): raise the hard limit (LimitNOFILE=, ulimit -Hn) or lower max_connections"
         );
     }
+    log_warnings(config);
     let access_log = match &config.access_log {
         Some(c) => Some(AccessLog::open(c).map_err(|error| match &c.target {
             crate::config::LogTarget::File(path) => StartError::AccessLogFile {

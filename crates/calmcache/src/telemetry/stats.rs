@@ -50,7 +50,15 @@ impl Activity {
     /// Counts one answered request by how it was produced.
     pub fn record(&self, report: &Report) {
         crate::telemetry::metrics::note_class(report.status);
-        match report.status.class() {
+        self.count(report.status.class());
+        if report.collapsed {
+            self.coalesced_waits.inc();
+        }
+    }
+
+    /// Counts one answer of `class` (a zone's share of a route's answers).
+    pub fn count(&self, class: AnswerClass) {
+        match class {
             AnswerClass::Hit => self.hits.inc(),
             AnswerClass::Stale => self.stale_served.inc(),
             AnswerClass::Miss => self.misses.inc(),
@@ -61,9 +69,6 @@ impl Activity {
                 self.misses.inc();
             }
             AnswerClass::Bypass => self.bypass.inc(),
-        }
-        if report.collapsed {
-            self.coalesced_waits.inc();
         }
     }
 

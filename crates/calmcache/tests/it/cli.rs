@@ -80,6 +80,45 @@ fn unknown_keys_are_errors_with_their_path() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("server.listen_typo"));
 }
 
+/// Regression (issue 16): `check` stopped at the first unknown key,
+/// although the README promises every problem at once. Three unknown keys
+/// in three tables and a bad value: one run, four lines, exit 2.
+#[test]
+fn check_reports_every_unknown_key_and_bad_value_in_one_run() {
+    let out = check(
+        r#"
+[server]
+listen = ["127.0.0.1:8080"]
+keepalive_timout = "75s"
+[upstreams.app]
+servers = ["127.0.0.1:8081"]
+conect_timeout = "5s"
+[zones.ram]
+kind = "memory"
+max_size = "12 parsecs"
+[[routes]]
+upstream = "app"
+zone = "ram"
+refrsh = "sus"
+"#,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 4, "{err}");
+    for needle in [
+        r#"server.keepalive_timout: unknown field `keepalive_timout`"#,
+        r#"(line 4, column 1) (hint: did you mean "keepalive_timeout"?)"#,
+        r#"upstreams.app.conect_timeout: unknown field `conect_timeout`"#,
+        r#"(hint: did you mean "connect_timeout"?)"#,
+        r#"routes[0].refrsh: unknown field `refrsh`"#,
+        r#"(hint: did you mean "refresh"?)"#,
+        r#"zones.ram.max_size: "12 parsecs""#,
+    ] {
+        assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
+    }
+}
+
 #[test]
 fn demo_prints_the_proxy_url_first_and_serves_cached_pages() {
     let (p, a, o) = (free_port(), free_port(), free_port());

@@ -166,11 +166,18 @@ fn bad_certificate_files_are_config_errors_naming_the_file() {
             a.key.clone(),
             "cannot read the certificate",
         ),
-        // A key file holding a certificate.
+        // A key file holding a certificate (the same file as `cert`: read
+        // as a combined PEM, which lacks the key).
         (
             a.cert.clone(),
             a.cert.clone(),
-            "cannot read the private key",
+            "no private key in it (found 1 certificate)",
+        ),
+        // A key file holding a certificate only.
+        (
+            a.cert.clone(),
+            b.cert.clone(),
+            "cannot read the private key: no private key in it",
         ),
     ];
     for (cert, key, reason) in cases {

@@ -1,0 +1,49 @@
+//! [`Config::warnings`]: what a valid config does that its author may not
+//! expect (a default certificate without names, an upstream with
+//! `tls_verify = false`). Never a refusal: `calmcache check` prints them (exit 0), the
+//! proxy logs them when it starts and at each reload.
+//!
+//! Owns the wording of each warning; the validation that lets the config
+//! through is `validate.rs`'s.
+
+use super::{Config, Problem};
+
+impl Config {
+    /// Each warning with its TOML path, in file order; empty for most
+    /// configs.
+    pub fn warnings(&self) -> Vec<Problem> {
+        let mut warnings = Vec::new();
+        // Only the first entry can have no name (validate.rs refuses the
+        // others): it is the default, sent whatever name a client asks for.
+        if let Some(default) = self.server.tls.first().filter(|c| c.names.is_empty()) {
+            let problem = Problem::new(
+                "server.tls[0].cert",
+                format!(
+                    "{}: the certificate has no DNS names (subjectAltName): it is served as \
+                     the default to every TLS client, and clients that check the name they \
+                     asked for (browsers, curl without -k) refuse it",
+                    default.cert.display()
+                ),
+            );
+            warnings.push(problem.hint(
+                "fine for tests and internal clients that trust it as it is; for a public \
+                 name, use a certificate whose subjectAltName lists it",
+            ));
+        }
+        // An upstream whose origins' certificates are not checked.
+        for upstream in &self.upstreams {
+            if upstream.tls.as_ref().is_some_and(|tls| !tls.verify) {
+                let problem = Problem::new(
+                    format!("upstreams.{}.tls_verify", super::toml_key(&upstream.name)),
+                    "false: the origin's certificate is NOT checked; anyone on the path \
+                     can pose as the origin and have its answers cached",
+                );
+                warnings.push(problem.hint(
+                    "to trust a private CA or a self-signed origin, set tls_ca_file to its \
+                     certificate and keep tls_verify = true",
+                ));
+            }
+        }
+        warnings
+    }
+}
