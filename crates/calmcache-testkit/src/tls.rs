@@ -168,17 +168,7 @@ impl Leaf {
             .push(DnType::CommonName, common_name);
         let key = KeyPair::generate().expect("key");
         let cert = params.self_signed(&key).expect("self-signed cert");
-        let (cert_path, key_path) = (
-            dir.join(format!("{file}.pem")),
-            dir.join(format!("{file}.key")),
-        );
-        std::fs::write(&cert_path, cert.pem()).expect("write cert");
-        std::fs::write(&key_path, key.serialize_pem()).expect("write key");
-        Leaf {
-            cert: cert_path,
-            key: key_path,
-            der: cert.der().to_vec(),
-        }
+        Leaf::write(dir, file, &cert, &key)
     }
 
     /// The certificate then its private key in one file at `path` (a
