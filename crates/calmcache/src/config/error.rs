@@ -97,6 +97,26 @@ pub(crate) fn toml_key(key: &str) -> String {
     if bare {
         key.to_owned()
     } else {
-        format!("{key:?}")
+        toml_string(key)
     }
+}
+
+/// `text` as a TOML basic string (`"..."`), escaped as TOML reads it back.
+pub(crate) fn toml_string(text: &str) -> String {
+    use fmt::Write as _;
+    let mut out = String::from('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04X}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }

@@ -78,9 +78,10 @@ use crate::config::key_template::KeyTemplate;
 use crate::http::compress::Coding;
 
 pub(crate) use access_log::{AccessLogConfig, LogTarget};
-pub(crate) use error::toml_key;
 pub use error::ConfigError;
 pub(crate) use error::Problem;
+pub(crate) use error::{toml_key, toml_string};
+pub(crate) use units::largest_unit;
 
 /// A validated config: every default applied, every reference resolved.
 #[derive(Debug, Clone)]

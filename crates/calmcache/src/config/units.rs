@@ -103,15 +103,19 @@ pub(crate) fn parse_size(text: &str) -> Result<u64, BadValue> {
 
 /// `bytes` in the largest binary unit that divides it exactly, e.g. `256 MiB`.
 pub(crate) fn format_size(bytes: u64) -> String {
+    let (n, unit) = largest_unit(bytes);
+    format!("{n} {unit}")
+}
+
+/// `bytes` as a count of the largest binary unit that divides it exactly:
+/// `(256, "MiB")`; `(bytes, "B")` when none does (and for 0).
+pub(crate) fn largest_unit(bytes: u64) -> (u64, &'static str) {
     let units = [(TIB, "TiB"), (GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")];
     units
         .iter()
         // Not `is_multiple_of`: that needs Rust 1.87, the workspace says 1.80.
         .find(|(unit, _)| bytes != 0 && bytes / unit * unit == bytes)
-        .map_or_else(
-            || format!("{bytes} B"),
-            |(unit, name)| format!("{} {name}", bytes / unit),
-        )
+        .map_or((bytes, "B"), |&(unit, name)| (bytes / unit, name))
 }
 
 /// Splits `"1.5 s"` into `("1.5", "s")`: the number is everything up to the

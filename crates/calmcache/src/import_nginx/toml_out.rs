@@ -85,18 +85,9 @@ impl Entry {
     }
 }
 
-/// `key` as TOML writes it: bare when it can be.
-pub(crate) fn key(name: &str) -> String {
-    let bare = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if bare {
-        name.to_owned()
-    } else {
-        basic_string(name)
-    }
-}
+/// `key` as TOML writes it: bare when it can be (the config report's own quoting).
+pub(crate) use crate::config::toml_key as key;
+use crate::config::toml_string;
 
 /// The document as text.
 pub(crate) fn render(doc: &Doc) -> String {
@@ -176,26 +167,8 @@ fn string(s: &str) -> String {
     if literal_ok {
         format!("'{s}'")
     } else {
-        basic_string(s)
+        toml_string(s)
     }
-}
-
-fn basic_string(s: &str) -> String {
-    let mut out = String::from('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{:04X}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]

@@ -20,20 +20,10 @@ pub(crate) fn size(text: &str) -> Option<String> {
     Some(bytes_text(bytes))
 }
 
-/// Bytes in the largest unit that divides them exactly.
+/// Bytes in the largest unit that divides them exactly (`700MiB`).
 fn bytes_text(bytes: u64) -> String {
-    const UNITS: [(&str, u64); 4] = [
-        ("TiB", 1 << 40),
-        ("GiB", 1 << 30),
-        ("MiB", 1 << 20),
-        ("KiB", 1 << 10),
-    ];
-    for (unit, scale) in UNITS {
-        if bytes >= scale && bytes.is_multiple_of(scale) {
-            return format!("{}{unit}", bytes / scale);
-        }
-    }
-    format!("{bytes}B")
+    let (n, unit) = crate::config::largest_unit(bytes);
+    format!("{n}{unit}")
 }
 
 /// Milliseconds of an NGINX time (`600s`, `24h`, `1h30m`, `500ms`, `10`),
