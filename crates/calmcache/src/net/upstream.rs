@@ -557,11 +557,7 @@ async fn upgrade(
         Some(tls) => match tls.handshake(tcp, server.host(), connect_timeout).await {
             Ok(stream) => OriginStream::Tls(Box::new(stream)),
             Err(e) => {
-                let kind = if e.kind() == std::io::ErrorKind::TimedOut {
-                    ErrorKind::ConnectTimeout
-                } else {
-                    ErrorKind::ConnectFailed
-                };
+                let kind = connect_kind(Some(e.kind()));
                 return Err((ProxyError::upstream(kind, server.as_str(), e), false));
             }
         },
@@ -646,11 +642,7 @@ async fn connect(server: &Authority, limit: Duration) -> Result<TcpStream, Proxy
                 return Ok(tcp);
             }
             Ok(Err(e)) => {
-                let kind = if e.kind() == std::io::ErrorKind::TimedOut {
-                    ErrorKind::ConnectTimeout
-                } else {
-                    ErrorKind::ConnectFailed
-                };
+                let kind = connect_kind(Some(e.kind()));
                 last = failed(kind, format!("tcp connect error: {addr}: {e}"));
             }
             Err(_) => {
@@ -718,15 +710,19 @@ fn counts_against_server(e: &ProxyError, has_body: bool) -> bool {
 fn classify(e: &hyper_util::client::legacy::Error, server: &str) -> ProxyError {
     let cause = cause_chain(e);
     if e.is_connect() {
-        let timed_out = source_io_kind(e) == Some(std::io::ErrorKind::TimedOut);
-        let kind = if timed_out {
-            ErrorKind::ConnectTimeout
-        } else {
-            ErrorKind::ConnectFailed
-        };
-        return ProxyError::upstream(kind, server, cause);
+        return ProxyError::upstream(connect_kind(source_io_kind(e)), server, cause);
     }
     ProxyError::upstream(ErrorKind::Broken, server, cause)
+}
+
+/// A failed connect (TCP or the TLS handshake on it) by the I/O error
+/// behind it: a time-out, or any other failure.
+fn connect_kind(io: Option<std::io::ErrorKind>) -> ErrorKind {
+    if io == Some(std::io::ErrorKind::TimedOut) {
+        ErrorKind::ConnectTimeout
+    } else {
+        ErrorKind::ConnectFailed
+    }
 }
 
 /// hyper could not parse the response head (`e` is hyper's own error).
