@@ -10,9 +10,10 @@
 //! dropped silently. A config NGINX itself would refuse for its syntax
 //! (unbalanced braces, an unterminated quote, a missing `;`, a wrong
 //! argument count, an include that cannot be read, an include loop) is an
-//! [`ImportError`] naming the file and line. This module imports nothing
-//! from the rest of the crate: its output is checked like any other config,
-//! by `calmcache check`.
+//! [`ImportError`] naming the file and line. Of the rest of the crate it
+//! uses only config's TOML quoting and size units (`toml_key`,
+//! `toml_string`, `largest_unit`): its output is checked like any other
+//! config, by `calmcache check`.
 
 mod arity;
 mod cache;
