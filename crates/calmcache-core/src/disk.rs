@@ -52,11 +52,14 @@ use crate::zone_lock::ZoneLock;
 mod manage;
 #[path = "disk_purge.rs"]
 mod purge;
+#[path = "disk_shard.rs"]
+mod shard;
 #[path = "disk_tier.rs"]
 mod tier_impl;
 use crate::tier::CacheError;
 use manage::HEADROOM_MIN_PCT;
 pub use manage::{is_no_space, MANAGE_EVERY};
+use shard::Shard;
 pub use tier_impl::DiskSnapshot;
 
 const SHARDS: usize = 64;
@@ -94,9 +97,7 @@ struct Entry {
     /// File length in bytes, and [`VERIFIED`] once this process knows the
     /// file's body checksum is right.
     size_bits: u64,
-    /// Last use, in [`TICK`]s since the tier was opened (saturating: 13
-    /// years), fine enough that eviction tells a hot object from the cold
-    /// ones written in the same second.
+    /// Last use, in milliseconds from its shard's epoch (disk_shard.rs).
     last_use: u32,
     /// Bumped on each rewrite so a late eviction of an old version cannot
     /// remove the new file's entry.
@@ -165,7 +166,7 @@ pub struct DiskTier {
     /// Set once [`Tier::start`] ran: the loader and manager run once.
     started: AtomicBool,
     config: DiskConfig,
-    shards: Vec<Mutex<HashMap<u64, Entry>>>,
+    shards: Vec<Mutex<Shard>>,
     bytes: AtomicU64,
     objects: AtomicU64,
     versions: AtomicU64,
@@ -215,9 +216,6 @@ struct Warnings {
     scan: WarnLimit,
 }
 
-/// The unit of [`Entry::last_use`].
-const TICK: Duration = Duration::from_millis(100);
-
 /// `fs_capacity` when the file system is not what bounds the zone.
 const NO_FS_BOUND: u64 = u64::MAX;
 
@@ -259,7 +257,7 @@ impl DiskTier {
             Err(e) if is_no_space(&e) => {}
             Err(e) => return Err(e),
         }
-        let shards = (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect();
+        let shards = (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect();
         Ok(Arc::new_cyclic(|me| DiskTier {
             me: me.clone(),
             started: AtomicBool::new(false),
@@ -377,17 +375,22 @@ impl DiskTier {
         self.failed_until_ms.store(until, Ordering::Relaxed);
     }
 
-    fn now_ticks(&self) -> u32 {
-        let ms = self.opened.elapsed().as_millis() / TICK.as_millis();
-        u32::try_from(ms).unwrap_or(u32::MAX)
-    }
-
-    fn shard(&self, hash: u64) -> &Mutex<HashMap<u64, Entry>> {
+    fn shard(&self, hash: u64) -> &Mutex<Shard> {
         &self.shards[(hash as usize) % SHARDS]
     }
 
+    /// `f` on the entries of `hash`'s shard, under its lock.
     fn with_shard<R>(&self, hash: u64, f: impl FnOnce(&mut HashMap<u64, Entry>) -> R) -> R {
-        f(&mut lock(self.shard(hash)))
+        f(&mut lock(self.shard(hash)).map)
+    }
+
+    /// `f` on `hash`'s shard and the shard's tick for now (a use's
+    /// `last_use`), under its lock.
+    fn with_shard_now<R>(&self, hash: u64, f: impl FnOnce(&mut Shard, u32) -> R) -> R {
+        let now_ms = self.elapsed_ms();
+        let mut shard = lock(self.shard(hash));
+        let now = shard.tick(now_ms);
+        f(&mut shard, now)
     }
 
     /// The file of the object with key hash `hash`.
@@ -408,9 +411,8 @@ impl DiskTier {
     /// from the index).
     fn start_read(&self, key: &KeyRef<'_>) -> Read {
         let hash = key_hash(key);
-        let now = self.now_ticks();
-        let found = self.with_shard(hash, |map| {
-            map.get_mut(&hash).map(|e| {
+        let found = self.with_shard_now(hash, |shard, now| {
+            shard.map.get_mut(&hash).map(|e| {
                 e.last_use = now;
                 (e.version, e.size(), e.verified())
             })
@@ -598,12 +600,14 @@ impl DiskTier {
     /// checksum need not be checked again (written by this process).
     fn index(&self, hash: u64, size: u64, verified: bool) {
         let version = self.versions.fetch_add(1, Ordering::Relaxed) as u32;
-        let entry = Entry {
-            size_bits: size | if verified { VERIFIED } else { 0 },
-            last_use: self.now_ticks(),
-            version,
-        };
-        let old = self.with_shard(hash, |map| map.insert(hash, entry));
+        let old = self.with_shard_now(hash, |shard, now| {
+            let entry = Entry {
+                size_bits: size | if verified { VERIFIED } else { 0 },
+                last_use: now,
+                version,
+            };
+            shard.map.insert(hash, entry)
+        });
         self.bytes.fetch_add(size, Ordering::Relaxed);
         // A new copy: an older one's soft purge is spent.
         self.unmark_soft(hash, Some(version));
@@ -644,9 +648,8 @@ impl DiskTier {
     /// manager does not take the hottest objects for the coldest.
     pub fn touch(&self, key: &KeyRef<'_>) {
         let hash = key_hash(key);
-        let now = self.now_ticks();
-        self.with_shard(hash, |map| {
-            if let Some(e) = map.get_mut(&hash) {
+        self.with_shard_now(hash, |shard, now| {
+            if let Some(e) = shard.map.get_mut(&hash) {
                 e.last_use = now;
             }
         });
@@ -830,7 +833,7 @@ impl DiskTier {
     pub fn index_bytes_per_object(&self) -> f64 {
         let mut capacity = 0usize;
         for shard in &self.shards {
-            capacity += lock(shard).capacity();
+            capacity += lock(shard).map.capacity();
         }
         // hashbrown: one control byte per bucket; buckets = capacity * 8 / 7.
         let slot = std::mem::size_of::<(u64, Entry)>() + 1;
@@ -841,7 +844,7 @@ impl DiskTier {
 
 /// The index holds plain data, so a poisoned lock (a panic elsewhere)
 /// leaves it usable.
-fn lock(shard: &Mutex<HashMap<u64, Entry>>) -> std::sync::MutexGuard<'_, HashMap<u64, Entry>> {
+fn lock(shard: &Mutex<Shard>) -> std::sync::MutexGuard<'_, Shard> {
     shard
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())

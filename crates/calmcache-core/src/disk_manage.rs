@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{lock, DiskTier, NO_FS_BOUND, TICK};
+use super::{lock, DiskTier, NO_FS_BOUND};
 
 /// How often the manager of a started tier ([`Tier::start`](crate::tier::Tier::start))
 /// looks at its size and inactivity.
@@ -54,10 +54,16 @@ impl DiskTier {
         if self.size_bytes() <= limit && self.objects() <= max_objects && !short {
             return;
         }
-        let mut all: Vec<(u32, u64, u32)> = Vec::with_capacity(self.objects() as usize);
+        let mut all: Vec<(u64, u64, u32)> = Vec::with_capacity(self.objects() as usize);
         for shard in &self.shards {
-            let map = lock(shard);
-            all.extend(map.iter().map(|(&hash, e)| (e.last_use, hash, e.version)));
+            let shard = lock(shard);
+            let used = |e| shard.used_ms(e);
+            all.extend(
+                shard
+                    .map
+                    .iter()
+                    .map(|(&hash, e)| (used(e), hash, e.version)),
+            );
         }
         all.sort_unstable();
         // Evict to 95% of the limits at once so the next pass is not right
@@ -91,19 +97,24 @@ impl DiskTier {
         }
     }
 
+    /// Removes objects unused for `inactive`; moves each shard's clock
+    /// epoch forward when it is due (disk_shard.rs).
     fn expire_inactive(&self) {
-        let now = self.now_ticks();
-        let inactive =
-            self.config.inactive.max(Duration::from_secs(1)).as_millis() / TICK.as_millis();
-        let inactive = u32::try_from(inactive).unwrap_or(u32::MAX);
+        let now = self.elapsed_ms();
+        let inactive = self.config.inactive.max(Duration::from_secs(1)).as_millis();
+        let inactive = u64::try_from(inactive).unwrap_or(u64::MAX);
         let mut stale: Vec<(u64, u32)> = Vec::new();
         for shard in &self.shards {
             stale.clear();
             {
-                let map = lock(shard);
+                let mut shard = lock(shard);
+                shard.keep_clock(now);
+                let idle = |e| now.saturating_sub(shard.used_ms(e));
                 stale.extend(
-                    map.iter()
-                        .filter(|(_, e)| now.saturating_sub(e.last_use) >= inactive)
+                    shard
+                        .map
+                        .iter()
+                        .filter(|(_, e)| idle(e) >= inactive)
                         .map(|(&hash, e)| (hash, e.version)),
                 );
             }

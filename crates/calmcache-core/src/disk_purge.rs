@@ -51,8 +51,11 @@ impl DiskTier {
     ) -> u64 {
         let mut purged = 0;
         for shard in &self.shards {
-            let entries: Vec<(u64, u32)> =
-                lock(shard).iter().map(|(h, e)| (*h, e.version)).collect();
+            let entries: Vec<(u64, u32)> = lock(shard)
+                .map
+                .iter()
+                .map(|(h, e)| (*h, e.version))
+                .collect();
             for (hash, version) in entries {
                 let path = self.file_path(hash);
                 let Ok(summary) = disk_format::read_summary(&path) else {
@@ -73,8 +76,11 @@ impl DiskTier {
     pub(super) fn purge_everything(&self, mode: PurgeMode) -> u64 {
         let mut purged = 0;
         for shard in &self.shards {
-            let entries: Vec<(u64, u32)> =
-                lock(shard).iter().map(|(h, e)| (*h, e.version)).collect();
+            let entries: Vec<(u64, u32)> = lock(shard)
+                .map
+                .iter()
+                .map(|(h, e)| (*h, e.version))
+                .collect();
             for (hash, version) in entries {
                 if self.purge_entry(hash, version, mode, None) {
                     purged += 1;

@@ -161,6 +161,39 @@ async fn the_manager_keeps_the_zone_under_max_size_lru_first() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Objects written a few milliseconds apart are evicted in the order they
+/// were last used: a hot object touched after the others stays, however
+/// close together they came (uses were once counted in 100 ms ticks, and a
+/// fast machine filled a zone within one: eviction then took hot and cold
+/// alike).
+#[tokio::test]
+async fn eviction_tells_uses_apart_by_the_millisecond() {
+    let dir = scratch("lru-ms");
+    let tier = DiskTier::open(config(&dir, 64 * 1024)).unwrap();
+    let body = "y".repeat(4000);
+    for i in 0..30 {
+        tier.insert(key(&format!("/{i}")), object(&body))
+            .await
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // The two first written are used last.
+    tier.touch(&key("/1").as_ref());
+    std::thread::sleep(Duration::from_millis(2));
+    tier.touch(&key("/0").as_ref());
+    tier.manage();
+    let kept: Vec<bool> = (0..30)
+        .map(|i| tier.contains(&key(&format!("/{i}")).as_ref()))
+        .collect();
+    assert!(kept[0] && kept[1], "the objects used last stay: {kept:?}");
+    let evicted = kept.iter().filter(|k| !**k).count();
+    assert!(evicted > 0, "over max_size: some were evicted");
+    // Exactly the least recently used: /2, /3, ... in order of writing.
+    let expected: Vec<bool> = (0..30).map(|i| i < 2 || i >= 2 + evicted).collect();
+    assert_eq!(kept, expected, "oldest use first");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn count_files(dir: &Path) -> usize {
     let mut files = 0;
     let mut stack = vec![dir.to_path_buf()];
