@@ -140,16 +140,24 @@ async fn a_file_broken_after_indexing_is_a_miss_and_is_forgotten() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[tokio::test]
-async fn the_manager_keeps_the_zone_under_max_size_lru_first() {
-    let dir = scratch("lru");
-    let tier = DiskTier::open(config(&dir, 64 * 1024)).unwrap();
+/// A zone of 64 KiB in `dir` given 30 objects of 4,000 bytes, `/0` to
+/// `/29`, `pause` apart.
+async fn over_64_kib(dir: &Path, pause: Duration) -> Arc<DiskTier> {
+    let tier = DiskTier::open(config(dir, 64 * 1024)).unwrap();
     let body = "y".repeat(4000);
     for i in 0..30 {
         tier.insert(key(&format!("/{i}")), object(&body))
             .await
             .unwrap();
+        std::thread::sleep(pause);
     }
+    tier
+}
+
+#[tokio::test]
+async fn the_manager_keeps_the_zone_under_max_size_lru_first() {
+    let dir = scratch("lru");
+    let tier = over_64_kib(&dir, Duration::ZERO).await;
     assert!(tier.size_bytes() > 64 * 1024);
     tier.manage();
     assert!(tier.size_bytes() <= 64 * 1024, "{}", tier.size_bytes());
@@ -169,14 +177,7 @@ async fn the_manager_keeps_the_zone_under_max_size_lru_first() {
 #[tokio::test]
 async fn eviction_tells_uses_apart_by_the_millisecond() {
     let dir = scratch("lru-ms");
-    let tier = DiskTier::open(config(&dir, 64 * 1024)).unwrap();
-    let body = "y".repeat(4000);
-    for i in 0..30 {
-        tier.insert(key(&format!("/{i}")), object(&body))
-            .await
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let tier = over_64_kib(&dir, Duration::from_millis(2)).await;
     // The two first written are used last.
     tier.touch(&key("/1").as_ref());
     std::thread::sleep(Duration::from_millis(2));
