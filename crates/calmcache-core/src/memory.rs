@@ -4,14 +4,16 @@
 //! Lookups take one shard's read lock, never a global one, and hand out an
 //! `Arc` to the object: serving a hit copies no body bytes.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use quick_cache::sync::Cache;
-use quick_cache::{OptionsBuilder, Weighter};
+use quick_cache::{DefaultHashBuilder, Lifecycle, OptionsBuilder, Weighter};
 
+use crate::disk::key_hash;
 use crate::key::{CacheKey, KeyRef};
 use crate::object::CachedObject;
-use crate::tier::{CacheError, PurgeFilter, PurgeMode, Tags, Tier, TierFuture};
+use crate::tier::{CacheError, PurgeFilter, PurgeMode, Tags, Tier, TierDetail, TierFuture};
 
 #[derive(Clone)]
 struct ObjectWeighter;
@@ -19,6 +21,26 @@ struct ObjectWeighter;
 impl Weighter<CacheKey, Arc<CachedObject>> for ObjectWeighter {
     fn weight(&self, key: &CacheKey, obj: &Arc<CachedObject>) -> u64 {
         memory_cost(key, obj) as u64
+    }
+}
+
+/// The objects quick_cache evicts to stay under the zone's weight. Its
+/// hook hears of every entry an insert drops, the replaced copy of the
+/// key inserted too: [`MemoryTier::put`] tells them apart by key hash.
+/// Inserts only: a hit never comes here.
+#[derive(Clone, Default)]
+struct CountEvictions(Arc<AtomicU64>);
+
+impl Lifecycle<CacheKey, Arc<CachedObject>> for CountEvictions {
+    /// The key hashes of the entries one insert dropped.
+    type RequestState = Vec<u64>;
+
+    fn begin_request(&self) -> Self::RequestState {
+        Vec::new()
+    }
+
+    fn on_evict(&self, dropped: &mut Vec<u64>, key: CacheKey, _: Arc<CachedObject>) {
+        dropped.push(key_hash(&key.as_ref()));
     }
 }
 
@@ -39,7 +61,8 @@ fn memory_cost(key: &CacheKey, obj: &CachedObject) -> usize {
 /// bodies) and index entries as the allocator hands them out, so that
 /// `max_size` bounds the process's real memory for the zone.
 pub struct MemoryTier {
-    cache: Cache<CacheKey, Arc<CachedObject>, ObjectWeighter>,
+    cache: Cache<CacheKey, Arc<CachedObject>, ObjectWeighter, DefaultHashBuilder, CountEvictions>,
+    evictions: CountEvictions,
     max_size: u64,
     max_object_size: u64,
 }
@@ -64,18 +87,16 @@ impl MemoryTier {
             .estimated_items_capacity(estimated_items)
             .weight_capacity(capacity)
             .build();
+        let evictions = CountEvictions::default();
+        let (hasher, lifecycle) = (DefaultHashBuilder::default(), evictions.clone());
         let cache = match options {
-            Ok(options) => Cache::with_options(
-                options,
-                ObjectWeighter,
-                Default::default(),
-                Default::default(),
-            ),
+            Ok(options) => Cache::with_options(options, ObjectWeighter, hasher, lifecycle),
             // Only reachable with a zero capacity, which the clamps above rule out.
-            Err(_) => Cache::with_weighter(estimated_items, capacity, ObjectWeighter),
+            Err(_) => Cache::with(estimated_items, capacity, ObjectWeighter, hasher, lifecycle),
         };
         MemoryTier {
             cache,
+            evictions,
             max_size,
             max_object_size,
         }
@@ -102,8 +123,21 @@ impl MemoryTier {
             Some(packed) => Arc::new(packed),
             None => object,
         };
-        self.cache.insert(key, object);
+        self.put(key, object);
         Ok(())
+    }
+
+    /// Inserts `object` under `key`, counting the other objects the
+    /// insert evicted.
+    fn put(&self, key: CacheKey, object: Arc<CachedObject>) {
+        let hash = key_hash(&key.as_ref());
+        let dropped = self.cache.insert_with_lifecycle(key, object);
+        let evicted = dropped.iter().filter(|&&h| h != hash).count();
+        if evicted > 0 {
+            self.evictions
+                .0
+                .fetch_add(evicted as u64, Ordering::Relaxed);
+        }
     }
 
     /// Purges `key`: removed, or (soft) replaced by a copy expired now.
@@ -116,7 +150,7 @@ impl MemoryTier {
             return false;
         };
         let expired = Arc::new(object.soft_purged(tokio::time::Instant::now()));
-        self.cache.insert(key.to_owned_key(), expired);
+        self.put(key.to_owned_key(), expired);
         true
     }
 
@@ -148,7 +182,7 @@ impl MemoryTier {
             let now = tokio::time::Instant::now();
             for key in matched.into_inner().unwrap_or_else(|p| p.into_inner()) {
                 if let Some(object) = self.cache.get(&key.as_ref()) {
-                    self.cache.insert(key, Arc::new(object.soft_purged(now)));
+                    self.put(key, Arc::new(object.soft_purged(now)));
                 }
             }
         }
@@ -221,6 +255,10 @@ impl Tier for MemoryTier {
 
     fn max_object_size(&self) -> u64 {
         self.max_object_size
+    }
+
+    fn detail(&self) -> TierDetail {
+        TierDetail::memory(self.evictions.0.load(Ordering::Relaxed))
     }
 }
 

@@ -140,6 +140,9 @@ pub type PurgeFilter<'f> = dyn Fn(&CacheKey, Tags<'_>) -> bool + Send + Sync + '
 pub struct TierDetail {
     /// A disk tier's counters (evictions, loader progress, faults).
     pub disk: Option<crate::disk::DiskSnapshot>,
+    /// A memory tier's evictions: objects it dropped to stay under
+    /// `max_size`.
+    pub memory_evictions: Option<u64>,
 }
 
 impl TierDetail {
@@ -147,6 +150,15 @@ impl TierDetail {
     pub fn disk(snapshot: crate::disk::DiskSnapshot) -> Self {
         TierDetail {
             disk: Some(snapshot),
+            memory_evictions: None,
+        }
+    }
+
+    /// The detail of a memory tier that evicted `evictions` objects.
+    pub fn memory(evictions: u64) -> Self {
+        TierDetail {
+            disk: None,
+            memory_evictions: Some(evictions),
         }
     }
 }

@@ -183,6 +183,7 @@ pub(crate) fn render(status: &Status) -> String {
         );
     }
 
+    const EVICTIONS: &str = "calmcache_zone_evictions_total";
     type ZoneValue = fn(&crate::ops::status::ZoneStatus) -> f64;
     type DiskValue = fn(&crate::ops::status::DiskStatus) -> f64;
     let zone_gauges: [(&str, &str, ZoneValue); 3] = [
@@ -227,9 +228,9 @@ pub(crate) fn render(status: &Status) -> String {
     }
     let disk: [(&str, &str, &str, DiskValue); 11] = [
         (
-            "calmcache_zone_evictions_total",
+            EVICTIONS,
             "counter",
-            "Objects evicted for max_size or min_free.",
+            "Objects evicted for max_size (any zone) or min_free (disk).",
             |d| d.evictions as f64,
         ),
         (
@@ -298,6 +299,10 @@ pub(crate) fn render(status: &Status) -> String {
         for (zone, z) in &status.zones {
             if let Some(d) = &z.disk {
                 sample(o, name, &[("zone", zone)], value(d));
+            }
+            // A memory zone's evictions in the same family: its max_size.
+            if let Some(m) = z.memory.as_ref().filter(|_| name == EVICTIONS) {
+                sample(o, name, &[("zone", zone)], m.evictions as f64);
             }
         }
     }

@@ -263,9 +263,19 @@ pub(crate) struct ZoneStatus {
     /// Disk zones only: evictions, loader progress, disk errors.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disk: Option<DiskStatus>,
+    /// Memory zones only: evictions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryStatus>,
     /// Counters of the routes using this zone.
     #[serde(flatten)]
     pub activity: ActivitySnapshot,
+}
+
+/// A memory zone's own counters.
+#[derive(Debug, Serialize)]
+pub(crate) struct MemoryStatus {
+    /// Objects evicted to stay under max_size (least useful first).
+    pub evictions: u64,
 }
 
 /// A disk zone's own counters.
@@ -333,12 +343,16 @@ pub(crate) fn status(proxy: &Proxy) -> Status {
         .zones
         .iter()
         .map(|z| {
+            let detail = z.tier.detail();
             let zs = ZoneStatus {
                 kind: z.tier.kind(),
                 size_bytes: z.tier.size_bytes(),
                 max_size_bytes: z.tier.max_size(),
                 objects: z.tier.objects(),
-                disk: z.tier.detail().disk.map(DiskStatus::from),
+                disk: detail.disk.map(DiskStatus::from),
+                memory: detail
+                    .memory_evictions
+                    .map(|evictions| MemoryStatus { evictions }),
                 activity: ActivitySnapshot::default(),
             };
             (z.name.clone(), zs)

@@ -111,6 +111,8 @@ async fn status_and_metrics_count_known_traffic() {
     assert!(s["connections"]["active"].as_u64().is_some());
     assert_eq!(s["zones"]["ram"]["kind"], "memory");
     assert_eq!(s["zones"]["ram"]["objects"], 3);
+    assert_eq!(s["zones"]["ram"]["memory"]["evictions"], 0);
+    assert!(s["zones"]["ram"].get("disk").is_none(), "{s:#}");
     assert_eq!(s["version"], env!("CARGO_PKG_VERSION"));
     assert!(s["uptime_seconds"].as_f64().unwrap() >= 0.0);
     assert_eq!(s["purges"]["requests"], 0);
@@ -132,6 +134,7 @@ async fn status_and_metrics_count_known_traffic() {
         "calmcache_request_duration_seconds_count{cache_status=\"hit\"} 6",
         "calmcache_request_duration_seconds_bucket{cache_status=\"hit\",le=\"+Inf\"} 6",
         "calmcache_zone_objects{zone=\"ram\",kind=\"memory\"} 3",
+        "calmcache_zone_evictions_total{zone=\"ram\"} 0",
         "calmcache_purges_total 0",
     ] {
         assert!(
@@ -163,6 +166,48 @@ async fn status_and_metrics_count_known_traffic() {
 /// node on a real redis-server after a fill (acquire, commit), a purge
 /// (purge, publish) and the purge stream's polls, with Redis calls per
 /// operation summing to the node's totals in /status.
+/// A memory zone full of objects counts what it evicts to stay under
+/// max_size, in /status and /metrics: the objects it holds and those it
+/// evicted add up to those it stored (the evicted ones are misses again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_memory_zone_counts_its_evictions() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .zone("256KiB", "16KiB")
+        .route("ttl = { 200 = \"60s\" }")
+        .start()
+        .await;
+    const STORED: u64 = 100;
+    for i in 0..STORED {
+        let path = format!("/e{i}?x-origin-body-bytes=8000");
+        assert_eq!(get(&proxy.url(&path)).await.status, 200);
+    }
+    let s = proxy.status().await;
+    let zone = &s["zones"]["ram"];
+    let evictions = zone["memory"]["evictions"].as_u64().unwrap();
+    let objects = zone["objects"].as_u64().unwrap();
+    assert!(evictions > 0, "100 x 8 KB is over 256 KiB: {zone:#}");
+    assert_eq!(objects + evictions, STORED, "{zone:#}");
+    assert!(zone["size_bytes"].as_u64().unwrap() <= 256 * 1024);
+    let m = get(&proxy.admin_url("/metrics")).await;
+    assert_eq!(
+        sample(&m.body, "calmcache_zone_evictions_total{zone=\"ram\"}"),
+        evictions as f64
+    );
+    assert_well_formed(&m.body);
+    // A kept object is a hit; an evicted one is fetched again (asked
+    // second: storing it again may evict another).
+    let last = get(&proxy.url(&format!("/e{}?x-origin-body-bytes=8000", STORED - 1))).await;
+    assert!(is_hit(&last), "the newest stays: {}", last.cache_status());
+    let first = get(&proxy.url("/e0?x-origin-body-bytes=8000")).await;
+    assert!(
+        !is_hit(&first),
+        "the oldest went first: {}",
+        first.cache_status()
+    );
+    assert_eq!(origin.hits_for("/e0"), 2, "fetched again");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_exposes_the_fleet_block_in_fleet_mode() {
     let redis = calmcache_testkit::redis::Redis::start();
