@@ -6,7 +6,8 @@
 # bounded, and all traffic stays on 127.0.0.1.
 #
 # Environment knobs:
-#   BENCH_NO_BUILD=1   use the existing target/release binaries
+#   BENCH_NO_BUILD=1   use the existing target/release binaries (refused when
+#                      a source of theirs changed after they were built)
 #   BENCH_KEEP_TMP=1   keep the temp dir (configs, logs, cache dirs) after exit
 #                      (it is always kept when the script fails, not when
 #                      it is interrupted)
@@ -88,6 +89,16 @@ ensure_tools() {
 	# ports and configs, so the system ones are left alone.
 }
 
+# stale_source BINARY PATH...: the first file under the PATHs (sources,
+# manifests) changed after BINARY was built (cargo relinks a binary only when its
+# own crates change, so tests and other crates are not looked at); nothing
+# when it is current.
+stale_source() {
+	local bin="$1"
+	shift
+	(cd "$REPO_DIR" && find "$@" -type f -newer "$bin" -print -quit 2>/dev/null)
+}
+
 # build_release: calmcache and loadgen release binaries, and check that the
 # proxy has the subcommands the benchmarks use.
 build_release() {
@@ -97,6 +108,19 @@ build_release() {
 	fi
 	[[ -x "$CALMCACHE" ]] || die "$CALMCACHE missing (build failed?)"
 	[[ -x "$LOADGEN" ]] || die "$LOADGEN missing (build failed?)"
+	# BENCH_NO_BUILD=1 on a tree changed since the build would measure old
+	# code under the tree's git revision: refuse (a BENCH_CALMCACHE binary
+	# is measured on purpose, with its build time printed).
+	if [[ "${BENCH_NO_BUILD:-0}" == 1 && -z "${BENCH_CALMCACHE:-}" ]]; then
+		local newer
+		newer="$(stale_source "$CALMCACHE" crates/calmcache/src crates/calmcache/Cargo.toml crates/calmcache-core/src crates/calmcache-core/Cargo.toml config.example.toml)"
+		[[ -z "$newer" ]] || die "target/release/calmcache is older than $newer: build it (drop BENCH_NO_BUILD) or name it with BENCH_CALMCACHE to measure it anyway"
+	fi
+	if [[ "${BENCH_NO_BUILD:-0}" == 1 && -z "${BENCH_LOADGEN:-}" ]]; then
+		local newer
+		newer="$(stale_source "$LOADGEN" bench/loadgen/src bench/loadgen/Cargo.toml)"
+		[[ -z "$newer" ]] || die "target/release/loadgen is older than $newer: build it (drop BENCH_NO_BUILD) or name it with BENCH_LOADGEN to use it anyway"
+	fi
 	local help
 	help="$("$CALMCACHE" --help 2>&1 || true)"
 	if ! grep -qw origin <<<"$help" || ! grep -qw serve <<<"$help"; then
