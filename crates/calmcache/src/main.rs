@@ -422,3 +422,7 @@ async fn stop_signal() {
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
 }
+
+#[cfg(test)]
+#[path = "main_tests.rs"]
+mod tests;
