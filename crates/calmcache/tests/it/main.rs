@@ -40,6 +40,7 @@ mod monitoring;
 mod operations;
 mod purge_integrity;
 mod readme_config;
+mod readme_figures;
 mod refresh;
 mod request_integrity;
 mod rfc_age;
