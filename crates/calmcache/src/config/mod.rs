@@ -43,6 +43,7 @@
 pub(crate) mod access_log;
 pub(crate) mod conditions;
 mod error;
+pub(crate) mod hosts;
 pub(crate) mod key_template;
 mod parse;
 mod raw;
@@ -500,6 +501,9 @@ pub struct RouteConfig {
     pub name: String,
     /// Regex on the path and query; `None` matches every request.
     pub matcher: Option<regex::Regex>,
+    /// The host names the route answers for; empty: every host (and
+    /// requests without one).
+    pub hosts: Vec<hosts::HostPattern>,
     /// Index into [`Config::upstreams`].
     pub upstream: usize,
     /// Index into [`Config::zones`]: the route's zone, or the first of its
@@ -562,7 +566,8 @@ pub struct RouteConfig {
     pub hit_for_miss: Duration,
     /// Paths (each starting with `/`) fetched at start-up to fill the zone.
     pub warm: Vec<String>,
-    /// Host header for warm fetches; `None` means the first `server.listen` address.
+    /// Host header for warm fetches; `None` means the first exact name of
+    /// `hosts`, else the first `server.listen` address.
     pub warm_host: Option<String>,
     /// Codings calmcache makes itself for stored objects, in config order,
     /// without duplicates (default none).

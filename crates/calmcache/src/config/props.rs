@@ -185,6 +185,7 @@ const ZONE: &[&str] = &[
 const ROUTE: &[&str] = &[
     "name",
     "match",
+    "hosts",
     "upstream",
     "zone",
     "zones",

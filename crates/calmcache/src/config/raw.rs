@@ -234,6 +234,7 @@ pub(crate) struct RawRoute {
     #[serde(default)]
     pub(crate) warm: Vec<String>,
     pub(crate) warm_host: Option<String>,
+    pub(crate) hosts: Option<Vec<String>>,
     #[serde(default)]
     pub(crate) compress: Vec<String>,
     pub(crate) forward_targeted_cache_control: Option<bool>,

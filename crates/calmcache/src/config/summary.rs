@@ -34,12 +34,17 @@ impl Config {
             .filter_map(|&z| self.zones.get(z))
             .map(|z| z.name.as_str())
             .collect();
+        let name = if route.hosts.is_empty() {
+            route.name.clone()
+        } else {
+            let hosts: Vec<String> = route.hosts.iter().map(ToString::to_string).collect();
+            format!("{} for {}", route.name, hosts.join(" "))
+        };
         if zones.is_empty() {
-            return format!("{} -> {upstream}, no cache", route.name);
+            return format!("{name} -> {upstream}, no cache");
         }
         format!(
-            "{} -> {upstream} via {}, refresh {}{}",
-            route.name,
+            "{name} -> {upstream} via {}, refresh {}{}",
             zones.join("+"),
             route.refresh.as_str(),
             cache_features(route)

@@ -1782,3 +1782,65 @@ fn fleet_urls_that_would_only_fail_when_connecting_are_refused() {
         "the cluster's nodes mix redis:// and rediss://"
     );
 }
+
+#[test]
+fn hosts_take_nginx_server_name_forms_and_default_the_warm_host() {
+    let config = load(&with_route(
+        "hosts = [\"Example.com\", \"*.example.org\", \".example.net\"]\nzone = \"ssd\"\nwarm = [\"/\"]",
+    ));
+    let route = &config.routes[0];
+    let shown: Vec<String> = route.hosts.iter().map(ToString::to_string).collect();
+    assert_eq!(shown, ["example.com", "*.example.org", ".example.net"]);
+    assert!(
+        config
+            .summary()
+            .contains("route0 for example.com *.example.org .example.net -> app via ssd"),
+        "{}",
+        config.summary()
+    );
+    assert_eq!(route.warm_host.as_deref(), Some("example.com"));
+    // Without an exact name: no default (the listen address, as before).
+    let config = load(&with_route("hosts = [\"*.example.org\"]"));
+    assert_eq!(config.routes[0].warm_host, None);
+    assert!(
+        load(MINIMAL).routes[0].hosts.is_empty(),
+        "no key: every host"
+    );
+}
+
+#[test]
+fn bad_hosts_are_named_with_their_index_and_what_is_wrong() {
+    let found = problems(&with_route(
+        "hosts = [\"ok.test\", \"example.*\", \"a.test:80\", \"~^www\"]",
+    ));
+    assert_eq!(
+        paths(&found),
+        [
+            "routes[0].hosts[1]",
+            "routes[0].hosts[2]",
+            "routes[0].hosts[3]"
+        ]
+    );
+    assert!(found[1].message.contains("port"), "{}", found[1].message);
+    assert!(found[0].hint.as_deref().unwrap().contains("*.example.com"));
+    let empty = only_problem(&with_route("hosts = []"));
+    assert_eq!(empty.path, "routes[0].hosts");
+    assert_eq!(
+        empty.hint.as_deref(),
+        Some("omit hosts to answer for every host")
+    );
+    let warm = only_problem(&with_route(
+        "hosts = [\"a.test\"]\nzone = \"ssd\"\nwarm = [\"/\"]\nwarm_host = \"b.test\"",
+    ));
+    assert_eq!(warm.path, "routes[0].warm_host");
+    assert!(
+        warm.message.contains("not one of the route's hosts"),
+        "{}",
+        warm.message
+    );
+    let unknown = only_problem(&with_route("host = [\"a.test\"]"));
+    assert!(
+        unknown.message.contains("hosts"),
+        "did you mean: {unknown:?}"
+    );
+}

@@ -237,6 +237,9 @@ pub(crate) struct Purges {
 pub(crate) struct RouteStatus {
     /// Upstream name.
     pub upstream: String,
+    /// The host names the route answers for (`hosts`); absent: every host.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
     /// Zone name, if caching (the first of `zones`).
     pub zone: Option<String>,
     /// Every zone the route places keys in, when it has several.
@@ -375,6 +378,7 @@ pub(crate) fn status(proxy: &Proxy) -> Status {
         }
         let rs = RouteStatus {
             upstream: route.upstream.name.clone(),
+            hosts: route.cfg.hosts.iter().map(ToString::to_string).collect(),
             zone: route.zone.as_ref().map(|z| z.name.clone()),
             zones: if single {
                 Vec::new()

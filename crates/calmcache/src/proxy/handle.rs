@@ -172,15 +172,22 @@ async fn answer(
         return Ok(Box::pin(crate::proxy::purge::purge_method(proxy, &req, client.addr)).await);
     }
     let own = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
-    let Some(route) = worker.route_for(admitted.match_target(own)) else {
+    // As admitted: lower-case, no default port (edge.rs).
+    let host = crate::http::headers::host_of(&req);
+    let Some(route) = worker.route_for(host, admitted.match_target(own)) else {
         let e = ProxyError::downstream(ErrorKind::NoRoute, own);
         metrics::note_uncounted(CacheStatus::Bypass);
         return Ok(error_response(&e, &CacheStatus::Bypass.report()));
     };
+    // Rare: kept only when the route must be found again below.
+    let routed_host = admitted.recheck().then(|| host.to_owned());
     let client = crate::proxy::edge::prepare(&mut req, &mut admitted, route, client);
-    if admitted.recheck() {
+    if let Some(host) = routed_host {
         let own = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
-        if !worker.route_for(own).is_some_and(|r| Arc::ptr_eq(r, route)) {
+        if !worker
+            .route_for(&host, own)
+            .is_some_and(|r| Arc::ptr_eq(r, route))
+        {
             let e = ProxyError::downstream(
                 ErrorKind::BadRequest,
                 "the path routes differently once its escapes are decoded",

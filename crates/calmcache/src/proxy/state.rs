@@ -412,12 +412,17 @@ impl Worker {
         }
     }
 
-    /// The first route matching `path_and_query`.
-    pub(crate) fn route_for(&self, path_and_query: &str) -> Option<&Arc<Route>> {
+    /// The first route whose `hosts` take `host` (the admitted Host
+    /// value; empty without one) and whose `match` takes `path_and_query`.
+    pub(crate) fn route_for(&self, host: &str, path_and_query: &str) -> Option<&Arc<Route>> {
         let mut matchers = self.matchers.iter();
-        self.proxy.routes.iter().find(|_| match matchers.next() {
-            Some(Some(regex)) => regex.is_match(path_and_query),
-            _ => true,
+        self.proxy.routes.iter().find(|route| {
+            let matcher = matchers.next();
+            crate::config::hosts::any_matches(&route.cfg.hosts, host)
+                && match matcher {
+                    Some(Some(regex)) => regex.is_match(path_and_query),
+                    _ => true,
+                }
         })
     }
 }

@@ -59,6 +59,7 @@ mod slow_readers;
 mod third_tier;
 mod tls_files;
 mod upstream_tls;
+mod virtual_hosts;
 mod warm;
 mod websocket;
 mod zero_copy;

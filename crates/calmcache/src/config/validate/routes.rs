@@ -13,6 +13,7 @@ use regex::Regex;
 use super::Checker;
 use crate::config::conditions::Condition;
 use crate::config::error::{toml_key, Problem};
+use crate::config::hosts::HostPattern;
 use crate::config::key_template::KeyTemplate;
 use crate::config::raw::{RawRoute, Text};
 use crate::config::ZoneKind;
@@ -84,13 +85,16 @@ impl Checker {
             .pattern
             .as_ref()
             .and_then(|pattern| self.regex(&at("match"), pattern));
+        let hosts = self.hosts(&at("hosts"), raw.hosts.as_deref());
         let upstream = self.route_upstream(&at("upstream"), raw.upstream.as_deref(), names);
         let zones = self.route_zones(&at, &raw, names);
         let zone = zones.first().copied();
         let memory = self.route_memory(&at, &raw, names, &zones);
+        let warm_host = self.warm_host(&at("warm_host"), raw.warm_host.clone(), &hosts);
         RouteConfig {
             name,
             matcher,
+            hosts,
             // 0 is a placeholder: a missing upstream was reported above.
             upstream: upstream.unwrap_or(0),
             zone,
@@ -137,7 +141,7 @@ impl Checker {
                 DEFAULT_HIT_FOR_MISS,
             ),
             warm: self.warm(&path, &raw, names),
-            warm_host: self.warm_host(&at("warm_host"), raw.warm_host),
+            warm_host,
             compress: self.compress(&at("compress"), &raw.compress),
             forward_targeted_cache_control: raw.forward_targeted_cache_control.unwrap_or(false),
             cache_status_key: raw.cache_status_key.unwrap_or(false),
@@ -449,14 +453,54 @@ impl Checker {
         raw.warm.clone()
     }
 
-    fn warm_host(&mut self, path: &str, raw: Option<String>) -> Option<String> {
-        let host = raw?;
+    /// `warm_host`, or the first exact name of `hosts`; one the route's
+    /// `hosts` do not match is refused (its warm copies would be stored
+    /// under a host that never routes here).
+    fn warm_host(
+        &mut self,
+        path: &str,
+        raw: Option<String>,
+        hosts: &[HostPattern],
+    ) -> Option<String> {
+        let Some(host) = raw else {
+            return hosts.iter().find_map(|h| h.exact().map(str::to_owned));
+        };
         let bad = host.is_empty() || host.contains(|c: char| c == '/' || c.is_whitespace());
         if bad {
             let problem = Problem::new(path, format!("{host:?} is not a host"));
             self.report(problem.hint(r#"write a Host header value, e.g. "example.com""#));
+        } else if !crate::config::hosts::any_matches(hosts, &host.to_ascii_lowercase()) {
+            let problem = Problem::new(path, format!("{host:?} is not one of the route's hosts"));
+            self.report(problem.hint("warm with a name the route answers for, or omit warm_host"));
         }
         Some(host)
+    }
+
+    /// `hosts`: names as NGINX's `server_name` has them
+    /// ([`HostPattern`]); an empty list is refused (omit the key for every
+    /// host).
+    fn hosts(&mut self, path: &str, raw: Option<&[String]>) -> Vec<HostPattern> {
+        let Some(raw) = raw else {
+            return Vec::new();
+        };
+        if raw.is_empty() {
+            let problem = Problem::new(path, "is empty: the route would answer for no host");
+            self.report(problem.hint("omit hosts to answer for every host"));
+            return Vec::new();
+        }
+        let mut out = Vec::with_capacity(raw.len());
+        for (i, text) in raw.iter().enumerate() {
+            match HostPattern::parse(text) {
+                Ok(pattern) => out.push(pattern),
+                Err(why) => {
+                    let problem = Problem::new(format!("{path}[{i}]"), format!("{text:?} {why}"));
+                    self.report(problem.hint(
+                        r#"write "example.com", "*.example.com" (names under it) or ".example.com" (both)"#,
+                    ));
+                }
+            }
+        }
+        out
     }
 }
 
