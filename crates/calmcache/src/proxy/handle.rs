@@ -172,8 +172,13 @@ async fn answer(
         return Ok(Box::pin(crate::proxy::purge::purge_method(proxy, &req, client.addr)).await);
     }
     let own = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
-    // As admitted: lower-case, no default port (edge.rs).
-    let host = crate::http::headers::host_of(&req);
+    // As admitted: lower-case, no default port (edge.rs); looked up only
+    // when some route has `hosts`.
+    let host = if worker.by_host {
+        crate::http::headers::host_of(&req)
+    } else {
+        ""
+    };
     let Some(route) = worker.route_for(host, admitted.match_target(own)) else {
         let e = ProxyError::downstream(ErrorKind::NoRoute, own);
         metrics::note_uncounted(CacheStatus::Bypass);

@@ -397,6 +397,9 @@ pub(crate) struct Worker {
     /// The shared state.
     pub proxy: Arc<Proxy>,
     matchers: Vec<Option<regex::Regex>>,
+    /// Some route has `hosts`: only then is the request's host looked up
+    /// to route it.
+    pub by_host: bool,
     /// This thread's WebSocket tunnels, closed when the worker stops.
     pub tunnels: Arc<crate::net::shutdown::Tunnels>,
 }
@@ -405,9 +408,11 @@ impl Worker {
     /// Clones the route regexes for one thread.
     pub(crate) fn new(proxy: Arc<Proxy>, tunnels: Arc<crate::net::shutdown::Tunnels>) -> Self {
         let matchers = proxy.routes.iter().map(|r| r.cfg.matcher.clone()).collect();
+        let by_host = proxy.routes.iter().any(|r| !r.cfg.hosts.is_empty());
         Worker {
             proxy,
             matchers,
+            by_host,
             tunnels,
         }
     }
