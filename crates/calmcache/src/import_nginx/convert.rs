@@ -6,9 +6,10 @@
 //! first-match routes: exact `=` locations first, then `^~` prefixes
 //! (longest first), then the regex locations in file order, then the other
 //! prefixes (longest first). That order picks the same location for every
-//! path unless a plain prefix extends a `^~` one, which gets a comment. A
-//! fragment without `http { }` (as blog posts show them) is read as if it
-//! were inside one.
+//! path unless a plain prefix extends a `^~` one, which gets a comment. The
+//! servers' routes come in the groups `server_names` plans (NGINX's choice
+//! of a server by Host), each restricted to its `hosts`. A fragment without
+//! `http { }` (as blog posts show them) is read as if it were inside one.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -16,6 +17,7 @@ use std::path::Path;
 use super::cache;
 use super::lexer::Pos;
 use super::pathre;
+use super::server_names::{self, Names};
 use super::settings::Settings;
 use super::toml_out::{Doc, Section, Value};
 use super::tree::Directive;
@@ -47,6 +49,10 @@ struct Location {
 
 struct Server {
     default: bool,
+    /// Its `server_name`s.
+    names: Names,
+    /// The addresses of its `listen`s, as calmcache writes them, sorted.
+    listens: Vec<String>,
     locations: Vec<Location>,
     /// The server's own settings, for a server without locations.
     settings: Settings,
@@ -217,6 +223,8 @@ impl Converter<'_> {
             // A fragment: locations (or only settings) outside any server.
             let mut server = Server {
                 default: false,
+                names: Names::new("The locations outside any server".into()),
+                listens: Vec::new(),
                 locations: Vec::new(),
                 settings: settings.clone(),
                 pos: None,
@@ -344,6 +352,8 @@ impl Converter<'_> {
         let settings = http.child(dirs);
         let mut server = Server {
             default: false,
+            names: Names::new(format!("server ({})", d.pos)),
+            listens: Vec::new(),
             locations: Vec::new(),
             settings: settings.clone(),
             pos: Some(d.pos.clone()),
@@ -353,18 +363,23 @@ impl Converter<'_> {
         let tls_before = self.tls_listen.len();
         for c in dirs {
             match c.name.as_str() {
-                "listen" => server.default |= self.listen(c),
+                "listen" => {
+                    server.default |= self.listen(c);
+                    let addr = c.args.first().map(String::as_str).unwrap_or("80");
+                    server
+                        .listens
+                        .push(listen_address(addr).map_or(addr.to_owned(), |(a, _)| a));
+                }
                 "location" => self.location(c, &settings, &mut server.locations),
                 "ssl_certificate" => certs.push(c.clone()),
                 "ssl_certificate_key" => keys.push(c.clone()),
-                "server_name" => self.top.push(note_skipped(
-                    c,
-                    "calmcache has no virtual hosts: every route serves every Host (the key tells sites apart by $host)",
-                )),
-                "ssl" if c.args.first().map(String::as_str) == Some("on") => self.top.push(note_skipped(
-                    c,
-                    "list the TLS addresses in server.tls_listen (done for `listen ... ssl`)",
-                )),
+                "server_name" => server.names.read(c, &mut self.top),
+                "ssl" if c.args.first().map(String::as_str) == Some("on") => {
+                    self.top.push(note_skipped(
+                        c,
+                        "list the TLS addresses in server.tls_listen (done for `listen ... ssl`)",
+                    ))
+                }
                 _ => self.http_directive(c),
             }
         }
@@ -397,6 +412,11 @@ impl Converter<'_> {
                 keys.len()
             ));
         }
+        if server.listens.is_empty() {
+            server.listens.push("0.0.0.0:80".into()); // NGINX's default
+        }
+        server.listens.sort();
+        server.listens.dedup();
         self.servers.push(server);
     }
 
@@ -522,20 +542,10 @@ impl Converter<'_> {
     /// Builds the document once everything is read.
     fn document(mut self, main: &str) -> Doc {
         let mut routes = Vec::new();
-        let mut servers = std::mem::take(&mut self.servers);
-        // calmcache has no Host-based choice: the default server's routes first.
-        servers.sort_by_key(|s| !s.default);
-        if servers.len() > 1 {
-            self.top.push(
-                "NGINX chooses a server block by Host; calmcache has one set of routes for every Host. \
-                 The routes of the default server come first, then the others': a route of a later server \
-                 is reached only for paths the earlier ones do not match."
-                    .into(),
-            );
-        }
-        for server in &servers {
-            self.server_routes(server, &mut routes);
-        }
+        let servers = std::mem::take(&mut self.servers);
+        self.host_groups(&servers, &mut routes);
+        let mut seen = HashSet::new();
+        self.top.retain(|note| seen.insert(note.clone()));
         let mut doc = Doc::default();
         doc.header.push(format!(
             "calmcache config imported from the NGINX config {main} by `calmcache import-nginx`."
@@ -583,6 +593,64 @@ impl Converter<'_> {
             doc.sections.push(log);
         }
         doc
+    }
+
+    /// Every server's routes in the groups that pick NGINX's server by Host
+    /// (see server_names), each group's routes restricted to its hosts.
+    fn host_groups(&mut self, servers: &[Server], routes: &mut Vec<Section>) {
+        let default = servers.iter().position(|s| s.default).unwrap_or(0);
+        let names: Vec<&Names> = servers.iter().map(|s| &s.names).collect();
+        let (groups, notes) = server_names::plan(&names, default);
+        if servers.len() > 1 {
+            self.top.push(
+                "NGINX chooses a server block by Host: the routes carry each server's server_name \
+                 as hosts, in the order that makes the first match NGINX's choice (exact names, then \
+                 wildcards, longest first, then the default server for every other Host). A server \
+                 can appear in several groups."
+                    .into(),
+            );
+        } else if servers.iter().any(|s| s.names.usable()) {
+            self.top.push(
+                "server_name: NGINX answers every Host with the only server block, so its routes \
+                 have no hosts."
+                    .into(),
+            );
+        }
+        if servers.windows(2).any(|w| w[0].listens != w[1].listens) {
+            self.top.push(
+                "The server blocks listen on different addresses: NGINX chooses among the servers \
+                 of the address a request came in on, calmcache's routes serve every listener."
+                    .into(),
+            );
+        }
+        self.top.extend(notes);
+        for group in groups {
+            let server = &servers[group.server];
+            let first = routes.len();
+            self.server_routes(server, routes);
+            let Some(hosts) = group.hosts else {
+                if let Some(route) = routes.get_mut(first).filter(|_| !group.note.is_empty()) {
+                    route.comments.insert(0, group.note);
+                }
+                continue;
+            };
+            let list = Value::List(hosts.into_iter().map(Value::Str).collect());
+            for route in &mut routes[first..] {
+                route.set_first("hosts", list.clone());
+            }
+            if let Some(route) = routes.get_mut(first) {
+                route.comments.insert(0, group.note);
+                if !covers_every_path(server) {
+                    route.comments.insert(
+                        1,
+                        "This server has no location for every path: a path none of its \
+                         locations match goes on to the routes below, where NGINX would answer it \
+                         from this server (usually 404)."
+                            .into(),
+                    );
+                }
+            }
+        }
     }
 
     fn finish_server(&mut self) {
@@ -796,6 +864,15 @@ impl Converter<'_> {
         }
         name
     }
+}
+
+/// Whether some location of `server` matches every path (NGINX's `location /`).
+fn covers_every_path(server: &Server) -> bool {
+    server.locations.is_empty()
+        || server
+            .locations
+            .iter()
+            .any(|l| matches!(l.modifier, Modifier::Prefix | Modifier::NoRegex) && l.pattern == "/")
 }
 
 /// `= /x`, `^~ /x`, `~ re`, `/x`.

@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use super::convert::convert;
@@ -314,4 +315,114 @@ fn http_level_certificates_serve_tls_servers() {
     assert_eq!(tls.len(), 1);
     assert_eq!(tls[0]["cert"].as_str(), Some("/c.pem"));
     assert_eq!(v["server"]["tls_listen"].as_array().unwrap().len(), 2);
+}
+
+/// Each route's `hosts` (`*` for none) and upstream, in order.
+fn hosts_and_upstreams(v: &toml::Value) -> Vec<(String, String)> {
+    v["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let hosts = match r.get("hosts") {
+                Some(h) => h
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|h| h.as_str().unwrap())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                None => "*".into(),
+            };
+            (hosts, r["upstream"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+const SITES: &str = "http {
+  server { listen 80; server_name A.test www.a.test; location / { proxy_pass http://a:1; } }
+  server { listen 80; server_name *.b.test .c.b.test; location / { proxy_pass http://b:1; } }
+  server { listen 80 default_server; server_name _ d.test; location / { proxy_pass http://d:1; } }
+  server { listen 80; server_name ~^(?<user>.+)\\.e\\.test$ www.e.*; location / { proxy_pass http://e:1; } }
+  server { listen 80; server_name \"\"; location / { proxy_pass http://f:1; } }
+  server { listen 80; server_name x.b.test *.test; location /x/ { proxy_pass http://g:1; } }
+}";
+
+#[test]
+fn server_names_become_hosts_in_nginx_order() {
+    let out = import(SITES);
+    let v: toml::Value = toml::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    let got = hosts_and_upstreams(&v);
+    let want = [
+        // Exact names, every server in file order (the default server's
+        // d.test too: *.test, tried before the catch-all, would take it).
+        ("a.test www.a.test", "a_1"),
+        ("d.test", "d_1"),
+        ("x.b.test", "g_1"),
+        // Wildcards, longest suffix first (one server's next to each other
+        // in one group).
+        (".c.b.test *.b.test", "b_1"),
+        ("*.test", "g_1"),
+        // The default server for every other Host.
+        ("*", "d_1"),
+    ];
+    let want: Vec<(String, String)> = want
+        .iter()
+        .map(|(h, u)| (h.to_string(), u.to_string()))
+        .collect();
+    assert_eq!(got, want, "{out}");
+    let joined = out.replace("\n# ", " ");
+    for needle in [
+        "not carried over: server_name \"www.e.*\"",
+        "a trailing wildcard",
+        "a regex name",
+        "server_name \"_\" (t.conf:4): the usual catch-all spelling",
+        "server_name \"\" (t.conf:6): the empty name",
+        "server (t.conf:5) is left out: calmcache cannot express any of its names",
+        "server (t.conf:6) is left out: it has no name",
+        "server (t.conf:7) by its exact names",
+        "server (t.conf:4), the default server",
+        "This server has no location for every path",
+    ] {
+        assert!(joined.contains(needle), "{needle} missing in\n{out}");
+    }
+    assert!(
+        !out.contains("e_1"),
+        "the regex-named server is left out\n{out}"
+    );
+    let config = crate::config::Config::from_toml(&out, "imported.toml")
+        .unwrap_or_else(|e| panic!("{e}\n{out}"));
+    let names: HashSet<&str> = config.routes.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names.len(), config.routes.len(), "route names are unique");
+}
+
+#[test]
+fn one_server_answers_every_host_and_a_first_server_is_the_default() {
+    let v = parsed("server { server_name a.test; location / { proxy_pass http://a:1; } }");
+    assert!(v["routes"][0].get("hosts").is_none());
+    let v = parsed(
+        "server { server_name a.test; location / { proxy_pass http://a:1; } }
+         server { server_name b.test; location / { proxy_pass http://b:1; } }",
+    );
+    let got = hosts_and_upstreams(&v);
+    assert_eq!(
+        got,
+        [
+            ("b.test".to_string(), "b_1".to_string()),
+            ("*".to_string(), "a_1".to_string()),
+        ]
+    );
+}
+
+#[test]
+fn servers_on_different_ports_are_said_to_share_the_routes() {
+    let two = |second: &str| {
+        import(&format!(
+            "server {{ listen 80; server_name a.test; location / {{ proxy_pass http://a:1; }} }}
+             server {{ {second} server_name b.test; location / {{ proxy_pass http://b:1; }} }}"
+        ))
+    };
+    assert!(two("listen 8080;").contains("listen on different addresses"));
+    assert!(!two("listen *:80;").contains("listen on different addresses"));
+    assert!(!two("").contains("listen on different addresses"));
 }

@@ -66,6 +66,13 @@ impl Section {
         self.entries.last_mut().expect("just pushed")
     }
 
+    /// Adds `key = value` before the other keys.
+    pub(crate) fn set_first(&mut self, key: &str, value: Value) -> &mut Entry {
+        self.set(key, value);
+        self.entries.rotate_right(1);
+        &mut self.entries[0]
+    }
+
     /// The value of `key`, if set.
     pub(crate) fn get(&self, key: &str) -> Option<&Value> {
         self.entries.iter().find(|e| e.key == key).map(|e| &e.value)

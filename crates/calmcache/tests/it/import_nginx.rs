@@ -249,7 +249,7 @@ struct SideBySide {
     nginx_origin: Origin,
     calm_origin: Origin,
     nginx_port: u16,
-    nginx: Child,
+    nginx: Option<Nginx>,
     calm: Option<calmcache::Running>,
 }
 
@@ -262,7 +262,6 @@ impl SideBySide {
         let text = std::fs::read_to_string(fixture(name)).unwrap();
         // NGINX: the fixture inside http { }, its ports and paths this test's.
         let ndir = dir.join("nginx");
-        std::fs::create_dir_all(ndir.join("logs")).unwrap();
         let conf_text = localise(&text, nginx_origin.addr(), &ndir)
             .lines()
             .map(|line| {
@@ -277,63 +276,18 @@ impl SideBySide {
             })
             .collect::<Vec<_>>()
             .join("\n");
-        // NGINX creates a cache directory, not its parents.
-        for line in conf_text.lines() {
-            if let Some(rest) = line.trim_start().strip_prefix("proxy_cache_path ") {
-                let path = Path::new(rest.split_whitespace().next().unwrap());
-                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            }
-        }
-        std::fs::write(ndir.join("site.conf"), conf_text).unwrap();
-        let main = format!(
-            "user root;\nworker_processes 1;\nevents {{ worker_connections 256; }}\n\
-             http {{ access_log off; include {}; }}\n",
-            ndir.join("site.conf").display()
-        );
-        let conf = ndir.join("nginx.conf");
-        std::fs::write(&conf, main).unwrap();
-        let nginx = Command::new(NGINX)
-            .arg("-p")
-            .arg(format!("{}/", ndir.display()))
-            .arg("-c")
-            .arg(&conf)
-            .arg("-e")
-            .arg(ndir.join("error.log"))
-            .arg("-g")
-            .arg(format!(
-                "daemon off; pid {};",
-                ndir.join("nginx.pid").display()
-            ))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let nginx = Child(nginx);
-        wait_listening_or_log(nginx_port, &ndir).await;
+        let nginx = start_nginx(&ndir, &conf_text, nginx_port).await;
         // calmcache: the imported config, its ports and paths this test's.
         let cdir = dir.join("calmcache");
         std::fs::create_dir_all(&cdir).unwrap();
-        let toml = localise(&imported(&fixture(name)), calm_origin.addr(), &cdir)
-            .lines()
-            .map(|line| {
-                if line.starts_with("listen = ") {
-                    "listen = [\"127.0.0.1:0\"]".to_owned()
-                } else {
-                    line.to_owned()
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        let path = cdir.join("calmcache.toml");
-        std::fs::write(&path, &toml).unwrap();
-        let config = calmcache::load_config(&path).unwrap_or_else(|e| panic!("{e}\n{toml}"));
-        let calm = calmcache::start(&config).await.unwrap();
+        let toml = localise(&imported(&fixture(name)), calm_origin.addr(), &cdir);
+        let calm = start_calm(&cdir, &toml).await;
         SideBySide {
             dir,
             nginx_origin,
             calm_origin,
             nginx_port,
-            nginx,
+            nginx: Some(nginx),
             calm: Some(calm),
         }
     }
@@ -404,17 +358,86 @@ impl SideBySide {
 
 impl Drop for SideBySide {
     fn drop(&mut self) {
+        drop(self.nginx.take());
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A running NGINX master, stopped with its workers when dropped.
+struct Nginx(Child);
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
         // SIGTERM: the master stops its workers (SIGKILL, Child's drop, would
         // leave them listening).
-        crate::signal(&self.nginx, "-TERM");
+        crate::signal(&self.0, "-TERM");
         for _ in 0..200 {
-            if matches!(self.nginx.0.try_wait(), Ok(Some(_))) {
+            if matches!(self.0 .0.try_wait(), Ok(Some(_))) {
                 break;
             }
             std::thread::sleep(Duration::from_millis(25));
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// NGINX in `ndir` with `site` (directives of an http block) as its whole
+/// config, once it listens on `port` (which `site`'s listens use).
+async fn start_nginx(ndir: &Path, site: &str, port: u16) -> Nginx {
+    std::fs::create_dir_all(ndir.join("logs")).unwrap();
+    // NGINX creates a cache directory, not its parents.
+    for line in site.lines() {
+        if let Some(rest) = line.trim_start().strip_prefix("proxy_cache_path ") {
+            let path = Path::new(rest.split_whitespace().next().unwrap());
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        }
+    }
+    std::fs::write(ndir.join("site.conf"), site).unwrap();
+    let main = format!(
+        "user root;\nworker_processes 1;\nevents {{ worker_connections 256; }}\n\
+         http {{ access_log off; include {}; }}\n",
+        ndir.join("site.conf").display()
+    );
+    let conf = ndir.join("nginx.conf");
+    std::fs::write(&conf, main).unwrap();
+    let nginx = Command::new(NGINX)
+        .arg("-p")
+        .arg(format!("{}/", ndir.display()))
+        .arg("-c")
+        .arg(&conf)
+        .arg("-e")
+        .arg(ndir.join("error.log"))
+        .arg("-g")
+        .arg(format!(
+            "daemon off; pid {};",
+            ndir.join("nginx.pid").display()
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let nginx = Nginx(Child(nginx));
+    wait_listening_or_log(port, ndir).await;
+    nginx
+}
+
+/// calmcache from the imported `toml` (written in `cdir`), listening on a
+/// port of its own.
+async fn start_calm(cdir: &Path, toml: &str) -> calmcache::Running {
+    let toml = toml
+        .lines()
+        .map(|line| {
+            if line.starts_with("listen = ") {
+                "listen = [\"127.0.0.1:0\"]".to_owned()
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let path = cdir.join("calmcache.toml");
+    std::fs::write(&path, &toml).unwrap();
+    let config = calmcache::load_config(&path).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+    calmcache::start(&config).await.unwrap()
 }
 
 async fn wait_listening_or_log(port: u16, dir: &Path) {
@@ -580,4 +603,96 @@ async fn side_by_side_seed003_lock_and_stale_updating() {
     both.run(&[step("/", &[])]).await;
     both.origin_requests(2).await;
     both.stop().await;
+}
+
+/// Three server blocks on one port, as in the import's unit tests: `a.test`
+/// (cached), `*.b.test` (not cached) and a default server that is not the
+/// first block. Each Host reaches the same origin through NGINX and through
+/// the imported calmcache config.
+fn three_servers(origins: &[Origin; 3], cache: &Path, listen: &str) -> String {
+    format!(
+        "proxy_cache_path {cache}/a keys_zone=a:1m;
+server {{
+  listen {listen};
+  server_name a.test;
+  location / {{ proxy_pass http://{a}; proxy_cache a; proxy_cache_valid 200 1m; }}
+}}
+server {{
+  listen {listen};
+  server_name *.b.test;
+  location / {{ proxy_pass http://{b}; }}
+}}
+server {{
+  listen {listen} default_server;
+  server_name _;
+  location / {{ proxy_pass http://{c}; }}
+}}
+",
+        cache = cache.display(),
+        a = origins[0].addr(),
+        b = origins[1].addr(),
+        c = origins[2].addr(),
+    )
+}
+
+async fn three_origins() -> [Origin; 3] {
+    [
+        Origin::start().await,
+        Origin::start().await,
+        Origin::start().await,
+    ]
+}
+
+#[tokio::test]
+async fn side_by_side_server_names_pick_the_same_server_block() {
+    if !nginx_available() {
+        return;
+    }
+    let dir = scratch("side-server-names");
+    let (ndir, cdir) = (dir.join("nginx"), dir.join("calmcache"));
+    std::fs::create_dir_all(&cdir).unwrap();
+    let (nginx_origins, calm_origins) = (three_origins().await, three_origins().await);
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let nginx = start_nginx(&ndir, &three_servers(&nginx_origins, &ndir, &listen), port).await;
+    let conf = cdir.join("nginx.conf");
+    let site = three_servers(&calm_origins, &cdir, &listen);
+    std::fs::write(&conf, format!("http {{\n{site}}}\n")).unwrap();
+    let calm = start_calm(&cdir, &imported(&conf)).await;
+    let calm_addr = calm.proxy_addrs[0];
+    for host in [
+        "a.test",
+        "www.b.test",
+        "x.y.b.test",
+        "b.test",
+        "other.test",
+        "A.TEST",
+    ] {
+        for round in 0..2 {
+            let get = |addr: String| async move {
+                client::get_with(
+                    http::Method::GET,
+                    &format!("http://{addr}/p"),
+                    &[("host", host)],
+                )
+                .await
+            };
+            let n = get(listen.clone()).await;
+            let c = get(calm_addr.to_string()).await;
+            assert_eq!(n.status, c.status, "{host} #{round}: statuses");
+            assert_eq!(n.body, c.body, "{host} #{round}: bodies");
+        }
+    }
+    // a.test and A.TEST: one fetch, cached; names under b.test: four, not
+    // cached; b.test itself and other.test: the default server's four.
+    let hits = |origins: &[Origin; 3]| origins.iter().map(Origin::hits).collect::<Vec<_>>();
+    assert_eq!(hits(&nginx_origins), [1, 4, 4], "NGINX's origin requests");
+    assert_eq!(
+        hits(&calm_origins),
+        [1, 4, 4],
+        "calmcache's origin requests"
+    );
+    calm.shutdown(Duration::from_secs(1)).await;
+    drop(nginx);
+    let _ = std::fs::remove_dir_all(&dir);
 }
