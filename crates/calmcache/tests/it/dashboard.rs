@@ -278,8 +278,12 @@ async fn dashboard_in_headless_chromium_follows_traffic() {
     );
 
     let origin = Origin::start().await;
+    // A second route, for one host name: the page names it with its hosts.
     let proxy = Proxy::new(&origin)
-        .route("ttl = { 200 = \"60s\" }\nrefresh = \"lock\"")
+        .route(
+            "ttl = { 200 = \"60s\" }\nrefresh = \"lock\"\n\n\
+             [[routes]]\nname = \"shop\"\nupstream = \"origin\"\nhosts = [\"shop.test\", \"*.shop.test\"]\n",
+        )
         .start()
         .await;
     let page = proxy.admin_url("/");
@@ -360,6 +364,11 @@ async fn dashboard_in_headless_chromium_follows_traffic() {
             None => checks.0.push(format!("{what}: no row {table}")),
         }
     }
+    let shop = row(dom, "data-route=\"shop\"").unwrap_or_default();
+    checks.check(
+        shop.contains("shop · shop.test *.shop.test"),
+        format!("{what}: the shop route's row names its hosts: {shop}"),
+    );
     if let Some(size) = row(dom, "data-zone=\"ram\"").and_then(|r| metric(r, "zone-size")) {
         checks.check(
             size.parse::<u64>().is_ok_and(|n| n > 0),
