@@ -1844,3 +1844,27 @@ fn bad_hosts_are_named_with_their_index_and_what_is_wrong() {
         "did you mean: {unknown:?}"
     );
 }
+
+#[test]
+fn a_route_behind_a_catch_all_is_warned_about() {
+    let routes = |text: &str| {
+        load(&with_route(&format!(
+            "{text}\n[[routes]]\nname = \"later\"\nupstream = \"app\"\nmatch = '^/api/'\nhosts = [\"a.test\"]"
+        )))
+        .warnings()
+    };
+    // The first route takes every request: the later one is never used.
+    let warned = routes("");
+    assert_eq!(paths(&warned), ["routes[1]"], "{warned:#?}");
+    assert!(warned[0]
+        .message
+        .contains("routes[0] (route0) has no `match`"));
+    // Its match, or hosts the later route is not among, leave room.
+    assert!(routes("match = '^/static/'").is_empty());
+    assert!(routes("hosts = [\"b.test\"]").is_empty());
+    assert!(
+        routes("hosts = [\"a.test\", \"b.test\"]").len() == 1,
+        "a.test is taken"
+    );
+    assert!(load(MINIMAL).warnings().is_empty());
+}

@@ -1,6 +1,6 @@
 //! [`Config::warnings`]: what a valid config does that its author may not
 //! expect (a default certificate without names, an upstream with
-//! `tls_verify = false`). Never a refusal: `calmcache check` prints them (exit 0), the
+//! `tls_verify = false`, a route no request reaches). Never a refusal: `calmcache check` prints them (exit 0), the
 //! proxy logs them when it starts and at each reload.
 //!
 //! Owns the wording of each warning; the validation that lets the config
@@ -44,6 +44,42 @@ impl Config {
                 ));
             }
         }
+        warnings.extend(self.unreachable_routes());
         warnings
+    }
+
+    /// Routes no request can reach: an earlier route without `match` takes
+    /// every request of the hosts it answers for (every host, without
+    /// `hosts`), so a later route whose hosts are all among them is never
+    /// used (e.g. a catch-all written before the routes it was meant to
+    /// follow: routes are first-match).
+    fn unreachable_routes(&self) -> Vec<Problem> {
+        let mut out = Vec::new();
+        for (j, later) in self.routes.iter().enumerate() {
+            let shadow = self.routes[..j].iter().enumerate().find(|(_, earlier)| {
+                earlier.matcher.is_none()
+                    && (earlier.hosts.is_empty()
+                        || (!later.hosts.is_empty()
+                            && later.hosts.iter().all(|h| earlier.hosts.contains(h))))
+            });
+            if let Some((i, earlier)) = shadow {
+                let takes = if earlier.hosts.is_empty() {
+                    "every request".to_owned()
+                } else {
+                    "every request for its hosts".to_owned()
+                };
+                let problem = Problem::new(
+                    format!("routes[{j}]"),
+                    format!(
+                        "never used: routes[{i}] ({}) has no `match` and takes {takes} first",
+                        earlier.name
+                    ),
+                );
+                out.push(problem.hint(
+                    "routes are tried in file order: move this one above it, or give that one a match",
+                ));
+            }
+        }
+        out
     }
 }
