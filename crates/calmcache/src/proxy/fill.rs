@@ -590,7 +590,7 @@ fn stream_fill(
         .as_ref()
         .map_or(0, |f| f.config().max_object_size);
     let mut lease = lease.filter(|_| len.is_none_or(|n| n <= fleet_limit));
-    tokio::spawn(async move {
+    crate::proxy::background::spawn(async move {
         let mut permit = permit;
         let limit = zone.as_ref().map_or(0, |z| z.tier.max_object_size());
         let mut total = 0u64;

@@ -667,7 +667,7 @@ pub(crate) fn refresh_in_background(
         Some(permit),
         Some(current.clone()),
     );
-    tokio::spawn(async move {
+    crate::proxy::background::spawn(async move {
         let _slot = slot;
         task.await
     });
@@ -690,7 +690,7 @@ async fn answer_fill(
     // not hurt when this one goes away; its upstream call is noted for this
     // request's access log line.
     let task = metrics::with_call_slot(metrics::call_slot(), task);
-    let running = Orphaned::new(tokio::spawn(task), interest, route);
+    let running = Orphaned::new(crate::proxy::background::spawn(task), interest, route);
     let reply = match (running.await, ranged) {
         (Ok(FillReply::Relay(resp, NotStored::TooLarge)), Some(request)) => {
             drop(resp);

@@ -8,6 +8,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -97,6 +98,12 @@ pub(crate) struct Live {
     listen: RwLock<ListenConf>,
     /// When a shutdown began: its deadline for requests and tunnels.
     deadline: RwLock<Option<tokio::time::Instant>>,
+    /// Worker threads not done with their own work at shutdown. Each
+    /// waits for the others before its runtime goes: an upstream
+    /// connection one of them drives may carry another's request.
+    busy: AtomicUsize,
+    /// Woken when `busy` reaches zero.
+    all_done: tokio::sync::Notify,
 }
 
 /// The reloadable part of how proxy connections are served.
@@ -124,6 +131,39 @@ impl Live {
             proxy: RwLock::new(proxy),
             listen: RwLock::new(listen),
             deadline: RwLock::new(None),
+            busy: AtomicUsize::new(0),
+            all_done: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// One more worker thread that will call [`Live::worker_done`].
+    pub(crate) fn worker_started(&self) {
+        self.busy.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A worker that never ran: the others do not wait for it.
+    fn worker_gone(&self) {
+        if self.busy.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.all_done.notify_waiters();
+        }
+    }
+
+    /// This worker's work is done: waits (polling its runtime, so the
+    /// connections it drives keep serving the others) until every worker's
+    /// is, or the shutdown deadline.
+    async fn worker_done(&self) {
+        self.worker_gone();
+        let deadline = self.deadline();
+        loop {
+            let notified = self.all_done.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.busy.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return;
+            }
         }
     }
 
@@ -294,9 +334,13 @@ pub(crate) fn run_worker(
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!(error = %e, "worker runtime failed to start");
+            live.worker_gone();
             return;
         }
     };
+    // Fills and refreshes started by requests: finished before the runtime
+    // goes (up to the shutdown deadline).
+    let background = crate::proxy::background::track_this_thread();
     runtime.block_on(async move {
         let mut loops = JoinSet::new();
         loop {
@@ -339,6 +383,11 @@ pub(crate) fn run_worker(
         while loops.join_next().await.is_some() {}
         // Connections drained: tunnels get until the shutdown deadline.
         slot.tunnels.close_by(live.deadline()).await;
+        // So do fills and refreshes still running (a body's file to commit).
+        if !crate::proxy::background::finish_by(&background, live.deadline()).await {
+            tracing::warn!("fills or refreshes still running at the shutdown deadline; dropped");
+        }
+        live.worker_done().await;
     });
 }
 

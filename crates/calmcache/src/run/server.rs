@@ -186,6 +186,7 @@ pub async fn start_with(
             access_log.clone(),
             live.clone(),
         );
+        live.worker_started();
         let worker = std::thread::Builder::new()
             .name(format!("calmcache-worker-{i}"))
             .spawn(move || run_worker(run, inbox, stopped, log, live))

@@ -1066,3 +1066,59 @@ async fn disk_hits_are_byte_exact_over_http1_h2c_and_h2_over_tls_whole_ranged_an
     proxy.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A stopping proxy finishes the fills and refreshes still running (up to
+/// its shutdown deadline) instead of dropping them with its worker
+/// threads: a background refresh in flight at shutdown is stored, and the
+/// restarted proxy serves it. (Dropped, it left the stale copy; a large
+/// body's file could be left uncommitted the same way after its client
+/// had every byte.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_running_at_shutdown_is_finished_and_kept() {
+    let origin = Origin::start().await;
+    let dir = scratch("shutdown-refresh");
+    let build = || {
+        Proxy::new(&origin)
+            .disk_zone(&dir, "")
+            // The restarted proxy listens on another port: keyed by path.
+            .route(
+                "key = \"$uri\"\nttl = { 200 = \"1s\" }\nrefresh = \"lock\"\n\
+                 stale_while_revalidate = \"60s\"",
+            )
+    };
+    let proxy = build().start().await;
+    let url = proxy.url("/r");
+    let first = get(&url).await;
+    assert!(first.body.contains("n=1"), "{}", first.body);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Stale: served at once, refreshed in the background for 800 ms.
+    let slow = [("x-origin-delay-ms", "800")];
+    let stale = calmcache_testkit::get_with(Method::GET, &url, &slow).await;
+    assert!(
+        stale.cache_status().contains("stale-while-revalidate"),
+        "{}",
+        stale.cache_status()
+    );
+    assert!(stale.body.contains("n=1"));
+    let asked = tokio::time::Instant::now() + Duration::from_secs(5);
+    while origin.hits_for("/r") < 2 && tokio::time::Instant::now() < asked {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(origin.hits_for("/r"), 2, "the refresh reached the origin");
+    // Stopped while the refresh waits for its answer (2 s of grace).
+    proxy.stop().await;
+    let proxy = build().start().await;
+    wait_for("the loader", async || {
+        proxy.status().await["zones"]["ram"]["disk"]["loader_done"] == true
+    })
+    .await;
+    let after = get(&proxy.url("/r")).await;
+    assert!(
+        after.body.contains("n=2") && after.cache_status_params().has("hit"),
+        "the refreshed copy was stored before the stop: {} {}",
+        after.body,
+        after.cache_status()
+    );
+    assert_eq!(origin.hits_for("/r"), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
