@@ -64,9 +64,9 @@ impl Config {
             });
             if let Some((i, earlier)) = shadow {
                 let takes = if earlier.hosts.is_empty() {
-                    "every request".to_owned()
+                    "every request"
                 } else {
-                    "every request for its hosts".to_owned()
+                    "every request for its hosts"
                 };
                 let problem = Problem::new(
                     format!("routes[{j}]"),

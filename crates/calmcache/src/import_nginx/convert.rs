@@ -544,8 +544,6 @@ impl Converter<'_> {
         let mut routes = Vec::new();
         let servers = std::mem::take(&mut self.servers);
         self.host_groups(&servers, &mut routes);
-        let mut seen = HashSet::new();
-        self.top.retain(|note| seen.insert(note.clone()));
         let mut doc = Doc::default();
         doc.header.push(format!(
             "calmcache config imported from the NGINX config {main} by `calmcache import-nginx`."
@@ -624,10 +622,22 @@ impl Converter<'_> {
             );
         }
         self.top.extend(notes);
+        // Each server's routes are built once (their notes written once),
+        // then copied into every group it is in.
+        let mut built: Vec<Option<Vec<Section>>> = vec![None; servers.len()];
         for group in groups {
             let server = &servers[group.server];
             let first = routes.len();
-            self.server_routes(server, routes);
+            let own = match &built[group.server] {
+                Some(own) => own.clone(),
+                None => {
+                    let mut own = Vec::new();
+                    self.server_routes(server, &mut own);
+                    built[group.server] = Some(own.clone());
+                    own
+                }
+            };
+            routes.extend(own);
             let Some(hosts) = group.hosts else {
                 if let Some(route) = routes.get_mut(first).filter(|_| !group.note.is_empty()) {
                     route.comments.insert(0, group.note);

@@ -16,7 +16,7 @@ pub(crate) struct Doc {
 }
 
 /// `[server]`, `[upstreams.app]`, `[[routes]]`...
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Section {
     /// The header line, e.g. `[zones.ssd_cache]`.
     pub(crate) title: String,
@@ -27,7 +27,7 @@ pub(crate) struct Section {
 }
 
 /// One `key = value` with its comments.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Entry {
     pub(crate) key: String,
     pub(crate) value: Value,

@@ -183,7 +183,6 @@ pub(crate) fn render(status: &Status) -> String {
         );
     }
 
-    const EVICTIONS: &str = "calmcache_zone_evictions_total";
     type ZoneValue = fn(&crate::ops::status::ZoneStatus) -> f64;
     type DiskValue = fn(&crate::ops::status::DiskStatus) -> f64;
     let zone_gauges: [(&str, &str, ZoneValue); 3] = [
@@ -226,13 +225,18 @@ pub(crate) fn render(status: &Status) -> String {
             sample(o, &name, &[("zone", zone)], v.unwrap_or(0) as f64);
         }
     }
-    let disk: [(&str, &str, &str, DiskValue); 11] = [
-        (
-            EVICTIONS,
-            "counter",
-            "Objects evicted for max_size (any zone) or min_free (disk).",
-            |d| d.evictions as f64,
-        ),
+    // Every kind of zone evicts: a disk zone's count is in its disk block,
+    // a memory zone's in its memory block.
+    let name = "calmcache_zone_evictions_total";
+    let help = "Objects evicted for max_size (any zone) or min_free (disk).";
+    family(o, name, "counter", help);
+    for (zone, z) in &status.zones {
+        let evictions = z.disk.as_ref().map(|d| d.evictions);
+        if let Some(n) = evictions.or(z.memory.as_ref().map(|m| m.evictions)) {
+            sample(o, name, &[("zone", zone)], n as f64);
+        }
+    }
+    let disk: [(&str, &str, &str, DiskValue); 10] = [
         (
             "calmcache_zone_evictions_nospace_total",
             "counter",
@@ -299,10 +303,6 @@ pub(crate) fn render(status: &Status) -> String {
         for (zone, z) in &status.zones {
             if let Some(d) = &z.disk {
                 sample(o, name, &[("zone", zone)], value(d));
-            }
-            // A memory zone's evictions in the same family: its max_size.
-            if let Some(m) = z.memory.as_ref().filter(|_| name == EVICTIONS) {
-                sample(o, name, &[("zone", zone)], m.evictions as f64);
             }
         }
     }
