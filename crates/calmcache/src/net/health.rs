@@ -12,6 +12,13 @@
 //!                                     └───────────────> Down (until = now + fail_timeout)
 //! ```
 //!
+//! What counts as a failure: a failed connect (refused, `connect_timeout`,
+//! a TLS handshake that failed) always; a failed exchange (no head within
+//! `read_timeout`, closed before the head) only when [`crate::net::blame`]
+//! finds the server, not one URL, at fault (several paths failing while
+//! the server answers nothing), so one client cannot take a live origin out.
+//! A trial that fails either way keeps the server down.
+//!
 //! An active check that fails `fails` times in a row marks the server down
 //! on its own account until `passes` checks in a row succeed; a server is
 //! used only when neither account has it down.
@@ -31,6 +38,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::config::HealthCheckConfig;
+use crate::net::blame::{Blame, FailedPaths, PathKey, UrlBlame};
 use crate::telemetry::counter::Counter;
 
 /// The health settings of one upstream, shared by its servers.
@@ -56,8 +64,12 @@ pub(crate) struct ServerHealth {
     /// while the server is healthy.
     available: AtomicBool,
     state: Mutex<State>,
-    /// Failed requests (connect, timeout, broken head) since start.
+    /// Failed requests charged to the server since start.
     fails_total: Counter,
+    /// Failed exchanges blamed on their URL, not the server, since start.
+    url_fails_total: Counter,
+    /// When the server last answered, and the judge of failed exchanges.
+    blame: UrlBlame,
     /// Active checks sent, and those that failed.
     checks: Counter,
     checks_failed: Counter,
@@ -72,6 +84,8 @@ struct State {
     down: Option<Down>,
     /// The one trial request is in flight.
     trial: bool,
+    /// Paths whose exchange failed within `fail_timeout` (for blame).
+    failed_paths: FailedPaths,
     last_failure: Option<String>,
     /// Actively down (since when), and the run of check results that goes
     /// against the current account (fails while up, passes while down).
@@ -105,17 +119,27 @@ pub(crate) enum Verdict {
     Answered,
     /// A response head with a status in `fail_statuses`: relayed, but a failure.
     FailingStatus(String),
-    /// Failed in a way that counts against the server (why).
+    /// Failed to connect (why): counts against the server.
     Failed(String),
+    /// The exchange failed (why) after connecting: no head within
+    /// `read_timeout`, or closed before it. Blamed on the URL `path` unless
+    /// [`crate::net::blame`] finds the server at fault.
+    UrlFailed {
+        /// `ReadTimeout: ...` or `Broken: ...`.
+        why: String,
+        /// The request's host and path.
+        path: PathKey,
+    },
     /// Failed, but not surely the server's doing (the client's body, a
     /// malformed head): neither a success nor a failure.
     Neutral,
 }
 
 impl Verdict {
-    /// True for [`Verdict::Failed`]: no response, and the server's fault.
+    /// True for [`Verdict::Failed`] and [`Verdict::UrlFailed`]: no
+    /// response, and not the client's doing (worth another try).
     pub(crate) fn counts(&self) -> bool {
-        matches!(self, Verdict::Failed(_))
+        matches!(self, Verdict::Failed(_) | Verdict::UrlFailed { .. })
     }
 }
 
@@ -135,6 +159,7 @@ impl Attempt {
         match verdict {
             Verdict::Answered => {
                 self.reported = true;
+                self.health.blame.answered(Instant::now());
                 if self.admit == Admit::Trial {
                     self.health.trial_succeeded();
                 }
@@ -142,6 +167,10 @@ impl Attempt {
             Verdict::Failed(why) | Verdict::FailingStatus(why) => {
                 self.reported = true;
                 self.health.failed(self.admit, &why, Instant::now());
+            }
+            Verdict::UrlFailed { why, path } => {
+                self.reported = true;
+                self.health.url_failed(self.admit, &why, path, Instant::now());
             }
             // Drop releases a trial without a verdict.
             Verdict::Neutral => {}
@@ -197,8 +226,12 @@ pub struct ServerStatus {
     pub state: ServerState,
     /// Failures counted in the current `fail_timeout` window.
     pub fails: u32,
-    /// Failed requests since start (or since its settings changed).
+    /// Failed requests charged to the server since start (or since its
+    /// settings changed).
     pub fails_total: u64,
+    /// Failed exchanges (read timeout, closed before the head) blamed on
+    /// their URL rather than the server, since start.
+    pub url_fails_total: u64,
     /// The last failure, e.g. `ConnectFailed: connection refused`.
     pub last_failure: Option<String>,
     /// Seconds since the server went down (passively or actively).
@@ -223,6 +256,8 @@ impl ServerHealth {
             available: AtomicBool::new(true),
             state: Mutex::new(State::default()),
             fails_total: Counter::default(),
+            url_fails_total: Counter::default(),
+            blame: UrlBlame::new(),
             checks: Counter::default(),
             checks_failed: Counter::default(),
         })
@@ -277,8 +312,32 @@ impl ServerHealth {
     }
 
     fn failed(&self, admit: Admit, reason: &str, now: Instant) {
-        self.fails_total.inc();
         let mut state = self.lock();
+        self.charge(&mut state, admit, reason, now);
+    }
+
+    /// A failed exchange on `path`: the URL's unless it is a trial (the
+    /// server was found dead already) or blame finds the server at fault.
+    fn url_failed(&self, admit: Admit, reason: &str, path: PathKey, now: Instant) {
+        let mut state = self.lock();
+        let window = self.settings.fail_timeout;
+        let blame = match admit {
+            Admit::Trial => Blame::Server,
+            _ => self.blame.judge(&mut state.failed_paths, path, now, window),
+        };
+        match blame {
+            Blame::Server => self.charge(&mut state, admit, reason, now),
+            Blame::Url => {
+                self.url_fails_total.inc();
+                tracing::debug!(server = %self.server, reason, "failed exchange blamed on its URL");
+            }
+        }
+    }
+
+    /// One failure against the server: down after `max_fails` within
+    /// `fail_timeout`, or again after a failed trial.
+    fn charge(&self, state: &mut State, admit: Admit, reason: &str, now: Instant) {
+        self.fails_total.inc();
         state.last_failure = Some(reason.to_owned());
         let s = &self.settings;
         if s.max_fails == 0 {
@@ -318,7 +377,7 @@ impl ServerHealth {
                 });
             }
         }
-        self.publish(&state);
+        self.publish(state);
     }
 
     /// Records one active check: `Ok(outcome)` passed, `Err(outcome)` failed.
@@ -412,6 +471,7 @@ impl ServerHealth {
             state: server_state,
             fails: state.fails,
             fails_total: self.fails_total.get(),
+            url_fails_total: self.url_fails_total.get(),
             last_failure: state.last_failure.clone(),
             down_for_seconds: down_since.map(since),
             retry_in_seconds: state

@@ -132,3 +132,56 @@ fn active_checks_mark_down_after_fails_and_up_after_passes() {
     let status = s.status(t0);
     assert_eq!((status.checks, status.checks_failed), (Some(6), Some(3)));
 }
+
+fn url_fail(s: &Arc<ServerHealth>, path: &str, now: Instant) {
+    let attempt = s.admit(now).expect("admitted");
+    let key = crate::net::blame::PathKey::new(b"h", path);
+    s.url_failed(attempt.admit, "ReadTimeout", key, now);
+    std::mem::forget(attempt);
+}
+
+/// The bug: with the defaults, one read timeout or one connection closed
+/// before the head marked the only server down, and every URL got 502 for
+/// fail_timeout. One URL failing, however often, is that URL's failure.
+#[test]
+fn one_url_failing_again_and_again_never_marks_the_server_down() {
+    let s = server(1, None);
+    let t0 = Instant::now();
+    for i in 0..50 {
+        url_fail(&s, "/broken", t0 + Duration::from_millis(i));
+    }
+    assert!(s.admit(t0 + Duration::from_millis(50)).is_some());
+    let status = s.status(t0);
+    assert_eq!(status.state, ServerState::Up);
+    assert_eq!((status.fails_total, status.url_fails_total), (0, 50));
+}
+
+#[test]
+fn several_paths_failing_on_a_silent_server_mark_it_down() {
+    let s = server(1, None);
+    let t0 = Instant::now();
+    url_fail(&s, "/a", t0);
+    url_fail(&s, "/b", t0);
+    assert!(s.admit(t0).is_some(), "two paths are not yet the server");
+    url_fail(&s, "/c", t0);
+    assert!(s.admit(t0).is_none(), "three paths and no answer: down");
+    // Its trial failing on any URL keeps it down.
+    let trial = s.admit(t0 + FT).expect("the trial");
+    let key = crate::net::blame::PathKey::new(b"h", "/a");
+    s.url_failed(trial.admit, "Broken", key, t0 + FT);
+    std::mem::forget(trial);
+    assert!(s.admit(t0 + FT).is_none());
+    assert_eq!(s.status(t0).fails_total, 2);
+}
+
+#[test]
+fn an_answering_server_is_not_charged_for_failing_paths() {
+    let s = server(1, None);
+    let t0 = Instant::now();
+    s.admit(t0).expect("up").report(Verdict::Answered);
+    for path in ["/a", "/b", "/c", "/d"] {
+        url_fail(&s, path, t0);
+    }
+    assert!(s.admit(t0).is_some());
+    assert_eq!(s.status(t0).url_fails_total, 4);
+}

@@ -39,6 +39,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use crate::config::UpstreamConfig;
 use crate::http::body::StreamBody;
 use crate::http::error::{ErrorKind, ProxyError};
+use crate::net::blame::PathKey;
 use crate::net::health::{self, Admit, Attempt, ServerHealth, Verdict};
 use crate::net::origin_tls::{Connector, OriginStream, OriginTls};
 
@@ -355,6 +356,7 @@ impl Upstream {
         switched: &mut Option<Switched>,
     ) -> (Result<Response<Incoming>, ProxyError>, Verdict) {
         let health = &server.health;
+        let path = PathKey::of(&req);
         let scheme = &server.scheme;
         let tls = (*scheme == Scheme::HTTPS)
             .then_some(self.tls.as_deref())
@@ -428,7 +430,11 @@ impl Upstream {
             }
             Ok(_) => Verdict::Answered,
             Err(e) if !invalid_head && counts_against_server(e, has_body) => {
-                Verdict::Failed(format!("{:?}: {}", e.kind, e.cause))
+                let why = format!("{:?}: {}", e.kind, e.cause);
+                match e.kind {
+                    ErrorKind::ConnectFailed | ErrorKind::ConnectTimeout => Verdict::Failed(why),
+                    _ => Verdict::UrlFailed { why, path },
+                }
             }
             Err(_) => Verdict::Neutral,
         };

@@ -652,7 +652,7 @@ fn upstream_health(o: &mut String, status: &crate::ops::status::Status) {
         }
     }
     type ServerValue = fn(&crate::net::health::ServerStatus) -> Option<u64>;
-    let per_server: [(&str, &str, &str, ServerValue); 4] = [
+    let per_server: [(&str, &str, &str, ServerValue); 5] = [
         (
             "calmcache_upstream_server_up",
             "gauge",
@@ -662,8 +662,14 @@ fn upstream_health(o: &mut String, status: &crate::ops::status::Status) {
         (
             "calmcache_upstream_server_fails_total",
             "counter",
-            "Requests to the server that failed (connect, timeout, broken head).",
+            "Failures charged to the server (connect errors; timeouts and broken heads when several paths fail while it answers nothing).",
             |s| Some(s.fails_total),
+        ),
+        (
+            "calmcache_upstream_server_url_fails_total",
+            "counter",
+            "Timeouts and broken heads blamed on their URL, not charged to the server.",
+            |s| Some(s.url_fails_total),
         ),
         (
             "calmcache_upstream_server_checks_total",

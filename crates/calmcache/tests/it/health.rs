@@ -188,6 +188,19 @@ async fn metrics(proxy: &RunningProxy) -> String {
     get(&proxy.admin_url("/metrics")).await.body
 }
 
+/// Sends GETs on three distinct paths under `prefix` at once and checks each
+/// gets `status`: what a dead server (accepting but closing, or hanging)
+/// does to every URL. One URL failing is blamed on that URL, not the
+/// server (`net/blame.rs`): three paths failing while the server answers
+/// nothing mark it down.
+async fn fail_paths(proxy: &RunningProxy, prefix: &str, status: StatusCode) {
+    let urls: Vec<String> = (0..3).map(|i| proxy.url(&format!("{prefix}/{i}"))).collect();
+    let replies = futures_util::future::join_all(urls.iter().map(|u| get(u))).await;
+    for (url, r) in urls.iter().zip(replies) {
+        assert_eq!(r.status, status, "{url}: {}", r.body);
+    }
+}
+
 async fn send(wires: &Wires, wire: &Wire, method: Method, path: &str) -> calmcache_testkit::Reply {
     let host = wires.proxy.host();
     wires.send(wire, method, &host, path, &[], "").await
@@ -213,12 +226,19 @@ async fn a_dead_origin_sees_one_attempt_per_fail_timeout_while_stale_copies_are_
         }
     }
     origin.set(Mode::Close);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    // The origin died a while ago: one request has found out. (Requests
-    // already on their way when a server fails each make their attempt: up
-    // to one per fill in flight, as in NGINX.)
-    let first = send(&wires, &Wire::Http1, Method::GET, &paths[0]).await;
-    assert_eq!(first.status, StatusCode::OK, "{}", first.body);
+    // The origin died: requests on several paths find out once it has
+    // answered nothing for fail_timeout (net/blame.rs), each served its
+    // stale copy. (Requests already on their way when a server fails each
+    // make their attempt: up to one per fill in flight, as in NGINX.)
+    let dying = Instant::now();
+    for n in 0.. {
+        if upstream_status(&wires.proxy).await["health"][0]["state"] == "down" {
+            break;
+        }
+        assert!(n < 500 && dying.elapsed() < Duration::from_secs(10), "never down");
+        let r = send(&wires, &Wire::Http1, Method::GET, &paths[n % paths.len()]).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    }
     let before = origin.accepted();
     let counted_before = wires.proxy.status().await["totals"]["upstream_requests"]
         .as_u64()
@@ -309,9 +329,9 @@ async fn without_a_stale_copy_every_server_down_is_a_502_at_once() {
     let proxy =
         Proxy::with_upstream(origin.addr).upstream("read_timeout = \"3s\"\nfail_timeout = \"30s\"");
     let wires = Wires::start(proxy, "").await;
-    // The first request waits for read_timeout and marks the server down.
-    let first = send(&wires, &Wire::Http1, Method::GET, "/first").await;
-    assert_eq!(first.status, StatusCode::GATEWAY_TIMEOUT, "{}", first.body);
+    // The first requests wait for read_timeout and mark the server down
+    // (three paths, no answer: the server's fault, not one URL's).
+    fail_paths(&wires.proxy, "/first", StatusCode::GATEWAY_TIMEOUT).await;
     let attempts = origin.accepted();
     for wire in &wires.all {
         for (method, path) in [(Method::GET, "/never-seen"), (Method::POST, "/form")] {
@@ -370,11 +390,11 @@ async fn after_fail_timeout_one_trial_brings_a_recovered_origin_back() {
         .upstream("fail_timeout = \"1s\"")
         .start()
         .await;
+    fail_paths(&proxy, "/r/0", StatusCode::BAD_GATEWAY).await;
     let failed_at = Instant::now();
-    let r = get(&proxy.url("/r/0")).await;
-    assert_eq!(r.status, StatusCode::BAD_GATEWAY, "{}", r.body);
-    // Closed before the head while up: once more before it counts.
-    assert_eq!(origin.accepted(), 2);
+    // Closed before the head while up: once more before it counts; three
+    // paths before the server is blamed.
+    assert_eq!(origin.accepted(), 6);
     origin.set(Mode::Serve);
     // Within fail_timeout: refused without an attempt, even though the
     // origin is back.
@@ -382,7 +402,7 @@ async fn after_fail_timeout_one_trial_brings_a_recovered_origin_back() {
     if failed_at.elapsed() < Duration::from_millis(900) {
         assert_eq!(r.status, StatusCode::BAD_GATEWAY, "{}", r.body);
         assert!(r.body.contains("every origin server is down"), "{}", r.body);
-        assert_eq!(origin.accepted(), 2);
+        assert_eq!(origin.accepted(), 6);
     }
     tokio::time::sleep(Duration::from_millis(1100).saturating_sub(failed_at.elapsed())).await;
     let trial = get(&proxy.url("/r/2")).await;
@@ -420,9 +440,10 @@ async fn with_two_servers_the_dead_one_is_skipped_after_its_first_failure() {
     // The first request round robin sends to the dead server is sent
     // again to the live one (a bodiless GET); none fails.
     assert!(failures.is_empty(), "{failures:#?}");
-    // Its first failure is tried twice (closed before the head while up).
+    // Each failure is tried twice (closed before the head while up), and
+    // three paths fail before the server (never answering) is blamed.
     assert!(
-        dead.accepted() <= 2,
+        dead.accepted() <= 6,
         "{} attempts on the dead server",
         dead.accepted()
     );
@@ -580,8 +601,7 @@ async fn a_reload_keeps_health_of_unchanged_servers_and_stops_old_checks() {
     };
     let passive = "fail_timeout = \"30s\"";
     let proxy = builder(passive).start().await;
-    let r = get(&proxy.url("/k")).await;
-    assert_eq!(r.status, StatusCode::BAD_GATEWAY, "{}", r.body);
+    fail_paths(&proxy, "/dead", StatusCode::BAD_GATEWAY).await;
     assert_eq!(upstream_status(&proxy).await["health"][0]["state"], "down");
     let reload = |keys: &str| {
         let text = builder(keys).toml();
