@@ -4,6 +4,8 @@
 //! Each request may steer its response with headers (the proxy forwards them,
 //! also on background refreshes and revalidations):
 //! - `x-origin-delay-ms: N`: wait N ms before answering;
+//! - `x-origin-close: 1`: close the connection without an answer (after
+//!   any delay), as a worker that crashes on this URL does;
 //! - `x-origin-status: N`: answer with status N;
 //! - `x-origin-cache-control: V`: send `Cache-Control: V`;
 //! - `x-origin-set-cookie: V`: send `Set-Cookie: V`;
@@ -57,7 +59,6 @@
 //! validator, no `Range`, a GET for a HEAD...).
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -437,7 +438,7 @@ fn percent_decode(text: &str) -> Vec<u8> {
 async fn respond(
     counts: Arc<Counts>,
     req: Request<Incoming>,
-) -> Result<Response<OriginBody>, Infallible> {
+) -> Result<Response<OriginBody>, std::io::Error> {
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_string();
     let n = counts.total.fetch_add(1, Ordering::SeqCst) + 1;
@@ -465,6 +466,10 @@ async fn respond(
     let h = &steering;
     if let Some(ms) = number(h, "x-origin-delay-ms") {
         tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+    if number(h, "x-origin-close") == Some(1) {
+        // hyper closes the connection without an answer.
+        return Err(std::io::Error::other("x-origin-close"));
     }
     let mut body = match (h.get("x-origin-body"), h.contains_key("x-origin-echo")) {
         (Some(text), _) => String::from_utf8_lossy(text.as_bytes()).into_owned(),

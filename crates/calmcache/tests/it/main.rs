@@ -58,6 +58,7 @@ mod service;
 mod slow_readers;
 mod third_tier;
 mod tls_files;
+mod upstream_blame;
 mod upstream_tls;
 mod virtual_hosts;
 mod warm;
