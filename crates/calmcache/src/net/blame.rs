@@ -147,5 +147,6 @@ impl FailedPaths {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 #[path = "blame_tests.rs"]
 mod tests;

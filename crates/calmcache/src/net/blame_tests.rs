@@ -66,7 +66,10 @@ fn only_several_paths_failing_on_a_silent_server_blame_the_server() {
 #[test]
 fn the_query_is_not_part_of_the_path_but_the_host_is() {
     let get = |uri: &str, host: &str| {
-        let req = http::Request::get(uri).header("host", host).body(()).unwrap();
+        let req = http::Request::get(uri)
+            .header("host", host)
+            .body(())
+            .unwrap();
         PathKey::of(&req)
     };
     assert_eq!(get("/a?x=1", "h"), get("/a?x=2", "h"));

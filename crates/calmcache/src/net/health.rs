@@ -170,7 +170,8 @@ impl Attempt {
             }
             Verdict::UrlFailed { why, path } => {
                 self.reported = true;
-                self.health.url_failed(self.admit, &why, path, Instant::now());
+                self.health
+                    .url_failed(self.admit, &why, path, Instant::now());
             }
             // Drop releases a trial without a verdict.
             Verdict::Neutral => {}

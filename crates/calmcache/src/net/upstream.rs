@@ -1,7 +1,9 @@
 //! Upstreams: round robin over an upstream's healthy servers, a bounded
 //! keepalive pool per server, timeouts, and the slots that bound background
 //! refreshes. Each exchange reports to its server's [`ServerHealth`] (what
-//! counts as a failure: [`counts_against_server`]); while every server is
+//! counts as a failure: [`counts_against_server`]; a failed exchange, as
+//! opposed to a failed connect, carries its [`PathKey`] so that
+//! [`crate::net::blame`] can blame the URL instead); while every server is
 //! down a request fails at once with [`ErrorKind::AllServersDown`], no
 //! connection attempted.
 //!
@@ -701,7 +703,9 @@ fn origin_uri(scheme: &Scheme, server: &Authority, uri: &Uri) -> Result<Uri, Pro
 
 /// NGINX's `proxy_next_upstream error timeout` (its default): a failed
 /// connect, no response head within `read_timeout`, or the connection
-/// closed or reset before a complete head. A malformed head
+/// closed or reset before a complete head (the last two reported as
+/// [`Verdict::UrlFailed`]: blamed on the URL unless the server looks
+/// dead, see [`crate::net::blame`]). A malformed head
 /// (`invalid_header`) and a 5xx answer do not count, as in NGINX by
 /// default; with a request body only a failed connect counts, so a client
 /// cannot mark servers down with a body that stalls or breaks.

@@ -194,7 +194,9 @@ async fn metrics(proxy: &RunningProxy) -> String {
 /// server (`net/blame.rs`): three paths failing while the server answers
 /// nothing mark it down.
 async fn fail_paths(proxy: &RunningProxy, prefix: &str, status: StatusCode) {
-    let urls: Vec<String> = (0..3).map(|i| proxy.url(&format!("{prefix}/{i}"))).collect();
+    let urls: Vec<String> = (0..3)
+        .map(|i| proxy.url(&format!("{prefix}/{i}")))
+        .collect();
     let replies = futures_util::future::join_all(urls.iter().map(|u| get(u))).await;
     for (url, r) in urls.iter().zip(replies) {
         assert_eq!(r.status, status, "{url}: {}", r.body);
@@ -235,7 +237,10 @@ async fn a_dead_origin_sees_one_attempt_per_fail_timeout_while_stale_copies_are_
         if upstream_status(&wires.proxy).await["health"][0]["state"] == "down" {
             break;
         }
-        assert!(n < 500 && dying.elapsed() < Duration::from_secs(10), "never down");
+        assert!(
+            n < 500 && dying.elapsed() < Duration::from_secs(10),
+            "never down"
+        );
         let r = send(&wires, &Wire::Http1, Method::GET, &paths[n % paths.len()]).await;
         assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     }

@@ -83,7 +83,12 @@ async fn other_clients(wires: &Arc<Wires>) -> Vec<String> {
                 let path = format!("/{route}/ok/{c}/{i}");
                 let r = send(&wires, &wire, &path).await;
                 if r.status != StatusCode::OK || !r.body.starts_with(&format!("path={path} ")) {
-                    bad.push(format!("{} {path}: {} {:?}", wire.label(), r.status, r.body));
+                    bad.push(format!(
+                        "{} {path}: {} {:?}",
+                        wire.label(),
+                        r.status,
+                        r.body
+                    ));
                 }
             }
             bad
@@ -215,7 +220,9 @@ async fn a_dead_origin_gets_one_connect_per_fail_timeout() {
         assert!(bad.is_empty(), "{bad:#?}");
         let u = upstream_status(&wires.proxy).await;
         let attempts = u["requests"].as_u64().unwrap() - before;
-        println!("{n_servers} dead server(s): {requests} requests in {elapsed:?}, {attempts} connects");
+        println!(
+            "{n_servers} dead server(s): {requests} requests in {elapsed:?}, {attempts} connects"
+        );
         // Per server: one trial per fail_timeout (1 s), and slack.
         let allowed = n_servers as u64 * (1 + elapsed.as_secs() + 1);
         assert!(
