@@ -30,7 +30,9 @@
 //! - lifetime, initial_age, stale_while_revalidate, stale_if_error: `u64`
 //!   milliseconds each;
 //! - flags: `u8`; bit 0 stale_forbidden, bit 1 immutable, bit 2 Vary marker,
-//!   bit 3 has a variant; the other bits must be zero;
+//!   bit 3 has a variant, bit 4 the lifetime came from the route's `ttl`,
+//!   bit 5 from heuristics (neither: from the origin; both: corrupt;
+//!   [`LifetimeSource`]); the other bits must be zero;
 //! - headers: `u32` count, then each name (`u16` length + bytes) and value
 //!   (`u32` length + bytes), in [`HeaderMap::iter`] order, so the values of a
 //!   multi-valued header keep their order;
@@ -83,7 +85,7 @@ use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, StatusCode};
 use tokio::time::Instant;
 
-use crate::freshness::Freshness;
+use crate::freshness::{Freshness, LifetimeSource};
 use crate::key::{CacheKey, KeyRef};
 use crate::object::{CachedObject, Encoded, ObjectMeta, VaryIndex};
 
@@ -103,7 +105,14 @@ const FLAG_STALE_FORBIDDEN: u8 = 1 << 0;
 const FLAG_IMMUTABLE: u8 = 1 << 1;
 const FLAG_MARKER: u8 = 1 << 2;
 const FLAG_VARIANT: u8 = 1 << 3;
-const KNOWN_FLAGS: u8 = FLAG_STALE_FORBIDDEN | FLAG_IMMUTABLE | FLAG_MARKER | FLAG_VARIANT;
+const FLAG_SOURCE_ROUTE: u8 = 1 << 4;
+const FLAG_SOURCE_HEURISTIC: u8 = 1 << 5;
+const KNOWN_FLAGS: u8 = FLAG_STALE_FORBIDDEN
+    | FLAG_IMMUTABLE
+    | FLAG_MARKER
+    | FLAG_VARIANT
+    | FLAG_SOURCE_ROUTE
+    | FLAG_SOURCE_HEURISTIC;
 
 /// The content codings an [`Encoded`] may carry, as `&'static str` tokens.
 const CODINGS: [&str; 2] = ["br", "gzip"];
@@ -646,6 +655,11 @@ pub(crate) fn encode_header(
     if f.immutable {
         flags |= FLAG_IMMUTABLE;
     }
+    flags |= match f.source {
+        LifetimeSource::Origin => 0,
+        LifetimeSource::Route => FLAG_SOURCE_ROUTE,
+        LifetimeSource::Heuristic => FLAG_SOURCE_HEURISTIC,
+    };
     if marker.is_some() {
         flags |= FLAG_MARKER;
     }
@@ -835,6 +849,15 @@ fn parse_header(bytes: &[u8]) -> Result<Header, FormatError> {
     if flags & !KNOWN_FLAGS != 0 {
         return Err(FormatError::Corrupt("unknown flags"));
     }
+    let source = match (
+        flags & FLAG_SOURCE_ROUTE != 0,
+        flags & FLAG_SOURCE_HEURISTIC != 0,
+    ) {
+        (false, false) => LifetimeSource::Origin,
+        (true, false) => LifetimeSource::Route,
+        (false, true) => LifetimeSource::Heuristic,
+        (true, true) => return Err(FormatError::Corrupt("two lifetime sources")),
+    };
     let freshness = Freshness {
         lifetime,
         initial_age,
@@ -842,6 +865,7 @@ fn parse_header(bytes: &[u8]) -> Result<Header, FormatError> {
         stale_if_error,
         stale_forbidden: flags & FLAG_STALE_FORBIDDEN != 0,
         immutable: flags & FLAG_IMMUTABLE != 0,
+        source,
     };
     let is_marker = flags & FLAG_MARKER != 0;
 

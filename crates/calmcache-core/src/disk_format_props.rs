@@ -21,7 +21,7 @@ use super::{
     encode_header, parse_header, parse_object, write_framed, FormatError, MAGIC, PREFIX_LEN,
     VERSION,
 };
-use crate::freshness::Freshness;
+use crate::freshness::{Freshness, LifetimeSource};
 use crate::key::CacheKey;
 use crate::object::{CachedObject, Encoded, ObjectMeta, VaryIndex};
 
@@ -68,6 +68,11 @@ fn freshness() -> impl Strategy<Value = Freshness> {
         duration(),
         any::<bool>(),
         any::<bool>(),
+        prop_oneof![
+            Just(LifetimeSource::Origin),
+            Just(LifetimeSource::Heuristic),
+            Just(LifetimeSource::Route),
+        ],
     )
         .prop_map(
             |(
@@ -77,6 +82,7 @@ fn freshness() -> impl Strategy<Value = Freshness> {
                 stale_if_error,
                 forbidden,
                 immutable,
+                source,
             )| {
                 Freshness {
                     lifetime,
@@ -85,6 +91,7 @@ fn freshness() -> impl Strategy<Value = Freshness> {
                     stale_if_error,
                     stale_forbidden: forbidden,
                     immutable,
+                    source,
                 }
             },
         )

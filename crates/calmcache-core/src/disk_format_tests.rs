@@ -76,6 +76,7 @@ fn freshness() -> Freshness {
         stale_if_error: Duration::from_secs(86_400),
         stale_forbidden: false,
         immutable: true,
+        source: crate::freshness::LifetimeSource::Heuristic,
     }
 }
 
@@ -570,7 +571,12 @@ fn nonsense_headers_are_corrupt() {
     let cases: Vec<(&str, HeaderBuilder, Vec<u8>)> = vec![
         (
             "unknown flags",
-            HeaderBuilder::new(0x10).u32(0).u16(0).u64(0),
+            HeaderBuilder::new(0x40).u32(0).u16(0).u64(0),
+            vec![],
+        ),
+        (
+            "two lifetime sources",
+            HeaderBuilder::new(0x30).u32(0).u16(0).u64(0),
             vec![],
         ),
         ("bad header name", one_header(b"bad name", b"v"), vec![]),

@@ -38,6 +38,7 @@ fn object(body: &str) -> Arc<CachedObject> {
             stale_if_error: Duration::ZERO,
             stale_forbidden: false,
             immutable: false,
+            source: crate::freshness::LifetimeSource::Route,
         },
         fetch_time: Duration::from_millis(5),
     };

@@ -82,6 +82,33 @@ impl NotStorable {
     }
 }
 
+/// Who gave a stored response its freshness lifetime. It decides whether the
+/// cache may serve the response stale on its own account: RFC 9111 §4.2.4, "A
+/// cache MUST NOT generate a stale response unless it is disconnected or doing
+/// so is explicitly permitted by the client or origin server".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LifetimeSource {
+    /// The origin's `s-maxage`, `max-age` or `Expires` (§4.2.1).
+    Origin,
+    /// A fraction of the time since `Last-Modified` (§4.2.2): the origin said
+    /// nothing about freshness, and so granted no stale use either.
+    Heuristic,
+    /// The route's `ttl` (the origin gave no freshness, or `override_origin`):
+    /// the operator's lifetime, which the operator's refresh policy may stretch.
+    Route,
+}
+
+impl LifetimeSource {
+    /// Short token for logs and tests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LifetimeSource::Origin => "origin",
+            LifetimeSource::Heuristic => "heuristic",
+            LifetimeSource::Route => "route",
+        }
+    }
+}
+
 /// How long a stored response is fresh, how old it already was, and how long
 /// after expiry it may still be served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,6 +127,8 @@ pub struct Freshness {
     pub stale_forbidden: bool,
     /// RFC 8246 `immutable`: while fresh, client reloads need not revalidate.
     pub immutable: bool,
+    /// Who gave `lifetime`: see [`Freshness::stale_use_granted`].
+    pub source: LifetimeSource,
 }
 
 /// A storable response: its freshness and the fields that must not be kept
@@ -125,6 +154,18 @@ impl Freshness {
     pub fn fresh_for(&self) -> Duration {
         self.lifetime.saturating_sub(self.initial_age)
     }
+
+    /// Whether the cache may serve this response past its lifetime on its own
+    /// account (a refresh policy's stale window, RFC 9111 §4.2.4): when the
+    /// route's `ttl` gave the lifetime, or when stale use was granted (the
+    /// origin's `stale-while-revalidate` / `stale-if-error`, RFC 5861, or the
+    /// route's own windows); never past must-revalidate and the like.
+    pub fn stale_use_granted(&self) -> bool {
+        !self.stale_forbidden
+            && (self.source == LifetimeSource::Route
+                || !self.stale_while_revalidate.is_zero()
+                || !self.stale_if_error.is_zero())
+    }
 }
 
 /// Decides whether `exchange` may be stored by a shared cache and, if so, its freshness.
@@ -138,16 +179,21 @@ pub fn evaluate(exchange: &Exchange<'_>, rules: &StoreRules) -> Result<Storable,
         explicit_lifetime(headers, &cc, targeted, exchange.response_time)
     };
     let status = exchange.status;
-    let (lifetime, initial_age) = match explicit {
-        Some(lifetime) => (lifetime, corrected_initial_age(exchange)),
+    let (lifetime, initial_age, source) = match explicit {
+        Some(lifetime) => (
+            lifetime,
+            corrected_initial_age(exchange),
+            LifetimeSource::Origin,
+        ),
         // The route's ttl counts from receipt, as NGINX's proxy_cache_valid and
         // Varnish's default_ttl do; only an Age from a cache upstream is charged.
         None => match rules.ttl {
-            Some(ttl) => (ttl, age_value(headers)),
+            Some(ttl) => (ttl, age_value(headers), LifetimeSource::Route),
             None if heuristically_cacheable(status) || cc.public => (
                 heuristic_lifetime(headers, exchange.response_time, rules)
                     .unwrap_or(Duration::ZERO),
                 corrected_initial_age(exchange),
+                LifetimeSource::Heuristic,
             ),
             None => return Err(NotStorable::NoFreshness),
         },
@@ -166,6 +212,7 @@ pub fn evaluate(exchange: &Exchange<'_>, rules: &StoreRules) -> Result<Storable,
         stale_if_error: stale_window(&cc, cc.stale_if_error, rules, rules.stale_if_error),
         stale_forbidden: !rules.override_origin && cc.forbids_stale(),
         immutable: cc.immutable,
+        source,
     };
     // A response that is stale on arrival is still worth keeping when it has a
     // validator: the next request revalidates it (a 304 costs no body).

@@ -493,3 +493,100 @@ fn several_expires_lines_mean_expired() {
     let h = headers(&[("expires", &future), ("expires", &future)]);
     assert_eq!(eval(&h, ttl(5)), Err(NotStorable::NoFreshness));
 }
+
+/// (case, response fields, route rules, lifetime source, stale use granted)
+type GrantCase<'a> = (
+    &'a str,
+    &'a [(&'static str, &'a str)],
+    StoreRules,
+    LifetimeSource,
+    bool,
+);
+
+/// Regression (issue 25, cache-tests `freshness-max-age-stale`): SUS's stale
+/// window served a copy past the origin's own `max-age`. The lifetime's
+/// source decides whether stale use was granted (RFC 9111 §4.2.4).
+#[test]
+fn stale_use_is_granted_by_the_route_ttl_or_the_origin_only() {
+    let date = httpdate::fmt_http_date(t(0));
+    let expires = httpdate::fmt_http_date(t(30));
+    let old = httpdate::fmt_http_date(t(0) - Duration::from_secs(100_000));
+    let route_windows = StoreRules {
+        stale_while_revalidate: Duration::from_secs(10),
+        ..Default::default()
+    };
+    let cases: [GrantCase<'_>; 10] = [
+        (
+            "origin max-age",
+            &[("cache-control", "max-age=60")],
+            ttl(5),
+            LifetimeSource::Origin,
+            false,
+        ),
+        (
+            "origin s-maxage",
+            &[("cache-control", "s-maxage=60")],
+            ttl(5),
+            LifetimeSource::Origin,
+            false,
+        ),
+        (
+            "origin Expires",
+            &[("date", &date), ("expires", &expires)],
+            ttl(5),
+            LifetimeSource::Origin,
+            false,
+        ),
+        ("route ttl", &[], ttl(5), LifetimeSource::Route, true),
+        (
+            "route ttl, must-revalidate",
+            &[("cache-control", "must-revalidate")],
+            ttl(5),
+            LifetimeSource::Route,
+            false,
+        ),
+        (
+            "override_origin",
+            &[("cache-control", "max-age=60")],
+            StoreRules {
+                override_origin: true,
+                ..ttl(5)
+            },
+            LifetimeSource::Route,
+            true,
+        ),
+        (
+            "origin swr",
+            &[("cache-control", "max-age=60, stale-while-revalidate=5")],
+            ttl(5),
+            LifetimeSource::Origin,
+            true,
+        ),
+        (
+            "origin sie",
+            &[("cache-control", "max-age=60, stale-if-error=5")],
+            ttl(5),
+            LifetimeSource::Origin,
+            true,
+        ),
+        (
+            "heuristic",
+            &[("date", &date), ("last-modified", &old)],
+            heuristics(),
+            LifetimeSource::Heuristic,
+            false,
+        ),
+        (
+            "origin max-age, route swr",
+            &[("cache-control", "max-age=60")],
+            route_windows,
+            LifetimeSource::Origin,
+            true,
+        ),
+    ];
+    for (name, pairs, rules, source, granted) in cases {
+        let f = eval(&headers(pairs), rules).expect(name);
+        assert_eq!(f.source, source, "{name}");
+        assert_eq!(f.stale_use_granted(), granted, "{name}");
+    }
+}

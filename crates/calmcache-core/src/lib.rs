@@ -50,7 +50,7 @@ mod test_tier;
 
 pub use cache_control::{CacheControl, RequestCacheControl};
 pub use flight::{FetchPermit, Flights, Interest, Lookup, WaitError, Waiter};
-pub use freshness::{Exchange, Freshness, NotStorable, Storable, StoreRules};
+pub use freshness::{Exchange, Freshness, LifetimeSource, NotStorable, Storable, StoreRules};
 pub use front::MemoryFront;
 pub use hit_for_miss::HitForMiss;
 pub use key::{CacheKey, KeyRef};

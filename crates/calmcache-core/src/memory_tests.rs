@@ -16,6 +16,7 @@ fn object(body_len: usize) -> Arc<CachedObject> {
             stale_if_error: Duration::ZERO,
             stale_forbidden: false,
             immutable: false,
+            source: crate::freshness::LifetimeSource::Route,
         },
         fetch_time: Duration::from_millis(5),
     };

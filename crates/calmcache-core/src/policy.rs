@@ -62,11 +62,25 @@ pub struct RefreshPolicy {
 impl RefreshPolicy {
     /// How long past expiry SUS serves the copy described by `meta` while
     /// refreshing it: `max(sus_stale, delta)`, or nothing when the window is
-    /// off, the mode is not SUS, or the origin forbade serving it stale.
+    /// off, the mode is not SUS, or stale use was not granted: RFC 9111
+    /// §4.2.4 lets a cache serve stale only with the origin's permission, so
+    /// the window applies where the route's `ttl` gave the lifetime or the
+    /// origin allowed stale use ([`Freshness::stale_use_granted`]).
+    ///
+    /// [`Freshness::stale_use_granted`]: crate::Freshness::stale_use_granted
     pub fn sus_stale_window(&self, meta: &ObjectMeta) -> Option<Duration> {
         (self.mode == RefreshMode::Sus
             && !self.sus_stale.is_zero()
-            && !meta.freshness.stale_forbidden)
+            && meta.freshness.stale_use_granted())
+        .then(|| self.sus_stale.max(meta.sus_delta()))
+    }
+
+    /// How long past expiry a SUS follower takes the copy described by
+    /// `meta` while the refresh that replaces it is in flight, instead of
+    /// waiting for it: the stale window, or one delta when the window is off;
+    /// nothing when the mode is not SUS or stale use was not granted.
+    pub fn landing_window(&self, meta: &ObjectMeta) -> Option<Duration> {
+        (self.mode == RefreshMode::Sus && meta.freshness.stale_use_granted())
             .then(|| self.sus_stale.max(meta.sus_delta()))
     }
 }

@@ -14,6 +14,7 @@ fn meta(now: Instant, lifetime_ms: u64, fetch_ms: u64, swr_ms: u64) -> ObjectMet
             stale_if_error: Duration::ZERO,
             stale_forbidden: false,
             immutable: false,
+            source: crate::freshness::LifetimeSource::Route,
         },
         fetch_time: Duration::from_millis(fetch_ms),
     }
@@ -157,4 +158,56 @@ async fn sus_serves_stale_for_at_least_one_delta_by_default() {
         decide(&sus(2000), &strict, at(1001), &mut rng),
         Decision::Expired
     );
+}
+
+/// Regression (issue 25, cache-tests `freshness-max-age-stale`): the SUS stale
+/// window and the landing window while a refresh is in flight apply only
+/// where stale use was granted (the route's ttl, or the origin's or the
+/// route's stale-while-revalidate / stale-if-error), RFC 9111 §4.2.4.
+#[tokio::test(start_paused = true)]
+async fn sus_stale_window_only_where_stale_use_was_granted() {
+    use crate::freshness::LifetimeSource::{Heuristic, Origin, Route};
+    let start = Instant::now();
+    let sus = RefreshPolicy {
+        mode: RefreshMode::Sus,
+        beta: 1.0,
+        sus_stale: Duration::from_secs(2),
+    };
+    let lock = RefreshPolicy {
+        mode: RefreshMode::Lock,
+        ..sus
+    };
+    let off = RefreshPolicy {
+        sus_stale: Duration::ZERO,
+        ..sus
+    };
+    // (case, policy, source, swr ms, sie ms, stale window, landing window)
+    let two = Some(Duration::from_secs(2));
+    let delta = Some(Duration::from_millis(100));
+    let cases = [
+        ("sus, route ttl", sus, Route, 0, 0, two, two),
+        ("sus, origin max-age", sus, Origin, 0, 0, None, None),
+        ("sus, heuristic", sus, Heuristic, 0, 0, None, None),
+        ("sus, origin swr", sus, Origin, 500, 0, two, two),
+        ("sus, origin sie", sus, Origin, 0, 500, two, two),
+        ("sus off, route ttl", off, Route, 0, 0, None, delta),
+        ("sus off, origin max-age", off, Origin, 0, 0, None, None),
+        ("lock, route ttl", lock, Route, 0, 0, None, None),
+    ];
+    let mut rng = StdRng::seed_from_u64(11);
+    for (name, policy, source, swr, sie, window, landing) in cases {
+        let mut m = meta(start, 1000, 100, swr);
+        m.freshness.stale_if_error = Duration::from_millis(sie);
+        m.freshness.source = source;
+        assert_eq!(policy.sus_stale_window(&m), window, "{name}");
+        assert_eq!(policy.landing_window(&m), landing, "{name}");
+        // 1.6 s after storing: past the origin's windows, inside SUS's.
+        let at = start + Duration::from_millis(1600);
+        let expect = if window.is_some() {
+            Decision::StaleWhileRevalidate
+        } else {
+            Decision::Expired
+        };
+        assert_eq!(decide(&policy, &m, at, &mut rng), expect, "{name}");
+    }
 }

@@ -104,6 +104,7 @@ pub(crate) fn object_with(body: &str, headers: HeaderMap) -> Arc<CachedObject> {
             stale_if_error: Duration::ZERO,
             stale_forbidden: false,
             immutable: false,
+            source: crate::freshness::LifetimeSource::Route,
         },
         fetch_time: Duration::from_millis(5),
     };

@@ -65,6 +65,7 @@ fn meta() -> ObjectMeta {
             stale_if_error: Duration::ZERO,
             stale_forbidden: false,
             immutable: false,
+            source: calmcache_core::LifetimeSource::Route,
         },
         fetch_time: Duration::from_millis(1),
     }

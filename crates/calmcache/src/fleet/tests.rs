@@ -28,6 +28,7 @@ fn object(body: &str) -> Arc<CachedObject> {
             stale_if_error: Duration::ZERO,
             stale_forbidden: false,
             immutable: false,
+            source: calmcache_core::LifetimeSource::Route,
         },
         fetch_time: Duration::from_millis(5),
     };

@@ -266,9 +266,22 @@ pub(crate) fn applies_to(not_modified: &HeaderMap, stored: &HeaderMap) -> bool {
     }
 }
 
+/// Fields a 304 never replaces: they describe the stored bytes, which the
+/// 304 does not carry. Content-Length is RFC 9111 §3.2's own exception; the
+/// others are the omissions it allows "to assure integrity of the stored
+/// response": the stored body (and the br/gzip copies made from it) is in
+/// the stored Content-Encoding, covers the stored Content-Range, and hashes
+/// to the stored Content-MD5.
+const KEPT_ON_304: [&str; 4] = [
+    "content-length",
+    "content-encoding",
+    "content-range",
+    "content-md5",
+];
+
 /// RFC 9111 §3.2 / §4.3.4: the stored headers updated with those of a 304:
-/// each field the 304 carries replaces the stored one, except Content-Length
-/// (it describes the 304, not the stored body) and `skip` (fields that must
+/// each field the 304 carries replaces the stored one, except those that
+/// describe the stored bytes ([`KEPT_ON_304`]) and `skip` (fields that must
 /// not be stored, lower-cased). The stored `Age` is dropped.
 pub(crate) fn merge_not_modified(
     stored: &HeaderMap,
@@ -280,7 +293,7 @@ pub(crate) fn merge_not_modified(
     // none) describes the freshened one (RFC 9111 §4.2.3).
     merged.remove(header::AGE);
     let replaced = |name: &HeaderName| {
-        *name != header::CONTENT_LENGTH && !skip.iter().any(|s| s == name.as_str())
+        !KEPT_ON_304.contains(&name.as_str()) && !skip.iter().any(|s| s == name.as_str())
     };
     for name in update.keys() {
         if replaced(name) {

@@ -294,6 +294,32 @@ fn a_304_replaces_fields_but_not_the_length() {
     assert!(!merged.contains_key("x-secret"));
 }
 
+/// Regression (issue 25, cache-tests 0.4.5 `304-etag-update-response-Content-
+/// Encoding`, `-Content-Range`, `-Content-MD5`): a 304 replaced the fields that
+/// describe the stored bytes, so a stored identity body could be served as
+/// gzip. RFC 9111 §3.2 lets a cache keep them "to assure integrity".
+#[test]
+fn a_304_never_replaces_what_describes_the_stored_bytes() {
+    let stored = h(&[
+        ("content-encoding", "gzip"),
+        ("content-range", "bytes 0-9/10"),
+        ("content-md5", "rL0Y20zC+Fzt72VPzMSk2A=="),
+        ("content-type", "text/plain"),
+    ]);
+    let update = h(&[
+        ("content-encoding", "br"),
+        ("content-range", "bytes 0-4/5"),
+        ("content-md5", "N7UdGUp1E+RbVvZSTy1R8g=="),
+        ("content-type", "text/plain;charset=utf-8"),
+    ]);
+    let merged = merge_not_modified(&stored, &update, &[]);
+    assert_eq!(merged["content-encoding"], "gzip");
+    assert_eq!(merged["content-range"], "bytes 0-9/10");
+    assert_eq!(merged["content-md5"], "rL0Y20zC+Fzt72VPzMSk2A==");
+    // Everything else is updated (§3.2), Content-Type included.
+    assert_eq!(merged["content-type"], "text/plain;charset=utf-8");
+}
+
 #[test]
 fn a_304_with_another_etag_does_not_apply() {
     // RFC 9111 §4.3.3.

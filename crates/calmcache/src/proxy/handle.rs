@@ -24,8 +24,8 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use calmcache_core::{
-    decide, CacheKey, CacheStatus, CachedObject, Decision, Fwd, Interest, KeyRef, Lookup,
-    RefreshMode, Report, RequestCacheControl,
+    decide, CacheKey, CacheStatus, CachedObject, Decision, Fwd, Interest, KeyRef, Lookup, Report,
+    RequestCacheControl,
 };
 use http::header::{self, HeaderValue};
 use http::uri::PathAndQuery;
@@ -530,18 +530,14 @@ impl Fetch {
             };
             // SUS answers every request at once: while the refresh is in flight, a
             // copy that expired less than one delta (or `sus_stale`) ago is served
-            // (unless the origin forbade stale use); an older one waits like `lock`.
+            // (where stale use was granted: RFC 9111 §4.2.4); an older one waits
+            // like `lock`.
             let landing = |s: &&Arc<CachedObject>| {
                 why == Why::Stale
-                    && route.policy.mode == RefreshMode::Sus
-                    && !s.meta.freshness.stale_forbidden
-                    && s.meta.within(
-                        Instant::now(),
-                        route
-                            .policy
-                            .sus_stale_window(&s.meta)
-                            .unwrap_or_else(|| s.meta.sus_delta()),
-                    )
+                    && route
+                        .policy
+                        .landing_window(&s.meta)
+                        .is_some_and(|window| s.meta.within(Instant::now(), window))
             };
             if let Some(copy) = stale.as_ref().filter(landing) {
                 let report = CacheStatus::StaleRefreshInFlight.report();

@@ -168,8 +168,15 @@ async fn under_steady_load_the_fleet_fetches_once_per_lifetime_and_no_client_wai
             .start()
             .await,
     );
+    // The origin allows stale use (stale-while-revalidate): without it
+    // `sus` may not serve a copy past the origin's own max-age (RFC 9111
+    // §4.2.4, issue 25), and a client arriving after an expiry that no
+    // early refresh covered waits for the fetch.
     let path_of = |key: &str, ttl: u64| {
-        format!("{key}?x-origin-delay-ms={DELAY_MS}&x-origin-cache-control=max-age%3D{ttl}")
+        format!(
+            "{key}?x-origin-delay-ms={DELAY_MS}\
+             &x-origin-cache-control=max-age%3D{ttl}%2C%20stale-while-revalidate%3D1"
+        )
     };
     let mut streams = Vec::new();
     for rate in [10, 100] {

@@ -45,6 +45,7 @@ mod refresh;
 mod request_integrity;
 mod rfc_age;
 mod rfc_cache_status;
+mod rfc_defaults;
 mod rfc_directives;
 mod rfc_freshness;
 mod rfc_head;
