@@ -40,7 +40,7 @@ use crate::http::headers::{add_forwarded, set_cache_status, strip_hop_by_hop};
 use crate::net::conn::Peer;
 use crate::proxy::fill::{fill, FetchRequest, FillReply, NotStored};
 use crate::proxy::lookup::{lookup, PrimaryKey};
-use crate::proxy::outcome::FillOutcome;
+use crate::proxy::outcome::{FillOutcome, Requester};
 use crate::proxy::respond::{error_response, only_if_cached, relay, serve, Ask};
 use crate::proxy::state::{Proxy, Route, Worker};
 use crate::telemetry::metrics::{self, CallSlot, Served};
@@ -486,8 +486,7 @@ impl Fetch {
         // An answer to a request with credentials may be personal because
         // of them: it says nothing about the URL, and must not let one
         // client turn coalescing off for everyone.
-        let anonymous =
-            !request.has_authorization && !request.selecting.contains_key(header::COOKIE);
+        let anonymous = request.requester() == Requester::Anonymous;
         // Hit-for-miss: this key's last answer could not be stored, so
         // nobody could use ours either; fetch side by side.
         if route.hit_for_miss.active(&flight) {
@@ -779,10 +778,11 @@ struct Hfm<'a> {
 
 /// True when an answer relayed for `why` says the key's answers cannot be
 /// stored for a while (the response's own directives, or its size), so its
-/// requests should stop queueing behind each other. Errors are not marked:
-/// their answer is handed to the waiters instead.
+/// requests should stop queueing behind each other. Server errors are not
+/// marked (their answer is handed to the waiters instead), nor errors the
+/// request caused (core `hit_for_miss::speaks_for_the_resource`).
 fn marks_hit_for_miss(why: NotStored, status: u16) -> bool {
-    status < 500
+    calmcache_core::hit_for_miss::speaks_for_the_resource(status)
         && match why {
             NotStored::TooLarge => true,
             // An authorised request's answer says nothing about others'.

@@ -55,6 +55,7 @@ mod rfc_targeted;
 mod rfc_validation;
 mod rfc_vary;
 mod service;
+mod shared_answers;
 mod slow_readers;
 mod third_tier;
 mod tls_files;
