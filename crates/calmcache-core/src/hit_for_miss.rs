@@ -137,7 +137,7 @@ mod tests {
     fn only_answers_about_the_resource_may_mark() {
         // (status, may mark)
         let table = [
-            (200, true),  // private / no-store / too large: the resource's
+            (200, true), // private / no-store / too large: the resource's
             (203, true),
             (206, true),
             (301, true),

@@ -30,6 +30,7 @@ mod fleet_lifetimes;
 mod fleet_partition;
 mod fleet_protocols;
 mod fleet_tls;
+mod get_bodies;
 mod health;
 mod hostile;
 mod import_nginx;
