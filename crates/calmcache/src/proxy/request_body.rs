@@ -79,14 +79,15 @@ where
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
     use http_body_util::{Full, StreamBody};
 
-    fn frames(
-        parts: Vec<Result<&'static [u8], &'static str>>,
-    ) -> StreamBody<
-        futures_util::stream::Iter<std::vec::IntoIter<Result<http_body::Frame<Bytes>, BoxError>>>,
-    > {
+    type Frames =
+        futures_util::stream::Iter<std::vec::IntoIter<Result<http_body::Frame<Bytes>, BoxError>>>;
+
+    fn frames(parts: Vec<Result<&'static [u8], &'static str>>) -> StreamBody<Frames> {
         let items: Vec<Result<http_body::Frame<Bytes>, BoxError>> = parts
             .into_iter()
             .map(|p| {

@@ -252,3 +252,24 @@ fn borrowed(fields: &[(String, String)]) -> Vec<(&str, &str)> {
         .map(|(n, v)| (n.as_str(), v.as_str()))
         .collect()
 }
+
+/// A GET body that stops arriving is the client's 408 after the upstream's
+/// `send_timeout` (as a stalled POST body is), before the origin is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_get_body_is_408_before_the_origin() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .upstream("send_timeout = \"300ms\"")
+        .start()
+        .await;
+    let addr = proxy.running().proxy_addrs[0];
+    let h = proxy.host();
+    let mut conn = RawConn::connect(addr).await.unwrap();
+    let head = format!("GET /stalled HTTP/1.1\r\nHost: {h}\r\nContent-Length: 10\r\n\r\nq=1");
+    conn.send(head.as_bytes()).await.unwrap();
+    let r = conn.read_response(false).await.unwrap();
+    assert_eq!(r.status, 408, "{}", r.head);
+    assert!(r.closed, "the connection closes");
+    assert_eq!(origin.hits_for("/stalled"), 0);
+    proxy.stop().await;
+}
