@@ -273,3 +273,29 @@ async fn a_stalled_get_body_is_408_before_the_origin() {
     assert_eq!(origin.hits_for("/stalled"), 0);
     proxy.stop().await;
 }
+
+/// HEAD follows the same rule: its body reaches the origin with its length,
+/// and the answer is neither looked up nor stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_body_follows_the_same_rule() {
+    let origin = Origin::start().await;
+    let wires = start(&origin).await;
+    let addr = wires.proxy.running().proxy_addrs[0];
+    let h = wires.proxy.host();
+    for prefix in ["/c", "/p"] {
+        let path = format!("{prefix}/head-body");
+        let mut conn = RawConn::connect(addr).await.unwrap();
+        let req = format!("HEAD {path} HTTP/1.1\r\nHost: {h}\r\nContent-Length: 3\r\n\r\nq=1");
+        conn.send(req.as_bytes()).await.unwrap();
+        let r = conn.read_response(true).await.unwrap();
+        assert_eq!(r.status, 200, "{prefix}: {}", r.head);
+        assert!(
+            r.header("cache-status").contains("request-body"),
+            "{prefix}"
+        );
+        let sent = origin.requests_for(&path);
+        assert_eq!(sent[0].method, Method::HEAD, "{prefix}");
+        assert_eq!(sent[0].header("content-length"), Some("3"), "{prefix}");
+    }
+    wires.proxy.stop().await;
+}
