@@ -34,6 +34,9 @@ pub enum ErrorKind {
     BadBody,
     /// The client's body stopped arriving for the upstream's `send_timeout`.
     BodyTimeout,
+    /// The client's body is larger than calmcache reads for its method
+    /// (a GET or HEAD body is read whole, up to a bound).
+    BodyTooLarge,
     /// A transfer coding other than `chunked` (RFC 9112 §6.1).
     NotImplemented,
     /// An `Expect` other than `100-continue` (RFC 9110 §10.1.1).
@@ -88,6 +91,7 @@ impl ProxyError {
             ErrorKind::BadRequest | ErrorKind::BadBody => StatusCode::BAD_REQUEST,
             ErrorKind::NoRoute => StatusCode::NOT_FOUND,
             ErrorKind::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            ErrorKind::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorKind::NotImplemented => StatusCode::NOT_IMPLEMENTED,
             ErrorKind::ExpectationFailed => StatusCode::EXPECTATION_FAILED,
         }
@@ -105,6 +109,7 @@ impl ProxyError {
             ErrorKind::BadBody => "400 Bad Request: the request body was malformed or cut short\n",
             ErrorKind::NoRoute => "404 Not Found: no route matches this request\n",
             ErrorKind::BodyTimeout => "408 Request Timeout: the request body stopped arriving\n",
+            ErrorKind::BodyTooLarge => "413 Content Too Large: the request body is too large\n",
             ErrorKind::NotImplemented => "501 Not Implemented: unsupported transfer coding\n",
             ErrorKind::ExpectationFailed => "417 Expectation Failed\n",
             ErrorKind::AllServersDown => {

@@ -20,7 +20,8 @@
 //!               Content-Length in plain digits, one value; Expect only
 //!               `100-continue` (else 417); HTTP/2 values without leading or
 //!               trailing whitespace (RFC 9113 §8.2.1); HTTP/2 cookie crumbs
-//!               joined for the HTTP/1.1 origin (RFC 9113 §8.2.3)
+//!               joined for the HTTP/1.1 origin (RFC 9113 §8.2.3); a GET or HEAD
+//!               body is read whole once the route is known (request_body.rs)
 //! prepare (once the route is known)
 //!   hop-by-hop  removed, with the fields `Connection` names, except Host and
 //!               fields the route's key reads (RFC 9110 §7.6.1)

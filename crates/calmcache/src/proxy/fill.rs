@@ -40,7 +40,7 @@ use crate::http::headers::detach_headers;
 use crate::http::headers::strip_hop_by_hop;
 use crate::http::vary;
 use crate::proxy::growing::{Growing, Keeping, StreamingHead};
-use crate::proxy::outcome::{ErrorAnswer, FillOutcome};
+use crate::proxy::outcome::{ErrorAnswer, FillOutcome, Requester};
 use crate::proxy::state::Route;
 use crate::telemetry::inflight::Held;
 use calmcache_core::warn_limit::WarnLimit;
@@ -62,6 +62,20 @@ pub(crate) struct FetchRequest {
     /// The client's own request headers: a variant is selected by these
     /// (RFC 9111 §4.1), as lookups are, not by the rewritten upstream ones.
     pub selecting: HeaderMap,
+}
+
+impl FetchRequest {
+    /// Whether the client sent credentials (`Authorization`, `Cookie`): the
+    /// one rule for whether an answer speaks for the URL, read by
+    /// hit-for-miss (only anonymous answers mark a key) and by shared error
+    /// pages (only an anonymous leader's page reaches its waiters).
+    pub(crate) fn requester(&self) -> Requester {
+        if self.has_authorization || self.selecting.contains_key(http::header::COOKIE) {
+            Requester::Credentialed
+        } else {
+            Requester::Anonymous
+        }
+    }
 }
 
 /// Why a response was relayed instead of stored (`Cache-Status` detail).
@@ -340,8 +354,8 @@ pub(crate) async fn fill(
         Err(why) if parts.status.is_server_error() && permit.is_some() => {
             // The origin is failing: its answer goes to every follower, so
             // that one request reaches it, not one per waiting client.
-            let authorised = fetch.has_authorization;
-            return share_error(&route, permit, parts, body, why, authorised).await;
+            let requester = fetch.requester();
+            return share_error(&route, permit, parts, body, why, requester).await;
         }
         Err(why) => {
             finish(permit, FillOutcome::NotStored);
@@ -450,12 +464,12 @@ async fn share_error(
     parts: http::response::Parts,
     body: TimeoutBody<Incoming>,
     why: NotStorable,
-    authorised: bool,
+    requester: Requester,
 ) -> FillReply {
     let Some(held) = route.inflight.admit() else {
         // No room to read it: the requester gets it as it streams, the
         // followers a plain page with its status.
-        let answer = ErrorAnswer::for_followers(parts.status, &parts.headers, None, authorised);
+        let answer = ErrorAnswer::for_followers(parts.status, &parts.headers, None, requester);
         finish(permit, FillOutcome::Answered(Arc::new(answer)));
         let resp = Response::from_parts(parts, ResponseBody::stream(body));
         return FillReply::Relay(resp, NotStored::Response(why));
@@ -467,14 +481,14 @@ async fn share_error(
                 parts.status,
                 &parts.headers,
                 Some(bytes.clone()),
-                authorised,
+                requester,
             );
             finish(permit, FillOutcome::Answered(Arc::new(answer)));
             let resp = Response::from_parts(parts, ResponseBody::full(bytes));
             FillReply::Relay(resp, NotStored::Response(why))
         }
         Collected::TooLarge(prefix, rest) => {
-            let answer = ErrorAnswer::for_followers(parts.status, &parts.headers, None, authorised);
+            let answer = ErrorAnswer::for_followers(parts.status, &parts.headers, None, requester);
             finish(permit, FillOutcome::Answered(Arc::new(answer)));
             let body = ResponseBody::stream(PrefixedBody::new(prefix, rest));
             FillReply::Relay(Response::from_parts(parts, body), NotStored::Response(why))

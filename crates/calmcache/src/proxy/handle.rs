@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! handle ─ route_for ─┬─ Upgrade: websocket (route.websocket) ── tunnel::open (never cached)
+//!                     ├─ GET|HEAD with a body ─────────── read whole (request_body.rs), pass with it
 //!                     ├─ no zone / method not GET|HEAD ─── pass (stream both ways;
 //!                     │                                    unsafe methods invalidate, RFC 9111 §4.4)
 //!                     ├─ bypass condition ────────────────── fetch (no lookup, no coalescing)
@@ -40,7 +41,7 @@ use crate::http::headers::{add_forwarded, set_cache_status, strip_hop_by_hop};
 use crate::net::conn::Peer;
 use crate::proxy::fill::{fill, FetchRequest, FillReply, NotStored};
 use crate::proxy::lookup::{lookup, PrimaryKey};
-use crate::proxy::outcome::FillOutcome;
+use crate::proxy::outcome::{FillOutcome, Requester};
 use crate::proxy::respond::{error_response, only_if_cached, relay, serve, Ask};
 use crate::proxy::state::{Proxy, Route, Worker};
 use crate::telemetry::metrics::{self, CallSlot, Served};
@@ -204,7 +205,15 @@ async fn answer(
     if admitted.websocket && route.cfg.websocket {
         return Ok(Box::pin(crate::proxy::tunnel::open(&worker, route, req, client)).await);
     }
-    let req = req;
+    // A GET or HEAD body: read whole, then passed (request_body.rs).
+    let req = if crate::proxy::request_body::announced(&req) {
+        match Box::pin(with_body(proxy, route, req, client)).await {
+            Ok(req) => req,
+            Err(resp) => return Ok(resp),
+        }
+    } else {
+        req
+    };
     let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
     let method = req.method();
     let first_zone = match (&route.zone, method) {
@@ -486,8 +495,7 @@ impl Fetch {
         // An answer to a request with credentials may be personal because
         // of them: it says nothing about the URL, and must not let one
         // client turn coalescing off for everyone.
-        let anonymous =
-            !request.has_authorization && !request.selecting.contains_key(header::COOKIE);
+        let anonymous = request.requester() == Requester::Anonymous;
         // Hit-for-miss: this key's last answer could not be stored, so
         // nobody could use ours either; fetch side by side.
         if route.hit_for_miss.active(&flight) {
@@ -775,10 +783,11 @@ struct Hfm<'a> {
 
 /// True when an answer relayed for `why` says the key's answers cannot be
 /// stored for a while (the response's own directives, or its size), so its
-/// requests should stop queueing behind each other. Errors are not marked:
-/// their answer is handed to the waiters instead.
+/// requests should stop queueing behind each other. Server errors are not
+/// marked (their answer is handed to the waiters instead), nor errors the
+/// request caused (core `hit_for_miss::speaks_for_the_resource`).
 fn marks_hit_for_miss(why: NotStored, status: u16) -> bool {
-    status < 500
+    calmcache_core::hit_for_miss::speaks_for_the_resource(status)
         && match why {
             NotStored::TooLarge => true,
             // An authorised request's answer says nothing about others'.
@@ -897,6 +906,38 @@ async fn watch_orphan(
     }
 }
 
+/// A GET or HEAD whose framing announced a body (request_body.rs): read
+/// whole, then passed with it (`Err`: the answer, from the origin or a
+/// refusal of the body), or, empty, given back to go on as if bodiless.
+async fn with_body(
+    proxy: &Proxy,
+    route: &Route,
+    mut req: Request<Incoming>,
+    client: Peer,
+) -> Result<Request<Incoming>, Response<ResponseBody>> {
+    let limit = route.upstream.send_timeout;
+    let body = match crate::proxy::request_body::read_whole(req.body_mut(), limit).await {
+        Ok(Some(body)) => body,
+        Ok(None) => return Ok(req),
+        Err(e) => {
+            proxy.metrics.requests_refused.inc();
+            return Err(refused(&e, req.version()));
+        }
+    };
+    let (mut parts, _) = req.into_parts();
+    // Whatever its framing was: the origin gets the body with its length.
+    parts.headers.remove(header::TRANSFER_ENCODING);
+    parts
+        .headers
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    let body = http_body_util::Full::new(body);
+    let (body, watch) = crate::http::body::ClientBody::watch(body, limit);
+    // Never looked up, coalesced or stored: the body may change the answer.
+    let report = CacheStatus::Bypass.report().detail("request-body");
+    let req = Request::from_parts(parts, body);
+    Err(forward(proxy, route, req, watch, client, report).await)
+}
+
 /// Proxies without caching, streaming both bodies. A non-error answer to an
 /// unsafe method invalidates the URIs it names (RFC 9111 §4.4).
 async fn pass(
@@ -911,13 +952,29 @@ async fn pass(
         Fwd::Method => CacheStatus::Bypass.report().fwd(Fwd::Method),
         other => CacheStatus::MissNotStored.report().fwd(other),
     };
+    let (parts, body) = req.into_parts();
+    let send_timeout = route.upstream.send_timeout;
+    let (body, watch) = crate::http::body::ClientBody::watch(body, send_timeout);
+    let req = Request::from_parts(parts, body);
+    forward(proxy, route, req, watch, client, report).await
+}
+
+/// Sends `req` (its body watched by `client_body`) upstream and relays the
+/// answer uncached, reported as `report`.
+async fn forward(
+    proxy: &Proxy,
+    route: &Route,
+    req: Request<crate::http::body::StreamBody>,
+    client_body: crate::http::body::ClientBody,
+    client: Peer,
+    report: Report,
+) -> Response<ResponseBody> {
     let upstream = &route.upstream;
     let invalidation = crate::proxy::invalidate::Target::of(&req, client.scheme());
     let version = req.version();
     let (mut parts, body) = req.into_parts();
     crate::proxy::edge::ensure_host(&mut parts.headers, &parts.uri);
     add_forwarded(&mut parts.headers, client.addr.ip(), client.scheme());
-    let (body, client_body) = crate::http::body::ClientBody::watch(body, upstream.send_timeout);
     let sent = upstream.send(Request::from_parts(parts, body)).await;
     match sent {
         Ok(resp) => {

@@ -37,12 +37,24 @@ pub enum FillOutcome {
     Answered(Arc<ErrorAnswer>),
 }
 
+/// Who asked for a fetch, as far as sharing its answer goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Requester {
+    /// No `Cookie` and no `Authorization`: the answer speaks for the URL.
+    Anonymous,
+    /// Credentials came with the request: the answer may be about them
+    /// (a framework's debug page or a WAF page quotes the request, its
+    /// cookies included), so it never speaks for other clients.
+    Credentialed,
+}
+
 /// An origin's error answer (5xx, not storable) as every request that
 /// waited for the fetch gets it. The origin's own page is only shared when
-/// nothing in it belongs to one client: no `Set-Cookie`, not `private` or
-/// `no-store`, no `Vary` or `Content-Encoding` that another request might
-/// not match; otherwise followers get a plain page with the same status
-/// (and `Retry-After`, which tells every client the same thing).
+/// nothing in it belongs to one client: the leader's request was
+/// [`Requester::Anonymous`], and the answer has no `Set-Cookie`, is not
+/// `private` or `no-store`, has no `Vary` or `Content-Encoding` that another
+/// request might not match; otherwise followers get a plain page with the
+/// same status (and `Retry-After`, which tells every client the same thing).
 #[derive(Debug)]
 pub struct ErrorAnswer {
     /// The origin's status.
@@ -60,9 +72,9 @@ impl ErrorAnswer {
         status: StatusCode,
         headers: &HeaderMap,
         body: Option<Bytes>,
-        has_authorization: bool,
+        requester: Requester,
     ) -> Self {
-        let personal = has_authorization
+        let personal = requester == Requester::Credentialed
             || headers.contains_key(http::header::SET_COOKIE)
             || headers.contains_key(VARY)
             || headers.contains_key(http::header::CONTENT_ENCODING)

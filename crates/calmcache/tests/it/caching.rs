@@ -180,9 +180,10 @@ async fn hop_by_hop_headers_are_dropped_and_forwarding_headers_added() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_get_with_a_body_does_not_hang_the_fill() {
-    // A GET's body stays with its client: the fill sends none and must not
-    // announce one (the proxy drops Content-Length and Expect from fills).
+async fn a_get_with_a_body_does_not_hang_and_is_passed_with_it() {
+    // A GET's body is read whole and forwarded with its length; the answer
+    // is neither looked up nor stored (request_body.rs, issue 25), so the
+    // request can neither hang a fill nor change what others get.
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let origin = Origin::start().await;
     let proxy = Proxy::new(&origin).start().await;
@@ -198,7 +199,9 @@ async fn a_get_with_a_body_does_not_hang_the_fill() {
         .unwrap();
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     assert!(
-        response.contains("fwd=uri-miss") && response.contains("stored"),
+        response.contains("detail=request-body") && !response.contains("stored"),
         "{response}"
     );
+    let sent = origin.requests_for("/with-body");
+    assert_eq!(sent[0].header("content-length"), Some("5"));
 }
