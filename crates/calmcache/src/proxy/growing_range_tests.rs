@@ -141,7 +141,13 @@ async fn a_body_that_fails_before_the_range_is_an_error() {
     g.push(Bytes::from_static(&TEN[..2]));
     g.fail("reset".into());
     let mut headers = stored();
-    let got = answer(&g, &FirstReader::default(), &request("bytes=5-6"), &mut headers).await;
+    let got = answer(
+        &g,
+        &FirstReader::default(),
+        &request("bytes=5-6"),
+        &mut headers,
+    )
+    .await;
     assert!(got.is_err());
 }
 
@@ -154,7 +160,11 @@ async fn several_ranges_stream_as_multipart_in_the_asked_order() {
     let boundary = ct.split("boundary=").nth(1).unwrap().to_owned();
     g.push(Bytes::from_static(TEN));
     let body = bytes(got.body).await;
-    let len: usize = headers[header::CONTENT_LENGTH].to_str().unwrap().parse().unwrap();
+    let len: usize = headers[header::CONTENT_LENGTH]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert_eq!(body.len(), len);
     let want = format!(
         "--{boundary}\r\nContent-Type: text/plain\r\nContent-Range: bytes 7-8/10\r\n\r\n78\r\n\

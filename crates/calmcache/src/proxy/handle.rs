@@ -575,7 +575,8 @@ impl Fetch {
                     });
                     if mine {
                         let report = why.collapsed(head.origin_status);
-                        return crate::proxy::respond::serve_streaming(route, &head, report, ask).await;
+                        return crate::proxy::respond::serve_streaming(route, &head, report, ask)
+                            .await;
                     }
                     // Another variant: its own fetch.
                     break;
