@@ -21,6 +21,10 @@
 //!       origin; `room`)
 //! ```
 //!
+//! A reader may also start at an offset and stop after a length (a byte
+//! range, `growing_range.rs`): it waits only for its own bytes and leaves
+//! as soon as it has them.
+//!
 //! The fill never waits for a reader otherwise. Bytes held count in the
 //! `max_inflight_body` gauge ([`Held`]) until the body is dropped.
 
@@ -380,6 +384,13 @@ impl Growing {
             received: state.received,
             ended: state.done.as_ref().map(Result::is_ok),
         }
+    }
+
+    /// True while byte `at` can still be read: held, in the body's file, or
+    /// still to come. False once a body that is not kept dropped it.
+    pub(crate) fn readable_from(&self, at: u64) -> bool {
+        let state = self.lock();
+        at >= state.start || state.file.as_ref().is_some_and(|f| at < f.len)
     }
 
     /// Waits until at least `bytes` bytes arrived or the body ended (whole

@@ -63,7 +63,19 @@ pub(crate) async fn answer(
             }
         }
     };
-    Ok(match range::plan(request, headers, len) {
+    let plan = range::plan(request, headers, len);
+    let first_byte = match &plan {
+        RangePlan::Single(r) => Some(r.start),
+        RangePlan::Multi(parts) => parts.iter().map(|r| r.start).min(),
+        _ => None,
+    };
+    if first_byte.is_some_and(|at| !growing.readable_from(at)) {
+        // A body not kept (it outgrew max_object_size) dropped the bytes
+        // while this range waited for the end: better no answer than a
+        // 206 cut short.
+        return Err("the body outgrew max_object_size before the range was known".into());
+    }
+    Ok(match plan {
         RangePlan::Full => None,
         RangePlan::Single(r) => Some(single(growing, r, complete, headers)),
         RangePlan::Multi(parts) => multi(growing, &parts, complete, headers),

@@ -190,3 +190,23 @@ async fn a_range_reader_leaves_once_it_has_its_bytes() {
     drop(body);
     assert!(g.abandoned());
 }
+
+#[tokio::test]
+async fn a_suffix_of_a_body_no_longer_kept_is_an_error_not_a_cut_206() {
+    // A chunked body that outgrew max_object_size while `-3` waited for
+    // its end: its last bytes are gone.
+    let g = growing(None);
+    g.push(Bytes::from_static(&TEN[..5]));
+    g.stop_keeping();
+    g.push(Bytes::from_static(&TEN[5..]));
+    g.finish();
+    let mut headers = stored();
+    let got = answer(
+        &g,
+        &FirstReader::default(),
+        &request("bytes=-3"),
+        &mut headers,
+    )
+    .await;
+    assert!(got.is_err());
+}
