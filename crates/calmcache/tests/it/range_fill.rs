@@ -277,3 +277,40 @@ async fn a_range_on_a_miss_is_a_206_in_a_memory_zone() {
 async fn a_range_on_a_miss_is_a_206_in_a_disk_zone() {
     every_case("disk").await;
 }
+
+/// On a route without a zone nothing is stored or streamed through a fill:
+/// the client's `Range` (and `If-Range`) go to the origin as sent, over
+/// every wire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncached_route_sends_the_range_on() {
+    let origin = Origin::start().await;
+    let wires = Wires::start(Proxy::new(&origin).no_zone(), "").await;
+    for wire in &wires.all {
+        let path = format!("/pass/{}", wire.label().replace(' ', "-"));
+        let t = target(&path, BIG, false, false);
+        let hdrs = [("range", "bytes=0-1023"), ("if-range", "\"v1\"")];
+        let r = wires
+            .send(wire, Method::GET, "calm.test", &t, &hdrs, "")
+            .await;
+        assert_eq!(
+            r.status,
+            200,
+            "{}: the test origin ignores Range",
+            wire.label()
+        );
+        let seen = origin.requests_for(&path);
+        assert_eq!(seen.len(), 1, "{}", wire.label());
+        assert_eq!(
+            seen[0].header("range"),
+            Some("bytes=0-1023"),
+            "{}",
+            wire.label()
+        );
+        assert_eq!(
+            seen[0].header("if-range"),
+            Some("\"v1\""),
+            "{}",
+            wire.label()
+        );
+    }
+}
