@@ -93,6 +93,51 @@ pub(crate) fn plan(request: &HeaderMap, stored: &HeaderMap, len: u64) -> RangePl
     decide(&specs, len)
 }
 
+/// How much of a body whose length is not known yet (it is still arriving,
+/// chunked) must arrive before [`plan`] can answer a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Extent {
+    /// The answer is the whole 200 whatever the length: no (valid) Range,
+    /// an If-Range that does not match, or a range from the first byte to
+    /// the end (`bytes=0-`), which selects every byte anyway.
+    Full,
+    /// Every range has its last byte: once this many bytes arrived (or the
+    /// body ended), the parts are known without the complete length.
+    Through(u64),
+    /// A suffix or open-ended range: its bytes are known only at the end.
+    AtEnd,
+}
+
+/// What [`plan`] needs of a body of unknown length for these request
+/// headers (RFC 9110 §14.1.2: a suffix-range and an open int-range are
+/// resolved against the current length).
+pub(crate) fn extent(request: &HeaderMap, stored: &HeaderMap) -> Extent {
+    let Some(range) = single_value(request, &RANGE) else {
+        return Extent::Full;
+    };
+    // RFC 9110 §13.2.2 step 5: If-Range first, as `plan` does.
+    if request.contains_key(IF_RANGE) && !if_range_matches(request, stored) {
+        return Extent::Full;
+    }
+    let Some(specs) = parse_range(range) else {
+        return Extent::Full;
+    };
+    let mut through = 0u64;
+    for spec in specs {
+        match spec {
+            Spec::Int {
+                first: 0,
+                last: None,
+            } => return Extent::Full,
+            Spec::Int {
+                last: Some(last), ..
+            } => through = through.max(last.saturating_add(1)),
+            Spec::Int { last: None, .. } | Spec::Suffix(_) => return Extent::AtEnd,
+        }
+    }
+    Extent::Through(through)
+}
+
 /// Turns a plan into the response: sets `*status` (206/416), rewrites `headers` (Content-Range, Content-Length, and for Multi Content-Type multipart/byteranges; boundary=...; for 416 Content-Length 0 and `Content-Range: bytes */len`), and returns the body. `Single` must slice `body` without copying (Bytes::slice). For `Full` it returns body unchanged and leaves status/headers alone.
 ///
 /// The complete length written in `Content-Range` is `body.len()`. A plan that
@@ -398,7 +443,18 @@ fn slice(body: &Bytes, r: ByteRange) -> Option<Bytes> {
 /// RFC 9110 §14.4: `Content-Range: bytes first-pos "-" last-pos "/"
 /// complete-length`.
 fn content_range(r: ByteRange, complete: u64) -> String {
-    format!("bytes {}-{}/{}", r.start, r.end, complete)
+    content_range_of(r, Some(complete))
+}
+
+/// [`content_range`] for a representation whose length may not be known
+/// yet: RFC 9110 §14.4 `complete-length / "*"` ("an asterisk character
+/// ("*") in place of the complete-length indicates that the representation
+/// length was unknown when the header field was generated").
+pub(crate) fn content_range_of(r: ByteRange, complete: Option<u64>) -> String {
+    match complete {
+        Some(n) => format!("bytes {}-{}/{}", r.start, r.end, n),
+        None => format!("bytes {}-{}/*", r.start, r.end),
+    }
 }
 
 /// RFC 9110 §15.3.7.1: "If a single part is being transferred, the server
@@ -424,7 +480,7 @@ fn render_single(r: ByteRange, complete: u64, body: &Bytes) -> Option<Rendered> 
 /// A fresh boundary: 32 hex digits from 128 random bits, so content cannot
 /// be crafted to contain it (RFC 2046 §5.1.1: the boundary must not appear
 /// in the encapsulated data).
-fn new_boundary() -> String {
+pub(crate) fn new_boundary() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 
@@ -456,42 +512,97 @@ fn render_multi(
             .saturating_add(content_encoding.map_or(0, <[u8]>::len))
     });
     let mut out = BytesMut::with_capacity(capacity);
+    let fields = PartFields::of(headers);
     for (r, data) in &parts {
-        out.put_slice(b"--");
-        out.put_slice(boundary.as_bytes());
-        out.put_slice(b"\r\n");
-        if let Some(ct) = content_type {
-            out.put_slice(b"Content-Type: ");
-            out.put_slice(ct);
-            out.put_slice(b"\r\n");
-        }
-        if let Some(ce) = content_encoding {
-            out.put_slice(b"Content-Encoding: ");
-            out.put_slice(ce);
-            out.put_slice(b"\r\n");
-        }
-        out.put_slice(b"Content-Range: ");
-        out.put_slice(content_range(*r, complete).as_bytes());
-        out.put_slice(b"\r\n\r\n");
+        part_head(&mut out, boundary, &fields, *r, Some(complete));
         out.put_slice(data);
         out.put_slice(b"\r\n");
     }
-    out.put_slice(b"--");
-    out.put_slice(boundary.as_bytes());
-    out.put_slice(b"--\r\n");
+    multipart_end(&mut out, boundary);
     let body = out.freeze();
     Some(Rendered {
         status: StatusCode::PARTIAL_CONTENT,
         remove: vec![CONTENT_RANGE, CONTENT_ENCODING],
         set: vec![
-            (
-                CONTENT_TYPE,
-                HeaderValue::try_from(format!("multipart/byteranges; boundary={boundary}")).ok()?,
-            ),
+            (CONTENT_TYPE, multipart_type(boundary)?),
             (CONTENT_LENGTH, HeaderValue::from(body.len())),
         ],
         body,
     })
+}
+
+/// The representation's fields each part of a `multipart/byteranges` body
+/// repeats: its `Content-Type` and `Content-Encoding`.
+pub(crate) struct PartFields {
+    content_type: Option<Bytes>,
+    content_encoding: Option<Bytes>,
+}
+
+impl PartFields {
+    /// The fields of the response `headers` describe.
+    pub(crate) fn of(headers: &HeaderMap) -> PartFields {
+        let field = |name| single_value(headers, name).map(Bytes::copy_from_slice);
+        PartFields {
+            content_type: field(&CONTENT_TYPE),
+            content_encoding: field(&CONTENT_ENCODING),
+        }
+    }
+}
+
+/// `--BOUNDARY CRLF [Content-Type CRLF] [Content-Encoding CRLF]
+/// Content-Range CRLF CRLF`: what precedes a part's data (RFC 9110
+/// §14.6); `complete` is `None` while the length is unknown.
+pub(crate) fn part_head(
+    out: &mut BytesMut,
+    boundary: &str,
+    fields: &PartFields,
+    r: ByteRange,
+    complete: Option<u64>,
+) {
+    out.put_slice(b"--");
+    out.put_slice(boundary.as_bytes());
+    out.put_slice(b"\r\n");
+    if let Some(ct) = &fields.content_type {
+        out.put_slice(b"Content-Type: ");
+        out.put_slice(ct);
+        out.put_slice(b"\r\n");
+    }
+    if let Some(ce) = &fields.content_encoding {
+        out.put_slice(b"Content-Encoding: ");
+        out.put_slice(ce);
+        out.put_slice(b"\r\n");
+    }
+    out.put_slice(b"Content-Range: ");
+    out.put_slice(content_range_of(r, complete).as_bytes());
+    out.put_slice(b"\r\n\r\n");
+}
+
+/// `--BOUNDARY-- CRLF`: the end of a `multipart/byteranges` body.
+pub(crate) fn multipart_end(out: &mut BytesMut, boundary: &str) {
+    out.put_slice(b"--");
+    out.put_slice(boundary.as_bytes());
+    out.put_slice(b"--\r\n");
+}
+
+/// `multipart/byteranges; boundary=...` (RFC 9110 §14.6).
+pub(crate) fn multipart_type(boundary: &str) -> Option<HeaderValue> {
+    HeaderValue::try_from(format!("multipart/byteranges; boundary={boundary}")).ok()
+}
+
+/// Makes `headers` those of a 416 for a representation of `complete` bytes
+/// and returns its status (RFC 9110 §15.5.17; see `render_unsatisfiable`).
+pub(crate) fn unsatisfiable(headers: &mut HeaderMap, complete: u64) -> StatusCode {
+    let mut status = StatusCode::OK;
+    if let Some(r) = render_unsatisfiable(complete) {
+        status = r.status;
+        for name in r.remove {
+            headers.remove(name);
+        }
+        for (name, value) in r.set {
+            headers.insert(name, value);
+        }
+    }
+    status
 }
 
 /// RFC 9110 §15.5.17: "A server that generates a 416 response to a

@@ -21,6 +21,10 @@
 //!       origin; `room`)
 //! ```
 //!
+//! A reader may also start at an offset and stop after a length (a byte
+//! range, `growing_range.rs`): it waits only for its own bytes and leaves
+//! as soon as it has them.
+//!
 //! The fill never waits for a reader otherwise. Bytes held count in the
 //! `max_inflight_body` gauge ([`Held`]) until the body is dropped.
 
@@ -109,6 +113,19 @@ pub struct Growing {
     pub len: Option<u64>,
     /// Wakes a fill waiting for its only reader (`Keeping::None`).
     room: tokio::sync::Notify,
+    /// Wakes requests waiting for bytes to arrive before they can answer
+    /// ([`Growing::arrived`]: a range on a body of unknown length).
+    grew: tokio::sync::Notify,
+}
+
+/// How far a body has come, for a request deciding its answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Progress {
+    /// Bytes received so far.
+    pub received: u64,
+    /// `None` while bytes still arrive, `Some(true)` once the body is
+    /// complete, `Some(false)` once it failed.
+    pub ended: Option<bool>,
 }
 
 struct State {
@@ -239,6 +256,7 @@ impl Growing {
             }),
             len,
             room: tokio::sync::Notify::new(),
+            grew: tokio::sync::Notify::new(),
         }
     }
 
@@ -259,6 +277,7 @@ impl Growing {
         state.chunks.push_back((off, chunk));
         state.trim();
         state.wake_all();
+        self.grew.notify_waiters();
     }
 
     /// The body's file now holds `written`: chunks written may go.
@@ -302,6 +321,7 @@ impl Growing {
         let mut state = self.lock();
         state.done = Some(Ok(()));
         state.wake_all();
+        self.grew.notify_waiters();
     }
 
     /// The fetch failed: every reader ends with an error (its client sees a
@@ -310,6 +330,7 @@ impl Growing {
         let mut state = self.lock();
         state.done = Some(Err(why));
         state.wake_all();
+        self.grew.notify_waiters();
     }
 
     /// The whole body, when every chunk was kept (`Keeping::All`).
@@ -320,21 +341,71 @@ impl Growing {
 
     /// A body for one more client: from the first byte, read at its pace.
     pub fn reader(self: &Arc<Self>) -> ResponseBody {
-        let mut state = self.lock();
-        let id = state.next_id;
-        state.next_id += 1;
-        state.readers.insert(id, Slot { at: 0, waker: None });
-        state.trim();
-        drop(state);
-        let reader = Reader {
-            growing: self.clone(),
-            id: Some(id),
-            at: 0,
-            reading: None,
-        };
+        let reader = self.reader_at(0, u64::MAX);
         match self.len {
             Some(len) => ResponseBody::stream(ChannelBody::new(reader, len)),
             None => ResponseBody::stream(ChannelBody::open_ended(reader)),
+        }
+    }
+
+    /// The `len` bytes from offset `start`, read as they arrive (a byte
+    /// range): the reader waits for them, never for the rest of the body,
+    /// and leaves as soon as it has them.
+    pub(crate) fn range_reader(self: &Arc<Self>, start: u64, len: u64) -> RangeReader {
+        RangeReader(self.reader_at(start, start.saturating_add(len)))
+    }
+
+    fn reader_at(self: &Arc<Self>, start: u64, end: u64) -> Reader {
+        let mut state = self.lock();
+        let id = state.next_id;
+        state.next_id += 1;
+        state.readers.insert(
+            id,
+            Slot {
+                at: start,
+                waker: None,
+            },
+        );
+        state.trim();
+        drop(state);
+        Reader {
+            growing: self.clone(),
+            id: Some(id),
+            at: start,
+            end,
+            reading: None,
+        }
+    }
+
+    /// How far the body has come.
+    pub(crate) fn progress(&self) -> Progress {
+        let state = self.lock();
+        Progress {
+            received: state.received,
+            ended: state.done.as_ref().map(Result::is_ok),
+        }
+    }
+
+    /// True while byte `at` can still be read: held, in the body's file, or
+    /// still to come. False once a body that is not kept dropped it.
+    pub(crate) fn readable_from(&self, at: u64) -> bool {
+        let state = self.lock();
+        at >= state.start || state.file.as_ref().is_some_and(|f| at < f.len)
+    }
+
+    /// Waits until at least `bytes` bytes arrived or the body ended (whole
+    /// or failed), and says how far it came.
+    pub(crate) async fn arrived(&self, bytes: u64) -> Progress {
+        loop {
+            let grew = self.grew.notified();
+            tokio::pin!(grew);
+            // Registered before the check, so a push in between is not missed.
+            grew.as_mut().enable();
+            let now = self.progress();
+            if now.received >= bytes || now.ended.is_some() {
+                return now;
+            }
+            grew.await;
         }
     }
 
@@ -382,12 +453,19 @@ struct Reader {
     /// `None` once it left (cut, or the body ended).
     id: Option<u64>,
     at: u64,
+    /// Where this reader stops (exclusive): the end of its range, or
+    /// `u64::MAX` for the whole body.
+    end: u64,
     /// A read of the file in progress (the reader is behind the window).
     reading: Option<JoinHandle<std::io::Result<Bytes>>>,
 }
 
 impl Reader {
-    fn took(&mut self, chunk: Bytes) -> Poll<Option<Result<Bytes, BoxError>>> {
+    fn took(&mut self, mut chunk: Bytes) -> Poll<Option<Result<Bytes, BoxError>>> {
+        let wanted = self.end.saturating_sub(self.at);
+        if chunk.len() as u64 > wanted {
+            chunk.truncate(usize::try_from(wanted).unwrap_or(usize::MAX));
+        }
         self.at += chunk.len() as u64;
         if let Some(id) = self.id {
             self.growing.moved(id, Some(self.at));
@@ -419,6 +497,12 @@ impl ChunkSource for Reader {
                 }
             };
         }
+        if self.at >= self.end {
+            // A range reader that has its bytes: gone at once, so it holds
+            // nothing back.
+            self.leave();
+            return Poll::Ready(None);
+        }
         let next = {
             let mut state = self.growing.lock();
             let next = state.next(self.at);
@@ -432,6 +516,7 @@ impl ChunkSource for Reader {
         match next {
             Next::Chunk(chunk) => self.took(chunk),
             Next::File(file, at, n) => {
+                let n = n.min(usize::try_from(self.end - at).unwrap_or(usize::MAX));
                 self.reading = Some(tokio::task::spawn_blocking(move || {
                     let mut buf = vec![0u8; n];
                     std::os::unix::fs::FileExt::read_exact_at(
@@ -465,6 +550,16 @@ impl ChunkSource for Reader {
 impl Drop for Reader {
     fn drop(&mut self) {
         self.leave();
+    }
+}
+
+/// A reader of one byte range of a [`Growing`] body
+/// ([`Growing::range_reader`]): its chunks, cut at the range's end.
+pub(crate) struct RangeReader(Reader);
+
+impl ChunkSource for RangeReader {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
+        self.0.poll_chunk(cx)
     }
 }
 

@@ -579,7 +579,8 @@ impl Fetch {
                     });
                     if mine {
                         let report = why.collapsed(head.origin_status);
-                        return crate::proxy::respond::serve_streaming(route, &head, report, ask);
+                        return crate::proxy::respond::serve_streaming(route, &head, report, ask)
+                            .await;
                     }
                     // Another variant: its own fetch.
                     break;
@@ -726,7 +727,7 @@ async fn answer_fill(
         }) => serve(route, &object, why.stored(origin), ask, now),
         Ok(FillReply::Streaming(head)) => {
             let report = why.stored(head.origin_status);
-            crate::proxy::respond::serve_streaming(route, &head, report, ask)
+            crate::proxy::respond::serve_streaming(route, &head, report, ask).await
         }
         Ok(FillReply::Stale(object, origin)) => {
             let mut report = CacheStatus::StaleIfError.report();

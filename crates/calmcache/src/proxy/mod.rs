@@ -13,6 +13,7 @@ pub(crate) mod background;
 pub(crate) mod edge;
 pub(crate) mod fill;
 pub(crate) mod growing;
+pub(crate) mod growing_range;
 pub(crate) mod handle;
 pub(crate) mod invalidate;
 pub(crate) mod lookup;

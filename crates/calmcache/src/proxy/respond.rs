@@ -10,10 +10,11 @@ use tokio::time::Instant;
 use crate::http::body::ResponseBody;
 use crate::http::compress::{self, Coding};
 use crate::http::conditional::{self, Precondition};
-use crate::http::error::ProxyError;
+use crate::http::error::{ErrorKind, ProxyError};
 use crate::http::headers::{set_age, set_cache_status};
 use crate::http::paged::PagedSlice;
 use crate::http::range;
+use crate::proxy::growing_range;
 use crate::proxy::state::Route;
 
 /// What a response depends on in the request.
@@ -131,14 +132,9 @@ fn lazy_response(
                 }
             }
             range::RangePlan::Unsatisfiable => {
-                let mut none = bytes::Bytes::new();
-                none = range::render(
-                    &range::RangePlan::Unsatisfiable,
-                    &mut status,
-                    &mut headers,
-                    &none,
-                );
-                let mut resp = Response::new(ResponseBody::full(none));
+                // `bytes */len`: the file's length, not the empty body's.
+                status = range::unsatisfiable(&mut headers, lazy.len);
+                let mut resp = Response::new(ResponseBody::empty());
                 *resp.status_mut() = status;
                 *resp.headers_mut() = headers;
                 return resp;
@@ -163,8 +159,8 @@ fn lazy_response(
 
 /// Answers from a response still arriving (read-while-write): its head now,
 /// its body as it comes. Preconditions are answered from the head; a Range
-/// gets the whole 200 (RFC 9110 §14.2 lets a server ignore it).
-pub(crate) fn serve_streaming(
+/// from the bytes as they arrive (`growing_range.rs`).
+pub(crate) async fn serve_streaming(
     route: &Route,
     head: &crate::proxy::growing::StreamingHead,
     mut report: Report,
@@ -191,9 +187,28 @@ pub(crate) fn serve_streaming(
             }
         }
     }
+    let ranged = if with_body && status == StatusCode::OK && ask.wants_range() {
+        let growing = &head.growing;
+        match growing_range::answer(growing, &head.first, ask.headers, &mut headers).await {
+            Ok(ranged) => ranged,
+            Err(why) => {
+                let e = ProxyError::upstream(ErrorKind::Broken, &route.upstream.name, why);
+                route.activity.record(&report);
+                return error_response(&e, &report);
+            }
+        }
+    } else {
+        None
+    };
     set_cache_status(&mut headers, &report, ask.key.as_deref());
     route.activity.record(&report);
-    let body = if with_body {
+    let body = if let Some(ranged) = ranged {
+        status = ranged.status;
+        route.activity.bytes_from_cache.add(ranged.bytes);
+        // The fill's first reader is not this answer's: let it go.
+        drop(head.first.take());
+        ranged.body
+    } else if with_body {
         // Counted when known (a chunked body's length is not, yet).
         route
             .activity

@@ -368,3 +368,61 @@ async fn answers_no_route_counts_are_logged_as_bypass_and_not_timed() {
     proxy.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 25: the `uri` of an HTTP/2 request was its full URL
+/// (`https://calm.test/a?x=1`) and of an HTTP/1.1 request its path, so log
+/// tools counted every resource twice. One form now, origin form, over
+/// HTTP/1.1 (origin and absolute form), h2c and HTTP/2 over TLS, on a
+/// cached and an uncached route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uri_is_the_path_and_query_on_every_wire() {
+    use calmcache_testkit::Wires;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let origin = Origin::start().await;
+    let dir = scratch("log-uri");
+    let path = dir.join("access.json");
+    let proxy = Proxy::new(&origin)
+        .route("match = '^/c/'\n\n[[routes]]\nname = \"pass\"\nupstream = \"origin\"")
+        .access_log(&path, "json");
+    let wires = Wires::start(proxy, "").await;
+    let mut want = Vec::new();
+    for wire in &wires.all {
+        for route in ["c", "pass"] {
+            let target = format!("/{route}/{}?x=1&y=%20", wire.label().replace(' ', "-"));
+            let r = wires
+                .send(wire, Method::GET, "calm.test", &target, &[], "")
+                .await;
+            assert_eq!(r.status, 200, "{} {target}", wire.label());
+            want.push(target);
+        }
+    }
+    // HTTP/1.1 in absolute form (RFC 9112 §3.2.2).
+    let addr = wires.proxy.running().proxy_addrs[0];
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET http://calm.test/c/absolute?x=1 HTTP/1.1\r\nHost: calm.test\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    tcp.read_to_end(&mut answer).await.unwrap();
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    want.push("/c/absolute?x=1".into());
+    let lines = wait_lines(&path, want.len()).await;
+    let mut logged: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["uri"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    logged.sort();
+    want.sort();
+    assert_eq!(logged, want);
+    wires.proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

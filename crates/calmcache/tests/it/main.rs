@@ -40,6 +40,7 @@ mod logs;
 mod monitoring;
 mod operations;
 mod purge_integrity;
+mod range_fill;
 mod readme_config;
 mod readme_figures;
 mod refresh;

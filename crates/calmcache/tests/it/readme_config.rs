@@ -350,3 +350,77 @@ fn fences_are_read_with_their_info_string() {
     assert_eq!(found.blocks[0].text, "[server]");
     assert_eq!(found.fragments, ["R.md:6"]);
 }
+
+/// The quick start's config ("Put it in front of my site"), run: a
+/// logged-in visitor's static files are shared and cached (issue 25: the
+/// cookie rule sat on the only cached route, so every CSS, JS, image and
+/// video of a logged-in visitor went to the application), while their
+/// pages, the private area and a page whose query merely ends like a file
+/// (`/account.php?x.css`) are never stored for others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_quick_start_shares_static_files_but_not_pages() {
+    use calmcache_testkit::{get_with, Origin};
+    use http::Method;
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let section = readme
+        .split_once("## Put it in front of my site")
+        .map(|(_, rest)| rest)
+        .unwrap();
+    let mut found = Found::default();
+    markdown_blocks("README.md", section, &mut found);
+    let origin = Origin::start().await;
+    let text = found.blocks[0]
+        .text
+        .replace("\"0.0.0.0:8080\"", "\"127.0.0.1:0\"")
+        .replace("\"127.0.0.1:9090\"", "\"127.0.0.1:0\"")
+        .replace("\"127.0.0.1:8000\"", &format!("\"{}\"", origin.addr()));
+    let config = calmcache::Config::from_toml(&text, "<quick start>").unwrap();
+    let running = calmcache::start_with(&config, None, calmcache::ZoneTiers::new())
+        .await
+        .unwrap();
+    let url = |p: &str| format!("http://{}{p}", running.proxy_addrs[0]);
+    let logged_in = [("cookie", "sessionid=abc")];
+    for path in [
+        "/static/app.css",
+        "/js/app.js?v=3",
+        "/img/a.png",
+        "/media/v.mp4",
+    ] {
+        let first = get_with(Method::GET, &url(path), &logged_in).await;
+        assert_eq!(first.status, 200, "{path}");
+        let again = get_with(Method::GET, &url(path), &logged_in).await;
+        assert!(
+            again.cache_status_params().has("hit"),
+            "{path}: {}",
+            again.cache_status()
+        );
+        let anonymous = get_with(Method::GET, &url(path), &[]).await;
+        assert!(anonymous.cache_status_params().has("hit"), "{path}");
+        let bare = path.split('?').next().unwrap();
+        assert_eq!(
+            origin.hits_for(bare),
+            1,
+            "{path}: the application asked once"
+        );
+    }
+    // Pages of a logged-in visitor, the private area, and a query that
+    // ends like a file: never stored, so the next visitor gets their own.
+    for path in [
+        "/",
+        "/account.php?x.css",
+        "/admin/site.css",
+        "/account/style.css",
+    ] {
+        let mine = get_with(Method::GET, &url(path), &logged_in).await;
+        assert_eq!(mine.status, 200, "{path}");
+        let next = get_with(Method::GET, &url(path), &[]).await;
+        assert!(
+            !next.cache_status_params().has("hit"),
+            "{path}: {}",
+            next.cache_status()
+        );
+        let bare = path.split('?').next().unwrap();
+        assert_eq!(origin.hits_for(bare), 2, "{path}");
+    }
+    running.shutdown(std::time::Duration::from_secs(5)).await;
+}

@@ -141,12 +141,17 @@ pub(super) fn escape(bytes: &[u8], out: &mut String) {
     }
 }
 
-/// The request target as the client sent it (origin form, or the whole
-/// absolute URI).
+/// The request target in origin form (`path?query`, as the client sent
+/// it) whatever the protocol: an HTTP/2 request's target is built from its
+/// `:scheme`, `:authority` and `:path` (RFC 9113 §8.3.1) and an HTTP/1.1
+/// one may come in absolute form (RFC 9112 §3.2.2), but one resource must
+/// read the same in every line. The host is the line's `host` field. A
+/// target without a path (CONNECT's authority form) is written as it is.
 pub(super) fn uri_text(uri: &Uri) -> Cow<'_, str> {
-    match (uri.scheme(), uri.authority(), uri.path_and_query()) {
-        (None, None, Some(pq)) => Cow::Borrowed(pq.as_str()),
-        _ => Cow::Owned(uri.to_string()),
+    match (uri.path_and_query(), uri.authority()) {
+        (Some(pq), _) if !pq.as_str().is_empty() => Cow::Borrowed(pq.as_str()),
+        (_, Some(authority)) => Cow::Borrowed(authority.as_str()),
+        _ => Cow::Borrowed("/"),
     }
 }
 

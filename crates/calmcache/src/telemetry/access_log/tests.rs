@@ -226,3 +226,20 @@ fn an_unopenable_path_fails_at_open() {
     };
     assert!(AccessLog::open(&config).is_err());
 }
+
+/// Issue 25: HTTP/2 targets (and HTTP/1.1 absolute ones) were written as
+/// full URLs, HTTP/1.1 ones as paths, so one resource read two ways.
+#[test]
+fn uri_is_the_origin_form_whatever_the_target_form() {
+    for (target, logged) in [
+        ("/a/b?x=1", "/a/b?x=1"),
+        ("https://calm.test/a/b?x=1", "/a/b?x=1"),
+        ("http://calm.test:8080/a%20b", "/a%20b"),
+        ("http://calm.test", "/"),
+        ("*", "*"),
+        ("calm.test:443", "calm.test:443"),
+    ] {
+        let uri: http::Uri = target.parse().unwrap();
+        assert_eq!(uri_text(&uri), logged, "{target}");
+    }
+}
