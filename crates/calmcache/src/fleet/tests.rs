@@ -15,6 +15,7 @@ fn config(redis: &Redis) -> FleetConfig {
         lease: Duration::from_millis(300),
         tls_ca: None,
         tls_client: None,
+        secret: None,
     }
 }
 
