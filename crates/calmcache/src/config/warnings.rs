@@ -57,12 +57,16 @@ impl Config {
         let problem = Problem::new(
             "fleet.secret_file",
             format!(
-                "not set: shared entries and purges are not signed, so anyone who can write                  to Redis under {:?} can make every node serve a body of their choosing                  (as a hit) and purge every node",
+                "not set: shared entries and purges are not signed, so anyone who can write \
+                 to Redis under {:?} can make every node serve a body of their choosing \
+                 (as a hit) and purge every node",
                 fleet.prefix
             ),
         );
         Some(problem.hint(
-            "give every node the same secret file (e.g. `openssl rand -hex 32 >              /etc/calmcache/fleet.secret`) and set secret_file; nodes without one keep              working unsigned, but refuse and are refused by nodes with one",
+            "give every node the same secret file (e.g. `openssl rand -hex 32 > \
+             /etc/calmcache/fleet.secret`) and set secret_file; nodes without one keep \
+             working unsigned, but refuse and are refused by nodes with one",
         ))
     }
 

@@ -698,6 +698,7 @@ impl Fleet {
             Ok((_, object))
                 if object.vary_index().is_none()
                     && object.variant() == target.variant.as_ref().map(|v| v.1.as_str())
+                    && framing_agrees(&object)
                     && (signer.is_none() || self.current(&object, since_ms)) =>
             {
                 Some(Arc::new(object))
@@ -1507,6 +1508,18 @@ async fn whole(object: Arc<CachedObject>) -> std::io::Result<Arc<CachedObject>> 
         object.encodings().to_vec(),
         object.variant().map(Box::from),
     )))
+}
+
+/// The object's `Content-Length`, if it has one, is its body's length:
+/// hyper writes a stored one as it is, and a wrong one would break the
+/// client's connection (a body cut short, or the next answer read as its
+/// rest). A disk-format blob's CRCs cannot tell: whoever wrote it chose both.
+fn framing_agrees(object: &CachedObject) -> bool {
+    object
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .map(|v| v.to_str().ok().and_then(|v| v.parse::<u64>().ok()))
+        .is_none_or(|len| len == Some(object.body_len()))
 }
 
 /// The key a variant is stored under in Redis: the URI's key with the

@@ -76,6 +76,77 @@ pub(crate) fn secrets_in(text: &[u8]) -> Result<FleetSecret, String> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::config::{Config, ConfigError};
+
+    const FLEET: &str = r#"
+[server]
+listen = ["127.0.0.1:0"]
+
+[upstreams.app]
+servers = ["127.0.0.1:8081"]
+
+[[routes]]
+upstream = "app"
+
+[fleet]
+redis = "redis://127.0.0.1:6379"
+"#;
+
+    /// The config with `secret_file = path`: its secret, or its problems.
+    fn with_secret_file(path: &std::path::Path) -> Result<Config, Vec<String>> {
+        let text = format!("{FLEET}secret_file = {:?}\n", path.display().to_string());
+        match Config::from_toml(&text, "test.toml") {
+            Ok(config) => Ok(config),
+            Err(ConfigError::Invalid { problems, .. }) => {
+                Err(problems.iter().map(|p| format!("{}: {}", p.path, p.message)).collect())
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn a_secret_file_s_problems_are_config_problems_at_its_path() {
+        let dir = std::env::temp_dir().join(format!(
+            "calmcache-fleet-secret-{}-{}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |name: &str, text: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let good = file("good", &format!("{A}\n"));
+        let config = with_secret_file(&good).unwrap();
+        let secret = config.fleet.as_ref().unwrap().secret.as_ref().unwrap();
+        assert_eq!(secret.current, A.as_bytes());
+        assert!(config.warnings().iter().all(|w| w.path != PATH));
+        for (path, says) in [
+            (dir.join("missing"), "cannot read"),
+            (dir.clone(), "cannot read"),
+            (file("empty", ""), "empty"),
+            (file("short", "abc\n"), "has 3 bytes; a secret needs at least 32"),
+            (file("three", &format!("{A}\n{B}\n{A}!\n")), "3 secrets"),
+        ] {
+            let problems = with_secret_file(&path).unwrap_err();
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            assert!(
+                problems[0].starts_with("fleet.secret_file: ") && problems[0].contains(says),
+                "{}: {problems:?}",
+                path.display()
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn fleet_mode_without_a_secret_is_warned_about() {
+        let config = Config::from_toml(FLEET, "test.toml").unwrap();
+        let warned: Vec<_> = config.warnings().into_iter().filter(|w| w.path == PATH).collect();
+        assert_eq!(warned.len(), 1);
+        assert!(warned[0].message.contains("anyone who can write to Redis"), "{warned:?}");
+    }
 
     const A: &str = "0123456789abcdef0123456789abcdef";
     const B: &str = "fedcba9876543210fedcba9876543210";
