@@ -509,14 +509,16 @@ impl Fleet {
                     names = Some(parsed);
                     try_lease = true;
                 }
-                Acquired::Newer(blob, since_ms) => match self.decode(key, &target, blob, since_ms) {
-                    Some(object) => {
-                        self.stats.shared_hits.fetch_add(1, Ordering::Relaxed);
-                        return Before::Take(object, names);
+                Acquired::Newer(blob, since_ms) => {
+                    match self.decode(key, &target, blob, since_ms) {
+                        Some(object) => {
+                            self.stats.shared_hits.fetch_add(1, Ordering::Relaxed);
+                            return Before::Take(object, names);
+                        }
+                        // A bad entry: fetch (the lease goes to whoever asks next).
+                        None => return Before::Fetch(None),
                     }
-                    // A bad entry: fetch (the lease goes to whoever asks next).
-                    None => return Before::Fetch(None),
-                },
+                }
                 Acquired::Ours {
                     fence,
                     now_ms,
@@ -650,10 +652,9 @@ impl Fleet {
             return None;
         };
         match items.as_slice() {
-            [Value::Int(1), Value::BulkString(blob), Value::Int(since)] => Some(Acquired::Newer(
-                blob.clone(),
-                u64::try_from(*since).ok()?,
-            )),
+            [Value::Int(1), Value::BulkString(blob), Value::Int(since)] => {
+                Some(Acquired::Newer(blob.clone(), u64::try_from(*since).ok()?))
+            }
             [Value::Int(2), Value::Int(fence), Value::Int(now)] => Some(Acquired::Ours {
                 fence: u64::try_from(*fence).ok()?,
                 now_ms: u64::try_from(*now).ok()?,

@@ -136,10 +136,9 @@ impl Signer {
         sig: Option<&str>,
         entered_ms: u64,
     ) -> PurgeCheck {
-        let (Some(at_ms), Some(tag)) = (
-            at.and_then(|a| a.parse::<u64>().ok()),
-            sig.and_then(unhex),
-        ) else {
+        let (Some(at_ms), Some(tag)) =
+            (at.and_then(|a| a.parse::<u64>().ok()), sig.and_then(unhex))
+        else {
             return PurgeCheck::Refused;
         };
         let at = at_ms.to_be_bytes();
@@ -155,7 +154,10 @@ impl Signer {
 
     /// The tag of `parts` under the current secret.
     fn tag(&self, kind: &[u8], parts: &[&[u8]]) -> [u8; TAG_LEN] {
-        mac(&self.secrets[0], kind, parts).finalize().into_bytes().into()
+        mac(&self.secrets[0], kind, parts)
+            .finalize()
+            .into_bytes()
+            .into()
     }
 
     /// `tag` is that of `parts` under one of the secrets (constant-time

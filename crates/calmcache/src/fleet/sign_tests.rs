@@ -20,13 +20,20 @@ fn an_entry_opens_only_for_its_key_time_bytes_and_secret() {
     let s = signer(NEW, None);
     let sealed = s.seal_entry(&key("/a"), 7, b"blob");
     assert!(sealed.starts_with(ENTRY_MAGIC));
-    assert_eq!(s.open_entry(&key("/a"), 7, sealed.clone()).unwrap(), b"blob");
+    assert_eq!(
+        s.open_entry(&key("/a"), 7, sealed.clone()).unwrap(),
+        b"blob"
+    );
     assert_eq!(s.open_entry(&key("/b"), 7, sealed.clone()), None, "key");
     assert_eq!(s.open_entry(&key("/a"), 8, sealed.clone()), None, "time");
     let mut changed = sealed.clone();
     *changed.last_mut().unwrap() ^= 1;
     assert_eq!(s.open_entry(&key("/a"), 7, changed), None, "a byte");
-    assert_eq!(s.open_entry(&key("/a"), 7, b"blob".to_vec()), None, "unsigned");
+    assert_eq!(
+        s.open_entry(&key("/a"), 7, b"blob".to_vec()),
+        None,
+        "unsigned"
+    );
     assert_eq!(s.open_entry(&key("/a"), 7, sealed[..20].to_vec()), None);
     let other = signer(OLD, None);
     assert_eq!(other.open_entry(&key("/a"), 7, sealed), None, "secret");
@@ -39,7 +46,10 @@ fn a_rotation_accepts_both_secrets_and_signs_with_the_first() {
     let by_old = old.seal_entry(&key("/a"), 1, b"x");
     assert!(rotating.open_entry(&key("/a"), 1, by_old).is_some());
     let by_rotating = rotating.seal_entry(&key("/a"), 1, b"x");
-    assert_eq!(by_rotating, signer(NEW, None).seal_entry(&key("/a"), 1, b"x"));
+    assert_eq!(
+        by_rotating,
+        signer(NEW, None).seal_entry(&key("/a"), 1, b"x")
+    );
     assert!(old.open_entry(&key("/a"), 1, by_rotating).is_none());
 }
 
@@ -63,26 +73,47 @@ fn a_purge_is_valid_signed_near_its_stream_time_only() {
         s.check_purge(node, purge, at, sig, entered)
     };
     let at = Some("100000");
-    assert_eq!(check("node-a", all, at, Some(&sig), 100_050), PurgeCheck::Valid);
-    assert_eq!(check("node-a", all, at, Some(&sig), 160_000), PurgeCheck::Valid);
+    assert_eq!(
+        check("node-a", all, at, Some(&sig), 100_050),
+        PurgeCheck::Valid
+    );
+    assert_eq!(
+        check("node-a", all, at, Some(&sig), 160_000),
+        PurgeCheck::Valid
+    );
     // Copied into the stream later: a replay.
     assert_eq!(
         check("node-a", all, at, Some(&sig), 160_001),
         PurgeCheck::Replayed
     );
-    assert_eq!(check("node-a", all, at, Some(&sig), 39_999), PurgeCheck::Replayed);
+    assert_eq!(
+        check("node-a", all, at, Some(&sig), 39_999),
+        PurgeCheck::Replayed
+    );
     // Anything changed, or missing, or signed with another secret.
     let refused = PurgeCheck::Refused;
     assert_eq!(check("node-b", all, at, Some(&sig), 100_000), refused);
-    assert_eq!(check("node-a", r#"{"url":"/"}"#, at, Some(&sig), 100_000), refused);
-    assert_eq!(check("node-a", all, Some("100001"), Some(&sig), 100_000), refused);
+    assert_eq!(
+        check("node-a", r#"{"url":"/"}"#, at, Some(&sig), 100_000),
+        refused
+    );
+    assert_eq!(
+        check("node-a", all, Some("100001"), Some(&sig), 100_000),
+        refused
+    );
     assert_eq!(check("node-a", all, None, None, 100_000), refused);
     assert_eq!(check("node-a", all, at, Some("zz"), 100_000), refused);
-    assert_eq!(check("node-a", all, Some("x"), Some(&sig), 100_000), refused);
+    assert_eq!(
+        check("node-a", all, Some("x"), Some(&sig), 100_000),
+        refused
+    );
     let foreign = signer(b"another-fleet-0123456789abcdef0123", None);
     let sig = foreign.sign_purge("node-a", 100_000, all);
     assert_eq!(check("node-a", all, at, Some(&sig), 100_000), refused);
     // The previous secret still verifies during a rotation.
     let sig = signer(OLD, None).sign_purge("node-a", 100_000, all);
-    assert_eq!(check("node-a", all, at, Some(&sig), 100_000), PurgeCheck::Valid);
+    assert_eq!(
+        check("node-a", all, at, Some(&sig), 100_000),
+        PurgeCheck::Valid
+    );
 }

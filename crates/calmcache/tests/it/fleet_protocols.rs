@@ -82,6 +82,10 @@ async fn every_protocol(fleet_keys: &str) {
             "{label}: one fetch after the purge"
         );
     }
-    let refused = total(&nodes, &["entries_refused", "purges_refused", "purges_replayed"]).await;
+    let refused = total(
+        &nodes,
+        &["entries_refused", "purges_refused", "purges_replayed"],
+    )
+    .await;
     assert_eq!(refused, 0, "nothing refused between nodes of one secret");
 }

@@ -180,7 +180,12 @@ async fn forged_purges_are_refused_counted_and_not_applied() {
         .unwrap()
         .as_millis()
         .to_string();
-    xadd(&redis, "*", &[("node", "evil"), ("purge", r#"{"all":true}"#)]).await;
+    xadd(
+        &redis,
+        "*",
+        &[("node", "evil"), ("purge", r#"{"all":true}"#)],
+    )
+    .await;
     xadd(
         &redis,
         "*",
@@ -232,7 +237,13 @@ async fn a_replayed_purge_is_refused_and_counted() {
     // The same signed message copied into the stream two minutes after it
     // was signed (an id in the future stands for the wait).
     let fields = last_purge_message(&redis).await;
-    let at: u64 = fields.iter().find(|(k, _)| k == "at").unwrap().1.parse().unwrap();
+    let at: u64 = fields
+        .iter()
+        .find(|(k, _)| k == "at")
+        .unwrap()
+        .1
+        .parse()
+        .unwrap();
     let fields: Vec<(&str, &str)> = fields
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
@@ -261,7 +272,11 @@ async fn a_rotation_s_nodes_read_each_other_s_entries_and_purges() {
     wait_stat(&old, "commits", 1).await;
     for node in [&rotated, &accepting] {
         let r = get(&node.url("/rot/old")).await;
-        assert!(r.cache_status().contains("detail=fleet"), "{}", r.cache_status());
+        assert!(
+            r.cache_status().contains("detail=fleet"),
+            "{}",
+            r.cache_status()
+        );
     }
     assert_eq!(origin.hits_for("/rot/old"), 1);
     // Written with the new secret: read by the node that accepts it; the
@@ -270,9 +285,17 @@ async fn a_rotation_s_nodes_read_each_other_s_entries_and_purges() {
     get(&rotated.url("/rot/new")).await;
     wait_stat(&rotated, "commits", 1).await;
     let r = get(&accepting.url("/rot/new")).await;
-    assert!(r.cache_status().contains("detail=fleet"), "{}", r.cache_status());
+    assert!(
+        r.cache_status().contains("detail=fleet"),
+        "{}",
+        r.cache_status()
+    );
     let r = get(&old.url("/rot/new")).await;
-    assert!(!r.cache_status().contains("detail=fleet"), "{}", r.cache_status());
+    assert!(
+        !r.cache_status().contains("detail=fleet"),
+        "{}",
+        r.cache_status()
+    );
     assert_eq!(stat(&old, "entries_refused").await, 1);
     assert_eq!(origin.hits_for("/rot/new"), 2);
     // A purge signed with the new secret: applied where it is accepted.

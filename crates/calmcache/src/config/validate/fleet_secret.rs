@@ -97,9 +97,10 @@ redis = "redis://127.0.0.1:6379"
         let text = format!("{FLEET}secret_file = {:?}\n", path.display().to_string());
         match Config::from_toml(&text, "test.toml") {
             Ok(config) => Ok(config),
-            Err(ConfigError::Invalid { problems, .. }) => {
-                Err(problems.iter().map(|p| format!("{}: {}", p.path, p.message)).collect())
-            }
+            Err(ConfigError::Invalid { problems, .. }) => Err(problems
+                .iter()
+                .map(|p| format!("{}: {}", p.path, p.message))
+                .collect()),
             Err(e) => panic!("{e}"),
         }
     }
@@ -126,7 +127,10 @@ redis = "redis://127.0.0.1:6379"
             (dir.join("missing"), "cannot read"),
             (dir.clone(), "cannot read"),
             (file("empty", ""), "empty"),
-            (file("short", "abc\n"), "has 3 bytes; a secret needs at least 32"),
+            (
+                file("short", "abc\n"),
+                "has 3 bytes; a secret needs at least 32",
+            ),
             (file("three", &format!("{A}\n{B}\n{A}!\n")), "3 secrets"),
         ] {
             let problems = with_secret_file(&path).unwrap_err();
@@ -143,9 +147,16 @@ redis = "redis://127.0.0.1:6379"
     #[test]
     fn fleet_mode_without_a_secret_is_warned_about() {
         let config = Config::from_toml(FLEET, "test.toml").unwrap();
-        let warned: Vec<_> = config.warnings().into_iter().filter(|w| w.path == PATH).collect();
+        let warned: Vec<_> = config
+            .warnings()
+            .into_iter()
+            .filter(|w| w.path == PATH)
+            .collect();
         assert_eq!(warned.len(), 1);
-        assert!(warned[0].message.contains("anyone who can write to Redis"), "{warned:?}");
+        assert!(
+            warned[0].message.contains("anyone who can write to Redis"),
+            "{warned:?}"
+        );
     }
 
     const A: &str = "0123456789abcdef0123456789abcdef";
