@@ -8,11 +8,12 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use calmcache::Config;
 use calmcache_core::disk_format::{encode_object, parse_object};
 use calmcache_core::{CacheKey, CachedObject};
 use calmcache_testkit::proxy::RunningProxy;
 use calmcache_testkit::redis::Redis;
-use calmcache_testkit::Origin;
+use calmcache_testkit::{Origin, Proxy};
 
 use crate::fleet::{fleet_status, get, node_at, purge};
 
@@ -306,4 +307,48 @@ async fn a_rotation_s_nodes_read_each_other_s_entries_and_purges() {
     purge(&old, r#"{"url": "/rot/new"}"#).await;
     wait_stat(&rotated, "purges_applied", 1).await;
     wait_stat(&accepting, "purges_applied", 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_rotates_the_secret_keeps_the_fleet_and_signs_with_the_new_one() {
+    let redis = Redis::start();
+    let origin = Origin::start().await;
+    let dir = crate::scratch("fleet-rotation-reload");
+    let file = dir.join("fleet.secret");
+    std::fs::write(&file, format!("{OLD}\n")).unwrap();
+    let keys = format!(
+        "timeout = \"200ms\"\nsecret_file = {:?}",
+        file.display().to_string()
+    );
+    let builder = || {
+        Proxy::new(&origin)
+            .admin("listen = \"127.0.0.1:0\"")
+            .route("ttl = { 200 = \"60s\" }\nlock_timeout = \"5s\"")
+            .fleet(&redis.url(), &keys)
+    };
+    let rotating = builder().start().await;
+    let new_only = node(&origin, &redis, &secret_file(&dir, "new", &[NEW])).await;
+    let id = fleet_status(&rotating).await["node"].clone();
+    get(&rotating.url("/before")).await;
+    wait_stat(&rotating, "commits", 1).await;
+    let r = get(&new_only.url("/before")).await;
+    assert!(!r.cache_status().contains("detail=fleet"), "old secret");
+    // Step 2 of a rotation on this node: the new secret signs.
+    std::fs::write(&file, format!("{NEW}\n{OLD}\n")).unwrap();
+    let config = Config::from_toml(&builder().toml(), "<test>").unwrap();
+    rotating.running().reloader().apply(config).await.unwrap();
+    assert_eq!(
+        fleet_status(&rotating).await["node"],
+        id,
+        "the same fleet link"
+    );
+    get(&rotating.url("/after")).await;
+    wait_stat(&rotating, "commits", 2).await;
+    let r = get(&new_only.url("/after")).await;
+    assert!(
+        r.cache_status().contains("detail=fleet"),
+        "{}",
+        r.cache_status()
+    );
+    assert_eq!(origin.hits_for("/after"), 1);
 }
