@@ -135,6 +135,40 @@ pub struct FleetConfig {
     /// `tls_cert` and `tls_key`: the client certificate (chain) and its
     /// key, shown to a Redis that asks for one (mutual TLS).
     pub tls_client: Option<(crate::config::tls::PemFile, crate::config::tls::PemFile)>,
+    /// `secret_file`: the secrets that sign and verify every shared entry
+    /// and purge message; `None`: nothing is signed, and whoever can write
+    /// to Redis decides what every node serves (`check` warns).
+    pub secret: Option<FleetSecret>,
+}
+
+impl FleetConfig {
+    /// The same Redis link and settings, whatever the secrets: a reload
+    /// that only rotates them keeps the node's fleet state.
+    pub(crate) fn same_but_secret(&self, other: &FleetConfig) -> bool {
+        let unsigned = |c: &FleetConfig| FleetConfig {
+            secret: None,
+            ..c.clone()
+        };
+        unsigned(self) == unsigned(other)
+    }
+}
+
+/// The fleet's secrets, read from `fleet.secret_file`: its first line signs
+/// (and verifies), a second line is accepted too while a rotation runs.
+#[derive(Clone, PartialEq, Eq)]
+pub struct FleetSecret {
+    /// Signs what this node writes; verifies what it reads.
+    pub current: Vec<u8>,
+    /// Only verifies: the secret being retired, or the one coming.
+    pub also_accepted: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for FleetSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the secrets themselves.
+        let n = 1 + usize::from(self.also_accepted.is_some());
+        write!(f, "FleetSecret({n} secret(s))")
+    }
 }
 
 impl std::fmt::Debug for FleetConfig {
@@ -152,6 +186,7 @@ impl std::fmt::Debug for FleetConfig {
             .field("lease", &self.lease)
             .field("tls_ca", &self.tls_ca)
             .field("tls_client", &self.tls_client)
+            .field("secret", &self.secret)
             .finish()
     }
 }

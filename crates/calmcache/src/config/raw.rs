@@ -43,6 +43,7 @@ pub(crate) struct RawFleet {
     pub(crate) tls_ca: Option<String>,
     pub(crate) tls_cert: Option<String>,
     pub(crate) tls_key: Option<String>,
+    pub(crate) secret_file: Option<String>,
 }
 
 /// `fleet.redis`: one URL (a single instance) or a list (cluster nodes).

@@ -10,6 +10,7 @@
 //! `validate/health.rs`, upstream TLS and server weights in
 //! `validate/upstream_tls.rs`.
 
+mod fleet_secret;
 mod fleet_tls;
 mod health;
 mod routes;
@@ -579,6 +580,7 @@ impl Checker {
         }
         let (tls_ca, tls_client) =
             self.fleet_tls(&nodes, cluster, raw.tls_ca, raw.tls_cert, raw.tls_key);
+        let secret = raw.secret_file.and_then(|path| self.fleet_secret(&path));
         FleetConfig {
             nodes,
             cluster,
@@ -590,6 +592,7 @@ impl Checker {
             lease,
             tls_ca,
             tls_client,
+            secret,
         }
     }
 

@@ -1,6 +1,7 @@
 //! [`Config::warnings`]: what a valid config does that its author may not
 //! expect (a default certificate without names, an upstream with
-//! `tls_verify = false`, a route no request reaches). Never a refusal: `calmcache check` prints them (exit 0), the
+//! `tls_verify = false`, a route no request reaches, fleet mode without a
+//! secret). Never a refusal: `calmcache check` prints them (exit 0), the
 //! proxy logs them when it starts and at each reload.
 //!
 //! Owns the wording of each warning; the validation that lets the config
@@ -45,7 +46,28 @@ impl Config {
             }
         }
         warnings.extend(self.unreachable_routes());
+        warnings.extend(self.unsigned_fleet());
         warnings
+    }
+
+    /// Fleet mode without `secret_file`: nothing read from Redis can be told
+    /// from a forgery, so Redis write access is control of every node.
+    fn unsigned_fleet(&self) -> Option<Problem> {
+        let fleet = self.fleet.as_ref().filter(|f| f.secret.is_none())?;
+        let problem = Problem::new(
+            "fleet.secret_file",
+            format!(
+                "not set: shared entries and purges are not signed, so anyone who can write \
+                 to Redis under {:?} can make every node serve a body of their choosing \
+                 (as a hit) and purge every node",
+                fleet.prefix
+            ),
+        );
+        Some(problem.hint(
+            "give every node the same secret file (e.g. `openssl rand -hex 32 > \
+             /etc/calmcache/fleet.secret`) and set secret_file; nodes without one keep \
+             working unsigned, but refuse and are refused by nodes with one",
+        ))
     }
 
     /// Routes no request can reach: an earlier route without `match` takes

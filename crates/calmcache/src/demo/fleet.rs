@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, FleetSecret};
 use crate::demo::origin::{self, RunningOrigin};
 use crate::demo::DemoOptions;
 use crate::run::listen::StartError;
@@ -77,8 +77,9 @@ impl FleetDemo {
         let listens = node_addrs("--listen", opts.listen, &mut used)?;
         let admins = node_addrs("--admin", opts.admin, &mut used)?;
         let mut nodes = Vec::with_capacity(NODES);
+        let secret = demo_secret();
         for (listen, admin) in listens.into_iter().zip(admins) {
-            let config = node_config(listen, admin, origin.addr, &redis.url())?;
+            let config = node_config(listen, admin, origin.addr, &redis.url(), &secret)?;
             match start(&config).await {
                 Ok(node) => nodes.push(node),
                 Err(e) => {
@@ -157,13 +158,29 @@ fn node_addrs(
     Ok(addrs)
 }
 
-/// The demo's config for one node, plus the fleet on `redis` and a warm-up
-/// on the shared host (so the fleet keeps `/` warm with one fetch per TTL).
+/// A fleet secret for one run of the demo (its nodes share it; nothing is
+/// written to disk): the demo signs its entries and purges as a real
+/// fleet should.
+fn demo_secret() -> FleetSecret {
+    let current = (0..32)
+        .map(|_| format!("{:02x}", rand::random::<u8>()))
+        .collect::<String>()
+        .into_bytes();
+    FleetSecret {
+        current,
+        also_accepted: None,
+    }
+}
+
+/// The demo's config for one node, plus the fleet on `redis` (signed with
+/// `secret`) and a warm-up on the shared host (so the fleet keeps `/` warm
+/// with one fetch per TTL).
 fn node_config(
     listen: SocketAddr,
     admin: SocketAddr,
     origin: SocketAddr,
     redis: &str,
+    secret: &FleetSecret,
 ) -> Result<Config, ConfigError> {
     let text = format!(
         "{}warm_host = \"{HOST}\"\n\n\
@@ -171,7 +188,11 @@ fn node_config(
          [fleet]\nredis = \"{redis}\"\n",
         super::config_text(listen, admin, origin)
     );
-    Config::from_toml(&text, "<fleet demo config>")
+    let mut config = Config::from_toml(&text, "<fleet demo config>")?;
+    if let Some(fleet) = config.fleet.as_mut() {
+        fleet.secret = Some(secret.clone());
+    }
+    Ok(config)
 }
 
 fn banner(
@@ -351,9 +372,18 @@ mod tests {
 
     #[test]
     fn every_node_has_the_fleet_and_warms_the_shared_host() {
-        let config = node_config(addr(8080), addr(9090), addr(8081), "redis://127.0.0.1:7000")
-            .expect("a valid config");
+        let secret = demo_secret();
+        let config = node_config(
+            addr(8080),
+            addr(9090),
+            addr(8081),
+            "redis://127.0.0.1:7000",
+            &secret,
+        )
+        .expect("a valid config");
+        assert!(config.warnings().is_empty(), "{:?}", config.warnings());
         let fleet = config.fleet.expect("[fleet]");
+        assert_eq!(fleet.secret, Some(secret), "signed");
         assert_eq!(fleet.nodes, vec!["redis://127.0.0.1:7000".to_string()]);
         assert_eq!(config.routes[0].warm_host.as_deref(), Some(HOST));
         assert_eq!(config.routes[0].warm, vec!["/".to_string()]);

@@ -8,7 +8,10 @@
 //! breaker ([`link`]): when Redis is down, hung, slow or full the node goes
 //! on alone, its own single-flight and local tiers, with no failed request.
 //! What comes back from Redis is verified (the disk file format: version,
-//! lengths, CRC32s, the key) and a bad entry is a miss.
+//! lengths, CRC32s, the key) and a bad entry is a miss. With the fleet
+//! secret ([`sign`]) every entry, Vary marker and purge message is signed,
+//! and what does not verify is refused and counted: Redis write access
+//! alone no longer decides what the nodes serve or purge.
 //!
 //! Owns: the Redis layout, leases, the shared tier's values and the purge
 //! bus. Imports: [`crate::http`], [`crate::config`], [`crate::telemetry`];
@@ -18,12 +21,14 @@ mod breaker;
 mod link;
 mod ops_stats;
 mod scripts;
+mod sign;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use calmcache_core::disk_format::{encode_object, parse_object};
+use calmcache_core::warn_limit::WarnLimit;
 use calmcache_core::{CacheKey, CachedObject, PurgeMode};
 use http::HeaderName;
 use redis::{Script, Value};
@@ -34,7 +39,8 @@ use link::Link;
 use ops_stats::Op;
 pub(crate) use ops_stats::OpSnapshot;
 
-use crate::config::FleetConfig;
+use crate::config::{FleetConfig, FleetSecret};
+use sign::{PurgeCheck, Signer};
 
 /// The longest a request waits for another node's fetch before fetching
 /// itself (its route's `lock_timeout` when shorter).
@@ -258,6 +264,13 @@ pub(crate) struct FleetStats {
     pub(crate) too_large: AtomicU64,
     /// Entries read from Redis that failed verification (served as misses).
     pub(crate) bad_entries: AtomicU64,
+    /// Entries (or Vary markers) without a valid signature (fleet secret
+    /// set): forged, or written by a node with another secret or none.
+    pub(crate) entries_refused: AtomicU64,
+    /// Purge messages without a valid signature: not applied.
+    pub(crate) purges_refused: AtomicU64,
+    /// Signed purge messages copied into the stream later: not applied.
+    pub(crate) purges_replayed: AtomicU64,
     /// Purges this node sent to the fleet.
     pub(crate) purges_sent: AtomicU64,
     /// Purges from other nodes applied here.
@@ -287,6 +300,12 @@ pub(crate) struct Fleet {
     last_purge: Mutex<Option<String>>,
     /// Redis' data generation as last seen (`{prefix}epoch`).
     epoch: Mutex<Option<String>>,
+    /// Redis' clock (ms) at the last poll, and when that was: purges are
+    /// signed with Redis' time, as their stream entries get it.
+    redis_clock: Mutex<Option<(u64, Instant)>>,
+    /// Signs and verifies with the fleet secret; `None`: unsigned. Swapped
+    /// by a reload that rotates the secret.
+    signer: std::sync::RwLock<Option<Arc<Signer>>>,
     /// Purges made while Redis was out of reach.
     outbox: Mutex<Outbox>,
     /// Leases to release once Redis answers again.
@@ -341,7 +360,8 @@ struct Outbox {
 
 /// The answer of the acquire script.
 enum Acquired {
-    Newer(Vec<u8>),
+    /// The blob, and when its lease was taken (`since_ms`, signed with it).
+    Newer(Vec<u8>, u64),
     Ours {
         fence: u64,
         now_ms: u64,
@@ -372,6 +392,8 @@ impl Fleet {
             purged_before: AtomicU64::new(0),
             last_purge: Mutex::new(None),
             epoch: Mutex::new(None),
+            redis_clock: Mutex::new(None),
+            signer: std::sync::RwLock::new(cfg.secret.as_ref().map(|s| Arc::new(Signer::new(s)))),
             outbox: Mutex::new(Outbox::default()),
             unreleased: Mutex::new(Unreleased::default()),
             fetch_log: Mutex::new(FetchLog::default()),
@@ -391,6 +413,35 @@ impl Fleet {
     /// The settings it runs with.
     pub(crate) fn config(&self) -> &FleetConfig {
         &self.cfg
+    }
+
+    /// Takes the secrets of a reloaded config (the rest of it unchanged).
+    pub(crate) fn rekey(&self, secret: Option<&FleetSecret>) {
+        *self.signer.write().unwrap_or_else(|p| p.into_inner()) =
+            secret.map(|s| Arc::new(Signer::new(s)));
+    }
+
+    /// The signer, when the fleet secret is set.
+    fn signer(&self) -> Option<Arc<Signer>> {
+        self.signer
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Entries and purges are signed (the fleet secret is set).
+    pub(crate) fn signed(&self) -> bool {
+        self.signer().is_some()
+    }
+
+    /// Redis' clock now, as last read (ms); this node's own before the
+    /// first poll.
+    fn redis_now_ms(&self) -> u64 {
+        let clock = *self.redis_clock.lock().unwrap_or_else(|p| p.into_inner());
+        match clock {
+            Some((ms, at)) => ms + u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX),
+            None => wall_ms_of(Instant::now()),
+        }
     }
 
     /// This node's id in lease tokens and purge messages.
@@ -444,8 +495,11 @@ impl Fleet {
             };
             match answer {
                 Acquired::Varies(text) => {
+                    let Some(plain) = self.open_names(key, &text) else {
+                        return Before::Fetch(None);
+                    };
                     // A variant never varies again: a bad entry otherwise.
-                    let parsed = parse_names(&text).filter(|_| names.is_none());
+                    let parsed = parse_names(plain).filter(|_| names.is_none());
                     let Some(parsed) = parsed else {
                         self.stats.bad_entries.fetch_add(1, Ordering::Relaxed);
                         return Before::Fetch(None);
@@ -455,14 +509,16 @@ impl Fleet {
                     names = Some(parsed);
                     try_lease = true;
                 }
-                Acquired::Newer(blob) => match self.decode(key, &target, blob) {
-                    Some(object) => {
-                        self.stats.shared_hits.fetch_add(1, Ordering::Relaxed);
-                        return Before::Take(object, names);
+                Acquired::Newer(blob, since_ms) => {
+                    match self.decode(key, &target, blob, since_ms) {
+                        Some(object) => {
+                            self.stats.shared_hits.fetch_add(1, Ordering::Relaxed);
+                            return Before::Take(object, names);
+                        }
+                        // A bad entry: fetch (the lease goes to whoever asks next).
+                        None => return Before::Fetch(None),
                     }
-                    // A bad entry: fetch (the lease goes to whoever asks next).
-                    None => return Before::Fetch(None),
-                },
+                }
                 Acquired::Ours {
                     fence,
                     now_ms,
@@ -596,7 +652,9 @@ impl Fleet {
             return None;
         };
         match items.as_slice() {
-            [Value::Int(1), Value::BulkString(blob)] => Some(Acquired::Newer(blob.clone())),
+            [Value::Int(1), Value::BulkString(blob), Value::Int(since)] => {
+                Some(Acquired::Newer(blob.clone(), u64::try_from(*since).ok()?))
+            }
             [Value::Int(2), Value::Int(fence), Value::Int(now)] => Some(Acquired::Ours {
                 fence: u64::try_from(*fence).ok()?,
                 now_ms: u64::try_from(*now).ok()?,
@@ -612,16 +670,37 @@ impl Fleet {
 
     /// A value read from Redis, verified; `None` (counted) when it is not
     /// a whole, intact object stored for `target` of `key` (for a variant:
-    /// under its variant key, with the request's selecting values).
-    fn decode(&self, key: &CacheKey, target: &Target, blob: Vec<u8>) -> Option<Arc<CachedObject>> {
+    /// under its variant key, with the request's selecting values) by a
+    /// lease taken at `since_ms`, or, with the fleet secret, not signed for
+    /// them or no longer current.
+    fn decode(
+        &self,
+        key: &CacheKey,
+        target: &Target,
+        blob: Vec<u8>,
+        since_ms: u64,
+    ) -> Option<Arc<CachedObject>> {
         let expected = match &target.variant {
             Some((_, secondary, _)) => fleet_variant_key(key, secondary),
             None => key.clone(),
         };
+        let signer = self.signer();
+        let blob = match &signer {
+            None => blob,
+            Some(signer) => match signer.open_entry(&expected, since_ms, blob) {
+                Some(blob) => blob,
+                None => {
+                    self.refused_entry(key);
+                    return None;
+                }
+            },
+        };
         match parse_object(blob, Some(&expected.as_ref()), true) {
             Ok((_, object))
                 if object.vary_index().is_none()
-                    && object.variant() == target.variant.as_ref().map(|v| v.1.as_str()) =>
+                    && object.variant() == target.variant.as_ref().map(|v| v.1.as_str())
+                    && framing_agrees(&object)
+                    && (signer.is_none() || self.current(&object, since_ms)) =>
             {
                 Some(Arc::new(object))
             }
@@ -634,6 +713,50 @@ impl Fleet {
                 tracing::debug!(key = %key, error = %e, "bad entry in redis: a miss");
                 None
             }
+        }
+    }
+
+    /// A signed entry's own (signed) times allow its use: its lease came
+    /// after the last fleet-wide purge this node knows of, and it is fresh
+    /// by its own meta. Redis' `since_ms` and `fresh_until_ms` fields are
+    /// not signed: an old entry put back with newer ones is refused here.
+    fn current(&self, object: &CachedObject, since_ms: u64) -> bool {
+        since_ms >= self.purged_before.load(Ordering::Relaxed)
+            && object.meta.is_fresh(Instant::now())
+    }
+
+    /// An entry or Vary marker that did not verify: counted, logged (rate
+    /// limited: a forger can write many).
+    fn refused_entry(&self, key: &CacheKey) {
+        self.stats.entries_refused.fetch_add(1, Ordering::Relaxed);
+        static REFUSED: WarnLimit = WarnLimit::new();
+        calmcache_core::warn_limited!(
+            REFUSED,
+            "a fleet entry in redis has no valid signature (forged, or written by a node \
+             with another secret or none): refused, fetched from the origin",
+            key = %key
+        );
+    }
+
+    /// The Vary names Redis keeps for the URI `key`: with the fleet secret,
+    /// only when their signature verifies (else refused and counted).
+    fn open_names<'a>(&self, key: &CacheKey, text: &'a str) -> Option<&'a str> {
+        let Some(signer) = self.signer() else {
+            return Some(text);
+        };
+        let names = signer.open_names(key, text);
+        if names.is_none() {
+            self.refused_entry(key);
+        }
+        names
+    }
+
+    /// The Vary names `names` of the URI `primary` as Redis keeps them
+    /// (signed with the fleet secret).
+    fn names_for_redis(&self, primary: &CacheKey, names: &str) -> String {
+        match self.signer() {
+            Some(signer) => signer.seal_names(primary, names),
+            None => names.to_owned(),
         }
     }
 
@@ -661,7 +784,7 @@ impl Fleet {
         let (target, key) = match (object.variant(), names, &lease.target.variant) {
             (None, None, None) => (lease.target.clone(), primary.clone()),
             (Some(secondary), Some(names), None) => {
-                let text = names_text(names);
+                let text = self.names_for_redis(primary, &names_text(names));
                 let target = Target::variant(self, &lease.target.hash, primary, &text, secondary);
                 (target, fleet_variant_key(primary, secondary))
             }
@@ -685,7 +808,10 @@ impl Fleet {
             };
             let stored_at = SystemTime::now() - object.meta.stored_at.elapsed();
             let blob = match encode_object(&key, &object, stored_at) {
-                Ok(blob) => blob,
+                Ok(blob) => match fleet.signer() {
+                    Some(signer) => signer.seal_entry(&key, lease.since_ms, &blob),
+                    None => blob,
+                },
                 Err(e) => {
                     // Dropping the lease releases it.
                     tracing::debug!(key = %key, error = %e, "not put in redis");
@@ -835,14 +961,21 @@ impl Fleet {
         outbox.pending.len()
     }
 
+    /// Adds `purge` to the stream: `node` and `purge`, and with the fleet
+    /// secret `at` (Redis' clock as last read, ms) and `sig`, signed now
+    /// (not when the purge was made: one from the outbox is sent later).
     async fn xadd(self: &Arc<Self>, purge: &str) -> bool {
         let key = self.stream_key();
         let node = self.node.clone();
+        let signature = self.signer().map(|signer| {
+            let at = self.redis_now_ms();
+            (at, signer.sign_purge(&node, at, purge))
+        });
         let sent: Option<String> = self
             .link
             .call(Op::Publish, |mut conn| async move {
-                redis::cmd("XADD")
-                    .arg(&key)
+                let mut cmd = redis::cmd("XADD");
+                cmd.arg(&key)
                     .arg("MAXLEN")
                     .arg("~")
                     .arg(PURGE_STREAM_LEN)
@@ -850,9 +983,11 @@ impl Fleet {
                     .arg("node")
                     .arg(&node)
                     .arg("purge")
-                    .arg(purge)
-                    .query_async(&mut conn)
-                    .await
+                    .arg(purge);
+                if let Some((at, sig)) = &signature {
+                    cmd.arg("at").arg(at).arg("sig").arg(sig);
+                }
+                cmd.query_async(&mut conn).await
             })
             .await;
         sent.is_some()
@@ -903,6 +1038,8 @@ impl Fleet {
             self.outbox().missed_polls = true;
             return polled;
         };
+        *self.redis_clock.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((redis_now_ms, Instant::now()));
         self.release_late().await;
         {
             let mut seen = self.epoch.lock().unwrap_or_else(|p| p.into_inner());
@@ -1011,7 +1148,7 @@ impl Fleet {
             if node.as_deref() == Some(self.node.as_str()) {
                 continue;
             }
-            if let Some(json) = field(&fields, "purge") {
+            if let Some(json) = self.admitted(&fields, sent_ms) {
                 polled.purges.push(FleetPurge {
                     json,
                     lag_ms: redis_now_ms.saturating_sub(sent_ms),
@@ -1023,6 +1160,37 @@ impl Fleet {
             self.stats.purge_gaps.fetch_add(1, Ordering::Relaxed);
         }
         polled
+    }
+
+    /// The purge of a stream entry that Redis added at `entered_ms`, when
+    /// it may be applied: with the fleet secret, only signed by a fleet
+    /// secret at about that time (else refused and counted).
+    fn admitted(&self, fields: &[(String, String)], entered_ms: u64) -> Option<String> {
+        let purge = field(fields, "purge")?;
+        let Some(signer) = self.signer() else {
+            return Some(purge);
+        };
+        let node = field(fields, "node").unwrap_or_default();
+        let at = field(fields, "at");
+        let sig = field(fields, "sig");
+        let check = signer.check_purge(&node, &purge, at.as_deref(), sig.as_deref(), entered_ms);
+        let (counter, why) = match check {
+            PurgeCheck::Valid => return Some(purge),
+            PurgeCheck::Refused => (&self.stats.purges_refused, "no valid signature"),
+            PurgeCheck::Replayed => (
+                &self.stats.purges_replayed,
+                "signed long before it entered the stream (a replay)",
+            ),
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        static REFUSED: WarnLimit = WarnLimit::new();
+        calmcache_core::warn_limited!(
+            REFUSED,
+            "a purge message in the fleet's stream was refused, not applied",
+            why,
+            node = %node
+        );
+        None
     }
 
     /// Releases the leases given up while Redis was out of reach.
@@ -1341,6 +1509,18 @@ async fn whole(object: Arc<CachedObject>) -> std::io::Result<Arc<CachedObject>> 
         object.encodings().to_vec(),
         object.variant().map(Box::from),
     )))
+}
+
+/// The object's `Content-Length`, if it has one, is its body's length:
+/// hyper writes a stored one as it is, and a wrong one would break the
+/// client's connection (a body cut short, or the next answer read as its
+/// rest). A disk-format blob's CRCs cannot tell: whoever wrote it chose both.
+fn framing_agrees(object: &CachedObject) -> bool {
+    object
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .map(|v| v.to_str().ok().and_then(|v| v.parse::<u64>().ok()))
+        .is_none_or(|len| len == Some(object.body_len()))
 }
 
 /// The key a variant is stored under in Redis: the URI's key with the

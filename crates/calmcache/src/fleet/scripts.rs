@@ -23,7 +23,8 @@ const NOW: &str = "local t = redis.call('TIME')\n\
                    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n";
 
 /// `acquire(meta, lease, fence; ours_ms, token, lease_ms, purged_before_ms, try)`:
-/// `{1, blob}`: a fresh copy newer than ours (taken after `purged_before`);
+/// `{1, blob, since_ms}`: a fresh copy newer than ours (its lease taken after
+/// `purged_before`; `since_ms` is part of what a signed entry signs);
 /// `{2, fence, now}`: the lease is ours; `{3, pttl}`: another node holds it
 /// (or `try` is 0: only looked); `{4, names}`: the URI's responses vary on
 /// these request headers (ask again for the variant's keys).
@@ -34,7 +35,7 @@ pub(crate) fn acquire() -> Script {
          if m[4] then return {{4, m[4]}} end\n\
          if m[3] and tonumber(m[2]) > now and tonumber(m[1]) > tonumber(ARGV[1])\n\
             and tonumber(m[1]) >= tonumber(ARGV[4]) then\n\
-           return {{1, m[3]}}\n\
+           return {{1, m[3], tonumber(m[1])}}\n\
          end\n\
          local pttl = redis.call('PTTL', KEYS[2])\n\
          if pttl ~= -2 or ARGV[5] == '0' then return {{3, pttl}} end\n\

@@ -15,6 +15,7 @@ fn config(redis: &Redis) -> FleetConfig {
         lease: Duration::from_millis(300),
         tls_ca: None,
         tls_client: None,
+        secret: None,
     }
 }
 
@@ -384,4 +385,54 @@ async fn a_lease_taken_by_an_acquire_that_missed_its_deadline_is_let_go() {
         .await,
         Before::Fetch(Some(_))
     ));
+}
+
+fn signed_config(redis: &Redis) -> FleetConfig {
+    FleetConfig {
+        secret: Some(FleetSecret {
+            current: b"a-fleet-secret-of-at-least-32-bytes-0123".to_vec(),
+            also_accepted: None,
+        }),
+        ..config(redis)
+    }
+}
+
+/// With the fleet secret, a URI's Vary names are signed too: a variant is
+/// shared as unsigned, and names rewritten in Redis (to make nodes take a
+/// variant for requests it was not made for) are refused and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signed_vary_names_are_shared_and_forged_ones_refused() {
+    let redis = Redis::start();
+    let (a, b) = (
+        Fleet::new(&signed_config(&redis)).unwrap(),
+        Fleet::new(&signed_config(&redis)).unwrap(),
+    );
+    let key = CacheKey::new("http", "h", "/v");
+    let names = [http::HeaderName::from_static("accept-language")];
+    let first = lease_for(&a, &key, &asking("de")).await;
+    a.commit(first, &key, variant("german", "de"), Some(&names));
+    settled(&a, |s| &s.commits, 1).await;
+    match b
+        .before_fetch(&key, None, Duration::from_secs(1), &asking("de"))
+        .await
+    {
+        Before::Take(object, Some(got)) => {
+            assert_eq!(got, names);
+            assert_eq!(&object.body[..], b"german");
+        }
+        _ => panic!("the signed variant is shared"),
+    }
+    let marker = a.key(&hash_of(&key), "m");
+    let stored = redis.command(&["HGET", &marker, "vary"]).unwrap();
+    assert!(stored.starts_with("accept-language "), "{stored}");
+    redis
+        .command(&["HSET", &marker, "vary", "x-other"])
+        .unwrap();
+    assert!(matches!(
+        b.before_fetch(&key, None, Duration::from_secs(1), &asking("de"))
+            .await,
+        Before::Fetch(None)
+    ));
+    assert_eq!(b.stats.entries_refused.load(Ordering::Relaxed), 1);
+    assert_eq!(b.stats.bad_entries.load(Ordering::Relaxed), 0);
 }

@@ -501,7 +501,7 @@ fn fleet(o: &mut String, f: &crate::ops::status::FleetStatus) {
             n as f64,
         );
     }
-    let counters: [(&str, &str, u64); 14] = [
+    let counters: [(&str, &str, u64); 17] = [
         (
             "calmcache_fleet_breaker_closed_total",
             "Times a probe closed the Redis circuit breaker (Redis in use again).",
@@ -563,6 +563,21 @@ fn fleet(o: &mut String, f: &crate::ops::status::FleetStatus) {
             f.bad_entries,
         ),
         (
+            "calmcache_fleet_entries_refused_total",
+            "Entries in Redis without a valid signature (fleet secret set): refused, fetched instead.",
+            f.entries_refused,
+        ),
+        (
+            "calmcache_fleet_purges_refused_total",
+            "Purge messages without a valid signature (fleet secret set): not applied.",
+            f.purges_refused,
+        ),
+        (
+            "calmcache_fleet_purges_replayed_total",
+            "Signed purge messages put in the stream long after they were signed: not applied.",
+            f.purges_replayed,
+        ),
+        (
             "calmcache_fleet_purges_sent_total",
             "Purges this node sent to the fleet.",
             f.purges_sent,
@@ -588,6 +603,12 @@ fn fleet(o: &mut String, f: &crate::ops::status::FleetStatus) {
         "calmcache_fleet_leases_active",
         "Leases this node holds now: its fetches for the fleet in flight.",
         f.leases_active as f64,
+    );
+    gauge(
+        o,
+        "calmcache_fleet_signed",
+        "1 when shared entries and purges are signed (fleet.secret_file set), else 0.",
+        f64::from(u8::from(f.signed)),
     );
     family(
         o,
@@ -802,6 +823,10 @@ mod tests {
             commits_refused: 9,
             too_large: 0,
             bad_entries: 0,
+            signed: true,
+            entries_refused: 0,
+            purges_refused: 0,
+            purges_replayed: 0,
             purges_sent: 10,
             purges_applied: 11,
             purge_lag_mean_ms: 20,

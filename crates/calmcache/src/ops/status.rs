@@ -125,6 +125,16 @@ pub(crate) struct FleetStatus {
     pub too_large: u64,
     /// Entries in Redis that failed verification.
     pub bad_entries: u64,
+    /// Shared entries and purges are signed: `fleet.secret_file` is set.
+    pub signed: bool,
+    /// Entries (or Vary markers) in Redis without a valid signature:
+    /// refused, fetched from the origin instead.
+    pub entries_refused: u64,
+    /// Purge messages without a valid signature: not applied.
+    pub purges_refused: u64,
+    /// Signed purge messages put in the stream long after they were signed
+    /// (a replay): not applied.
+    pub purges_replayed: u64,
     /// Purges sent to the fleet.
     pub purges_sent: u64,
     /// Purges from other nodes applied here.
@@ -495,6 +505,10 @@ fn fleet_status(fleet: &crate::fleet::Fleet) -> FleetStatus {
         commits_refused: n(&s.commits_refused),
         too_large: n(&s.too_large),
         bad_entries: n(&s.bad_entries),
+        signed: fleet.signed(),
+        entries_refused: n(&s.entries_refused),
+        purges_refused: n(&s.purges_refused),
+        purges_replayed: n(&s.purges_replayed),
         purges_sent: n(&s.purges_sent),
         purges_applied: n(&s.purges_applied),
         purge_lag_mean_ms: n(&s.purge_lag_ms_sum)

@@ -321,7 +321,12 @@ impl Proxy {
         metrics.inflight.set_limit(config.server.max_inflight_body);
         let fleet = match (&config.fleet, previous.and_then(|p| p.fleet.as_ref())) {
             (None, _) => None,
-            (Some(cfg), Some(old)) if old.config() == cfg => Some(old.clone()),
+            // A reload that only rotates the secret keeps the link and the
+            // purge stream position.
+            (Some(cfg), Some(old)) if old.config().same_but_secret(cfg) => {
+                old.rekey(cfg.secret.as_ref());
+                Some(old.clone())
+            }
             (Some(cfg), _) => Some(crate::fleet::Fleet::new(cfg).map_err(SetupError::Fleet)?),
         };
         if let Some(fleet) = &fleet {

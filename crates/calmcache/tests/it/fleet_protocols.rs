@@ -1,6 +1,7 @@
 //! Fleet mode over every client protocol (issue 14): a copy stored by one
 //! node is a shared hit on the others, and a `PURGE` on one node reaches
-//! the others, the same over HTTP/1.1, h2c and HTTP/2 over TLS.
+//! the others, the same over HTTP/1.1, h2c and HTTP/2 over TLS, with the
+//! fleet secret (signed entries and purges, issue 25) and without.
 
 use calmcache_testkit::redis::Redis;
 use calmcache_testkit::Origin;
@@ -23,9 +24,28 @@ fn sibling(wire: usize) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shared_hits_and_purges_are_the_same_over_every_protocol() {
+    every_protocol("timeout = \"1s\"").await;
+}
+
+/// The same with the fleet secret (issue 25): signed entries and purges
+/// are shared as unsigned ones were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signed_shared_hits_and_purges_are_the_same_over_every_protocol() {
+    let dir = crate::scratch("fleet-protocols-signed");
+    let secret = dir.join("fleet.secret");
+    std::fs::write(&secret, "a-fleet-secret-of-at-least-32-bytes-0123456789\n").unwrap();
+    let keys = format!(
+        "timeout = \"1s\"\nsecret_file = {:?}",
+        secret.display().to_string()
+    );
+    every_protocol(&keys).await;
+}
+
+/// Shared hits and purges over each wire, nodes with `fleet_keys`.
+async fn every_protocol(fleet_keys: &str) {
     let redis = Redis::start();
     let origin = Origin::start().await;
-    let nodes = three_nodes(&origin, &redis.url(), "timeout = \"1s\"", "60s").await;
+    let nodes = three_nodes(&origin, &redis.url(), fleet_keys, "60s").await;
     wait_connected(&nodes, CLOSED_WITHIN, "protocols").await;
     let purge = Method::from_bytes(b"PURGE").unwrap();
     for w in [HTTP1, H2C, H2_TLS] {
@@ -62,4 +82,10 @@ async fn shared_hits_and_purges_are_the_same_over_every_protocol() {
             "{label}: one fetch after the purge"
         );
     }
+    let refused = total(
+        &nodes,
+        &["entries_refused", "purges_refused", "purges_replayed"],
+    )
+    .await;
+    assert_eq!(refused, 0, "nothing refused between nodes of one secret");
 }

@@ -29,6 +29,7 @@ mod fleet_kill;
 mod fleet_lifetimes;
 mod fleet_partition;
 mod fleet_protocols;
+mod fleet_signed;
 mod fleet_tls;
 mod get_bodies;
 mod health;

@@ -17,7 +17,7 @@
 //! `names`, else the name of the certificate's directory when it is a host
 //! name; a `cert` without its key gets both in one PEM), a CA certificate
 //! for a key with a word `ca` (`tls_ca`, `tls_ca_file`), a one-line secret for other
-//! `*_file` keys, and the parent directory of any other path (a zone's
+//! `*_file` keys (of 32 bytes or more, as `fleet.secret_file` wants), and the parent directory of any other path (a zone's
 //! directory, the access log's file).
 
 use std::path::{Path, PathBuf};
@@ -209,7 +209,7 @@ fn create_file(table: &toml::Table, key: &str, path: &Path, ca: &TestCa) {
     } else if key.ends_with("key") {
         // Written with its certificate (above).
     } else if key.ends_with("_file") {
-        std::fs::write(path, "a-secret-from-the-docs-test\n").unwrap();
+        std::fs::write(path, "a-secret-from-the-docs-test-at-least-32-bytes-long\n").unwrap();
     }
 }
 
