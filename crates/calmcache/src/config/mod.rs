@@ -35,7 +35,9 @@
 //! - `warnings.rs`: [`Config::warnings`], what a valid config does that may
 //!   surprise (a default certificate without names).
 //! - `key_template.rs`, `conditions.rs`: `key` templates and `bypass` /
-//!   `no_store` request conditions, config values parsed here.
+//!   `no_store` request conditions, config values parsed here;
+//!   `request_names.rs`: the spellings origins read as a keyed argument or
+//!   cookie name.
 //! - `tls.rs`: `[[server.tls]]` certificate files loaded and checked, and
 //!   the PEM files of `[fleet]`'s `tls_*` keys.
 //! - `access_log.rs`: the `[access_log]` table's types.
@@ -45,6 +47,7 @@ pub(crate) mod conditions;
 mod error;
 pub(crate) mod hosts;
 pub(crate) mod key_template;
+mod request_names;
 mod parse;
 mod raw;
 pub(crate) mod suggest;

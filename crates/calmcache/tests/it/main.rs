@@ -33,6 +33,7 @@ mod fleet_tls;
 mod health;
 mod hostile;
 mod import_nginx;
+mod key_aliases;
 mod key_bypass;
 mod log_flood;
 mod logs;
