@@ -82,7 +82,8 @@ fn cookie_part(part: &[u8], name: &str, first_piece: bool, seen: &mut Mentions) 
         if reads_as(key, name) {
             // `name=` with nothing between the name and `=`.
             let joined = key.len() < word.len();
-            let exact = first_piece && k == 0 && joined && key == name.as_bytes() && has_value(part);
+            let exact =
+                first_piece && k == 0 && joined && key == name.as_bytes() && has_value(part);
             seen.note(exact);
         }
     }

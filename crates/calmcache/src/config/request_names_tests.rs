@@ -109,7 +109,10 @@ fn render(template: &str, query: &str, headers: &HeaderMap) -> String {
 fn one_reading_per_key(parser: &str, rows: &[(String, &str, Reads)]) {
     let mut seen: HashMap<&str, (Reads, &str)> = HashMap::new();
     for (key, line, reads) in rows {
-        assert!(reads.len() <= 1, "{parser}: {line:?} passes but reads {reads:?}");
+        assert!(
+            reads.len() <= 1,
+            "{parser}: {line:?} passes but reads {reads:?}"
+        );
         if let Some((before, other)) = seen.insert(key, (*reads, line)) {
             assert_eq!(
                 before, *reads,
@@ -123,7 +126,11 @@ fn one_reading_per_key(parser: &str, rows: &[(String, &str, Reads)]) {
 fn an_unambiguous_argument_is_read_as_the_key_reads_it() {
     let t = KeyTemplate::parse("$arg_page").unwrap();
     let none = HeaderMap::new();
-    for (parser, column) in [("python parse_qs", 0), ("node querystring", 1), ("go net/url", 2)] {
+    for (parser, column) in [
+        ("python parse_qs", 0),
+        ("node querystring", 1),
+        ("go net/url", 2),
+    ] {
         let rows: Vec<(String, &str, Reads)> = QUERIES
             .iter()
             .filter(|row| !t.is_ambiguous(row.0, &none))
@@ -139,14 +146,23 @@ fn an_unambiguous_argument_is_read_as_the_key_reads_it() {
 #[test]
 fn an_unambiguous_cookie_is_read_as_the_key_reads_it() {
     let t = KeyTemplate::parse("$cookie_lang").unwrap();
-    let parsers = ["python http.cookies", "django", "node cookie", "go net/http"];
+    let parsers = [
+        "python http.cookies",
+        "django",
+        "node cookie",
+        "go net/http",
+    ];
     for (column, parser) in parsers.iter().enumerate() {
         let rows: Vec<(String, &str, Reads)> = COOKIES
             .iter()
             .filter(|row| !t.is_ambiguous("", &cookie_headers(row.0)))
             .map(|row| {
                 let reads = [row.1, row.2, row.3, row.4][column];
-                (render("$cookie_lang", "", &cookie_headers(row.0)), row.0, reads)
+                (
+                    render("$cookie_lang", "", &cookie_headers(row.0)),
+                    row.0,
+                    reads,
+                )
             })
             .collect();
         one_reading_per_key(parser, &rows);
@@ -228,7 +244,11 @@ fn cookie_mentions_by_line() {
         ("a=x lang", m(1, 0)),
     ];
     for (line, want) in cases {
-        assert_eq!(cookie_mentions(&cookie_headers(line), "lang"), want, "{line}");
+        assert_eq!(
+            cookie_mentions(&cookie_headers(line), "lang"),
+            want,
+            "{line}"
+        );
     }
     let mut two = cookie_headers("lang=de");
     two.append(http::header::COOKIE, HeaderValue::from_static("lang =fr"));
@@ -237,7 +257,9 @@ fn cookie_mentions_by_line() {
 
 #[test]
 fn decoding_never_panics_on_short_or_odd_escapes() {
-    for query in ["%", "%%", "%7", "%7g=1", "page%", "&&&", ";;", "=", "==page", "%ff%fe=1"] {
+    for query in [
+        "%", "%%", "%7", "%7g=1", "page%", "&&&", ";;", "=", "==page", "%ff%fe=1",
+    ] {
         let _ = arg_mentions(query, "page");
     }
 }

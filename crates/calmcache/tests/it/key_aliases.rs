@@ -11,6 +11,12 @@ use http::Method;
 
 const ECHO: (&str, &str) = ("x-origin-echo", "1");
 
+/// Request fields of a case.
+type Fields = Vec<(&'static str, &'static str)>;
+
+/// (attacker's target, its fields, then a clean request's target and fields).
+type Case = (String, Fields, String, Fields);
+
 /// `^/api/` uncached, then a catch-all keyed by path, `page` and `lang`.
 fn keyed(origin: &Origin) -> Proxy {
     Proxy::new(origin).no_zone().route(
@@ -50,12 +56,32 @@ async fn another_spelling_of_a_keyed_name_is_never_stored_for_others() {
     let wires = Wires::start(keyed(&origin), "").await;
     for wire in &wires.all {
         let w = wire.label().replace(['/', ' ', '.'], "");
-        let cases: [(String, Vec<(&str, &str)>, String, Vec<(&str, &str)>); 6] = [
-            (format!("/{w}/a?pag%65=2"), vec![], format!("/{w}/a"), vec![]),
-            (format!("/{w}/b?page=1&pag%65=2"), vec![], format!("/{w}/b?page=1"), vec![]),
+        let cases: [Case; 6] = [
+            (
+                format!("/{w}/a?pag%65=2"),
+                vec![],
+                format!("/{w}/a"),
+                vec![],
+            ),
+            (
+                format!("/{w}/b?page=1&pag%65=2"),
+                vec![],
+                format!("/{w}/b?page=1"),
+                vec![],
+            ),
             (format!("/{w}/c?PAGE=2"), vec![], format!("/{w}/c"), vec![]),
-            (format!("/{w}/d?x=1;page=2"), vec![], format!("/{w}/d?x=1"), vec![]),
-            (format!("/{w}/e"), vec![("cookie", "lang =de")], format!("/{w}/e"), vec![]),
+            (
+                format!("/{w}/d?x=1;page=2"),
+                vec![],
+                format!("/{w}/d?x=1"),
+                vec![],
+            ),
+            (
+                format!("/{w}/e"),
+                vec![("cookie", "lang =de")],
+                format!("/{w}/e"),
+                vec![],
+            ),
             (
                 format!("/{w}/f"),
                 vec![("cookie", "lang=en; lang =de")],
@@ -73,9 +99,17 @@ async fn another_spelling_of_a_keyed_name_is_never_stored_for_others() {
             // The victim's own answer, stored for it: the route caches.
             let v = get(&wires, wire, &victim, &victim_headers).await;
             assert_eq!(target(&v), victim, "{what}: the victim got {}", v.body);
-            assert!(v.cache_status().contains("stored"), "{what}: {}", v.cache_status());
+            assert!(
+                v.cache_status().contains("stored"),
+                "{what}: {}",
+                v.cache_status()
+            );
             let again = get(&wires, wire, &victim, &victim_headers).await;
-            assert!(again.cache_status().contains("hit"), "{what}: {}", again.cache_status());
+            assert!(
+                again.cache_status().contains("hit"),
+                "{what}: {}",
+                again.cache_status()
+            );
         }
     }
     wires.proxy.stop().await;
@@ -88,8 +122,16 @@ async fn odd_spellings_are_answered_on_cached_and_uncached_routes() {
     let origin = Origin::start().await;
     let wires = Wires::start(keyed(&origin), "").await;
     let odd = [
-        "?%", "?%%=1", "?pag%6=2", "?page=%zz", "?page%00=1", "?=&=", "?page", "?page=",
-        "?;;page=1;;", "?page[]=1",
+        "?%",
+        "?%%=1",
+        "?pag%6=2",
+        "?page=%zz",
+        "?page%00=1",
+        "?=&=",
+        "?page",
+        "?page=",
+        "?;;page=1;;",
+        "?page[]=1",
     ];
     for wire in &wires.all {
         let w = wire.label().replace(['/', ' ', '.'], "");
@@ -103,7 +145,11 @@ async fn odd_spellings_are_answered_on_cached_and_uncached_routes() {
         }
         let exact = format!("/odd{w}?page=2");
         let first = get(&wires, wire, &exact, &[("cookie", "lang=de")]).await;
-        assert!(first.cache_status().contains("stored"), "{}", first.cache_status());
+        assert!(
+            first.cache_status().contains("stored"),
+            "{}",
+            first.cache_status()
+        );
     }
     wires.proxy.stop().await;
 }
