@@ -1,6 +1,7 @@
 //! [`Config::warnings`]: what a valid config does that its author may not
 //! expect (a default certificate without names, an upstream with
-//! `tls_verify = false`, a route no request reaches). Never a refusal: `calmcache check` prints them (exit 0), the
+//! `tls_verify = false`, a route no request reaches, a `match` anchored at
+//! the end that a query can satisfy). Never a refusal: `calmcache check` prints them (exit 0), the
 //! proxy logs them when it starts and at each reload.
 //!
 //! Owns the wording of each warning; the validation that lets the config
@@ -45,7 +46,34 @@ impl Config {
             }
         }
         warnings.extend(self.unreachable_routes());
+        warnings.extend(self.matches_reached_by_a_query());
         warnings
+    }
+
+    /// `match` regexes anchored at the end that a query can satisfy: a
+    /// static-files route on `'\.(css|js)$'` also takes
+    /// `/account.php?x.css`, and stores that private page for everyone.
+    fn matches_reached_by_a_query(&self) -> Vec<Problem> {
+        let reached = self.routes.iter().enumerate().filter_map(|(i, route)| {
+            let pattern = route.matcher.as_ref()?.as_str();
+            super::route_regex::query_reaches_end_anchor(pattern).then_some((i, pattern))
+        });
+        reached
+            .map(|(i, pattern)| {
+                Problem::new(
+                    format!("routes[{i}].match"),
+                    format!(
+                        "{pattern:?} is anchored at the end, but `match` sees the path and \
+                         the query: a request whose query ends that way takes this route \
+                         (`/account.php?x.css` for a `\\.css$`)"
+                    ),
+                )
+                .hint(format!(
+                    "to match the path only, as NGINX's location does, write \
+                     path = '{pattern}'; if the query is meant, name it (`\\?`) in the regex"
+                ))
+            })
+            .collect()
     }
 
     /// Routes no request can reach: an earlier route without `match` takes
@@ -57,7 +85,7 @@ impl Config {
         let mut out = Vec::new();
         for (j, later) in self.routes.iter().enumerate() {
             let shadow = self.routes[..j].iter().enumerate().find(|(_, earlier)| {
-                earlier.matcher.is_none()
+                earlier.matches_all()
                     && (earlier.hosts.is_empty()
                         || (!later.hosts.is_empty()
                             && later.hosts.iter().all(|h| earlier.hosts.contains(h))))
@@ -71,7 +99,7 @@ impl Config {
                 let problem = Problem::new(
                     format!("routes[{j}]"),
                     format!(
-                        "never used: routes[{i}] ({}) has no `match` and takes {takes} first",
+                        "never used: routes[{i}] ({}) has no `match` or `path` and takes {takes} first",
                         earlier.name
                     ),
                 );

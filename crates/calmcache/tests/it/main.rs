@@ -55,6 +55,7 @@ mod rfc_request_directives;
 mod rfc_targeted;
 mod rfc_validation;
 mod rfc_vary;
+mod route_paths;
 mod service;
 mod slow_readers;
 mod third_tier;
