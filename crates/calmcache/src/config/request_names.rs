@@ -11,13 +11,13 @@
 //!
 //! | spelling | read as `page` / `lang` by |
 //! |---|---|
-//! | `pag%65=2`, `p+age` (`+` is a space) | Python `parse_qs`, Node `querystring`, Go `net/url`, PHP (names are percent-decoded) |
-//! | `x=1;page=2` | Python before 3.9.2 (CVE-2021-23336), Rack 2, old Java containers (`;` separates too) |
+//! | `pag%65=2`, `%70age=2` | Python `parse_qs`, Node `querystring`, Go `net/url`, PHP (names are percent-decoded, `+` read as a space) |
+//! | `x=1;page=2` | Python before 3.9.2 (CVE-2021-23336), Rack 2 (`;` separates too) |
 //! | `Page=2` | ASP.NET (names compared regardless of case) |
-//! | `%20page=2`, `pa.ge_x`, `page[]=2` | PHP (leading spaces dropped; ` `, `.`, `[` read as `_`; `[` starts an array) |
+//! | `%20page=2`, `+page=2`, `page[]=2`; `a.b=1` for `a_b` | PHP (leading spaces dropped; ` `, `.`, `[` read as `_`; `[` starts an array) |
 //! | `Cookie: lang =de` | Django, Go `net/http`, Node `cookie`, Python `http.cookies` (names trimmed) |
 //! | `Cookie: a=1 lang=de` | Python `http.cookies` (whitespace separates cookies) |
-//! | `Cookie: a=1, lang=de` | RFC 2965 parsers (`,` separates cookies) |
+//! | `Cookie: a=1, lang=de` | Python `http.cookies`, RFC 2965 parsers (`,` separates cookies) |
 //!
 //! A *mention* is any such spelling; the *exact* one is the name as the
 //! template spells it, where the key reads it, with a non-empty value (the
