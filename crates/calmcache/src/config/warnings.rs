@@ -63,7 +63,7 @@ impl Config {
                 Problem::new(
                     format!("routes[{i}].match"),
                     format!(
-                        "{pattern:?} is anchored at the end, but `match` sees the path and \
+                        "'{pattern}' is anchored at the end, but `match` sees the path and \
                          the query: a request whose query ends that way takes this route \
                          (`/account.php?x.css` for a `\\.css$`)"
                     ),
