@@ -25,8 +25,11 @@
 //!   slashes merged unless the route sets `merge_slashes = false`. Reserved
 //!   escapes stay encoded: NGINX decodes everything, so there `/a%2Fb` and
 //!   `/a/b` share a key; here they never do.
-//! - `$arg_NAME` and `$cookie_NAME` compare names case-sensitively and do
-//!   not percent-decode them: `?Page=2` does not set `$arg_page`.
+//! - `$arg_NAME` and `$cookie_NAME` read the name spelled exactly as in
+//!   the template. A request that spells it another way some origin reads
+//!   as that name (`?pag%65=2`, `?Page=2`, `Cookie: lang =de`), gives it
+//!   twice or with an empty value is ambiguous ([`KeyTemplate::is_ambiguous`]):
+//!   the proxy passes it to the origin and stores nothing.
 //! - Variable names are lower-case: `$HOST` is an error, not `$host`.
 //!
 //! A name is `[A-Za-z0-9_]+` and runs as far as it can, so `$urix` is the
@@ -38,7 +41,7 @@ use std::fmt::Write as _;
 
 use http::{HeaderMap, HeaderName, Method};
 
-use crate::config::suggest;
+use crate::config::{request_names, suggest};
 
 /// The variables without a `NAME` part, as written after `$`.
 const FIXED: [&str; 7] = [
@@ -177,26 +180,18 @@ impl KeyTemplate {
         })
     }
 
-    /// True when a part the key reads occurs more than once in `req`: an
-    /// `$arg_NAME` or `$cookie_NAME` repeated, or an `$http_NAME` field on
-    /// several lines. The key takes the first, many origins the last
-    /// (Django, PHP), so such a request could store one value's answer
-    /// under another's key; it is passed to the origin, never stored.
+    /// True when a part the key reads may not be what the origin reads:
+    /// an `$http_NAME` field on several lines, or an `$arg_NAME` /
+    /// `$cookie_NAME` that is repeated, empty, or spelled another way an
+    /// origin reads as the same name (`?pag%65=2`, `Cookie: lang =de`; see
+    /// `request_names.rs`). The key reads the first exact spelling, many
+    /// origins the last (Django, PHP) or a decoded one, so such a request
+    /// could store one value's answer under another's key; it is passed to
+    /// the origin, never stored.
     pub fn is_ambiguous(&self, query: &str, headers: &HeaderMap) -> bool {
         self.parts.iter().any(|part| match part {
-            Part::Arg(name) => {
-                query
-                    .split('&')
-                    .filter(|pair| pair.split_once('=').map_or(*pair, |(k, _)| k) == name)
-                    .count()
-                    > 1
-            }
-            Part::Cookie(name) => {
-                cookies(headers)
-                    .filter(|(key, _)| *key == name.as_bytes())
-                    .count()
-                    > 1
-            }
+            Part::Arg(name) => request_names::arg_mentions(query, name).is_ambiguous(),
+            Part::Cookie(name) => request_names::cookie_mentions(headers, name).is_ambiguous(),
             Part::Http(name) => headers.get_all(name).iter().nth(1).is_some(),
             _ => false,
         })

@@ -35,7 +35,10 @@
 //! - `warnings.rs`: [`Config::warnings`], what a valid config does that may
 //!   surprise (a default certificate without names).
 //! - `key_template.rs`, `conditions.rs`: `key` templates and `bypass` /
-//!   `no_store` request conditions, config values parsed here.
+//!   `no_store` request conditions, config values parsed here;
+//!   `request_names.rs`: the spellings origins read as a keyed argument or
+//!   cookie name; `route_regex.rs`: whether a query can satisfy a route's
+//!   end-anchored `match` (a `check` warning).
 //! - `tls.rs`: `[[server.tls]]` certificate files loaded and checked, and
 //!   the PEM files of `[fleet]`'s `tls_*` keys.
 //! - `access_log.rs`: the `[access_log]` table's types.
@@ -47,6 +50,8 @@ pub(crate) mod hosts;
 pub(crate) mod key_template;
 mod parse;
 mod raw;
+mod request_names;
+mod route_regex;
 pub(crate) mod suggest;
 mod summary;
 pub(crate) mod tls;
@@ -534,8 +539,14 @@ impl ClientCacheControl {
 pub struct RouteConfig {
     /// Label for metrics and logs; `route<index>` when not set; unique.
     pub name: String,
-    /// Regex on the path and query; `None` matches every request.
+    /// `match`: regex on the path and query (`/a/b?c=d`); `None` matches
+    /// every request.
     pub matcher: Option<regex::Regex>,
+    /// `path`: regex on the path alone, as NGINX's `location` sees it (a
+    /// static-files rule on the path and query would also take
+    /// `/account.php?x.css`); `None` matches every path. With `match` too,
+    /// a request must satisfy both.
+    pub path_matcher: Option<regex::Regex>,
     /// The host names the route answers for; empty: every host (and
     /// requests without one).
     pub hosts: Vec<hosts::HostPattern>,
@@ -637,12 +648,46 @@ pub struct RouteConfig {
 }
 
 impl RouteConfig {
-    /// Whether this route handles a request for `path_and_query`.
+    /// Whether this route's `match` and `path` take a request for
+    /// `path_and_query` (hosts aside).
     pub fn matches(&self, path_and_query: &str) -> bool {
-        match &self.matcher {
-            Some(matcher) => matcher.is_match(path_and_query),
-            None => true,
-        }
+        RouteMatch::new(self.matcher.as_ref(), self.path_matcher.as_ref()).is_match(path_and_query)
+    }
+
+    /// True when the route takes every path and query: no `match`, no `path`.
+    pub fn matches_all(&self) -> bool {
+        self.matcher.is_none() && self.path_matcher.is_none()
+    }
+}
+
+/// A route's `match` and `path` regexes, borrowed from the config or from a
+/// worker's own clones: the one place that says what each one sees.
+#[derive(Clone, Copy)]
+pub(crate) struct RouteMatch<'a> {
+    target: Option<&'a regex::Regex>,
+    path: Option<&'a regex::Regex>,
+}
+
+impl<'a> RouteMatch<'a> {
+    /// `target` (`match`) and `path` (`path`); `None` takes everything.
+    pub(crate) fn new(target: Option<&'a regex::Regex>, path: Option<&'a regex::Regex>) -> Self {
+        RouteMatch { target, path }
+    }
+
+    /// `match` on the whole normalised target, `path` on the part before
+    /// the first `?` (the matching form decodes no `?`, so that is where
+    /// the query starts). Borrows only: route matching allocates nothing.
+    pub(crate) fn is_match(self, path_and_query: &str) -> bool {
+        let path_ok = self.path.is_none_or(|regex| {
+            let path = path_and_query
+                .split_once('?')
+                .map_or(path_and_query, |(path, _)| path);
+            regex.is_match(path)
+        });
+        path_ok
+            && self
+                .target
+                .is_none_or(|regex| regex.is_match(path_and_query))
     }
 }
 

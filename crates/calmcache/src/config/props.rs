@@ -185,6 +185,7 @@ const ZONE: &[&str] = &[
 const ROUTE: &[&str] = &[
     "name",
     "match",
+    "path",
     "hosts",
     "upstream",
     "zone",

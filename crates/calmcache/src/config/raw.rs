@@ -207,6 +207,7 @@ pub(crate) struct RawRoute {
     pub(crate) name: Option<String>,
     #[serde(rename = "match")]
     pub(crate) pattern: Option<String>,
+    pub(crate) path: Option<String>,
     pub(crate) upstream: Option<String>,
     pub(crate) zone: Option<String>,
     #[serde(default)]

@@ -1871,3 +1871,54 @@ fn a_route_behind_a_catch_all_is_warned_about() {
     );
     assert!(load(MINIMAL).warnings().is_empty());
 }
+
+#[test]
+fn path_matches_the_path_only_and_match_both() {
+    // Issue 25: a static-files `match` also took `/account.php?x.css`.
+    let config = load(&with_route("path = '\\.(css|js)$'\nzone = \"ssd\""));
+    let route = &config.routes[0];
+    assert!(route.matches("/a/site.css"));
+    assert!(route.matches("/a/site.css?v=3"));
+    assert!(!route.matches("/account.php?x.css"));
+    assert!(!route.matches("/account.php?.css"));
+    assert!(!route.matches_all());
+    let both = load(&with_route("path = '^/search$'\nmatch = '[?&]q='"));
+    assert!(both.routes[0].matches("/search?q=a"));
+    assert!(!both.routes[0].matches("/search"));
+    assert!(!both.routes[0].matches("/search/x?q=a"));
+    let bad = only_problem(&with_route("path = '(['"));
+    assert_eq!(bad.path, "routes[0].path");
+    assert!(bad.message.contains("invalid regex"), "{}", bad.message);
+    // A route with `path` is no catch-all: a later one is reachable.
+    let later = "\n[[routes]]\nupstream = \"app\"\nzone = \"ssd\"";
+    assert!(load(&with_route(&format!("path = '^/a/'{later}")))
+        .warnings()
+        .is_empty());
+}
+
+#[test]
+fn a_match_anchored_at_the_end_that_a_query_satisfies_is_warned_about() {
+    let warned = load(&with_route("match = '\\.(css|js|png)$'\nzone = \"ssd\"")).warnings();
+    assert_eq!(paths(&warned), ["routes[0].match"], "{warned:#?}");
+    assert!(
+        warned[0].message.contains("the path and the query"),
+        "{}",
+        warned[0].message
+    );
+    assert!(
+        warned[0]
+            .hint
+            .as_deref()
+            .is_some_and(|hint| hint.contains(r"path = '\.(css|js|png)$'")),
+        "{:?}",
+        warned[0].hint
+    );
+    for quiet in [
+        "path = '\\.(css|js|png)$'",
+        "match = '^/api/'",
+        "match = '^/(admin|account)(/|\\?|$)'",
+        "match = '^/favicon\\.ico$'",
+    ] {
+        assert!(load(&with_route(quiet)).warnings().is_empty(), "{quiet}");
+    }
+}

@@ -1,7 +1,8 @@
 //! [`Config::warnings`]: what a valid config does that its author may not
 //! expect (a default certificate without names, an upstream with
 //! `tls_verify = false`, a route no request reaches, fleet mode without a
-//! secret). Never a refusal: `calmcache check` prints them (exit 0), the
+//! secret, a `match` anchored at the end that a query can satisfy). Never a
+//! refusal: `calmcache check` prints them (exit 0), the
 //! proxy logs them when it starts and at each reload.
 //!
 //! Owns the wording of each warning; the validation that lets the config
@@ -47,6 +48,7 @@ impl Config {
         }
         warnings.extend(self.unreachable_routes());
         warnings.extend(self.unsigned_fleet());
+        warnings.extend(self.matches_reached_by_a_query());
         warnings
     }
 
@@ -70,6 +72,32 @@ impl Config {
         ))
     }
 
+    /// `match` regexes anchored at the end that a query can satisfy: a
+    /// static-files route on `'\.(css|js)$'` also takes
+    /// `/account.php?x.css`, and stores that private page for everyone.
+    fn matches_reached_by_a_query(&self) -> Vec<Problem> {
+        let reached = self.routes.iter().enumerate().filter_map(|(i, route)| {
+            let pattern = route.matcher.as_ref()?.as_str();
+            super::route_regex::query_reaches_end_anchor(pattern).then_some((i, pattern))
+        });
+        reached
+            .map(|(i, pattern)| {
+                Problem::new(
+                    format!("routes[{i}].match"),
+                    format!(
+                        "'{pattern}' is anchored at the end, but `match` sees the path and \
+                         the query: a request whose query ends that way takes this route \
+                         (`/account.php?x.css` for a `\\.css$`)"
+                    ),
+                )
+                .hint(format!(
+                    "to match the path only, as NGINX's location does, write \
+                     path = '{pattern}'; if the query is meant, name it (`\\?`) in the regex"
+                ))
+            })
+            .collect()
+    }
+
     /// Routes no request can reach: an earlier route without `match` takes
     /// every request of the hosts it answers for (every host, without
     /// `hosts`), so a later route whose hosts are all among them is never
@@ -79,7 +107,7 @@ impl Config {
         let mut out = Vec::new();
         for (j, later) in self.routes.iter().enumerate() {
             let shadow = self.routes[..j].iter().enumerate().find(|(_, earlier)| {
-                earlier.matcher.is_none()
+                earlier.matches_all()
                     && (earlier.hosts.is_empty()
                         || (!later.hosts.is_empty()
                             && later.hosts.iter().all(|h| earlier.hosts.contains(h))))
@@ -93,7 +121,7 @@ impl Config {
                 let problem = Problem::new(
                     format!("routes[{j}]"),
                     format!(
-                        "never used: routes[{i}] ({}) has no `match` and takes {takes} first",
+                        "never used: routes[{i}] ({}) has no `match` or `path` and takes {takes} first",
                         earlier.name
                     ),
                 );

@@ -16,7 +16,7 @@ use std::path::Path;
 
 use super::cache;
 use super::lexer::Pos;
-use super::pathre;
+use super::pathre::{self, RouteRegex};
 use super::server_names::{self, Names};
 use super::settings::Settings;
 use super::toml_out::{Doc, Section, Value};
@@ -743,29 +743,19 @@ impl Converter<'_> {
     }
 
     /// The route (or, for a `map`-chosen zone, routes) of one location.
-    fn location_routes(&mut self, loc: &Location, m: Option<String>, routes: &mut Vec<Section>) {
+    fn location_routes(
+        &mut self,
+        loc: &Location,
+        m: Option<RouteRegex>,
+        routes: &mut Vec<Section>,
+    ) {
         let mut notes = loc.notes.clone();
         let upstream = self.upstream_for(loc, &mut notes);
         let choice = match loc.settings.last("proxy_cache") {
             Some(d) => self.zones.choice(d, &mut notes),
             None => Choice::Off,
         };
-        let mut plan: Vec<(Option<String>, Choice)> = Vec::new();
-        match choice {
-            Choice::ByMatch(entries, default) => {
-                if m.is_none() {
-                    plan.extend(entries.into_iter().map(|(em, c)| (Some(em), c)));
-                } else if !entries.is_empty() {
-                    notes.push(
-                        "The map's regex entries cannot be combined with this location's match in one \
-                         calmcache regex: this location caches in the map's default zone only."
-                            .into(),
-                    );
-                }
-                plan.push((m, *default));
-            }
-            other => plan.push((m, other)),
-        }
+        let plan = plan(m, choice, &mut notes);
         let first = routes.len();
         for (i, (m, choice)) in plan.into_iter().enumerate() {
             let mut route = Section::new("[[routes]]");
@@ -778,8 +768,8 @@ impl Converter<'_> {
                     loc.pos
                 ));
             }
-            if let Some(m) = m {
-                route.set("match", Value::Str(m));
+            for m in m {
+                route.set(m.key(), Value::Str(m.regex().to_owned()));
             }
             route.set("upstream", Value::Str(upstream.clone()));
             let inactive = match &choice {
@@ -886,6 +876,40 @@ fn covers_every_path(server: &Server) -> bool {
 }
 
 /// `= /x`, `^~ /x`, `~ re`, `/x`.
+/// The routes of one location: its own regex (`path`) and, for a
+/// `map`-chosen zone, one route per map entry, the location's `path` beside
+/// the entry's `match`; then the default zone. Two regexes for the same key
+/// (a location and a map on `$uri`) cannot share a route: the default only.
+fn plan(
+    m: Option<RouteRegex>,
+    choice: Choice,
+    notes: &mut Notes,
+) -> Vec<(Vec<RouteRegex>, Choice)> {
+    let own: Vec<RouteRegex> = m.into_iter().collect();
+    let Choice::ByMatch(entries, default) = choice else {
+        return vec![(own, choice)];
+    };
+    let mut plan = Vec::new();
+    let clash = entries
+        .iter()
+        .any(|(entry, _)| own.iter().any(|m| m.key() == entry.key()));
+    if clash {
+        notes.push(
+            "The map's entries and this location both match the path, which one calmcache route \
+             cannot hold twice: this location caches in the map's default zone only."
+                .into(),
+        );
+    } else {
+        for (entry, zone) in entries {
+            let mut both = own.clone();
+            both.push(entry);
+            plan.push((both, zone));
+        }
+    }
+    plan.push((own, *default));
+    plan
+}
+
 fn describe(loc: &Location) -> String {
     match loc.modifier {
         Modifier::Exact => format!("= {}", loc.pattern),

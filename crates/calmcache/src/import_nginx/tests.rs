@@ -180,6 +180,25 @@ fn map_becomes_routes_in_map_order() {
 }
 
 #[test]
+fn a_request_uri_map_inside_a_location_keeps_both() {
+    // The location's `path` beside each entry's `match` (before `path`
+    // existed, the entries were dropped for the map's default zone).
+    let v = parsed(
+        "proxy_cache_path /s keys_zone=ssd:10m max_size=1g; proxy_cache_path /d keys_zone=disk:10m max_size=1g;
+         map $request_uri $cache { ~[?&]big=1 disk; default ssd; }
+         server { proxy_cache $cache; location /v/ { proxy_pass http://u:1; } }",
+    );
+    let routes = v["routes"].as_array().unwrap();
+    assert_eq!(routes.len(), 2, "{routes:#?}");
+    assert_eq!(routes[0]["path"].as_str(), Some("^/v/"));
+    assert_eq!(routes[0]["match"].as_str(), Some("[?&]big=1"));
+    assert_eq!(routes[0]["zone"].as_str(), Some("disk"));
+    assert_eq!(routes[1]["path"].as_str(), Some("^/v/"));
+    assert!(routes[1].get("match").is_none());
+    assert_eq!(routes[1]["zone"].as_str(), Some("ssd"));
+}
+
+#[test]
 fn locations_in_nginx_order() {
     let v = parsed(
         "server {
@@ -190,21 +209,16 @@ fn locations_in_nginx_order() {
            location = /favicon.ico { proxy_pass http://u:1; }
          }",
     );
-    let matches: Vec<&str> = v["routes"]
-        .as_array()
-        .unwrap()
+    // A location sees the path only: the routes' `path`, never `match`.
+    let routes = v["routes"].as_array().unwrap();
+    assert!(routes.iter().all(|r| r.get("match").is_none()));
+    let paths: Vec<&str> = routes
         .iter()
-        .map(|r| r.get("match").and_then(|m| m.as_str()).unwrap_or("*"))
+        .map(|r| r.get("path").and_then(|m| m.as_str()).unwrap_or("*"))
         .collect();
     assert_eq!(
-        matches,
-        [
-            "^/favicon\\.ico(?:\\?|$)",
-            "^/images/",
-            "^[^?]*?(?:\\.php(?:\\?|$))",
-            "^/static/",
-            "*"
-        ]
+        paths,
+        ["^/favicon\\.ico$", "^/images/", "\\.php$", "^/static/", "*"]
     );
 }
 

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use super::pathre;
+use super::pathre::{self, RouteRegex};
 use super::toml_out::{Section, Value};
 use super::tree::Directive;
 use super::units;
@@ -36,9 +36,9 @@ pub(crate) enum Choice {
     One(String),
     /// `zones = [...]`: hash placement (from `split_clients`).
     Hash(Vec<String>),
-    /// One route per entry: (calmcache match on path and query, zone), then
-    /// the default zone for the rest.
-    ByMatch(Vec<(String, Choice)>, Box<Choice>),
+    /// One route per entry: (its `path` or `match` regex, zone), then the
+    /// default zone for the rest.
+    ByMatch(Vec<(RouteRegex, Choice)>, Box<Choice>),
 }
 
 impl Zones {

@@ -16,6 +16,7 @@
 //!               dot-segments removed; repeated slashes merged); the request's
 //!               URI becomes that origin-form. Routes match a stricter form in
 //!               which every printable escape (%2F too) is decoded first.
+//!               `%00` in the path: 400, as NGINX.
 //!   framing     Transfer-Encoding exactly `chunked` (else 501, RFC 9112 §6.1);
 //!               Content-Length in plain digits, one value; Expect only
 //!               `100-continue` (else 417); HTTP/2 values without leading or
@@ -578,6 +579,11 @@ fn decode_escapes(path: &str, decode: Decode) -> Result<String, ProxyError> {
             .and_then(|h| std::str::from_utf8(h).ok())
             .and_then(|h| u8::from_str_radix(h, 16).ok())
             .ok_or_else(|| refuse("invalid percent-encoding in the path"))?;
+        if hex == 0 {
+            // NGINX refuses it too (400): a NUL ends the path for C origins
+            // and file systems, so `/a.css%00.php` would be two paths.
+            return Err(refuse("a NUL byte (%00) in the path"));
+        }
         let unreserved = hex.is_ascii_alphanumeric() || matches!(hex, b'-' | b'.' | b'_' | b'~');
         let printable = (0x21..=0x7e).contains(&hex) && !matches!(hex, b'%' | b'?' | b'#');
         let keep_decoded = match decode {

@@ -75,7 +75,7 @@ fn the_matching_form_decodes_every_printable_escape() {
     assert_eq!(m("/api%2Fme"), "/api/me");
     assert_eq!(m("/x/..%2F..%2Fapi/me"), "/api/me");
     // `%`, `?`, `#` and non-printable bytes stay encoded.
-    assert_eq!(m("/a%25b%3fc%23d%00"), "/a%25b%3Fc%23d%00");
+    assert_eq!(m("/a%25b%3fc%23d%01"), "/a%25b%3Fc%23d%01");
 }
 
 #[test]
@@ -86,6 +86,18 @@ fn bad_escapes_are_refused() {
             normalise_path(path, Decode::Unreserved, Slashes::Merge).is_err(),
             "{path}"
         );
+    }
+}
+
+#[test]
+fn a_nul_in_the_path_is_refused_in_either_form() {
+    // NGINX answers 400: a NUL ends the path for C origins (`/a.css%00.php`).
+    for decode in [Decode::Unreserved, Decode::Printable] {
+        for path in ["/%00", "/a.css%00.php", "/a/%00/b"] {
+            let refused = normalise_path(path, decode, Slashes::Merge).unwrap_err();
+            assert!(refused.to_string().contains("%00"), "{refused}");
+        }
+        assert!(normalise_path("/a%2500", decode, Slashes::Merge).is_ok());
     }
 }
 

@@ -10,7 +10,7 @@ use calmcache_core::{
     Zone,
 };
 
-use crate::config::{ClientCacheControl, Config, RouteConfig};
+use crate::config::{ClientCacheControl, Config, RouteConfig, RouteMatch};
 use crate::net::upstream::Upstream;
 use crate::proxy::outcome::FillOutcome;
 use crate::proxy::setup::SetupError;
@@ -401,7 +401,8 @@ impl Proxy {
 pub(crate) struct Worker {
     /// The shared state.
     pub proxy: Arc<Proxy>,
-    matchers: Vec<Option<regex::Regex>>,
+    /// Each route's `match` and `path` regexes, in route order.
+    matchers: Vec<(Option<regex::Regex>, Option<regex::Regex>)>,
     /// Some route has `hosts`: only then is the request's host looked up
     /// to route it.
     pub by_host: bool,
@@ -412,7 +413,11 @@ pub(crate) struct Worker {
 impl Worker {
     /// Clones the route regexes for one thread.
     pub(crate) fn new(proxy: Arc<Proxy>, tunnels: Arc<crate::net::shutdown::Tunnels>) -> Self {
-        let matchers = proxy.routes.iter().map(|r| r.cfg.matcher.clone()).collect();
+        let matchers = proxy
+            .routes
+            .iter()
+            .map(|r| (r.cfg.matcher.clone(), r.cfg.path_matcher.clone()))
+            .collect();
         let by_host = proxy.routes.iter().any(|r| !r.cfg.hosts.is_empty());
         Worker {
             proxy,
@@ -423,17 +428,18 @@ impl Worker {
     }
 
     /// The first route whose `hosts` take `host` (the admitted Host
-    /// value; empty without one) and whose `match` takes `path_and_query`.
+    /// value; empty without one) and whose `match` and `path` take
+    /// `path_and_query`.
     pub(crate) fn route_for(&self, host: &str, path_and_query: &str) -> Option<&Arc<Route>> {
-        let mut matchers = self.matchers.iter();
-        self.proxy.routes.iter().find(|route| {
-            let matcher = matchers.next();
-            crate::config::hosts::any_matches(&route.cfg.hosts, host)
-                && match matcher {
-                    Some(Some(regex)) => regex.is_match(path_and_query),
-                    _ => true,
-                }
-        })
+        self.proxy
+            .routes
+            .iter()
+            .zip(&self.matchers)
+            .find(|(route, (target, path))| {
+                crate::config::hosts::any_matches(&route.cfg.hosts, host)
+                    && RouteMatch::new(target.as_ref(), path.as_ref()).is_match(path_and_query)
+            })
+            .map(|(route, _)| route)
     }
 }
 

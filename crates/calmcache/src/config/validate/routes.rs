@@ -85,6 +85,10 @@ impl Checker {
             .pattern
             .as_ref()
             .and_then(|pattern| self.regex(&at("match"), pattern));
+        let path_matcher = raw
+            .path
+            .as_ref()
+            .and_then(|pattern| self.regex(&at("path"), pattern));
         let hosts = self.hosts(&at("hosts"), raw.hosts.as_deref());
         let upstream = self.route_upstream(&at("upstream"), raw.upstream.as_deref(), names);
         let zones = self.route_zones(&at, &raw, names);
@@ -94,6 +98,7 @@ impl Checker {
         RouteConfig {
             name,
             matcher,
+            path_matcher,
             hosts,
             // 0 is a placeholder: a missing upstream was reported above.
             upstream: upstream.unwrap_or(0),
