@@ -49,7 +49,7 @@ mod proxy;
 mod run;
 mod telemetry;
 
-pub use config::{Config, ConfigError};
+pub use config::{Config, ConfigError, InlineSecrets};
 pub use demo::fleet::{DemoError, FleetDemo};
 pub use demo::origin::{
     start as start_origin, start_with_tags as start_origin_with_tags, OriginOptions, RunningOrigin,

@@ -73,6 +73,7 @@ pub(crate) fn validate(raw: RawConfig) -> Result<Config, Vec<Problem>> {
         routes,
         access_log,
         fleet,
+        secrets: super::InlineSecrets::default(),
     })
 }
 

@@ -38,6 +38,7 @@ mod log_flood;
 mod logs;
 mod monitoring;
 mod operations;
+mod private_files;
 mod purge_integrity;
 mod readme_config;
 mod readme_figures;
