@@ -43,6 +43,7 @@ mod purge_integrity;
 mod readme_config;
 mod readme_figures;
 mod refresh;
+mod reload_counters;
 mod request_integrity;
 mod rfc_age;
 mod rfc_cache_status;
