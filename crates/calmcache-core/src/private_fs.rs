@@ -80,6 +80,7 @@ pub fn tighten_dir(dir: &Path) -> io::Result<Option<u32>> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn mode(path: &Path) -> u32 {

@@ -67,4 +67,5 @@ pub use run::preflight::load as load_config;
 pub use run::reload::{ReloadError, Reloader};
 pub use run::server::{raise_open_files_limit, start, start_from, start_with, Running, StartError};
 pub use telemetry::access_log::AccessLog;
+pub use telemetry::client_log::install as install_client_log;
 pub use telemetry::log_colour::stderr_colour;

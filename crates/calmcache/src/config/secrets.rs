@@ -77,6 +77,7 @@ impl InlineSecrets {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn secrets(text: &str) -> InlineSecrets {

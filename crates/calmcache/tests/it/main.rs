@@ -37,6 +37,7 @@ mod key_bypass;
 mod log_flood;
 mod logs;
 mod monitoring;
+mod open_files;
 mod operations;
 mod private_files;
 mod purge_integrity;
