@@ -216,6 +216,30 @@ struct Warnings {
     scan: WarnLimit,
 }
 
+/// A zone directory others can enter (made by an earlier version, or by
+/// hand with the usual umask) is narrowed to 0700: the stored answers are
+/// the service's alone (private_fs.rs). Said once, at open; a directory
+/// calmcache may not change (another owner) is refused, not left open.
+fn tighten_zone_dir(dir: &Path) -> std::io::Result<()> {
+    let was = crate::private_fs::tighten_dir(dir).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!(
+                "{}: cannot make the zone directory private (mode 0700): {e}",
+                dir.display()
+            ),
+        )
+    })?;
+    if let Some(mode) = was {
+        tracing::warn!(
+            dir = %dir.display(),
+            "the zone directory was mode {mode:04o} (others could read cached answers): \
+             narrowed to 0700"
+        );
+    }
+    Ok(())
+}
+
 /// `fs_capacity` when the file system is not what bounds the zone.
 const NO_FS_BOUND: u64 = u64::MAX;
 
@@ -226,7 +250,8 @@ impl DiskTier {
     /// Opens a zone: creates the directory and checks that a file can be
     /// written in it, so a bad path fails at start, not at the first request.
     pub fn open(config: DiskConfig) -> std::io::Result<Arc<DiskTier>> {
-        std::fs::create_dir_all(&config.path)?;
+        crate::private_fs::create_dir_all(&config.path)?;
+        tighten_zone_dir(&config.path)?;
         // The loader removes files it cannot read as cache objects: it must
         // never run in a directory holding anything else (a typo such as
         // path = "/var/lib"). A zone directory carries a marker file; an
@@ -240,7 +265,7 @@ impl DiskTier {
                     config.path.display()
                 )));
             }
-            std::fs::write(&marker, b"calmcache disk zone\n")?;
+            crate::private_fs::write(&marker, b"calmcache disk zone\n")?;
         }
         let lock = ZoneLock::acquire(&config.path, &marker)?;
         // This start's temp name: the loader leaves it alone.
@@ -252,7 +277,12 @@ impl DiskTier {
         // Empty: it checks that the directory takes new files. A zone whose
         // file system a previous run filled still opens (no space is not
         // a fault: the manager makes room at the first write that finds none).
-        match std::fs::File::create(&probe) {
+        match crate::private_fs::options()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&probe)
+        {
             Ok(_) => std::fs::remove_file(&probe)?,
             Err(e) if is_no_space(&e) => {}
             Err(e) => return Err(e),
@@ -804,7 +834,7 @@ impl DiskTier {
         let moved = named_right
             && home
                 .parent()
-                .is_some_and(|dir| std::fs::create_dir_all(dir).is_ok())
+                .is_some_and(|dir| crate::private_fs::create_dir_all(dir).is_ok())
             && rustix::fs::renameat_with(
                 rustix::fs::CWD,
                 path,

@@ -530,7 +530,7 @@ fn own_temp_prefix() -> &'static str {
 pub(crate) fn create_temp(dir: &Path) -> io::Result<(PathBuf, File)> {
     match create_temp_once(dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            fs::create_dir_all(dir)?;
+            crate::private_fs::create_dir_all(dir)?;
             create_temp_once(dir)
         }
         other => other,
@@ -543,7 +543,7 @@ pub(crate) fn rename_into(tmp: &Path, path: &Path) -> io::Result<()> {
     match fs::rename(tmp, path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound && tmp.exists() => {
             if let Some(parent) = path.parent() {
-                fs::create_dir_all(parent)?;
+                crate::private_fs::create_dir_all(parent)?;
             }
             fs::rename(tmp, path)
         }
@@ -560,7 +560,8 @@ fn create_temp_once(dir: &Path) -> io::Result<(PathBuf, File)> {
     for _ in 0..16 {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let tmp = dir.join(format!("{prefix}{n}"));
-        match OpenOptions::new()
+        // 0600: a zone's files are the service's alone (private_fs.rs).
+        match crate::private_fs::options()
             .read(true)
             .write(true)
             .create_new(true)

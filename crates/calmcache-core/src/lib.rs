@@ -21,6 +21,7 @@
 //! - [`status`]: the `Cache-Status` vocabulary and the class of an answer.
 //! - [`warn_limit`]: repeated warnings logged once per interval, with a count.
 //! - [`zone_lock`]: one process per disk zone directory (an `flock`).
+//! - [`private_fs`]: a zone's directories 0700 and files 0600, whatever the umask.
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -39,6 +40,7 @@ pub mod object;
 pub mod page_body;
 pub mod page_cache;
 pub mod policy;
+pub mod private_fs;
 pub mod status;
 pub mod tier;
 pub mod warn_limit;

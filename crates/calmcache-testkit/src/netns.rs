@@ -10,9 +10,15 @@
 //! processes inside are killed (with the link up, so the host's connections
 //! to them see their FIN or RST), the veth pair and the namespace deleted;
 //! leftovers of a test process that was killed (`cctest-<pid>-*` of a pid
-//! that no longer runs) are removed by the next one. Do not dial an address
-//! after its namespace is dropped: without the veth, the host routes it to
-//! its default gateway like any other address.
+//! that no longer runs) are removed by the next one.
+//!
+//! Tests stay on the machine: the namespace has no default route (only its
+//! /30), and the host gets an `unreachable` route for the whole
+//! 198.18.0.0/15 ([`guard_range`], once per process, idempotent, left in
+//! place: the range is never routed anyway). A namespace's /30 is more
+//! specific and wins while its veth is up; once the host end is down or the
+//! veth gone, a packet for the address fails here (`EHOSTUNREACH`) instead
+//! of following the default route off the host.
 //!
 //! Needs root and iproute2 (`ip`). [`NetNs::create_or_skip`] skips a test
 //! with a message where namespaces cannot be created, and fails it under
@@ -88,6 +94,7 @@ impl NetNs {
     }
 
     fn try_create() -> Result<NetNs, String> {
+        guard_range()?;
         sweep_stale();
         let pid = std::process::id();
         let n = CREATED.fetch_add(1, Ordering::SeqCst);
@@ -119,6 +126,7 @@ impl NetNs {
         ip(["-n", &ns.name, "addr", "add", &inside, "dev", INSIDE_IF])?;
         ip(["-n", &ns.name, "link", "set", INSIDE_IF, "up"])?;
         ip(["-n", &ns.name, "link", "set", "lo", "up"])?;
+        // No default route inside: the /30 is all the namespace reaches.
         Ok(ns)
     }
 
@@ -201,10 +209,10 @@ impl NetNs {
     /// [`link_up`](Self::link_up).
     ///
     /// The inside end, not the host end: a host end that is down loses its
-    /// route to the /30, and the host would send the packets for the inside
-    /// address to its default gateway instead of dropping them. With the
-    /// inside end down, the host end keeps its route (`linkdown`, no
-    /// carrier) and drops them.
+    /// route to the /30, and the host's packets for the inside address meet
+    /// the range's `unreachable` route ([`guard_range`]): connections fail at
+    /// once instead of hanging. With the inside end down, the host end keeps
+    /// its route (`linkdown`, no carrier) and drops them silently.
     pub fn link_down(&self) {
         self.set_link("down");
     }
@@ -224,8 +232,8 @@ impl NetNs {
 impl Drop for NetNs {
     fn drop(&mut self) {
         // Link up first, so the FINs and RSTs of the processes killed inside
-        // reach the host's sockets: once the link is gone, the host routes
-        // this address to its default gateway like any other.
+        // reach the host's sockets: once the link is gone, the host has only
+        // the range's `unreachable` route for this address.
         let _ = ip(["-n", &self.name, "link", "set", INSIDE_IF, "up"]);
         kill_inside(&self.name);
         wait_until_empty(&self.name);
@@ -235,6 +243,23 @@ impl Drop for NetNs {
         }
         let _ = ip(["netns", "del", &self.name]);
     }
+}
+
+/// The whole of 198.18.0.0/15.
+pub const RANGE: &str = "198.18.0.0/15";
+
+/// Gives the host an `unreachable` route for [`RANGE`], once per process
+/// (`replace`: idempotent, and concurrent test processes agree). A
+/// namespace's /30 is more specific and wins while its link is up; past
+/// it (the host end down, the veth deleted, a namespace dropped) an address
+/// of the range fails on this machine instead of following the default
+/// route out of it. Left in place at exit: the range is never routed
+/// (RFC 2544), so the route only makes its failures local and at once.
+pub fn guard_range() -> Result<(), String> {
+    static GUARDED: OnceLock<Result<(), String>> = OnceLock::new();
+    GUARDED
+        .get_or_init(|| ip(["route", "replace", "unreachable", RANGE]))
+        .clone()
 }
 
 /// `ip netns exec NAME program` (shared with `Redis::start_in`).

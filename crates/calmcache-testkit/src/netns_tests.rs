@@ -223,3 +223,55 @@ fn where_namespaces_cannot_be_made_a_test_skips_aloud_or_fails_under_ci() {
         "names the test: {message}"
     );
 }
+
+/// `ip ARGS`'s standard output.
+fn ip_out(args: &[&str]) -> String {
+    let out = Command::new("ip").args(args).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Connects to `addr` and says how it failed: at once, on this machine
+/// (`EHOSTUNREACH` from the range's `unreachable` route), never a time-out
+/// of packets that left it.
+fn assert_fails_here(addr: SocketAddr, when: &str) {
+    let started = Instant::now();
+    let result = TcpStream::connect_timeout(&addr, Duration::from_secs(3));
+    let error = result.expect_err(when);
+    assert_eq!(error.raw_os_error(), Some(113), "{when}: {error}"); // EHOSTUNREACH
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{when}: took {:?}",
+        started.elapsed()
+    );
+    // The kernel's own word: no route off the machine for it.
+    let out = Command::new("ip")
+        .args(["route", "get", &addr.ip().to_string()])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("No route to host"),
+        "{when}: {said}"
+    );
+}
+
+/// Regression (issue 25, item 10): once a test's veth was gone (or its host
+/// end down), packets for the namespace's address followed the host's
+/// default route off the machine. The namespace has no default route, and
+/// the host's `unreachable` route for the range makes a connection fail
+/// here, at once: with the host end down, and after the namespace is gone.
+#[test]
+fn a_gone_or_downed_link_fails_on_this_machine_not_off_it() {
+    let Some(ns) = NetNs::create_or_skip() else {
+        return;
+    };
+    assert_eq!(ip_out(&["-n", ns.name(), "route", "show", "default"]), "");
+    assert!(ip_out(&["route", "show", RANGE]).starts_with("unreachable"));
+    let addr = SocketAddr::from((ns.addr(), 9));
+    let host_if = ns.host_interface().to_owned();
+    ip(["link", "set", &host_if, "down"]).unwrap();
+    assert_fails_here(addr, "host end down");
+    ip(["link", "set", &host_if, "up"]).unwrap();
+    drop(ns);
+    assert_fails_here(addr, "namespace dropped");
+}

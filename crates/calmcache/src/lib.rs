@@ -49,7 +49,7 @@ mod proxy;
 mod run;
 mod telemetry;
 
-pub use config::{Config, ConfigError};
+pub use config::{Config, ConfigError, InlineSecrets};
 pub use demo::fleet::{DemoError, FleetDemo};
 pub use demo::origin::{
     start as start_origin, start_with_tags as start_origin_with_tags, OriginOptions, RunningOrigin,
@@ -67,4 +67,5 @@ pub use run::preflight::load as load_config;
 pub use run::reload::{ReloadError, Reloader};
 pub use run::server::{raise_open_files_limit, start, start_from, start_with, Running, StartError};
 pub use telemetry::access_log::AccessLog;
+pub use telemetry::client_log::install as install_client_log;
 pub use telemetry::log_colour::stderr_colour;

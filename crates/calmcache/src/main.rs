@@ -173,11 +173,17 @@ fn main() -> ExitCode {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CALMCACHE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let subscriber = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(calmcache::stderr_colour())
-        .init();
+        .finish();
+    // Not `.init()`: its `log` bridge would pass the Redis client's lines
+    // (about 9 a second per node during an outage) as they come; ours
+    // rate-limits them (telemetry/client_log.rs).
+    if tracing::subscriber::set_global_default(subscriber).is_ok() {
+        let _ = calmcache::install_client_log();
+    }
 }
 
 fn check(path: &std::path::Path) -> ExitCode {

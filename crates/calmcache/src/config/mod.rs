@@ -52,6 +52,7 @@ mod parse;
 mod raw;
 mod request_names;
 mod route_regex;
+mod secrets;
 pub(crate) mod suggest;
 mod summary;
 pub(crate) mod tls;
@@ -87,6 +88,7 @@ pub(crate) use access_log::{AccessLogConfig, LogTarget};
 pub use error::ConfigError;
 pub(crate) use error::Problem;
 pub(crate) use error::{toml_key, toml_string};
+pub use secrets::InlineSecrets;
 pub(crate) use units::largest_unit;
 
 /// A validated config: every default applied, every reference resolved.
@@ -107,6 +109,9 @@ pub struct Config {
     /// `[fleet]`: a shared tier, leases and purges on Redis; `None` (no
     /// table) keeps the node on its own.
     pub fleet: Option<FleetConfig>,
+    /// Secrets written inline in the file and the file's mode, for the
+    /// warning about a config every user can read (`secrets.rs`).
+    pub secrets: InlineSecrets,
 }
 
 /// `[fleet]`: several nodes act as one cache on Redis (a single instance or
@@ -698,7 +703,9 @@ impl Config {
             path: path.to_path_buf(),
             source,
         })?;
-        Config::from_toml(&text, &path.display().to_string())
+        let mut config = Config::from_toml(&text, &path.display().to_string())?;
+        config.secrets = std::mem::take(&mut config.secrets).with_file(path);
+        Ok(config)
     }
 
     /// Parses and validates config `text`; `source` names it in messages
@@ -709,8 +716,9 @@ impl Config {
             problems,
         };
         let parse::Parsed { raw, unknown_keys } = parse::parse(text).map_err(invalid)?;
+        let secrets = InlineSecrets::of(&raw);
         match validate::validate(raw) {
-            Ok(config) if unknown_keys.is_empty() => Ok(config),
+            Ok(config) if unknown_keys.is_empty() => Ok(Config { secrets, ..config }),
             Ok(_) => Err(invalid(unknown_keys)),
             Err(problems) => Err(invalid(unknown_keys.into_iter().chain(problems).collect())),
         }

@@ -74,6 +74,7 @@ pub(crate) fn validate(raw: RawConfig) -> Result<Config, Vec<Problem>> {
         routes,
         access_log,
         fleet,
+        secrets: super::InlineSecrets::default(),
     })
 }
 

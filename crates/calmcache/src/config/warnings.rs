@@ -1,8 +1,9 @@
 //! [`Config::warnings`]: what a valid config does that its author may not
 //! expect (a default certificate without names, an upstream with
 //! `tls_verify = false`, a route no request reaches, fleet mode without a
-//! secret, a `match` anchored at the end that a query can satisfy). Never a
-//! refusal: `calmcache check` prints them (exit 0), the
+//! secret, a `match` anchored at the end that a query can satisfy, a token
+//! or password inline in a file every user can read). Never a refusal:
+//! `calmcache check` prints them (exit 0), the
 //! proxy logs them when it starts and at each reload.
 //!
 //! Owns the wording of each warning; the validation that lets the config
@@ -49,6 +50,7 @@ impl Config {
         warnings.extend(self.unreachable_routes());
         warnings.extend(self.unsigned_fleet());
         warnings.extend(self.matches_reached_by_a_query());
+        warnings.extend(self.secrets_readable());
         warnings
     }
 
@@ -96,6 +98,27 @@ impl Config {
                 ))
             })
             .collect()
+    }
+
+
+    /// A secret written inline in a config file every user of the machine
+    /// can read (the usual umask makes new files 0644; the package installs
+    /// its config 0640 root:calmcache).
+    fn secrets_readable(&self) -> Option<Problem> {
+        let mode = self.secrets.readable_by_others()?;
+        let paths = self.secrets.paths.join(", ");
+        let problem = Problem::new(
+            self.secrets.paths[0].clone(),
+            format!(
+                "the config file is readable by every user (mode {mode:04o}) and holds \
+                 a secret inline ({paths})"
+            ),
+        );
+        Some(problem.hint(
+            "move it to a file only calmcache reads (admin.token_file, fleet.password_file; \
+             a Redis URL without its password plus fleet.password_file), or \
+             chmod 640 the config (chown root:calmcache)",
+        ))
     }
 
     /// Routes no request can reach: an earlier route without `match` takes

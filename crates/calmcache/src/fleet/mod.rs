@@ -1464,12 +1464,13 @@ fn parse_position(text: &str) -> Option<(String, String)> {
     valid.then(|| (epoch.to_owned(), id.to_owned()))
 }
 
-/// Writes `line` to every file (a new file renamed over the old one).
+/// Writes `line` to every file (a new file renamed over the old one),
+/// 0600 like every file in a zone directory (core private_fs.rs).
 fn write_position(files: &[std::path::PathBuf], line: &str) -> std::io::Result<()> {
     for file in files {
         let mut new = file.clone().into_os_string();
         new.push(".new");
-        std::fs::write(&new, line)?;
+        calmcache_core::private_fs::write(std::path::Path::new(&new), line.as_bytes())?;
         std::fs::rename(&new, file)?;
     }
     Ok(())

@@ -210,6 +210,24 @@ fn a_saved_position_is_trusted_only_whole_and_alike_in_every_zone() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Regression (issue 25, item 9): the position file in each zone followed
+/// the umask (0644 with the usual one) and a `.new` left by a crash kept
+/// its wider mode; it is 0600 like every file of a zone.
+#[test]
+fn the_saved_position_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("cc-position-mode-{}", rand::random::<u32>()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(POSITION_FILE);
+    let leftover = dir.join(format!("{POSITION_FILE}.new"));
+    std::fs::write(&leftover, "x").unwrap();
+    std::fs::set_permissions(&leftover, std::fs::Permissions::from_mode(0o666)).unwrap();
+    write_position(std::slice::from_ref(&file), "0a1b 1700000000000-3\n").unwrap();
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{mode:04o}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn the_fetch_log_keeps_the_most_fetched_within_its_bound() {
     let mut log = FetchLog::default();

@@ -64,8 +64,9 @@ pub struct Upstream {
     /// Longest wait for a TCP connect (the pool's connector has its own copy).
     connect_timeout: Duration,
     refresh_slots: Arc<Semaphore>,
-    /// Requests, errors, latency.
-    pub stats: crate::telemetry::metrics::UpstreamStats,
+    /// Requests, errors, latency; the previous generation's upstream of the
+    /// same name hands them on at a reload (counters never go back).
+    pub stats: Arc<crate::telemetry::metrics::UpstreamStats>,
 }
 
 /// Why an upstream's pool could not be built. The message carries its
@@ -194,7 +195,7 @@ impl Upstream {
             send_timeout: cfg.send_timeout,
             connect_timeout: cfg.connect_timeout,
             refresh_slots: Arc::new(Semaphore::new(cfg.refresh_concurrency)),
-            stats: crate::telemetry::metrics::UpstreamStats::default(),
+            stats: previous.map_or_else(Arc::default, |p| p.stats.clone()),
         })
     }
 

@@ -10,6 +10,7 @@
 //! never [`crate::ops`] or [`crate::run`].
 
 pub(crate) mod background;
+pub(crate) mod carry;
 pub(crate) mod edge;
 pub(crate) mod fill;
 pub(crate) mod growing;

@@ -42,8 +42,8 @@ pub struct Route {
     pub hit_for_miss: HitForMiss,
     /// `key` is the default template: keys are built without rendering.
     pub key_is_default: bool,
-    /// Counters.
-    pub activity: Activity,
+    /// Counters (kept by name across reloads: proxy/carry.rs).
+    pub activity: Arc<Activity>,
     /// The `max_inflight_body` gauge every fill counts its buffers in.
     pub inflight: Arc<crate::telemetry::inflight::Inflight>,
     /// The fleet's shared tier and leases (`[fleet]`), for this route's fills.
@@ -215,7 +215,8 @@ pub struct Proxy {
     /// Per zone (same order): the answers of routes that place keys over
     /// several `zones`, counted by class in the zone each key went to
     /// (a route with one zone is counted whole in its zone by `/status`).
-    pub zone_activity: Vec<Activity>,
+    /// Kept by zone name across reloads (proxy/carry.rs).
+    pub zone_activity: Vec<Arc<Activity>>,
     /// Where the zones came from, for the next reload.
     zone_sources: ZoneSources,
     /// Fetches in flight, shared by misses, refreshes and warm-up (and by
@@ -276,7 +277,8 @@ impl Proxy {
 
     /// Binds routes to upstreams and zones. At a reload, `previous` is the
     /// running generation: its metrics, fetches in flight, access log and
-    /// supplied tiers carry over, zones of the same name and storage keep
+    /// supplied tiers carry over, and the counters of routes, zones and
+    /// upstreams of the same name (carry.rs), zones of the same name and storage keep
     /// their contents (`notes` says what did not), routes of the same name
     /// keep the hosts they stored (for purges by path).
     pub fn new(
@@ -366,19 +368,23 @@ impl Proxy {
                     },
                     hit_for_miss: HitForMiss::new(r.hit_for_miss),
                     key_is_default: r.key.is_default(),
-                    activity: Activity::default(),
+                    activity: super::carry::route_activity(previous, &r.name),
                     inflight: metrics.inflight.clone(),
                     fleet: fleet.clone(),
                 })
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let zone_activity = super::carry::zone_activity(&zones, previous);
+        if let Some(previous) = previous {
+            super::carry::fold_retired(previous, &routes, &zones, &zone_activity);
+        }
         let access_log = std::sync::OnceLock::new();
         if let Some(log) = previous.and_then(|p| p.access_log.get()) {
             let _ = access_log.set(log.clone());
         }
         Ok(Arc::new(Proxy {
             routes,
-            zone_activity: zones.iter().map(|_| Activity::default()).collect(),
+            zone_activity,
             zones,
             zone_sources,
             flights: previous.map_or_else(|| Arc::new(Flights::new()), |p| p.flights.clone()),

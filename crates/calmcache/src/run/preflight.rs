@@ -232,7 +232,8 @@ fn probe(dir: &Path) -> std::io::Result<()> {
         disk_format::start_token()
     );
     let path = dir.join(name);
-    let created = std::fs::OpenOptions::new()
+    // 0600 like every file of a zone, for the moment it exists.
+    let created = calmcache_core::private_fs::options()
         .write(true)
         .create(true)
         .truncate(true)

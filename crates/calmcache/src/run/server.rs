@@ -140,15 +140,16 @@ pub async fn start_with(
     tiers: ZoneTiers,
 ) -> Result<Running, StartError> {
     let files = raise_open_files_limit();
-    // Each client connection may hold an upstream one too (and a tunnel
-    // always does), plus files of disk zones and the listeners.
-    let needed = (config.server.max_connections as u64).saturating_mul(2) + 256;
+    let needed = files_needed(config.server.max_connections);
     if let Some(files) = files.filter(|&f| f < needed) {
         tracing::warn!(
             max_connections = config.server.max_connections,
             open_files_limit = files,
+            needed,
             "server.max_connections cannot fit the open files limit (each connection may need \
-             two descriptors): raise the hard limit (LimitNOFILE=, ulimit -Hn) or lower max_connections"
+             {FILES_PER_CONNECTION} descriptors: its socket, the two ends of its zero-copy pipe, \
+             an upstream connection; plus {FILES_RESERVED} for listeners, zone files and logs): \
+             raise the hard limit (LimitNOFILE=, ulimit -Hn) or lower max_connections"
         );
     }
     log_warnings(config);
@@ -256,8 +257,25 @@ pub async fn start_with(
     })
 }
 
-/// Raises the soft `RLIMIT_NOFILE` to the hard limit: every tunnel holds two
-/// descriptors and every proxied request one or two, and the usual soft
+/// Descriptors one client connection may hold at once: its socket, the
+/// pipe a plain HTTP/1.x connection keeps once it has spliced a body
+/// (net/zero_copy.rs: two ends, held until the connection closes), and an
+/// upstream connection for a request in flight or a tunnel.
+pub(crate) const FILES_PER_CONNECTION: u64 = 4;
+
+/// Descriptors beside the connections: listeners, disk zone files being
+/// read or written, the access log, Redis, the runtimes' own.
+pub(crate) const FILES_RESERVED: u64 = 256;
+
+/// The open files limit `max_connections` needs.
+pub(crate) fn files_needed(max_connections: usize) -> u64 {
+    (max_connections as u64)
+        .saturating_mul(FILES_PER_CONNECTION)
+        .saturating_add(FILES_RESERVED)
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit: a connection may hold
+/// up to [`FILES_PER_CONNECTION`] descriptors, and the usual soft
 /// limit (1024) is far below what a busy proxy needs. Returns the soft
 /// limit now in force (`None`: unlimited); a failure is logged, not fatal.
 pub fn raise_open_files_limit() -> Option<u64> {

@@ -91,6 +91,32 @@ impl Activity {
         }
     }
 
+    /// Adds the counts of `past` (a route a reload removed, whose answers
+    /// stay in its zone's totals: counters never go back).
+    pub fn absorb(&self, past: &ActivitySnapshot) {
+        let pairs = [
+            (&self.hits, past.hits),
+            (&self.misses, past.misses),
+            (&self.stale_served, past.stale_served),
+            (&self.coalesced_waits, past.coalesced_waits),
+            (&self.early_refreshes, past.early_refreshes),
+            (&self.background_refreshes, past.background_refreshes),
+            (&self.refreshes_skipped, past.refreshes_skipped),
+            (&self.fills_cancelled, past.fills_cancelled),
+            (&self.hit_for_miss, past.hit_for_miss),
+            (&self.upstream_requests, past.upstream_requests),
+            (&self.upstream_errors, past.upstream_errors),
+            (&self.bypass, past.bypass),
+            (&self.bytes_from_cache, past.bytes_from_cache),
+            (&self.stores, past.stores),
+            (&self.invalidations, past.invalidations),
+            (&self.revalidated, past.revalidated),
+        ];
+        for (counter, n) in pairs {
+            counter.add(n);
+        }
+    }
+
     /// A JSON-ready copy. `requests` is derived: every answer is counted in
     /// exactly one of hits, misses, stale_served and bypass, which spares a
     /// hit one atomic add on a cache line all workers share.
