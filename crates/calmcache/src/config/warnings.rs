@@ -100,7 +100,6 @@ impl Config {
             .collect()
     }
 
-
     /// A secret written inline in a config file every user of the machine
     /// can read (the usual umask makes new files 0644; the package installs
     /// its config 0640 root:calmcache).
