@@ -156,15 +156,15 @@ impl Freshness {
     }
 
     /// Whether the cache may serve this response past its lifetime on its own
-    /// account (a refresh policy's stale window, RFC 9111 §4.2.4): when the
-    /// route's `ttl` gave the lifetime, or when stale use was granted (the
-    /// origin's `stale-while-revalidate` / `stale-if-error`, RFC 5861, or the
-    /// route's own windows); never past must-revalidate and the like.
+    /// account while a refresh runs (a refresh policy's stale window, RFC 9111
+    /// §4.2.4): when the route's `ttl` gave the lifetime, or when stale use
+    /// while revalidating was granted (the origin's `stale-while-revalidate`,
+    /// RFC 5861 §3, or the route's own window); never past must-revalidate and
+    /// the like. `stale-if-error` does not grant it: RFC 5861 §4 allows a stale
+    /// answer only when the origin fails, and a refresh in flight is no failure.
     pub fn stale_use_granted(&self) -> bool {
         !self.stale_forbidden
-            && (self.source == LifetimeSource::Route
-                || !self.stale_while_revalidate.is_zero()
-                || !self.stale_if_error.is_zero())
+            && (self.source == LifetimeSource::Route || !self.stale_while_revalidate.is_zero())
     }
 }
 

@@ -515,7 +515,11 @@ fn stale_use_is_granted_by_the_route_ttl_or_the_origin_only() {
         stale_while_revalidate: Duration::from_secs(10),
         ..Default::default()
     };
-    let cases: [GrantCase<'_>; 10] = [
+    let route_sie = StoreRules {
+        stale_if_error: Duration::from_secs(3600),
+        ..Default::default()
+    };
+    let cases: [GrantCase<'_>; 11] = [
         (
             "origin max-age",
             &[("cache-control", "max-age=60")],
@@ -567,7 +571,7 @@ fn stale_use_is_granted_by_the_route_ttl_or_the_origin_only() {
             &[("cache-control", "max-age=60, stale-if-error=5")],
             ttl(5),
             LifetimeSource::Origin,
-            true,
+            false,
         ),
         (
             "heuristic",
@@ -582,6 +586,15 @@ fn stale_use_is_granted_by_the_route_ttl_or_the_origin_only() {
             route_windows,
             LifetimeSource::Origin,
             true,
+        ),
+        // RFC 5861 §4: stale-if-error is a grant for failures only, not for
+        // answering stale while a refresh runs (review of issue 25).
+        (
+            "origin max-age, route sie",
+            &[("cache-control", "max-age=60")],
+            route_sie,
+            LifetimeSource::Origin,
+            false,
         ),
     ];
     for (name, pairs, rules, source, granted) in cases {

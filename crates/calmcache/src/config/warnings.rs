@@ -77,24 +77,30 @@ impl Config {
     /// `match` regexes anchored at the end that a query can satisfy: a
     /// static-files route on `'\.(css|js)$'` also takes
     /// `/account.php?x.css`, and stores that private page for everyone.
+    /// A route that also has `path` is left alone: its `path` already keeps a
+    /// query from choosing it.
     fn matches_reached_by_a_query(&self) -> Vec<Problem> {
         let reached = self.routes.iter().enumerate().filter_map(|(i, route)| {
+            if route.path_matcher.is_some() {
+                return None;
+            }
             let pattern = route.matcher.as_ref()?.as_str();
             super::route_regex::query_reaches_end_anchor(pattern).then_some((i, pattern))
         });
         reached
             .map(|(i, pattern)| {
+                let quoted = toml_regex(pattern);
                 Problem::new(
                     format!("routes[{i}].match"),
                     format!(
-                        "'{pattern}' is anchored at the end, but `match` sees the path and \
+                        "{quoted} is anchored at the end, but `match` sees the path and \
                          the query: a request whose query ends that way takes this route \
                          (`/account.php?x.css` for a `\\.css$`)"
                     ),
                 )
                 .hint(format!(
                     "to match the path only, as NGINX's location does, write \
-                     path = '{pattern}'; if the query is meant, name it (`\\?`) in the regex"
+                     path = {quoted}; if the query is meant, name it (`\\?`) in the regex"
                 ))
             })
             .collect()
@@ -153,5 +159,16 @@ impl Config {
             }
         }
         out
+    }
+}
+
+/// A regex as a TOML value the user can paste: a literal string (`'...'`,
+/// no escapes, as the docs write regexes) unless it holds a `'` or a line
+/// break, then a basic string.
+fn toml_regex(pattern: &str) -> String {
+    if pattern.contains(['\'', '\n', '\r']) {
+        super::error::toml_string(pattern)
+    } else {
+        format!("'{pattern}'")
     }
 }

@@ -393,7 +393,11 @@ impl Fleet {
             last_purge: Mutex::new(None),
             epoch: Mutex::new(None),
             redis_clock: Mutex::new(None),
-            signer: std::sync::RwLock::new(cfg.secret.as_ref().map(|s| Arc::new(Signer::new(s)))),
+            signer: std::sync::RwLock::new(
+                cfg.secret
+                    .as_ref()
+                    .map(|s| Arc::new(Signer::new(s, &cfg.prefix))),
+            ),
             outbox: Mutex::new(Outbox::default()),
             unreleased: Mutex::new(Unreleased::default()),
             fetch_log: Mutex::new(FetchLog::default()),
@@ -418,7 +422,7 @@ impl Fleet {
     /// Takes the secrets of a reloaded config (the rest of it unchanged).
     pub(crate) fn rekey(&self, secret: Option<&FleetSecret>) {
         *self.signer.write().unwrap_or_else(|p| p.into_inner()) =
-            secret.map(|s| Arc::new(Signer::new(s)));
+            secret.map(|s| Arc::new(Signer::new(s, &self.cfg.prefix)));
     }
 
     /// The signer, when the fleet secret is set.

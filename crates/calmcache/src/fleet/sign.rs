@@ -16,8 +16,10 @@
 //!   is refused as a replay: a message copied into a new entry later.
 //!
 //! The first secret signs; either verifies (a rotation). Each MAC's input
-//! starts with the kind of thing signed and length-prefixes every part, so
-//! no tag made for one thing verifies another.
+//! starts with the kind of thing signed and the fleet's `prefix` (its
+//! namespace in Redis), and length-prefixes every part, so no tag made for
+//! one thing verifies another, nor one fleet's (staging's) in another fleet
+//! (production's) that shares its secret.
 //!
 //! Owns: the signed forms and their checks. Knows nothing of Redis calls.
 
@@ -60,14 +62,20 @@ pub(crate) enum PurgeCheck {
 /// This node's fleet secrets: the first signs, every one verifies.
 pub(crate) struct Signer {
     secrets: Vec<Vec<u8>>,
+    /// The fleet's `prefix`: part of every MAC's input.
+    scope: Vec<u8>,
 }
 
 impl Signer {
-    /// The signer of `secret` (its current secret first).
-    pub(crate) fn new(secret: &FleetSecret) -> Signer {
+    /// The signer of `secret` (its current secret first) for the fleet
+    /// whose keys start with `prefix`.
+    pub(crate) fn new(secret: &FleetSecret, prefix: &str) -> Signer {
         let mut secrets = vec![secret.current.clone()];
         secrets.extend(secret.also_accepted.clone());
-        Signer { secrets }
+        Signer {
+            secrets,
+            scope: prefix.as_bytes().to_vec(),
+        }
     }
 
     /// `blob` (an entry in the disk file format) for `key`, its lease taken
@@ -154,7 +162,7 @@ impl Signer {
 
     /// The tag of `parts` under the current secret.
     fn tag(&self, kind: &[u8], parts: &[&[u8]]) -> [u8; TAG_LEN] {
-        mac(&self.secrets[0], kind, parts)
+        mac(&self.secrets[0], kind, &self.scope, parts)
             .finalize()
             .into_bytes()
             .into()
@@ -163,19 +171,21 @@ impl Signer {
     /// `tag` is that of `parts` under one of the secrets (constant-time
     /// comparison).
     fn verifies(&self, kind: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
-        self.secrets
-            .iter()
-            .any(|secret| mac(secret, kind, parts).verify_slice(tag).is_ok())
+        self.secrets.iter().any(|secret| {
+            mac(secret, kind, &self.scope, parts)
+                .verify_slice(tag)
+                .is_ok()
+        })
     }
 }
 
-/// The MAC of `kind` and `parts`, each length-prefixed (no two inputs
-/// share a byte string).
-fn mac(secret: &[u8], kind: &[u8], parts: &[&[u8]]) -> HmacSha256 {
+/// The MAC of `kind`, `scope` and `parts`, each length-prefixed (no two
+/// inputs share a byte string).
+fn mac(secret: &[u8], kind: &[u8], scope: &[u8], parts: &[&[u8]]) -> HmacSha256 {
     // HMAC takes a key of any length (RFC 2104 §2): this cannot fail.
     let mut mac = <HmacSha256 as Mac>::new_from_slice(secret)
         .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
-    for part in std::iter::once(kind).chain(parts.iter().copied()) {
+    for part in [kind, scope].into_iter().chain(parts.iter().copied()) {
         mac.update(&(part.len() as u64).to_be_bytes());
         mac.update(part);
     }
@@ -183,7 +193,12 @@ fn mac(secret: &[u8], kind: &[u8], parts: &[&[u8]]) -> HmacSha256 {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {

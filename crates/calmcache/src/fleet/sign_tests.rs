@@ -5,10 +5,40 @@ const OLD: &[u8] = b"old-secret-0123456789abcdef0123456789";
 const NEW: &[u8] = b"new-secret-0123456789abcdef0123456789";
 
 fn signer(current: &[u8], also: Option<&[u8]>) -> Signer {
-    Signer::new(&FleetSecret {
-        current: current.to_vec(),
-        also_accepted: also.map(<[u8]>::to_vec),
-    })
+    scoped(current, also, "cc:")
+}
+
+fn scoped(current: &[u8], also: Option<&[u8]>, prefix: &str) -> Signer {
+    Signer::new(
+        &FleetSecret {
+            current: current.to_vec(),
+            also_accepted: also.map(<[u8]>::to_vec),
+        },
+        prefix,
+    )
+}
+
+/// Review of issue 25: two fleets sharing a secret under different prefixes
+/// (staging and production) cannot replay each other's purges or entries.
+#[test]
+fn another_fleets_signatures_do_not_verify_under_the_same_secret() {
+    let staging = scoped(NEW, None, "staging:");
+    let prod = scoped(NEW, None, "prod:");
+    let sig = staging.sign_purge("n1", 1_000, r#"{"all":true}"#);
+    assert_eq!(
+        prod.check_purge("n1", r#"{"all":true}"#, Some("1000"), Some(&sig), 1_000),
+        PurgeCheck::Refused
+    );
+    assert_eq!(
+        staging.check_purge("n1", r#"{"all":true}"#, Some("1000"), Some(&sig), 1_000),
+        PurgeCheck::Valid
+    );
+    let sealed = staging.seal_entry(&key("/a"), 7, b"blob");
+    assert!(prod.open_entry(&key("/a"), 7, sealed.clone()).is_none());
+    assert_eq!(
+        staging.open_entry(&key("/a"), 7, sealed).as_deref(),
+        Some(&b"blob"[..])
+    );
 }
 
 fn key(path: &str) -> CacheKey {

@@ -875,7 +875,6 @@ fn covers_every_path(server: &Server) -> bool {
             .any(|l| matches!(l.modifier, Modifier::Prefix | Modifier::NoRegex) && l.pattern == "/")
 }
 
-/// `= /x`, `^~ /x`, `~ re`, `/x`.
 /// The routes of one location: its own regex (`path`) and, for a
 /// `map`-chosen zone, one route per map entry, the location's `path` beside
 /// the entry's `match`; then the default zone. Two regexes for the same key
@@ -910,6 +909,7 @@ fn plan(
     plan
 }
 
+/// `= /x`, `^~ /x`, `~ re`, `/x`.
 fn describe(loc: &Location) -> String {
     match loc.modifier {
         Modifier::Exact => format!("= {}", loc.pattern),

@@ -164,9 +164,18 @@ impl Attempt {
                     self.health.trial_succeeded();
                 }
             }
-            Verdict::Failed(why) | Verdict::FailingStatus(why) => {
+            Verdict::Failed(why) => {
                 self.reported = true;
                 self.health.failed(self.admit, &why, Instant::now());
+            }
+            // A status in fail_statuses counts against the server, but it is
+            // an answer: the server is alive, so other URLs' failed exchanges
+            // stay theirs (blame.rs).
+            Verdict::FailingStatus(why) => {
+                self.reported = true;
+                let now = Instant::now();
+                self.health.blame.answered(now);
+                self.health.failed(self.admit, &why, now);
             }
             Verdict::UrlFailed { why, path } => {
                 self.reported = true;

@@ -13,8 +13,9 @@
 //!                                  ended first); a suffix or open range
 //!                                  (`-500`, `100-`): wait for the end, then
 //!                                  the plan with the length; `0-`: the 200
-//! several ranges                  a multipart/byteranges body streamed part
-//!                                  by part, each read when its turn comes
+//! several ranges                  length known: a multipart/byteranges body
+//!                                  streamed part by part, each read when its
+//!                                  turn comes; length unknown: the 200
 //! ```
 //!
 //! Only decides and builds bodies: preconditions, `Cache-Status` and
@@ -78,6 +79,11 @@ pub(crate) async fn answer(
     Ok(match plan {
         RangePlan::Full => None,
         RangePlan::Single(r) => Some(single(growing, r, complete, headers)),
+        // A body of unknown length may outgrow max_object_size and stop
+        // being kept while its parts stream one after the other: a later
+        // part's bytes would be gone after the 206's head went out. The whole
+        // 200 instead (RFC 9110 §14.2: a cache MAY ignore Range).
+        RangePlan::Multi(_) if growing.len.is_none() => None,
         RangePlan::Multi(parts) => multi(growing, &parts, complete, headers),
         RangePlan::Unsatisfiable => Some(Ranged {
             status: range::unsatisfiable(headers, len),

@@ -240,6 +240,23 @@ pub struct Proxy {
 }
 
 impl Proxy {
+    /// What a reload changes in state it shares with the running generation
+    /// `previous`, done at the switch (run/reload.rs), when nothing can
+    /// refuse the reload any more: the fleet link both share takes the new
+    /// config's secret, and what routes gone (or now counted in another
+    /// zone) counted is folded into their old zone's counters (carry.rs).
+    /// Done in [`Proxy::new`], a reload refused afterwards (a port taken)
+    /// left the running generation signing with a secret nobody accepted and
+    /// its zones counting a route twice.
+    pub fn take_over(&self, previous: &Proxy, config: &Config) {
+        if let (Some(fleet), Some(old)) = (&self.fleet, &previous.fleet) {
+            if Arc::ptr_eq(fleet, old) {
+                fleet.rekey(config.fleet.as_ref().and_then(|f| f.secret.as_ref()));
+            }
+        }
+        super::carry::fold_retired(previous, &self.routes, &self.zones, &self.zone_activity);
+    }
+
     /// Starts the zones' background work (a disk zone's loader and
     /// manager) on the current runtime (after a reload, of the zones
     /// `previous` did not have).
@@ -280,7 +297,8 @@ impl Proxy {
     /// supplied tiers carry over, and the counters of routes, zones and
     /// upstreams of the same name (carry.rs), zones of the same name and storage keep
     /// their contents (`notes` says what did not), routes of the same name
-    /// keep the hosts they stored (for purges by path).
+    /// keep the hosts they stored (for purges by path). It changes nothing
+    /// the running generation uses: [`Proxy::take_over`] does, at the switch.
     pub fn new(
         config: &Config,
         previous: Option<&Proxy>,
@@ -324,11 +342,9 @@ impl Proxy {
         let fleet = match (&config.fleet, previous.and_then(|p| p.fleet.as_ref())) {
             (None, _) => None,
             // A reload that only rotates the secret keeps the link and the
-            // purge stream position.
-            (Some(cfg), Some(old)) if old.config().same_but_secret(cfg) => {
-                old.rekey(cfg.secret.as_ref());
-                Some(old.clone())
-            }
+            // purge stream position; the new secret is taken at the switch
+            // (Proxy::take_over), once nothing can refuse the reload.
+            (Some(cfg), Some(old)) if old.config().same_but_secret(cfg) => Some(old.clone()),
             (Some(cfg), _) => Some(crate::fleet::Fleet::new(cfg).map_err(SetupError::Fleet)?),
         };
         if let Some(fleet) = &fleet {
@@ -375,9 +391,6 @@ impl Proxy {
             })
             .collect::<Vec<_>>();
         let zone_activity = super::carry::zone_activity(&zones, previous);
-        if let Some(previous) = previous {
-            super::carry::fold_retired(previous, &routes, &zones, &zone_activity);
-        }
         let access_log = std::sync::OnceLock::new();
         if let Some(log) = previous.and_then(|p| p.access_log.get()) {
             let _ = access_log.set(log.clone());

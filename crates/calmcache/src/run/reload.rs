@@ -341,6 +341,7 @@ impl Reloader {
             }
         }
         // The switch: every request from here on sees the new generation.
+        proxy.take_over(&old, &config);
         proxy.start_background(Some(&old));
         self.live.set(proxy.clone(), ListenConf::of(&config));
         for slot in &state.slots {

@@ -260,7 +260,11 @@ pub async fn start_with(
 /// Descriptors one client connection may hold at once: its socket, the
 /// pipe a plain HTTP/1.x connection keeps once it has spliced a body
 /// (net/zero_copy.rs: two ends, held until the connection closes), and an
-/// upstream connection for a request in flight or a tunnel.
+/// upstream connection for a request in flight or a tunnel. An HTTP/2
+/// connection may have one upstream connection per stream in flight: this
+/// counts the usual case, one, as
+/// NGINX's `worker_connections` sizing does; the rest is what
+/// [`FILES_RESERVED`] and the hard limit's headroom are for.
 pub(crate) const FILES_PER_CONNECTION: u64 = 4;
 
 /// Descriptors beside the connections: listeners, disk zone files being

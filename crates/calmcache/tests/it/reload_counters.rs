@@ -208,3 +208,56 @@ async fn every_counter_family_survives_a_reload_under_load() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Regression (review of issue 25): a reload folded a removed route's counts
+/// into its zone's own counters while it built the new generation, before
+/// binding its listeners; when a bind then refused the reload, the running
+/// generation still had that route and its zone counted it twice (and a
+/// later reload that removed it folded it again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_reload_changes_no_counter() {
+    let origin = Origin::start().await;
+    let dir = scratch("reload-refused-counters");
+    let path = dir.join("calmcache.toml");
+    let (port, admin) = (free_port(), free_port());
+    let extra = "[[routes]]\nname = \"extra\"\nmatch = \"^/c/1\"\nupstream = \"origin\"\n\
+                 zone = \"ram\"\nttl = { 200 = \"1h\" }\n";
+    std::fs::write(&path, config(&origin, port, admin, extra)).unwrap();
+    let running = calmcache::start_from(&Config::from_file(&path).unwrap(), Some(path.clone()))
+        .await
+        .unwrap();
+    for i in 0..20 {
+        let reply = get(&format!("http://127.0.0.1:{port}/c/1{}", i % 5)).await;
+        assert_eq!(reply.status, 200);
+    }
+    let zone_requests = |s: &BTreeMap<String, u64>| s["zones.ram.requests"];
+    let (before, _) = snapshot(admin).await;
+    assert_eq!(before["routes.extra.requests"], 20, "{before:?}");
+    // The same config without the extra route, and one more listen address
+    // that is taken: the reload is refused at the bind.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = taken.local_addr().unwrap();
+    let refused = config(&origin, port, admin, "").replace(
+        &format!("listen = [\"127.0.0.1:{port}\"]"),
+        &format!("listen = [\"127.0.0.1:{port}\", \"{busy}\"]"),
+    );
+    std::fs::write(&path, refused).unwrap();
+    assert!(
+        running.reloader().reload_file().await.is_err(),
+        "a taken port refuses the reload"
+    );
+    let (after_refused, _) = snapshot(admin).await;
+    assert_eq!(
+        zone_requests(&after_refused),
+        zone_requests(&before),
+        "a refused reload counted the removed route in its zone again"
+    );
+    // The same reload without the taken port: the zone keeps the route's
+    // counts once.
+    std::fs::write(&path, config(&origin, port, admin, "")).unwrap();
+    running.reloader().reload_file().await.unwrap();
+    let (after, _) = snapshot(admin).await;
+    assert_eq!(zone_requests(&after), zone_requests(&before), "{after:?}");
+    drop(taken);
+    let _ = std::fs::remove_dir_all(&dir);
+}
