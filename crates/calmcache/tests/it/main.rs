@@ -128,6 +128,25 @@ impl Drop for Child {
     }
 }
 
+/// `calmcache serve --config config` started by `sh` after `setup` (a
+/// shell command such as `umask 0` or `ulimit -n 500` that the process
+/// inherits), its log in `log`.
+pub fn serve_after(setup: &str, config: &std::path::Path, log: &std::path::Path) -> Child {
+    let bin = env!("CARGO_BIN_EXE_calmcache");
+    Child(
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "{setup} && exec '{bin}' serve --config '{}'",
+                config.display()
+            ))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap(),
+    )
+}
+
 /// Sends `signal` (`-HUP`, `-TERM`, ...) to `child`.
 pub fn signal(child: &Child, signal: &str) {
     let pid = child.0.id().to_string();

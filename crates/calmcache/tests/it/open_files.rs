@@ -2,9 +2,7 @@
 //! `max_connections` against the open files limit counts every descriptor
 //! a connection may hold.
 
-use std::process::{Command, Stdio};
-
-use crate::{free_port, scratch, wait_listening, Child};
+use crate::{free_port, scratch, serve_after, wait_listening};
 
 /// Regression: a spliced connection holds three descriptors (its socket
 /// and a pipe's two ends) and may wait for the origin on a fourth, but the
@@ -26,19 +24,7 @@ async fn a_low_open_files_limit_is_warned_about_at_four_per_connection() {
     )
     .unwrap();
     let log = base.join("serve.log");
-    let bin = env!("CARGO_BIN_EXE_calmcache");
-    let child = Child(
-        Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "ulimit -n 500 && exec '{bin}' serve --config '{}'",
-                config.display()
-            ))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
+    let child = serve_after("ulimit -n 500", &config, &log);
     wait_listening(port).await;
     drop(child);
     let text = std::fs::read_to_string(&log).unwrap();

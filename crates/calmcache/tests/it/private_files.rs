@@ -5,12 +5,12 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use calmcache_testkit::Origin;
 
-use crate::{free_port, scratch, wait_listening, wait_until, Child};
+use crate::{free_port, scratch, serve_after, wait_listening, wait_until};
 
 const BIN: &str = env!("CARGO_BIN_EXE_calmcache");
 
@@ -69,18 +69,7 @@ async fn zone_files_are_private_whatever_the_umask() {
     )
     .unwrap();
     let log = base.join("serve.log");
-    let _child = Child(
-        Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "umask 0 && exec '{BIN}' serve --config '{}'",
-                config.display()
-            ))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
+    let _child = serve_after("umask 0", &config, &log);
     wait_listening(port).await;
     let paths = [
         "/small?x-origin-body-bytes=100",
