@@ -665,36 +665,18 @@ pub(crate) fn refresh_in_background(
         return false;
     };
     route.activity.background_refreshes.inc();
-    let fetch = request();
-    let (route, primary, current) = (route.clone(), primary.to_owned_key(), current.clone());
+    let task = fill(
+        route.clone(),
+        primary.to_owned_key(),
+        request(),
+        Some(permit),
+        Some(current.clone()),
+    );
     crate::proxy::background::spawn(async move {
         let _slot = slot;
-        if let Some(newer) = refreshed_meanwhile(&route, &primary, &key, &current).await {
-            let origin_status = newer.status.as_u16();
-            permit.finish(FillOutcome::Stored {
-                object: newer,
-                origin_status,
-            });
-            return;
-        }
-        fill(route, primary, fetch, Some(permit), Some(current)).await;
+        task.await
     });
     true
-}
-
-/// The copy under `key` when it was stored after `seen`: another refresh
-/// landed, and its flight retired, between this request's lookup and its
-/// `try_lead`, so this refresh would be a second origin request for the
-/// same expiry (seen under load: 3 origin requests for one `sus` expiry).
-async fn refreshed_meanwhile(
-    route: &Route,
-    primary: &CacheKey,
-    key: &CacheKey,
-    seen: &CachedObject,
-) -> Option<Arc<CachedObject>> {
-    let zone = route.zone_for(&primary.as_ref())?;
-    let now = route.get(zone, &key.as_ref()).await?;
-    (now.vary_index().is_none() && now.meta.stored_at > seen.meta.stored_at).then_some(now)
 }
 
 /// Runs a fill in its own task, so a client that goes away does not cancel a
