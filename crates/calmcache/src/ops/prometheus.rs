@@ -501,7 +501,7 @@ fn fleet(o: &mut String, f: &crate::ops::status::FleetStatus) {
             n as f64,
         );
     }
-    let counters: [(&str, &str, u64); 17] = [
+    let counters: [(&str, &str, u64); 14] = [
         (
             "calmcache_fleet_breaker_closed_total",
             "Times a probe closed the Redis circuit breaker (Redis in use again).",
@@ -563,21 +563,6 @@ fn fleet(o: &mut String, f: &crate::ops::status::FleetStatus) {
             f.bad_entries,
         ),
         (
-            "calmcache_fleet_entries_refused_total",
-            "Entries in Redis without a valid signature (fleet secret set): refused, fetched instead.",
-            f.entries_refused,
-        ),
-        (
-            "calmcache_fleet_purges_refused_total",
-            "Purge messages without a valid signature (fleet secret set): not applied.",
-            f.purges_refused,
-        ),
-        (
-            "calmcache_fleet_purges_replayed_total",
-            "Signed purge messages put in the stream long after they were signed: not applied.",
-            f.purges_replayed,
-        ),
-        (
             "calmcache_fleet_purges_sent_total",
             "Purges this node sent to the fleet.",
             f.purges_sent,
@@ -604,12 +589,7 @@ fn fleet(o: &mut String, f: &crate::ops::status::FleetStatus) {
         "Leases this node holds now: its fetches for the fleet in flight.",
         f.leases_active as f64,
     );
-    gauge(
-        o,
-        "calmcache_fleet_signed",
-        "1 when shared entries and purges are signed (fleet.secret_file set), else 0.",
-        f64::from(u8::from(f.signed)),
-    );
+    fleet_signing(o, f);
     family(
         o,
         "calmcache_fleet_purge_lag_seconds",
@@ -647,6 +627,38 @@ fn fleet(o: &mut String, f: &crate::ops::status::FleetStatus) {
             &[("key", &object.key)],
             object.fleet as f64,
         );
+    }
+}
+
+/// The fleet secret (fleet/sign.rs): whether this node signs, and what
+/// failed verification.
+fn fleet_signing(o: &mut String, f: &crate::ops::status::FleetStatus) {
+    gauge(
+        o,
+        "calmcache_fleet_signed",
+        "1 when shared entries and purges are signed (fleet.secret_file set), else 0.",
+        f64::from(u8::from(f.signed)),
+    );
+    let counters: [(&str, &str, u64); 3] = [
+        (
+            "calmcache_fleet_entries_refused_total",
+            "Entries in Redis without a valid signature (fleet secret set): refused, fetched instead.",
+            f.entries_refused,
+        ),
+        (
+            "calmcache_fleet_purges_refused_total",
+            "Purge messages without a valid signature (fleet secret set): not applied.",
+            f.purges_refused,
+        ),
+        (
+            "calmcache_fleet_purges_replayed_total",
+            "Signed purge messages put in the stream long after they were signed: not applied.",
+            f.purges_replayed,
+        ),
+    ];
+    for (name, help, n) in counters {
+        family(o, name, "counter", help);
+        sample(o, name, &[], n as f64);
     }
 }
 
