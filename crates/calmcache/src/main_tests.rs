@@ -1,6 +1,6 @@
 //! The commands the docs show are the CLI's: every `calmcache ...` (or
 //! `cargo run --release -- ...`) in a ```sh, ```bash or ```console block of
-//! README.md and docs/*.md parses with [`Cli`] (each part of a line split at
+//! README.md and the manual (docs/**/*.md) parses with [`Cli`] (each part of a line split at
 //! `&&`, `||`, `|` and `;`; comments dropped), so a renamed flag or
 //! subcommand cannot leave the docs behind.
 
@@ -8,17 +8,30 @@ use super::Cli;
 use clap::Parser;
 use std::path::{Path, PathBuf};
 
-/// README.md and docs/*.md.
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// README.md and the whole manual, docs/**/*.md.
 fn doc_files() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut files = vec![root.join("README.md")];
-    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
-        .expect("docs/ is readable")
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
+    let root = repo_root();
+    let mut docs = Vec::new();
+    let mut dirs = vec![root.join("docs")];
+    while let Some(dir) = dirs.pop() {
+        for path in std::fs::read_dir(&dir)
+            .expect("docs/ is readable")
+            .flatten()
+            .map(|e| e.path())
+        {
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                docs.push(path);
+            }
+        }
+    }
     docs.sort();
+    let mut files = vec![root.join("README.md")];
     files.extend(docs);
     files
 }
@@ -58,12 +71,13 @@ fn invocations(text: &str) -> Vec<(usize, Vec<String>)> {
 fn the_commands_in_the_docs_parse() {
     let mut checked = 0;
     let mut wrong = Vec::new();
+    let root = repo_root();
     for file in doc_files() {
         let text = std::fs::read_to_string(&file).expect("doc is readable");
         for (line, argv) in invocations(&text) {
             checked += 1;
             if let Err(e) = Cli::try_parse_from(&argv) {
-                let name = file.file_name().unwrap_or_default().to_string_lossy();
+                let name = file.strip_prefix(&root).unwrap_or(&file).to_string_lossy();
                 wrong.push(format!("{name}:{line}: {}\n{e}", argv.join(" ")));
             }
         }

@@ -47,6 +47,7 @@ mod purge_integrity;
 mod range_fill;
 mod readme_config;
 mod readme_figures;
+mod readme_reference;
 mod refresh;
 mod reload_counters;
 mod request_integrity;

@@ -1,5 +1,5 @@
 //! The docs' configs pass `calmcache check`: every ```toml block of
-//! `README.md` and `docs/*.md`, and the whole of `config.example.toml` and
+//! `README.md` and the manual (`docs/**/*.md`), and the whole of `config.example.toml` and
 //! `dist/*.toml` (when they exist), run through the real binary, so an
 //! example cannot drift from what the proxy accepts.
 //!
@@ -50,26 +50,43 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The Markdown files (`README.md`, `docs/*.md`) and TOML files
-/// (`config.example.toml`, `dist/*.toml`) that exist, sorted.
+/// The Markdown files (`README.md`, the whole manual `docs/**/*.md`) and
+/// TOML files (`config.example.toml`, `dist/*.toml`) that exist, sorted.
 fn doc_files(root: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    let in_dir = |dir: &str, ext: &str| -> Vec<PathBuf> {
-        let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
-            return Vec::new();
-        };
-        let mut files: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == ext))
-            .collect();
-        files.sort();
-        files
-    };
     let mut markdown = vec![root.join("README.md")];
-    markdown.extend(in_dir("docs", "md"));
+    markdown.extend(files_under(&root.join("docs"), "md"));
     let mut toml = vec![root.join("config.example.toml")];
-    toml.extend(in_dir("dist", "toml"));
+    toml.extend(
+        files_under(&root.join("dist"), "toml")
+            .into_iter()
+            .filter(|p| {
+                // dist/*.toml only: not the monitoring files' folders.
+                p.parent() == Some(&root.join("dist"))
+            }),
+    );
     toml.retain(|p| p.exists());
     (markdown, toml)
+}
+
+/// The files ending in `.ext` under `dir`, its subdirectories included,
+/// sorted (none when `dir` does not exist).
+fn files_under(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|x| x == ext) {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
 }
 
 /// The ```toml blocks of one Markdown file. `name` is how failures name it.
