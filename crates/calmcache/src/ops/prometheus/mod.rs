@@ -1,731 +1,189 @@
 //! `GET /metrics`: the `/status` document in the Prometheus text exposition
 //! format (version 0.0.4), every name prefixed `calmcache_`.
+//!
+//! Owns: the text format and the one loop that writes the metric families
+//! in table order. The families are one row each of the tables in
+//! `families.rs` (name, type, help, where the samples come from); the
+//! per-route ones come from the route counters' own list
+//! ([`ActivitySnapshot::NAMES`], telemetry/stats.rs). A new metric is a
+//! row there and a field in [`Status`]. Reads [`crate::ops::status`] only:
+//! it renders, it never counts or asks the proxy.
 
 use std::fmt::Write;
 
-use crate::ops::status::Status;
+mod families;
+
+use crate::ops::status::{FleetStatus, Status};
 use crate::telemetry::metrics::{HistogramSnapshot, BOUNDS};
+use crate::telemetry::stats::ActivitySnapshot;
+use families::{FLEET, PARTS, TOTALS};
+use Samples::{Histograms, IfAny, One, Rows, Summary};
 
 /// Renders `status` as Prometheus text.
 pub(crate) fn render(status: &Status) -> String {
     let mut out = String::with_capacity(16 * 1024);
-    let o = &mut out;
-    family(o, "calmcache_info", "gauge", "Build information.");
-    sample(o, "calmcache_info", &[("version", status.version)], 1.0);
-    gauge(
-        o,
-        "calmcache_uptime_seconds",
-        "Seconds since start.",
-        status.uptime_seconds,
-    );
-    gauge(
-        o,
-        "calmcache_connections_active",
-        "Client connections open now.",
-        status.connections.active as f64,
-    );
-    family(
-        o,
-        "calmcache_connections_accepted_total",
-        "counter",
-        "Client connections accepted.",
-    );
-    sample(
-        o,
-        "calmcache_connections_accepted_total",
-        &[],
-        status.connections.accepted as f64,
-    );
-    family(
-        o,
-        "calmcache_send_timeouts_total",
-        "counter",
-        "Client connections closed, and HTTP/2 streams reset, after send_timeout without progress.",
-    );
-    sample(
-        o,
-        "calmcache_send_timeouts_total",
-        &[],
-        status.connections.send_timeouts as f64,
-    );
-    family(
-        o,
-        "calmcache_spliced_bytes_total",
-        "counter",
-        "Body bytes of large cached objects sent to clients without a copy (splice; plain HTTP/1.x).",
-    );
-    sample(
-        o,
-        "calmcache_spliced_bytes_total",
-        &[],
-        status.connections.spliced_bytes as f64,
-    );
-    gauge(
-        o,
-        "calmcache_websockets_active",
-        "WebSocket tunnels open now.",
-        status.websockets.active as f64,
-    );
-    family(
-        o,
-        "calmcache_websockets_total",
-        "counter",
-        "WebSocket tunnels opened.",
-    );
-    sample(
-        o,
-        "calmcache_websockets_total",
-        &[],
-        status.websockets.total as f64,
-    );
-    gauge(
-        o,
-        "calmcache_fetches_in_flight",
-        "Origin fetches in flight.",
-        status.fetches_in_flight as f64,
-    );
-
-    family(
-        o,
-        "calmcache_requests_total",
-        "counter",
-        "Answers by cache status class (hit, miss, stale, revalidated, bypass).",
-    );
-    for (class, n) in &status.cache_status {
-        sample(
-            o,
-            "calmcache_requests_total",
-            &[("cache_status", class)],
-            *n as f64,
-        );
-    }
-    family(
-        o,
-        "calmcache_request_duration_seconds",
-        "histogram",
-        "Time to the response head, by cache status class.",
-    );
-    for (class, h) in &status.latency.by_cache_status {
-        histogram(
-            o,
-            "calmcache_request_duration_seconds",
-            ("cache_status", class),
-            h,
-        );
-    }
-
-    // Per route: every counter of the route's activity.
-    let routes: Vec<(&String, serde_json::Value)> = status
-        .routes
-        .iter()
-        .map(|(name, r)| (name, serde_json::to_value(&r.activity).unwrap_or_default()))
-        .collect();
-    if let Some((_, first)) = routes.first() {
-        for field in first.as_object().into_iter().flat_map(|m| m.keys()) {
-            let name = format!("calmcache_route_{field}_total");
-            family(
-                o,
-                &name,
-                "counter",
-                &format!("Per route: {}.", field.replace('_', " ")),
-            );
-            for (route, values) in &routes {
-                let v = values
-                    .get(field)
-                    .and_then(serde_json::Value::as_u64)
-                    .unwrap_or(0);
-                sample(o, &name, &[("route", route)], v as f64);
-            }
-        }
-    }
-
-    family(
-        o,
-        "calmcache_upstream_requests_total",
-        "counter",
-        "Requests sent to the upstream.",
-    );
-    for (name, u) in &status.upstreams {
-        sample(
-            o,
-            "calmcache_upstream_requests_total",
-            &[("upstream", name)],
-            u.requests as f64,
-        );
-    }
-    family(
-        o,
-        "calmcache_upstream_errors_total",
-        "counter",
-        "Upstream requests that failed or answered 5xx.",
-    );
-    for (name, u) in &status.upstreams {
-        sample(
-            o,
-            "calmcache_upstream_errors_total",
-            &[("upstream", name)],
-            u.errors as f64,
-        );
-    }
-    upstream_health(o, status);
-    family(
-        o,
-        "calmcache_upstream_response_seconds",
-        "histogram",
-        "Time from sending a request upstream to its response head.",
-    );
-    for (name, h) in &status.latency.by_upstream {
-        histogram(
-            o,
-            "calmcache_upstream_response_seconds",
-            ("upstream", name),
-            h,
-        );
-    }
-
-    type ZoneValue = fn(&crate::ops::status::ZoneStatus) -> f64;
-    type DiskValue = fn(&crate::ops::status::DiskStatus) -> f64;
-    let zone_gauges: [(&str, &str, ZoneValue); 3] = [
-        ("calmcache_zone_size_bytes", "Bytes a zone holds.", |z| {
-            z.size_bytes as f64
-        }),
-        ("calmcache_zone_max_size_bytes", "A zone's max_size.", |z| {
-            z.max_size_bytes as f64
-        }),
-        ("calmcache_zone_objects", "Objects a zone holds.", |z| {
-            z.objects as f64
-        }),
-    ];
-    for (name, help, value) in zone_gauges {
-        family(o, name, "gauge", help);
-        for (zone, z) in &status.zones {
-            sample(o, name, &[("zone", zone), ("kind", z.kind)], value(z));
-        }
-    }
-    // The answers each zone gave (a route over several zones: those placed
-    // in it), as /status counts them.
-    let zone_answers: [(&str, &str); 6] = [
-        ("requests", "Answers from a zone's routes."),
-        ("hits", "Answered fresh from the zone."),
-        ("misses", "Answers the origin gave (revalidated ones too)."),
-        ("stale_served", "Stale copies served from the zone."),
-        ("revalidated", "Copies revalidated with the origin."),
-        ("bypass", "Answers passed through uncached."),
-    ];
-    let zones: Vec<(&String, serde_json::Value)> = status
-        .zones
-        .iter()
-        .map(|(name, z)| (name, serde_json::to_value(&z.activity).unwrap_or_default()))
-        .collect();
-    for (field, help) in zone_answers {
-        let name = format!("calmcache_zone_{field}_total");
-        family(o, &name, "counter", help);
-        for (zone, values) in &zones {
-            let v = values.get(field).and_then(serde_json::Value::as_u64);
-            sample(o, &name, &[("zone", zone)], v.unwrap_or(0) as f64);
-        }
-    }
-    // Every kind of zone evicts: a disk zone's count is in its disk block,
-    // a memory zone's in its memory block.
-    let name = "calmcache_zone_evictions_total";
-    let help = "Objects evicted for max_size (any zone) or min_free (disk).";
-    family(o, name, "counter", help);
-    for (zone, z) in &status.zones {
-        let evictions = z.disk.as_ref().map(|d| d.evictions);
-        if let Some(n) = evictions.or(z.memory.as_ref().map(|m| m.evictions)) {
-            sample(o, name, &[("zone", zone)], n as f64);
-        }
-    }
-    let disk: [(&str, &str, &str, DiskValue); 10] = [
-        (
-            "calmcache_zone_evictions_nospace_total",
-            "counter",
-            "Objects evicted because the file system filled before max_size.",
-            |d| d.evictions_nospace as f64,
-        ),
-        (
-            "calmcache_zone_write_failures_nospace_total",
-            "counter",
-            "Disk writes that failed for lack of space (ENOSPC, EDQUOT).",
-            |d| d.write_failures_nospace as f64,
-        ),
-        (
-            "calmcache_zone_effective_max_size_bytes",
-            "gauge",
-            "The size a disk zone is kept under: max_size, or less while its file system holds less.",
-            |d| d.effective_max_size_bytes as f64,
-        ),
-        (
-            "calmcache_zone_leftover_temp_files_total",
-            "counter",
-            "Temp files of earlier starts (crash leftovers) removed by the loader.",
-            |d| d.leftover_temp_files as f64,
-        ),
-        (
-            "calmcache_zone_leftover_temp_bytes_total",
-            "counter",
-            "Bytes of temp files of earlier starts removed by the loader.",
-            |d| d.leftover_temp_bytes as f64,
-        ),
-        (
-            "calmcache_zone_inactive_removed_total",
-            "counter",
-            "Objects removed after inactive.",
-            |d| d.inactive_removed as f64,
-        ),
-        (
-            "calmcache_zone_disk_errors_total",
-            "counter",
-            "Disk I/O errors (each served from the origin).",
-            |d| d.errors as f64,
-        ),
-        (
-            "calmcache_zone_broken_files_total",
-            "counter",
-            "Torn, corrupt or foreign files removed.",
-            |d| d.broken_files as f64,
-        ),
-        (
-            "calmcache_zone_loaded_objects",
-            "gauge",
-            "Files indexed by the loader so far.",
-            |d| d.loaded as f64,
-        ),
-        (
-            "calmcache_zone_loader_done",
-            "gauge",
-            "1 once the loader has scanned the zone.",
-            |d| f64::from(u8::from(d.loader_done)),
-        ),
-    ];
-    for (name, kind, help, value) in disk {
-        family(o, name, kind, help);
-        for (zone, z) in &status.zones {
-            if let Some(d) = &z.disk {
-                sample(o, name, &[("zone", zone)], value(d));
-            }
-        }
-    }
-
-    if let Some(log) = &status.access_log {
-        family(
-            o,
-            "calmcache_access_log_dropped_total",
-            "counter",
-            "Access log lines lost (queue full or write failed).",
-        );
-        sample(
-            o,
-            "calmcache_access_log_dropped_total",
-            &[],
-            log.dropped as f64,
-        );
-    }
-    family(
-        o,
-        "calmcache_purges_total",
-        "counter",
-        "Purge requests served.",
-    );
-    sample(
-        o,
-        "calmcache_purges_total",
-        &[],
-        status.purges.requests as f64,
-    );
-    family(
-        o,
-        "calmcache_purged_objects_total",
-        "counter",
-        "Objects removed or marked stale by purges.",
-    );
-    sample(
-        o,
-        "calmcache_purged_objects_total",
-        &[],
-        status.purges.objects as f64,
-    );
-    family(
-        o,
-        "calmcache_reloads_total",
-        "counter",
-        "Config reloads, applied (ok) or refused (failed).",
-    );
-    for (result, n) in [("ok", status.reloads.ok), ("failed", status.reloads.failed)] {
-        sample(
-            o,
-            "calmcache_reloads_total",
-            &[("result", result)],
-            n as f64,
-        );
-    }
-    family(
-        o,
-        "calmcache_requests_refused_total",
-        "counter",
-        "Requests refused at the edge as malformed or ambiguous (400, 417, 501).",
-    );
-    sample(
-        o,
-        "calmcache_requests_refused_total",
-        &[],
-        status.requests_refused as f64,
-    );
-    gauge(
-        o,
-        "calmcache_inflight_body_bytes",
-        "Bytes of response bodies held in RAM by fills in progress.",
-        status.inflight_body_bytes as f64,
-    );
-    gauge(
-        o,
-        "calmcache_inflight_body_limit_bytes",
-        "server.max_inflight_body: past it, new fills stream through uncached.",
-        status.inflight_body_limit as f64,
-    );
-    family(
-        o,
-        "calmcache_fills_over_budget_total",
-        "counter",
-        "Fills that streamed through uncached because max_inflight_body was spent.",
-    );
-    sample(
-        o,
-        "calmcache_fills_over_budget_total",
-        &[],
-        status.fills_over_budget as f64,
-    );
+    write_families(&mut out, TOTALS, status);
+    route_counters(&mut out, status);
+    write_families(&mut out, PARTS, status);
     if let Some(f) = &status.fleet {
-        fleet(o, f);
+        fleet(&mut out, f);
     }
     out
 }
 
 /// Fleet mode (only with `[fleet]`): the breaker, Redis calls per
-/// operation, leases, commits and purges.
-fn fleet(o: &mut String, f: &crate::ops::status::FleetStatus) {
-    family(
-        o,
-        "calmcache_fleet_info",
-        "gauge",
-        "Fleet mode is on; node is this node's id in lease tokens and purge messages.",
-    );
-    sample(o, "calmcache_fleet_info", &[("node", &f.node)], 1.0);
-    family(
-        o,
-        "calmcache_fleet_breaker_state",
-        "gauge",
-        "1 for the Redis circuit breaker's current state (closed: Redis in use; open: skipped after failures; half_open: one probe out).",
-    );
-    for state in crate::fleet::BreakerState::ALL {
-        let now = f64::from(u8::from(state == f.breaker));
-        sample(
-            o,
-            "calmcache_fleet_breaker_state",
-            &[("state", state.as_str())],
-            now,
-        );
-    }
-    family(
-        o,
-        "calmcache_fleet_breaker_opened_total",
-        "counter",
-        "Times the Redis circuit breaker opened, by the rule that opened it (consecutive: 5 failed calls in a row; ratio: half of at least 20 calls in 2 s failed; latency: calls cost over 3/4 of fleet.timeout on average).",
-    );
-    for reason in crate::fleet::OpenReason::ALL {
-        sample(
-            o,
-            "calmcache_fleet_breaker_opened_total",
-            &[("reason", reason.as_str())],
-            f.breaker_opened_by.by(reason) as f64,
-        );
-    }
-    gauge(
-        o,
-        "calmcache_fleet_breaker_latency_seconds",
-        "The breaker's latency rule: what a Redis call costs on average (EWMA) since the breaker last closed.",
-        f.breaker_latency_us as f64 / 1e6,
-    );
-    gauge(
-        o,
-        "calmcache_fleet_timer_lag_seconds",
-        "How late this node's timers fire on average; past fleet.timeout / 10 (at least 2 ms) the breaker's latency rule is silent.",
-        f.breaker_lag_us as f64 / 1e6,
-    );
-    family(
-        o,
-        "calmcache_fleet_redis_calls_total",
-        "counter",
-        "Redis calls by operation and result (ok, failed, timed_out: past fleet.timeout, skipped: breaker open).",
-    );
-    for (op, c) in &f.ops {
-        for (result, n) in [
-            ("ok", c.ok),
-            ("failed", c.failed),
-            ("timed_out", c.timed_out),
-            ("skipped", c.skipped),
-        ] {
-            sample(
-                o,
-                "calmcache_fleet_redis_calls_total",
-                &[("op", op), ("result", result)],
-                n as f64,
-            );
+/// operation, leases, commits, purges and the fleet secret.
+fn fleet(o: &mut String, f: &FleetStatus) {
+    write_families(o, FLEET, f);
+}
+
+/// A family's `# TYPE`.
+#[derive(Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+    Summary,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+            Kind::Summary => "summary",
         }
-    }
-    family(
-        o,
-        "calmcache_fleet_redis_call_seconds_total",
-        "counter",
-        "Summed latency of the Redis calls answered in time, by operation (divided by their ok calls: the mean).",
-    );
-    for (op, c) in &f.ops {
-        sample(
-            o,
-            "calmcache_fleet_redis_call_seconds_total",
-            &[("op", op)],
-            c.total_us as f64 / 1e6,
-        );
-    }
-    family(
-        o,
-        "calmcache_fleet_commits_total",
-        "counter",
-        "Objects offered to Redis after a fill: stored, or refused (a purge or a later lease came first).",
-    );
-    for (result, n) in [("stored", f.commits), ("refused", f.commits_refused)] {
-        sample(
-            o,
-            "calmcache_fleet_commits_total",
-            &[("result", result)],
-            n as f64,
-        );
-    }
-    let counters: [(&str, &str, u64); 14] = [
-        (
-            "calmcache_fleet_breaker_closed_total",
-            "Times a probe closed the Redis circuit breaker (Redis in use again).",
-            f.breaker_closed,
-        ),
-        (
-            "calmcache_fleet_reconnects_total",
-            "Connections to Redis (re)built.",
-            f.reconnects,
-        ),
-        (
-            "calmcache_fleet_shared_hits_total",
-            "Local misses answered from Redis (another node's copy).",
-            f.shared_hits,
-        ),
-        (
-            "calmcache_fleet_leases_acquired_total",
-            "Leases taken: this node fetched from the origin for the fleet.",
-            f.leases_acquired,
-        ),
-        (
-            "calmcache_fleet_leases_held_total",
-            "Fetches that found another node's lease and waited for its copy.",
-            f.leases_held,
-        ),
-        (
-            "calmcache_fleet_leases_newer_total",
-            "Fetches that found a newer copy in Redis and took it instead (as shared_hits).",
-            f.leases_newer,
-        ),
-        (
-            "calmcache_fleet_leases_lost_total",
-            "Leases lost before storing: expired (renewals failed) and taken by another node.",
-            f.leases_lost,
-        ),
-        (
-            "calmcache_fleet_leases_released_late_total",
-            "Leases released once Redis answered again (given up while it was out of reach).",
-            f.leases_released_late,
-        ),
-        (
-            "calmcache_fleet_purge_gaps_total",
-            "Times this node could not know which purges it missed and marked every local object stale.",
-            f.purge_gaps,
-        ),
-        (
-            "calmcache_fleet_waits_timed_out_total",
-            "Waits for another node's copy that ended without one (fetched alone).",
-            f.waits_timed_out,
-        ),
-        (
-            "calmcache_fleet_objects_too_large_total",
-            "Objects kept local: larger than fleet.max_object_size.",
-            f.too_large,
-        ),
-        (
-            "calmcache_fleet_bad_entries_total",
-            "Entries read from Redis that failed verification (served as misses).",
-            f.bad_entries,
-        ),
-        (
-            "calmcache_fleet_purges_sent_total",
-            "Purges this node sent to the fleet.",
-            f.purges_sent,
-        ),
-        (
-            "calmcache_fleet_purges_applied_total",
-            "Purges from other nodes applied here.",
-            f.purges_applied,
-        ),
-    ];
-    for (name, help, n) in counters {
-        family(o, name, "counter", help);
-        sample(o, name, &[], n as f64);
-    }
-    gauge(
-        o,
-        "calmcache_fleet_purges_pending",
-        "This node's purges waiting for Redis (out of reach when made).",
-        f.purges_pending as f64,
-    );
-    gauge(
-        o,
-        "calmcache_fleet_leases_active",
-        "Leases this node holds now: its fetches for the fleet in flight.",
-        f.leases_active as f64,
-    );
-    fleet_signing(o, f);
-    family(
-        o,
-        "calmcache_fleet_purge_lag_seconds",
-        "summary",
-        "Lag of other nodes' purges from being sent (Redis' clock) to applied here.",
-    );
-    sample(
-        o,
-        "calmcache_fleet_purge_lag_seconds_sum",
-        &[],
-        f.purge_lag_sum_ms as f64 / 1e3,
-    );
-    sample(
-        o,
-        "calmcache_fleet_purge_lag_seconds_count",
-        &[],
-        f.purges_applied as f64,
-    );
-    gauge(
-        o,
-        "calmcache_fleet_purge_lag_max_seconds",
-        "The longest lag of a purge from another node, sent to applied here.",
-        f.purge_lag_max_ms as f64 / 1e3,
-    );
-    family(
-        o,
-        "calmcache_fleet_object_fetches",
-        "gauge",
-        "Origin fetches with the fleet's lease of the objects this node fetched most lately, summed over every node (the object's fencing counter).",
-    );
-    for object in &f.most_fetched {
-        sample(
-            o,
-            "calmcache_fleet_object_fetches",
-            &[("key", &object.key)],
-            object.fleet as f64,
-        );
     }
 }
 
-/// The fleet secret (fleet/sign.rs): whether this node signs, and what
-/// failed verification.
-fn fleet_signing(o: &mut String, f: &crate::ops::status::FleetStatus) {
-    gauge(
-        o,
-        "calmcache_fleet_signed",
-        "1 when shared entries and purges are signed (fleet.secret_file set), else 0.",
-        f64::from(u8::from(f.signed)),
-    );
-    let counters: [(&str, &str, u64); 3] = [
-        (
-            "calmcache_fleet_entries_refused_total",
-            "Entries in Redis without a valid signature (fleet secret set): refused, fetched instead.",
-            f.entries_refused,
-        ),
-        (
-            "calmcache_fleet_purges_refused_total",
-            "Purge messages without a valid signature (fleet secret set): not applied.",
-            f.purges_refused,
-        ),
-        (
-            "calmcache_fleet_purges_replayed_total",
-            "Signed purge messages put in the stream long after they were signed: not applied.",
-            f.purges_replayed,
-        ),
-    ];
-    for (name, help, n) in counters {
-        family(o, name, "counter", help);
-        sample(o, name, &[], n as f64);
+/// A label's name and value.
+type Label<'a> = (&'static str, &'a str);
+
+/// One sample of a labelled family: its labels and value.
+type Row<'a> = (Vec<Label<'a>>, f64);
+
+/// Where a family's samples come from, read off `S` (the [`Status`], or
+/// its [`FleetStatus`]).
+enum Samples<S> {
+    /// One sample without labels.
+    One(fn(&S) -> f64),
+    /// One sample without labels when there is a value; else not even the
+    /// family's head (the access log's, when one is configured).
+    IfAny(fn(&S) -> Option<f64>),
+    /// Labelled samples, in order.
+    Rows(for<'a> fn(&'a S) -> Vec<Row<'a>>),
+    /// One histogram per value of the label named first.
+    Histograms(
+        &'static str,
+        for<'a> fn(&'a S) -> Vec<(&'a str, &'a HistogramSnapshot)>,
+    ),
+    /// A summary without quantiles: `_sum` and `_count`.
+    Summary(fn(&S) -> f64, fn(&S) -> f64),
+}
+
+/// One metric family: a row of the tables below.
+struct Family<S: 'static> {
+    name: &'static str,
+    kind: Kind,
+    help: &'static str,
+    samples: Samples<S>,
+}
+
+const fn counter<S>(name: &'static str, help: &'static str, samples: Samples<S>) -> Family<S> {
+    Family {
+        name,
+        kind: Kind::Counter,
+        help,
+        samples,
     }
 }
 
-/// Per upstream: requests that skipped a down server, requests refused
-/// because all were down; per server: up or not, failures, checks.
-fn upstream_health(o: &mut String, status: &crate::ops::status::Status) {
-    type UpstreamValue = fn(&crate::ops::status::UpstreamStatus) -> u64;
-    let counters: [(&str, &str, UpstreamValue); 2] = [
-        (
-            "calmcache_upstream_skipped_total",
-            "Requests sent to another server because the one chosen was down.",
-            |u| u.skipped,
-        ),
-        (
-            "calmcache_upstream_all_down_total",
-            "Requests refused at once (502 or a stale copy): every server was down.",
-            |u| u.all_down,
-        ),
-    ];
-    for (name, help, value) in counters {
-        family(o, name, "counter", help);
-        for (upstream, u) in &status.upstreams {
-            sample(o, name, &[("upstream", upstream)], value(u) as f64);
-        }
+const fn gauge<S>(name: &'static str, help: &'static str, samples: Samples<S>) -> Family<S> {
+    Family {
+        name,
+        kind: Kind::Gauge,
+        help,
+        samples,
     }
-    type ServerValue = fn(&crate::net::health::ServerStatus) -> Option<u64>;
-    let per_server: [(&str, &str, &str, ServerValue); 5] = [
-        (
-            "calmcache_upstream_server_up",
-            "gauge",
-            "1 while requests go to the server, 0 while it is down or on trial.",
-            |s| Some(u64::from(s.state == crate::net::health::ServerState::Up)),
-        ),
-        (
-            "calmcache_upstream_server_fails_total",
-            "counter",
-            "Failures charged to the server (connect errors; timeouts and broken heads when several paths fail while it answers nothing).",
-            |s| Some(s.fails_total),
-        ),
-        (
-            "calmcache_upstream_server_url_fails_total",
-            "counter",
-            "Timeouts and broken heads blamed on their URL, not charged to the server.",
-            |s| Some(s.url_fails_total),
-        ),
-        (
-            "calmcache_upstream_server_checks_total",
-            "counter",
-            "Active health checks sent to the server.",
-            |s| s.checks,
-        ),
-        (
-            "calmcache_upstream_server_checks_failed_total",
-            "counter",
-            "Active health checks the server failed.",
-            |s| s.checks_failed,
-        ),
-    ];
-    for (name, kind, help, value) in per_server {
-        family(o, name, kind, help);
-        for (upstream, u) in &status.upstreams {
-            for server in &u.health {
-                if let Some(v) = value(server) {
-                    let labels = [("upstream", upstream.as_str()), ("server", &server.server)];
-                    sample(o, name, &labels, v as f64);
+}
+
+const fn histograms<S>(name: &'static str, help: &'static str, samples: Samples<S>) -> Family<S> {
+    Family {
+        name,
+        kind: Kind::Histogram,
+        help,
+        samples,
+    }
+}
+
+/// Writes every family of `table`, in order.
+fn write_families<S>(o: &mut String, table: &[Family<S>], s: &S) {
+    for f in table {
+        f.write(o, s);
+    }
+}
+
+impl<S> Family<S> {
+    fn write(&self, o: &mut String, s: &S) {
+        let name = self.name;
+        if let IfAny(value) = &self.samples {
+            if let Some(v) = value(s) {
+                self.head(o);
+                sample(o, name, &[], v);
+            }
+            return;
+        }
+        self.head(o);
+        match &self.samples {
+            One(value) => sample(o, name, &[], value(s)),
+            IfAny(_) => {}
+            Rows(rows) => {
+                for (labels, v) in rows(s) {
+                    sample(o, name, &labels, v);
                 }
             }
+            Histograms(label, all) => {
+                for (value, h) in all(s) {
+                    histogram(o, name, (label, value), h);
+                }
+            }
+            Summary(sum, count) => {
+                sample(o, &format!("{name}_sum"), &[], sum(s));
+                sample(o, &format!("{name}_count"), &[], count(s));
+            }
+        }
+    }
+
+    fn head(&self, o: &mut String) {
+        family(o, self.name, self.kind.as_str(), self.help);
+    }
+}
+
+/// Per route: one family per route counter (telemetry/stats.rs), when
+/// there is a route.
+fn route_counters(o: &mut String, status: &Status) {
+    let routes: Vec<(&String, Vec<u64>)> = status
+        .routes
+        .iter()
+        .map(|(name, r)| (name, r.activity.values()))
+        .collect();
+    if routes.is_empty() {
+        return;
+    }
+    // In the order of their names, as /metrics has always listed them.
+    let mut fields: Vec<(usize, &str)> = ActivitySnapshot::NAMES
+        .iter()
+        .copied()
+        .enumerate()
+        .collect();
+    fields.sort_unstable_by_key(|(_, field)| *field);
+    for (i, field) in fields {
+        let name = format!("calmcache_route_{field}_total");
+        let help = format!("Per route: {}.", field.replace('_', " "));
+        family(o, &name, "counter", &help);
+        for (route, values) in &routes {
+            sample(o, &name, &[("route", route)], values[i] as f64);
         }
     }
 }
@@ -733,11 +191,6 @@ fn upstream_health(o: &mut String, status: &crate::ops::status::Status) {
 fn family(o: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(o, "# HELP {name} {help}");
     let _ = writeln!(o, "# TYPE {name} {kind}");
-}
-
-fn gauge(o: &mut String, name: &str, help: &str, value: f64) {
-    family(o, name, "gauge", help);
-    sample(o, name, &[], value);
 }
 
 fn sample(o: &mut String, name: &str, labels: &[(&str, &str)], value: f64) {
