@@ -125,6 +125,8 @@ fn write_families<S>(o: &mut String, table: &[Family<S>], s: &S) {
 }
 
 impl<S> Family<S> {
+    /// Writes the family's head, then its samples; an [`IfAny`] family
+    /// without a value writes nothing at all.
     fn write(&self, o: &mut String, s: &S) {
         let name = self.name;
         if let IfAny(value) = &self.samples {
@@ -137,7 +139,7 @@ impl<S> Family<S> {
         self.head(o);
         match &self.samples {
             One(value) => sample(o, name, &[], value(s)),
-            IfAny(_) => {}
+            IfAny(_) => {} // written above
             Rows(rows) => {
                 for (labels, v) in rows(s) {
                     sample(o, name, &labels, v);
