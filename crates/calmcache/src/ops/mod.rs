@@ -7,5 +7,7 @@
 //! the [`admin::Reload`] trait the run layer implements).
 
 pub(crate) mod admin;
+#[cfg(test)]
+mod fixture;
 pub(crate) mod prometheus;
 pub(crate) mod status;

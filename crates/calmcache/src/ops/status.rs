@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use calmcache_core::disk::DiskSnapshot;
-use calmcache_core::AnswerClass;
+use calmcache_core::{AnswerClass, Zone};
 use serde::Serialize;
 
-use crate::proxy::state::Proxy;
-use crate::telemetry::metrics::{HistogramSnapshot, BOUNDS};
+use crate::net::upstream::Upstream;
+use crate::proxy::state::{Proxy, Route};
+use crate::telemetry::metrics::{HistogramSnapshot, Metrics, BOUNDS};
 use crate::telemetry::stats::ActivitySnapshot;
 
 /// The `/status` document.
@@ -348,107 +349,38 @@ impl From<DiskSnapshot> for DiskStatus {
     }
 }
 
-/// Builds the status document.
+/// Builds the status document: zones, then routes (whose counters add up
+/// into their zones and the totals), then everything process-wide.
 pub(crate) fn status(proxy: &Proxy) -> Status {
-    let mut totals = ActivitySnapshot::default();
-    let mut routes = BTreeMap::new();
     let mut zones: BTreeMap<String, ZoneStatus> = proxy
         .zones
         .iter()
-        .map(|z| {
-            let detail = z.tier.detail();
-            let zs = ZoneStatus {
-                kind: z.tier.kind(),
-                size_bytes: z.tier.size_bytes(),
-                max_size_bytes: z.tier.max_size(),
-                objects: z.tier.objects(),
-                disk: detail.disk.map(DiskStatus::from),
-                memory: detail
-                    .memory_evictions
-                    .map(|evictions| MemoryStatus { evictions }),
-                activity: ActivitySnapshot::default(),
-            };
-            (z.name.clone(), zs)
-        })
+        .map(|z| (z.name.clone(), zone_status(z)))
         .collect();
-    for route in &proxy.routes {
-        let snap = route.activity.snapshot();
-        totals += &snap;
-        // A route's counters belong to its zone; a route spread over several
-        // zones counts its answers by class in the zone each key was placed
-        // in (`zone_activity`, added below).
-        let single = route.zones.len() <= 1;
-        if let Some(zone) = route
-            .zone
-            .as_ref()
-            .filter(|_| single)
-            .and_then(|z| zones.get_mut(&z.name))
-        {
-            zone.activity += &snap;
-        }
-        let rs = RouteStatus {
-            upstream: route.upstream.name.clone(),
-            hosts: route.cfg.hosts.iter().map(ToString::to_string).collect(),
-            zone: route.zone.as_ref().map(|z| z.name.clone()),
-            zones: if single {
-                Vec::new()
-            } else {
-                route.zones.iter().map(|(z, _)| z.name.clone()).collect()
-            },
-            refresh: route.policy.mode.as_str(),
-            activity: snap,
-        };
-        routes.insert(route.cfg.name.clone(), rs);
-    }
-    for (zone, placed) in proxy.zones.iter().zip(&proxy.zone_activity) {
-        if let Some(status) = zones.get_mut(&zone.name) {
-            status.activity += &placed.snapshot();
-        }
-    }
+    let (totals, routes) = routes(proxy, &mut zones);
+    add_placed_answers(proxy, &mut zones);
+    let latency = latency(proxy);
     let m = &proxy.metrics;
-    let classes = || AnswerClass::ALL.iter().map(|c| (c.as_str(), c.index()));
-    let latency: BTreeMap<&'static str, HistogramSnapshot> = classes()
-        .map(|(l, i)| (l, m.latency[i].snapshot()))
-        .collect();
     Status {
         version: env!("CARGO_PKG_VERSION"),
         uptime_seconds: m.started.elapsed().as_secs_f64(),
-        connections: Connections {
-            active: m.connections_active.load(Ordering::Relaxed),
-            accepted: m.connections_accepted.get(),
-            send_timeouts: m.send_timeouts.get(),
-            spliced_bytes: m.spliced_bytes.get(),
-        },
+        connections: connections(m),
         websockets: Websockets {
             active: m.websockets_active.load(Ordering::Relaxed),
             total: m.websockets_total.get(),
         },
         totals,
         // Each answer is one observation of its class's histogram.
-        cache_status: latency.iter().map(|(l, h)| (*l, h.count)).collect(),
-        latency: Latency {
-            le: &BOUNDS,
-            by_cache_status: latency,
-            by_upstream: proxy
-                .upstreams
-                .iter()
-                .map(|u| (u.name.clone(), u.stats.latency.snapshot()))
-                .collect(),
-        },
+        cache_status: latency
+            .by_cache_status
+            .iter()
+            .map(|(l, h)| (*l, h.count))
+            .collect(),
+        latency,
         upstreams: proxy
             .upstreams
             .iter()
-            .map(|u| {
-                let s = UpstreamStatus {
-                    requests: u.stats.requests.get(),
-                    errors: u.stats.errors.get(),
-                    servers: u.servers(),
-                    skipped: u.stats.skipped.get(),
-                    all_down: u.stats.all_down.get(),
-                    health: u.server_status(),
-                };
-                (u.name.clone(), s)
-            })
+            .map(|u| (u.name.clone(), upstream_status(u)))
             .collect(),
         purges: Purges {
             requests: m.purge_requests.get(),
@@ -469,6 +401,108 @@ pub(crate) fn status(proxy: &Proxy) -> Status {
         zones,
         fetches_in_flight: proxy.flights.in_flight(),
         fleet: proxy.fleet.as_ref().map(|f| fleet_status(f)),
+    }
+}
+
+/// A zone's occupancy and its tier's own details; its counters are added
+/// by its routes.
+fn zone_status(z: &Zone) -> ZoneStatus {
+    let detail = z.tier.detail();
+    ZoneStatus {
+        kind: z.tier.kind(),
+        size_bytes: z.tier.size_bytes(),
+        max_size_bytes: z.tier.max_size(),
+        objects: z.tier.objects(),
+        disk: detail.disk.map(DiskStatus::from),
+        memory: detail
+            .memory_evictions
+            .map(|evictions| MemoryStatus { evictions }),
+        activity: ActivitySnapshot::default(),
+    }
+}
+
+/// Every route's status, and their counters summed. A route's counters
+/// belong to its zone; a route spread over several zones counts its
+/// answers by class in the zone each key was placed in
+/// ([`add_placed_answers`]).
+fn routes(
+    proxy: &Proxy,
+    zones: &mut BTreeMap<String, ZoneStatus>,
+) -> (ActivitySnapshot, BTreeMap<String, RouteStatus>) {
+    let mut totals = ActivitySnapshot::default();
+    let mut routes = BTreeMap::new();
+    for route in &proxy.routes {
+        let rs = route_status(route);
+        totals += &rs.activity;
+        if let Some(zone) = rs
+            .zone
+            .as_ref()
+            .filter(|_| rs.zones.is_empty())
+            .and_then(|z| zones.get_mut(z))
+        {
+            zone.activity += &rs.activity;
+        }
+        routes.insert(route.cfg.name.clone(), rs);
+    }
+    (totals, routes)
+}
+
+fn route_status(route: &Route) -> RouteStatus {
+    let single = route.zones.len() <= 1;
+    RouteStatus {
+        upstream: route.upstream.name.clone(),
+        hosts: route.cfg.hosts.iter().map(ToString::to_string).collect(),
+        zone: route.zone.as_ref().map(|z| z.name.clone()),
+        zones: if single {
+            Vec::new()
+        } else {
+            route.zones.iter().map(|(z, _)| z.name.clone()).collect()
+        },
+        refresh: route.policy.mode.as_str(),
+        activity: route.activity.snapshot(),
+    }
+}
+
+/// Adds to each zone the answers placed in it by routes over several zones.
+fn add_placed_answers(proxy: &Proxy, zones: &mut BTreeMap<String, ZoneStatus>) {
+    for (zone, placed) in proxy.zones.iter().zip(&proxy.zone_activity) {
+        if let Some(status) = zones.get_mut(&zone.name) {
+            status.activity += &placed.snapshot();
+        }
+    }
+}
+
+fn latency(proxy: &Proxy) -> Latency {
+    let m = &proxy.metrics;
+    let classes = AnswerClass::ALL.iter().map(|c| (c.as_str(), c.index()));
+    Latency {
+        le: &BOUNDS,
+        by_cache_status: classes.map(|(l, i)| (l, m.latency[i].snapshot())).collect(),
+        by_upstream: proxy
+            .upstreams
+            .iter()
+            .map(|u| (u.name.clone(), u.stats.latency.snapshot()))
+            .collect(),
+    }
+}
+
+fn connections(m: &Metrics) -> Connections {
+    Connections {
+        active: m.connections_active.load(Ordering::Relaxed),
+        accepted: m.connections_accepted.get(),
+        send_timeouts: m.send_timeouts.get(),
+        spliced_bytes: m.spliced_bytes.get(),
+    }
+}
+
+fn upstream_status(u: &Upstream) -> UpstreamStatus {
+    UpstreamStatus {
+        requests: u.stats.requests.get(),
+        errors: u.stats.errors.get(),
+        servers: u.servers(),
+        skipped: u.stats.skipped.get(),
+        all_down: u.stats.all_down.get(),
+        health: u.server_status(),
     }
 }
 

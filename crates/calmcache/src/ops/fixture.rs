@@ -1,0 +1,326 @@
+//! Tests only: one fully populated [`Status`] (routes, zones of both kinds,
+//! upstreams with servers, histograms, the access log and the fleet), so
+//! the `/status` JSON and the `/metrics` text can be pinned to golden files
+//! (`ops/golden/`) byte for byte.
+
+use std::collections::BTreeMap;
+
+use crate::net::health::{ServerState, ServerStatus};
+use crate::ops::status::{
+    AccessLogStatus, Connections, DiskStatus, FleetStatus, Latency, MemoryStatus, Purges, Reloads,
+    RouteStatus, Status, UpstreamStatus, Websockets, ZoneStatus,
+};
+use crate::telemetry::metrics::{HistogramSnapshot, BOUNDS};
+use crate::telemetry::stats::ActivitySnapshot;
+
+/// Every counter set, each to a different value (`base` + its place).
+pub(crate) fn activity(base: u64) -> ActivitySnapshot {
+    ActivitySnapshot {
+        requests: base + 1,
+        hits: base + 2,
+        misses: base + 3,
+        stale_served: base + 4,
+        coalesced_waits: base + 5,
+        early_refreshes: base + 6,
+        background_refreshes: base + 7,
+        refreshes_skipped: base + 8,
+        fills_cancelled: base + 9,
+        hit_for_miss: base + 10,
+        upstream_requests: base + 11,
+        upstream_errors: base + 12,
+        bypass: base + 13,
+        bytes_from_cache: base + 14,
+        stores: base + 15,
+        invalidations: base + 16,
+        revalidated: base + 17,
+    }
+}
+
+fn histogram(base: u64) -> HistogramSnapshot {
+    let buckets: Vec<u64> = (0..=BOUNDS.len() as u64).map(|i| base + i).collect();
+    HistogramSnapshot {
+        count: base + BOUNDS.len() as u64,
+        sum_seconds: base as f64 * 0.125,
+        buckets,
+    }
+}
+
+fn server(name: &str, state: ServerState, checks: Option<u64>) -> ServerStatus {
+    ServerStatus {
+        server: name.to_owned(),
+        state,
+        fails: 1,
+        fails_total: 7,
+        url_fails_total: 3,
+        last_failure: Some("ConnectFailed: connection refused".to_owned()),
+        down_for_seconds: Some(1.5),
+        retry_in_seconds: None,
+        checks,
+        checks_failed: checks.map(|c| c / 2),
+        last_check: checks.map(|_| "200 OK".to_owned()),
+    }
+}
+
+fn upstreams() -> BTreeMap<String, UpstreamStatus> {
+    let a = UpstreamStatus {
+        requests: 100,
+        errors: 4,
+        servers: vec!["127.0.0.1:8001".to_owned(), "127.0.0.1:8002".to_owned()],
+        skipped: 2,
+        all_down: 1,
+        health: vec![
+            server("127.0.0.1:8001", ServerState::Up, Some(40)),
+            server("127.0.0.1:8002", ServerState::Down, None),
+        ],
+    };
+    let b = UpstreamStatus {
+        requests: 9,
+        errors: 0,
+        servers: vec!["[::1]:9000".to_owned()],
+        skipped: 0,
+        all_down: 0,
+        health: vec![server("[::1]:9000", ServerState::Trial, None)],
+    };
+    BTreeMap::from([("api".to_owned(), a), ("static\"s\\".to_owned(), b)])
+}
+
+fn routes() -> BTreeMap<String, RouteStatus> {
+    let one = RouteStatus {
+        upstream: "api".to_owned(),
+        hosts: vec!["example.test".to_owned()],
+        zone: Some("disk".to_owned()),
+        zones: Vec::new(),
+        refresh: "per",
+        activity: activity(100),
+    };
+    let spread = RouteStatus {
+        upstream: "static\"s\\".to_owned(),
+        hosts: Vec::new(),
+        zone: Some("mem".to_owned()),
+        zones: vec!["mem".to_owned(), "disk".to_owned()],
+        refresh: "stale",
+        activity: activity(200),
+    };
+    BTreeMap::from([("api".to_owned(), one), ("assets".to_owned(), spread)])
+}
+
+fn disk() -> DiskStatus {
+    DiskStatus {
+        path: "/var/cache/calmcache/disk".to_owned(),
+        evictions: 31,
+        evictions_nospace: 32,
+        write_failures_nospace: 33,
+        effective_max_size_bytes: 34_000,
+        fs_capacity_bytes: Some(35_000),
+        fs_capacity_files: None,
+        leftover_temp_files: 36,
+        leftover_temp_bytes: 37,
+        inactive_removed: 38,
+        errors: 39,
+        broken_files: 40,
+        loaded: 41,
+        loader_done: true,
+    }
+}
+
+fn zones() -> BTreeMap<String, ZoneStatus> {
+    let d = ZoneStatus {
+        kind: "disk",
+        size_bytes: 1_000,
+        max_size_bytes: 50_000,
+        objects: 12,
+        disk: Some(disk()),
+        memory: None,
+        activity: activity(300),
+    };
+    let m = ZoneStatus {
+        kind: "memory",
+        size_bytes: 2_000,
+        max_size_bytes: 60_000,
+        objects: 13,
+        disk: None,
+        memory: Some(MemoryStatus { evictions: 5 }),
+        activity: activity(400),
+    };
+    let bare = ZoneStatus {
+        kind: "memory",
+        size_bytes: 0,
+        max_size_bytes: 1,
+        objects: 0,
+        disk: None,
+        memory: None,
+        activity: ActivitySnapshot::default(),
+    };
+    BTreeMap::from([
+        ("disk".to_owned(), d),
+        ("mem".to_owned(), m),
+        ("z-bare".to_owned(), bare),
+    ])
+}
+
+fn fleet() -> FleetStatus {
+    let acquire = crate::fleet::OpSnapshot {
+        ok: 4,
+        failed: 1,
+        timed_out: 2,
+        skipped: 3,
+        total_us: 1_500,
+        mean_us: 375,
+    };
+    let commit = crate::fleet::OpSnapshot {
+        ok: 8,
+        failed: 0,
+        timed_out: 0,
+        skipped: 1,
+        total_us: 2_000,
+        mean_us: 250,
+    };
+    FleetStatus {
+        node: "n1".to_owned(),
+        breaker: crate::fleet::BreakerState::Open,
+        breaker_opened: 3,
+        breaker_opened_by: crate::fleet::OpenedBy {
+            consecutive: 1,
+            ratio: 0,
+            latency: 2,
+        },
+        breaker_closed: 2,
+        breaker_last_reason: Some(crate::fleet::OpenReason::Latency),
+        breaker_latency_us: 40_000,
+        breaker_lag_us: 1_500,
+        calls_ok: 12,
+        calls_failed: 1,
+        calls_timed_out: 2,
+        calls_skipped: 4,
+        call_mean_us: 291,
+        reconnects: 2,
+        shared_hits: 5,
+        leases_acquired: 6,
+        leases_held: 7,
+        leases_newer: 5,
+        leases_active: 1,
+        leases_lost: 2,
+        leases_released_late: 3,
+        waits_timed_out: 4,
+        commits: 8,
+        commits_refused: 9,
+        too_large: 10,
+        bad_entries: 11,
+        signed: true,
+        entries_refused: 12,
+        purges_refused: 13,
+        purges_replayed: 14,
+        purges_sent: 15,
+        purges_applied: 16,
+        purge_lag_mean_ms: 20,
+        purge_lag_max_ms: 90,
+        purge_lag_sum_ms: 320,
+        purge_gaps: 17,
+        purges_pending: 18,
+        ops: BTreeMap::from([("acquire", acquire), ("commit", commit)]),
+        most_fetched: vec![crate::fleet::ObjectFetches {
+            key: "GET http fleet.test /a".to_owned(),
+            fleet: 3,
+            here: 1,
+        }],
+        last_error: Some("acquire: timed out".to_owned()),
+    }
+}
+
+/// The populated status document.
+pub(crate) fn status() -> Status {
+    let by_cache_status: BTreeMap<&'static str, HistogramSnapshot> = [
+        ("bypass", histogram(1)),
+        ("hit", histogram(2)),
+        ("miss", histogram(3)),
+        ("revalidated", histogram(4)),
+        ("stale", histogram(5)),
+    ]
+    .into_iter()
+    .collect();
+    Status {
+        version: "9.9.9-test",
+        uptime_seconds: 12.5,
+        connections: Connections {
+            active: 3,
+            accepted: 44,
+            send_timeouts: 2,
+            spliced_bytes: 1_048_576,
+        },
+        websockets: Websockets {
+            active: 1,
+            total: 6,
+        },
+        totals: activity(0),
+        cache_status: by_cache_status.iter().map(|(l, h)| (*l, h.count)).collect(),
+        latency: Latency {
+            le: &BOUNDS,
+            by_cache_status,
+            by_upstream: BTreeMap::from([
+                ("api".to_owned(), histogram(6)),
+                ("static\"s\\".to_owned(), histogram(7)),
+            ]),
+        },
+        upstreams: upstreams(),
+        purges: Purges {
+            requests: 21,
+            objects: 22,
+        },
+        reloads: Reloads { ok: 23, failed: 24 },
+        requests_refused: 25,
+        inflight_body_bytes: 26,
+        inflight_body_limit: 27,
+        fills_over_budget: 28,
+        access_log: Some(AccessLogStatus { dropped: 29 }),
+        routes: routes(),
+        zones: zones(),
+        fetches_in_flight: 30,
+        fleet: Some(fleet()),
+    }
+}
+
+/// The same without the optional parts (no access log, no fleet, no routes).
+pub(crate) fn bare_status() -> Status {
+    Status {
+        access_log: None,
+        fleet: None,
+        routes: BTreeMap::new(),
+        ..status()
+    }
+}
+
+mod tests {
+    /// Set `GOLDEN_WRITE=1` to rewrite the golden files from the code as it
+    /// is (then review the diff: it is the change to what operators see).
+    fn check(file: &str, got: &str) {
+        let path = format!("{}/src/ops/golden/{file}", env!("CARGO_MANIFEST_DIR"));
+        if std::env::var_os("GOLDEN_WRITE").is_some() {
+            std::fs::write(&path, got).expect("write golden file");
+        }
+        let want = std::fs::read_to_string(&path).expect("read golden file");
+        assert!(
+            got == want,
+            "{file} differs from the golden file; diff it against:\n{got}"
+        );
+    }
+
+    #[test]
+    fn metrics_text_is_the_golden_one() {
+        check(
+            "metrics.txt",
+            &crate::ops::prometheus::render(&super::status()),
+        );
+        check(
+            "metrics-bare.txt",
+            &crate::ops::prometheus::render(&super::bare_status()),
+        );
+    }
+
+    #[test]
+    fn status_json_is_the_golden_one() {
+        let json = serde_json::to_string_pretty(&super::status()).expect("serialize");
+        check("status.json", &json);
+        let json = serde_json::to_string_pretty(&super::bare_status()).expect("serialize");
+        check("status-bare.json", &json);
+    }
+}
