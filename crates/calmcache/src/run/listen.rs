@@ -266,6 +266,15 @@ pub(crate) struct Bound {
     pub stop: watch::Sender<bool>,
 }
 
+/// Every address the config asks to listen on, plain ones first, each with
+/// its transport.
+pub(crate) fn addresses(config: &crate::config::Config) -> Vec<(SocketAddr, Transport)> {
+    let server = &config.server;
+    let plain = server.listen.iter().map(|a| (*a, Transport::Plain));
+    let tls = server.tls_listen.iter().map(|a| (*a, Transport::Tls));
+    plain.chain(tls).collect()
+}
+
 /// Binds `addr` once per worker thread (`SO_REUSEPORT`) and hands each
 /// thread its socket.
 pub(crate) fn bind_on_workers(
@@ -478,6 +487,80 @@ impl Listening {
     }
 }
 
+/// The TLS handshake of an accepted connection, done by `deadline`, and the
+/// protocol its ALPN chose; `None` (logged at debug) when it fails.
+async fn tls_handshake(
+    tls: &TlsAcceptor,
+    stream: tokio::net::TcpStream,
+    addr: SocketAddr,
+    deadline: tokio::time::Instant,
+) -> Option<(
+    tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    Protocol,
+)> {
+    let stream = match tokio::time::timeout_at(deadline, tls.accept(stream)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
+            tracing::debug!(peer = %addr, error = %e, "TLS handshake failed");
+            return None;
+        }
+        Err(_) => {
+            tracing::debug!(peer = %addr, "TLS handshake not done within header_read_timeout");
+            return None;
+        }
+    };
+    let protocol = match stream.get_ref().1.alpn_protocol() {
+        Some(b"h2") => Protocol::Http2,
+        _ => Protocol::Http1,
+    };
+    Some((stream, protocol))
+}
+
+/// A connection slot under `max_connections` (`Some(None)` when
+/// connections are not counted); `None` when the listener stops first.
+async fn take_slot(
+    how: &Listening,
+    stopped: &mut watch::Receiver<bool>,
+    own: &mut watch::Receiver<bool>,
+) -> Option<Option<tokio::sync::OwnedSemaphorePermit>> {
+    let slots = how
+        .counted
+        .as_ref()
+        .and_then(|m| m.connection_slots.clone());
+    let Some(slots) = slots else {
+        return Some(None);
+    };
+    tokio::select! {
+        slot = slots.acquire_owned() => Some(slot.ok()),
+        _ = stopped.changed() => None,
+        _ = own.changed() => None,
+    }
+}
+
+/// The next accepted connection; `None` when the listener stops first. A
+/// failed accept (EMFILE and friends) backs off instead of spinning, and
+/// does not log 20 lines a second per worker.
+async fn accept_next(
+    listener: &TcpListener,
+    stopped: &mut watch::Receiver<bool>,
+    own: &mut watch::Receiver<bool>,
+) -> Option<(tokio::net::TcpStream, SocketAddr)> {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => return Some(accepted),
+                Err(e) => {
+                    static ACCEPT_FAILED: WarnLimit = WarnLimit::new();
+                    calmcache_core::warn_limited!(ACCEPT_FAILED, "accept failed", error = %e);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = stopped.changed() => return None,
+            _ = own.changed() => return None,
+        }
+    }
+}
+
 /// Accepts until `stopped` (the whole proxy) or `own` (this listener, at a
 /// reload that removed it) says true, then lets its connections finish.
 pub(crate) async fn accept_loop<S, F, B>(
@@ -506,32 +589,11 @@ pub(crate) async fn accept_loop<S, F, B>(
     loop {
         // max_connections: take a slot before accepting, so connections past
         // it wait in the listen backlog, not in the process.
-        let slot = match how
-            .counted
-            .as_ref()
-            .and_then(|m| m.connection_slots.clone())
-        {
-            Some(slots) => tokio::select! {
-                slot = slots.acquire_owned() => slot.ok(),
-                _ = stopped.changed() => break,
-                _ = own.changed() => break,
-            },
-            None => None,
+        let Some(slot) = take_slot(&how, &mut stopped, &mut own).await else {
+            break;
         };
-        let (stream, addr) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // EMFILE and friends: back off instead of spinning,
-                    // and do not log 20 lines a second per worker.
-                    static ACCEPT_FAILED: WarnLimit = WarnLimit::new();
-                    calmcache_core::warn_limited!(ACCEPT_FAILED, "accept failed", error = %e);
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = stopped.changed() => break,
-            _ = own.changed() => break,
+        let Some((stream, addr)) = accept_next(&listener, &mut stopped, &mut own).await else {
+            break;
         };
         let at = tokio::time::Instant::now();
         let _ = stream.set_nodelay(true);
@@ -563,20 +625,8 @@ pub(crate) async fn accept_loop<S, F, B>(
         tokio::spawn(async move {
             // The handshake is part of the first head's time.
             let deadline = at + settings.header_read_timeout;
-            let stream = match tokio::time::timeout_at(deadline, tls.accept(stream)).await {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(e)) => {
-                    tracing::debug!(peer = %addr, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(peer = %addr, "TLS handshake not done within header_read_timeout");
-                    return;
-                }
-            };
-            let protocol = match stream.get_ref().1.alpn_protocol() {
-                Some(b"h2") => Protocol::Http2,
-                _ => Protocol::Http1,
+            let Some((stream, protocol)) = tls_handshake(&tls, stream, addr, deadline).await else {
+                return;
             };
             let accepted = Accepted {
                 peer: Peer { addr, tls: true },
