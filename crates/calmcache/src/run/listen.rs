@@ -333,13 +333,7 @@ pub(crate) fn run_worker(
     log: Option<AccessLog>,
     live: Arc<Live>,
 ) {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        // Disk zone reads and writes: a few threads per worker, so a burst
-        // of disk hits queues instead of waking dozens of threads on two cores.
-        .max_blocking_threads(BLOCKING_THREADS)
-        .build()
-    {
+    let runtime = match worker_runtime() {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!(error = %e, "worker runtime failed to start");
@@ -390,14 +384,29 @@ pub(crate) fn run_worker(
             loops.spawn(accept_loop(listener, stopped, Some(stop), serve, how));
         }
         while loops.join_next().await.is_some() {}
-        // Connections drained: tunnels get until the shutdown deadline.
-        slot.tunnels.close_by(live.deadline()).await;
-        // So do fills and refreshes still running (a body's file to commit).
-        if !crate::proxy::background::finish_by(&background, live.deadline()).await {
-            tracing::warn!("fills or refreshes still running at the shutdown deadline; dropped");
-        }
-        live.worker_done().await;
+        wind_down(&slot, &live, &background).await;
     });
+}
+
+/// A worker thread's runtime: current-thread, with a few blocking threads
+/// for disk zone reads and writes, so a burst of disk hits queues instead
+/// of waking dozens of threads on two cores.
+fn worker_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(BLOCKING_THREADS)
+        .build()
+}
+
+/// After a worker's connections drained: its tunnels, then the fills and
+/// refreshes still running (a body's file to commit), get until the
+/// shutdown deadline.
+async fn wind_down(slot: &WorkerSlot, live: &Live, background: &tokio_util::task::TaskTracker) {
+    slot.tunnels.close_by(live.deadline()).await;
+    if !crate::proxy::background::finish_by(background, live.deadline()).await {
+        tracing::warn!("fills or refreshes still running at the shutdown deadline; dropped");
+    }
+    live.worker_done().await;
 }
 
 /// How a listening socket is shared.
