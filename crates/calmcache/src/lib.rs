@@ -10,7 +10,9 @@
 //!
 //! # Layout
 //! Folders are layers; a folder imports only from the folders above it in
-//! this list (`scripts/module-cycles` checks there is no cycle):
+//! this list (`scripts/module-cycles --layers` reads this list and checks
+//! it in CI, and that no two files of the crate import each other in a
+//! cycle):
 //! - `http/`: HTTP pieces with no cache state (headers, bodies, encodings,
 //!   ranges, preconditions, errors).
 //! - `config/`: config file -> raw (serde) -> validated [`Config`];
@@ -24,6 +26,8 @@
 //! - `ops/`: the admin listener's endpoints, `/status`, `/metrics`, the dashboard.
 //! - `run/`: starting a proxy, listeners and workers, reloads, graceful stop.
 //! - `demo/`: `calmcache demo` and the bundled slow origin.
+//! - `import_nginx/`: `calmcache import-nginx`, an NGINX config turned into
+//!   calmcache's TOML (it reads `config/`'s names only).
 //! - `manual.rs`: the man page and shell completions from the CLI's definition.
 //!
 //! # Errors

@@ -12,6 +12,14 @@
 use super::{Config, Problem};
 
 impl Config {
+    /// Logs each of [`Config::warnings`] on a line of its own (at start and
+    /// at each reload; `calmcache check` prints the same).
+    pub(crate) fn log_warnings(&self) {
+        for warning in self.warnings() {
+            tracing::warn!("config: {warning}");
+        }
+    }
+
     /// Each warning with its TOML path, in file order; empty for most
     /// configs.
     pub fn warnings(&self) -> Vec<Problem> {

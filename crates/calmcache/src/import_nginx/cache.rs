@@ -192,20 +192,7 @@ fn refresh(route: &mut Section, s: &Settings, inactive_ms: u64) {
         ),
     };
     route.set("refresh", Value::Str(mode.into())).note(why);
-    if let Some(d) = s.last("proxy_cache_lock_timeout") {
-        if let Some(t) = d.args.first().and_then(|t| units::duration(t)) {
-            route.set("lock_timeout", Value::Str(t)).note(format!(
-                "From `{}` ({}): NGINX then fetches without caching; calmcache fetches itself \
-                 (and stores the answer).",
-                d.text(),
-                d.pos
-            ));
-        }
-    } else if lock {
-        route
-            .set("lock_timeout", Value::Str("5s".into()))
-            .note("NGINX's proxy_cache_lock_timeout default.");
-    }
+    lock_timeout(route, s, lock);
     if updating {
         let entry = route.set("stale_while_revalidate", Value::Str(inactive.clone()));
         entry.note(format!(
@@ -221,6 +208,33 @@ fn refresh(route: &mut Section, s: &Settings, inactive_ms: u64) {
             );
         }
     }
+    stale_if_error(route, &stale, &inactive);
+    if background && !updating {
+        route.note("proxy_cache_background_update needs proxy_cache_use_stale updating in NGINX: nothing to carry over.");
+    }
+}
+
+/// `proxy_cache_lock_timeout` (or NGINX's default under a lock) -> `lock_timeout`.
+fn lock_timeout(route: &mut Section, s: &Settings, lock: bool) {
+    if let Some(d) = s.last("proxy_cache_lock_timeout") {
+        if let Some(t) = d.args.first().and_then(|t| units::duration(t)) {
+            route.set("lock_timeout", Value::Str(t)).note(format!(
+                "From `{}` ({}): NGINX then fetches without caching; calmcache fetches itself \
+                 (and stores the answer).",
+                d.text(),
+                d.pos
+            ));
+        }
+    } else if lock {
+        route
+            .set("lock_timeout", Value::Str("5s".into()))
+            .note("NGINX's proxy_cache_lock_timeout default.");
+    }
+}
+
+/// The error arguments of `proxy_cache_use_stale` -> `stale_if_error`, for
+/// the zone's inactive time (NGINX keeps serving the stale copy that long).
+fn stale_if_error(route: &mut Section, stale: &[&str], inactive: &str) {
     const ERRORS: [&str; 10] = [
         "error",
         "timeout",
@@ -240,16 +254,13 @@ fn refresh(route: &mut Section, s: &Settings, inactive_ms: u64) {
         .collect();
     if !errors.is_empty() {
         route
-            .set("stale_if_error", Value::Str(inactive.clone()))
+            .set("stale_if_error", Value::Str(inactive.to_owned()))
             .note(format!(
             "proxy_cache_use_stale {}: NGINX has no duration here and serves the stale copy as \
              long as the zone keeps it (inactive = {inactive}). calmcache serves it on connection \
              errors, timeouts and every 5xx answer, whichever of them NGINX listed.",
             errors.join(" ")
         ));
-    }
-    if background && !updating {
-        route.note("proxy_cache_background_update needs proxy_cache_use_stale updating in NGINX: nothing to carry over.");
     }
 }
 

@@ -110,35 +110,52 @@ fn suffix_len(p: &HostPattern) -> usize {
 /// The groups for `servers` (`default`: the index of the default server), in
 /// route order, and comments on the servers no group reaches.
 pub(crate) fn plan(servers: &[&Names], default: usize) -> (Vec<Group>, Notes) {
-    let catch_all = |note: String| Group {
-        server: default,
-        hosts: None,
-        note,
-    };
     if servers.len() < 2 {
-        return (vec![catch_all(String::new())], Vec::new());
-    }
-    // A name of the default server needs a group only where another
-    // server's wildcard, tried before the catch-all, would take it.
-    let needed = |i: usize, p: &HostPattern| -> bool {
-        if i != default {
-            return true;
-        }
-        let probe = match p {
-            HostPattern::Exact(name) => name.clone(),
-            HostPattern::Under { suffix, .. } => format!("x.{suffix}"),
+        let all = Group {
+            server: default,
+            hosts: None,
+            note: String::new(),
         };
-        servers.iter().enumerate().any(|(j, s)| {
-            j != default
-                && s.wildcard
-                    .iter()
-                    .any(|w| suffix_len(w) <= suffix_len(p) && w.matches(&probe))
-        })
+        return (vec![all], Vec::new());
+    }
+    let mut groups = exact_groups(servers, default);
+    groups.extend(wildcard_groups(servers, default));
+    groups.push(default_group(servers, default));
+    (groups, left_out(servers, default))
+}
+
+/// Whether server `i`'s name `p` needs a group of its own: a name of the
+/// default server does only where another server's wildcard, tried before
+/// the catch-all, would take it.
+fn needed(servers: &[&Names], default: usize, i: usize, p: &HostPattern) -> bool {
+    if i != default {
+        return true;
+    }
+    let probe = match p {
+        HostPattern::Exact(name) => name.clone(),
+        HostPattern::Under { suffix, .. } => format!("x.{suffix}"),
     };
-    let shown = |ps: &[&HostPattern]| ps.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+    servers.iter().enumerate().any(|(j, s)| {
+        j != default
+            && s.wildcard
+                .iter()
+                .any(|w| suffix_len(w) <= suffix_len(p) && w.matches(&probe))
+    })
+}
+
+fn shown(ps: &[&HostPattern]) -> Vec<String> {
+    ps.iter().map(|p| p.to_string()).collect()
+}
+
+/// One group per server with exact names: NGINX tries them first.
+fn exact_groups(servers: &[&Names], default: usize) -> Vec<Group> {
     let mut groups = Vec::new();
     for (i, s) in servers.iter().enumerate() {
-        let exact: Vec<&HostPattern> = s.exact.iter().filter(|p| needed(i, p)).collect();
+        let exact: Vec<&HostPattern> = s
+            .exact
+            .iter()
+            .filter(|p| needed(servers, default, i, p))
+            .collect();
         if !exact.is_empty() {
             groups.push(Group {
                 server: i,
@@ -150,13 +167,20 @@ pub(crate) fn plan(servers: &[&Names], default: usize) -> (Vec<Group>, Notes) {
             });
         }
     }
+    groups
+}
+
+/// The wildcard names, longest suffix first, one group per run of one
+/// server's names.
+fn wildcard_groups(servers: &[&Names], default: usize) -> Vec<Group> {
     let mut wild: Vec<(usize, &HostPattern)> = servers
         .iter()
         .enumerate()
         .flat_map(|(i, s)| s.wildcard.iter().map(move |p| (i, p)))
-        .filter(|(i, p)| needed(*i, p))
+        .filter(|(i, p)| needed(servers, default, *i, p))
         .collect();
     wild.sort_by_key(|(_, p)| Reverse(suffix_len(p)));
+    let mut groups = Vec::new();
     let mut start = 0;
     while start < wild.len() {
         let server = wild[start].0;
@@ -173,12 +197,17 @@ pub(crate) fn plan(servers: &[&Names], default: usize) -> (Vec<Group>, Notes) {
         });
         start = end;
     }
+    groups
+}
+
+/// The default server's catch-all group, last.
+fn default_group(servers: &[&Names], default: usize) -> Group {
     let d = servers[default];
     let own: Vec<String> = d
         .exact
         .iter()
         .chain(&d.wildcard)
-        .filter(|p| !needed(default, p))
+        .filter(|p| !needed(servers, default, default, p))
         .map(ToString::to_string)
         .collect();
     let mut note = format!(
@@ -192,7 +221,15 @@ pub(crate) fn plan(servers: &[&Names], default: usize) -> (Vec<Group>, Notes) {
             own.join(" ")
         ));
     }
-    groups.push(catch_all(note));
+    Group {
+        server: default,
+        hosts: None,
+        note,
+    }
+}
+
+/// A comment on each server no group reaches.
+fn left_out(servers: &[&Names], default: usize) -> Notes {
     let mut notes = Vec::new();
     for (i, s) in servers.iter().enumerate() {
         if i == default || s.usable() {
@@ -214,7 +251,7 @@ pub(crate) fn plan(servers: &[&Names], default: usize) -> (Vec<Group>, Notes) {
             )
         });
     }
-    (groups, notes)
+    notes
 }
 
 #[cfg(test)]

@@ -266,6 +266,15 @@ pub(crate) struct Bound {
     pub stop: watch::Sender<bool>,
 }
 
+/// Every address the config asks to listen on, plain ones first, each with
+/// its transport.
+pub(crate) fn addresses(config: &crate::config::Config) -> Vec<(SocketAddr, Transport)> {
+    let server = &config.server;
+    let plain = server.listen.iter().map(|a| (*a, Transport::Plain));
+    let tls = server.tls_listen.iter().map(|a| (*a, Transport::Tls));
+    plain.chain(tls).collect()
+}
+
 /// Binds `addr` once per worker thread (`SO_REUSEPORT`) and hands each
 /// thread its socket.
 pub(crate) fn bind_on_workers(
@@ -324,13 +333,7 @@ pub(crate) fn run_worker(
     log: Option<AccessLog>,
     live: Arc<Live>,
 ) {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        // Disk zone reads and writes: a few threads per worker, so a burst
-        // of disk hits queues instead of waking dozens of threads on two cores.
-        .max_blocking_threads(BLOCKING_THREADS)
-        .build()
-    {
+    let runtime = match worker_runtime() {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!(error = %e, "worker runtime failed to start");
@@ -381,14 +384,29 @@ pub(crate) fn run_worker(
             loops.spawn(accept_loop(listener, stopped, Some(stop), serve, how));
         }
         while loops.join_next().await.is_some() {}
-        // Connections drained: tunnels get until the shutdown deadline.
-        slot.tunnels.close_by(live.deadline()).await;
-        // So do fills and refreshes still running (a body's file to commit).
-        if !crate::proxy::background::finish_by(&background, live.deadline()).await {
-            tracing::warn!("fills or refreshes still running at the shutdown deadline; dropped");
-        }
-        live.worker_done().await;
+        wind_down(&slot, &live, &background).await;
     });
+}
+
+/// A worker thread's runtime: current-thread, with a few blocking threads
+/// for disk zone reads and writes, so a burst of disk hits queues instead
+/// of waking dozens of threads on two cores.
+fn worker_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(BLOCKING_THREADS)
+        .build()
+}
+
+/// After a worker's connections drained: its tunnels, then the fills and
+/// refreshes still running (a body's file to commit), get until the
+/// shutdown deadline.
+async fn wind_down(slot: &WorkerSlot, live: &Live, background: &tokio_util::task::TaskTracker) {
+    slot.tunnels.close_by(live.deadline()).await;
+    if !crate::proxy::background::finish_by(background, live.deadline()).await {
+        tracing::warn!("fills or refreshes still running at the shutdown deadline; dropped");
+    }
+    live.worker_done().await;
 }
 
 /// How a listening socket is shared.
@@ -478,6 +496,80 @@ impl Listening {
     }
 }
 
+/// The TLS handshake of an accepted connection, done by `deadline`, and the
+/// protocol its ALPN chose; `None` (logged at debug) when it fails.
+async fn tls_handshake(
+    tls: &TlsAcceptor,
+    stream: tokio::net::TcpStream,
+    addr: SocketAddr,
+    deadline: tokio::time::Instant,
+) -> Option<(
+    tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    Protocol,
+)> {
+    let stream = match tokio::time::timeout_at(deadline, tls.accept(stream)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
+            tracing::debug!(peer = %addr, error = %e, "TLS handshake failed");
+            return None;
+        }
+        Err(_) => {
+            tracing::debug!(peer = %addr, "TLS handshake not done within header_read_timeout");
+            return None;
+        }
+    };
+    let protocol = match stream.get_ref().1.alpn_protocol() {
+        Some(b"h2") => Protocol::Http2,
+        _ => Protocol::Http1,
+    };
+    Some((stream, protocol))
+}
+
+/// A connection slot under `max_connections` (`Some(None)` when
+/// connections are not counted); `None` when the listener stops first.
+async fn take_slot(
+    how: &Listening,
+    stopped: &mut watch::Receiver<bool>,
+    own: &mut watch::Receiver<bool>,
+) -> Option<Option<tokio::sync::OwnedSemaphorePermit>> {
+    let slots = how
+        .counted
+        .as_ref()
+        .and_then(|m| m.connection_slots.clone());
+    let Some(slots) = slots else {
+        return Some(None);
+    };
+    tokio::select! {
+        slot = slots.acquire_owned() => Some(slot.ok()),
+        _ = stopped.changed() => None,
+        _ = own.changed() => None,
+    }
+}
+
+/// The next accepted connection; `None` when the listener stops first. A
+/// failed accept (EMFILE and friends) backs off instead of spinning, and
+/// does not log 20 lines a second per worker.
+async fn accept_next(
+    listener: &TcpListener,
+    stopped: &mut watch::Receiver<bool>,
+    own: &mut watch::Receiver<bool>,
+) -> Option<(tokio::net::TcpStream, SocketAddr)> {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => return Some(accepted),
+                Err(e) => {
+                    static ACCEPT_FAILED: WarnLimit = WarnLimit::new();
+                    calmcache_core::warn_limited!(ACCEPT_FAILED, "accept failed", error = %e);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = stopped.changed() => return None,
+            _ = own.changed() => return None,
+        }
+    }
+}
+
 /// Accepts until `stopped` (the whole proxy) or `own` (this listener, at a
 /// reload that removed it) says true, then lets its connections finish.
 pub(crate) async fn accept_loop<S, F, B>(
@@ -506,32 +598,11 @@ pub(crate) async fn accept_loop<S, F, B>(
     loop {
         // max_connections: take a slot before accepting, so connections past
         // it wait in the listen backlog, not in the process.
-        let slot = match how
-            .counted
-            .as_ref()
-            .and_then(|m| m.connection_slots.clone())
-        {
-            Some(slots) => tokio::select! {
-                slot = slots.acquire_owned() => slot.ok(),
-                _ = stopped.changed() => break,
-                _ = own.changed() => break,
-            },
-            None => None,
+        let Some(slot) = take_slot(&how, &mut stopped, &mut own).await else {
+            break;
         };
-        let (stream, addr) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // EMFILE and friends: back off instead of spinning,
-                    // and do not log 20 lines a second per worker.
-                    static ACCEPT_FAILED: WarnLimit = WarnLimit::new();
-                    calmcache_core::warn_limited!(ACCEPT_FAILED, "accept failed", error = %e);
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = stopped.changed() => break,
-            _ = own.changed() => break,
+        let Some((stream, addr)) = accept_next(&listener, &mut stopped, &mut own).await else {
+            break;
         };
         let at = tokio::time::Instant::now();
         let _ = stream.set_nodelay(true);
@@ -563,20 +634,8 @@ pub(crate) async fn accept_loop<S, F, B>(
         tokio::spawn(async move {
             // The handshake is part of the first head's time.
             let deadline = at + settings.header_read_timeout;
-            let stream = match tokio::time::timeout_at(deadline, tls.accept(stream)).await {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(e)) => {
-                    tracing::debug!(peer = %addr, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(peer = %addr, "TLS handshake not done within header_read_timeout");
-                    return;
-                }
-            };
-            let protocol = match stream.get_ref().1.alpn_protocol() {
-                Some(b"h2") => Protocol::Http2,
-                _ => Protocol::Http1,
+            let Some((stream, protocol)) = tls_handshake(&tls, stream, addr, deadline).await else {
+                return;
             };
             let accepted = Accepted {
                 peer: Peer { addr, tls: true },

@@ -267,7 +267,7 @@ impl Reloader {
             Ok(outcome) => {
                 metrics.reloads_ok.inc();
                 tracing::info!(changes = ?outcome.notes, "config reloaded");
-                crate::run::server::log_warnings(&self.state().config);
+                self.state().config.log_warnings();
             }
             Err(refused) => {
                 metrics.reloads_failed.inc();
@@ -283,63 +283,19 @@ impl Reloader {
         let old = self.live.proxy();
         let proxy = Proxy::new(&config, Some(&old), &mut notes)?;
         // New addresses first: a failure here leaves everything as it was.
-        let backlog = i32::try_from(state.config.server.backlog).unwrap_or(i32::MAX);
-        let wanted: Vec<(SocketAddr, Transport)> = config
-            .server
-            .listen
-            .iter()
-            .map(|a| (*a, Transport::Plain))
-            .chain(
-                config
-                    .server
-                    .tls_listen
-                    .iter()
-                    .map(|a| (*a, Transport::Tls)),
-            )
-            .collect();
-        // Each configured address keeps the listener asked for the same way
-        // (port 0 included: it keeps the port it got).
-        let mut kept = vec![false; state.bound.len()];
-        let mut added = Vec::new();
-        for &(addr, transport) in &wanted {
-            let same = (0..state.bound.len()).find(|&i| {
-                let b = &state.bound[i];
-                !kept[i] && b.asked == addr && b.transport == transport
-            });
-            if let Some(i) = same {
-                kept[i] = true;
-                continue;
-            }
-            match listen::bind_on_workers(addr, transport, backlog, &state.slots) {
-                Ok(b) => {
-                    let on = transport.as_str();
-                    notes.push(format!("now listening on {} ({on})", b.actual));
-                    added.push(b);
-                }
-                Err(e) => {
-                    for b in added {
-                        let _ = b.stop.send(true);
-                    }
-                    return Err(e.into());
-                }
-            }
-        }
+        let (kept, added) = bind_new_listeners(&state, &config, &mut notes)?;
         let admin_wanted = config.admin.as_ref().map(|a| a.listen);
         let admin_changed = state.admin.as_ref().map(|a| a.asked) != admin_wanted;
-        let mut new_admin = None;
-        if admin_changed {
-            if let Some(addr) = admin_wanted {
-                match listen::bind(addr) {
-                    Ok(listener) => new_admin = Some((addr, listener)),
-                    Err(e) => {
-                        for b in added {
-                            let _ = b.stop.send(true);
-                        }
-                        return Err(e.into());
-                    }
+        let new_admin = match admin_wanted.filter(|_| admin_changed).map(listen::bind) {
+            Some(Err(e)) => {
+                for b in added {
+                    let _ = b.stop.send(true);
                 }
+                return Err(e.into());
             }
-        }
+            Some(Ok(listener)) => admin_wanted.map(|addr| (addr, listener)),
+            None => None,
+        };
         // The switch: every request from here on sees the new generation.
         proxy.take_over(&old, &config);
         proxy.start_background(Some(&old));
@@ -347,44 +303,9 @@ impl Reloader {
         for slot in &state.slots {
             slot.switch(proxy.clone());
         }
-        // Listeners no longer configured stop accepting and drain.
-        let mut bound = Vec::new();
-        for (b, keep) in std::mem::take(&mut state.bound).into_iter().zip(kept) {
-            if keep {
-                bound.push(b);
-            } else {
-                notes.push(format!(
-                    "stopped listening on {} ({})",
-                    b.actual,
-                    b.transport.as_str()
-                ));
-                let _ = b.stop.send(true);
-            }
-        }
-        bound.extend(added);
-        state.bound = bound;
+        retire_listeners(&mut state, kept, added, &mut notes);
         if admin_changed {
-            if let Some(old) = state.admin.take() {
-                let _ = old.stop.send(true);
-                notes.push(format!("admin API no longer on {}", old.asked));
-            }
-            if let Some((asked, listener)) = new_admin {
-                let actual = listener.local_addr().unwrap_or(asked);
-                let (stop, own) = watch::channel(false);
-                tokio::spawn(listen::admin_loop(
-                    listener,
-                    self.stopped.clone(),
-                    own,
-                    self.live.clone(),
-                    self.clone(),
-                ));
-                state.admin = Some(AdminBound {
-                    asked,
-                    actual,
-                    stop,
-                });
-                notes.push(format!("admin API now on {actual}"));
-            }
+            self.switch_admin(&mut state, new_admin, &mut notes);
         }
         state.config = config;
         drop(state);
@@ -392,10 +313,104 @@ impl Reloader {
         Ok(Outcome { notes })
     }
 
+    /// Stops the admin listener no longer configured and serves the new one.
+    fn switch_admin(
+        self: &Arc<Self>,
+        state: &mut State,
+        new_admin: Option<(SocketAddr, tokio::net::TcpListener)>,
+        notes: &mut Vec<String>,
+    ) {
+        if let Some(old) = state.admin.take() {
+            let _ = old.stop.send(true);
+            notes.push(format!("admin API no longer on {}", old.asked));
+        }
+        if let Some((asked, listener)) = new_admin {
+            let actual = listener.local_addr().unwrap_or(asked);
+            let (stop, own) = watch::channel(false);
+            tokio::spawn(listen::admin_loop(
+                listener,
+                self.stopped.clone(),
+                own,
+                self.live.clone(),
+                self.clone(),
+            ));
+            state.admin = Some(AdminBound {
+                asked,
+                actual,
+                stop,
+            });
+            notes.push(format!("admin API now on {actual}"));
+        }
+    }
+
     /// `server.shutdown_timeout` of the config running now.
     pub fn shutdown_timeout(&self) -> std::time::Duration {
         self.state().config.server.shutdown_timeout
     }
+}
+
+/// Binds the addresses `config` lists that no listener serves yet. Each
+/// configured address keeps the listener asked for the same way (port 0
+/// included: it keeps the port it got). Returns which of the bound
+/// listeners are kept and the new ones; on an error, the new ones are
+/// stopped and nothing changed.
+fn bind_new_listeners(
+    state: &State,
+    config: &Config,
+    notes: &mut Vec<String>,
+) -> Result<(Vec<bool>, Vec<Bound>), ReloadError> {
+    let backlog = i32::try_from(state.config.server.backlog).unwrap_or(i32::MAX);
+    let mut kept = vec![false; state.bound.len()];
+    let mut added: Vec<Bound> = Vec::new();
+    for (addr, transport) in listen::addresses(config) {
+        let same = (0..state.bound.len()).find(|&i| {
+            let b = &state.bound[i];
+            !kept[i] && b.asked == addr && b.transport == transport
+        });
+        if let Some(i) = same {
+            kept[i] = true;
+            continue;
+        }
+        match listen::bind_on_workers(addr, transport, backlog, &state.slots) {
+            Ok(b) => {
+                let on = transport.as_str();
+                notes.push(format!("now listening on {} ({on})", b.actual));
+                added.push(b);
+            }
+            Err(e) => {
+                for b in added {
+                    let _ = b.stop.send(true);
+                }
+                return Err(e.into());
+            }
+        }
+    }
+    Ok((kept, added))
+}
+
+/// Listeners no longer configured stop accepting and drain; the new ones
+/// join the kept ones.
+fn retire_listeners(
+    state: &mut State,
+    kept: Vec<bool>,
+    added: Vec<Bound>,
+    notes: &mut Vec<String>,
+) {
+    let mut bound = Vec::new();
+    for (b, keep) in std::mem::take(&mut state.bound).into_iter().zip(kept) {
+        if keep {
+            bound.push(b);
+        } else {
+            notes.push(format!(
+                "stopped listening on {} ({})",
+                b.actual,
+                b.transport.as_str()
+            ));
+            let _ = b.stop.send(true);
+        }
+    }
+    bound.extend(added);
+    state.bound = bound;
 }
 
 /// Logs each problem of a refused reload on a line of its own.

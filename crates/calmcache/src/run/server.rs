@@ -23,7 +23,9 @@ use crate::config::Config;
 use crate::net::shutdown::Tunnels;
 use crate::proxy::state::{Proxy, Worker};
 use crate::proxy::zones::ZoneTiers;
-use crate::run::listen::{bind_on_workers, run_worker, ListenConf, Live, Transport, WorkerSlot};
+use crate::run::listen::{
+    bind_on_workers, run_worker, Bound, ListenConf, Live, Transport, WorkerSlot,
+};
 use crate::run::notify::Notifier;
 use crate::run::reload::Reloader;
 use crate::telemetry::access_log::AccessLog;
@@ -122,14 +124,6 @@ pub async fn start_from(
     start_with(config, path, ZoneTiers::new()).await
 }
 
-/// Logs each of [`Config::warnings`] on a line of its own (at start and at
-/// each reload; `calmcache check` prints the same).
-pub(crate) fn log_warnings(config: &Config) {
-    for warning in config.warnings() {
-        tracing::warn!("config: {warning}");
-    }
-}
-
 /// [`start_from`], with zones stored in tiers the embedding application
 /// supplies (any [`Tier`](calmcache_core::Tier), by zone name; see
 /// [`ZoneTiers`]) instead of the ones their config `kind` builds. The
@@ -139,30 +133,9 @@ pub async fn start_with(
     path: Option<std::path::PathBuf>,
     tiers: ZoneTiers,
 ) -> Result<Running, StartError> {
-    let files = raise_open_files_limit();
-    let needed = files_needed(config.server.max_connections);
-    if let Some(files) = files.filter(|&f| f < needed) {
-        tracing::warn!(
-            max_connections = config.server.max_connections,
-            open_files_limit = files,
-            needed,
-            "server.max_connections cannot fit the open files limit (each connection may need \
-             {FILES_PER_CONNECTION} descriptors: its socket, the two ends of its zero-copy pipe, \
-             an upstream connection; plus {FILES_RESERVED} for listeners, zone files and logs): \
-             raise the hard limit (LimitNOFILE=, ulimit -Hn) or lower max_connections"
-        );
-    }
-    log_warnings(config);
-    let access_log = match &config.access_log {
-        Some(c) => Some(AccessLog::open(c).map_err(|error| match &c.target {
-            crate::config::LogTarget::File(path) => StartError::AccessLogFile {
-                path: path.clone(),
-                error,
-            },
-            crate::config::LogTarget::Stdout => StartError::AccessLogWriter(error),
-        })?),
-        None => None,
-    };
+    warn_if_files_short(config);
+    config.log_warnings();
+    let access_log = open_access_log(config)?;
     let proxy = Proxy::with_tiers(config, tiers)?;
     if let Some(log) = &access_log {
         let _ = proxy.access_log.set(log.clone());
@@ -170,48 +143,14 @@ pub async fn start_with(
     proxy.start_background(None);
     let live = Arc::new(Live::new(proxy.clone(), ListenConf::of(config)));
     let (stop, stopped) = watch::channel(false);
-    let threads = config.server.threads.max(1);
-    let mut slots = Vec::with_capacity(threads);
-    let mut workers = Vec::with_capacity(threads);
-    for i in 0..threads {
-        let (commands, inbox) = mpsc::unbounded_channel();
-        let tunnels = Arc::new(Tunnels::default());
-        let slot = Arc::new(WorkerSlot::new(
-            Arc::new(Worker::new(proxy.clone(), tunnels.clone())),
-            tunnels,
-            commands,
-        ));
-        let (run, stopped, log, live) = (
-            slot.clone(),
-            stopped.clone(),
-            access_log.clone(),
-            live.clone(),
-        );
-        live.worker_started();
-        let worker = std::thread::Builder::new()
-            .name(format!("calmcache-worker-{i}"))
-            .spawn(move || run_worker(run, inbox, stopped, log, live))
-            .map_err(StartError::WorkerThread)?;
-        workers.push(worker);
-        slots.push(slot);
-    }
-    let backlog = i32::try_from(config.server.backlog).unwrap_or(i32::MAX);
-    let mut bound = Vec::new();
-    let plain = config.server.listen.iter().map(|a| (*a, Transport::Plain));
-    let tls = config
-        .server
-        .tls_listen
-        .iter()
-        .map(|a| (*a, Transport::Tls));
-    for (addr, transport) in plain.chain(tls) {
-        match bind_on_workers(addr, transport, backlog, &slots) {
-            Ok(b) => bound.push(b),
-            Err(e) => {
-                let _ = stop.send(true);
-                return Err(e.into());
-            }
+    let (slots, workers) = spawn_workers(config, &proxy, &live, &stopped, &access_log)?;
+    let bound = match bind_listeners(config, &slots) {
+        Ok(bound) => bound,
+        Err(e) => {
+            let _ = stop.send(true);
+            return Err(e);
         }
-    }
+    };
     let addrs_of = |transport| -> Vec<SocketAddr> {
         let on = bound.iter().filter(|b| b.transport == transport);
         on.map(|b| b.actual).collect()
@@ -255,6 +194,92 @@ pub async fn start_with(
         tasks,
         workers,
     })
+}
+
+/// Raises the open files limit and warns when `max_connections` cannot fit
+/// it (never a refusal: the limit may be raised later, and a proxy that
+/// never reaches its maximum is fine).
+fn warn_if_files_short(config: &Config) {
+    let files = raise_open_files_limit();
+    let needed = files_needed(config.server.max_connections);
+    if let Some(files) = files.filter(|&f| f < needed) {
+        tracing::warn!(
+            max_connections = config.server.max_connections,
+            open_files_limit = files,
+            needed,
+            "server.max_connections cannot fit the open files limit (each connection may need \
+             {FILES_PER_CONNECTION} descriptors: its socket, the two ends of its zero-copy pipe, \
+             an upstream connection; plus {FILES_RESERVED} for listeners, zone files and logs): \
+             raise the hard limit (LimitNOFILE=, ulimit -Hn) or lower max_connections"
+        );
+    }
+}
+
+/// Opens the access log the config names, if any.
+fn open_access_log(config: &Config) -> Result<Option<AccessLog>, StartError> {
+    let Some(c) = &config.access_log else {
+        return Ok(None);
+    };
+    let log = AccessLog::open(c).map_err(|error| match &c.target {
+        crate::config::LogTarget::File(path) => StartError::AccessLogFile {
+            path: path.clone(),
+            error,
+        },
+        crate::config::LogTarget::Stdout => StartError::AccessLogWriter(error),
+    })?;
+    Ok(Some(log))
+}
+
+/// The worker threads' slots and handles, as [`spawn_workers`] returns them.
+type Workers = (Vec<Arc<WorkerSlot>>, Vec<std::thread::JoinHandle<()>>);
+
+/// Starts `server.threads` worker threads, each with its own runtime, its
+/// generation slot and its command channel (new listeners come through it).
+fn spawn_workers(
+    config: &Config,
+    proxy: &Arc<Proxy>,
+    live: &Arc<Live>,
+    stopped: &watch::Receiver<bool>,
+    access_log: &Option<AccessLog>,
+) -> Result<Workers, StartError> {
+    let threads = config.server.threads.max(1);
+    let mut slots = Vec::with_capacity(threads);
+    let mut workers = Vec::with_capacity(threads);
+    for i in 0..threads {
+        let (commands, inbox) = mpsc::unbounded_channel();
+        let tunnels = Arc::new(Tunnels::default());
+        let slot = Arc::new(WorkerSlot::new(
+            Arc::new(Worker::new(proxy.clone(), tunnels.clone())),
+            tunnels,
+            commands,
+        ));
+        let (run, stopped, log, live) = (
+            slot.clone(),
+            stopped.clone(),
+            access_log.clone(),
+            live.clone(),
+        );
+        live.worker_started();
+        let worker = std::thread::Builder::new()
+            .name(format!("calmcache-worker-{i}"))
+            .spawn(move || run_worker(run, inbox, stopped, log, live))
+            .map_err(StartError::WorkerThread)?;
+        workers.push(worker);
+        slots.push(slot);
+    }
+    Ok((slots, workers))
+}
+
+/// Binds every listen address (plain, then TLS) on every worker; the first
+/// address that cannot be bound is the error.
+fn bind_listeners(config: &Config, slots: &[Arc<WorkerSlot>]) -> Result<Vec<Bound>, StartError> {
+    let backlog = i32::try_from(config.server.backlog).unwrap_or(i32::MAX);
+    crate::run::listen::addresses(config)
+        .into_iter()
+        .map(|(addr, transport)| {
+            bind_on_workers(addr, transport, backlog, slots).map_err(StartError::from)
+        })
+        .collect()
 }
 
 /// Descriptors one client connection may hold at once: its socket, the
