@@ -83,7 +83,7 @@ pub(super) enum Acquired {
 
 impl Fleet {
     pub(super) async fn acquire(
-        self: &Arc<Self>,
+        &self,
         target: &Target,
         ours_ms: u64,
         try_lease: bool,
@@ -238,127 +238,181 @@ impl Fleet {
     /// on, when it does): stores it in Redis off the request path (larger
     /// ones stay local; the lease is released either way).
     pub(crate) fn commit(
-        self: &Arc<Self>,
+        &self,
         lease: Lease,
         primary: &CacheKey,
         object: Arc<CachedObject>,
         names: Option<&[HeaderName]>,
     ) {
-        // A body left in a disk zone's file counts whole (it is read back).
-        let in_file = object.lazy_body().map_or(0, |l| l.len);
-        let fits = object.vary_index().is_none()
-            && object.weight() as u64 + in_file <= self.cfg.max_object_size;
-        if !fits {
+        if !self.fits(&object) {
             self.stats.too_large.fetch_add(1, Ordering::Relaxed);
             return; // Dropping the lease releases it.
         }
-        // Where it goes: the URI's entry, or its variant's (the lease was
-        // taken on the URI before it was known to vary, or on the variant).
-        let (target, key) = match (object.variant(), names, &lease.target.variant) {
-            (None, None, None) => (lease.target.clone(), primary.clone()),
+        let Some((target, key)) = self.commit_target(&lease, primary, &object, names) else {
+            return;
+        };
+        let fleet = self.arc();
+        tokio::spawn(async move { fleet.store(lease, target, key, object).await });
+    }
+
+    /// `object` may go to Redis: not a Vary marker, and within
+    /// `fleet.max_object_size` (a body left in a disk zone's file counts
+    /// whole: it is read back).
+    fn fits(&self, object: &CachedObject) -> bool {
+        let in_file = object.lazy_body().map_or(0, |l| l.len);
+        object.vary_index().is_none()
+            && object.weight() as u64 + in_file <= self.cfg.max_object_size
+    }
+
+    /// Where it goes, and the key it is stored under: the URI's entry, or
+    /// its variant's (the lease was taken on the URI before it was known to
+    /// vary, or on the variant). `None` when the response no longer matches
+    /// what the lease was for (the URI stopped or started varying): it
+    /// stays local.
+    fn commit_target(
+        &self,
+        lease: &Lease,
+        primary: &CacheKey,
+        object: &CachedObject,
+        names: Option<&[HeaderName]>,
+    ) -> Option<(Target, CacheKey)> {
+        match (object.variant(), names, &lease.target.variant) {
+            (None, None, None) => Some((lease.target.clone(), primary.clone())),
             (Some(secondary), Some(names), None) => {
                 let text = self.names_for_redis(primary, &names_text(names));
                 let target = Target::variant(self, &lease.target.hash, primary, &text, secondary);
-                (target, fleet_variant_key(primary, secondary))
+                Some((target, fleet_variant_key(primary, secondary)))
             }
             (Some(secondary), Some(_), Some((_, leased, _))) if secondary == leased.as_str() => {
-                (lease.target.clone(), fleet_variant_key(primary, secondary))
+                Some((lease.target.clone(), fleet_variant_key(primary, secondary)))
             }
-            // The response no longer matches what the lease was for (the
-            // URI stopped or started varying): keep it local.
-            _ => return,
+            _ => None,
+        }
+    }
+
+    /// The task [`Self::commit`] spawns: `object` under `target` with the
+    /// lease's fence, counted. Returning before the script answers drops
+    /// the lease, which releases it.
+    async fn store(
+        &self,
+        mut lease: Lease,
+        target: Target,
+        key: CacheKey,
+        object: Arc<CachedObject>,
+    ) {
+        let Some((object, blob)) = self.blob_of(&lease, &key, object).await else {
+            return;
         };
-        let fleet = self.clone();
-        tokio::spawn(async move {
-            let mut lease = lease;
-            // A body in a file is read back (on a blocking thread) whole.
-            let object = match whole(object).await {
-                Ok(object) => object,
-                Err(e) => {
-                    tracing::debug!(key = %key, error = %e, "not put in redis");
-                    return; // Dropping the lease releases it.
+        let stored = self.run_commit(&lease, &target, &object, blob).await;
+        // The script released the lease (when it answered).
+        lease.settled(stored.is_some());
+        match stored {
+            Some(1) => {
+                self.stats.commits.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(refused) => {
+                self.stats.commits_refused.fetch_add(1, Ordering::Relaxed);
+                if refused < 0 {
+                    // A later lease stored first: ours had expired.
+                    self.stats.leases_lost.fetch_add(1, Ordering::Relaxed);
                 }
-            };
-            let stored_at = SystemTime::now() - object.meta.stored_at.elapsed();
-            let blob = match encode_object(&key, &object, stored_at) {
-                Ok(blob) => match fleet.signer() {
-                    Some(signer) => signer.seal_entry(&key, lease.since_ms, &blob),
-                    None => blob,
-                },
-                Err(e) => {
-                    // Dropping the lease releases it.
-                    tracing::debug!(key = %key, error = %e, "not put in redis");
-                    return;
-                }
-            };
-            let now = Instant::now();
-            let fresh_ms = object
+            }
+            // Redis failed: the lease expires by itself.
+            None => {}
+        }
+    }
+
+    /// `object` whole (a body in a file is read back, on a blocking thread)
+    /// and its Redis value: the disk format, sealed with the fleet secret
+    /// for the lease's time; `None` (logged) when either cannot be made.
+    async fn blob_of(
+        &self,
+        lease: &Lease,
+        key: &CacheKey,
+        object: Arc<CachedObject>,
+    ) -> Option<(Arc<CachedObject>, Vec<u8>)> {
+        let object = match whole(object).await {
+            Ok(object) => object,
+            Err(e) => {
+                tracing::debug!(key = %key, error = %e, "not put in redis");
+                return None;
+            }
+        };
+        let stored_at = SystemTime::now() - object.meta.stored_at.elapsed();
+        let blob = match encode_object(key, &object, stored_at) {
+            Ok(blob) => match self.signer() {
+                Some(signer) => signer.seal_entry(key, lease.since_ms, &blob),
+                None => blob,
+            },
+            Err(e) => {
+                tracing::debug!(key = %key, error = %e, "not put in redis");
+                return None;
+            }
+        };
+        Some((object, blob))
+    }
+
+    /// The commit script run for `blob` (1: stored; 0: refused, a purge
+    /// came after the lease; < 0: refused, a later lease stored), kept in
+    /// Redis while the object is fresh or usable stale, plus a second;
+    /// `None` when Redis could not be asked.
+    async fn run_commit(
+        &self,
+        lease: &Lease,
+        target: &Target,
+        object: &CachedObject,
+        blob: Vec<u8>,
+    ) -> Option<i64> {
+        let now = Instant::now();
+        let fresh_ms = object
+            .meta
+            .freshness
+            .lifetime
+            .saturating_sub(object.meta.age(now));
+        let keep = fresh_ms
+            + object
                 .meta
                 .freshness
-                .lifetime
-                .saturating_sub(object.meta.age(now));
-            let keep = fresh_ms
-                + object
-                    .meta
-                    .freshness
-                    .stale_while_revalidate
-                    .max(object.meta.freshness.stale_if_error)
-                + Duration::from_secs(1);
-            let hash = &target.hash;
-            let mut keys = vec![
-                target.meta.clone(),
-                lease.target.lease.clone(),
-                fleet.key(hash, "p"),
-            ];
-            let mut vary_args = Vec::new();
-            if let Some((names, _, s)) = &target.variant {
-                keys.push(fleet.key(hash, "m"));
-                keys.push(fleet.key(hash, "vs"));
-                vary_args.push(names.clone());
-                vary_args.push(s.clone());
-            }
-            let purged_before = fleet.purged_before.load(Ordering::Relaxed);
-            let script = &fleet.commit;
-            let token = lease.token.clone();
-            let (fence, since) = (lease.fence, lease.since_ms);
-            let stored: Option<i64> = fleet
-                .link
-                .call(Op::Commit, |mut conn| async move {
-                    let mut invocation = script.prepare_invoke();
-                    for key in &keys {
-                        invocation.key(key);
-                    }
-                    invocation
-                        .arg(&token)
-                        .arg(fence)
-                        .arg(since)
-                        .arg(u64::try_from(fresh_ms.as_millis()).unwrap_or(u64::MAX))
-                        .arg(u64::try_from(keep.as_millis()).unwrap_or(u64::MAX).max(1))
-                        .arg(blob)
-                        .arg(purged_before);
-                    for arg in &vary_args {
-                        invocation.arg(arg);
-                    }
-                    invocation.invoke_async(&mut conn).await
-                })
-                .await;
-            // The script released the lease (when it answered).
-            lease.settled(stored.is_some());
-            match stored {
-                Some(1) => {
-                    fleet.stats.commits.fetch_add(1, Ordering::Relaxed);
+                .stale_while_revalidate
+                .max(object.meta.freshness.stale_if_error)
+            + Duration::from_secs(1);
+        let hash = &target.hash;
+        let mut keys = vec![
+            target.meta.clone(),
+            lease.target.lease.clone(),
+            self.key(hash, "p"),
+        ];
+        let mut vary_args = Vec::new();
+        if let Some((names, _, s)) = &target.variant {
+            keys.push(self.key(hash, "m"));
+            keys.push(self.key(hash, "vs"));
+            vary_args.push(names.clone());
+            vary_args.push(s.clone());
+        }
+        let purged_before = self.purged_before.load(Ordering::Relaxed);
+        let script = &self.commit;
+        let token = lease.token.clone();
+        let (fence, since) = (lease.fence, lease.since_ms);
+        self.link
+            .call(Op::Commit, |mut conn| async move {
+                let mut invocation = script.prepare_invoke();
+                for key in &keys {
+                    invocation.key(key);
                 }
-                Some(refused) => {
-                    fleet.stats.commits_refused.fetch_add(1, Ordering::Relaxed);
-                    if refused < 0 {
-                        // A later lease stored first: ours had expired.
-                        fleet.stats.leases_lost.fetch_add(1, Ordering::Relaxed);
-                    }
+                invocation
+                    .arg(&token)
+                    .arg(fence)
+                    .arg(since)
+                    .arg(u64::try_from(fresh_ms.as_millis()).unwrap_or(u64::MAX))
+                    .arg(u64::try_from(keep.as_millis()).unwrap_or(u64::MAX).max(1))
+                    .arg(blob)
+                    .arg(purged_before);
+                for arg in &vary_args {
+                    invocation.arg(arg);
                 }
-                // Redis failed: the lease expires by itself.
-                None => {}
-            }
-        });
+                invocation.invoke_async(&mut conn).await
+            })
+            .await
     }
 }
 

@@ -36,6 +36,23 @@ pub(crate) enum Before {
     Fetch(Option<Lease>),
 }
 
+/// Where a fill's question to the fleet stands, from one acquire call to
+/// the next.
+pub(super) struct Asking {
+    /// The entry asked for: the URI's, then its variant's.
+    target: Target,
+    /// The names the URI varies on, once known.
+    names: Option<Vec<HeaderName>>,
+    /// Ask for the lease too, not only look.
+    try_lease: bool,
+    /// Another node's lease was found (counted once).
+    waited: bool,
+    /// The next pause before looking again.
+    pause: Duration,
+    /// When to stop waiting and fetch alone.
+    deadline: Instant,
+}
+
 /// This node's lease on one object: its fetch is the fleet's.
 pub(crate) struct Lease {
     pub(super) fleet: Arc<Fleet>,
@@ -107,100 +124,151 @@ impl Fleet {
     /// (at most `wait`) for the node that holds it. A URI whose responses
     /// vary is asked again for the request's variant.
     pub(crate) async fn before_fetch(
-        self: &Arc<Self>,
+        &self,
         key: &CacheKey,
         ours: Option<&CachedObject>,
         wait: Duration,
         selecting: &http::HeaderMap,
     ) -> Before {
         let hash = hash_of(key);
-        let mut target = Target::uri(self, &hash);
-        let mut names = None;
         let ours_ms = ours.map_or(0, |o| wall_ms_of(o.meta.stored_at));
-        let deadline = Instant::now() + wait.min(WAIT_MAX);
-        let mut waited = false;
-        let mut pause = Duration::from_millis(10);
-        let mut try_lease = true;
+        let mut asking = Asking {
+            target: Target::uri(self, &hash),
+            names: None,
+            try_lease: true,
+            waited: false,
+            pause: Duration::from_millis(10),
+            deadline: Instant::now() + wait.min(WAIT_MAX),
+        };
         loop {
-            let Some(answer) = self.acquire(&target, ours_ms, try_lease).await else {
+            let answer = self
+                .acquire(&asking.target, ours_ms, asking.try_lease)
+                .await;
+            let Some(answer) = answer else {
                 return Before::Fetch(None);
             };
             match answer {
                 Acquired::Varies(text) => {
-                    let Some(plain) = self.open_names(key, &text) else {
+                    if !self.ask_for_variant(key, &hash, &text, selecting, &mut asking) {
                         return Before::Fetch(None);
-                    };
-                    // A variant never varies again: a bad entry otherwise.
-                    let parsed = parse_names(plain).filter(|_| names.is_none());
-                    let Some(parsed) = parsed else {
-                        self.stats.bad_entries.fetch_add(1, Ordering::Relaxed);
-                        return Before::Fetch(None);
-                    };
-                    let secondary = crate::http::vary::secondary(&parsed, selecting);
-                    target = Target::variant(self, &hash, key, &text, &secondary);
-                    names = Some(parsed);
-                    try_lease = true;
+                    }
                 }
                 Acquired::Newer(blob, since_ms) => {
-                    match self.decode(key, &target, blob, since_ms) {
-                        Some(object) => {
-                            self.stats.shared_hits.fetch_add(1, Ordering::Relaxed);
-                            return Before::Take(object, names);
-                        }
-                        // A bad entry: fetch (the lease goes to whoever asks next).
-                        None => return Before::Fetch(None),
-                    }
+                    return self.take_newer(key, asking, blob, since_ms)
                 }
                 Acquired::Ours {
                     fence,
                     now_ms,
                     token,
                 } => {
-                    self.stats.leases_acquired.fetch_add(1, Ordering::Relaxed);
-                    self.stats.leases_active.fetch_add(1, Ordering::Relaxed);
-                    self.fetch_log
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .note(key, fence);
-                    let renewal = self.renew_while_fetching(&target.lease, &token);
-                    return Before::Fetch(Some(Lease {
-                        fleet: self.clone(),
-                        token,
-                        target,
-                        fence,
-                        since_ms: now_ms,
-                        done: false,
-                        renewal,
-                    }));
+                    let lease = self.leased(key, asking.target, fence, now_ms, token);
+                    return Before::Fetch(Some(lease));
                 }
                 Acquired::Held { pttl_ms } => {
-                    if !waited {
-                        waited = true;
-                        self.stats.leases_held.fetch_add(1, Ordering::Relaxed);
-                    }
-                    if Instant::now() + pause > deadline {
-                        self.stats.waits_timed_out.fetch_add(1, Ordering::Relaxed);
+                    if !self.wait_for_holder(&mut asking, pttl_ms).await {
                         return Before::Fetch(None);
                     }
-                    tokio::time::sleep(jittered(pause)).await;
-                    pause = (pause * 2).min(Duration::from_millis(50));
-                    // Ask for the lease again only once it is gone (its
-                    // holder died or gave up); until then, only look.
-                    try_lease = pttl_ms == -2;
                 }
             }
         }
+    }
+
+    /// Turns `asking` to the request's variant of a URI whose responses
+    /// vary on `text` (as Redis keeps them); `false` (fetch alone) when the
+    /// names do not verify or parse, or a variant varies again.
+    fn ask_for_variant(
+        &self,
+        key: &CacheKey,
+        hash: &str,
+        text: &str,
+        selecting: &http::HeaderMap,
+        asking: &mut Asking,
+    ) -> bool {
+        let Some(plain) = self.open_names(key, text) else {
+            return false;
+        };
+        // A variant never varies again: a bad entry otherwise.
+        let parsed = parse_names(plain).filter(|_| asking.names.is_none());
+        let Some(parsed) = parsed else {
+            self.stats.bad_entries.fetch_add(1, Ordering::Relaxed);
+            return false;
+        };
+        let secondary = crate::http::vary::secondary(&parsed, selecting);
+        asking.target = Target::variant(self, hash, key, text, &secondary);
+        asking.names = Some(parsed);
+        asking.try_lease = true;
+        true
+    }
+
+    /// Another node's newer copy, when it verifies; else a fetch (the
+    /// lease goes to whoever asks next).
+    fn take_newer(&self, key: &CacheKey, asking: Asking, blob: Vec<u8>, since_ms: u64) -> Before {
+        match self.decode(key, &asking.target, blob, since_ms) {
+            Some(object) => {
+                self.stats.shared_hits.fetch_add(1, Ordering::Relaxed);
+                Before::Take(object, asking.names)
+            }
+            None => Before::Fetch(None),
+        }
+    }
+
+    /// The lease this node took on `target`: counted, noted in the fetch
+    /// log, renewed while the fetch runs.
+    fn leased(
+        &self,
+        key: &CacheKey,
+        target: Target,
+        fence: u64,
+        now_ms: u64,
+        token: String,
+    ) -> Lease {
+        self.stats.leases_acquired.fetch_add(1, Ordering::Relaxed);
+        self.stats.leases_active.fetch_add(1, Ordering::Relaxed);
+        self.fetch_log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .note(key, fence);
+        let renewal = self.renew_while_fetching(&target.lease, &token);
+        Lease {
+            fleet: self.arc(),
+            token,
+            target,
+            fence,
+            since_ms: now_ms,
+            done: false,
+            renewal,
+        }
+    }
+
+    /// Another node holds the lease: a pause (10 ms doubling to 50,
+    /// jittered) before looking again; `false` (counted) when it would end
+    /// past the deadline: fetch alone.
+    async fn wait_for_holder(&self, asking: &mut Asking, pttl_ms: i64) -> bool {
+        if !asking.waited {
+            asking.waited = true;
+            self.stats.leases_held.fetch_add(1, Ordering::Relaxed);
+        }
+        if Instant::now() + asking.pause > asking.deadline {
+            self.stats.waits_timed_out.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        tokio::time::sleep(jittered(asking.pause)).await;
+        asking.pause = (asking.pause * 2).min(Duration::from_millis(50));
+        // Ask for the lease again only once it is gone (its holder died or
+        // gave up); until then, only look.
+        asking.try_lease = pttl_ms == -2;
+        true
     }
 
     /// A task that extends the lease every third of `fleet.lease` until
     /// aborted (the lease committed, released or dropped): a fetch longer
     /// than the lease keeps it, a dead node's lease still expires.
     pub(super) fn renew_while_fetching(
-        self: &Arc<Self>,
+        &self,
         lease: &str,
         token: &str,
     ) -> tokio::task::JoinHandle<()> {
-        let fleet = Arc::downgrade(self);
+        let fleet = self.me.clone();
         let key = lease.to_owned();
         let token = token.to_owned();
         let every = self.cfg.lease / 3;
@@ -242,7 +310,7 @@ impl Fleet {
     }
 
     /// Releases the leases given up while Redis was out of reach.
-    pub(super) async fn release_late(self: &Arc<Self>) {
+    pub(super) async fn release_late(&self) {
         let late = std::mem::take(&mut self.unreleased().0);
         let mut left = late.into_iter();
         while let Some((lease, token)) = left.next() {
@@ -269,7 +337,7 @@ impl Fleet {
 
     /// Drops the lease `lease` if `token` still holds it: whether it did,
     /// or `None` when Redis could not be asked.
-    pub(super) async fn release(self: &Arc<Self>, lease: &str, token: &str) -> Option<bool> {
+    pub(super) async fn release(&self, lease: &str, token: &str) -> Option<bool> {
         let script = &self.release;
         self.link
             .call(Op::Release, |mut conn| async move {

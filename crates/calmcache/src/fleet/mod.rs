@@ -48,7 +48,7 @@ mod sign;
 mod stats;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use redis::Script;
@@ -70,6 +70,9 @@ pub(crate) use stats::{FleetStats, ObjectFetches};
 
 /// This node's part in the fleet.
 pub(crate) struct Fleet {
+    /// Itself, for what outlives a call: a lease (released on drop) and a
+    /// commit's task hold the fleet, a lease's renewal a weak reference.
+    me: Weak<Fleet>,
     cfg: FleetConfig,
     link: Arc<Link>,
     /// Lease tokens: this node's id and a counter.
@@ -120,7 +123,8 @@ impl Fleet {
             std::process::id(),
             rand::random::<u32>()
         );
-        Ok(Arc::new(Fleet {
+        Ok(Arc::new_cyclic(|me| Fleet {
+            me: me.clone(),
             cfg: cfg.clone(),
             link,
             node,
@@ -148,6 +152,13 @@ impl Fleet {
             purge_before: scripts::purge_before(),
             stats: FleetStats::default(),
         }))
+    }
+
+    /// The `Arc` this fleet lives in.
+    fn arc(&self) -> Arc<Fleet> {
+        // Invariant: a Fleet is only made by `Fleet::new`, inside an Arc,
+        // and `&self` borrows from that Arc: it is alive.
+        self.me.upgrade().expect("a Fleet lives in its Arc")
     }
 
     /// The settings it runs with.

@@ -5,7 +5,6 @@
 //! Must not: read the stream (purge_bus.rs) or apply a purge locally.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use super::ops_stats::Op;
 
@@ -33,7 +32,7 @@ impl Fleet {
     /// Redis cannot take it now, it waits in the outbox (sent by
     /// [`Self::catch_up`] once Redis answers again). Returns the purges
     /// waiting.
-    pub(crate) async fn publish_purge(self: &Arc<Self>, purge: String) -> usize {
+    pub(crate) async fn publish_purge(&self, purge: String) -> usize {
         if self.outbox().pending.is_empty() && self.xadd(&purge).await {
             self.stats.purges_sent.fetch_add(1, Ordering::Relaxed);
             return 0;
@@ -55,7 +54,7 @@ impl Fleet {
     /// Adds `purge` to the stream: `node` and `purge`, and with the fleet
     /// secret `at` (Redis' clock as last read, ms) and `sig`, signed now
     /// (not when the purge was made: one from the outbox is sent later).
-    pub(super) async fn xadd(self: &Arc<Self>, purge: &str) -> bool {
+    pub(super) async fn xadd(&self, purge: &str) -> bool {
         let key = self.stream_key();
         let node = self.node.clone();
         let signature = self.signer().map(|signer| {
@@ -96,7 +95,7 @@ impl Fleet {
     /// Once Redis answers again after purges could not reach it: the
     /// shared tier's older objects are dropped (the keys purged meanwhile
     /// are not known one by one) and the waiting purges are sent, in order.
-    pub(super) async fn catch_up(self: &Arc<Self>) {
+    pub(super) async fn catch_up(&self) {
         let (missed, pending) = {
             let outbox = self.outbox();
             (outbox.redis_missed, outbox.pending.clone())

@@ -13,6 +13,18 @@ impl Fleet {
             .unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The position the disk zones saved (none to read: missing), read
+    /// off the async workers.
+    pub(super) async fn saved_position(&self) -> Position {
+        let files = self.position_files().clone();
+        if files.is_empty() {
+            return Position::Missing;
+        }
+        tokio::task::spawn_blocking(move || read_position(&files))
+            .await
+            .unwrap_or(Position::Unusable)
+    }
+
     /// Where the purge stream position is kept across restarts: a file in
     /// each disk zone's directory (set at start and on every reload).
     pub(crate) fn keep_position_in(&self, files: Vec<std::path::PathBuf>) {

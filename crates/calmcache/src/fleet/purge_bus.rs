@@ -7,7 +7,6 @@
 //! JSON it is handed), or import the request path.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use calmcache_core::warn_limit::WarnLimit;
 use calmcache_core::{CacheKey, PurgeMode};
@@ -17,7 +16,7 @@ use tokio::time::Instant;
 use super::ops_stats::Op;
 
 use super::entries::hash_of;
-use super::position::{read_position, Position};
+use super::position::Position;
 use super::sign::PurgeCheck;
 use super::Fleet;
 
@@ -47,7 +46,7 @@ impl Fleet {
     /// Purges `key` in Redis (hard: removed and fenced against fills that
     /// began before; soft: marked stale). When Redis cannot be reached, the
     /// shared tier is purged whole once it is back (see [`Self::catch_up`]).
-    pub(crate) async fn purge_key(self: &Arc<Self>, key: &CacheKey, mode: PurgeMode) {
+    pub(crate) async fn purge_key(&self, key: &CacheKey, mode: PurgeMode) {
         let hash = hash_of(key);
         let keys = [
             self.key(&hash, "m"),
@@ -77,7 +76,7 @@ impl Fleet {
 
     /// A purge that names no single key (prefix, tag, everything): every
     /// object in Redis stored before now is ignored from now on.
-    pub(crate) async fn purge_everything_before_now(self: &Arc<Self>) {
+    pub(crate) async fn purge_everything_before_now(&self) {
         let key = self.epoch_key();
         let script = &self.purge_before;
         let now: Option<u64> = self
@@ -102,7 +101,7 @@ impl Fleet {
     /// finds where to begin: where the disk zones' saved position says, or
     /// the stream's end (then, if the disk zones `held` objects, these are
     /// marked stale: what was purged meanwhile is not known).
-    pub(crate) async fn poll_purges(self: &Arc<Self>, held: bool) -> Polled {
+    pub(crate) async fn poll_purges(&self, held: bool) -> Polled {
         let mut polled = Polled::default();
         let Some((epoch, redis_now_ms)) = self.redis_epoch().await else {
             self.outbox().missed_polls = true;
@@ -111,17 +110,7 @@ impl Fleet {
         *self.redis_clock.lock().unwrap_or_else(|p| p.into_inner()) =
             Some((redis_now_ms, Instant::now()));
         self.release_late().await;
-        {
-            let mut seen = self.epoch.lock().unwrap_or_else(|p| p.into_inner());
-            if seen.as_ref().is_some_and(|s| *s != epoch) {
-                tracing::warn!("redis lost its data: every local object is marked stale");
-                polled.gap = true;
-                // Its stream started over too: read the new one whole.
-                *self.last_purge.lock().unwrap_or_else(|p| p.into_inner()) =
-                    Some("0-0".to_string());
-            }
-            *seen = Some(epoch.clone());
-        }
+        polled.gap = self.epoch_changed(&epoch);
         self.catch_up().await;
         self.poll_epoch().await;
         let key = self.stream_key();
@@ -130,87 +119,108 @@ impl Fleet {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let Some(last) = last else {
-            // The first poll. Disk zones hold objects from before this
-            // start: go on from the position saved with them, or, when there
-            // is none to trust, mark them stale. Otherwise start at the end:
-            // what came before is in Redis' state already.
-            let files = self.position_files().clone();
-            let saved = if files.is_empty() {
-                Position::Missing
-            } else {
-                tokio::task::spawn_blocking(move || read_position(&files))
-                    .await
-                    .unwrap_or(Position::Unusable)
-            };
-            let saved = match saved {
-                Position::Found(was, id) if was == epoch => Some(id),
-                Position::Missing if !held => None,
-                _ => {
-                    tracing::info!("no purge stream position saved with the disk zones for this redis: the objects they hold are marked stale");
-                    polled.gap = true;
-                    None
-                }
-            };
-            let start = match saved {
-                Some(id) => {
-                    // Away a while: entries past it may have been trimmed.
-                    self.outbox().missed_polls = true;
-                    Some(id)
-                }
-                None => self.stream_end(&key).await,
-            };
-            if let Some(id) = start {
-                *self.last_purge.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
-            }
-            if polled.gap {
-                self.stats.purge_gaps.fetch_add(1, Ordering::Relaxed);
-            }
-            return polled;
-        };
-        if std::mem::take(&mut self.outbox().missed_polls) {
-            // Away a while: entries past `last` may have been trimmed.
-            if let Some(first) = self.stream_start(&key).await {
-                if stream_id_before(&last, &first) && last != "0-0" {
-                    tracing::warn!("purges were missed while redis was out of reach: every local object is marked stale");
-                    polled.gap = true;
+        match last {
+            None => polled.gap |= self.begin_reading(&key, &epoch, held).await,
+            Some(last) => {
+                polled.gap |= self.missed_while_away(&key, &last).await;
+                match self.read_after(&key, &last).await {
+                    Some(entries) => polled.purges = self.admit_all(entries, redis_now_ms),
+                    None => {
+                        self.outbox().missed_polls = true;
+                        return polled;
+                    }
                 }
             }
         }
-        let read: Option<Value> = self
+        if polled.gap {
+            self.stats.purge_gaps.fetch_add(1, Ordering::Relaxed);
+        }
+        polled
+    }
+
+    /// Notes Redis' data generation: a new one (Redis started empty since
+    /// the last poll) means purges may have been missed, and its stream,
+    /// new too, is read whole.
+    fn epoch_changed(&self, epoch: &str) -> bool {
+        let mut seen = self.epoch.lock().unwrap_or_else(|p| p.into_inner());
+        let changed = seen.as_deref().is_some_and(|s| s != epoch);
+        if changed {
+            tracing::warn!("redis lost its data: every local object is marked stale");
+            *self.last_purge.lock().unwrap_or_else(|p| p.into_inner()) = Some("0-0".to_string());
+        }
+        *seen = Some(epoch.to_owned());
+        changed
+    }
+
+    /// The first poll: where to begin reading the stream, and whether
+    /// purges may have been missed. Disk zones hold objects from before
+    /// this start: go on from the position saved with them, or, when there
+    /// is none to trust, mark them stale. Otherwise start at the end: what
+    /// came before is in Redis' state already.
+    async fn begin_reading(&self, key: &str, epoch: &str, held: bool) -> bool {
+        let (saved, gap) = match self.saved_position().await {
+            Position::Found(was, id) if was == epoch => (Some(id), false),
+            Position::Missing if !held => (None, false),
+            _ => {
+                tracing::info!("no purge stream position saved with the disk zones for this redis: the objects they hold are marked stale");
+                (None, true)
+            }
+        };
+        let start = match saved {
+            Some(id) => {
+                // Away a while: entries past it may have been trimmed.
+                self.outbox().missed_polls = true;
+                Some(id)
+            }
+            None => self.stream_end(key).await,
+        };
+        if let Some(id) = start {
+            *self.last_purge.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
+        }
+        gap
+    }
+
+    /// After polls failed: whether the stream was trimmed past `last`
+    /// meanwhile (purges missed).
+    async fn missed_while_away(&self, key: &str, last: &str) -> bool {
+        let missed_polls = std::mem::take(&mut self.outbox().missed_polls);
+        if !missed_polls {
+            return false;
+        }
+        let Some(first) = self.stream_start(key).await else {
+            return false;
+        };
+        let trimmed = stream_id_before(last, &first) && last != "0-0";
+        if trimmed {
+            tracing::warn!("purges were missed while redis was out of reach: every local object is marked stale");
+        }
+        trimmed
+    }
+
+    /// The stream's entries after `last` (at most [`PURGES_PER_POLL`]);
+    /// `None` when Redis could not be asked.
+    async fn read_after(&self, key: &str, last: &str) -> Option<Vec<StreamEntry>> {
+        let read: Value = self
             .link
             .call(Op::Poll, |mut conn| async move {
                 redis::cmd("XREAD")
                     .arg("COUNT")
                     .arg(PURGES_PER_POLL)
                     .arg("STREAMS")
-                    .arg(&key)
-                    .arg(&last)
+                    .arg(key)
+                    .arg(last)
                     .query_async(&mut conn)
                     .await
             })
-            .await;
-        let Some(read) = read else {
-            self.outbox().missed_polls = true;
-            return polled;
-        };
-        // XREAD: [[stream, [entries]]] (RESP2) or a map (RESP3).
-        let entries = match read {
-            Value::Array(streams) => streams
-                .into_iter()
-                .filter_map(|s| match s {
-                    Value::Array(mut pair) if pair.len() == 2 => pair.pop(),
-                    _ => None,
-                })
-                .flat_map(stream_entries)
-                .collect::<Vec<_>>(),
-            Value::Map(streams) => streams
-                .into_iter()
-                .flat_map(|(_, entries)| stream_entries(entries))
-                .collect(),
-            _ => Vec::new(),
-        };
+            .await?;
+        Some(xread_entries(read))
+    }
+
+    /// The purges of stream entries read now that other nodes sent and may
+    /// be applied; the last entry read is noted as where to go on.
+    fn admit_all(&self, entries: Vec<StreamEntry>, redis_now_ms: u64) -> Vec<FleetPurge> {
         let read_at = Instant::now();
+        let mut purges = Vec::new();
         for (id, fields) in entries {
             let sent_ms = stream_id_ms(&id);
             *self.last_purge.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
@@ -219,17 +229,14 @@ impl Fleet {
                 continue;
             }
             if let Some(json) = self.admitted(&fields, sent_ms) {
-                polled.purges.push(FleetPurge {
+                purges.push(FleetPurge {
                     json,
                     lag_ms: redis_now_ms.saturating_sub(sent_ms),
                     read_at,
                 });
             }
         }
-        if polled.gap {
-            self.stats.purge_gaps.fetch_add(1, Ordering::Relaxed);
-        }
-        polled
+        purges
     }
 
     /// The purge of a stream entry that Redis added at `entered_ms`, when
@@ -265,7 +272,7 @@ impl Fleet {
 
     /// Redis' data generation (a random id set once, `SET NX`: another one
     /// means Redis started empty since we last looked) and its clock (ms).
-    pub(super) async fn redis_epoch(self: &Arc<Self>) -> Option<(String, u64)> {
+    pub(super) async fn redis_epoch(&self) -> Option<(String, u64)> {
         let key = format!("{}epoch", self.cfg.prefix);
         let mine = format!("{:016x}", rand::random::<u64>());
         let script = &self.epoch_script;
@@ -277,17 +284,17 @@ impl Fleet {
     }
 
     /// The id of the stream's last entry (`0-0` when empty).
-    pub(super) async fn stream_end(self: &Arc<Self>, key: &str) -> Option<String> {
+    pub(super) async fn stream_end(&self, key: &str) -> Option<String> {
         self.stream_edge(key, "XREVRANGE", "+", "-").await
     }
 
     /// The id of the stream's first entry (`0-0` when empty).
-    pub(super) async fn stream_start(self: &Arc<Self>, key: &str) -> Option<String> {
+    pub(super) async fn stream_start(&self, key: &str) -> Option<String> {
         self.stream_edge(key, "XRANGE", "-", "+").await
     }
 
     pub(super) async fn stream_edge(
-        self: &Arc<Self>,
+        &self,
         key: &str,
         cmd: &str,
         from: &str,
@@ -313,7 +320,7 @@ impl Fleet {
         )
     }
 
-    pub(super) async fn poll_epoch(self: &Arc<Self>) {
+    pub(super) async fn poll_epoch(&self) {
         let key = self.epoch_key();
         let epoch: Option<Option<u64>> = self
             .link
@@ -354,8 +361,30 @@ pub(super) fn stream_id_before(a: &str, b: &str) -> bool {
     parse(a) < parse(b)
 }
 
+/// One stream entry: its id and its fields.
+type StreamEntry = (String, Vec<(String, String)>);
+
+/// XREAD's answer: `[[stream, [entries]]]` (RESP2) or a map (RESP3).
+fn xread_entries(read: Value) -> Vec<StreamEntry> {
+    match read {
+        Value::Array(streams) => streams
+            .into_iter()
+            .filter_map(|s| match s {
+                Value::Array(mut pair) if pair.len() == 2 => pair.pop(),
+                _ => None,
+            })
+            .flat_map(stream_entries)
+            .collect(),
+        Value::Map(streams) => streams
+            .into_iter()
+            .flat_map(|(_, entries)| stream_entries(entries))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// `[[id, [field, value, ...]], ...]` as (id, fields).
-pub(super) fn stream_entries(value: Value) -> Vec<(String, Vec<(String, String)>)> {
+pub(super) fn stream_entries(value: Value) -> Vec<StreamEntry> {
     let Value::Array(entries) = value else {
         return Vec::new();
     };
