@@ -20,6 +20,8 @@
 //! # Layout
 //! - `mod.rs`: [`Fleet`] (this node's part: its settings, link, signer,
 //!   node id, the Redis key names) and what `/status` reads of it.
+//! - `shared.rs`: [`SharedTier`], the seam the request path talks to (why
+//!   not core's `Tier`: there), implemented by [`Fleet`].
 //! - `lease.rs`: [`Before`] and [`Lease`]: take, fetch with the lease, or
 //!   wait for the node that holds it; renewal and release (late, too).
 //! - `entries.rs`: the shared tier's values: the acquire script's answer,
@@ -44,6 +46,7 @@ mod outbox;
 mod position;
 mod purge_bus;
 mod scripts;
+mod shared;
 mod sign;
 mod stats;
 
@@ -65,6 +68,7 @@ use lease::Unreleased;
 pub(crate) use lease::{Before, Lease};
 use outbox::Outbox;
 pub(crate) use position::POSITION_FILE;
+pub(crate) use shared::SharedTier;
 use stats::FetchLog;
 pub(crate) use stats::{FleetStats, ObjectFetches};
 
