@@ -19,6 +19,7 @@ use redis::Value;
 use tokio::time::Instant;
 
 use super::ops_stats::Op;
+use super::LOG;
 
 use super::lease::Lease;
 use super::Fleet;
@@ -183,7 +184,7 @@ impl Fleet {
             }
             Err(e) => {
                 self.stats.bad_entries.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(key = %key, error = %e, "bad entry in redis: a miss");
+                tracing::debug!(target: LOG, key = %key, error = %e, "bad entry in redis: a miss");
                 None
             }
         }
@@ -207,6 +208,7 @@ impl Fleet {
             REFUSED,
             "a fleet entry in redis has no valid signature (forged, or written by a node \
              with another secret or none): refused, fetched from the origin",
+            target: LOG,
             key = %key
         );
     }
@@ -334,7 +336,7 @@ impl Fleet {
         let object = match whole(object).await {
             Ok(object) => object,
             Err(e) => {
-                tracing::debug!(key = %key, error = %e, "not put in redis");
+                tracing::debug!(target: LOG, key = %key, error = %e, "not put in redis");
                 return None;
             }
         };
@@ -345,7 +347,7 @@ impl Fleet {
                 None => blob,
             },
             Err(e) => {
-                tracing::debug!(key = %key, error = %e, "not put in redis");
+                tracing::debug!(target: LOG, key = %key, error = %e, "not put in redis");
                 return None;
             }
         };

@@ -72,6 +72,11 @@ pub(crate) use shared::SharedTier;
 use stats::FetchLog;
 pub(crate) use stats::{FleetStats, ObjectFetches};
 
+/// The log target of the lines the files split out of `mod.rs` write: the
+/// module's own, as before the split (`CALMCACHE_LOG=calmcache::fleet=..`
+/// and readers of the log key on it).
+const LOG: &str = "calmcache::fleet";
+
 /// This node's part in the fleet.
 pub(crate) struct Fleet {
     /// Itself, for what outlives a call: a lease (released on drop) and a

@@ -5,6 +5,7 @@
 //! Must not: read the stream or call Redis.
 
 use super::Fleet;
+use super::LOG;
 
 impl Fleet {
     pub(super) fn position_files(&self) -> std::sync::MutexGuard<'_, Vec<std::path::PathBuf>> {
@@ -63,7 +64,7 @@ impl Fleet {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner()) = None;
             if let Ok(Err(e)) = written {
-                tracing::warn!(error = %e, "the purge stream position was not saved");
+                tracing::warn!(target: LOG, error = %e, "the purge stream position was not saved");
             }
         }
     }
@@ -97,12 +98,12 @@ pub(super) fn read_position(files: &[std::path::PathBuf]) -> Position {
                 continue;
             }
             Err(e) => {
-                tracing::warn!(file = %file.display(), error = %e, "purge stream position not read");
+                tracing::warn!(target: LOG, file = %file.display(), error = %e, "purge stream position not read");
                 return Position::Unusable;
             }
         };
         let Some(this) = parse_position(&text) else {
-            tracing::warn!(file = %file.display(), "not a purge stream position; ignored");
+            tracing::warn!(target: LOG, file = %file.display(), "not a purge stream position; ignored");
             return Position::Unusable;
         };
         if found.as_ref().is_some_and(|f| *f != this) {

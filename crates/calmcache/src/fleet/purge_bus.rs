@@ -14,6 +14,7 @@ use redis::Value;
 use tokio::time::Instant;
 
 use super::ops_stats::Op;
+use super::LOG;
 
 use super::entries::hash_of;
 use super::position::Position;
@@ -145,7 +146,7 @@ impl Fleet {
         let mut seen = self.epoch.lock().unwrap_or_else(|p| p.into_inner());
         let changed = seen.as_deref().is_some_and(|s| s != epoch);
         if changed {
-            tracing::warn!("redis lost its data: every local object is marked stale");
+            tracing::warn!(target: LOG, "redis lost its data: every local object is marked stale");
             *self.last_purge.lock().unwrap_or_else(|p| p.into_inner()) = Some("0-0".to_string());
         }
         *seen = Some(epoch.to_owned());
@@ -162,7 +163,7 @@ impl Fleet {
             Position::Found(was, id) if was == epoch => (Some(id), false),
             Position::Missing if !held => (None, false),
             _ => {
-                tracing::info!("no purge stream position saved with the disk zones for this redis: the objects they hold are marked stale");
+                tracing::info!(target: LOG, "no purge stream position saved with the disk zones for this redis: the objects they hold are marked stale");
                 (None, true)
             }
         };
@@ -192,7 +193,7 @@ impl Fleet {
         };
         let trimmed = stream_id_before(last, &first) && last != "0-0";
         if trimmed {
-            tracing::warn!("purges were missed while redis was out of reach: every local object is marked stale");
+            tracing::warn!(target: LOG, "purges were missed while redis was out of reach: every local object is marked stale");
         }
         trimmed
     }
@@ -264,6 +265,7 @@ impl Fleet {
         calmcache_core::warn_limited!(
             REFUSED,
             "a purge message in the fleet's stream was refused, not applied",
+            target: LOG,
             why,
             node = %node
         );
