@@ -1,7 +1,15 @@
 #![allow(clippy::unwrap_used)]
 use super::*;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::entries::{hash_of, Target};
+use super::position::{read_position, write_position, Position};
+use super::stats::{FETCH_LOG_MAX, FETCH_LOG_SHOWN};
+use calmcache_core::{CacheKey, CachedObject, PurgeMode};
 use calmcache_core::{Freshness, ObjectMeta};
 use calmcache_testkit::redis::Redis;
+use tokio::time::Instant;
 
 fn config(redis: &Redis) -> FleetConfig {
     FleetConfig {

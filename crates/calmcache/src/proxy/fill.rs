@@ -599,10 +599,7 @@ fn stream_fill(
     // The fleet's lease is kept while the body streams (the other nodes wait
     // for the copy it stores in Redis), unless the body cannot go there:
     // then it is let go at once and they fetch on their own.
-    let fleet_limit = route
-        .fleet
-        .as_ref()
-        .map_or(0, |f| f.config().max_object_size);
+    let fleet_limit = route.fleet.as_ref().map_or(0, |f| f.max_object_size());
     let mut lease = lease.filter(|_| len.is_none_or(|n| n <= fleet_limit));
     crate::proxy::background::spawn(async move {
         let mut permit = permit;

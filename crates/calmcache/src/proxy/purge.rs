@@ -23,7 +23,7 @@ use calmcache_core::{CacheKey, KeyRef, PurgeMode, Tags, Zone};
 use http::Method;
 use serde::Deserialize;
 
-use crate::fleet::Fleet;
+use crate::fleet::SharedTier;
 use crate::http::error::ProxyError;
 use crate::proxy::lookup::PrimaryKey;
 use crate::proxy::state::Proxy;
@@ -244,7 +244,7 @@ pub(crate) async fn run(proxy: &Arc<Proxy>, purge: Purge) -> Outcome {
 /// every object in Redis stored before it unusable, and the purge goes on
 /// the stream the other nodes apply.
 pub(crate) async fn run_everywhere(proxy: &Arc<Proxy>, purge: Purge) -> Outcome {
-    let Some(fleet) = proxy.fleet.clone() else {
+    let Some(fleet) = proxy.fleet.clone().map(|f| f as Arc<dyn SharedTier>) else {
         return run(proxy, purge).await;
     };
     let json = purge.to_json();
@@ -260,7 +260,11 @@ pub(crate) async fn run_everywhere(proxy: &Arc<Proxy>, purge: Purge) -> Outcome 
     outcome
 }
 
-async fn run_with(proxy: &Arc<Proxy>, purge: Purge, fleet: Option<&Arc<Fleet>>) -> Outcome {
+async fn run_with(
+    proxy: &Arc<Proxy>,
+    purge: Purge,
+    fleet: Option<&Arc<dyn SharedTier>>,
+) -> Outcome {
     let mode = purge.mode;
     let outcome = match purge.selector {
         Selector::Url {
@@ -319,7 +323,7 @@ async fn purge_key_text(
     proxy: &Arc<Proxy>,
     text: &str,
     mode: PurgeMode,
-    fleet: Option<&Arc<Fleet>>,
+    fleet: Option<&Arc<dyn SharedTier>>,
 ) -> u64 {
     let mut keys = vec![KeyRef::new("", "", text)];
     if let Some(parts) = default_key_parts(text) {
@@ -416,7 +420,7 @@ async fn purge_url(
     host: Option<&str>,
     pq: &str,
     mode: PurgeMode,
-    fleet: Option<&Arc<Fleet>>,
+    fleet: Option<&Arc<dyn SharedTier>>,
 ) -> Outcome {
     let mut purged = 0;
     let mut variants = Vec::new();
@@ -480,7 +484,7 @@ async fn purge_primary(
     key: &KeyRef<'_>,
     mode: PurgeMode,
     variants: &mut Vec<(CacheKey, Arc<Zone>)>,
-    fleet: Option<&Arc<Fleet>>,
+    fleet: Option<&Arc<dyn SharedTier>>,
 ) -> u64 {
     if let Some(fleet) = fleet {
         fleet.purge_key(&key.to_owned_key(), mode).await;

@@ -46,8 +46,9 @@ pub struct Route {
     pub activity: Arc<Activity>,
     /// The `max_inflight_body` gauge every fill counts its buffers in.
     pub inflight: Arc<crate::telemetry::inflight::Inflight>,
-    /// The fleet's shared tier and leases (`[fleet]`), for this route's fills.
-    pub(crate) fleet: Option<Arc<crate::fleet::Fleet>>,
+    /// The fleet's shared tier and leases (`[fleet]`), for this route's
+    /// fills: only through the seam (never on a local hit).
+    pub(crate) fleet: Option<Arc<dyn crate::fleet::SharedTier>>,
 }
 
 impl Route {
@@ -386,7 +387,9 @@ impl Proxy {
                     key_is_default: r.key.is_default(),
                     activity: super::carry::route_activity(previous, &r.name),
                     inflight: metrics.inflight.clone(),
-                    fleet: fleet.clone(),
+                    fleet: fleet
+                        .clone()
+                        .map(|f| f as Arc<dyn crate::fleet::SharedTier>),
                 })
             })
             .collect::<Vec<_>>();

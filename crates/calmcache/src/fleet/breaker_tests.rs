@@ -1,0 +1,273 @@
+use super::*;
+
+const TIMEOUT: Duration = Duration::from_millis(50);
+const FAST: Duration = Duration::from_millis(1);
+
+fn ok(b: &Breaker, took: Duration) {
+    b.success(b.pass().expect("closed"), took);
+}
+
+fn failed(b: &Breaker) -> bool {
+    b.failure(b.pass().expect("closed"), Failure::Error)
+}
+
+#[test]
+fn status_and_metrics_name_the_states_and_reasons_alike() {
+    for state in BreakerState::ALL {
+        let json = serde_json::to_value(state).expect("a string");
+        assert_eq!(json, state.as_str());
+    }
+    for reason in OpenReason::ALL {
+        let json = serde_json::to_value(reason).expect("a string");
+        assert_eq!(json, reason.as_str());
+        let code = OpenReason::code(Some(reason));
+        assert_eq!(OpenReason::from_code(code), Some(reason));
+    }
+    assert_eq!(OpenReason::from_code(OpenReason::code(None)), None);
+    assert_eq!(OpenReason::from_code(200), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn opens_after_a_run_probes_after_the_pause_and_closes_on_success() {
+    let b = Breaker::new(TIMEOUT);
+    for _ in 0..OPEN_AFTER - 1 {
+        assert!(!failed(&b));
+    }
+    // A success in between starts the count again.
+    ok(&b, FAST);
+    for _ in 0..OPEN_AFTER - 1 {
+        assert!(!failed(&b));
+    }
+    assert_eq!(b.current(), BreakerState::Closed);
+    assert!(failed(&b), "the fifth in a row opens it");
+    assert_eq!(b.current(), BreakerState::Open);
+    assert!(b.pass().is_none(), "open: nothing goes through");
+    tokio::time::advance(PAUSE_MIN).await;
+    let probe = b.pass().expect("one probe after the pause");
+    assert!(b.pass().is_none(), "only one probe");
+    assert_eq!(b.current(), BreakerState::HalfOpen);
+    // A failed probe: open again, for twice as long.
+    assert!(b.failure(probe, Failure::TimedOut(TIMEOUT)));
+    tokio::time::advance(PAUSE_MIN).await;
+    assert!(b.pass().is_none(), "the pause doubled");
+    tokio::time::advance(PAUSE_MIN).await;
+    let probe = b.pass().expect("a probe");
+    b.success(probe, FAST);
+    assert_eq!(b.current(), BreakerState::Closed);
+    assert!(b.pass().is_some());
+    let s = b.stats();
+    assert_eq!(s.opened_by.total(), 1);
+    assert_eq!(s.opened_by.consecutive, 1);
+    assert_eq!(s.closed, 1);
+    assert_eq!(s.last_reason, Some(OpenReason::Consecutive));
+    // Closed afresh: the run before counts for nothing.
+    for _ in 0..OPEN_AFTER - 1 {
+        assert!(!failed(&b));
+    }
+    assert_eq!(b.current(), BreakerState::Closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn opens_when_half_the_calls_of_the_last_two_seconds_fail() {
+    let b = Breaker::new(TIMEOUT);
+    // Failure, answer, ...: never two in a row, half failed. Not
+    // before the twentieth call.
+    for i in 0..RATIO_MIN_CALLS - 1 {
+        if i % 2 == 0 {
+            assert!(!failed(&b), "call {i}");
+        } else {
+            ok(&b, FAST);
+        }
+        tokio::time::advance(Duration::from_millis(50)).await;
+    }
+    assert_eq!(b.current(), BreakerState::Closed);
+    ok(&b, FAST);
+    assert_eq!(b.current(), BreakerState::Closed, "an answer never opens");
+    assert!(failed(&b), "11 of 21 failed");
+    assert_eq!(b.stats().last_reason, Some(OpenReason::Ratio));
+    assert_eq!(b.stats().opened_by.ratio, 1);
+
+    // Two in five failing, for long: stays closed.
+    let b = Breaker::new(TIMEOUT);
+    for i in 0..200 {
+        if i % 5 < 2 {
+            assert!(!failed(&b), "call {i}");
+        } else {
+            ok(&b, FAST);
+        }
+        tokio::time::advance(Duration::from_millis(20)).await;
+    }
+    assert_eq!(b.current(), BreakerState::Closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn failures_older_than_the_window_do_not_count() {
+    let b = Breaker::new(TIMEOUT);
+    for _ in 0..4 {
+        for _ in 0..OPEN_AFTER - 1 {
+            assert!(!failed(&b));
+        }
+        ok(&b, FAST);
+    }
+    // 16 of 20 failed, but 2 s ago.
+    tokio::time::advance(Duration::from_secs(2)).await;
+    ok(&b, FAST);
+    assert!(!failed(&b), "1 of 2 in the window");
+    assert_eq!(b.current(), BreakerState::Closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn opens_when_calls_cost_most_of_the_deadline_on_average() {
+    let b = Breaker::new(TIMEOUT);
+    let slow = Duration::from_millis(40); // over 3/4 of 50 ms
+    for _ in 0..LATENCY_MIN_SAMPLES - 1 {
+        ok(&b, slow);
+    }
+    assert_eq!(b.current(), BreakerState::Closed, "too few samples");
+    ok(&b, slow);
+    assert_eq!(b.current(), BreakerState::Open);
+    assert_eq!(b.stats().last_reason, Some(OpenReason::Latency));
+    assert_eq!(b.stats().opened_by.latency, 1);
+    // A probe answered in time but still slow: not closed, and the
+    // pause doubles.
+    tokio::time::advance(PAUSE_MIN).await;
+    b.success(b.pass().expect("a probe"), slow);
+    assert_eq!(b.current(), BreakerState::Open);
+    tokio::time::advance(PAUSE_MIN).await;
+    assert!(b.pass().is_none(), "the pause doubled");
+    tokio::time::advance(PAUSE_MIN).await;
+    b.success(b.pass().expect("a probe"), FAST);
+    assert_eq!(b.current(), BreakerState::Closed);
+    assert_eq!(b.stats().latency_us, 0, "the average starts afresh");
+
+    // Under 3/4 of the deadline: in use.
+    let b = Breaker::new(TIMEOUT);
+    for _ in 0..200 {
+        ok(&b, Duration::from_millis(35));
+    }
+    assert_eq!(b.current(), BreakerState::Closed);
+    // The threshold follows the deadline: 40 ms is fine under 200 ms.
+    let b = Breaker::new(Duration::from_millis(200));
+    for _ in 0..200 {
+        ok(&b, slow);
+    }
+    assert_eq!(b.current(), BreakerState::Closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn missed_deadlines_count_in_the_latency_average() {
+    // Two answers in 35 ms, one call past the 50 ms deadline: a third
+    // failed (under the ratio), never two in a row, but calls cost
+    // 40 ms on average.
+    let b = Breaker::new(TIMEOUT);
+    for i in 0..60 {
+        if b.current() != BreakerState::Closed {
+            break;
+        }
+        let pass = b.pass().expect("closed");
+        if i % 3 == 2 {
+            b.failure(pass, Failure::TimedOut(TIMEOUT));
+        } else {
+            b.success(pass, Duration::from_millis(35));
+        }
+        tokio::time::advance(Duration::from_millis(20)).await;
+    }
+    assert_eq!(b.stats().last_reason, Some(OpenReason::Latency));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_whose_timers_lag_does_not_judge_redis_by_latency() {
+    let b = Breaker::new(TIMEOUT);
+    let slow = Duration::from_millis(45);
+    // 6 ms late timers: past the 5 ms gate of a 50 ms deadline.
+    b.lag_us.store(6_000, Ordering::Relaxed);
+    for _ in 0..100 {
+        ok(&b, slow);
+    }
+    assert_eq!(b.current(), BreakerState::Closed);
+    // The node catches up: the calls it made while lagging are not
+    // counted; twenty made on time are.
+    b.lag_us.store(1_000, Ordering::Relaxed);
+    for _ in 0..LATENCY_MIN_SAMPLES - 1 {
+        ok(&b, slow);
+    }
+    assert_eq!(b.current(), BreakerState::Closed);
+    ok(&b, slow);
+    assert_eq!(b.stats().last_reason, Some(OpenReason::Latency));
+
+    // Failures open it whatever the lag.
+    let b = Breaker::new(TIMEOUT);
+    b.lag_us.store(50_000, Ordering::Relaxed);
+    for _ in 0..OPEN_AFTER - 1 {
+        assert!(!b.failure(b.pass().expect("closed"), Failure::TimedOut(TIMEOUT)));
+    }
+    assert!(b.failure(b.pass().expect("closed"), Failure::TimedOut(TIMEOUT)));
+    assert_eq!(b.stats().last_reason, Some(OpenReason::Consecutive));
+}
+
+#[tokio::test(start_paused = true)]
+async fn results_of_calls_let_through_before_a_change_are_not_counted() {
+    let b = Breaker::new(TIMEOUT);
+    let early: Vec<Pass> = (0..OPEN_AFTER).map(|_| b.pass().expect("closed")).collect();
+    for _ in 0..OPEN_AFTER {
+        failed(&b);
+    }
+    assert_eq!(b.current(), BreakerState::Open);
+    // A call made before it opened answers now: still open.
+    let mut early = early.into_iter();
+    b.success(early.next().expect("a pass"), FAST);
+    assert_eq!(b.current(), BreakerState::Open);
+    tokio::time::advance(PAUSE_MIN).await;
+    b.success(b.pass().expect("a probe"), FAST);
+    assert_eq!(b.current(), BreakerState::Closed);
+    // The others fail now, after it closed: they count for nothing.
+    for pass in early {
+        assert!(!b.failure(pass, Failure::Error));
+    }
+    assert_eq!(b.current(), BreakerState::Closed);
+    assert_eq!(b.stats().opened_by.total(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_probe_its_caller_gave_up_on_lets_the_next_call_probe() {
+    let b = Breaker::new(TIMEOUT);
+    for _ in 0..OPEN_AFTER {
+        failed(&b);
+    }
+    tokio::time::advance(PAUSE_MIN).await;
+    let probe = b.pass().expect("a probe");
+    assert!(b.pass().is_none(), "only one probe");
+    b.abandon(probe);
+    assert_eq!(b.current(), BreakerState::Open);
+    let probe = b.pass().expect("the next call probes");
+    b.success(probe, FAST);
+    assert_eq!(b.current(), BreakerState::Closed);
+    // Plain calls given up on count for nothing.
+    for _ in 0..OPEN_AFTER {
+        b.abandon(b.pass().expect("closed"));
+    }
+    assert_eq!(b.current(), BreakerState::Closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_lag_watch_reads_on_time_timers_as_no_lag_and_ends_with_the_breaker() {
+    let b = Breaker::new(TIMEOUT);
+    let watch = b.watch_lag();
+    tokio::time::sleep(LAG_TICK * 10).await;
+    assert!(b.stats().lag_us < 1_000, "{}", b.stats().lag_us);
+    drop(b);
+    tokio::time::timeout(LAG_TICK * 2, watch)
+        .await
+        .expect("the watch ends with its breaker")
+        .expect("no panic");
+}
+
+#[test]
+fn the_average_moves_an_eighth_of_the_way() {
+    assert_eq!(ewma(800, 1_600, LATENCY_WEIGHT_SHIFT), 900);
+    assert_eq!(ewma(800, 0, LATENCY_WEIGHT_SHIFT), 700);
+    assert_eq!(
+        ewma(u64::MAX - 1, u64::MAX, LATENCY_WEIGHT_SHIFT),
+        u64::MAX - 1
+    );
+}

@@ -1,0 +1,484 @@
+//! The shared tier's values: where an object lives in Redis (a URI's
+//! entry or one variant's), the acquire script's answer read back
+//! (lookup and lease in one call on the key's slot), a value verified
+//! before use (disk format, framing, signature), and the commit that stores
+//! a fill's object off the request path.
+//!
+//! Must not: decide whether to wait or fetch (lease.rs), touch the purge
+//! stream, or import the request path.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use calmcache_core::disk_format::{encode_object, parse_object};
+use calmcache_core::warn_limit::WarnLimit;
+use calmcache_core::{CacheKey, CachedObject};
+use http::HeaderName;
+use redis::Value;
+use tokio::time::Instant;
+
+use super::ops_stats::Op;
+use super::LOG;
+
+use super::lease::Lease;
+use super::Fleet;
+
+/// Where one object lives in Redis: a URI's (`:m`, `:l`), or one variant
+/// of a URI whose responses vary (`:v:S`, `:vl:S`).
+#[derive(Clone)]
+pub(super) struct Target {
+    /// The URI's hash tag.
+    pub(super) hash: String,
+    /// The object's entry.
+    pub(super) meta: String,
+    /// Its lease.
+    pub(super) lease: String,
+    /// For a variant: the names it varies on (as Redis keeps them), its
+    /// selecting values, and `S`.
+    pub(super) variant: Option<(String, String, String)>,
+}
+
+impl Target {
+    pub(super) fn uri(fleet: &Fleet, hash: &str) -> Target {
+        Target {
+            hash: hash.to_owned(),
+            meta: fleet.key(hash, "m"),
+            lease: fleet.key(hash, "l"),
+            variant: None,
+        }
+    }
+
+    pub(super) fn variant(
+        fleet: &Fleet,
+        hash: &str,
+        primary: &CacheKey,
+        names: &str,
+        secondary: &str,
+    ) -> Target {
+        let s = variant_id(primary, secondary);
+        Target {
+            hash: hash.to_owned(),
+            meta: fleet.key(hash, &format!("v:{s}")),
+            lease: fleet.key(hash, &format!("vl:{s}")),
+            variant: Some((names.to_owned(), secondary.to_owned(), s)),
+        }
+    }
+}
+
+/// The answer of the acquire script.
+pub(super) enum Acquired {
+    /// The blob, and when its lease was taken (`since_ms`, signed with it).
+    Newer(Vec<u8>, u64),
+    Ours {
+        fence: u64,
+        now_ms: u64,
+        token: String,
+    },
+    Held {
+        pttl_ms: i64,
+    },
+    /// The URI's responses vary on these names (comma-separated).
+    Varies(String),
+}
+
+impl Fleet {
+    pub(super) async fn acquire(
+        &self,
+        target: &Target,
+        ours_ms: u64,
+        try_lease: bool,
+    ) -> Option<Acquired> {
+        let keys = [
+            target.meta.clone(),
+            target.lease.clone(),
+            self.key(&target.hash, "f"),
+        ];
+        let token = self.token();
+        let sent = token.clone();
+        let lease_ms = u64::try_from(self.cfg.lease.as_millis()).unwrap_or(u64::MAX);
+        let purged_before = self.purged_before.load(Ordering::Relaxed);
+        let script = &self.acquire;
+        let keys = &keys;
+        let value: Option<Value> = self
+            .link
+            .call(Op::Acquire, |mut conn| async move {
+                script
+                    .key(&keys[0])
+                    .key(&keys[1])
+                    .key(&keys[2])
+                    .arg(ours_ms)
+                    .arg(sent.as_str())
+                    .arg(lease_ms)
+                    .arg(purged_before)
+                    .arg(u8::from(try_lease))
+                    .invoke_async(&mut conn)
+                    .await
+            })
+            .await;
+        let Some(Value::Array(items)) = value else {
+            // Unanswered in time, the script may still have run and taken
+            // the lease for a fetch that will not happen: let it go once
+            // Redis answers (the other nodes need not wait out its TTL).
+            if try_lease {
+                self.unreleased().push_within(keys[1].clone(), token);
+            }
+            return None;
+        };
+        match items.as_slice() {
+            [Value::Int(1), Value::BulkString(blob), Value::Int(since)] => {
+                Some(Acquired::Newer(blob.clone(), u64::try_from(*since).ok()?))
+            }
+            [Value::Int(2), Value::Int(fence), Value::Int(now)] => Some(Acquired::Ours {
+                fence: u64::try_from(*fence).ok()?,
+                now_ms: u64::try_from(*now).ok()?,
+                token,
+            }),
+            [Value::Int(3), Value::Int(pttl)] => Some(Acquired::Held { pttl_ms: *pttl }),
+            [Value::Int(4), Value::BulkString(names)] => {
+                Some(Acquired::Varies(String::from_utf8(names.clone()).ok()?))
+            }
+            _ => None,
+        }
+    }
+
+    /// A value read from Redis, verified; `None` (counted) when it is not
+    /// a whole, intact object stored for `target` of `key` (for a variant:
+    /// under its variant key, with the request's selecting values) by a
+    /// lease taken at `since_ms`, or, with the fleet secret, not signed for
+    /// them or no longer current.
+    pub(super) fn decode(
+        &self,
+        key: &CacheKey,
+        target: &Target,
+        blob: Vec<u8>,
+        since_ms: u64,
+    ) -> Option<Arc<CachedObject>> {
+        let expected = match &target.variant {
+            Some((_, secondary, _)) => fleet_variant_key(key, secondary),
+            None => key.clone(),
+        };
+        let signer = self.signer();
+        let blob = match &signer {
+            None => blob,
+            Some(signer) => match signer.open_entry(&expected, since_ms, blob) {
+                Some(blob) => blob,
+                None => {
+                    self.refused_entry(key);
+                    return None;
+                }
+            },
+        };
+        match parse_object(blob, Some(&expected.as_ref()), true) {
+            Ok((_, object))
+                if object.vary_index().is_none()
+                    && object.variant() == target.variant.as_ref().map(|v| v.1.as_str())
+                    && framing_agrees(&object)
+                    && (signer.is_none() || self.current(&object, since_ms)) =>
+            {
+                Some(Arc::new(object))
+            }
+            Ok(_) => {
+                self.stats.bad_entries.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            Err(e) => {
+                self.stats.bad_entries.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(target: LOG, key = %key, error = %e, "bad entry in redis: a miss");
+                None
+            }
+        }
+    }
+
+    /// A signed entry's own (signed) times allow its use: its lease came
+    /// after the last fleet-wide purge this node knows of, and it is fresh
+    /// by its own meta. Redis' `since_ms` and `fresh_until_ms` fields are
+    /// not signed: an old entry put back with newer ones is refused here.
+    pub(super) fn current(&self, object: &CachedObject, since_ms: u64) -> bool {
+        since_ms >= self.purged_before.load(Ordering::Relaxed)
+            && object.meta.is_fresh(Instant::now())
+    }
+
+    /// An entry or Vary marker that did not verify: counted, logged (rate
+    /// limited: a forger can write many).
+    pub(super) fn refused_entry(&self, key: &CacheKey) {
+        self.stats.entries_refused.fetch_add(1, Ordering::Relaxed);
+        static REFUSED: WarnLimit = WarnLimit::new();
+        calmcache_core::warn_limited!(
+            REFUSED,
+            "a fleet entry in redis has no valid signature (forged, or written by a node \
+             with another secret or none): refused, fetched from the origin",
+            target: LOG,
+            key = %key
+        );
+    }
+
+    /// The Vary names Redis keeps for the URI `key`: with the fleet secret,
+    /// only when their signature verifies (else refused and counted).
+    pub(super) fn open_names<'a>(&self, key: &CacheKey, text: &'a str) -> Option<&'a str> {
+        let Some(signer) = self.signer() else {
+            return Some(text);
+        };
+        let names = signer.open_names(key, text);
+        if names.is_none() {
+            self.refused_entry(key);
+        }
+        names
+    }
+
+    /// The Vary names `names` of the URI `primary` as Redis keeps them
+    /// (signed with the fleet secret).
+    pub(super) fn names_for_redis(&self, primary: &CacheKey, names: &str) -> String {
+        match self.signer() {
+            Some(signer) => signer.seal_names(primary, names),
+            None => names.to_owned(),
+        }
+    }
+
+    /// After `object` was stored locally by a fill for the URI `primary`
+    /// that held `lease` (`names`: the request headers the response varies
+    /// on, when it does): stores it in Redis off the request path (larger
+    /// ones stay local; the lease is released either way).
+    pub(crate) fn commit(
+        &self,
+        lease: Lease,
+        primary: &CacheKey,
+        object: Arc<CachedObject>,
+        names: Option<&[HeaderName]>,
+    ) {
+        if !self.fits(&object) {
+            self.stats.too_large.fetch_add(1, Ordering::Relaxed);
+            return; // Dropping the lease releases it.
+        }
+        let Some((target, key)) = self.commit_target(&lease, primary, &object, names) else {
+            return;
+        };
+        let fleet = self.arc();
+        tokio::spawn(async move { fleet.store(lease, target, key, object).await });
+    }
+
+    /// `object` may go to Redis: not a Vary marker, and within
+    /// `fleet.max_object_size` (a body left in a disk zone's file counts
+    /// whole: it is read back).
+    fn fits(&self, object: &CachedObject) -> bool {
+        let in_file = object.lazy_body().map_or(0, |l| l.len);
+        object.vary_index().is_none()
+            && object.weight() as u64 + in_file <= self.cfg.max_object_size
+    }
+
+    /// Where it goes, and the key it is stored under: the URI's entry, or
+    /// its variant's (the lease was taken on the URI before it was known to
+    /// vary, or on the variant). `None` when the response no longer matches
+    /// what the lease was for (the URI stopped or started varying): it
+    /// stays local.
+    fn commit_target(
+        &self,
+        lease: &Lease,
+        primary: &CacheKey,
+        object: &CachedObject,
+        names: Option<&[HeaderName]>,
+    ) -> Option<(Target, CacheKey)> {
+        match (object.variant(), names, &lease.target.variant) {
+            (None, None, None) => Some((lease.target.clone(), primary.clone())),
+            (Some(secondary), Some(names), None) => {
+                let text = self.names_for_redis(primary, &names_text(names));
+                let target = Target::variant(self, &lease.target.hash, primary, &text, secondary);
+                Some((target, fleet_variant_key(primary, secondary)))
+            }
+            (Some(secondary), Some(_), Some((_, leased, _))) if secondary == leased.as_str() => {
+                Some((lease.target.clone(), fleet_variant_key(primary, secondary)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The task [`Self::commit`] spawns: `object` under `target` with the
+    /// lease's fence, counted. Returning before the script answers drops
+    /// the lease, which releases it.
+    async fn store(
+        &self,
+        mut lease: Lease,
+        target: Target,
+        key: CacheKey,
+        object: Arc<CachedObject>,
+    ) {
+        let Some((object, blob)) = self.blob_of(&lease, &key, object).await else {
+            return;
+        };
+        let stored = self.run_commit(&lease, &target, &object, blob).await;
+        // The script released the lease (when it answered).
+        lease.settled(stored.is_some());
+        match stored {
+            Some(1) => {
+                self.stats.commits.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(refused) => {
+                self.stats.commits_refused.fetch_add(1, Ordering::Relaxed);
+                if refused < 0 {
+                    // A later lease stored first: ours had expired.
+                    self.stats.leases_lost.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            // Redis failed: the lease expires by itself.
+            None => {}
+        }
+    }
+
+    /// `object` whole (a body in a file is read back, on a blocking thread)
+    /// and its Redis value: the disk format, sealed with the fleet secret
+    /// for the lease's time; `None` (logged) when either cannot be made.
+    async fn blob_of(
+        &self,
+        lease: &Lease,
+        key: &CacheKey,
+        object: Arc<CachedObject>,
+    ) -> Option<(Arc<CachedObject>, Vec<u8>)> {
+        let object = match whole(object).await {
+            Ok(object) => object,
+            Err(e) => {
+                tracing::debug!(target: LOG, key = %key, error = %e, "not put in redis");
+                return None;
+            }
+        };
+        let stored_at = SystemTime::now() - object.meta.stored_at.elapsed();
+        let blob = match encode_object(key, &object, stored_at) {
+            Ok(blob) => match self.signer() {
+                Some(signer) => signer.seal_entry(key, lease.since_ms, &blob),
+                None => blob,
+            },
+            Err(e) => {
+                tracing::debug!(target: LOG, key = %key, error = %e, "not put in redis");
+                return None;
+            }
+        };
+        Some((object, blob))
+    }
+
+    /// The commit script run for `blob` (1: stored; 0: refused, a purge
+    /// came after the lease; < 0: refused, a later lease stored), kept in
+    /// Redis while the object is fresh or usable stale, plus a second;
+    /// `None` when Redis could not be asked.
+    async fn run_commit(
+        &self,
+        lease: &Lease,
+        target: &Target,
+        object: &CachedObject,
+        blob: Vec<u8>,
+    ) -> Option<i64> {
+        let now = Instant::now();
+        let fresh_ms = object
+            .meta
+            .freshness
+            .lifetime
+            .saturating_sub(object.meta.age(now));
+        let keep = fresh_ms
+            + object
+                .meta
+                .freshness
+                .stale_while_revalidate
+                .max(object.meta.freshness.stale_if_error)
+            + Duration::from_secs(1);
+        let hash = &target.hash;
+        let mut keys = vec![
+            target.meta.clone(),
+            lease.target.lease.clone(),
+            self.key(hash, "p"),
+        ];
+        let mut vary_args = Vec::new();
+        if let Some((names, _, s)) = &target.variant {
+            keys.push(self.key(hash, "m"));
+            keys.push(self.key(hash, "vs"));
+            vary_args.push(names.clone());
+            vary_args.push(s.clone());
+        }
+        let purged_before = self.purged_before.load(Ordering::Relaxed);
+        let script = &self.commit;
+        let token = lease.token.clone();
+        let (fence, since) = (lease.fence, lease.since_ms);
+        self.link
+            .call(Op::Commit, |mut conn| async move {
+                let mut invocation = script.prepare_invoke();
+                for key in &keys {
+                    invocation.key(key);
+                }
+                invocation
+                    .arg(&token)
+                    .arg(fence)
+                    .arg(since)
+                    .arg(u64::try_from(fresh_ms.as_millis()).unwrap_or(u64::MAX))
+                    .arg(u64::try_from(keep.as_millis()).unwrap_or(u64::MAX).max(1))
+                    .arg(blob)
+                    .arg(purged_before);
+                for arg in &vary_args {
+                    invocation.arg(arg);
+                }
+                invocation.invoke_async(&mut conn).await
+            })
+            .await
+    }
+}
+
+/// `object` with its body in memory: read from its disk file if it was
+/// left there (verified against the file's checksum).
+pub(super) async fn whole(object: Arc<CachedObject>) -> std::io::Result<Arc<CachedObject>> {
+    let Some(lazy) = object.lazy_body().cloned() else {
+        return Ok(object);
+    };
+    let body = tokio::task::spawn_blocking(move || lazy.read_all())
+        .await
+        .map_err(std::io::Error::other)??;
+    Ok(Arc::new(CachedObject::assemble(
+        object.meta.clone(),
+        object.status,
+        object.headers(),
+        body,
+        object.encodings().to_vec(),
+        object.variant().map(Box::from),
+    )))
+}
+
+/// The object's `Content-Length`, if it has one, is its body's length:
+/// hyper writes a stored one as it is, and a wrong one would break the
+/// client's connection (a body cut short, or the next answer read as its
+/// rest). A disk-format blob's CRCs cannot tell: whoever wrote it chose both.
+pub(super) fn framing_agrees(object: &CachedObject) -> bool {
+    object
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .map(|v| v.to_str().ok().and_then(|v| v.parse::<u64>().ok()))
+        .is_none_or(|len| len == Some(object.body_len()))
+}
+
+/// The key a variant is stored under in Redis: the URI's key with the
+/// selecting values, and no generation (nodes number their own markers).
+pub(super) fn fleet_variant_key(primary: &CacheKey, secondary: &str) -> CacheKey {
+    primary.as_ref().variant(0, secondary)
+}
+
+/// `S` in a variant's keys: the hash of its Redis key.
+pub(super) fn variant_id(primary: &CacheKey, secondary: &str) -> String {
+    hash_of(&fleet_variant_key(primary, secondary))
+}
+
+/// Vary names as Redis keeps them: comma-separated.
+pub(super) fn names_text(names: &[HeaderName]) -> String {
+    names
+        .iter()
+        .map(HeaderName::as_str)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Names read back from Redis; `None` when any is not a header name.
+pub(super) fn parse_names(text: &str) -> Option<Vec<HeaderName>> {
+    let names: Option<Vec<HeaderName>> = text
+        .split(',')
+        .map(|n| HeaderName::from_bytes(n.as_bytes()).ok())
+        .collect();
+    names.filter(|n| !n.is_empty())
+}
+
+/// The hash tag of `key`'s Redis keys.
+pub(super) fn hash_of(key: &CacheKey) -> String {
+    format!("{:016x}", calmcache_core::disk::key_hash(&key.as_ref()))
+}

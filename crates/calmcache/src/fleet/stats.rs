@@ -1,0 +1,126 @@
+//! What the fleet did on this node, for `/status` and `/metrics`:
+//! [`FleetStats`] counters and the [`FetchLog`] of the objects it fetched
+//! for the fleet (with the fleet's count, from the fencing counter).
+//!
+//! Must not: call Redis.
+
+use std::sync::atomic::AtomicU64;
+
+use calmcache_core::CacheKey;
+use tokio::time::Instant;
+
+/// The objects this node fetched for the fleet lately, with the fleet's
+/// count of fetches of each (the object's fencing counter in Redis: one per
+/// lease any node took, kept a week), for `/status`.
+#[derive(Default)]
+pub(super) struct FetchLog {
+    /// Key (shortened) → (the fleet's fetches, this node's, last fetch).
+    pub(super) objects: std::collections::HashMap<String, (u64, u64, Instant)>,
+}
+
+/// Objects [`FetchLog`] keeps; the one fetched longest ago goes first.
+pub(super) const FETCH_LOG_MAX: usize = 256;
+/// Objects `/status` lists (the most fetched).
+pub(super) const FETCH_LOG_SHOWN: usize = 10;
+
+impl FetchLog {
+    pub(super) fn note(&mut self, key: &CacheKey, fleet_fetches: u64) {
+        let mut name = key.to_string();
+        if name.len() > 200 {
+            let mut end = 200;
+            while !name.is_char_boundary(end) {
+                end -= 1;
+            }
+            name.truncate(end);
+        }
+        if !self.objects.contains_key(&name) && self.objects.len() >= FETCH_LOG_MAX {
+            let oldest = self
+                .objects
+                .iter()
+                .min_by_key(|(_, (_, _, at))| *at)
+                .map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                self.objects.remove(&oldest);
+            }
+        }
+        let entry = self.objects.entry(name).or_insert((0, 0, Instant::now()));
+        entry.0 = entry.0.max(fleet_fetches);
+        entry.1 += 1;
+        entry.2 = Instant::now();
+    }
+
+    pub(super) fn most_fetched(&self) -> Vec<ObjectFetches> {
+        let mut all: Vec<ObjectFetches> = self
+            .objects
+            .iter()
+            .map(|(key, &(fleet, here, _))| ObjectFetches {
+                key: key.clone(),
+                fleet,
+                here,
+            })
+            .collect();
+        all.sort_by(|a, b| b.fleet.cmp(&a.fleet).then_with(|| a.key.cmp(&b.key)));
+        all.truncate(FETCH_LOG_SHOWN);
+        all
+    }
+}
+
+/// One object's origin fetches, for `/status`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct ObjectFetches {
+    /// The cache key (its first 200 bytes).
+    pub(crate) key: String,
+    /// Fetches with the fleet's lease, summed over every node (this week).
+    pub(crate) fleet: u64,
+    /// Of those, this node's since it started.
+    pub(crate) here: u64,
+}
+
+/// Counters of the fleet's work on this node.
+#[derive(Default)]
+pub(crate) struct FleetStats {
+    /// Local misses answered from Redis (another node's copy).
+    pub(crate) shared_hits: AtomicU64,
+    /// Leases taken: this node fetched for the fleet.
+    pub(crate) leases_acquired: AtomicU64,
+    /// Fetches that found another node's lease and waited for its copy.
+    pub(crate) leases_held: AtomicU64,
+    /// Leases this node holds now (fetches for the fleet in flight).
+    pub(crate) leases_active: AtomicU64,
+    /// Leases this node lost before storing: they expired (a renewal found
+    /// another node's, or a later lease stored first).
+    pub(crate) leases_lost: AtomicU64,
+    /// Leases released late: given up while Redis was out of reach, let go
+    /// once it answered again.
+    pub(crate) leases_released_late: AtomicU64,
+    /// Waits that ended without a copy (fetched alone, stored locally).
+    pub(crate) waits_timed_out: AtomicU64,
+    /// Objects stored in Redis.
+    pub(crate) commits: AtomicU64,
+    /// Stores refused: a purge came after the lease, or a later lease stored.
+    pub(crate) commits_refused: AtomicU64,
+    /// Objects not put in Redis: larger than `fleet.max_object_size`.
+    pub(crate) too_large: AtomicU64,
+    /// Entries read from Redis that failed verification (served as misses).
+    pub(crate) bad_entries: AtomicU64,
+    /// Entries (or Vary markers) without a valid signature (fleet secret
+    /// set): forged, or written by a node with another secret or none.
+    pub(crate) entries_refused: AtomicU64,
+    /// Purge messages without a valid signature: not applied.
+    pub(crate) purges_refused: AtomicU64,
+    /// Signed purge messages copied into the stream later: not applied.
+    pub(crate) purges_replayed: AtomicU64,
+    /// Purges this node sent to the fleet.
+    pub(crate) purges_sent: AtomicU64,
+    /// Purges from other nodes applied here.
+    pub(crate) purges_applied: AtomicU64,
+    /// Summed lag of those purges, from being sent (Redis' clock at `XADD`)
+    /// to applied here, in ms.
+    pub(crate) purge_lag_ms_sum: AtomicU64,
+    /// The longest such lag, in ms.
+    pub(crate) purge_lag_ms_max: AtomicU64,
+    /// Times this node could not know which purges it missed (a wiped
+    /// Redis, a trimmed stream, no saved position) and marked every local
+    /// object stale instead.
+    pub(crate) purge_gaps: AtomicU64,
+}
