@@ -27,8 +27,6 @@
 
 pub mod cache_control;
 pub mod disk;
-pub mod disk_format;
-pub mod disk_writer;
 pub mod flight;
 pub mod freshness;
 pub mod front;

@@ -10,8 +10,7 @@ use std::sync::Arc;
 use quick_cache::sync::Cache;
 use quick_cache::{DefaultHashBuilder, Lifecycle, OptionsBuilder, Weighter};
 
-use crate::disk::key_hash;
-use crate::key::{CacheKey, KeyRef};
+use crate::key::{key_hash, CacheKey, KeyRef};
 use crate::object::CachedObject;
 use crate::tier::{CacheError, PurgeFilter, PurgeMode, Tags, Tier, TierDetail, TierFuture};
 

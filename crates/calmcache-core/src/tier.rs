@@ -21,7 +21,7 @@ use std::task::{Context, Poll};
 
 use http::HeaderMap;
 
-use crate::disk_writer::DiskWrite;
+use crate::disk::writer::DiskWrite;
 use crate::key::{CacheKey, KeyRef};
 use crate::object::CachedObject;
 

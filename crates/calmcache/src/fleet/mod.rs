@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use calmcache_core::disk_format::{encode_object, parse_object};
+use calmcache_core::disk::format::{encode_object, parse_object};
 use calmcache_core::warn_limit::WarnLimit;
 use calmcache_core::{CacheKey, CachedObject, PurgeMode};
 use http::HeaderName;

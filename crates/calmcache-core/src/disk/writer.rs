@@ -36,8 +36,8 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 
+use crate::disk::format::{self as disk_format, FormatError, MAGIC, PREFIX_LEN, VERSION};
 use crate::disk::{key_hash, DiskTier};
-use crate::disk_format::{self, FormatError, MAGIC, PREFIX_LEN, VERSION};
 use crate::key::CacheKey;
 use crate::object::{CachedObject, LazyBody};
 use crate::tier::CacheError;

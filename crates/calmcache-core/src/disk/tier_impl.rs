@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{DiskTier, Read, MANAGE_EVERY};
-use crate::disk_writer::DiskWrite;
+use crate::disk::writer::DiskWrite;
 use crate::key::{CacheKey, KeyRef};
 use crate::object::CachedObject;
 use crate::tier::{CacheError, PurgeFilter, PurgeMode, Tags, Tier, TierDetail, TierFuture};
