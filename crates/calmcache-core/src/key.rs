@@ -142,7 +142,7 @@ impl CacheKey {
     /// The allocation of its text as glibc's malloc hands it out (the key
     /// itself lives inline where it is kept).
     pub fn memory_cost(&self) -> usize {
-        crate::object::malloc_cost(self.text.len())
+        crate::cost::malloc_cost(self.text.len())
     }
 }
 

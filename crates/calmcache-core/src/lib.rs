@@ -26,6 +26,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod cache_control;
+pub mod cost;
 pub mod disk;
 pub mod flight;
 pub mod freshness;
