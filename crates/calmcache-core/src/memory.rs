@@ -257,7 +257,7 @@ impl Tier for MemoryTier {
     }
 
     fn detail(&self) -> TierDetail {
-        TierDetail::memory(self.evictions.0.load(Ordering::Relaxed))
+        TierDetail::new("memory").with("evictions", self.evictions.0.load(Ordering::Relaxed))
     }
 }
 

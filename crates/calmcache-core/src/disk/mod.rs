@@ -17,15 +17,22 @@
 //! layout of earlier versions is moved by the loader.
 //! A file is written to a temp name in its final directory and renamed into
 //! place when complete, so a reader sees a whole object or none. The file
-//! carries its key, metadata, lengths and checksums (`disk_format.rs`): a
+//! carries its key, metadata, lengths and checksums (`format.rs`): a
 //! torn, corrupt or foreign file is removed, never served. Faults (ENOSPC,
 //! EIO, a read-only or deleted directory) never fail a request: the object
 //! is not stored (or is treated as a miss), the fault is counted and logged,
 //! and the zone works again once the fault clears (directories are
 //! re-created on write).
 //!
+//! The folder: `load.rs` (the loader), `manage.rs` (the manager),
+//! `shard.rs` (an index shard), `format.rs` (the file of one object),
+//! `writer.rs` (a file written as its body arrives: the disk's
+//! [`BodyWrite`](crate::tier::BodyWrite)), `purge.rs`, and `tier_impl.rs`
+//! (the [`Tier`](crate::tier::Tier) face). It imports the trait, keys and
+//! objects; `tier.rs` never imports it back.
+//!
 //! A file system that fills before `max_size` (ENOSPC, EDQUOT) is the
-//! manager's business (`disk_manage.rs`): the zone is then bounded by what
+//! manager's business (`manage.rs`): the zone is then bounded by what
 //! the file system holds for it, less a headroom for writes in progress.
 //! Temp files not
 //! named after this start's token are crash leftovers: the loader removes
@@ -97,7 +104,7 @@ struct Entry {
     /// File length in bytes, and [`VERIFIED`] once this process knows the
     /// file's body checksum is right.
     size_bits: u64,
-    /// Last use, in milliseconds from its shard's epoch (disk_shard.rs).
+    /// Last use, in milliseconds from its shard's epoch (shard.rs).
     last_use: u32,
     /// Bumped on each rewrite so a late eviction of an old version cannot
     /// remove the new file's entry.

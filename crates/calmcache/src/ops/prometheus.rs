@@ -184,7 +184,6 @@ pub(crate) fn render(status: &Status) -> String {
     }
 
     type ZoneValue = fn(&crate::ops::status::ZoneStatus) -> f64;
-    type DiskValue = fn(&crate::ops::status::DiskStatus) -> f64;
     let zone_gauges: [(&str, &str, ZoneValue); 3] = [
         ("calmcache_zone_size_bytes", "Bytes a zone holds.", |z| {
             z.size_bytes as f64
@@ -225,84 +224,81 @@ pub(crate) fn render(status: &Status) -> String {
             sample(o, &name, &[("zone", zone)], v.unwrap_or(0) as f64);
         }
     }
-    // Every kind of zone evicts: a disk zone's count is in its disk block,
-    // a memory zone's in its memory block.
-    let name = "calmcache_zone_evictions_total";
-    let help = "Objects evicted for max_size (any zone) or min_free (disk).";
-    family(o, name, "counter", help);
-    for (zone, z) in &status.zones {
-        let evictions = z.disk.as_ref().map(|d| d.evictions);
-        if let Some(n) = evictions.or(z.memory.as_ref().map(|m| m.evictions)) {
-            sample(o, name, &[("zone", zone)], n as f64);
-        }
-    }
-    let disk: [(&str, &str, &str, DiskValue); 10] = [
+    // Every kind of zone evicts: the count is in its tier's own figures,
+    // as are those only some tiers report (a zone without one has no sample).
+    let detail: [(&str, &str, &str, &str); 11] = [
+        (
+            "calmcache_zone_evictions_total",
+            "counter",
+            "Objects evicted for max_size (any zone) or min_free (disk).",
+            "evictions",
+        ),
         (
             "calmcache_zone_evictions_nospace_total",
             "counter",
             "Objects evicted because the file system filled before max_size.",
-            |d| d.evictions_nospace as f64,
+            "evictions_nospace",
         ),
         (
             "calmcache_zone_write_failures_nospace_total",
             "counter",
             "Disk writes that failed for lack of space (ENOSPC, EDQUOT).",
-            |d| d.write_failures_nospace as f64,
+            "write_failures_nospace",
         ),
         (
             "calmcache_zone_effective_max_size_bytes",
             "gauge",
             "The size a disk zone is kept under: max_size, or less while its file system holds less.",
-            |d| d.effective_max_size_bytes as f64,
+            "effective_max_size_bytes",
         ),
         (
             "calmcache_zone_leftover_temp_files_total",
             "counter",
             "Temp files of earlier starts (crash leftovers) removed by the loader.",
-            |d| d.leftover_temp_files as f64,
+            "leftover_temp_files",
         ),
         (
             "calmcache_zone_leftover_temp_bytes_total",
             "counter",
             "Bytes of temp files of earlier starts removed by the loader.",
-            |d| d.leftover_temp_bytes as f64,
+            "leftover_temp_bytes",
         ),
         (
             "calmcache_zone_inactive_removed_total",
             "counter",
             "Objects removed after inactive.",
-            |d| d.inactive_removed as f64,
+            "inactive_removed",
         ),
         (
             "calmcache_zone_disk_errors_total",
             "counter",
             "Disk I/O errors (each served from the origin).",
-            |d| d.errors as f64,
+            "errors",
         ),
         (
             "calmcache_zone_broken_files_total",
             "counter",
             "Torn, corrupt or foreign files removed.",
-            |d| d.broken_files as f64,
+            "broken_files",
         ),
         (
             "calmcache_zone_loaded_objects",
             "gauge",
             "Files indexed by the loader so far.",
-            |d| d.loaded as f64,
+            "loaded",
         ),
         (
             "calmcache_zone_loader_done",
             "gauge",
             "1 once the loader has scanned the zone.",
-            |d| f64::from(u8::from(d.loader_done)),
+            "loader_done",
         ),
     ];
-    for (name, kind, help, value) in disk {
+    for (name, kind, help, figure) in detail {
         family(o, name, kind, help);
         for (zone, z) in &status.zones {
-            if let Some(d) = &z.disk {
-                sample(o, name, &[("zone", zone)], value(d));
+            if let Some(v) = z.detail.0.get(figure).and_then(|f| f.as_f64()) {
+                sample(o, name, &[("zone", zone)], v);
             }
         }
     }
