@@ -470,6 +470,35 @@ mod tests {
         assert_eq!(from_list, ["a", "x"]);
     }
 
+    #[test]
+    fn a_detail_keeps_its_figures_in_order_and_finds_them_by_name() {
+        let detail = TierDetail::new("disk")
+            .with("path", "/x".to_owned())
+            .with("evictions", 3)
+            .with("fs_capacity_bytes", None)
+            .with("loader_done", true);
+        let names: Vec<&str> = detail.figures.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            names,
+            ["path", "evictions", "fs_capacity_bytes", "loader_done"]
+        );
+        assert_eq!(detail.count("evictions"), Some(3));
+        assert_eq!(detail.count("path"), None);
+        assert_eq!(detail.get("missing"), None);
+        let samples: Vec<Option<f64>> = detail.figures.iter().map(|(_, f)| f.as_f64()).collect();
+        assert_eq!(samples, [None, Some(3.0), None, Some(1.0)]);
+        assert!(TierDetail::default().block.is_empty());
+    }
+
+    #[test]
+    fn a_tier_that_starts_empty_is_loaded_at_once() {
+        assert!(LoadState::Loading.is_loading());
+        assert_eq!(LoadState::Loading.found(), 0);
+        let loaded = LoadState::Loaded { found: 7 };
+        assert!(!loaded.is_loading());
+        assert_eq!(loaded.found(), 7);
+    }
+
     #[tokio::test]
     async fn ready_and_boxed_futures_answer_alike() {
         assert_eq!(TierFuture::ready(7).await, 7);
