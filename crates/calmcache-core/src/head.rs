@@ -8,7 +8,7 @@
 //! below 16,384) and the values back to back (nothing at all for no
 //! fields); a small body may follow in
 //! the same allocation ([`StoredHead::with_tail`]). A field's name is an
-//! index into [`KNOWN`] (HTTP's standard names, static text) or, for any
+//! index into `KNOWN` (HTTP's standard names, static text) or, for any
 //! other name, the next one of the head's own `customs`. Serving a hit
 //! builds a fresh `HeaderMap` with room for the fields a hit adds
 //! ([`StoredHead::to_map`]): two allocations (the map's index and slots),

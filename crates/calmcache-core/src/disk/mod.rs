@@ -325,7 +325,8 @@ impl DiskTier {
         &self.config
     }
 
-    /// The hosts of the objects the loader found (see [`Tier::hosts_found`]).
+    /// The hosts of the objects the loader found (see
+    /// [`Tier::hosts_found`](crate::tier::Tier::hosts_found)).
     pub fn loaded_hosts(&self) -> crate::tier::HostsFound {
         self.loaded_hosts
             .lock()
