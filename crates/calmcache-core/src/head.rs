@@ -8,7 +8,7 @@
 //! below 16,384) and the values back to back (nothing at all for no
 //! fields); a small body may follow in
 //! the same allocation ([`StoredHead::with_tail`]). A field's name is an
-//! index into [`KNOWN`] (HTTP's standard names, static text) or, for any
+//! index into `KNOWN` (HTTP's standard names, static text) or, for any
 //! other name, the next one of the head's own `customs`. Serving a hit
 //! builds a fresh `HeaderMap` with room for the fields a hit adds
 //! ([`StoredHead::to_map`]): two allocations (the map's index and slots),
@@ -357,17 +357,17 @@ impl StoredHead {
         if n == 0 {
             0
         } else {
-            crate::object::malloc_cost(n) + crate::object::SHARED_COST
+            crate::cost::malloc_cost(n) + crate::cost::SHARED_COST
         }
     }
 
     /// The custom names: their slots and each name's own shared text.
     pub(crate) fn names_cost(&self) -> usize {
-        crate::object::malloc_cost(self.customs.len() * std::mem::size_of::<HeaderName>())
+        crate::cost::malloc_cost(self.customs.len() * std::mem::size_of::<HeaderName>())
             + self
                 .customs
                 .iter()
-                .map(|n| crate::object::malloc_cost(n.as_str().len()) + crate::object::SHARED_COST)
+                .map(|n| crate::cost::malloc_cost(n.as_str().len()) + crate::cost::SHARED_COST)
                 .sum::<usize>()
     }
 

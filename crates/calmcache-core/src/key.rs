@@ -142,7 +142,7 @@ impl CacheKey {
     /// The allocation of its text as glibc's malloc hands it out (the key
     /// itself lives inline where it is kept).
     pub fn memory_cost(&self) -> usize {
-        crate::object::malloc_cost(self.text.len())
+        crate::cost::malloc_cost(self.text.len())
     }
 }
 
@@ -181,6 +181,30 @@ impl quick_cache::Equivalent<CacheKey> for KeyRef<'_> {
         let k = key.as_ref();
         k.path_and_query == self.path_and_query && k.host == self.host && k.scheme == self.scheme
     }
+}
+
+/// A stable 64-bit hash of a key's text (`scheme://host/path?query`): FNV-1a
+/// with a final avalanche, the same across runs and builds so file names
+/// found at start map to the same entries.
+pub fn key_hash(key: &KeyRef<'_>) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in [key.scheme, "://", key.host, key.path_and_query] {
+        for &b in part.as_bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    // Spread FNV's weak low bits over the shard index.
+    mix64(h)
+}
+
+/// The splitmix64 finaliser: every input bit affects every output bit.
+pub fn mix64(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 #[cfg(test)]

@@ -2,17 +2,19 @@
 //! types so it can be embedded in any application.
 //!
 //! # Layout
-//! - [`key`]: cache keys (owned and borrowed, hashing alike) and variant keys.
+//! - [`key`]: cache keys (owned and borrowed, hashing alike), variant keys, and
+//!   the stable key hash; [`cost`]: what an allocation takes in memory.
 //! - [`cache_control`]: `Cache-Control` directive parsing (RFC 9111 §5.2).
 //! - [`freshness`]: storability, freshness lifetime and age (RFC 9111 §3, §4.2; RFC 5861).
 //! - [`object`]: stored objects and their metadata; [`head`]: a stored head in one buffer.
-//! - [`disk`]: the disk tier: index, loader, manager, blocking-pool I/O.
+//! - [`disk`]: the disk tier: index, loader, manager, blocking-pool I/O;
+//!   [`disk::format`]: the file of one stored object; [`disk::writer`]: an
+//!   object file written as its body arrives.
 //! - [`page_body`]: large memory-zone bodies in pages of their own (sent without a copy).
 //! - [`page_cache`]: whole-file reads the kernel answers from memory without waiting.
-//! - [`disk_writer`]: an object file written as its body arrives.
-//! - [`disk_format`]: the on-disk file format of one stored object (disk zones).
 //! - [`tier`]: the async storage trait every tier implements ([`Tier`],
-//!   [`TierFuture`], [`PurgeMode`]); [`memory`]: the RAM tier.
+//!   [`TierFuture`], [`PurgeMode`]), and what it speaks in without naming a
+//!   kind ([`BodyWrite`], [`TierDetail`], [`LoadState`]); [`memory`]: the RAM tier.
 //! - [`zone`]: a named tier ([`Zone`]) and key placement over a route's
 //!   zones (weighted rendezvous over the healthy ones).
 //! - [`front`]: the memory front (doorkeeper, promotion, replace on store).
@@ -26,9 +28,8 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod cache_control;
+pub mod cost;
 pub mod disk;
-pub mod disk_format;
-pub mod disk_writer;
 pub mod flight;
 pub mod freshness;
 pub mod front;
@@ -61,6 +62,7 @@ pub use object::{CachedObject, Encoded, LazyBody, ObjectMeta, VaryIndex};
 pub use policy::{decide, Decision, RefreshMode, RefreshPolicy};
 pub use status::{AnswerClass, CacheStatus, Fwd, Report};
 pub use tier::{
-    CacheError, HostsFound, PurgeFilter, PurgeMode, Tags, Tier, TierDetail, TierFuture,
+    BodyWrite, CacheError, Figure, HostsFound, LoadState, PurgeFilter, PurgeMode, Tags, Tier,
+    TierDetail, TierFuture, Written,
 };
 pub use zone::Zone;

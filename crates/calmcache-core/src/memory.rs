@@ -10,8 +10,7 @@ use std::sync::Arc;
 use quick_cache::sync::Cache;
 use quick_cache::{DefaultHashBuilder, Lifecycle, OptionsBuilder, Weighter};
 
-use crate::disk::key_hash;
-use crate::key::{CacheKey, KeyRef};
+use crate::key::{key_hash, CacheKey, KeyRef};
 use crate::object::CachedObject;
 use crate::tier::{CacheError, PurgeFilter, PurgeMode, Tags, Tier, TierDetail, TierFuture};
 
@@ -258,7 +257,7 @@ impl Tier for MemoryTier {
     }
 
     fn detail(&self) -> TierDetail {
-        TierDetail::memory(self.evictions.0.load(Ordering::Relaxed))
+        TierDetail::new("memory").with("evictions", self.evictions.0.load(Ordering::Relaxed))
     }
 }
 

@@ -53,17 +53,17 @@ async fn evictions_are_counted_and_replacements_are_not() {
     for _ in 0..50 {
         tier.insert(key(0), object(2000)).await.unwrap();
     }
-    assert_eq!(tier.detail().memory_evictions, Some(0));
+    assert_eq!(tier.detail().count("evictions"), Some(0));
     for i in 1..200 {
         tier.insert(key(i), object(2000)).await.unwrap();
     }
-    let evicted = tier.detail().memory_evictions.unwrap();
+    let evicted = tier.detail().count("evictions").unwrap();
     assert!(evicted > 0, "200 x 2 KB is over 64 KiB");
     assert_eq!(tier.objects() + evicted, 200, "held + evicted = stored");
     // A removal is not an eviction.
     let held = (0..200).find(|&i| tier.cache.get(&key(i).as_ref()).is_some());
     assert!(tier.remove(&key(held.unwrap()).as_ref()).await);
-    assert_eq!(tier.detail().memory_evictions, Some(evicted));
+    assert_eq!(tier.detail().count("evictions"), Some(evicted));
 }
 
 #[tokio::test]

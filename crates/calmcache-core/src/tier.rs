@@ -2,11 +2,14 @@
 //! other, e.g. Redis), the future its operations return, and its error.
 //!
 //! The proxy talks to a zone only through [`Tier`]: it never asks which
-//! kind of tier it holds. What only some tiers can do is a method with a
-//! default: [`Tier::begin_file_write`] (a body written to a file as it
-//! arrives), [`Tier::start`] (background work such as a disk loader),
-//! [`Tier::detail`] (counters for `/status`), [`Tier::touch`] and
-//! [`Tier::version`] (for the memory front, `front.rs`).
+//! kind of tier it holds, and this module names no kind (it imports no
+//! tier). What only some tiers can do is a method with a default:
+//! [`Tier::begin_body_write`] (a large body streamed into storage as it arrives,
+//! through a kind-neutral [`BodyWrite`]), [`Tier::start`] and
+//! [`Tier::load_state`] (background work such as a disk loader, and whether
+//! it is done), [`Tier::detail`] (named figures `/status` and `/metrics`
+//! show as they are), [`Tier::touch`] and [`Tier::version`] (for the memory
+//! front, `front.rs`).
 //!
 //! Operations are async so that a tier behind a network can implement them,
 //! but the trait must stay dyn-compatible (zones hold an `Arc<dyn Tier>`),
@@ -19,11 +22,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use bytes::Bytes;
 use http::HeaderMap;
 
-use crate::disk_writer::DiskWrite;
 use crate::key::{CacheKey, KeyRef};
-use crate::object::CachedObject;
+use crate::object::{CachedObject, LazyBody};
 
 /// Why a tier could not take an object. A failing tier never fails a request:
 /// the caller logs, counts and treats it as a miss.
@@ -132,35 +135,165 @@ impl<'a> Tags<'a> {
 /// its tags (looked at only when the purge is by tag).
 pub type PurgeFilter<'f> = dyn Fn(&CacheKey, Tags<'_>) -> bool + Send + Sync + 'f;
 
+/// One figure a tier reports in its [`TierDetail`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Figure {
+    /// A count or a size.
+    Count(u64),
+    /// A count or a size that may be unknown (shown as `null`).
+    Maybe(Option<u64>),
+    /// A yes or no (a gauge of 1 or 0 in `/metrics`).
+    Flag(bool),
+    /// A text, such as a directory.
+    Text(String),
+}
+
+impl Figure {
+    /// The figure as a metric sample; `None` for a text or an unknown.
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Figure::Count(n) | Figure::Maybe(Some(n)) => Some(*n as f64),
+            Figure::Flag(flag) => Some(f64::from(u8::from(*flag))),
+            Figure::Maybe(None) | Figure::Text(_) => None,
+        }
+    }
+}
+
+impl From<u64> for Figure {
+    fn from(n: u64) -> Figure {
+        Figure::Count(n)
+    }
+}
+
+impl From<Option<u64>> for Figure {
+    fn from(n: Option<u64>) -> Figure {
+        Figure::Maybe(n)
+    }
+}
+
+impl From<bool> for Figure {
+    fn from(flag: bool) -> Figure {
+        Figure::Flag(flag)
+    }
+}
+
+impl From<String> for Figure {
+    fn from(text: String) -> Figure {
+        Figure::Text(text)
+    }
+}
+
 /// What a tier reports beyond its size and objects, for `/status` and
-/// `/metrics`. Each kind of tier fills its own part; the proxy shows what
-/// is there and never branches on it for storage.
+/// `/metrics`: named figures in the order they are shown, under the name
+/// of the block `/status` shows them in. Each kind of tier fills its own;
+/// the proxy shows what is there as it is and never branches on it.
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct TierDetail {
-    /// A disk tier's counters (evictions, loader progress, faults).
-    pub disk: Option<crate::disk::DiskSnapshot>,
-    /// A memory tier's evictions: objects it dropped to stay under
-    /// `max_size`.
-    pub memory_evictions: Option<u64>,
+    /// The name of the block the figures are shown in (`"memory"`,
+    /// `"disk"`); empty for a tier with nothing to show.
+    pub block: &'static str,
+    /// The figures, by name, in order.
+    pub figures: Vec<(&'static str, Figure)>,
 }
 
 impl TierDetail {
-    /// The detail of a disk tier.
-    pub fn disk(snapshot: crate::disk::DiskSnapshot) -> Self {
+    /// An empty block named `block`.
+    pub fn new(block: &'static str) -> Self {
         TierDetail {
-            disk: Some(snapshot),
-            memory_evictions: None,
+            block,
+            figures: Vec::new(),
         }
     }
 
-    /// The detail of a memory tier that evicted `evictions` objects.
-    pub fn memory(evictions: u64) -> Self {
-        TierDetail {
-            disk: None,
-            memory_evictions: Some(evictions),
+    /// The block with `figure` added under `name`.
+    pub fn with(mut self, name: &'static str, figure: impl Into<Figure>) -> Self {
+        self.figures.push((name, figure.into()));
+        self
+    }
+
+    /// The figure named `name`, if the tier reports one.
+    pub fn get(&self, name: &str) -> Option<&Figure> {
+        self.figures
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, f)| f)
+    }
+
+    /// The count named `name`, if the tier reports one.
+    pub fn count(&self, name: &str) -> Option<u64> {
+        match self.get(name)? {
+            Figure::Count(n) => Some(*n),
+            _ => None,
         }
     }
+}
+
+/// Where a tier is in taking back what it held before this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadState {
+    /// Still reading it (a disk zone's loader): objects of before may be
+    /// missing from lookups, purges and [`Tier::hosts_found`].
+    Loading,
+    /// Done: `found` objects of before were taken back (0 for a tier that
+    /// starts empty).
+    Loaded {
+        /// Objects of before.
+        found: u64,
+    },
+}
+
+impl LoadState {
+    /// True while the tier is still loading.
+    pub fn is_loading(self) -> bool {
+        self == LoadState::Loading
+    }
+
+    /// Objects of before taken back; 0 while loading.
+    pub fn found(self) -> u64 {
+        match self {
+            LoadState::Loading => 0,
+            LoadState::Loaded { found } => found,
+        }
+    }
+}
+
+/// The part of a body a [`BodyWrite`] has put in storage so far, readable
+/// with positioned reads while the rest still arrives.
+#[derive(Clone, Debug)]
+pub struct Written {
+    /// The file, open for reading.
+    pub file: Arc<std::fs::File>,
+    /// Offset of the body in the file.
+    pub body_at: u64,
+    /// Body bytes written (readable with positioned reads now).
+    pub len: u64,
+}
+
+/// A large body going into a tier's storage as it arrives
+/// ([`Tier::begin_body_write`]). Fed with [`push`](BodyWrite::push), ended with
+/// [`finish`](BodyWrite::finish); dropping it instead discards what was
+/// written.
+pub trait BodyWrite: Send {
+    /// Adds a chunk of the body: ready at once, unless a batch goes to
+    /// storage. Errors are kept for `finish`.
+    fn push(&mut self, chunk: Bytes) -> TierFuture<'_, ()>;
+
+    /// What of the body is readable from storage so far (`None` before the
+    /// first batch is written, or once the write was given up).
+    fn written(&self) -> Option<Written>;
+
+    /// True once the write failed or the body outgrew the tier: `finish`
+    /// will refuse it.
+    fn is_abandoned(&self) -> bool;
+
+    /// The whole body has arrived: stores `object` (its metadata, status,
+    /// headers and variant; the body is what was pushed, not `object`'s)
+    /// and hands back the stored body, to serve the object from.
+    fn finish<'a>(
+        self: Box<Self>,
+        object: &'a CachedObject,
+    ) -> TierFuture<'a, Result<LazyBody, CacheError>>;
 }
 
 /// The hosts in the keys of the objects a tier found at start (a disk
@@ -282,30 +415,34 @@ pub trait Tier: Send + Sync {
         HostsFound::default()
     }
 
-    /// The tier's own counters for `/status`.
+    /// Where the tier is in taking back what it held before this process
+    /// (a disk zone's loader); a tier that starts empty is loaded at once.
+    fn load_state(&self) -> LoadState {
+        LoadState::Loaded { found: 0 }
+    }
+
+    /// The tier's own figures for `/status` and `/metrics`.
     fn detail(&self) -> TierDetail {
         TierDetail::default()
     }
 
-    /// Starts writing an object under `key` into a file as its body
-    /// arrives, for a tier that keeps bodies in files: readers far behind
-    /// read the body back from the file, and the object is indexed when
-    /// [`DiskWrite::finish`] succeeds. `head` builds the object without its
-    /// body (called only by a tier that writes files, so others cost
-    /// nothing); `body_len` is the declared length, if any (without it the
-    /// body is spooled and the header written last). `None`, the default,
-    /// or when the write cannot start: the caller keeps the body and stores
-    /// it whole with [`insert`](Tier::insert).
-    fn begin_file_write(
+    /// Starts writing an object under `key` into storage as its body
+    /// arrives, for a tier that keeps large bodies out of memory: readers
+    /// far behind read the body back from storage ([`BodyWrite::written`]),
+    /// and the object is stored when [`BodyWrite::finish`] succeeds. `head`
+    /// builds the object without its body (called only by a tier that
+    /// streams, so others cost nothing); `body_len` is the declared length,
+    /// if any. `None`, the default, or when the write cannot start: the
+    /// caller keeps the body and stores it whole with [`insert`](Tier::insert).
+    fn begin_body_write(
         &self,
         _key: &CacheKey,
         _head: &dyn Fn() -> CachedObject,
         _body_len: Option<u64>,
-    ) -> Option<DiskWrite> {
+    ) -> Option<Box<dyn BodyWrite>> {
         None
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,6 +468,35 @@ mod tests {
         let list = ["a".to_owned(), "x".to_owned()];
         let from_list: Vec<&str> = Tags::List(&list).iter().collect();
         assert_eq!(from_list, ["a", "x"]);
+    }
+
+    #[test]
+    fn a_detail_keeps_its_figures_in_order_and_finds_them_by_name() {
+        let detail = TierDetail::new("disk")
+            .with("path", "/x".to_owned())
+            .with("evictions", 3)
+            .with("fs_capacity_bytes", None)
+            .with("loader_done", true);
+        let names: Vec<&str> = detail.figures.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            names,
+            ["path", "evictions", "fs_capacity_bytes", "loader_done"]
+        );
+        assert_eq!(detail.count("evictions"), Some(3));
+        assert_eq!(detail.count("path"), None);
+        assert_eq!(detail.get("missing"), None);
+        let samples: Vec<Option<f64>> = detail.figures.iter().map(|(_, f)| f.as_f64()).collect();
+        assert_eq!(samples, [None, Some(3.0), None, Some(1.0)]);
+        assert!(TierDetail::default().block.is_empty());
+    }
+
+    #[test]
+    fn a_tier_that_starts_empty_is_loaded_at_once() {
+        assert!(LoadState::Loading.is_loading());
+        assert_eq!(LoadState::Loading.found(), 0);
+        let loaded = LoadState::Loaded { found: 7 };
+        assert!(!loaded.is_loading());
+        assert_eq!(loaded.found(), 7);
     }
 
     #[tokio::test]

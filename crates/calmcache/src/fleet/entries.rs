@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use calmcache_core::disk_format::{encode_object, parse_object};
+use calmcache_core::disk::format::{encode_object, parse_object};
 use calmcache_core::warn_limit::WarnLimit;
 use calmcache_core::{CacheKey, CachedObject};
 use http::HeaderName;

@@ -6,9 +6,11 @@
 use std::collections::BTreeMap;
 
 use crate::net::health::{ServerState, ServerStatus};
+use calmcache_core::TierDetail;
+
 use crate::ops::status::{
-    AccessLogStatus, Connections, DiskStatus, FleetStatus, Latency, MemoryStatus, Purges, Reloads,
-    RouteStatus, Status, UpstreamStatus, Websockets, ZoneStatus,
+    AccessLogStatus, Connections, DetailBlock, FleetStatus, Latency, Purges, Reloads, RouteStatus,
+    Status, UpstreamStatus, Websockets, ZoneStatus,
 };
 use crate::telemetry::metrics::{HistogramSnapshot, BOUNDS};
 use crate::telemetry::stats::ActivitySnapshot;
@@ -104,23 +106,24 @@ fn routes() -> BTreeMap<String, RouteStatus> {
     BTreeMap::from([("api".to_owned(), one), ("assets".to_owned(), spread)])
 }
 
-fn disk() -> DiskStatus {
-    DiskStatus {
-        path: "/var/cache/calmcache/disk".to_owned(),
-        evictions: 31,
-        evictions_nospace: 32,
-        write_failures_nospace: 33,
-        effective_max_size_bytes: 34_000,
-        fs_capacity_bytes: Some(35_000),
-        fs_capacity_files: None,
-        leftover_temp_files: 36,
-        leftover_temp_bytes: 37,
-        inactive_removed: 38,
-        errors: 39,
-        broken_files: 40,
-        loaded: 41,
-        loader_done: true,
-    }
+/// A disk tier's figures, named and ordered as the disk tier reports them.
+fn disk() -> DetailBlock {
+    let figures = TierDetail::new("disk")
+        .with("path", "/var/cache/calmcache/disk".to_owned())
+        .with("evictions", 31u64)
+        .with("evictions_nospace", 32u64)
+        .with("write_failures_nospace", 33u64)
+        .with("effective_max_size_bytes", 34_000u64)
+        .with("fs_capacity_bytes", Some(35_000u64))
+        .with("fs_capacity_files", None::<u64>)
+        .with("leftover_temp_files", 36u64)
+        .with("leftover_temp_bytes", 37u64)
+        .with("inactive_removed", 38u64)
+        .with("errors", 39u64)
+        .with("broken_files", 40u64)
+        .with("loaded", 41u64)
+        .with("loader_done", true);
+    DetailBlock(figures)
 }
 
 fn zones() -> BTreeMap<String, ZoneStatus> {
@@ -129,8 +132,7 @@ fn zones() -> BTreeMap<String, ZoneStatus> {
         size_bytes: 1_000,
         max_size_bytes: 50_000,
         objects: 12,
-        disk: Some(disk()),
-        memory: None,
+        detail: disk(),
         activity: activity(300),
     };
     let m = ZoneStatus {
@@ -138,8 +140,7 @@ fn zones() -> BTreeMap<String, ZoneStatus> {
         size_bytes: 2_000,
         max_size_bytes: 60_000,
         objects: 13,
-        disk: None,
-        memory: Some(MemoryStatus { evictions: 5 }),
+        detail: DetailBlock(TierDetail::new("memory").with("evictions", 5u64)),
         activity: activity(400),
     };
     let bare = ZoneStatus {
@@ -147,8 +148,7 @@ fn zones() -> BTreeMap<String, ZoneStatus> {
         size_bytes: 0,
         max_size_bytes: 1,
         objects: 0,
-        disk: None,
-        memory: None,
+        detail: DetailBlock(TierDetail::default()),
         activity: ActivitySnapshot::default(),
     };
     BTreeMap::from([

@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
-use calmcache_core::disk::DiskSnapshot;
-use calmcache_core::{AnswerClass, Zone};
-use serde::Serialize;
+use calmcache_core::{AnswerClass, Figure, TierDetail, Zone};
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
 
 use crate::net::upstream::Upstream;
 use crate::proxy::state::{Proxy, Route};
@@ -274,78 +274,46 @@ pub(crate) struct ZoneStatus {
     pub max_size_bytes: u64,
     /// Objects held.
     pub objects: u64,
-    /// Disk zones only: evictions, loader progress, disk errors.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub disk: Option<DiskStatus>,
-    /// Memory zones only: evictions.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub memory: Option<MemoryStatus>,
+    /// The tier's own figures ([`Tier::detail`](calmcache_core::Tier::detail)),
+    /// in a block of their own: a memory zone's evictions, a disk zone's
+    /// evictions, loader progress and disk errors.
+    #[serde(flatten)]
+    pub detail: DetailBlock,
     /// Counters of the routes using this zone.
     #[serde(flatten)]
     pub activity: ActivitySnapshot,
 }
 
-/// A memory zone's own counters.
-#[derive(Debug, Serialize)]
-pub(crate) struct MemoryStatus {
-    /// Objects evicted to stay under max_size (least useful first).
-    pub evictions: u64,
-}
+/// A tier's figures as `/status` shows them: `"<block>": {name: value, ..}`
+/// in the tier's order, or nothing for a tier without any.
+#[derive(Debug)]
+pub(crate) struct DetailBlock(pub TierDetail);
 
-/// A disk zone's own counters.
-#[derive(Debug, Serialize)]
-pub(crate) struct DiskStatus {
-    /// The zone directory.
-    pub path: String,
-    /// Objects removed to stay under max_size / min_free.
-    pub evictions: u64,
-    /// Objects removed because the file system filled before max_size.
-    pub evictions_nospace: u64,
-    /// Writes that failed for lack of space (ENOSPC, EDQUOT); also in `errors`.
-    pub write_failures_nospace: u64,
-    /// The size the zone is kept under: max_size, or less while its file
-    /// system holds less (95% of `fs_capacity_bytes`).
-    pub effective_max_size_bytes: u64,
-    /// What the file system holds for the zone (its files + free space), as
-    /// last seen since a write found it full; null while max_size fits.
-    pub fs_capacity_bytes: Option<u64>,
-    /// The same in files (own files + free inodes), as last seen since a
-    /// write found no inode left; null while there are plenty.
-    pub fs_capacity_files: Option<u64>,
-    /// Temp files of earlier starts (crash leftovers) removed by the loader.
-    pub leftover_temp_files: u64,
-    /// Bytes those leftovers held.
-    pub leftover_temp_bytes: u64,
-    /// Objects removed after `inactive`.
-    pub inactive_removed: u64,
-    /// I/O errors (reads, writes, the loader): each one served from the origin.
-    pub errors: u64,
-    /// Torn, corrupt or foreign files found and removed.
-    pub broken_files: u64,
-    /// Files indexed by the loader so far.
-    pub loaded: u64,
-    /// The loader has scanned the whole directory.
-    pub loader_done: bool,
-}
-
-impl From<DiskSnapshot> for DiskStatus {
-    fn from(d: DiskSnapshot) -> DiskStatus {
-        DiskStatus {
-            path: d.path.display().to_string(),
-            evictions: d.evictions,
-            evictions_nospace: d.evictions_nospace,
-            write_failures_nospace: d.write_failures_nospace,
-            effective_max_size_bytes: d.effective_max_size,
-            fs_capacity_bytes: d.fs_capacity,
-            fs_capacity_files: d.fs_file_capacity,
-            leftover_temp_files: d.leftover_temp_files,
-            leftover_temp_bytes: d.leftover_temp_bytes,
-            inactive_removed: d.inactive_removed,
-            errors: d.errors,
-            broken_files: d.broken_files,
-            loaded: d.loaded,
-            loader_done: d.loader_done,
+impl Serialize for DetailBlock {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        if !self.0.block.is_empty() {
+            map.serialize_entry(self.0.block, &Figures(&self.0.figures))?;
         }
+        map.end()
+    }
+}
+
+/// The figures of a block, as a JSON object.
+struct Figures<'a>(&'a [(&'static str, Figure)]);
+
+impl Serialize for Figures<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, figure) in self.0 {
+            match figure {
+                Figure::Count(n) => map.serialize_entry(name, n)?,
+                Figure::Maybe(n) => map.serialize_entry(name, n)?,
+                Figure::Flag(flag) => map.serialize_entry(name, flag)?,
+                Figure::Text(text) => map.serialize_entry(name, text)?,
+            }
+        }
+        map.end()
     }
 }
 
@@ -407,16 +375,12 @@ pub(crate) fn status(proxy: &Proxy) -> Status {
 /// A zone's occupancy and its tier's own details; its counters are added
 /// by its routes.
 fn zone_status(z: &Zone) -> ZoneStatus {
-    let detail = z.tier.detail();
     ZoneStatus {
         kind: z.tier.kind(),
         size_bytes: z.tier.size_bytes(),
         max_size_bytes: z.tier.max_size(),
         objects: z.tier.objects(),
-        disk: detail.disk.map(DiskStatus::from),
-        memory: detail
-            .memory_evictions
-            .map(|evictions| MemoryStatus { evictions }),
+        detail: DetailBlock(z.tier.detail()),
         activity: ActivitySnapshot::default(),
     }
 }

@@ -570,7 +570,7 @@ fn stream_fill(
     let mut file = zone
         .as_ref()
         .filter(|_| names.is_empty() && !will_compress(&route, &headers))
-        .and_then(|z| z.tier.begin_file_write(&primary, &head, len));
+        .and_then(|z| z.tier.begin_body_write(&primary, &head, len));
     // Into a file: a window in memory, readers behind it read the file.
     // Otherwise the body is stored whole (bounded by max_object_size).
     let keeping = if file.is_some() {

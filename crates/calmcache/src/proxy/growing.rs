@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-use calmcache_core::disk_writer::Written;
+use calmcache_core::tier::Written;
 use tokio::task::JoinHandle;
 
 use crate::http::body::{BoxError, ChannelBody, ChunkSource, ResponseBody};

@@ -572,12 +572,7 @@ pub(crate) async fn follow_fleet(proxy: Arc<Proxy>, mut stop: tokio::sync::watch
     };
     // Purges apply to what the disk zones hold once their loaders have
     // indexed it all; until then the stream waits (its position is kept).
-    let loading = |proxy: &Proxy| {
-        proxy
-            .zones
-            .iter()
-            .any(|z| z.tier.detail().disk.is_some_and(|d| !d.loader_done))
-    };
+    let loading = |proxy: &Proxy| proxy.zones.iter().any(|z| z.tier.load_state().is_loading());
     while loading(&proxy) {
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
@@ -586,10 +581,7 @@ pub(crate) async fn follow_fleet(proxy: Arc<Proxy>, mut stop: tokio::sync::watch
     }
     // Objects from before this start: what the loaders found (not what
     // was stored since, which saw every purge from here on).
-    let held = proxy
-        .zones
-        .iter()
-        .any(|z| z.tier.detail().disk.is_some_and(|d| d.loaded > 0));
+    let held = proxy.zones.iter().any(|z| z.tier.load_state().found() > 0);
     loop {
         let polled = fleet.poll_purges(held).await;
         if polled.gap {

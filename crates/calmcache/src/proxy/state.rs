@@ -274,7 +274,7 @@ impl Proxy {
         // (a purge by path rebuilds keys from the hosts it knows).
         let routes = self.routes.clone();
         tokio::spawn(async move {
-            let loading = |z: &Arc<Zone>| z.tier.detail().disk.is_some_and(|d| !d.loader_done);
+            let loading = |z: &Arc<Zone>| z.tier.load_state().is_loading();
             while started.iter().any(loading) {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }

@@ -27,8 +27,8 @@
 
 use std::path::{Path, PathBuf};
 
+use calmcache_core::disk::format as disk_format;
 use calmcache_core::disk::ZONE_MARKER;
-use calmcache_core::disk_format;
 
 use crate::config::LogTarget;
 use crate::config::{toml_key, Config, ConfigError, Problem, ZoneKind};

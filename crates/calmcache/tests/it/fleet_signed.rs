@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use calmcache::Config;
-use calmcache_core::disk_format::{encode_object, parse_object};
+use calmcache_core::disk::format::{encode_object, parse_object};
 use calmcache_core::{CacheKey, CachedObject};
 use calmcache_testkit::proxy::RunningProxy;
 use calmcache_testkit::redis::Redis;

@@ -141,7 +141,7 @@ fn marked_files(dir: &std::path::Path) -> usize {
         for e in std::fs::read_dir(d).unwrap().flatten() {
             if e.file_type().unwrap().is_dir() {
                 stack.push(e.path());
-            } else if let Ok(summary) = calmcache_core::disk_format::read_summary(&e.path()) {
+            } else if let Ok(summary) = calmcache_core::disk::format::read_summary(&e.path()) {
                 marked += usize::from(summary.freshness.lifetime < Duration::from_secs(60));
             }
         }

@@ -5,7 +5,7 @@
 
 use super::{counter, gauge, histograms, Family, Kind, Row, Samples};
 use crate::net::health::{ServerState, ServerStatus};
-use crate::ops::status::{DiskStatus, FleetStatus, Status, UpstreamStatus, ZoneStatus};
+use crate::ops::status::{FleetStatus, Status, UpstreamStatus, ZoneStatus};
 use Samples::{Histograms, IfAny, One, Rows, Summary};
 
 /// One label's rows: `(label, value)` for each `(name, value)` of `items`.
@@ -65,22 +65,21 @@ fn per_zone_and_kind(s: &Status, value: fn(&ZoneStatus) -> u64) -> Vec<Row<'_>> 
         .collect()
 }
 
-/// Per disk zone: a value of its disk block.
-fn per_disk(s: &Status, value: fn(&DiskStatus) -> f64) -> Vec<Row<'_>> {
-    let disks = s
-        .zones
-        .iter()
-        .filter_map(|(zone, z)| Some((zone, z.disk.as_ref()?)));
-    disks
-        .map(|(zone, d)| (vec![("zone", zone.as_str())], value(d)))
+/// Per zone whose tier reports the figure `name` (a disk zone's loader
+/// progress, its disk errors...): that figure.
+fn per_figure<'a>(s: &'a Status, name: &str) -> Vec<Row<'a>> {
+    let zones = s.zones.iter();
+    zones
+        .filter_map(|(zone, z)| {
+            let value = z.detail.0.get(name)?.as_f64()?;
+            Some((vec![("zone", zone.as_str())], value))
+        })
         .collect()
 }
 
-/// Every kind of zone evicts: a disk zone's count is in its disk block,
-/// a memory zone's in its memory block.
+/// Every kind of zone may evict: the count is among its tier's figures.
 fn zone_evictions(z: &ZoneStatus) -> Option<u64> {
-    let evictions = z.disk.as_ref().map(|d| d.evictions);
-    evictions.or(z.memory.as_ref().map(|m| m.evictions))
+    z.detail.0.count("evictions")
 }
 
 /// The process: build, connections, answers by class. Then come the
@@ -249,52 +248,52 @@ pub(super) static PARTS: &[Family<Status>] = &[
     counter(
         "calmcache_zone_evictions_nospace_total",
         "Objects evicted because the file system filled before max_size.",
-        Rows(|s| per_disk(s, |d| d.evictions_nospace as f64)),
+        Rows(|s| per_figure(s, "evictions_nospace")),
     ),
     counter(
         "calmcache_zone_write_failures_nospace_total",
         "Disk writes that failed for lack of space (ENOSPC, EDQUOT).",
-        Rows(|s| per_disk(s, |d| d.write_failures_nospace as f64)),
+        Rows(|s| per_figure(s, "write_failures_nospace")),
     ),
     gauge(
         "calmcache_zone_effective_max_size_bytes",
         "The size a disk zone is kept under: max_size, or less while its file system holds less.",
-        Rows(|s| per_disk(s, |d| d.effective_max_size_bytes as f64)),
+        Rows(|s| per_figure(s, "effective_max_size_bytes")),
     ),
     counter(
         "calmcache_zone_leftover_temp_files_total",
         "Temp files of earlier starts (crash leftovers) removed by the loader.",
-        Rows(|s| per_disk(s, |d| d.leftover_temp_files as f64)),
+        Rows(|s| per_figure(s, "leftover_temp_files")),
     ),
     counter(
         "calmcache_zone_leftover_temp_bytes_total",
         "Bytes of temp files of earlier starts removed by the loader.",
-        Rows(|s| per_disk(s, |d| d.leftover_temp_bytes as f64)),
+        Rows(|s| per_figure(s, "leftover_temp_bytes")),
     ),
     counter(
         "calmcache_zone_inactive_removed_total",
         "Objects removed after inactive.",
-        Rows(|s| per_disk(s, |d| d.inactive_removed as f64)),
+        Rows(|s| per_figure(s, "inactive_removed")),
     ),
     counter(
         "calmcache_zone_disk_errors_total",
         "Disk I/O errors (each served from the origin).",
-        Rows(|s| per_disk(s, |d| d.errors as f64)),
+        Rows(|s| per_figure(s, "errors")),
     ),
     counter(
         "calmcache_zone_broken_files_total",
         "Torn, corrupt or foreign files removed.",
-        Rows(|s| per_disk(s, |d| d.broken_files as f64)),
+        Rows(|s| per_figure(s, "broken_files")),
     ),
     gauge(
         "calmcache_zone_loaded_objects",
         "Files indexed by the loader so far.",
-        Rows(|s| per_disk(s, |d| d.loaded as f64)),
+        Rows(|s| per_figure(s, "loaded")),
     ),
     gauge(
         "calmcache_zone_loader_done",
         "1 once the loader has scanned the zone.",
-        Rows(|s| per_disk(s, |d| f64::from(u8::from(d.loader_done)))),
+        Rows(|s| per_figure(s, "loader_done")),
     ),
     counter(
         "calmcache_access_log_dropped_total",

@@ -1,18 +1,20 @@
 //! The disk tier behind the [`Tier`] trait: a read the page cache answers
 //! is ready at once, one that waits for the device is a boxed future on the
 //! blocking pool; purges, the loader and manager ([`Tier::start`]), the
-//! counters for `/status` ([`Tier::detail`]) and streamed writes into a
-//! file ([`Tier::begin_file_write`]).
+//! counters for `/status` ([`Tier::detail`], named as `/status` shows them)
+//! and streamed writes into a file ([`Tier::begin_body_write`]).
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{DiskTier, Read, MANAGE_EVERY};
-use crate::disk_writer::DiskWrite;
+use crate::disk::writer::DiskWrite;
 use crate::key::{CacheKey, KeyRef};
 use crate::object::CachedObject;
-use crate::tier::{CacheError, PurgeFilter, PurgeMode, Tags, Tier, TierDetail, TierFuture};
+use crate::tier::{
+    BodyWrite, CacheError, LoadState, PurgeFilter, PurgeMode, Tags, Tier, TierDetail, TierFuture,
+};
 
 /// A disk zone's counters at one moment, for `/status` and `/metrics`.
 #[derive(Clone, Debug, Default)]
@@ -163,22 +165,52 @@ impl Tier for DiskTier {
         self.loaded_hosts()
     }
 
-    fn detail(&self) -> TierDetail {
-        TierDetail::disk(self.snapshot())
+    fn load_state(&self) -> LoadState {
+        let stats = self.stats();
+        if stats.loader_done.load(Ordering::Relaxed) {
+            LoadState::Loaded {
+                found: stats.loaded.load(Ordering::Relaxed),
+            }
+        } else {
+            LoadState::Loading
+        }
     }
 
-    fn begin_file_write(
+    /// The `disk` block of `/status`: figures named and ordered as shown
+    /// there.
+    fn detail(&self) -> TierDetail {
+        let d = self.snapshot();
+        TierDetail::new("disk")
+            .with("path", d.path.display().to_string())
+            .with("evictions", d.evictions)
+            .with("evictions_nospace", d.evictions_nospace)
+            .with("write_failures_nospace", d.write_failures_nospace)
+            .with("effective_max_size_bytes", d.effective_max_size)
+            .with("fs_capacity_bytes", d.fs_capacity)
+            .with("fs_capacity_files", d.fs_file_capacity)
+            .with("leftover_temp_files", d.leftover_temp_files)
+            .with("leftover_temp_bytes", d.leftover_temp_bytes)
+            .with("inactive_removed", d.inactive_removed)
+            .with("errors", d.errors)
+            .with("broken_files", d.broken_files)
+            .with("loaded", d.loaded)
+            .with("loader_done", d.loader_done)
+    }
+
+    /// A body without a declared length is spooled: its header, and so
+    /// the body's offset, is known only at the end.
+    fn begin_body_write(
         &self,
         key: &CacheKey,
         head: &dyn Fn() -> CachedObject,
         body_len: Option<u64>,
-    ) -> Option<DiskWrite> {
+    ) -> Option<Box<dyn BodyWrite>> {
         let tier = self.arc()?;
         let (key, head) = (key.clone(), head());
         let write = match body_len {
             Some(_) => DiskWrite::new(tier, key, &head),
             None => DiskWrite::spooled(tier, key, &head),
         };
-        write.ok()
+        Some(Box::new(write.ok()?))
     }
 }

@@ -6,7 +6,7 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 
 use crate::freshness::Freshness;
 use crate::object::{LazyBody, ObjectMeta};
-use crate::tier::{PurgeMode, Tier};
+use crate::tier::{Figure, PurgeMode, Tier};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
@@ -691,9 +691,14 @@ async fn through_the_trait_a_disk_tier_reports_starts_once_and_writes_files() {
         "a new copy, a new version"
     );
     assert!(tier.version(&key("/none").as_ref()).is_none());
-    let detail = tier.detail().disk.unwrap();
-    assert_eq!(detail.path, dir);
-    assert!(!detail.loader_done);
+    let detail = tier.detail();
+    assert_eq!(detail.block, "disk");
+    assert_eq!(
+        detail.get("path"),
+        Some(&Figure::Text(dir.display().to_string()))
+    );
+    assert_eq!(detail.get("loader_done"), Some(&Figure::Flag(false)));
+    assert!(tier.load_state().is_loading());
     tier.start();
     tier.start();
     for _ in 0..200 {
@@ -702,10 +707,11 @@ async fn through_the_trait_a_disk_tier_reports_starts_once_and_writes_files() {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert!(tier.detail().disk.unwrap().loader_done);
+    assert_eq!(tier.detail().get("loader_done"), Some(&Figure::Flag(true)));
+    assert!(!tier.load_state().is_loading());
     // A body written into its file as it arrives, indexed at the end.
     let mut write = tier
-        .begin_file_write(
+        .begin_body_write(
             &key("/streamed"),
             &|| Arc::try_unwrap(object("")).unwrap(),
             None,

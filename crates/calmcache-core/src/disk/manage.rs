@@ -98,7 +98,7 @@ impl DiskTier {
     }
 
     /// Removes objects unused for `inactive`; moves each shard's clock
-    /// epoch forward when it is due (disk_shard.rs).
+    /// epoch forward when it is due (shard.rs).
     fn expire_inactive(&self) {
         let now = self.elapsed_ms();
         let inactive = self.config.inactive.max(Duration::from_secs(1)).as_millis();

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
 use super::{key_hash, lock, DiskTier};
-use crate::disk_format;
+use crate::disk::format as disk_format;
 use crate::key::{CacheKey, KeyRef};
 use crate::tier::PurgeMode;
 

@@ -1019,9 +1019,9 @@ fn monotonic_from_wall(stored_at: SystemTime) -> Instant {
 }
 
 #[cfg(test)]
-#[path = "disk_format_tests.rs"]
+#[path = "format_tests.rs"]
 mod tests;
 
 #[cfg(test)]
-#[path = "disk_format_props.rs"]
+#[path = "format_props.rs"]
 mod props;

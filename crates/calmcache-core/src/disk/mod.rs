@@ -17,15 +17,22 @@
 //! layout of earlier versions is moved by the loader.
 //! A file is written to a temp name in its final directory and renamed into
 //! place when complete, so a reader sees a whole object or none. The file
-//! carries its key, metadata, lengths and checksums (`disk_format.rs`): a
+//! carries its key, metadata, lengths and checksums (`format.rs`): a
 //! torn, corrupt or foreign file is removed, never served. Faults (ENOSPC,
 //! EIO, a read-only or deleted directory) never fail a request: the object
 //! is not stored (or is treated as a miss), the fault is counted and logged,
 //! and the zone works again once the fault clears (directories are
 //! re-created on write).
 //!
+//! The folder: `load.rs` (the loader), `manage.rs` (the manager),
+//! `shard.rs` (an index shard), `format.rs` (the file of one object),
+//! `writer.rs` (a file written as its body arrives: the disk's
+//! [`BodyWrite`](crate::tier::BodyWrite)), `purge.rs`, and `tier_impl.rs`
+//! (the [`Tier`](crate::tier::Tier) face). It imports the trait, keys and
+//! objects; `tier.rs` never imports it back.
+//!
 //! A file system that fills before `max_size` (ENOSPC, EDQUOT) is the
-//! manager's business (`disk_manage.rs`): the zone is then bounded by what
+//! manager's business (`manage.rs`): the zone is then bounded by what
 //! the file system holds for it, less a headroom for writes in progress.
 //! Temp files not
 //! named after this start's token are crash leftovers: the loader removes
@@ -39,8 +46,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
-use crate::disk_format::{self, FormatError};
-use crate::disk_writer::DiskWrite;
+use crate::disk::format::{self as disk_format, FormatError};
+use crate::disk::writer::DiskWrite;
+pub use crate::key::{key_hash, mix64};
 use crate::key::{CacheKey, KeyRef};
 use crate::object::CachedObject;
 use crate::page_cache;
@@ -48,14 +56,13 @@ use crate::warn_limit::WarnLimit;
 use crate::warn_limited;
 use crate::zone_lock::ZoneLock;
 
-#[path = "disk_manage.rs"]
+pub mod format;
+mod load;
 mod manage;
-#[path = "disk_purge.rs"]
 mod purge;
-#[path = "disk_shard.rs"]
 mod shard;
-#[path = "disk_tier.rs"]
 mod tier_impl;
+pub mod writer;
 use crate::tier::CacheError;
 use manage::HEADROOM_MIN_PCT;
 pub use manage::{is_no_space, MANAGE_EVERY};
@@ -97,7 +104,7 @@ struct Entry {
     /// File length in bytes, and [`VERIFIED`] once this process knows the
     /// file's body checksum is right.
     size_bits: u64,
-    /// Last use, in milliseconds from its shard's epoch (disk_shard.rs).
+    /// Last use, in milliseconds from its shard's epoch (shard.rs).
     last_use: u32,
     /// Bumped on each rewrite so a late eviction of an old version cannot
     /// remove the new file's entry.
@@ -318,7 +325,8 @@ impl DiskTier {
         &self.config
     }
 
-    /// The hosts of the objects the loader found (see [`Tier::hosts_found`]).
+    /// The hosts of the objects the loader found (see
+    /// [`Tier::hosts_found`](crate::tier::Tier::hosts_found)).
     pub fn loaded_hosts(&self) -> crate::tier::HostsFound {
         self.loaded_hosts
             .lock()
@@ -713,152 +721,6 @@ impl DiskTier {
         true
     }
 
-    /// Scans the zone directory and indexes every valid object file; torn,
-    /// corrupt and foreign files and leftover temp files are removed. Runs
-    /// on the calling (blocking) thread; see [`DiskTier::spawn_loader`].
-    pub fn load(&self) {
-        let mut stack = vec![self.config.path.clone()];
-        let mut dirs = Vec::new();
-        // Temp files of earlier starts removed: (files, bytes).
-        let mut leftovers = (0u64, 0u64);
-        while let Some(dir) = stack.pop() {
-            if dir != self.config.path {
-                dirs.push(dir.clone());
-            }
-            let entries = match std::fs::read_dir(&dir) {
-                Ok(entries) => entries,
-                Err(e) => {
-                    self.stats.errors.fetch_add(1, Ordering::Relaxed);
-                    warn_limited!(self.warn.scan, "cannot scan cache directory",
-                        dir = %dir.display(), error = %e);
-                    continue;
-                }
-            };
-            for entry in entries.flatten() {
-                let path = entry.path();
-                let Ok(kind) = entry.file_type() else {
-                    continue;
-                };
-                if kind.is_dir() {
-                    stack.push(path);
-                    continue;
-                }
-                let name = entry.file_name();
-                if dir == self.config.path
-                    && name
-                        .to_str()
-                        .is_some_and(|n| n.starts_with(RESERVED_PREFIX))
-                {
-                    continue;
-                }
-                if disk_format::is_temp_name(&name) {
-                    // This start's are writes in progress; any other is a
-                    // crash leftover (no other process uses the directory:
-                    // zone_lock.rs).
-                    if !disk_format::is_own_temp_name(&name) {
-                        let bytes = entry.metadata().map_or(0, |m| m.len());
-                        if std::fs::remove_file(&path).is_ok() {
-                            leftovers.0 += 1;
-                            leftovers.1 += bytes;
-                        }
-                    }
-                    continue;
-                }
-                self.load_file(&path);
-            }
-        }
-        // Directories left empty (the two-level layout of earlier versions,
-        // emptied by the moves above), deepest first; one in use is not empty.
-        for dir in dirs.iter().rev() {
-            if dir
-                .strip_prefix(&self.config.path)
-                .map_or(0, |p| p.components().count())
-                > 1
-            {
-                let _ = std::fs::remove_dir(dir);
-            }
-        }
-        if leftovers.0 > 0 {
-            self.stats
-                .leftover_temp_files
-                .fetch_add(leftovers.0, Ordering::Relaxed);
-            self.stats
-                .leftover_temp_bytes
-                .fetch_add(leftovers.1, Ordering::Relaxed);
-            tracing::info!(
-                zone = %self.config.path.display(),
-                files = leftovers.0,
-                bytes_freed = leftovers.1,
-                "removed temp files left by an earlier start (a crash or kill -9)"
-            );
-        }
-        self.stats.loader_done.store(true, Ordering::Relaxed);
-    }
-
-    fn load_file(&self, path: &Path) {
-        match disk_format::read_summary(path) {
-            Ok(summary) => {
-                let hash = key_hash(&summary.key.as_ref());
-                let home = self.file_path(hash);
-                if home != path && !self.move_home(path, &home) {
-                    return;
-                }
-                // Requests may have stored a newer copy meanwhile; keep it.
-                if self.with_shard(hash, |map| map.contains_key(&hash)) {
-                    return;
-                }
-                self.index(hash, summary.file_len, false);
-                self.stats.loaded.fetch_add(1, Ordering::Relaxed);
-                self.loaded_hosts
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .note(summary.key.as_ref().host);
-            }
-            Err(e) => {
-                self.note_read_error(&e);
-                // Only a file whose content is wrong is removed; an I/O
-                // error (EIO, EMFILE, EACCES) says nothing about the file.
-                if !matches!(e, FormatError::Io(_)) {
-                    let _ = std::fs::remove_file(path);
-                }
-            }
-        }
-    }
-
-    /// A file not where its key belongs: moved there when it carries its own
-    /// hash as name (the layout of an earlier version: `<h[0..2]>/<h[2..4]>/<h>`)
-    /// and nothing is there yet; removed otherwise (a foreign or renamed
-    /// file, or an older copy). True when it was moved.
-    fn move_home(&self, path: &Path, home: &Path) -> bool {
-        let named_right = path.file_name() == home.file_name();
-        let moved = named_right
-            && home
-                .parent()
-                .is_some_and(|dir| crate::private_fs::create_dir_all(dir).is_ok())
-            && rustix::fs::renameat_with(
-                rustix::fs::CWD,
-                path,
-                rustix::fs::CWD,
-                home,
-                rustix::fs::RenameFlags::NOREPLACE,
-            )
-            .is_ok();
-        if !moved {
-            if !named_right {
-                self.stats.broken_files.fetch_add(1, Ordering::Relaxed);
-            }
-            let _ = std::fs::remove_file(path);
-        }
-        moved
-    }
-
-    /// Starts the loader on a blocking thread; the zone serves meanwhile
-    /// (an object not indexed yet is a miss).
-    pub fn spawn_loader(self: &Arc<Self>) {
-        let tier = self.clone();
-        tokio::task::spawn_blocking(move || tier.load());
-    }
-
     /// Bytes of index memory per object, measured from the map's capacity.
     pub fn index_bytes_per_object(&self) -> f64 {
         let mut capacity = 0usize;
@@ -880,30 +742,5 @@ fn lock(shard: &Mutex<Shard>) -> std::sync::MutexGuard<'_, Shard> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A stable 64-bit hash of a key's text (`scheme://host/path?query`): FNV-1a
-/// with a final avalanche, the same across runs and builds so file names
-/// found at start map to the same entries.
-pub fn key_hash(key: &KeyRef<'_>) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in [key.scheme, "://", key.host, key.path_and_query] {
-        for &b in part.as_bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    // Spread FNV's weak low bits over the shard index.
-    mix64(h)
-}
-
-/// The splitmix64 finaliser: every input bit affects every output bit.
-pub fn mix64(mut x: u64) -> u64 {
-    x ^= x >> 30;
-    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x ^= x >> 27;
-    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
 #[cfg(test)]
-#[path = "disk_tests.rs"]
 mod tests;

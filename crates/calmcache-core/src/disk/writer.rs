@@ -36,11 +36,12 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 
+use crate::disk::format::{self as disk_format, FormatError, MAGIC, PREFIX_LEN, VERSION};
 use crate::disk::{key_hash, DiskTier};
-use crate::disk_format::{self, FormatError, MAGIC, PREFIX_LEN, VERSION};
 use crate::key::CacheKey;
 use crate::object::{CachedObject, LazyBody};
-use crate::tier::CacheError;
+pub use crate::tier::Written;
+use crate::tier::{BodyWrite, CacheError, TierFuture};
 
 /// Bytes gathered before a write goes to the blocking pool.
 pub const BATCH: usize = 256 * 1024;
@@ -241,17 +242,6 @@ impl Drop for FileWriter {
     }
 }
 
-/// The part of a body already in its temporary file.
-#[derive(Clone, Debug)]
-pub struct Written {
-    /// The file, open for reading.
-    pub file: Arc<File>,
-    /// Offset of the body in the file.
-    pub body_at: u64,
-    /// Body bytes written (readable with positioned reads now).
-    pub len: u64,
-}
-
 /// An object file being written as its body arrives. Feed it with
 /// [`push`](DiskWrite::push), end it with [`finish`](DiskWrite::finish);
 /// dropping it instead discards what was written.
@@ -336,12 +326,20 @@ impl DiskWrite {
     /// Adds a chunk of the body; every [`BATCH`] bytes are written on the
     /// blocking pool before this returns. Errors are kept for `finish`.
     pub async fn push(&mut self, chunk: Bytes) {
+        if self.take(chunk) {
+            self.flush().await;
+        }
+    }
+
+    /// Adds `chunk` to the batch (or counts it, once the write is given
+    /// up); true when the batch is due to be written.
+    fn take(&mut self, chunk: Bytes) -> bool {
         if let Some(seen) = &mut self.too_large {
             *seen += chunk.len() as u64;
-            return;
+            return false;
         }
         if self.failed.is_some() {
-            return;
+            return false;
         }
         self.pending_bytes += chunk.len();
         self.pending.push(chunk);
@@ -353,11 +351,9 @@ impl DiskWrite {
             if let Some(writer) = self.writer.take() {
                 discard(writer);
             }
-            return;
+            return false;
         }
-        if self.pending_bytes >= BATCH {
-            self.flush().await;
-        }
+        self.pending_bytes >= BATCH
     }
 
     async fn flush(&mut self) {
@@ -425,6 +421,33 @@ impl DiskWrite {
             Ok(Err(e)) => Err(tier.write_failed(e)),
             Err(join) => Err(CacheError::Io(join.to_string())),
         }
+    }
+}
+
+/// The kind-neutral face the proxy streams through
+/// ([`Tier::begin_body_write`](crate::tier::Tier::begin_body_write)).
+impl BodyWrite for DiskWrite {
+    fn push(&mut self, chunk: Bytes) -> TierFuture<'_, ()> {
+        if self.take(chunk) {
+            TierFuture::boxed(self.flush())
+        } else {
+            TierFuture::ready(())
+        }
+    }
+
+    fn written(&self) -> Option<Written> {
+        DiskWrite::written(self)
+    }
+
+    fn is_abandoned(&self) -> bool {
+        DiskWrite::is_abandoned(self)
+    }
+
+    fn finish<'a>(
+        self: Box<Self>,
+        object: &'a CachedObject,
+    ) -> TierFuture<'a, Result<LazyBody, CacheError>> {
+        TierFuture::boxed(DiskWrite::finish(*self, object))
     }
 }
 
