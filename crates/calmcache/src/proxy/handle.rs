@@ -24,7 +24,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use calmcache_core::{decide, CacheKey, CacheStatus, Decision, Fwd, RequestCacheControl};
+use calmcache_core::{decide, CacheStatus, Fwd, RequestCacheControl};
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use tokio::time::Instant;
@@ -33,11 +33,10 @@ use crate::config::conditions::any_match;
 use crate::http::body::ResponseBody;
 use crate::http::error::{ErrorKind, ProxyError};
 use crate::net::conn::Peer;
-use crate::proxy::fetch::{answer_fill, fetch_request, refresh_in_background, Fetch};
-use crate::proxy::fill::fill;
+use crate::proxy::fetch::{self, fetch_request, refresh_in_background, Fetch};
 use crate::proxy::lookup::{lookup, PrimaryKey};
 use crate::proxy::pass::{pass, refused, with_body};
-use crate::proxy::plan::{allows_stale, forces_fetch, request_directives, Why};
+use crate::proxy::plan::{self, Asked, Plan, Stored, Why};
 use crate::proxy::respond::{error_response, only_if_cached, serve, Ask};
 use crate::proxy::state::{Route, Worker};
 use crate::telemetry::metrics::{self, CallSlot, Served};
@@ -80,34 +79,166 @@ async fn answer(
     // Borrowed, not cloned: no reference count shared by all threads is
     // touched on a hit (the `worker` Arc is this thread's own).
     let proxy = &worker.proxy;
-    // The one trusted view of the request (edge.rs): everything below reads
-    // the request as admitted and prepared, never its raw form.
-    let mut admitted = match crate::proxy::edge::admit(&mut req, client) {
+    let (route, client) = match admit(&worker, &mut req, client) {
+        Admission::Routed(route, client) => (route, client),
+        Admission::Refused(resp) => return Ok(resp),
+        Admission::Purge => {
+            return Ok(Box::pin(crate::proxy::purge::purge_method(proxy, &req, client.addr)).await)
+        }
+        Admission::Tunnel(route, client) => {
+            return Ok(Box::pin(crate::proxy::tunnel::open(&worker, route, req, client)).await)
+        }
+    };
+    // A GET or HEAD body: read whole, then passed (request_body.rs).
+    let req = if crate::proxy::request_body::announced(&req) {
+        match Box::pin(with_body(proxy, route, req, client)).await {
+            Ok(req) => req,
+            Err(resp) => return Ok(resp),
+        }
+    } else {
+        req
+    };
+    let (zone, asked) = match cacheable(route, &req) {
+        Ok(cacheable) => cacheable,
+        Err(fwd) => return Ok(Box::pin(pass(proxy, route, req, client, fwd)).await),
+    };
+    let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
+    let headers = req.headers();
+    let host = crate::http::headers::host_of(&req);
+    let primary = PrimaryKey::of(route, client.scheme(), req.method(), host, pq, headers);
+    let key = primary.key_ref();
+    // One zone, or among a route's `zones` the one its hash places the key in.
+    let zone = route.zone_for(&key).unwrap_or(zone);
+    if route.zones.len() > 1 {
+        note_placed(route, zone);
+    }
+    let ask = Ask {
+        head_only: asked != Asked::Get,
+        headers,
+        key: route.cfg.cache_status_key.then(|| primary.to_string()),
+    };
+    let request = |rcc: Option<&RequestCacheControl>| fetch_request(route, &req, client, rcc);
+    if !route.cfg.bypass.is_empty() && any_match(&route.cfg.bypass, headers, req.uri().query()) {
+        return Ok(Box::pin(fetch::bypass(
+            route,
+            key.to_owned_key(),
+            request(None),
+            &ask,
+        ))
+        .await);
+    }
+    let rcc = if route.honors_client_cache_control() {
+        RequestCacheControl::from_headers(headers)
+    } else {
+        RequestCacheControl::default()
+    };
+    let found = lookup(route, zone, &key, headers).await;
+    let now = Instant::now();
+    let stored = match &found.object {
+        None => Stored::Nothing(found.fwd),
+        // A separate statement: the thread-local RNG must not live across an await.
+        Some(copy) => Stored::Copy {
+            copy,
+            meta: &copy.meta,
+            decision: decide(&route.policy, &copy.meta, now, &mut rand::rng()),
+        },
+    };
+    let flight = || found.variant.clone().unwrap_or_else(|| key.to_owned_key());
+    match plan::plan(asked, &rcc, stored, now) {
+        Plan::Serve(copy, report) => Ok(serve(route, copy, report, &ask, now)),
+        Plan::RefreshBehind(copy) => {
+            // Inside the window most requests draw; only the one that starts
+            // the refresh pays for building its request.
+            let variant = found.variant.as_ref();
+            let status =
+                if refresh_in_background(proxy, route, key, variant, || request(None), copy) {
+                    route.activity.early_refreshes.inc();
+                    CacheStatus::HitRefreshEarly
+                } else {
+                    CacheStatus::Hit
+                };
+            Ok(serve(route, copy, status.report(), &ask, now))
+        }
+        Plan::ServeStale(copy) => {
+            let variant = found.variant.as_ref();
+            refresh_in_background(proxy, route, key, variant, || request(None), copy);
+            Ok(serve(
+                route,
+                copy,
+                CacheStatus::StaleWhileRevalidate.report(),
+                &ask,
+                now,
+            ))
+        }
+        Plan::RefreshInPath(copy) => match proxy.flights.try_lead(&flight()) {
+            // Someone is already refreshing; the copy is still fresh.
+            None => Ok(serve(route, copy, CacheStatus::Hit.report(), &ask, now)),
+            Some(permit) => {
+                route.activity.early_refreshes.inc();
+                let fetch =
+                    fetch::early(route, key.to_owned_key(), request(Some(&rcc)), permit, copy);
+                Ok(Box::pin(fetch.answer(&ask)).await)
+            }
+        },
+        Plan::Fetch(why, stale) => {
+            let since = (why == Why::Request).then_some(now);
+            let fetch = Fetch {
+                primary: key.to_owned_key(),
+                flight: flight(),
+                request: request(Some(&rcc)),
+                stale: stale.cloned(),
+                why,
+                since,
+            };
+            Ok(Box::pin(fetch.run(proxy, route, zone, &ask)).await)
+        }
+        Plan::Pass(fwd) => Ok(Box::pin(pass(proxy, route, req, client, fwd)).await),
+        Plan::OnlyIfCached(fwd) => Ok(only_if_cached(route, fwd)),
+    }
+}
+
+/// What the edge made of a request.
+enum Admission<'w> {
+    /// Routed: on to the cache.
+    Routed(&'w Arc<Route>, Peer),
+    /// A WebSocket upgrade on a route that tunnels them.
+    Tunnel(&'w Arc<Route>, Peer),
+    /// A `PURGE` request (purge.rs).
+    Purge,
+    /// Refused, or no route: answered already.
+    Refused(Response<ResponseBody>),
+}
+
+/// Admits `req` at the edge (edge.rs: the one trusted view of the request;
+/// everything below reads it as admitted and prepared, never its raw form)
+/// and finds its route.
+fn admit<'w>(worker: &'w Worker, req: &mut Request<Incoming>, client: Peer) -> Admission<'w> {
+    let mut admitted = match crate::proxy::edge::admit(req, client) {
         Ok(admitted) => admitted,
         Err(e) => {
-            proxy.metrics.requests_refused.inc();
-            return Ok(refused(&e, req.version()));
+            worker.proxy.metrics.requests_refused.inc();
+            return Admission::Refused(refused(&e, req.version()));
         }
     };
     if req.method().as_str() == "PURGE" {
-        return Ok(Box::pin(crate::proxy::purge::purge_method(proxy, &req, client.addr)).await);
+        return Admission::Purge;
     }
     let own = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
     // As admitted: lower-case, no default port (edge.rs); looked up only
     // when some route has `hosts`.
     let host = if worker.by_host {
-        crate::http::headers::host_of(&req)
+        crate::http::headers::host_of(req)
     } else {
         ""
     };
     let Some(route) = worker.route_for(host, admitted.match_target(own)) else {
         let e = ProxyError::downstream(ErrorKind::NoRoute, own);
         metrics::note_uncounted(CacheStatus::Bypass);
-        return Ok(error_response(&e, &CacheStatus::Bypass.report()));
+        return Admission::Refused(error_response(&e, &CacheStatus::Bypass.report()));
     };
     // Rare: kept only when the route must be found again below.
     let routed_host = admitted.recheck().then(|| host.to_owned());
-    let client = crate::proxy::edge::prepare(&mut req, &mut admitted, route, client);
+    let client = crate::proxy::edge::prepare(req, &mut admitted, route, client);
     if let Some(host) = routed_host {
         let own = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
         if !worker
@@ -118,28 +249,23 @@ async fn answer(
                 ErrorKind::BadRequest,
                 "the path routes differently once its escapes are decoded",
             );
-            proxy.metrics.requests_refused.inc();
-            return Ok(refused(&e, req.version()));
+            worker.proxy.metrics.requests_refused.inc();
+            return Admission::Refused(refused(&e, req.version()));
         }
     }
     if admitted.websocket && route.cfg.websocket {
-        return Ok(Box::pin(crate::proxy::tunnel::open(&worker, route, req, client)).await);
+        return Admission::Tunnel(route, client);
     }
-    // A GET or HEAD body: read whole, then passed (request_body.rs).
-    let req = if crate::proxy::request_body::announced(&req) {
-        match Box::pin(with_body(proxy, route, req, client)).await {
-            Ok(req) => req,
-            Err(resp) => return Ok(resp),
-        }
-    } else {
-        req
-    };
-    let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
-    let method = req.method();
-    let first_zone = match (&route.zone, method) {
+    Admission::Routed(route, client)
+}
+
+/// The zone a request on `route` is looked up in (the route's first) and
+/// what it asked; or, for a request the cache stays out of, why it passes.
+fn cacheable<'r>(route: &'r Route, req: &Request<Incoming>) -> Result<(&'r Arc<Zone>, Asked), Fwd> {
+    let zone = match (&route.zone, req.method()) {
         (Some(zone), &Method::GET | &Method::HEAD) => zone,
-        (None, _) => return Ok(Box::pin(pass(proxy, route, req, client, Fwd::Bypass)).await),
-        (Some(_), _) => return Ok(Box::pin(pass(proxy, route, req, client, Fwd::Method)).await),
+        (None, _) => return Err(Fwd::Bypass),
+        (Some(_), _) => return Err(Fwd::Method),
     };
     if !route.key_is_default
         && route
@@ -149,164 +275,14 @@ async fn answer(
     {
         // A keyed argument, cookie or field given twice: the key reads the
         // first, the origin may read the last. Never stored.
-        return Ok(Box::pin(pass(proxy, route, req, client, Fwd::Bypass)).await);
+        return Err(Fwd::Bypass);
     }
-    let head_only = method == Method::HEAD;
-    let headers = req.headers();
-    let host = crate::http::headers::host_of(&req);
-    let primary = PrimaryKey::of(route, client.scheme(), method, host, pq, headers);
-    let key_ref = primary.key_ref();
-    // One zone, or among a route's `zones` the one its hash places the key in.
-    let zone = route.zone_for(&key_ref).unwrap_or(first_zone);
-    if route.zones.len() > 1 {
-        note_placed(route, zone);
-    }
-    let ask = Ask {
-        head_only,
-        headers,
-        key: route.cfg.cache_status_key.then(|| primary.to_string()),
+    let asked = match req.method() == Method::HEAD {
+        false => Asked::Get,
+        true if route.cfg.convert_head => Asked::HeadConverted,
+        true => Asked::HeadPassed,
     };
-    if !route.cfg.bypass.is_empty() && any_match(&route.cfg.bypass, headers, req.uri().query()) {
-        let request = fetch_request(route, &req, client, None);
-        let task = fill(route.clone(), key_ref.to_owned_key(), request, None, None);
-        return Ok(Box::pin(answer_fill(
-            route,
-            task,
-            None,
-            Why::Bypass,
-            &ask,
-            None,
-            None,
-        ))
-        .await);
-    }
-    let rcc = if route.honors_client_cache_control() {
-        RequestCacheControl::from_headers(headers)
-    } else {
-        RequestCacheControl::default()
-    };
-    let found = lookup(route, zone, &key_ref, headers).await;
-    let flight =
-        |found_variant: Option<CacheKey>| found_variant.unwrap_or_else(|| key_ref.to_owned_key());
-    let Some(object) = found.object else {
-        if rcc.only_if_cached {
-            return Ok(only_if_cached(route, found.fwd));
-        }
-        if head_only && !route.cfg.convert_head {
-            return Ok(Box::pin(pass(proxy, route, req, client, found.fwd)).await);
-        }
-        let fetch = Fetch {
-            primary: key_ref.to_owned_key(),
-            flight: flight(found.variant),
-            request: fetch_request(route, &req, client, Some(&rcc)),
-            stale: None,
-            why: Why::Miss(found.fwd),
-            since: None,
-        };
-        return Ok(Box::pin(fetch.run(proxy, route, zone, &ask)).await);
-    };
-    let now = Instant::now();
-    if !rcc.is_empty() {
-        if let Some(resp) = request_directives(route, &rcc, &object, &ask, now) {
-            return Ok(resp);
-        }
-        if forces_fetch(&rcc, &object, now) {
-            if head_only && !route.cfg.convert_head {
-                return Ok(Box::pin(pass(proxy, route, req, client, Fwd::Request)).await);
-            }
-            let fetch = Fetch {
-                primary: key_ref.to_owned_key(),
-                flight: flight(found.variant),
-                request: fetch_request(route, &req, client, Some(&rcc)),
-                stale: Some(object.clone()),
-                why: Why::Request,
-                since: Some(now),
-            };
-            return Ok(Box::pin(fetch.run(proxy, route, zone, &ask)).await);
-        }
-    }
-    let answer = |status: CacheStatus| serve(route, &object, status.report(), &ask, now);
-    // A separate statement: the thread-local RNG must not live across an await.
-    let decision = decide(&route.policy, &object.meta, now, &mut rand::rng());
-    match decision {
-        Decision::Fresh => Ok(answer(CacheStatus::Hit)),
-        Decision::RefreshInBackground => {
-            // Inside the window most requests draw; only the one that starts
-            // the refresh pays for building its request.
-            let flight_key = found.variant.clone();
-            let request = || fetch_request(route, &req, client, None);
-            if refresh_in_background(proxy, route, key_ref, flight_key, request, &object) {
-                route.activity.early_refreshes.inc();
-                return Ok(answer(CacheStatus::HitRefreshEarly));
-            }
-            Ok(answer(CacheStatus::Hit))
-        }
-        Decision::StaleWhileRevalidate => {
-            let flight_key = found.variant.clone();
-            let request = || fetch_request(route, &req, client, None);
-            refresh_in_background(proxy, route, key_ref, flight_key, request, &object);
-            Ok(answer(CacheStatus::StaleWhileRevalidate))
-        }
-        Decision::RefreshInPath => {
-            let key = flight(found.variant);
-            // A HEAD the route passes through does not refresh (the copy is fresh).
-            let permit = (!head_only || route.cfg.convert_head)
-                .then(|| proxy.flights.try_lead(&key))
-                .flatten();
-            let Some(permit) = permit else {
-                // Someone is already refreshing; the copy is still fresh.
-                return Ok(answer(CacheStatus::Hit));
-            };
-            route.activity.early_refreshes.inc();
-            let interest = Some(permit.interest());
-            let task = fill(
-                route.clone(),
-                key_ref.to_owned_key(),
-                fetch_request(route, &req, client, Some(&rcc)),
-                Some(permit),
-                Some(object.clone()),
-            );
-            Ok(Box::pin(answer_fill(
-                route,
-                task,
-                interest,
-                Why::Early,
-                &ask,
-                None,
-                None,
-            ))
-            .await)
-        }
-        Decision::Expired => {
-            if rcc
-                .max_stale
-                .is_some_and(|limit| allows_stale(limit, &object, now))
-            {
-                return Ok(serve(
-                    route,
-                    &object,
-                    CacheStatus::Hit.report().detail("max-stale"),
-                    &ask,
-                    now,
-                ));
-            }
-            if rcc.only_if_cached {
-                return Ok(only_if_cached(route, Fwd::Stale));
-            }
-            if head_only && !route.cfg.convert_head {
-                return Ok(Box::pin(pass(proxy, route, req, client, Fwd::Stale)).await);
-            }
-            let fetch = Fetch {
-                primary: key_ref.to_owned_key(),
-                flight: flight(found.variant),
-                request: fetch_request(route, &req, client, Some(&rcc)),
-                stale: Some(object.clone()),
-                why: Why::Stale,
-                since: None,
-            };
-            Ok(Box::pin(fetch.run(proxy, route, zone, &ask)).await)
-        }
-    }
+    Ok((zone, asked))
 }
 
 /// Notes which of `route`'s zones the request was placed in (as its index
