@@ -23,6 +23,7 @@ use crate::http::body::ResponseBody;
 use crate::http::error::{ErrorKind, ProxyError};
 use crate::http::headers::add_forwarded;
 use crate::net::conn::Peer;
+use crate::proxy::answer::Answer;
 use crate::proxy::fill::{fill, FetchRequest, FillReply, NotStored};
 use crate::proxy::lookup::lookup;
 use crate::proxy::orphan::Orphaned;
@@ -69,13 +70,13 @@ impl Fetch {
     /// Fetches, coalescing with other requests for the same key unless the
     /// policy is `none` or this request may not store what it fetches (its
     /// followers could not use it).
-    pub(crate) async fn run(
+    pub(crate) async fn run<'r>(
         mut self,
         proxy: &Proxy,
-        route: &Arc<Route>,
+        route: &'r Arc<Route>,
         zone: &Zone,
         ask: &Ask<'_>,
-    ) -> Response<ResponseBody> {
+    ) -> Answer<'r> {
         if !route.policy.mode.coalesces() || !self.request.store {
             return self.fetch(route, None, None, ask).await;
         }
@@ -87,9 +88,8 @@ impl Fetch {
         // nobody could use ours either; fetch side by side.
         if route.hit_for_miss.active(&self.flight) {
             route.activity.hit_for_miss.inc();
-            let key = self.flight.clone();
             let hfm = Hfm {
-                key: &key,
+                key: self.flight.clone(),
                 marked: true,
                 may_mark,
             };
@@ -98,9 +98,8 @@ impl Fetch {
         match self.take_turn(proxy, route, zone, ask).await {
             Turn::Got(got) => respond(route, ask, got).await,
             Turn::Lead(permit) => {
-                let key = self.flight.clone();
                 let hfm = Hfm {
-                    key: &key,
+                    key: self.flight.clone(),
                     marked: false,
                     may_mark,
                 };
@@ -111,13 +110,13 @@ impl Fetch {
     }
 
     /// Fills (leading the flight with `permit`) and answers from the reply.
-    async fn fetch(
+    async fn fetch<'r>(
         self,
-        route: &Arc<Route>,
+        route: &'r Arc<Route>,
         permit: Option<FetchPermit<FillOutcome>>,
-        hfm: Option<Hfm<'_>>,
+        hfm: Option<Hfm>,
         ask: &Ask<'_>,
-    ) -> Response<ResponseBody> {
+    ) -> Answer<'r> {
         // A range request whose object turns out too large to store is sent
         // on with its Range instead of relaying the whole body.
         let ranged = ask.wants_range().then(|| self.request.clone());
@@ -276,7 +275,7 @@ pub(crate) enum Got {
 }
 
 /// The one place a fetch's result becomes the client's response.
-async fn respond(route: &Route, ask: &Ask<'_>, got: Got) -> Response<ResponseBody> {
+async fn respond<'r>(route: &'r Route, ask: &Ask<'_>, got: Got) -> Answer<'r> {
     match got {
         Got::Object(object, report) => serve(route, &object, report, ask, Instant::now()),
         Got::Streaming(head, report) => {
@@ -286,10 +285,7 @@ async fn respond(route: &Route, ask: &Ask<'_>, got: Got) -> Response<ResponseBod
         Got::ErrorAnswer(answer, report) => {
             crate::proxy::respond::error_answer(route, &answer, report, ask)
         }
-        Got::Failed(e, report) => {
-            route.activity.record(&report);
-            error_response(&e, &report)
-        }
+        Got::Failed(e, report) => Answer::answered(route, &report, error_response(&e, &report)),
     }
 }
 
@@ -318,16 +314,16 @@ pub(crate) struct Filling<'a, F> {
     /// A range request's own request, for an object too large to store.
     ranged: Option<FetchRequest>,
     /// How this fetch takes part in hit-for-miss.
-    hfm: Option<Hfm<'a>>,
+    hfm: Option<Hfm>,
 }
 
 /// A fill for a `bypass` request: no lookup, no coalescing.
-pub(crate) async fn bypass(
-    route: &Arc<Route>,
+pub(crate) async fn bypass<'r>(
+    route: &'r Arc<Route>,
     primary: CacheKey,
     request: FetchRequest,
     ask: &Ask<'_>,
-) -> Response<ResponseBody> {
+) -> Answer<'r> {
     let task = fill(route.clone(), primary, request, None, None);
     let filling = Filling {
         route,
@@ -367,10 +363,10 @@ pub(crate) fn early<'a>(
     }
 }
 
-impl<F: std::future::Future<Output = FillReply> + Send + 'static> Filling<'_, F> {
+impl<'r, F: std::future::Future<Output = FillReply> + Send + 'static> Filling<'r, F> {
     /// Runs the fill in its own task, so a client that goes away does not
     /// cancel a fetch others wait for, and answers this client from its reply.
-    pub(crate) async fn answer(self, ask: &Ask<'_>) -> Response<ResponseBody> {
+    pub(crate) async fn answer(self, ask: &Ask<'_>) -> Answer<'r> {
         let route = self.route;
         // The fetch runs in its own task, so that requests waiting for it are
         // not hurt when this one goes away; its upstream call is noted for this
@@ -406,7 +402,7 @@ impl Why {
 fn got(
     route: &Route,
     why: Why,
-    hfm: Option<Hfm<'_>>,
+    hfm: Option<Hfm>,
     reply: Result<FillReply, tokio::task::JoinError>,
 ) -> Got {
     match reply {
@@ -430,7 +426,7 @@ fn got(
             let mut report = why.not_stored(status, not_stored);
             if let Some(hfm) = hfm.filter(|_| marks_hit_for_miss(not_stored, status)) {
                 if hfm.may_mark {
-                    route.hit_for_miss.note(hfm.key);
+                    route.hit_for_miss.note(&hfm.key);
                 }
                 if hfm.marked {
                     report = report.detail("hit-for-miss");
@@ -500,10 +496,9 @@ pub(crate) fn refresh_in_background(
 }
 
 /// A coalesced fetch's part in hit-for-miss.
-#[derive(Clone, Copy)]
-pub(crate) struct Hfm<'a> {
+pub(crate) struct Hfm {
     /// The key marked when the answer cannot be stored.
-    key: &'a CacheKey,
+    key: CacheKey,
     /// The key was marked already: this fetch skipped the queue.
     marked: bool,
     /// The request carried no credentials, so its answer speaks for the URL.

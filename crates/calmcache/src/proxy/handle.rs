@@ -33,18 +33,20 @@ use crate::config::conditions::any_match;
 use crate::http::body::ResponseBody;
 use crate::http::error::{ErrorKind, ProxyError};
 use crate::net::conn::Peer;
+use crate::proxy::answer::{Answer, Told};
 use crate::proxy::fetch::{self, fetch_request, refresh_in_background, Fetch};
 use crate::proxy::lookup::{lookup, PrimaryKey};
 use crate::proxy::pass::{pass, refused, with_body};
 use crate::proxy::plan::{self, Asked, Plan, Stored, Why};
 use crate::proxy::respond::{error_response, only_if_cached, serve, Ask};
-use crate::proxy::state::{Route, Worker};
+use crate::proxy::state::{Proxy, Route, Worker};
 use crate::telemetry::metrics::{self, CallSlot, Served};
 use calmcache_core::Zone;
 
 /// Answers one client request. Never fails: errors become 4xx/5xx responses.
-/// Times the answer (to its response head) into the latency histogram of its
-/// class; with the access log on, attaches a [`Served`] to the response.
+/// Records the answer once, as it leaves: its route's and zone's counters,
+/// the latency histogram of its class (timed to its response head); with
+/// the access log on, attaches a [`Served`] to the response.
 pub(crate) async fn handle(
     worker: Arc<Worker>,
     req: Request<Incoming>,
@@ -52,55 +54,70 @@ pub(crate) async fn handle(
 ) -> Result<Response<ResponseBody>, Infallible> {
     let started = std::time::Instant::now();
     let slot = worker.proxy.note_served.then(CallSlot::default);
-    // The worker's own Arc (no count shared by all threads is touched).
-    let (resp, noted, placed) =
-        metrics::scoped(slot.clone(), answer(worker.clone(), req, client)).await;
-    if let Some(metrics::Noted::Counted(class)) = noted {
-        worker.proxy.metrics.answered(class, started.elapsed());
-        // A route over several zones: the zone its key was placed in.
-        if let Some(zone) = placed.and_then(|z| worker.proxy.zone_activity.get(z)) {
-            zone.count(class);
-        }
-    }
-    let Ok(mut resp) = resp;
-    if let Some(slot) = slot {
-        let upstream = *slot.lock().unwrap_or_else(|p| p.into_inner());
-        let class = noted.map(metrics::Noted::class);
-        resp.extensions_mut().insert(Served { class, upstream });
-    }
-    Ok(resp)
+    let answer = metrics::with_call_slot(slot.clone(), answer(&worker, req, client)).await;
+    Ok(record(&worker.proxy, answer, started, slot))
 }
 
-async fn answer(
-    worker: Arc<Worker>,
-    mut req: Request<Incoming>,
-    client: Peer,
-) -> Result<Response<ResponseBody>, Infallible> {
+/// Counts `answer` where it leaves (the one place answers are counted).
+fn record(
+    proxy: &Proxy,
+    answer: Answer<'_>,
+    started: std::time::Instant,
+    slot: Option<CallSlot>,
+) -> Response<ResponseBody> {
+    let Answer {
+        mut resp,
+        told,
+        placed,
+    } = answer;
+    match told {
+        Told::Answered(route, report) => {
+            route.activity.record(&report);
+            let class = report.status.class();
+            proxy.metrics.answered(class, started.elapsed());
+            // A route over several zones: the zone its key was placed in.
+            if let Some(zone) = placed.and_then(|z| proxy.zone_activity.get(z)) {
+                zone.count(class);
+            }
+        }
+        Told::Refused(Some((route, report))) => route.activity.record(&report),
+        Told::Refused(None) | Told::Unclassed => {}
+    }
+    if let Some(slot) = slot {
+        let upstream = *slot.lock().unwrap_or_else(|p| p.into_inner());
+        let class = told.class();
+        resp.extensions_mut().insert(Served { class, upstream });
+    }
+    resp
+}
+
+async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> Answer<'_> {
     // Borrowed, not cloned: no reference count shared by all threads is
     // touched on a hit (the `worker` Arc is this thread's own).
     let proxy = &worker.proxy;
-    let (route, client) = match admit(&worker, &mut req, client) {
+    let (route, client) = match admit(worker, &mut req, client) {
         Admission::Routed(route, client) => (route, client),
-        Admission::Refused(resp) => return Ok(resp),
+        Admission::Refused(resp) => return Answer::refused(resp),
         Admission::Purge => {
-            return Ok(Box::pin(crate::proxy::purge::purge_method(proxy, &req, client.addr)).await)
+            let purged = Box::pin(crate::proxy::purge::purge_method(proxy, &req, client.addr));
+            return Answer::unclassed(purged.await);
         }
         Admission::Tunnel(route, client) => {
-            return Ok(Box::pin(crate::proxy::tunnel::open(&worker, route, req, client)).await)
+            return Box::pin(crate::proxy::tunnel::open(worker, route, req, client)).await
         }
     };
     // A GET or HEAD body: read whole, then passed (request_body.rs).
     let req = if crate::proxy::request_body::announced(&req) {
         match Box::pin(with_body(proxy, route, req, client)).await {
             Ok(req) => req,
-            Err(resp) => return Ok(resp),
+            Err(answer) => return answer,
         }
     } else {
         req
     };
     let (zone, asked) = match cacheable(route, &req) {
         Ok(cacheable) => cacheable,
-        Err(fwd) => return Ok(Box::pin(pass(proxy, route, req, client, fwd)).await),
+        Err(fwd) => return Box::pin(pass(proxy, route, req, client, fwd)).await,
     };
     let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
     let headers = req.headers();
@@ -109,9 +126,7 @@ async fn answer(
     let key = primary.key_ref();
     // One zone, or among a route's `zones` the one its hash places the key in.
     let zone = route.zone_for(&key).unwrap_or(zone);
-    if route.zones.len() > 1 {
-        note_placed(route, zone);
-    }
+    let placed = placed(route, zone);
     let ask = Ask {
         head_only: asked != Asked::Get,
         headers,
@@ -119,13 +134,14 @@ async fn answer(
     };
     let request = |rcc: Option<&RequestCacheControl>| fetch_request(route, &req, client, rcc);
     if !route.cfg.bypass.is_empty() && any_match(&route.cfg.bypass, headers, req.uri().query()) {
-        return Ok(Box::pin(fetch::bypass(
+        let answer = Box::pin(fetch::bypass(
             route,
             key.to_owned_key(),
             request(None),
             &ask,
         ))
-        .await);
+        .await;
+        return Answer { placed, ..answer };
     }
     let rcc = if route.honors_client_cache_control() {
         RequestCacheControl::from_headers(headers)
@@ -144,8 +160,8 @@ async fn answer(
         },
     };
     let flight = || found.variant.clone().unwrap_or_else(|| key.to_owned_key());
-    match plan::plan(asked, &rcc, stored, now) {
-        Plan::Serve(copy, report) => Ok(serve(route, copy, report, &ask, now)),
+    let answer = match plan::plan(asked, &rcc, stored, now) {
+        Plan::Serve(copy, report) => serve(route, copy, report, &ask, now),
         Plan::RefreshBehind(copy) => {
             // Inside the window most requests draw; only the one that starts
             // the refresh pays for building its request.
@@ -157,27 +173,27 @@ async fn answer(
                 } else {
                     CacheStatus::Hit
                 };
-            Ok(serve(route, copy, status.report(), &ask, now))
+            serve(route, copy, status.report(), &ask, now)
         }
         Plan::ServeStale(copy) => {
             let variant = found.variant.as_ref();
             refresh_in_background(proxy, route, key, variant, || request(None), copy);
-            Ok(serve(
+            serve(
                 route,
                 copy,
                 CacheStatus::StaleWhileRevalidate.report(),
                 &ask,
                 now,
-            ))
+            )
         }
         Plan::RefreshInPath(copy) => match proxy.flights.try_lead(&flight()) {
             // Someone is already refreshing; the copy is still fresh.
-            None => Ok(serve(route, copy, CacheStatus::Hit.report(), &ask, now)),
+            None => serve(route, copy, CacheStatus::Hit.report(), &ask, now),
             Some(permit) => {
                 route.activity.early_refreshes.inc();
                 let fetch =
                     fetch::early(route, key.to_owned_key(), request(Some(&rcc)), permit, copy);
-                Ok(Box::pin(fetch.answer(&ask)).await)
+                Box::pin(fetch.answer(&ask)).await
             }
         },
         Plan::Fetch(why, stale) => {
@@ -190,11 +206,12 @@ async fn answer(
                 why,
                 since,
             };
-            Ok(Box::pin(fetch.run(proxy, route, zone, &ask)).await)
+            Box::pin(fetch.run(proxy, route, zone, &ask)).await
         }
-        Plan::Pass(fwd) => Ok(Box::pin(pass(proxy, route, req, client, fwd)).await),
-        Plan::OnlyIfCached(fwd) => Ok(only_if_cached(route, fwd)),
-    }
+        Plan::Pass(fwd) => Box::pin(pass(proxy, route, req, client, fwd)).await,
+        Plan::OnlyIfCached(fwd) => only_if_cached(route, fwd),
+    };
+    Answer { placed, ..answer }
 }
 
 /// What the edge made of a request.
@@ -233,7 +250,6 @@ fn admit<'w>(worker: &'w Worker, req: &mut Request<Incoming>, client: Peer) -> A
     };
     let Some(route) = worker.route_for(host, admitted.match_target(own)) else {
         let e = ProxyError::downstream(ErrorKind::NoRoute, own);
-        metrics::note_uncounted(CacheStatus::Bypass);
         return Admission::Refused(error_response(&e, &CacheStatus::Bypass.report()));
     };
     // Rare: kept only when the route must be found again below.
@@ -285,13 +301,14 @@ fn cacheable<'r>(route: &'r Route, req: &Request<Incoming>) -> Result<(&'r Arc<Z
     Ok((zone, asked))
 }
 
-/// Notes which of `route`'s zones the request was placed in (as its index
-/// among the generation's zones), for the zone's counters.
-fn note_placed(route: &Route, zone: &Arc<Zone>) {
-    let at = route.zones.iter().position(|(z, _)| Arc::ptr_eq(z, zone));
-    if let Some(&index) = at.and_then(|i| route.cfg.zones.get(i)) {
-        metrics::note_zone(index);
+/// Among `route`'s `zones`, the one the request was placed in (as its
+/// index among the generation's zones), for the zone's counters.
+fn placed(route: &Route, zone: &Arc<Zone>) -> Option<usize> {
+    if route.zones.len() < 2 {
+        return None;
     }
+    let at = route.zones.iter().position(|(z, _)| Arc::ptr_eq(z, zone))?;
+    route.cfg.zones.get(at).copied()
 }
 
 #[cfg(test)]

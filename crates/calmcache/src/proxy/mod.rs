@@ -9,6 +9,7 @@
 //! [`crate::http`], [`crate::config`], [`crate::telemetry`], [`crate::net`];
 //! never [`crate::ops`] or [`crate::run`].
 
+pub(crate) mod answer;
 pub(crate) mod background;
 pub(crate) mod carry;
 pub(crate) mod edge;

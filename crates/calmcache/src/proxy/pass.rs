@@ -13,15 +13,14 @@ use crate::http::body::{ResponseBody, TimeoutBody};
 use crate::http::error::ProxyError;
 use crate::http::headers::{add_forwarded, set_cache_status, strip_hop_by_hop};
 use crate::net::conn::Peer;
+use crate::proxy::answer::{Answer, Told};
 use crate::proxy::respond::error_response;
 use crate::proxy::state::{Proxy, Route};
-use crate::telemetry::metrics;
 
 /// The answer to a request the edge refused; an HTTP/1.x connection is
 /// closed after it, since its framing can no longer be trusted.
 pub(crate) fn refused(e: &ProxyError, version: http::Version) -> Response<ResponseBody> {
     tracing::debug!(error = %e, "request refused");
-    metrics::note_uncounted(CacheStatus::Bypass);
     let mut resp = crate::proxy::respond::refusal_response(e, &CacheStatus::Bypass.report());
     if version < http::Version::HTTP_2 && e.closes_connection() {
         resp.headers_mut()
@@ -33,19 +32,19 @@ pub(crate) fn refused(e: &ProxyError, version: http::Version) -> Response<Respon
 /// A GET or HEAD whose framing announced a body (request_body.rs): read
 /// whole, then passed with it (`Err`: the answer, from the origin or a
 /// refusal of the body), or, empty, given back to go on as if bodiless.
-pub(crate) async fn with_body(
+pub(crate) async fn with_body<'r>(
     proxy: &Proxy,
-    route: &Route,
+    route: &'r Route,
     mut req: Request<Incoming>,
     client: Peer,
-) -> Result<Request<Incoming>, Response<ResponseBody>> {
+) -> Result<Request<Incoming>, Answer<'r>> {
     let limit = route.upstream.send_timeout;
     let body = match crate::proxy::request_body::read_whole(req.body_mut(), limit).await {
         Ok(Some(body)) => body,
         Ok(None) => return Ok(req),
         Err(e) => {
             proxy.metrics.requests_refused.inc();
-            return Err(refused(&e, req.version()));
+            return Err(Answer::refused(refused(&e, req.version())));
         }
     };
     let (mut parts, _) = req.into_parts();
@@ -64,13 +63,13 @@ pub(crate) async fn with_body(
 
 /// Proxies without caching, streaming both bodies. A non-error answer to an
 /// unsafe method invalidates the URIs it names (RFC 9111 §4.4).
-pub(crate) async fn pass(
+pub(crate) async fn pass<'r>(
     proxy: &Proxy,
-    route: &Route,
+    route: &'r Route,
     req: Request<Incoming>,
     client: Peer,
     fwd: Fwd,
-) -> Response<ResponseBody> {
+) -> Answer<'r> {
     let report = match fwd {
         Fwd::Bypass => CacheStatus::Bypass.report(),
         Fwd::Method => CacheStatus::Bypass.report().fwd(Fwd::Method),
@@ -85,14 +84,14 @@ pub(crate) async fn pass(
 
 /// Sends `req` (its body watched by `client_body`) upstream and relays the
 /// answer uncached, reported as `report`.
-async fn forward(
+async fn forward<'r>(
     proxy: &Proxy,
-    route: &Route,
+    route: &'r Route,
     req: Request<crate::http::body::StreamBody>,
     client_body: crate::http::body::ClientBody,
     client: Peer,
     report: Report,
-) -> Response<ResponseBody> {
+) -> Answer<'r> {
     let upstream = &route.upstream;
     let invalidation = crate::proxy::invalidate::Target::of(&req, client.scheme());
     let version = req.version();
@@ -111,17 +110,18 @@ async fn forward(
             route.strip_targeted(&mut parts.headers);
             let report = report.fwd_status(parts.status.as_u16());
             set_cache_status(&mut parts.headers, &report, None);
-            route.activity.record(&report);
             let body = ResponseBody::stream(TimeoutBody::new(body, upstream.read_timeout));
-            Response::from_parts(parts, body)
+            Answer::answered(route, &report, Response::from_parts(parts, body))
         }
         Err(e) => {
             // The client's body broke off or was malformed: its fault, not the origin's.
             if let Some(fault) = client_body.fault() {
                 tracing::debug!(error = %e, "request body failed");
                 route.activity.upstream_requests.inc();
-                route.activity.record(&report);
-                return refused(&fault, version);
+                return Answer {
+                    told: Told::Refused(Some((route, report))),
+                    ..Answer::refused(refused(&fault, version))
+                };
             }
             route.activity.upstream_failed(&e);
             if !e.repeats() {
@@ -131,8 +131,7 @@ async fn forward(
                 calmcache_core::warn_limited!(FAILED, "origin request failed",
                     upstream = %upstream.name, error = %e);
             }
-            route.activity.record(&report);
-            error_response(&e, &report)
+            Answer::answered(route, &report, error_response(&e, &report))
         }
     }
 }
