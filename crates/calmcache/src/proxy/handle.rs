@@ -24,7 +24,9 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use calmcache_core::{decide, CacheStatus, Fwd, RequestCacheControl};
+use calmcache_core::{
+    decide, CacheKey, CacheStatus, CachedObject, Fwd, KeyRef, RequestCacheControl,
+};
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use tokio::time::Instant;
@@ -35,7 +37,8 @@ use crate::http::error::{ErrorKind, ProxyError};
 use crate::net::conn::Peer;
 use crate::proxy::answer::{Answer, Told};
 use crate::proxy::fetch::{self, fetch_request, refresh_in_background, Fetch};
-use crate::proxy::lookup::{lookup, PrimaryKey};
+use crate::proxy::fill::FetchRequest;
+use crate::proxy::lookup::{lookup, Found, PrimaryKey};
 use crate::proxy::pass::{pass, refused, with_body};
 use crate::proxy::plan::{self, Asked, Plan, Stored, Why};
 use crate::proxy::respond::{error_response, only_if_cached, serve, Ask};
@@ -119,99 +122,173 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
         Ok(cacheable) => cacheable,
         Err(fwd) => return Box::pin(pass(proxy, route, req, client, fwd)).await,
     };
-    let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
-    let headers = req.headers();
-    let host = crate::http::headers::host_of(&req);
-    let primary = PrimaryKey::of(route, client.scheme(), req.method(), host, pq, headers);
+    let (primary, ask) = key_and_ask(route, &req, client, asked);
     let key = primary.key_ref();
     // One zone, or among a route's `zones` the one its hash places the key in.
     let zone = route.zone_for(&key).unwrap_or(zone);
     let placed = placed(route, zone);
+    let headers = req.headers();
+    if !route.cfg.bypass.is_empty() && any_match(&route.cfg.bypass, headers, req.uri().query()) {
+        let request = fetch_request(route, &req, client, None);
+        let answer = Box::pin(fetch::bypass(route, key.to_owned_key(), request, &ask)).await;
+        return Answer { placed, ..answer };
+    }
+    let rcc = directives(route, headers);
+    let found = lookup(route, zone, &key, headers).await;
+    let now = Instant::now();
+    let plan = plan::plan(asked, &rcc, stored(route, &found, now), now);
+    let exec = Exec {
+        proxy,
+        route,
+        zone,
+        req: &req,
+        client,
+        key,
+        found: &found,
+        rcc: &rcc,
+        ask: &ask,
+        now,
+    };
+    let answer = match plan {
+        Plan::Serve(copy, report) => serve(route, copy, report, &ask, now),
+        Plan::RefreshBehind(copy) => exec.refresh_behind(copy),
+        Plan::ServeStale(copy) => exec.serve_stale(copy),
+        Plan::RefreshInPath(copy) => Box::pin(exec.refresh_in_path(copy)).await,
+        Plan::Fetch(why, stale) => Box::pin(exec.fetch(why, stale)).await,
+        Plan::Pass(fwd) => Box::pin(pass(proxy, route, req, client, fwd)).await,
+        Plan::OnlyIfCached(fwd) => only_if_cached(route, fwd),
+    };
+    Answer { placed, ..answer }
+}
+
+/// A request's primary key, and what its response depends on in it.
+fn key_and_ask<'q>(
+    route: &Route,
+    req: &'q Request<Incoming>,
+    client: Peer,
+    asked: Asked,
+) -> (PrimaryKey<'q>, Ask<'q>) {
+    let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
+    let headers = req.headers();
+    let host = crate::http::headers::host_of(req);
+    let primary = PrimaryKey::of(route, client.scheme(), req.method(), host, pq, headers);
     let ask = Ask {
         head_only: asked != Asked::Get,
         headers,
         key: route.cfg.cache_status_key.then(|| primary.to_string()),
     };
-    let request = |rcc: Option<&RequestCacheControl>| fetch_request(route, &req, client, rcc);
-    if !route.cfg.bypass.is_empty() && any_match(&route.cfg.bypass, headers, req.uri().query()) {
-        let answer = Box::pin(fetch::bypass(
-            route,
-            key.to_owned_key(),
-            request(None),
-            &ask,
-        ))
-        .await;
-        return Answer { placed, ..answer };
-    }
-    let rcc = if route.honors_client_cache_control() {
+    (primary, ask)
+}
+
+/// The request's `Cache-Control`, when the route honours it.
+fn directives(route: &Route, headers: &http::HeaderMap) -> RequestCacheControl {
+    if route.honors_client_cache_control() {
         RequestCacheControl::from_headers(headers)
     } else {
         RequestCacheControl::default()
-    };
-    let found = lookup(route, zone, &key, headers).await;
-    let now = Instant::now();
-    let stored = match &found.object {
+    }
+}
+
+/// What the lookup found, with the refresh policy's decision for a copy.
+fn stored<'f>(route: &Route, found: &'f Found, now: Instant) -> Stored<'f, &'f Arc<CachedObject>> {
+    match &found.object {
         None => Stored::Nothing(found.fwd),
-        // A separate statement: the thread-local RNG must not live across an await.
         Some(copy) => Stored::Copy {
             copy,
             meta: &copy.meta,
             decision: decide(&route.policy, &copy.meta, now, &mut rand::rng()),
         },
-    };
-    let flight = || found.variant.clone().unwrap_or_else(|| key.to_owned_key());
-    let answer = match plan::plan(asked, &rcc, stored, now) {
-        Plan::Serve(copy, report) => serve(route, copy, report, &ask, now),
-        Plan::RefreshBehind(copy) => {
-            // Inside the window most requests draw; only the one that starts
-            // the refresh pays for building its request.
-            let variant = found.variant.as_ref();
-            let status =
-                if refresh_in_background(proxy, route, key, variant, || request(None), copy) {
-                    route.activity.early_refreshes.inc();
-                    CacheStatus::HitRefreshEarly
-                } else {
-                    CacheStatus::Hit
-                };
-            serve(route, copy, status.report(), &ask, now)
-        }
-        Plan::ServeStale(copy) => {
-            let variant = found.variant.as_ref();
-            refresh_in_background(proxy, route, key, variant, || request(None), copy);
-            serve(
-                route,
-                copy,
-                CacheStatus::StaleWhileRevalidate.report(),
-                &ask,
-                now,
-            )
-        }
-        Plan::RefreshInPath(copy) => match proxy.flights.try_lead(&flight()) {
-            // Someone is already refreshing; the copy is still fresh.
-            None => serve(route, copy, CacheStatus::Hit.report(), &ask, now),
-            Some(permit) => {
-                route.activity.early_refreshes.inc();
-                let fetch =
-                    fetch::early(route, key.to_owned_key(), request(Some(&rcc)), permit, copy);
-                Box::pin(fetch.answer(&ask)).await
-            }
-        },
-        Plan::Fetch(why, stale) => {
-            let since = (why == Why::Request).then_some(now);
-            let fetch = Fetch {
-                primary: key.to_owned_key(),
-                flight: flight(),
-                request: request(Some(&rcc)),
-                stale: stale.cloned(),
-                why,
-                since,
-            };
-            Box::pin(fetch.run(proxy, route, zone, &ask)).await
-        }
-        Plan::Pass(fwd) => Box::pin(pass(proxy, route, req, client, fwd)).await,
-        Plan::OnlyIfCached(fwd) => only_if_cached(route, fwd),
-    };
-    Answer { placed, ..answer }
+    }
+}
+
+/// What executing a plan needs of the request, borrowed.
+struct Exec<'a, 'w> {
+    proxy: &'w Arc<Proxy>,
+    route: &'w Arc<Route>,
+    zone: &'a Zone,
+    req: &'a Request<Incoming>,
+    client: Peer,
+    key: KeyRef<'a>,
+    found: &'a Found,
+    rcc: &'a RequestCacheControl,
+    ask: &'a Ask<'a>,
+    now: Instant,
+}
+
+impl<'w> Exec<'_, 'w> {
+    /// The request a fill sends for this one (with its directives, or
+    /// none for a background refresh).
+    fn request(&self, rcc: Option<&RequestCacheControl>) -> FetchRequest {
+        fetch_request(self.route, self.req, self.client, rcc)
+    }
+
+    /// The key this request's fetch coalesces on: the variant's when known.
+    fn flight(&self) -> CacheKey {
+        let variant = self.found.variant.clone();
+        variant.unwrap_or_else(|| self.key.to_owned_key())
+    }
+
+    /// SUS: serves the fresh copy and starts a background refresh.
+    fn refresh_behind(&self, copy: &Arc<CachedObject>) -> Answer<'w> {
+        let route = self.route;
+        // Inside the window most requests draw; only the one that starts
+        // the refresh pays for building its request.
+        let variant = self.found.variant.as_ref();
+        let started = refresh_in_background(
+            self.proxy,
+            route,
+            self.key,
+            variant,
+            || self.request(None),
+            copy,
+        );
+        let status = if started {
+            route.activity.early_refreshes.inc();
+            CacheStatus::HitRefreshEarly
+        } else {
+            CacheStatus::Hit
+        };
+        serve(route, copy, status.report(), self.ask, self.now)
+    }
+
+    /// Stale-while-revalidate: serves the stale copy and starts a
+    /// background refresh.
+    fn serve_stale(&self, copy: &Arc<CachedObject>) -> Answer<'w> {
+        let variant = self.found.variant.as_ref();
+        let request = || self.request(None);
+        refresh_in_background(self.proxy, self.route, self.key, variant, request, copy);
+        let report = CacheStatus::StaleWhileRevalidate.report();
+        serve(self.route, copy, report, self.ask, self.now)
+    }
+
+    /// PER: refreshes in this request's path, unless a refresh is running
+    /// (then the copy, still fresh, is served).
+    async fn refresh_in_path(&self, copy: &Arc<CachedObject>) -> Answer<'w> {
+        let route = self.route;
+        let Some(permit) = self.proxy.flights.try_lead(&self.flight()) else {
+            return serve(route, copy, CacheStatus::Hit.report(), self.ask, self.now);
+        };
+        route.activity.early_refreshes.inc();
+        let request = self.request(Some(self.rcc));
+        let primary = self.key.to_owned_key();
+        fetch::early(route, primary, request, permit, copy)
+            .answer(self.ask)
+            .await
+    }
+
+    /// Fetches for `why`, replacing `stale` if any (fetch.rs).
+    async fn fetch(&self, why: Why, stale: Option<&Arc<CachedObject>>) -> Answer<'w> {
+        let fetch = Fetch {
+            primary: self.key.to_owned_key(),
+            flight: self.flight(),
+            request: self.request(Some(self.rcc)),
+            stale: stale.cloned(),
+            why,
+            // A forced fetch: a copy stored since the request came is as good.
+            since: (why == Why::Request).then_some(self.now),
+        };
+        fetch.run(self.proxy, self.route, self.zone, self.ask).await
+    }
 }
 
 /// What the edge made of a request.
