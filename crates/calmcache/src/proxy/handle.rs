@@ -1,20 +1,22 @@
-//! The request path: route, look up, decide, answer from the cache or fetch.
+//! The request path, decide then do: admit, route, prepare, look up,
+//! [`plan`](crate::proxy::plan::plan), and one `match` that executes the plan;
+//! every path returns one [`Answer`], which [`handle`] records once.
 //!
 //! ```text
-//! handle ─ route_for ─┬─ Upgrade: websocket (route.websocket) ── tunnel::open (never cached)
-//!                     ├─ GET|HEAD with a body ─────────── read whole (request_body.rs), pass with it
-//!                     ├─ no zone / method not GET|HEAD ─── pass (stream both ways;
-//!                     │                                    unsafe methods invalidate, RFC 9111 §4.4)
-//!                     ├─ bypass condition ────────────────── fetch (no lookup, no coalescing)
-//!                     └─ lookup (key template, Vary) ─┬─ hit ─ request directives force? ─ fetch (fwd=request)
-//!                                                     │        └ decide ─┬─ Fresh ─────────────── serve
-//!                                                     │                  ├─ RefreshInBackground ─ serve + refresh task
-//!                                                     │                  ├─ StaleWhileRevalidate ─ serve + refresh task
-//!                                                     │                  ├─ RefreshInPath ─────── fill in own path (PER)
-//!                                                     │                  └─ Expired ─ max-stale? serve : ┐
-//!                                                     └─ miss (uri-miss / vary-miss) ───────────────────┴─ fetch: join flight,
-//!                                                          leader spawns fill (conditional when the copy has validators);
-//!                                                          followers wait (lock_timeout)
+//! handle ─ admit ─ route_for ─┬─ Upgrade: websocket (route.websocket) ── tunnel::open (never cached)
+//!   │                         ├─ GET|HEAD with a body ──────── read whole (request_body.rs), pass with it
+//!   │                         ├─ no zone / not GET|HEAD / ambiguous key ─ pass (pass.rs; unsafe
+//!   │                         │                                methods invalidate, RFC 9111 §4.4)
+//!   │                         ├─ bypass condition ──────────── fetch::bypass (no lookup, no coalescing)
+//!   │                         └─ lookup (key template, Vary) ─ plan::plan ─┬─ Serve ─────────── respond::serve
+//!   │                                                                      ├─ RefreshBehind ─── serve + refresh task
+//!   │                                                                      ├─ ServeStale ────── serve + refresh task
+//!   │                                                                      ├─ RefreshInPath ─── fill in own path (PER)
+//!   │                                                                      ├─ Fetch(why) ────── fetch.rs: join flight,
+//!   │                                                                      │   leader fills, followers wait
+//!   │                                                                      ├─ Pass(fwd) ─────── pass (HEAD, no convert_head)
+//!   │                                                                      └─ OnlyIfCached ──── 504
+//!   └─ record(Answer): route + zone counters, latency histogram of its class, access log class
 //! ```
 //! Invariant: a plain hit takes no lock but one quick_cache shard read lock,
 //! does no I/O, and shares the body `Bytes` instead of copying it. Only a hit
@@ -398,7 +400,7 @@ mod future_size {
     /// Every request's future is moved into a task of its own on HTTP/2 (and
     /// boxed by the connection): the hit path must not carry the miss
     /// paths' state. The cold paths are boxed where they are awaited and
-    /// `metrics::scoped` is flat; before, this future was 32 KiB and copying
+    /// `metrics::with_call_slot` is flat; before, this future was 32 KiB and copying
     /// it cost a fifth of the CPU of HTTP/2 hits (issue 15).
     #[test]
     fn the_request_future_stays_small() {

@@ -32,10 +32,6 @@ fn rcc(f: impl FnOnce(&mut RequestCacheControl)) -> RequestCacheControl {
     rcc
 }
 
-fn hit() -> Plan<()> {
-    Plan::Serve((), CacheStatus::Hit.report())
-}
-
 fn copy(meta: &ObjectMeta, decision: Decision) -> Stored<'_, ()> {
     Stored::Copy {
         copy: (),
@@ -44,54 +40,37 @@ fn copy(meta: &ObjectMeta, decision: Decision) -> Stored<'_, ()> {
     }
 }
 
+const GET: Asked = Asked::Get;
+const HEAD_CONVERTED: Asked = Asked::HeadConverted;
+const HEAD_PASSED: Asked = Asked::HeadPassed;
+
+fn hit() -> Plan<()> {
+    Plan::Serve((), CacheStatus::Hit.report())
+}
+
+fn fetch(why: Why) -> Plan<()> {
+    let stale = match why {
+        Why::Miss(_) => None,
+        _ => Some(()),
+    };
+    Plan::Fetch(why, stale)
+}
+
 #[test]
 fn a_miss_is_fetched_or_passed() {
     let now = Instant::now();
     let none = RequestCacheControl::default();
     let only = rcc(|r| r.only_if_cached = true);
+    let (uri, vary) = (Fwd::UriMiss, Fwd::VaryMiss);
+    #[rustfmt::skip]
     let cases = [
-        (
-            Asked::Get,
-            &none,
-            Fwd::UriMiss,
-            Plan::Fetch(Why::Miss(Fwd::UriMiss), None),
-        ),
-        (
-            Asked::Get,
-            &none,
-            Fwd::VaryMiss,
-            Plan::Fetch(Why::Miss(Fwd::VaryMiss), None),
-        ),
-        (
-            Asked::HeadConverted,
-            &none,
-            Fwd::UriMiss,
-            Plan::Fetch(Why::Miss(Fwd::UriMiss), None),
-        ),
-        (
-            Asked::HeadPassed,
-            &none,
-            Fwd::UriMiss,
-            Plan::Pass(Fwd::UriMiss),
-        ),
-        (
-            Asked::HeadPassed,
-            &none,
-            Fwd::VaryMiss,
-            Plan::Pass(Fwd::VaryMiss),
-        ),
-        (
-            Asked::Get,
-            &only,
-            Fwd::UriMiss,
-            Plan::OnlyIfCached(Fwd::UriMiss),
-        ),
-        (
-            Asked::HeadPassed,
-            &only,
-            Fwd::VaryMiss,
-            Plan::OnlyIfCached(Fwd::VaryMiss),
-        ),
+        (GET,            &none, uri,  fetch(Why::Miss(uri))),
+        (GET,            &none, vary, fetch(Why::Miss(vary))),
+        (HEAD_CONVERTED, &none, uri,  fetch(Why::Miss(uri))),
+        (HEAD_PASSED,    &none, uri,  Plan::Pass(uri)),
+        (HEAD_PASSED,    &none, vary, Plan::Pass(vary)),
+        (GET,            &only, uri,  Plan::OnlyIfCached(uri)),
+        (HEAD_PASSED,    &only, vary, Plan::OnlyIfCached(vary)),
     ];
     for (asked, rcc, fwd, want) in cases {
         let got: Plan<()> = plan(asked, rcc, Stored::Nothing(fwd), now);
@@ -105,59 +84,20 @@ fn the_policy_decision_picks_the_plan_of_a_copy() {
     let none = RequestCacheControl::default();
     let fresh = meta(now, 10, 60);
     let stale = meta(now, 70, 60);
+    #[rustfmt::skip]
     let cases = [
-        (Asked::Get, &fresh, Decision::Fresh, hit()),
-        (Asked::HeadPassed, &fresh, Decision::Fresh, hit()),
-        (
-            Asked::Get,
-            &fresh,
-            Decision::RefreshInBackground,
-            Plan::RefreshBehind(()),
-        ),
-        (
-            Asked::HeadPassed,
-            &fresh,
-            Decision::RefreshInBackground,
-            Plan::RefreshBehind(()),
-        ),
-        (
-            Asked::Get,
-            &stale,
-            Decision::StaleWhileRevalidate,
-            Plan::ServeStale(()),
-        ),
-        (
-            Asked::Get,
-            &fresh,
-            Decision::RefreshInPath,
-            Plan::RefreshInPath(()),
-        ),
-        (
-            Asked::HeadConverted,
-            &fresh,
-            Decision::RefreshInPath,
-            Plan::RefreshInPath(()),
-        ),
+        (GET,            &fresh, Decision::Fresh,                hit()),
+        (HEAD_PASSED,    &fresh, Decision::Fresh,                hit()),
+        (GET,            &fresh, Decision::RefreshInBackground,  Plan::RefreshBehind(())),
+        (HEAD_PASSED,    &fresh, Decision::RefreshInBackground,  Plan::RefreshBehind(())),
+        (GET,            &stale, Decision::StaleWhileRevalidate, Plan::ServeStale(())),
+        (GET,            &fresh, Decision::RefreshInPath,        Plan::RefreshInPath(())),
+        (HEAD_CONVERTED, &fresh, Decision::RefreshInPath,        Plan::RefreshInPath(())),
         // A HEAD passed through does not refresh: the copy is fresh.
-        (Asked::HeadPassed, &fresh, Decision::RefreshInPath, hit()),
-        (
-            Asked::Get,
-            &stale,
-            Decision::Expired,
-            Plan::Fetch(Why::Stale, Some(())),
-        ),
-        (
-            Asked::HeadConverted,
-            &stale,
-            Decision::Expired,
-            Plan::Fetch(Why::Stale, Some(())),
-        ),
-        (
-            Asked::HeadPassed,
-            &stale,
-            Decision::Expired,
-            Plan::Pass(Fwd::Stale),
-        ),
+        (HEAD_PASSED,    &fresh, Decision::RefreshInPath,        hit()),
+        (GET,            &stale, Decision::Expired,              fetch(Why::Stale)),
+        (HEAD_CONVERTED, &stale, Decision::Expired,              fetch(Why::Stale)),
+        (HEAD_PASSED,    &stale, Decision::Expired,              Plan::Pass(Fwd::Stale)),
     ];
     for (asked, meta, decision, want) in cases {
         let got = plan(asked, &none, copy(meta, decision), now);
@@ -188,84 +128,25 @@ fn request_directives_come_before_the_policy() {
     });
     let any_stale = rcc(|r| r.max_stale = Some(None));
     let little_stale = rcc(|r| r.max_stale = Some(Some(Duration::from_secs(5))));
-    let max_stale = CacheStatus::Hit.report().detail("max-stale");
-    let fresh_d = Decision::Fresh;
-    let expired = Decision::Expired;
+    let max_stale = Plan::Serve((), CacheStatus::Hit.report().detail("max-stale"));
+    let (fresh_d, expired) = (Decision::Fresh, Decision::Expired);
+    #[rustfmt::skip]
     let cases = [
-        (
-            Asked::Get,
-            &no_cache,
-            &fresh,
-            fresh_d,
-            Plan::Fetch(Why::Request, Some(())),
-        ),
-        (
-            Asked::HeadPassed,
-            &no_cache,
-            &fresh,
-            fresh_d,
-            Plan::Pass(Fwd::Request),
-        ),
-        (
-            Asked::Get,
-            &max_age,
-            &fresh,
-            fresh_d,
-            Plan::Fetch(Why::Request, Some(())),
-        ),
-        (
-            Asked::Get,
-            &min_fresh,
-            &fresh,
-            fresh_d,
-            Plan::Fetch(Why::Request, Some(())),
-        ),
+        (GET,         &no_cache,      &fresh,     fresh_d, fetch(Why::Request)),
+        (HEAD_PASSED, &no_cache,      &fresh,     fresh_d, Plan::Pass(Fwd::Request)),
+        (GET,         &max_age,       &fresh,     fresh_d, fetch(Why::Request)),
+        (GET,         &min_fresh,     &fresh,     fresh_d, fetch(Why::Request)),
         // RFC 8246: an immutable copy stays in use while fresh.
-        (Asked::Get, &no_cache, &immutable, fresh_d, hit()),
-        (Asked::Get, &only, &fresh, fresh_d, hit()),
-        (
-            Asked::Get,
-            &only,
-            &stale,
-            expired,
-            Plan::OnlyIfCached(Fwd::Stale),
-        ),
-        (
-            Asked::Get,
-            &only_no_cache,
-            &fresh,
-            fresh_d,
-            Plan::OnlyIfCached(Fwd::Stale),
-        ),
-        (Asked::Get, &only_stale, &stale, expired, hit()),
-        (
-            Asked::Get,
-            &any_stale,
-            &stale,
-            expired,
-            Plan::Serve((), max_stale),
-        ),
-        (
-            Asked::Get,
-            &little_stale,
-            &stale,
-            expired,
-            Plan::Fetch(Why::Stale, Some(())),
-        ),
-        (
-            Asked::Get,
-            &any_stale,
-            &forbidden,
-            expired,
-            Plan::Fetch(Why::Stale, Some(())),
-        ),
-        (
-            Asked::HeadPassed,
-            &little_stale,
-            &stale,
-            expired,
-            Plan::Pass(Fwd::Stale),
-        ),
+        (GET,         &no_cache,      &immutable, fresh_d, hit()),
+        (GET,         &only,          &fresh,     fresh_d, hit()),
+        (GET,         &only,          &stale,     expired, Plan::OnlyIfCached(Fwd::Stale)),
+        (GET,         &only_no_cache, &fresh,     fresh_d, Plan::OnlyIfCached(Fwd::Stale)),
+        (GET,         &only_stale,    &stale,     expired, hit()),
+        (GET,         &any_stale,     &stale,     expired, max_stale),
+        (GET,         &little_stale,  &stale,     expired, fetch(Why::Stale)),
+        // RFC 9111 §4.2.4: a copy that forbids stale use is not served stale.
+        (GET,         &any_stale,     &forbidden, expired, fetch(Why::Stale)),
+        (HEAD_PASSED, &little_stale,  &stale,     expired, Plan::Pass(Fwd::Stale)),
     ];
     for (asked, rcc, meta, decision, want) in cases {
         let got = plan(asked, rcc, copy(meta, decision), now);
