@@ -9,16 +9,21 @@
 //! [`crate::http`], [`crate::config`], [`crate::telemetry`], [`crate::net`];
 //! never [`crate::ops`] or [`crate::run`].
 
+pub(crate) mod answer;
 pub(crate) mod background;
 pub(crate) mod carry;
 pub(crate) mod edge;
+pub(crate) mod fetch;
 pub(crate) mod fill;
 pub(crate) mod growing;
 pub(crate) mod growing_range;
 pub(crate) mod handle;
 pub(crate) mod invalidate;
 pub(crate) mod lookup;
+pub(crate) mod orphan;
 pub(crate) mod outcome;
+pub(crate) mod pass;
+pub(crate) mod plan;
 pub(crate) mod purge;
 pub(crate) mod request_body;
 pub(crate) mod respond;

@@ -14,6 +14,7 @@ use crate::http::error::{ErrorKind, ProxyError};
 use crate::http::headers::{set_age, set_cache_status};
 use crate::http::paged::PagedSlice;
 use crate::http::range;
+use crate::proxy::answer::Answer;
 use crate::proxy::growing_range;
 use crate::proxy::state::Route;
 
@@ -35,13 +36,13 @@ impl Ask<'_> {
 }
 
 /// Answers from a stored object: shared body, fresh `Age` and `Cache-Status`.
-pub(crate) fn serve(
-    route: &Route,
+pub(crate) fn serve<'r>(
+    route: &'r Route,
     object: &CachedObject,
     mut report: Report,
     ask: &Ask<'_>,
     now: Instant,
-) -> Response<ResponseBody> {
+) -> Answer<'r> {
     // RFC 9211 §2.5: ttl is an integer; rounded to the nearest second.
     report.ttl = Some(object.meta.ttl_left(now).round() as i64);
     let mut status = object.status;
@@ -67,34 +68,26 @@ pub(crate) fn serve(
     set_age(&mut headers, object.meta.age(now).as_secs());
     // RFC 9110 §13.2.1: preconditions are ignored when the response would
     // not be a 2xx.
-    if status.is_success() && conditional::has_preconditions(ask.headers) {
-        match conditional::evaluate(ask.headers, &headers) {
-            Precondition::Proceed => {}
-            Precondition::NotModified => {
-                status = StatusCode::NOT_MODIFIED;
-                conditional::not_modified_headers(&mut headers);
-                body = bytes::Bytes::new();
-            }
-            Precondition::Failed => {
-                status = StatusCode::PRECONDITION_FAILED;
-                conditional::precondition_failed_headers(&mut headers);
-                body = bytes::Bytes::new();
-            }
-        }
+    if let Some(answer) = status
+        .is_success()
+        .then(|| precondition(ask, &mut headers))
+        .flatten()
+    {
+        status = answer;
+        body = bytes::Bytes::new();
     }
     // Unless preconditions turned it into a 304 / 412 (no body).
     if let Some(lazy) = object.lazy_body().filter(|_| status == object.status) {
         // A large disk object: streamed from its file.
         set_cache_status(&mut headers, &report, ask.key.as_deref());
-        route.activity.record(&report);
-        return lazy_response(route, lazy, status, headers, ask);
+        let resp = lazy_response(route, lazy, status, headers, ask);
+        return Answer::answered(route, &report, resp);
     }
     if status == StatusCode::OK && ask.wants_range() {
         let plan = range::plan(ask.headers, &headers, body.len() as u64);
         body = range::render(&plan, &mut status, &mut headers, &body);
     }
     set_cache_status(&mut headers, &report, ask.key.as_deref());
-    route.activity.record(&report);
     let body = if ask.head_only {
         ResponseBody::empty()
     } else {
@@ -107,7 +100,7 @@ pub(crate) fn serve(
     let mut resp = Response::new(body);
     *resp.status_mut() = status;
     *resp.headers_mut() = headers;
-    resp
+    Answer::answered(route, &report, resp)
 }
 
 /// A 200 (or 206/416 for a range) whose body streams from a disk file.
@@ -160,32 +153,25 @@ fn lazy_response(
 /// Answers from a response still arriving (read-while-write): its head now,
 /// its body as it comes. Preconditions are answered from the head; a Range
 /// from the bytes as they arrive (`growing_range.rs`).
-pub(crate) async fn serve_streaming(
-    route: &Route,
+pub(crate) async fn serve_streaming<'r>(
+    route: &'r Route,
     head: &crate::proxy::growing::StreamingHead,
     mut report: Report,
     ask: &Ask<'_>,
-) -> Response<ResponseBody> {
+) -> Answer<'r> {
     report.ttl = Some(head.ttl.round() as i64);
     let mut status = head.status;
     let mut headers = head.headers.clone();
     route.strip_targeted(&mut headers);
     set_age(&mut headers, 0);
     let mut with_body = !ask.head_only;
-    if status.is_success() && conditional::has_preconditions(ask.headers) {
-        match conditional::evaluate(ask.headers, &headers) {
-            Precondition::Proceed => {}
-            Precondition::NotModified => {
-                status = StatusCode::NOT_MODIFIED;
-                conditional::not_modified_headers(&mut headers);
-                with_body = false;
-            }
-            Precondition::Failed => {
-                status = StatusCode::PRECONDITION_FAILED;
-                conditional::precondition_failed_headers(&mut headers);
-                with_body = false;
-            }
-        }
+    if let Some(answer) = status
+        .is_success()
+        .then(|| precondition(ask, &mut headers))
+        .flatten()
+    {
+        status = answer;
+        with_body = false;
     }
     let ranged = if with_body && status == StatusCode::OK && ask.wants_range() {
         let growing = &head.growing;
@@ -193,15 +179,13 @@ pub(crate) async fn serve_streaming(
             Ok(ranged) => ranged,
             Err(why) => {
                 let e = ProxyError::upstream(ErrorKind::Broken, &route.upstream.name, why);
-                route.activity.record(&report);
-                return error_response(&e, &report);
+                return Answer::answered(route, &report, error_response(&e, &report));
             }
         }
     } else {
         None
     };
     set_cache_status(&mut headers, &report, ask.key.as_deref());
-    route.activity.record(&report);
     let body = if let Some(ranged) = ranged {
         status = ranged.status;
         route.activity.bytes_from_cache.add(ranged.bytes);
@@ -223,7 +207,28 @@ pub(crate) async fn serve_streaming(
     let mut resp = Response::new(body);
     *resp.status_mut() = status;
     *resp.headers_mut() = headers;
-    resp
+    Answer::answered(route, &report, resp)
+}
+
+/// RFC 9110 §13.2.2: the client's preconditions, evaluated against the
+/// response about to be sent (`headers`). When they do not hold: the
+/// status to send instead (304 or 412), `headers` trimmed to suit; the
+/// caller drops the body. The one place every respond path asks.
+fn precondition(ask: &Ask<'_>, headers: &mut HeaderMap) -> Option<StatusCode> {
+    if !conditional::has_preconditions(ask.headers) {
+        return None;
+    }
+    match conditional::evaluate(ask.headers, headers) {
+        Precondition::Proceed => None,
+        Precondition::NotModified => {
+            conditional::not_modified_headers(headers);
+            Some(StatusCode::NOT_MODIFIED)
+        }
+        Precondition::Failed => {
+            conditional::precondition_failed_headers(headers);
+            Some(StatusCode::PRECONDITION_FAILED)
+        }
+    }
 }
 
 /// The encoding of `object` the client's `Accept-Encoding` prefers, if any.
@@ -239,26 +244,16 @@ fn pick_encoding(object: &CachedObject, request: &HeaderMap) -> Option<(Coding, 
 
 /// Relays an origin response that was not stored, answering the client's
 /// preconditions from it when they match (the upstream request carried none).
-pub(crate) fn relay(
-    route: &Route,
+pub(crate) fn relay<'r>(
+    route: &'r Route,
     mut resp: Response<ResponseBody>,
     report: Report,
     ask: &Ask<'_>,
-) -> Response<ResponseBody> {
-    if resp.status() == StatusCode::OK && conditional::has_preconditions(ask.headers) {
-        let answer = conditional::evaluate(ask.headers, resp.headers());
-        if answer != Precondition::Proceed {
-            let not_modified = answer == Precondition::NotModified;
-            *resp.status_mut() = if not_modified {
-                StatusCode::NOT_MODIFIED
-            } else {
-                StatusCode::PRECONDITION_FAILED
-            };
-            if not_modified {
-                conditional::not_modified_headers(resp.headers_mut());
-            } else {
-                conditional::precondition_failed_headers(resp.headers_mut());
-            }
+) -> Answer<'r> {
+    // Only a 200: the origin's other answers are relayed as they are.
+    if resp.status() == StatusCode::OK {
+        if let Some(answer) = precondition(ask, resp.headers_mut()) {
+            *resp.status_mut() = answer;
             *resp.body_mut() = ResponseBody::empty();
         }
     }
@@ -267,8 +262,7 @@ pub(crate) fn relay(
     }
     route.strip_targeted(resp.headers_mut());
     set_cache_status(resp.headers_mut(), &report, ask.key.as_deref());
-    route.activity.record(&report);
-    resp
+    Answer::answered(route, &report, resp)
 }
 
 /// A short error page; the one place errors meet clients.
@@ -282,12 +276,12 @@ pub(crate) fn error_response(e: &ProxyError, report: &Report) -> Response<Respon
 
 /// A follower's copy of the error answer its leader got from the origin
 /// (see `fill::ErrorAnswer`): relayed as the leader's was.
-pub(crate) fn error_answer(
-    route: &Route,
+pub(crate) fn error_answer<'r>(
+    route: &'r Route,
     answer: &crate::proxy::outcome::ErrorAnswer,
     report: Report,
     ask: &Ask<'_>,
-) -> Response<ResponseBody> {
+) -> Answer<'r> {
     let mut resp = Response::new(ResponseBody::full(answer.body.clone()));
     *resp.status_mut() = answer.status;
     *resp.headers_mut() = answer.headers.clone();
@@ -305,18 +299,18 @@ pub(crate) fn refusal_response(e: &ProxyError, report: &Report) -> Response<Resp
 }
 
 /// A 504 for `only-if-cached` with nothing usable stored (RFC 9111 §5.2.1.7).
-pub(crate) fn only_if_cached(route: &Route, fwd: calmcache_core::Fwd) -> Response<ResponseBody> {
+pub(crate) fn only_if_cached(route: &Route, fwd: calmcache_core::Fwd) -> Answer<'_> {
     let mut report = CacheStatus::MissNotStored
         .report()
         .fwd(fwd)
         .detail("only-if-cached");
     report.stored = false;
-    route.activity.record(&report);
-    plain(
+    let resp = plain(
         StatusCode::GATEWAY_TIMEOUT,
         bytes::Bytes::from_static(b"not in cache (only-if-cached)\n"),
         &report,
-    )
+    );
+    Answer::answered(route, &report, resp)
 }
 
 fn plain(status: StatusCode, body: bytes::Bytes, report: &Report) -> Response<ResponseBody> {

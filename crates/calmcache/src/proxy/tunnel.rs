@@ -71,6 +71,7 @@ use crate::http::error::{ErrorKind, ProxyError};
 use crate::http::headers::{add_forwarded, has_token, set_cache_status, strip_hop_by_hop};
 use crate::net::conn::{Clocked, PlainIo, TlsIo};
 use crate::net::upstream::Switched;
+use crate::proxy::answer::Answer;
 use crate::proxy::respond::error_response;
 use crate::proxy::state::{Route, Worker};
 use crate::telemetry::metrics::TunnelGuard;
@@ -123,17 +124,16 @@ fn bad_switch(headers: &HeaderMap, key: &HeaderValue) -> Option<&'static str> {
 
 /// Sends the handshake to the upstream and answers the client: the 101
 /// (the tunnel then runs in a task of its own) or whatever else came.
-pub(crate) async fn open(
+pub(crate) async fn open<'r>(
     worker: &Worker,
-    route: &Route,
+    route: &'r Route,
     mut req: Request<Incoming>,
     client: crate::net::conn::Peer,
-) -> Response<ResponseBody> {
+) -> Answer<'r> {
     let report = CacheStatus::Bypass.report();
     let Some(key) = req.headers().get(header::SEC_WEBSOCKET_KEY).cloned() else {
         let e = ProxyError::downstream(ErrorKind::BadRequest, "no Sec-WebSocket-Key");
-        route.activity.record(&report);
-        return error_response(&e, &report);
+        return Answer::answered(route, &report, error_response(&e, &report));
     };
     let upstream = &route.upstream;
     let client_side = hyper::upgrade::on(&mut req);
@@ -157,20 +157,18 @@ pub(crate) async fn open(
                 calmcache_core::warn_limited!(FAILED, "websocket handshake failed",
                     upstream = %upstream.name, error = %e);
             }
-            route.activity.record(&report);
-            return error_response(&e, &report);
+            return Answer::answered(route, &report, error_response(&e, &report));
         }
     };
     let report = report.fwd_status(resp.status().as_u16());
     if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
-        route.activity.record(&report);
         // Refused (or not understood): passed back as the upstream sent it.
         let (mut parts, body) = resp.into_parts();
         strip_hop_by_hop(&mut parts.headers);
         route.strip_targeted(&mut parts.headers);
         set_cache_status(&mut parts.headers, &report, None);
         let body = ResponseBody::stream(TimeoutBody::new(body, upstream.read_timeout));
-        return Response::from_parts(parts, body);
+        return Answer::answered(route, &report, Response::from_parts(parts, body));
     }
     if let Some(why) = bad_switch(resp.headers(), &key) {
         route.activity.upstream_errors.inc();
@@ -179,21 +177,18 @@ pub(crate) async fn open(
         calmcache_core::warn_limited!(REFUSED, "websocket handshake refused",
             upstream = %upstream.name, why);
         let report = CacheStatus::Bypass.report();
-        route.activity.record(&report);
         // Dropping `resp` closes the upstream connection: it was switched.
         let e = ProxyError::upstream(ErrorKind::Broken, &upstream.name, why);
-        return error_response(&e, &report);
+        return Answer::answered(route, &report, error_response(&e, &report));
     }
     let Some(upstream_side) = switched else {
         // send_upgrade gives every 101 its connection: not reached.
         route.activity.upstream_errors.inc();
         let report = CacheStatus::Bypass.report();
-        route.activity.record(&report);
         let why = "a 101 without its connection";
         let e = ProxyError::upstream(ErrorKind::Broken, &upstream.name, why);
-        return error_response(&e, &report);
+        return Answer::answered(route, &report, error_response(&e, &report));
     };
-    route.activity.record(&report);
     let (mut parts, _empty) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     set_upgrade(&mut parts.headers);
@@ -205,7 +200,11 @@ pub(crate) async fn open(
     let stop = worker.tunnels.enter();
     let name = upstream.name.clone();
     tokio::spawn(run(client_side, upstream_side, limits, stop, guard, name));
-    Response::from_parts(parts, ResponseBody::empty())
+    Answer::answered(
+        route,
+        &report,
+        Response::from_parts(parts, ResponseBody::empty()),
+    )
 }
 
 /// A tunnel's time limits.

@@ -4,17 +4,17 @@
 //!
 //! Histograms are fixed arrays of relaxed atomics (no lock, no allocation
 //! per observation). The class of an answer ([`AnswerClass`], decided by
-//! `CacheStatus::class` in the engine) is noted in a task-local cell by
-//! [`note_class`] where the answer is counted, and read back by the
-//! request's top-level handler, which times the whole answer.
+//! `CacheStatus::class` in the engine) comes back with the answer itself
+//! (`proxy::answer::Answer`) to the request's top-level handler, which
+//! times the whole answer; the upstream call a request made is noted in a
+//! task-local slot ([`note_call`]), since a spawned fetch makes it.
 
-use std::cell::Cell;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use calmcache_core::{AnswerClass, CacheStatus};
+use calmcache_core::AnswerClass;
 use serde::Serialize;
 
 use crate::telemetry::counter::Counter;
@@ -248,106 +248,8 @@ pub(crate) struct Served {
 pub(crate) type CallSlot = Arc<Mutex<Option<UpstreamCall>>>;
 
 tokio::task_local! {
-    /// The answer's class (low byte) and the zone it was placed in (the
-    /// bits above: its index + 1, 0 for none), one cell for both.
-    static CLASS: Cell<u32>;
+    /// Where the request's upstream call is noted (with an access log).
     static CALL: Option<CallSlot>;
-}
-
-const NO_CLASS: u8 = u8::MAX;
-/// The class bits of the cell.
-const CLASS_BITS: u32 = 0xff;
-/// Marks a class noted by [`note_uncounted`].
-const UNCOUNTED: u8 = 0x80;
-
-/// The class noted for an answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Noted {
-    /// Counted by its route ([`note_class`]): timed in its class's histogram.
-    Counted(AnswerClass),
-    /// Answered before any route counted it ([`note_uncounted`]): for the
-    /// access log only.
-    Uncounted(AnswerClass),
-}
-
-impl Noted {
-    /// The class, counted or not.
-    pub(crate) fn class(self) -> AnswerClass {
-        match self {
-            Noted::Counted(class) | Noted::Uncounted(class) => class,
-        }
-    }
-}
-
-/// Runs `fut` (one request's answer) with a class cell and, when `slot` is
-/// given, an upstream call slot; returns its output, the class noted and
-/// the zone noted ([`note_zone`]).
-///
-/// A flat future over `fut` (two task-local scopes around it and nothing
-/// else), not an `async fn`: each async layer would hold its own copy of
-/// the request's future, and moving those (several KiB each) cost a fifth
-/// of the CPU of HTTP/2 hits in perf.
-pub(crate) fn scoped<F: std::future::Future>(slot: Option<CallSlot>, fut: F) -> Scoped<F> {
-    Scoped {
-        inner: CLASS.scope(Cell::new(u32::from(NO_CLASS)), CALL.scope(slot, fut)),
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// The future of [`scoped`].
-    pub(crate) struct Scoped<F: std::future::Future> {
-        #[pin]
-        inner: tokio::task::futures::TaskLocalFuture<
-            Cell<u32>,
-            tokio::task::futures::TaskLocalFuture<Option<CallSlot>, F>,
-        >,
-    }
-}
-
-impl<F: std::future::Future> std::future::Future for Scoped<F> {
-    type Output = (F::Output, Option<Noted>, Option<usize>);
-
-    fn poll(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
-        let mut inner = self.project().inner;
-        let out = std::task::ready!(inner.as_mut().poll(cx));
-        // The cell the answer noted its class in, handed back by the scope.
-        let cell = inner.take_value().map_or(u32::from(NO_CLASS), |c| c.get());
-        let noted = (cell & CLASS_BITS) as u8;
-        let class = AnswerClass::from_index(usize::from(noted & !UNCOUNTED));
-        let noted = match noted & UNCOUNTED {
-            0 => class.map(Noted::Counted),
-            _ => class.map(Noted::Uncounted),
-        };
-        let zone = (cell >> 8).checked_sub(1).map(|z| z as usize);
-        std::task::Poll::Ready((out, noted, zone))
-    }
-}
-
-/// Notes the class of the answer being produced (no-op outside [`scoped`]).
-pub(crate) fn note_class(status: CacheStatus) {
-    note_class_bits(status.class() as u8);
-}
-
-fn note_class_bits(bits: u8) {
-    let _ = CLASS.try_with(|c| c.set((c.get() & !CLASS_BITS) | u32::from(bits)));
-}
-
-/// Notes the zone (its index in the generation's zones) a route with
-/// several `zones` placed the request's key in, so the zone counts the
-/// answer (no-op outside [`scoped`]).
-pub(crate) fn note_zone(index: usize) {
-    let placed = u32::try_from(index + 1).unwrap_or(0) << 8;
-    let _ = CLASS.try_with(|c| c.set((c.get() & CLASS_BITS) | placed));
-}
-
-/// Notes the class of an answer no route counts (a request refused at the
-/// edge or matching no route): the access log shows it, the histograms,
-/// whose counts are the routes' answers, do not.
-pub(crate) fn note_uncounted(status: CacheStatus) {
-    note_class_bits(status.class() as u8 | UNCOUNTED);
 }
 
 /// The current request's call slot, to hand to a fill it spawns.
@@ -355,12 +257,18 @@ pub(crate) fn call_slot() -> Option<CallSlot> {
     CALL.try_with(Clone::clone).ok().flatten()
 }
 
-/// Runs `fut` (a spawned fetch) noting its upstream calls in `slot`.
-pub(crate) async fn with_call_slot<F: std::future::Future>(
+/// Runs `fut` (one request's answer, or a fetch it spawned) noting its
+/// upstream calls in `slot`.
+///
+/// A flat future over `fut` (one task-local scope around it and nothing
+/// else), not an `async fn`: each async layer would hold its own copy of
+/// the request's future, and moving those (several KiB each) cost a fifth
+/// of the CPU of HTTP/2 hits in perf.
+pub(crate) fn with_call_slot<F: std::future::Future>(
     slot: Option<CallSlot>,
     fut: F,
-) -> F::Output {
-    CALL.scope(slot, fut).await
+) -> tokio::task::futures::TaskLocalFuture<Option<CallSlot>, F> {
+    CALL.scope(slot, fut)
 }
 
 /// Notes an upstream call for the access log (no-op unless one is on).
@@ -396,46 +304,9 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_class_noted_inside_the_scope_comes_back() {
-        let ((), class, _) = scoped(None, async { note_class(CacheStatus::Revalidated) }).await;
-        assert_eq!(class, Some(Noted::Counted(AnswerClass::Revalidated)));
-        let ((), class, _) = scoped(None, async { note_uncounted(CacheStatus::Bypass) }).await;
-        assert_eq!(class, Some(Noted::Uncounted(AnswerClass::Bypass)));
-        for status in CacheStatus::ALL {
-            let ((), class, _) = scoped(None, async { note_uncounted(status) }).await;
-            assert_eq!(class, Some(Noted::Uncounted(status.class())));
-            let ((), class, _) = scoped(None, async { note_class(status) }).await;
-            assert_eq!(class.map(Noted::class), Some(status.class()));
-        }
-        let ((), class, zone) = scoped(None, async {}).await;
-        assert_eq!((class, zone), (None, None));
-        note_class(CacheStatus::Hit); // outside: ignored, no panic
-        note_zone(3);
-        // The placed zone and the class share the cell: neither clears the other.
-        let ((), class, zone) = scoped(None, async {
-            note_zone(7);
-            note_class(CacheStatus::Hit);
-        })
-        .await;
-        assert_eq!(
-            (class, zone),
-            (Some(Noted::Counted(AnswerClass::Hit)), Some(7))
-        );
-        let ((), class, zone) = scoped(None, async {
-            note_uncounted(CacheStatus::Bypass);
-            note_zone(0);
-        })
-        .await;
-        assert_eq!(
-            (class, zone),
-            (Some(Noted::Uncounted(AnswerClass::Bypass)), Some(0))
-        );
-    }
-
-    #[tokio::test]
     async fn a_call_noted_in_a_spawned_fetch_reaches_the_request() {
         let slot: CallSlot = Arc::default();
-        let ((), _, _) = scoped(Some(slot.clone()), async {
+        with_call_slot(Some(slot.clone()), async {
             let handed = call_slot();
             tokio::spawn(with_call_slot(handed, async {
                 note_call(UpstreamCall {

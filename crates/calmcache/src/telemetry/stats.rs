@@ -102,7 +102,6 @@ route_counters! {
 impl Activity {
     /// Counts one answered request by how it was produced.
     pub fn record(&self, report: &Report) {
-        crate::telemetry::metrics::note_class(report.status);
         self.count(report.status.class());
         if report.collapsed {
             self.coalesced_waits.inc();
