@@ -129,7 +129,7 @@ async fn disk_proxy(origin: &Origin, dir: &Path, max_object_size: &str) -> Runni
 
 /// Waits (bounded) until the origin has handed out `bytes` of generated body.
 async fn origin_sent(origin: &Origin, bytes: u64) {
-    crate::wait_until(Duration::from_secs(60), "origin progress", || {
+    crate::wait_until(Duration::from_secs(60), "origin progress", async || {
         origin.bytes_streamed() >= bytes
     })
     .await;

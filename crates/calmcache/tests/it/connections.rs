@@ -297,7 +297,7 @@ async fn graceful_shutdown_lets_requests_in_flight_finish() {
     wait_until(
         Duration::from_secs(5),
         "the request reaches the origin",
-        || origin.hits_for("/slow") > 0,
+        async || origin.hits_for("/slow") > 0,
     )
     .await;
     let stopping = tokio::spawn(proxy.stop_within(Duration::from_secs(10)));
@@ -560,7 +560,7 @@ async fn the_binary_reloads_on_sighup_and_calmcache_reload_and_stops_gracefully_
             .count()
             >= n
     };
-    wait_until(Duration::from_secs(5), "no refusal logged", || {
+    wait_until(Duration::from_secs(5), "no refusal logged", async || {
         logged("reload refused", 1)
     })
     .await;
@@ -583,9 +583,11 @@ async fn the_binary_reloads_on_sighup_and_calmcache_reload_and_stops_gracefully_
     assert_eq!(origin.hits_for("/new/x"), 2, "the new route does not cache");
     // SIGHUP with the good file: reloaded again.
     signal(&child, "-HUP");
-    wait_until(Duration::from_secs(5), "no second reload logged", || {
-        logged("config reloaded", 2)
-    })
+    wait_until(
+        Duration::from_secs(5),
+        "no second reload logged",
+        async || logged("config reloaded", 2),
+    )
     .await;
     // SIGTERM during a slow request: it finishes, then the process exits 0.
     let slow = tokio::spawn({
@@ -595,7 +597,7 @@ async fn the_binary_reloads_on_sighup_and_calmcache_reload_and_stops_gracefully_
     wait_until(
         Duration::from_secs(5),
         "the request reaches the origin",
-        || origin.hits_for("/slow") > 0,
+        async || origin.hits_for("/slow") > 0,
     )
     .await;
     signal(&child, "-TERM");

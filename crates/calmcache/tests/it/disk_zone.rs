@@ -5,13 +5,16 @@
 
 #![allow(clippy::unwrap_used)]
 
-use crate::{free_port, wait_listening};
+use crate::{free_port, wait_listening, wait_until};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use calmcache_testkit::client::{request, request_with_body};
 use calmcache_testkit::{get, Origin, Proxy, RunningProxy};
 use http::Method;
+
+/// How long a test waits for a disk zone's loader, manager or writer.
+const LOADED: Duration = Duration::from_secs(10);
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
@@ -30,16 +33,6 @@ async fn disk_proxy(origin: &Origin, dir: &Path, zone_keys: &str) -> RunningProx
         .route("ttl = { 200 = \"60s\" }\nkey = \"$uri$is_args$args\"\nrefresh = \"lock\"")
         .start()
         .await
-}
-
-async fn wait_for(what: &str, mut ok: impl AsyncFnMut() -> bool) {
-    for _ in 0..100 {
-        if ok().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 fn files_in(dir: &Path) -> Vec<PathBuf> {
@@ -81,7 +74,7 @@ async fn objects_are_hits_after_a_restart() {
 
     let before = origin.hits();
     let proxy = disk_proxy(&origin, &dir, "").await;
-    wait_for("the loader", async || {
+    wait_until(LOADED, "the loader", async || {
         proxy.status().await["zones"]["ram"]["disk"]["loader_done"] == true
     })
     .await;
@@ -121,7 +114,7 @@ async fn a_torn_file_is_removed_and_refetched_never_served() {
         .set_len(len - 10)
         .unwrap();
     let proxy = disk_proxy(&origin, &dir, "").await;
-    wait_for("the loader", async || {
+    wait_until(LOADED, "the loader", async || {
         proxy.status().await["zones"]["ram"]["disk"]["loader_done"] == true
     })
     .await;
@@ -155,7 +148,7 @@ async fn the_zone_stays_under_max_size() {
         .await;
         assert_eq!(r.status, 200);
     }
-    wait_for("the manager", async || {
+    wait_until(LOADED, "the manager", async || {
         let s = proxy.status().await;
         s["zones"]["ram"]["size_bytes"].as_u64().unwrap() <= 256 * 1024
     })
@@ -195,7 +188,7 @@ async fn a_write_fault_is_served_from_the_origin_and_counted() {
     let dir = scratch("fault");
     let proxy = disk_proxy(&origin, &dir, "").await;
     // The loader would remove the blocking files as foreign: let it finish.
-    wait_for("the loader", async || {
+    wait_until(LOADED, "the loader", async || {
         proxy.status().await["zones"]["ram"]["disk"]["loader_done"] == true
     })
     .await;
@@ -368,7 +361,7 @@ async fn large_objects_stream_from_their_file_whole_and_in_ranges() {
         .route("ttl = { 200 = \"60s\" }\nkey = \"$uri\"\nrefresh = \"lock\"")
         .start()
         .await;
-    wait_for("the loader", async || {
+    wait_until(LOADED, "the loader", async || {
         proxy.status().await["zones"]["ram"]["disk"]["loader_done"] == true
     })
     .await;
@@ -588,7 +581,7 @@ async fn kill_9_during_heavy_writes_never_serves_a_partial_object() {
         }));
     }
     // The small objects are stored by now; the large ones take 8 x 250 ms.
-    wait_for("the small objects", async || {
+    wait_until(LOADED, "the small objects", async || {
         let r = get(&format!("http://127.0.0.1:{admin}/status")).await;
         let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
         v["zones"]["d"]["stores"].as_u64().unwrap_or(0) >= 24
@@ -601,7 +594,7 @@ async fn kill_9_during_heavy_writes_never_serves_a_partial_object() {
     let files_after_kill = files_in(&dir);
     let mut child = serve();
     wait_listening(port).await;
-    wait_for("the loader", async || {
+    wait_until(LOADED, "the loader", async || {
         let r = get(&format!("http://127.0.0.1:{admin}/status")).await;
         let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
         v["zones"]["d"]["disk"]["loader_done"] == true
@@ -753,7 +746,7 @@ async fn a_full_then_read_only_file_system_fails_no_request_and_recovers() {
     // (after the zone's fault cooldown at most).
     fs.remount("rw,size=16m");
     let mut n = 0;
-    wait_for("the zone to store again", async || {
+    wait_until(LOADED, "the zone to store again", async || {
         n += 1;
         let r = get_sized(&proxy, &format!("/again/{n}")).await;
         assert_eq!(r.status, 200);
@@ -804,7 +797,7 @@ async fn a_large_body_is_written_into_the_zone_as_it_arrives() {
 
     let leader = leader.await.unwrap();
     assert_eq!(leader.body.len(), 800_000);
-    wait_for("the object to be stored", async || {
+    wait_until(LOADED, "the object to be stored", async || {
         proxy.status().await["zones"]["ram"]["objects"] == 1
     })
     .await;
@@ -932,7 +925,7 @@ async fn a_purge_by_path_after_a_restart_reaches_objects_stored_before_it() {
     }
     proxy.stop().await;
     let proxy = start().await;
-    wait_for("the loader", async || {
+    wait_until(LOADED, "the loader", async || {
         proxy.status().await["zones"]["ram"]["disk"]["loader_done"] == true
     })
     .await;
@@ -1108,7 +1101,7 @@ async fn a_refresh_running_at_shutdown_is_finished_and_kept() {
     // Stopped while the refresh waits for its answer (2 s of grace).
     proxy.stop().await;
     let proxy = build().start().await;
-    wait_for("the loader", async || {
+    wait_until(LOADED, "the loader", async || {
         proxy.status().await["zones"]["ram"]["disk"]["loader_done"] == true
     })
     .await;

@@ -6,13 +6,13 @@
 
 use std::time::Duration;
 
-use calmcache_testkit::client::{request, request_with_body, Reply};
+use calmcache_testkit::client::{request, Reply};
 use calmcache_testkit::proxy::RunningProxy;
 use calmcache_testkit::redis::Redis;
 use calmcache_testkit::{Origin, Proxy};
 use http::Method;
 
-const TOKEN: &str = "fleet-token";
+pub(crate) const TOKEN: &str = "fleet-token";
 
 /// A node of the fleet on `redis` in front of `origin`.
 async fn node(origin: &Origin, redis: &Redis, ttl: &str) -> RunningProxy {
@@ -83,22 +83,6 @@ pub(crate) async fn sum(nodes: &[RunningProxy], field: &str) -> u64 {
         total += fleet_status(node).await[field].as_u64().unwrap_or(0);
     }
     total
-}
-
-pub(crate) async fn purge(node: &RunningProxy, body: &str) -> serde_json::Value {
-    let auth = format!("Bearer {TOKEN}");
-    let r = request_with_body(
-        Method::POST,
-        &node.admin_url("/purge"),
-        &[
-            ("authorization", &auth),
-            ("content-type", "application/json"),
-        ],
-        body.to_owned(),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{body}: {}", r.body);
-    serde_json::from_str(&r.body).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -213,7 +197,7 @@ async fn a_purge_on_one_node_reaches_every_node_and_redis() {
         let old = burst(&fleet, path, 1).await;
         let before = origin.hits_for(path);
         assert_eq!(before, 1, "{selector}: one fetch to fill the fleet");
-        let answer = purge(&fleet[0], selector).await;
+        let answer = fleet[0].purge(TOKEN, selector).await;
         assert!(answer.get("fleet_pending").is_none(), "{answer}");
         // The other nodes apply it from the stream within a second.
         tokio::time::sleep(Duration::from_millis(800)).await;
@@ -339,7 +323,7 @@ async fn a_purge_made_while_redis_is_out_reaches_the_fleet_when_it_is_back() {
     let old = burst(&fleet, "/x", 1).await;
     assert_eq!(origin.hits_for("/x"), 1);
     redis.kill9();
-    let answer = purge(&fleet[0], r#"{"url": "/x"}"#).await;
+    let answer = fleet[0].purge(TOKEN, r#"{"url": "/x"}"#).await;
     assert_eq!(answer["purged"], 1, "{answer}");
     assert_eq!(
         answer["fleet_pending"], 1,
@@ -447,11 +431,9 @@ async fn a_uri_whose_responses_vary_is_shared_one_fetch_per_variant() {
     assert!(sum(&fleet, "shared_hits").await >= 2, "taken from redis");
     assert_eq!(sum(&fleet, "too_large").await, 0, "nothing kept local");
     // A purge of the URI on one node reaches every variant on every node.
-    purge(
-        &fleet[1],
-        &format!(r#"{{"url": "http://fleet.test{path}"}}"#),
-    )
-    .await;
+    fleet[1]
+        .purge(TOKEN, &format!(r#"{{"url": "http://fleet.test{path}"}}"#))
+        .await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     for task in ask("fr") {
         let reply = task.await.unwrap();

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use calmcache_testkit::redis::RedisCluster;
-use calmcache_testkit::{request_with_body, Origin, Wires};
+use calmcache_testkit::{Origin, Wires};
 use http::Method;
 
 use crate::fleet_harness::{
@@ -108,21 +108,6 @@ fn hash_tag(key: &str) -> &str {
     &key[open + 1..close]
 }
 
-async fn admin_purge(node: &Wires, body: &str) {
-    let auth = format!("Bearer {TOKEN}");
-    let r = request_with_body(
-        Method::POST,
-        &node.proxy.admin_url("/purge"),
-        &[
-            ("authorization", &auth),
-            ("content-type", "application/json"),
-        ],
-        body.to_owned(),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{body}: {}", r.body);
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_on_a_redis_cluster_coalesces_purges_and_keeps_an_object_in_one_slot() {
     let cluster = RedisCluster::start();
@@ -192,7 +177,7 @@ async fn a_fleet_on_a_redis_cluster_coalesces_purges_and_keeps_an_object_in_one_
 
     // A prefix purge: the purge epoch (a key of its own slot) and the stream.
     let seen = applied(&all[1..]).await;
-    admin_purge(&all[0], r#"{"prefix": "/pa"}"#).await;
+    all[0].proxy.purge(TOKEN, r#"{"prefix": "/pa"}"#).await;
     wait_applied(&all[1..], &seen, "prefix purge").await;
     let third = burst(&all, &[H2C], path, 1).await;
     assert_eq!(origin.hits_for("/page"), 5);

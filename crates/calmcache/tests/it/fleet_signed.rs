@@ -15,7 +15,7 @@ use calmcache_testkit::proxy::RunningProxy;
 use calmcache_testkit::redis::Redis;
 use calmcache_testkit::{Origin, Proxy};
 
-use crate::fleet::{fleet_status, get, node_at, purge};
+use crate::fleet::{fleet_status, get, node_at, TOKEN};
 
 /// Two fleet secrets (at least 32 bytes each).
 const OLD: &str = "old-fleet-secret-0123456789abcdef0123456789abcdef";
@@ -231,7 +231,7 @@ async fn a_replayed_purge_is_refused_and_counted() {
         node(&origin, &redis, &secret).await,
     );
     assert!(get(&b.url("/r")).await.body.contains("n=1"));
-    purge(&a, r#"{"url": "/r"}"#).await;
+    a.purge(TOKEN, r#"{"url": "/r"}"#).await;
     wait_stat(&b, "purges_applied", 1).await;
     let second = get(&b.url("/r")).await;
     assert!(second.body.contains("n=2"), "{}", second.body);
@@ -300,11 +300,11 @@ async fn a_rotation_s_nodes_read_each_other_s_entries_and_purges() {
     assert_eq!(stat(&old, "entries_refused").await, 1);
     assert_eq!(origin.hits_for("/rot/new"), 2);
     // A purge signed with the new secret: applied where it is accepted.
-    purge(&rotated, r#"{"url": "/rot/old"}"#).await;
+    rotated.purge(TOKEN, r#"{"url": "/rot/old"}"#).await;
     wait_stat(&accepting, "purges_applied", 1).await;
     wait_stat(&old, "purges_refused", 1).await;
     // And one signed with the old secret, by both.
-    purge(&old, r#"{"url": "/rot/new"}"#).await;
+    old.purge(TOKEN, r#"{"url": "/rot/new"}"#).await;
     wait_stat(&rotated, "purges_applied", 1).await;
     wait_stat(&accepting, "purges_applied", 2).await;
 }

@@ -17,7 +17,7 @@ use calmcache_testkit::redis::{ClientCerts, Redis, RedisCluster};
 use calmcache_testkit::tls::TestCa;
 use calmcache_testkit::Origin;
 
-use crate::fleet::{burst, fleet_status, get, node_at, node_with, purge, sum};
+use crate::fleet::{burst, fleet_status, get, node_at, node_with, sum, TOKEN};
 
 /// Three nodes on `redis` (a URL, or a TOML list of a cluster's) with
 /// `[fleet]` keys `keys`.
@@ -224,7 +224,7 @@ async fn an_acl_user_with_a_password_over_tls_shares_and_purges() {
     ];
     one_fetch_and_shared_hits(&fleet, &origin).await;
     // A purge goes through the stream (XADD, XREAD) under the ACL too.
-    let answer = purge(&fleet[0], r#"{"url": "/shared"}"#).await;
+    let answer = fleet[0].purge(TOKEN, r#"{"url": "/shared"}"#).await;
     assert_eq!(answer["purged"], 1, "{answer}");
     wait_sum(&fleet[1..], "purges_applied", 1).await;
     let again = get(&fleet[1].url("/shared")).await;

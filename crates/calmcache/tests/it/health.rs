@@ -628,7 +628,7 @@ async fn a_reload_keeps_health_of_unchanged_servers_and_stops_old_checks() {
     reloader.apply(reload(checked)).await.unwrap();
     assert_eq!(upstream_status(&proxy).await["health"][0]["state"], "up");
     assert_eq!(get(&proxy.url("/k")).await.status, StatusCode::OK);
-    crate::wait_until(Duration::from_secs(10), "no health checks", || {
+    crate::wait_until(Duration::from_secs(10), "no health checks", async || {
         origin.checks() >= 2
     })
     .await;

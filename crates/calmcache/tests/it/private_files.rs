@@ -104,9 +104,11 @@ async fn zone_files_are_private_whatever_the_umask() {
     }
     // The markers and the four objects at least.
     assert!(files >= 6, "{files} files");
-    wait_until(Duration::from_secs(5), "the narrowing is logged", || {
-        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("narrowed to 0700"))
-    })
+    wait_until(
+        Duration::from_secs(5),
+        "the narrowing is logged",
+        async || std::fs::read_to_string(&log).is_ok_and(|t| t.contains("narrowed to 0700")),
+    )
     .await;
     let _ = std::fs::remove_dir_all(&base);
 }

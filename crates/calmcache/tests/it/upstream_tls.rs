@@ -533,7 +533,7 @@ async fn warm_paths_are_fetched_from_a_tls_origin() {
         .route("warm = [\"/warmed\"]\nttl = { 200 = \"60s\" }")
         .start()
         .await;
-    crate::wait_until(Duration::from_secs(10), "warm fetch", || {
+    crate::wait_until(Duration::from_secs(10), "warm fetch", async || {
         tls.origin.hits_for("/warmed") >= 1
     })
     .await;
