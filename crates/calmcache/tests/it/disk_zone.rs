@@ -443,7 +443,10 @@ async fn waiters_receive_a_large_body_as_it_arrives() {
                 calmcache_testkit::get_with(http::Method::GET, &url, &steer).await
             })
         };
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        wait_until(LOADED, "the leader's fetch at the origin", async || {
+            origin.hits() >= 1
+        })
+        .await;
         let resp = head_of(&url).await;
         assert_eq!(
             origin.bodies_trickled(),
@@ -460,16 +463,11 @@ async fn waiters_receive_a_large_body_as_it_arrives() {
         assert_eq!(body, leader.bytes);
         assert_eq!(origin.hits(), 1);
         // Stored once complete.
-        let mut hit = None;
-        for _ in 0..50 {
-            let r = get(&url).await;
-            if r.cache_status_params().has("hit") {
-                hit = Some(r);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        assert_eq!(hit.expect("stored").bytes, leader.bytes);
+        let hit = wait_until(LOADED, "stored", async || {
+            Some(get(&url).await).filter(|r| r.is_hit())
+        })
+        .await;
+        assert_eq!(hit.bytes, leader.bytes);
         assert_eq!(origin.hits(), 1);
         proxy.stop().await;
         let _ = std::fs::remove_dir_all(&dir);
@@ -856,7 +854,10 @@ async fn waiters_receive_a_chunked_body_as_it_arrives() {
 
         // Whole: the waiter starts at once, the object is stored with its length.
         let first = leader("/chunked", chunked("800000", None));
-        tokio::time::sleep(Duration::from_millis(550)).await;
+        wait_until(LOADED, "the leader's fetch at the origin", async || {
+            origin.hits_for("/chunked") >= 1
+        })
+        .await;
         let resp = head_of(&proxy.url("/chunked")).await;
         assert_eq!(origin.bodies_trickled(), 0, "head while the origin sends");
         let status = resp.headers()["cache-status"].to_str().unwrap().to_owned();
@@ -866,16 +867,10 @@ async fn waiters_receive_a_chunked_body_as_it_arrives() {
         let first = first.await.unwrap();
         assert_eq!(first.body.len(), 800_000);
         assert_eq!(body, first.bytes);
-        let mut hit = None;
-        for _ in 0..50 {
-            let r = get(&proxy.url("/chunked")).await;
-            if r.cache_status_params().has("hit") {
-                hit = Some(r);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let hit = hit.expect("stored");
+        let hit = wait_until(LOADED, "stored", async || {
+            Some(get(&proxy.url("/chunked")).await).filter(|r| r.is_hit())
+        })
+        .await;
         assert_eq!(hit.bytes, first.bytes);
         assert_eq!(hit.header("content-length"), "800000");
         assert_eq!(origin.hits(), 1);
@@ -1083,8 +1078,8 @@ async fn a_refresh_running_at_shutdown_is_finished_and_kept() {
     let url = proxy.url("/r");
     let first = get(&url).await;
     assert!(first.body.contains("n=1"), "{}", first.body);
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    // Stale: served at once, refreshed in the background for 800 ms.
+    tokio::time::sleep(Duration::from_millis(1100)).await; // the 1 s ttl runs out
+                                                           // Stale: served at once, refreshed in the background for 800 ms.
     let slow = [("x-origin-delay-ms", "800")];
     let stale = calmcache_testkit::get_with(Method::GET, &url, &slow).await;
     assert!(
@@ -1093,10 +1088,10 @@ async fn a_refresh_running_at_shutdown_is_finished_and_kept() {
         stale.cache_status()
     );
     assert!(stale.body.contains("n=1"));
-    let asked = tokio::time::Instant::now() + Duration::from_secs(5);
-    while origin.hits_for("/r") < 2 && tokio::time::Instant::now() < asked {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_until(LOADED, "the refresh at the origin", async || {
+        origin.hits_for("/r") >= 2
+    })
+    .await;
     assert_eq!(origin.hits_for("/r"), 2, "the refresh reached the origin");
     // Stopped while the refresh waits for its answer (2 s of grace).
     proxy.stop().await;
