@@ -82,6 +82,19 @@ pub(crate) async fn fleet_status(node: &RunningProxy) -> serde_json::Value {
     node.status().await["fleet"].clone()
 }
 
+/// Each node's `purges_applied`.
+async fn applied_on<'a>(nodes: impl IntoIterator<Item = &'a RunningProxy>) -> Vec<u64> {
+    let mut applied = Vec::new();
+    for node in nodes {
+        applied.push(
+            fleet_status(node).await["purges_applied"]
+                .as_u64()
+                .unwrap_or(0),
+        );
+    }
+    applied
+}
+
 pub(crate) async fn sum(nodes: &[RunningProxy], field: &str) -> u64 {
     let mut total = 0;
     for node in nodes {
@@ -196,25 +209,25 @@ async fn a_purge_on_one_node_reaches_every_node_and_redis() {
         let old = burst(&fleet, path, 1).await;
         let before = origin.hits_for(path);
         assert_eq!(before, 1, "{selector}: one fetch to fill the fleet");
-        let applied = sum(&fleet, "purges_applied").await;
-        let commits = sum(&fleet, "commits").await;
+        let applied = applied_on(&fleet[1..]).await;
         let answer = fleet[0].purge(TOKEN, selector).await;
         assert!(answer.get("fleet_pending").is_none(), "{answer}");
         // The other nodes apply it from the stream.
         wait_until(LIMIT, "the purge applied on the other nodes", async || {
-            sum(&fleet, "purges_applied").await >= applied + 2
+            let now = applied_on(&fleet[1..]).await;
+            now.iter().zip(&applied).all(|(n, a)| n > a)
         })
         .await;
         let mut bodies = burst(&fleet, path, 1).await;
         if selector.contains("soft") {
             // Soft: marked stale, served while one node refreshes it for
             // the fleet in the background.
-            wait_until(
-                LIMIT,
-                "the soft-purge refresh stored in redis",
-                async || origin.hits_for(path) >= 2 && sum(&fleet, "commits").await > commits,
-            )
+            wait_until(LIMIT, "the soft-purge refresh", async || {
+                origin.hits_for(path) >= 2
+            })
             .await;
+            // No counter says every node took the new copy yet.
+            tokio::time::sleep(Duration::from_millis(300)).await;
             bodies = burst(&fleet, path, 1).await;
         }
         let after = origin.hits_for(path);
@@ -412,22 +425,23 @@ async fn a_uri_whose_responses_vary_is_shared_one_fetch_per_variant() {
             fetched,
             "{language}, round {round}: one fetch per variant for the fleet"
         );
-        // Let the commit land before the next round.
-        wait_until(LIMIT, "the variant stored in redis", async || {
-            sum(&fleet, "commits").await >= fetched
-        })
-        .await;
+        // Let the commit land before the next round. Not a wait on
+        // `commits`: counted, the variant index may still be behind (a
+        // `de` request then got the `fr` copy on a loaded machine).
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_ne!(seen["de"], seen["fr"], "two variants");
     assert!(sum(&fleet, "shared_hits").await >= 2, "taken from redis");
     assert_eq!(sum(&fleet, "too_large").await, 0, "nothing kept local");
     // A purge of the URI on one node reaches every variant on every node.
-    let applied = sum(&fleet, "purges_applied").await;
+    let others = [&fleet[0], &fleet[2]];
+    let applied = applied_on(others).await;
     fleet[1]
         .purge(TOKEN, &format!(r#"{{"url": "http://fleet.test{path}"}}"#))
         .await;
     wait_until(LIMIT, "the purge applied on the other nodes", async || {
-        sum(&fleet, "purges_applied").await >= applied + 2
+        let now = applied_on(others).await;
+        now.iter().zip(&applied).all(|(n, a)| n > a)
     })
     .await;
     for task in ask("fr") {
