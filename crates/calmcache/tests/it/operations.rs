@@ -2,7 +2,10 @@
 //! after known traffic, health and readiness, the admin token, and purges
 //! (URL, prefix, tag, all; hard and soft; memory and disk zones; `PURGE`).
 
-use crate::scratch;
+use crate::{scratch, wait_until};
+
+/// How long a test waits for a commit, a poll or a refresh to land.
+const LIMIT: Duration = Duration::from_secs(10);
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -202,15 +205,18 @@ async fn prometheus_exposes_the_fleet_block_in_fleet_mode() {
         .await;
     assert_eq!(get(&proxy.url("/f")).await.status, 200);
     // The commit to Redis runs off the request path.
-    for _ in 0..100 {
-        if proxy.status().await["fleet"]["commits"] == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until(LIMIT, "the commit to redis", async || {
+        proxy.status().await["fleet"]["commits"] == 1
+    })
+    .await;
     assert_eq!(purged(&proxy, r#"{"url": "/f"}"#).await, 1);
-    // Polls of the purge stream run every 200 ms.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Polls of the purge stream run every 200 ms: two of them, and the
+    // purge published.
+    wait_until(LIMIT, "two polls and the purge published", async || {
+        let ops = &proxy.status().await["fleet"]["ops"];
+        ops["poll"]["ok"].as_u64() >= Some(2) && ops["publish"]["ok"].as_u64() >= Some(1)
+    })
+    .await;
 
     let s = proxy.status().await;
     let f = &s["fleet"];
@@ -497,7 +503,15 @@ async fn a_soft_purge_under_load_reaches_the_origin_once_per_object() {
             );
         }
         // The two refreshes land; then fresh copies, and nothing more.
-        tokio::time::sleep(Duration::from_millis(600)).await;
+        wait_until(LIMIT, "the two refreshes stored", async || {
+            let mut fresh = true;
+            for path in ["/hot/1", "/hot/2"] {
+                let r = get(&proxy.url(path)).await;
+                fresh &= r.is_hit() && r.cache_status_params().param("detail").is_none();
+            }
+            fresh
+        })
+        .await;
         assert_eq!(
             origin.hits() - before,
             2,
@@ -592,6 +606,7 @@ async fn max_connections_keeps_extra_clients_waiting_without_errors() {
             .as_u64()
             .unwrap();
         most = most.max(active);
+        // Sampling the gauge every 10 ms: finer than wait_until's poll.
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     for c in clients {
