@@ -148,11 +148,10 @@ async fn a_fleet_on_a_redis_cluster_coalesces_purges_and_keeps_an_object_in_one_
     )
     .await;
     wait_connected(std::slice::from_ref(&late), CLOSED_WITHIN, "a late node").await;
-    let deadline = Instant::now() + USED_WITHIN;
-    while total(&nodes, &["commits"]).await < 2 {
-        assert!(Instant::now() < deadline, "both objects committed");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    crate::wait_until(USED_WITHIN, "both objects committed", async || {
+        total(&nodes, &["commits"]).await >= 2
+    })
+    .await;
     assert_eq!(get(&late, &late.all[H2C], path).await.body, bodies[0]);
     assert_eq!(get(&late, &late.all[H2_TLS], path).await.body, tls[0]);
     assert_eq!(fleet_status(&late).await["shared_hits"], 2);
@@ -184,11 +183,10 @@ async fn a_fleet_on_a_redis_cluster_coalesces_purges_and_keeps_an_object_in_one_
     assert!(third.iter().all(|b| b == &third[0] && b != &again[0]));
 
     // Every key of one object in one slot, on one master: the {H} tag.
-    let deadline = Instant::now() + USED_WITHIN;
-    while total(&all, &["commits"]).await < 5 {
-        assert!(Instant::now() < deadline, "every fill committed");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    crate::wait_until(USED_WITHIN, "every fill committed", async || {
+        total(&all, &["commits"]).await >= 5
+    })
+    .await;
     let mut objects: BTreeMap<String, (BTreeSet<String>, BTreeSet<usize>)> = BTreeMap::new();
     for (master, keys) in cluster_keys(&cluster).into_iter().enumerate() {
         for key in keys {

@@ -156,13 +156,10 @@ async fn a_soft_purge_on_a_disk_zone_survives_a_restart() {
     proxy.stop().await;
 
     let proxy = start().await;
-    let loaded = async || proxy.status().await["zones"]["ram"]["disk"]["loader_done"] == true;
-    for _ in 0..100 {
-        if loaded().await {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(Duration::from_secs(10), "the loader", async || {
+        proxy.status().await["zones"]["ram"]["disk"]["loader_done"] == true
+    })
+    .await;
     let before = origin.hits_for("/s1");
     let r = get_with(Method::GET, &proxy.url("/s1"), &[]).await;
     assert!(r.is_hit(), "the stale copy is served: {}", r.cache_status());
@@ -180,6 +177,7 @@ async fn a_soft_purge_on_a_disk_zone_survives_a_restart() {
     let r = get_with(Method::GET, &proxy.url("/s2"), &[]).await;
     assert!(r.is_hit() && r.cache_status_params().ttl().unwrap() > 0.0);
     assert_eq!(origin.hits_for("/s2"), s2, "the other object is untouched");
+    // Time for a second refresh to show, were there one.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
         origin.hits_for("/s1"),
