@@ -80,17 +80,14 @@ async fn fleet_of(status_url: &str) -> serde_json::Value {
     serde_json::from_str::<serde_json::Value>(&r.body).unwrap()["fleet"].clone()
 }
 
-/// The fleet counter `field` once it reaches `n` (or after 10 s).
+/// The fleet counter `field` once it reaches `n` (10 s at most).
 async fn reaches(status_url: &str, field: &str, n: u64) -> u64 {
-    let mut now = 0;
-    for _ in 0..200 {
-        now = fleet_of(status_url).await[field].as_u64().unwrap_or(0);
-        if now >= n {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    now
+    let what = format!("{field} at {n}");
+    crate::wait_until(Duration::from_secs(10), &what, async || {
+        let now = fleet_of(status_url).await[field].as_u64().unwrap_or(0);
+        (now >= n).then_some(now)
+    })
+    .await
 }
 
 /// One client stream: `rate` requests a second for `path` on `node` for

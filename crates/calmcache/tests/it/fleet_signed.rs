@@ -6,7 +6,7 @@
 //! served; a forged or replayed purge is not applied; a rotation's nodes
 //! read each other's entries and purges as the README says.
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use calmcache::Config;
 use calmcache_core::disk_format::{encode_object, parse_object};
@@ -43,15 +43,8 @@ async fn stat(node: &RunningProxy, field: &str) -> u64 {
 
 /// Waits until `node`'s fleet counter `field` reaches `n`.
 async fn wait_stat(node: &RunningProxy, field: &str, n: u64) {
-    let deadline = Instant::now() + WITHIN;
-    while stat(node, field).await < n {
-        assert!(
-            Instant::now() < deadline,
-            "{field} stays below {n}: {}",
-            fleet_status(node).await
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let what = format!("{field} at {n}");
+    crate::wait_until(WITHIN, &what, async || stat(node, field).await >= n).await;
 }
 
 /// The Redis key of the entry for `path` (the fleet's layout: the key's

@@ -62,15 +62,10 @@ async fn server_until(
     proxy: &RunningProxy,
     until: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let server = server_status(proxy).await;
-        if until(&server) {
-            return server;
-        }
-        assert!(std::time::Instant::now() < deadline, "{server:#}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    crate::wait_until(Duration::from_secs(10), "the server's status", async || {
+        Some(server_status(proxy).await).filter(&until)
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
