@@ -402,6 +402,7 @@ async fn dashboard_in_headless_chromium_follows_traffic() {
     let shot = screenshot_path();
     let _ = std::fs::remove_file(&shot);
     let stop = Arc::new(AtomicBool::new(false));
+    let quiet = origin.hits();
     let traffic = {
         let stop = stop.clone();
         let url = proxy.url("");
@@ -421,7 +422,12 @@ async fn dashboard_in_headless_chromium_follows_traffic() {
             sent
         })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait_until(
+        Duration::from_secs(10),
+        "live traffic at the origin",
+        async || origin.hits() >= quiet + 5,
+    )
+    .await;
     let live = chromium(&page, 12_000, &[format!("--screenshot={}", shot.display())]).await;
     stop.store(true, Ordering::Relaxed);
     let sent = tokio::time::timeout(Duration::from_secs(20), traffic)

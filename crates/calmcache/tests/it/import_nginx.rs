@@ -325,7 +325,12 @@ impl SideBySide {
             async || self.calm_origin.hits() >= expected,
         )
         .await;
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        wait_until(
+            Duration::from_secs(5),
+            "NGINX's origin requests settle",
+            async || self.nginx_origin.hits() >= expected,
+        )
+        .await;
         assert_eq!(
             self.nginx_origin.hits(),
             expected,
