@@ -73,6 +73,17 @@ impl Reply {
             .find(|m| m.cache == CACHE_NAME)
             .unwrap_or_default()
     }
+
+    /// True when calmcache answered from its cache (`Cache-Status: hit`).
+    pub fn is_hit(&self) -> bool {
+        self.cache_status_params().has("hit")
+    }
+
+    /// True when calmcache stored the answer or served it from its cache.
+    pub fn is_stored_or_hit(&self) -> bool {
+        let status = self.cache_status();
+        status.contains("stored") || status.contains("hit")
+    }
 }
 
 /// One `Cache-Status` list member: the cache's name and its parameters, e.g.

@@ -32,6 +32,9 @@
 //!   /30 of 198.18.0.0/15 (RFC 2544), whose link goes down and up with
 //!   connections open; [`redis::Redis::start_in`] runs a server inside.
 //!
+//! - [`wait`]: [`wait_until`], the one way a test waits for a condition
+//!   (polled, with a deadline, failing with what was awaited).
+//!
 //! # Failing links (fleet mode, issue 14)
 //! A slow or silent link needs no privilege: put a [`DelayProxy`] between
 //! the node and its peer. A real partition does: [`NetNs`] needs root and
@@ -59,6 +62,7 @@ pub mod redis;
 pub mod tier;
 pub mod tls;
 pub mod tools;
+pub mod wait;
 pub mod wire;
 
 pub use client::{get, get_with, request, request_with_body, CacheStatusParams, Reply};
@@ -68,4 +72,5 @@ pub use netns::NetNs;
 pub use origin::{stream_byte, Origin, RecordedRequest};
 pub use proxy::{Proxy, RunningProxy};
 pub use tier::{CountingTier, TierCounts};
+pub use wait::wait_until;
 pub use wire::{Wire, Wires};

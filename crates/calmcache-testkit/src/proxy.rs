@@ -256,6 +256,20 @@ impl RunningProxy {
         serde_json::from_str(&reply.body).expect("status json")
     }
 
+    /// `POST /purge` on the admin listener with the bearer `token` and the
+    /// JSON `body`, whatever the answer.
+    pub async fn purge_request(&self, token: &str, body: &str) -> crate::Reply {
+        purge_at(&self.admin_url("/purge"), token, body).await
+    }
+
+    /// `POST /purge` as [`RunningProxy::purge_request`], which must answer
+    /// 200; its JSON.
+    pub async fn purge(&self, token: &str, body: &str) -> serde_json::Value {
+        let r = self.purge_request(token, body).await;
+        assert_eq!(r.status, 200, "{body}: {}", r.body);
+        serde_json::from_str(&r.body).expect("purge json")
+    }
+
     /// Reopens the access log file at its path (what SIGUSR1 does).
     pub fn reopen_logs(&self) {
         self.running().reopen_logs();
@@ -274,4 +288,20 @@ impl RunningProxy {
             running.shutdown(Duration::from_secs(2)).await;
         }
     }
+}
+
+/// `POST {purge_url}` with the bearer `token` and the JSON `body` (for a
+/// proxy started as a process, whose admin URL is all a test has).
+pub async fn purge_at(purge_url: &str, token: &str, body: &str) -> crate::Reply {
+    let auth = format!("Bearer {token}");
+    crate::request_with_body(
+        http::Method::POST,
+        purge_url,
+        &[
+            ("authorization", &auth),
+            ("content-type", "application/json"),
+        ],
+        body.to_owned(),
+    )
+    .await
 }

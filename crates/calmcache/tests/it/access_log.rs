@@ -2,31 +2,26 @@
 //! cache status per request, reopening after logrotate's rename (in process
 //! and by SIGUSR1 to the binary), and a bad path stopping the start.
 
-use crate::{free_port, scratch, Child};
+use crate::{free_port, scratch, wait_until, Child};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use calmcache_testkit::{get, get_with, Origin, Proxy};
 use http::Method;
 
 /// The file's lines once it has at least `n` (polled, at most 5 s).
 async fn wait_lines(path: &Path, n: usize) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
+    let what = format!("{} lines in {}", n, path.display());
+    wait_until(Duration::from_secs(10), &what, async || {
         let text = std::fs::read_to_string(path).unwrap_or_default();
         let lines: Vec<String> = text.lines().map(str::to_owned).collect();
-        if lines.len() >= n {
-            assert!(text.ends_with('\n'), "whole lines only: {text:?}");
-            return lines;
+        if lines.len() < n {
+            return None;
         }
-        assert!(
-            Instant::now() < deadline,
-            "{}: {} lines after 5 s, want {n}: {lines:#?}",
-            path.display(),
-            lines.len()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        assert!(text.ends_with('\n'), "whole lines only: {text:?}");
+        Some(lines)
+    })
+    .await
 }
 
 /// The fields of a `combined` line, checked against its whole shape.
@@ -222,7 +217,12 @@ async fn a_client_gone_before_the_answer_is_logged_as_499() {
         tokio::spawn(
             async move { get_with(Method::GET, &url, &[("x-origin-delay-ms", "3000")]).await },
         );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_until(
+        Duration::from_secs(10),
+        "the request at the origin",
+        async || origin.hits() >= 1,
+    )
+    .await;
     client.abort();
     let lines = wait_lines(&path, 1).await;
     let line = parse_combined(&lines[0]);
@@ -277,14 +277,7 @@ async fn the_binary_reopens_its_access_log_on_sigusr1() {
             .unwrap(),
     );
     let url = |p: &str| format!("http://127.0.0.1:{port}{p}");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(Instant::now() < deadline, "calmcache did not start");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    crate::wait_listening(port).await;
     get(&url("/before")).await;
     wait_lines(&path, 1).await;
     let rotated = dir.join("access.log.1");
@@ -296,11 +289,12 @@ async fn the_binary_reopens_its_access_log_on_sigusr1() {
         .unwrap();
     assert!(kill.success());
     // The reopen creates the new file.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !path.exists() {
-        assert!(Instant::now() < deadline, "no new file after SIGUSR1");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until(
+        Duration::from_secs(5),
+        "a new file after SIGUSR1",
+        async || path.exists(),
+    )
+    .await;
     get(&url("/after")).await;
     let new = wait_lines(&path, 1).await;
     let v: serde_json::Value = serde_json::from_str(&new[0]).unwrap();

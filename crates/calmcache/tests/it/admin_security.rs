@@ -7,7 +7,7 @@
 
 use std::net::SocketAddr;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use calmcache_testkit::proxy::RunningProxy;
 use calmcache_testkit::{get, request, request_with_body, Origin, Proxy, Reply};
@@ -344,14 +344,7 @@ async fn calmcache_reload_sends_the_token_of_the_config_it_reads() {
             .spawn()
             .unwrap(),
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while tokio::net::TcpStream::connect(("127.0.0.1", admin))
-        .await
-        .is_err()
-    {
-        assert!(Instant::now() < deadline, "calmcache did not start");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    crate::wait_listening(admin).await;
     let reload_url = format!("http://127.0.0.1:{admin}/reload");
     // Loopback, but a token is configured: a bare POST is refused.
     assert_eq!(request(Method::POST, &reload_url, &[]).await.status, 401);

@@ -16,7 +16,10 @@ use http_body_util::BodyExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::scratch;
+use crate::{scratch, wait_until};
+
+/// How long a test waits for a fill to store, hold or give back memory.
+const LIMIT: Duration = Duration::from_secs(10);
 
 const MIB: u64 = 1024 * 1024;
 
@@ -129,7 +132,7 @@ async fn disk_proxy(origin: &Origin, dir: &Path, max_object_size: &str) -> Runni
 
 /// Waits (bounded) until the origin has handed out `bytes` of generated body.
 async fn origin_sent(origin: &Origin, bytes: u64) {
-    crate::wait_until(Duration::from_secs(60), "origin progress", || {
+    wait_until(Duration::from_secs(60), "origin progress", async || {
         origin.bytes_streamed() >= bytes
     })
     .await;
@@ -298,15 +301,10 @@ async fn fills_past_max_inflight_body_stream_through_uncached_and_are_counted() 
         let big = big.clone();
         async move { get_with(Method::GET, &url, &refs(&big)).await }
     });
-    let mut held = 0;
-    for _ in 0..400 {
-        held = gauge(&proxy).await;
-        if held >= MIB {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    assert!(held >= MIB, "the first fill never held 1 MiB ({held})");
+    wait_until(LIMIT, "the first fill holding 1 MiB", async || {
+        gauge(&proxy).await >= MIB
+    })
+    .await;
     let second = stream_headers(&(2 * MIB).to_string(), "0");
     let over = get_with(Method::GET, &proxy.url("/second"), &refs(&second)).await;
     check(&over.bytes, 2 * MIB, "relayed past the budget");
@@ -330,15 +328,12 @@ async fn fills_past_max_inflight_body_stream_through_uncached_and_are_counted() 
     let first = first.await.unwrap();
     check(&first.bytes, 16 * MIB, "first fill");
     // The budget comes back once the fill is done and read.
-    let mut back = u64::MAX;
-    for _ in 0..200 {
-        back = gauge(&proxy).await;
-        if back == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    assert_eq!(back, 0, "inflight_body_bytes after the fills");
+    wait_until(
+        LIMIT,
+        "inflight_body_bytes back to 0 after the fills",
+        async || gauge(&proxy).await == 0,
+    )
+    .await;
     // With room again, the second URL is stored.
     let miss = get_with(Method::GET, &proxy.url("/second"), &refs(&second)).await;
     check(&miss.bytes, 2 * MIB, "second, stored");
@@ -392,18 +387,14 @@ async fn a_chunked_storable_response_reaches_its_first_client_at_once_on_every_w
         got.extend_from_slice(&rest);
         assert_eq!(&got[..], b"event-one|event-two|", "{what}");
         // Stored once it ended cleanly: a hit, same bytes, exact length.
-        let mut hit = None;
-        for _ in 0..100 {
+        let stored = format!("{what}: stored");
+        let hit = wait_until(LIMIT, &stored, async || {
             let reply = wires
                 .send(wire, Method::GET, &host, &path, &headers, "")
                 .await;
-            if reply.cache_status().contains("hit") {
-                hit = Some(reply);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let hit = hit.unwrap_or_else(|| panic!("{what}: never stored"));
+            Some(reply).filter(|r| r.cache_status().contains("hit"))
+        })
+        .await;
         assert_eq!(hit.body, "event-one|event-two|", "{what}");
         if matches!(wire, calmcache_testkit::Wire::Http1) {
             assert_eq!(hit.header("content-length"), "20", "{what}");
@@ -437,29 +428,23 @@ async fn a_chunked_body_into_a_disk_zone_holds_a_window_and_is_stored_with_its_l
     assert!(head.contains("transfer-encoding: chunked"), "{head}");
     let _ = stalled.stream.read(&mut [0u8; 1024]).await.unwrap();
     let mut most = 0;
-    for _ in 0..2400 {
+    let what = "the origin's whole body past the stalled reader";
+    wait_until(Duration::from_secs(60), what, async || {
         most = most.max(gauge(&proxy).await);
-        if origin.bytes_streamed() >= len {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+        origin.bytes_streamed() >= len
+    })
+    .await;
     assert_eq!(
         origin.bytes_streamed(),
         len,
         "the stalled reader held the fill"
     );
     assert!(most <= 4 * MIB, "inflight_body_bytes reached {most}");
-    let mut hit = None;
-    for _ in 0..200 {
+    let hit = wait_until(LIMIT, "stored after the body ended", async || {
         let reply = get_with(Method::GET, &proxy.url("/chunked"), &refs(&headers)).await;
-        if reply.cache_status().contains("hit") {
-            hit = Some(reply);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let hit = hit.expect("stored after the body ended");
+        Some(reply).filter(|r| r.cache_status().contains("hit"))
+    })
+    .await;
     assert_eq!(hit.header("content-length"), len.to_string());
     check(&hit.bytes, len, "hit of the spooled body");
     assert_eq!(origin.hits_for("/chunked"), 1);
@@ -484,18 +469,13 @@ async fn a_chunked_compressible_body_streams_then_is_stored_with_its_encodings()
     let first = get_with(Method::GET, &proxy.url("/page"), &headers).await;
     assert_eq!(first.bytes.len(), 8192);
     let expected = first.body.clone();
-    let mut gz = None;
-    for _ in 0..100 {
-        let mut with = headers.to_vec();
-        with.push(("accept-encoding", "gzip"));
+    let mut with = headers.to_vec();
+    with.push(("accept-encoding", "gzip"));
+    let gz = wait_until(LIMIT, "stored after the body ended", async || {
         let reply = get_with(Method::GET, &proxy.url("/page"), &with).await;
-        if reply.cache_status().contains("hit") {
-            gz = Some(reply);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let gz = gz.expect("stored after the body ended");
+        Some(reply).filter(|r| r.cache_status().contains("hit"))
+    })
+    .await;
     assert_eq!(gz.header("content-encoding"), "gzip", "{:?}", gz.headers);
     assert!(gz.bytes.len() < 8192);
     let plain = get_with(Method::GET, &proxy.url("/page"), &headers).await;

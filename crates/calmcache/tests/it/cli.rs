@@ -343,7 +343,16 @@ fn demo_fleet_starts_redis_and_three_nodes_serves_on_each_and_stops_cleanly() {
     assert_eq!(first.status, 200, "{first:?}");
     assert!(first.body.contains("Generated at"));
     // The copy node 1 stored reaches Redis off the request path.
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    let committed = crate::wait_until(
+        std::time::Duration::from_secs(10),
+        "node 1's copy committed to redis",
+        async || {
+            let status = calmcache_testkit::get(&format!("{}status", nodes[0].1)).await;
+            let status: serde_json::Value = serde_json::from_str(&status.body).unwrap();
+            status["fleet"]["commits"].as_u64() >= Some(1)
+        },
+    );
+    rt.block_on(committed);
     for (proxy, admin) in &nodes {
         let reply = rt.block_on(calmcache_testkit::get_with(
             http::Method::GET,
@@ -365,15 +374,11 @@ fn demo_fleet_starts_redis_and_three_nodes_serves_on_each_and_stops_cleanly() {
         .status()
         .unwrap()
         .success());
-    let mut exited = None;
-    for _ in 0..200 {
-        exited = demo.0.try_wait().unwrap();
-        if exited.is_some() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let exited = exited.expect("the demo stops within 10 s of SIGTERM");
+    let exited = rt.block_on(crate::wait_until(
+        std::time::Duration::from_secs(10),
+        "the demo stopping after SIGTERM",
+        async || demo.0.try_wait().unwrap(),
+    ));
     assert!(exited.success(), "{exited}");
     assert!(
         std::net::TcpStream::connect(&redis).is_err(),

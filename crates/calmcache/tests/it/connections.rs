@@ -248,6 +248,7 @@ async fn slow_heads_are_cut_after_header_read_timeout_but_idle_keepalive_is_not(
     let mut idle = tokio::net::TcpStream::connect(&addr).await.unwrap();
     for i in 0..2 {
         if i == 1 {
+            // The subject: an idle pause past header_read_timeout.
             tokio::time::sleep(Duration::from_secs(2)).await;
         }
         let req = format!("GET /idle{i} HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -297,13 +298,15 @@ async fn graceful_shutdown_lets_requests_in_flight_finish() {
     wait_until(
         Duration::from_secs(5),
         "the request reaches the origin",
-        || origin.hits_for("/slow") > 0,
+        async || origin.hits_for("/slow") > 0,
     )
     .await;
     let stopping = tokio::spawn(proxy.stop_within(Duration::from_secs(10)));
-    tokio::time::sleep(Duration::from_millis(200)).await;
     // No new connections once stopping.
-    assert!(tokio::net::TcpStream::connect(&addr).await.is_err());
+    wait_until(Duration::from_secs(5), "the listener closed", async || {
+        tokio::net::TcpStream::connect(&addr).await.is_err()
+    })
+    .await;
     let reply = in_flight.await.unwrap();
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert!(reply.elapsed >= Duration::from_millis(1400));
@@ -389,6 +392,15 @@ impl Load {
         }
     }
 
+    /// Waits until the load has had `more` answers since this call.
+    async fn runs_on(&self, more: u64) {
+        let from = self.ok.load(Ordering::Relaxed);
+        wait_until(Duration::from_secs(20), "the load runs on", async || {
+            self.ok.load(Ordering::Relaxed) >= from + more
+        })
+        .await;
+    }
+
     async fn finish(self) -> (u64, u64, Vec<String>) {
         let _ = self.stop.send(true);
         let mut errors = Vec::new();
@@ -434,7 +446,7 @@ async fn reload_under_load_fails_no_request_and_keeps_the_zone() {
     let before = get(&format!("http://{addr}/kept")).await;
     assert_eq!(before.status, 200);
     let load = Load::start(addr.clone(), 16);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    load.runs_on(50).await;
 
     // An invalid config: refused with every problem, the old one stays.
     std::fs::write(&path, "[server]\nlisten = [\"nope\"]\nthreads = -1\n").unwrap();
@@ -442,7 +454,7 @@ async fn reload_under_load_fails_no_request_and_keeps_the_zone() {
     let all = errors.problems().join("\n");
     assert!(all.contains("server.listen[0]"), "{all}");
     assert!(all.contains("server.threads"), "{all}");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    load.runs_on(50).await;
 
     // A valid one: a new route, a second listener, the zone unchanged.
     let two = vec![addr.clone(), format!("127.0.0.1:{second}")];
@@ -457,7 +469,7 @@ async fn reload_under_load_fails_no_request_and_keeps_the_zone() {
         "{:?}",
         outcome.notes
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    load.runs_on(50).await;
     // Through the admin endpoint too (same file: nothing to re-bind).
     let r = get_with(
         Method::POST,
@@ -466,7 +478,7 @@ async fn reload_under_load_fails_no_request_and_keeps_the_zone() {
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    load.runs_on(50).await;
     let status = get(&format!("http://127.0.0.1:{admin}/status")).await;
     let status: serde_json::Value = serde_json::from_str(&status.body).unwrap();
     assert_eq!(status["reloads"]["ok"], 2, "{}", status["reloads"]);
@@ -501,11 +513,11 @@ async fn reload_under_load_fails_no_request_and_keeps_the_zone() {
     // Dropping the first listener: it stops accepting, the second serves.
     std::fs::write(&path, reload_config(&origin, &two[1..], admin, "")).unwrap();
     running.reloader().reload_file().await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while tokio::net::TcpStream::connect(&addr).await.is_ok() {
-        assert!(Instant::now() < deadline, "{addr} still accepts");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let what = format!("{addr} no longer accepting");
+    wait_until(Duration::from_secs(5), &what, async || {
+        tokio::net::TcpStream::connect(&addr).await.is_err()
+    })
+    .await;
     assert_eq!(
         get(&format!("http://127.0.0.1:{second}/kept")).await.status,
         200
@@ -532,14 +544,7 @@ async fn the_binary_reloads_on_sighup_and_calmcache_reload_and_stops_gracefully_
             .spawn()
             .unwrap(),
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(Instant::now() < deadline, "calmcache did not start");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    crate::wait_listening(port).await;
     let url = |p: &str| format!("http://127.0.0.1:{port}{p}");
     assert_eq!(get(&url("/a")).await.status, 200);
     // `calmcache reload` with a broken file: refused before it is sent.
@@ -560,7 +565,7 @@ async fn the_binary_reloads_on_sighup_and_calmcache_reload_and_stops_gracefully_
             .count()
             >= n
     };
-    wait_until(Duration::from_secs(5), "no refusal logged", || {
+    wait_until(Duration::from_secs(5), "no refusal logged", async || {
         logged("reload refused", 1)
     })
     .await;
@@ -583,9 +588,11 @@ async fn the_binary_reloads_on_sighup_and_calmcache_reload_and_stops_gracefully_
     assert_eq!(origin.hits_for("/new/x"), 2, "the new route does not cache");
     // SIGHUP with the good file: reloaded again.
     signal(&child, "-HUP");
-    wait_until(Duration::from_secs(5), "no second reload logged", || {
-        logged("config reloaded", 2)
-    })
+    wait_until(
+        Duration::from_secs(5),
+        "no second reload logged",
+        async || logged("config reloaded", 2),
+    )
     .await;
     // SIGTERM during a slow request: it finishes, then the process exits 0.
     let slow = tokio::spawn({
@@ -595,23 +602,18 @@ async fn the_binary_reloads_on_sighup_and_calmcache_reload_and_stops_gracefully_
     wait_until(
         Duration::from_secs(5),
         "the request reaches the origin",
-        || origin.hits_for("/slow") > 0,
+        async || origin.hits_for("/slow") > 0,
     )
     .await;
     signal(&child, "-TERM");
     let reply = slow.await.unwrap();
     assert_eq!(reply.status, 200);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = child.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "calmcache did not exit after SIGTERM"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    };
+    let status = wait_until(
+        Duration::from_secs(10),
+        "calmcache exiting after SIGTERM",
+        async || child.0.try_wait().unwrap(),
+    )
+    .await;
     assert!(status.success(), "{status:?}");
     drop(child);
     let _ = std::fs::remove_dir_all(&dir);

@@ -29,6 +29,8 @@ use std::time::Duration;
 
 use calmcache_testkit::{get, Origin, Proxy};
 
+use crate::wait_until;
+
 /// Browsers tried in `PATH`, Debian's first; `CALMCACHE_CHROMIUM` overrides.
 const BROWSERS: [&str; 4] = [
     "chromium",
@@ -400,6 +402,7 @@ async fn dashboard_in_headless_chromium_follows_traffic() {
     let shot = screenshot_path();
     let _ = std::fs::remove_file(&shot);
     let stop = Arc::new(AtomicBool::new(false));
+    let quiet = origin.hits();
     let traffic = {
         let stop = stop.clone();
         let url = proxy.url("");
@@ -413,12 +416,18 @@ async fn dashboard_in_headless_chromium_follows_traffic() {
                 };
                 get(&format!("{url}{path}")).await;
                 sent += 1;
+                // Paced: live traffic while the page draws, not a flood.
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
             sent
         })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait_until(
+        Duration::from_secs(10),
+        "live traffic at the origin",
+        async || origin.hits() >= quiet + 5,
+    )
+    .await;
     let live = chromium(&page, 12_000, &[format!("--screenshot={}", shot.display())]).await;
     stop.store(true, Ordering::Relaxed);
     let sent = tokio::time::timeout(Duration::from_secs(20), traffic)
@@ -466,12 +475,10 @@ async fn dashboard_shows_the_fleet_panel_in_fleet_mode() {
         .await;
     assert_eq!(get(&proxy.url("/fleet/a")).await.status, 200);
     // The commit to Redis runs off the request path.
-    for _ in 0..100 {
-        if proxy.status().await["fleet"]["commits"] == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until(Duration::from_secs(10), "the commit to redis", async || {
+        proxy.status().await["fleet"]["commits"] == 1
+    })
+    .await;
     let status = proxy.status().await;
     let run = chromium(&proxy.admin_url("/"), 2500, &[]).await;
     let what = "fleet mode";
@@ -614,22 +621,22 @@ impl Devtools {
             .strip_prefix("ws://127.0.0.1:")
             .expect("DevTools on 127.0.0.1");
         let port = &port_at[..port_at.find('/').unwrap()];
-        let mut page_ws = None;
-        for _ in 0..100 {
-            let list = get(&format!("http://127.0.0.1:{port}/json/list")).await;
-            let targets: serde_json::Value = serde_json::from_str(&list.body).unwrap_or_default();
-            page_ws = targets.as_array().and_then(|all| {
-                all.iter()
-                    .find(|t| t["type"] == "page")
-                    .and_then(|t| t["webSocketDebuggerUrl"].as_str())
-                    .map(str::to_owned)
-            });
-            if page_ws.is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let page_ws = page_ws.expect("chromium lists its page");
+        let page_ws = wait_until(
+            Duration::from_secs(10),
+            "chromium lists its page",
+            async || {
+                let list = get(&format!("http://127.0.0.1:{port}/json/list")).await;
+                let targets: serde_json::Value =
+                    serde_json::from_str(&list.body).unwrap_or_default();
+                targets.as_array().and_then(|all| {
+                    all.iter()
+                        .find(|t| t["type"] == "page")
+                        .and_then(|t| t["webSocketDebuggerUrl"].as_str())
+                        .map(str::to_owned)
+                })
+            },
+        )
+        .await;
         let (ws, _) = tokio_tungstenite::connect_async(page_ws.as_str())
             .await
             .expect("DevTools WebSocket");
@@ -643,16 +650,16 @@ impl Devtools {
         // Attached maybe before the page replaced about:blank: a promise
         // evaluated there would never settle, so ask until it is loaded.
         let origin = url.split('/').take(3).collect::<Vec<_>>().join("/");
-        for _ in 0..200 {
+        let loaded = format!("{origin} complete");
+        let what = format!("chromium to load {url}");
+        wait_until(Duration::from_secs(10), &what, async || {
             let at = tab
                 .eval("location.origin + ' ' + document.readyState")
                 .await;
-            if at.as_str() == Some(&format!("{origin} complete")) {
-                return tab;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("chromium did not load {url} within 10 s");
+            at.as_str() == Some(&loaded)
+        })
+        .await;
+        tab
     }
 
     /// Evaluates `expression` in the page (a promise is awaited) and returns

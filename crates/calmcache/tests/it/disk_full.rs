@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use calmcache_testkit::{get, get_with, Origin, Proxy, Reply};
 
 use crate::disk_zone::Tmpfs;
-use crate::{free_port, scratch, wait_listening, Child};
+use crate::{free_port, scratch, wait_listening, wait_until, Child};
 
 const BIN: &str = env!("CARGO_BIN_EXE_calmcache");
 
@@ -248,12 +248,10 @@ async fn a_full_file_system_evicts_until_writes_succeed_and_logs_a_few_lines() {
             .unwrap(),
     );
     wait_listening(port).await;
-    for _ in 0..100 {
-        if status(admin).await["zones"]["d"]["disk"]["loader_done"] == true {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(Duration::from_secs(10), "the loader", async || {
+        status(admin).await["zones"]["d"]["disk"]["loader_done"] == true
+    })
+    .await;
     let r = sized(port, "/hot/0", "20000").await;
     assert!(r.cache_status_params().has("hit"), "{}", r.cache_status());
     // It makes room: new objects are stored again, ten in a row. Each
@@ -314,14 +312,11 @@ async fn crash_leftovers_of_another_start_are_removed_at_start_and_counted() {
     std::fs::write(dir.join("ff/.tmp-1-0"), vec![7u8; 500]).unwrap();
 
     let proxy = start().await;
-    let mut s = proxy.status().await;
-    for _ in 0..100 {
-        if s["zones"]["ram"]["disk"]["loader_done"] == true {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        s = proxy.status().await;
-    }
+    let s = wait_until(Duration::from_secs(10), "the loader", async || {
+        let s = proxy.status().await;
+        (s["zones"]["ram"]["disk"]["loader_done"] == true).then_some(s)
+    })
+    .await;
     let d = &s["zones"]["ram"]["disk"];
     assert_eq!(d["leftover_temp_files"], 2, "{d}");
     assert_eq!(d["leftover_temp_bytes"], 1500, "{d}");
@@ -440,12 +435,10 @@ async fn a_zone_whose_file_system_is_out_of_inodes_starts_and_makes_room() {
 
     let _child = serve();
     wait_listening(port).await;
-    for _ in 0..100 {
-        if status(admin).await["zones"]["d"]["disk"]["loader_done"] == true {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(Duration::from_secs(10), "the loader", async || {
+        status(admin).await["zones"]["d"]["disk"]["loader_done"] == true
+    })
+    .await;
     let r = sized(port, "/o/39", "1000").await;
     assert!(r.cache_status_params().has("hit"), "{}", r.cache_status());
     let mut stored = 0;

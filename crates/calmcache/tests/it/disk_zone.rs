@@ -5,13 +5,16 @@
 
 #![allow(clippy::unwrap_used)]
 
-use crate::{free_port, wait_listening};
+use crate::{free_port, wait_listening, wait_until};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use calmcache_testkit::client::{request, request_with_body};
 use calmcache_testkit::{get, Origin, Proxy, RunningProxy};
 use http::Method;
+
+/// How long a test waits for a disk zone's loader, manager or writer.
+const LOADED: Duration = Duration::from_secs(10);
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
@@ -30,16 +33,6 @@ async fn disk_proxy(origin: &Origin, dir: &Path, zone_keys: &str) -> RunningProx
         .route("ttl = { 200 = \"60s\" }\nkey = \"$uri$is_args$args\"\nrefresh = \"lock\"")
         .start()
         .await
-}
-
-async fn wait_for(what: &str, mut ok: impl AsyncFnMut() -> bool) {
-    for _ in 0..100 {
-        if ok().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 fn files_in(dir: &Path) -> Vec<PathBuf> {
@@ -81,7 +74,7 @@ async fn objects_are_hits_after_a_restart() {
 
     let before = origin.hits();
     let proxy = disk_proxy(&origin, &dir, "").await;
-    wait_for("the loader", async || {
+    wait_until(LOADED, "the loader", async || {
         proxy.status().await["zones"]["ram"]["disk"]["loader_done"] == true
     })
     .await;
@@ -121,7 +114,7 @@ async fn a_torn_file_is_removed_and_refetched_never_served() {
         .set_len(len - 10)
         .unwrap();
     let proxy = disk_proxy(&origin, &dir, "").await;
-    wait_for("the loader", async || {
+    wait_until(LOADED, "the loader", async || {
         proxy.status().await["zones"]["ram"]["disk"]["loader_done"] == true
     })
     .await;
@@ -155,7 +148,7 @@ async fn the_zone_stays_under_max_size() {
         .await;
         assert_eq!(r.status, 200);
     }
-    wait_for("the manager", async || {
+    wait_until(LOADED, "the manager", async || {
         let s = proxy.status().await;
         s["zones"]["ram"]["size_bytes"].as_u64().unwrap() <= 256 * 1024
     })
@@ -195,7 +188,7 @@ async fn a_write_fault_is_served_from_the_origin_and_counted() {
     let dir = scratch("fault");
     let proxy = disk_proxy(&origin, &dir, "").await;
     // The loader would remove the blocking files as foreign: let it finish.
-    wait_for("the loader", async || {
+    wait_until(LOADED, "the loader", async || {
         proxy.status().await["zones"]["ram"]["disk"]["loader_done"] == true
     })
     .await;
@@ -368,7 +361,7 @@ async fn large_objects_stream_from_their_file_whole_and_in_ranges() {
         .route("ttl = { 200 = \"60s\" }\nkey = \"$uri\"\nrefresh = \"lock\"")
         .start()
         .await;
-    wait_for("the loader", async || {
+    wait_until(LOADED, "the loader", async || {
         proxy.status().await["zones"]["ram"]["disk"]["loader_done"] == true
     })
     .await;
@@ -450,7 +443,10 @@ async fn waiters_receive_a_large_body_as_it_arrives() {
                 calmcache_testkit::get_with(http::Method::GET, &url, &steer).await
             })
         };
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        wait_until(LOADED, "the leader's fetch at the origin", async || {
+            origin.hits() >= 1
+        })
+        .await;
         let resp = head_of(&url).await;
         assert_eq!(
             origin.bodies_trickled(),
@@ -467,16 +463,11 @@ async fn waiters_receive_a_large_body_as_it_arrives() {
         assert_eq!(body, leader.bytes);
         assert_eq!(origin.hits(), 1);
         // Stored once complete.
-        let mut hit = None;
-        for _ in 0..50 {
-            let r = get(&url).await;
-            if r.cache_status_params().has("hit") {
-                hit = Some(r);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        assert_eq!(hit.expect("stored").bytes, leader.bytes);
+        let hit = wait_until(LOADED, "stored", async || {
+            Some(get(&url).await).filter(|r| r.is_hit())
+        })
+        .await;
+        assert_eq!(hit.bytes, leader.bytes);
         assert_eq!(origin.hits(), 1);
         proxy.stop().await;
         let _ = std::fs::remove_dir_all(&dir);
@@ -588,7 +579,7 @@ async fn kill_9_during_heavy_writes_never_serves_a_partial_object() {
         }));
     }
     // The small objects are stored by now; the large ones take 8 x 250 ms.
-    wait_for("the small objects", async || {
+    wait_until(LOADED, "the small objects", async || {
         let r = get(&format!("http://127.0.0.1:{admin}/status")).await;
         let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
         v["zones"]["d"]["stores"].as_u64().unwrap_or(0) >= 24
@@ -601,7 +592,7 @@ async fn kill_9_during_heavy_writes_never_serves_a_partial_object() {
     let files_after_kill = files_in(&dir);
     let mut child = serve();
     wait_listening(port).await;
-    wait_for("the loader", async || {
+    wait_until(LOADED, "the loader", async || {
         let r = get(&format!("http://127.0.0.1:{admin}/status")).await;
         let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
         v["zones"]["d"]["disk"]["loader_done"] == true
@@ -753,7 +744,7 @@ async fn a_full_then_read_only_file_system_fails_no_request_and_recovers() {
     // (after the zone's fault cooldown at most).
     fs.remount("rw,size=16m");
     let mut n = 0;
-    wait_for("the zone to store again", async || {
+    wait_until(LOADED, "the zone to store again", async || {
         n += 1;
         let r = get_sized(&proxy, &format!("/again/{n}")).await;
         assert_eq!(r.status, 200);
@@ -804,7 +795,7 @@ async fn a_large_body_is_written_into_the_zone_as_it_arrives() {
 
     let leader = leader.await.unwrap();
     assert_eq!(leader.body.len(), 800_000);
-    wait_for("the object to be stored", async || {
+    wait_until(LOADED, "the object to be stored", async || {
         proxy.status().await["zones"]["ram"]["objects"] == 1
     })
     .await;
@@ -863,7 +854,10 @@ async fn waiters_receive_a_chunked_body_as_it_arrives() {
 
         // Whole: the waiter starts at once, the object is stored with its length.
         let first = leader("/chunked", chunked("800000", None));
-        tokio::time::sleep(Duration::from_millis(550)).await;
+        wait_until(LOADED, "the leader's fetch at the origin", async || {
+            origin.hits_for("/chunked") >= 1
+        })
+        .await;
         let resp = head_of(&proxy.url("/chunked")).await;
         assert_eq!(origin.bodies_trickled(), 0, "head while the origin sends");
         let status = resp.headers()["cache-status"].to_str().unwrap().to_owned();
@@ -873,16 +867,10 @@ async fn waiters_receive_a_chunked_body_as_it_arrives() {
         let first = first.await.unwrap();
         assert_eq!(first.body.len(), 800_000);
         assert_eq!(body, first.bytes);
-        let mut hit = None;
-        for _ in 0..50 {
-            let r = get(&proxy.url("/chunked")).await;
-            if r.cache_status_params().has("hit") {
-                hit = Some(r);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let hit = hit.expect("stored");
+        let hit = wait_until(LOADED, "stored", async || {
+            Some(get(&proxy.url("/chunked")).await).filter(|r| r.is_hit())
+        })
+        .await;
         assert_eq!(hit.bytes, first.bytes);
         assert_eq!(hit.header("content-length"), "800000");
         assert_eq!(origin.hits(), 1);
@@ -932,7 +920,7 @@ async fn a_purge_by_path_after_a_restart_reaches_objects_stored_before_it() {
     }
     proxy.stop().await;
     let proxy = start().await;
-    wait_for("the loader", async || {
+    wait_until(LOADED, "the loader", async || {
         proxy.status().await["zones"]["ram"]["disk"]["loader_done"] == true
     })
     .await;
@@ -1090,8 +1078,8 @@ async fn a_refresh_running_at_shutdown_is_finished_and_kept() {
     let url = proxy.url("/r");
     let first = get(&url).await;
     assert!(first.body.contains("n=1"), "{}", first.body);
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    // Stale: served at once, refreshed in the background for 800 ms.
+    tokio::time::sleep(Duration::from_millis(1100)).await; // the 1 s ttl runs out
+                                                           // Stale: served at once, refreshed in the background for 800 ms.
     let slow = [("x-origin-delay-ms", "800")];
     let stale = calmcache_testkit::get_with(Method::GET, &url, &slow).await;
     assert!(
@@ -1100,15 +1088,15 @@ async fn a_refresh_running_at_shutdown_is_finished_and_kept() {
         stale.cache_status()
     );
     assert!(stale.body.contains("n=1"));
-    let asked = tokio::time::Instant::now() + Duration::from_secs(5);
-    while origin.hits_for("/r") < 2 && tokio::time::Instant::now() < asked {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_until(LOADED, "the refresh at the origin", async || {
+        origin.hits_for("/r") >= 2
+    })
+    .await;
     assert_eq!(origin.hits_for("/r"), 2, "the refresh reached the origin");
     // Stopped while the refresh waits for its answer (2 s of grace).
     proxy.stop().await;
     let proxy = build().start().await;
-    wait_for("the loader", async || {
+    wait_until(LOADED, "the loader", async || {
         proxy.status().await["zones"]["ram"]["disk"]["loader_done"] == true
     })
     .await;

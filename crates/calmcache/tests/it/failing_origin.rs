@@ -9,7 +9,7 @@ use calmcache_testkit::wire::TLS_NAME;
 use calmcache_testkit::{get_with, Origin, Proxy, Wires};
 use http::Method;
 
-use crate::{burst, CLIENTS};
+use crate::{burst, wait_until, CLIENTS};
 
 /// A 503 after 1.5 s (longer than it takes to open 100 connections on a
 /// busy machine, so that every request joins the first flight), with a page
@@ -115,6 +115,7 @@ async fn a_broken_origin_connection_is_one_attempt_for_all_waiters() {
         while let Ok((conn, _)) = listener.accept().await {
             count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             tokio::spawn(async move {
+                // The origin's behaviour under test: hold, then hang up.
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 drop(conn);
             });
@@ -245,8 +246,10 @@ async fn sus_serves_a_just_expired_copy_without_a_wait_by_default() {
     );
     assert!(stale.body.contains("n=1"));
     // The refresh ran in the background.
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    let fresh = get_with(Method::GET, &url, &slow).await;
+    let fresh = wait_until(Duration::from_secs(10), "the refreshed copy", async || {
+        Some(get_with(Method::GET, &url, &slow).await).filter(|r| r.body.contains("n=2"))
+    })
+    .await;
     assert!(fresh.body.contains("n=2"), "{}", fresh.body);
     assert_eq!(origin.hits(), 2);
     proxy.stop().await;

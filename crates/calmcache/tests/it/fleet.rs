@@ -6,13 +6,18 @@
 
 use std::time::Duration;
 
-use calmcache_testkit::client::{request, request_with_body, Reply};
+use calmcache_testkit::client::{request, Reply};
 use calmcache_testkit::proxy::RunningProxy;
 use calmcache_testkit::redis::Redis;
 use calmcache_testkit::{Origin, Proxy};
 use http::Method;
 
-const TOKEN: &str = "fleet-token";
+use crate::wait_until;
+
+/// How long a test waits for the fleet to apply, store or recover.
+const LIMIT: Duration = Duration::from_secs(15);
+
+pub(crate) const TOKEN: &str = "fleet-token";
 
 /// A node of the fleet on `redis` in front of `origin`.
 async fn node(origin: &Origin, redis: &Redis, ttl: &str) -> RunningProxy {
@@ -77,28 +82,25 @@ pub(crate) async fn fleet_status(node: &RunningProxy) -> serde_json::Value {
     node.status().await["fleet"].clone()
 }
 
+/// Each node's `purges_applied`.
+async fn applied_on<'a>(nodes: impl IntoIterator<Item = &'a RunningProxy>) -> Vec<u64> {
+    let mut applied = Vec::new();
+    for node in nodes {
+        applied.push(
+            fleet_status(node).await["purges_applied"]
+                .as_u64()
+                .unwrap_or(0),
+        );
+    }
+    applied
+}
+
 pub(crate) async fn sum(nodes: &[RunningProxy], field: &str) -> u64 {
     let mut total = 0;
     for node in nodes {
         total += fleet_status(node).await[field].as_u64().unwrap_or(0);
     }
     total
-}
-
-pub(crate) async fn purge(node: &RunningProxy, body: &str) -> serde_json::Value {
-    let auth = format!("Bearer {TOKEN}");
-    let r = request_with_body(
-        Method::POST,
-        &node.admin_url("/purge"),
-        &[
-            ("authorization", &auth),
-            ("content-type", "application/json"),
-        ],
-        body.to_owned(),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{body}: {}", r.body);
-    serde_json::from_str(&r.body).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,14 +130,13 @@ async fn three_nodes_send_the_origin_one_fetch_per_lifetime() {
     assert_eq!(origin.hits_for("/page"), 1);
     // After its lifetime: one refresh for the fleet again (in the
     // background under the default `sus`: wait for it, then for stragglers).
-    tokio::time::sleep(Duration::from_millis(2200)).await;
+    tokio::time::sleep(Duration::from_millis(2200)).await; // the 2 s lifetime runs out
     burst(&fleet, path, 10).await;
-    for _ in 0..40 {
-        if origin.hits_for("/page") >= 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    wait_until(LIMIT, "the refresh at the origin", async || {
+        origin.hits_for("/page") >= 2
+    })
+    .await;
+    // Time for a second refresh to show, were there one.
     tokio::time::sleep(Duration::from_millis(500)).await;
     burst(&fleet, path, 2).await;
     assert_eq!(origin.hits_for("/page"), 2, "one refresh per lifetime");
@@ -152,15 +153,10 @@ async fn a_copy_stored_by_one_node_is_a_hit_for_the_others() {
     let first = get(&fleet[0].url("/shared")).await;
     assert_eq!(first.status, 200);
     // The commit to Redis is off the request path: give it a moment.
-    let mut shared = false;
-    for _ in 0..50 {
-        if sum(&fleet, "commits").await >= 1 {
-            shared = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(shared, "stored in redis");
+    wait_until(LIMIT, "stored in redis", async || {
+        sum(&fleet, "commits").await >= 1
+    })
+    .await;
     for node in &fleet[1..] {
         let r = get(&node.url("/shared")).await;
         assert_eq!(r.body, first.body, "the same copy");
@@ -213,20 +209,24 @@ async fn a_purge_on_one_node_reaches_every_node_and_redis() {
         let old = burst(&fleet, path, 1).await;
         let before = origin.hits_for(path);
         assert_eq!(before, 1, "{selector}: one fetch to fill the fleet");
-        let answer = purge(&fleet[0], selector).await;
+        let applied = applied_on(&fleet[1..]).await;
+        let answer = fleet[0].purge(TOKEN, selector).await;
         assert!(answer.get("fleet_pending").is_none(), "{answer}");
-        // The other nodes apply it from the stream within a second.
-        tokio::time::sleep(Duration::from_millis(800)).await;
+        // The other nodes apply it from the stream.
+        wait_until(LIMIT, "the purge applied on the other nodes", async || {
+            let now = applied_on(&fleet[1..]).await;
+            now.iter().zip(&applied).all(|(n, a)| n > a)
+        })
+        .await;
         let mut bodies = burst(&fleet, path, 1).await;
         if selector.contains("soft") {
             // Soft: marked stale, served while one node refreshes it for
             // the fleet in the background.
-            for _ in 0..40 {
-                if origin.hits_for(path) >= 2 {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(25)).await;
-            }
+            wait_until(LIMIT, "the soft-purge refresh", async || {
+                origin.hits_for(path) >= 2
+            })
+            .await;
+            // No counter says every node took the new copy yet.
             tokio::time::sleep(Duration::from_millis(300)).await;
             bodies = burst(&fleet, path, 1).await;
         }
@@ -253,15 +253,10 @@ async fn a_bad_entry_in_redis_is_never_served() {
     let origin = Origin::start().await;
     let fleet = nodes(&origin, &redis, "30s").await;
     get(&fleet[0].url("/v")).await;
-    let mut shared = false;
-    for _ in 0..50 {
-        if sum(&fleet, "commits").await >= 1 {
-            shared = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(shared, "stored in redis");
+    wait_until(LIMIT, "stored in redis", async || {
+        sum(&fleet, "commits").await >= 1
+    })
+    .await;
     // Corrupt every stored object's value (the checksum no longer matches).
     let script = "for _, k in ipairs(redis.call('KEYS', 'cc:{*}:m')) do \
                     local b = redis.call('HGET', k, 'blob') \
@@ -297,22 +292,19 @@ async fn a_dead_or_hung_redis_fails_no_request_and_is_used_again_after() {
     }
     redis.restart();
     // The breaker probes after its pause (1 s, then 2 s...).
-    let mut closed = false;
-    for i in 0..80 {
-        let node = &fleet[i % 3];
-        let r = get(&node.url(&format!("/back/{i}"))).await;
+    let mut i = 0;
+    let what = "every node uses redis again after its restart";
+    wait_until(Duration::from_secs(20), what, async || {
+        i += 1;
+        let r = get(&fleet[i % 3].url(&format!("/back/{i}"))).await;
         assert_eq!(r.status, 200);
         let mut all = true;
         for node in &fleet {
             all &= fleet_status(node).await["breaker"] == "closed";
         }
-        if all {
-            closed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(closed, "every node uses redis again after its restart");
+        all
+    })
+    .await;
     // Hung (SIGSTOP): the same.
     redis.pause();
     for i in 0..30 {
@@ -339,7 +331,7 @@ async fn a_purge_made_while_redis_is_out_reaches_the_fleet_when_it_is_back() {
     let old = burst(&fleet, "/x", 1).await;
     assert_eq!(origin.hits_for("/x"), 1);
     redis.kill9();
-    let answer = purge(&fleet[0], r#"{"url": "/x"}"#).await;
+    let answer = fleet[0].purge(TOKEN, r#"{"url": "/x"}"#).await;
     assert_eq!(answer["purged"], 1, "{answer}");
     assert_eq!(
         answer["fleet_pending"], 1,
@@ -350,8 +342,8 @@ async fn a_purge_made_while_redis_is_out_reaches_the_fleet_when_it_is_back() {
     assert_ne!(here.body, old[0]);
     // Redis comes back (empty): the purge goes out, the others apply it.
     redis.restart();
-    let mut applied = false;
-    for _ in 0..100 {
+    let what = "the purge reached the other nodes after redis came back";
+    wait_until(LIMIT, what, async || {
         let pending = fleet_status(&fleet[0]).await["purges_pending"].as_u64();
         let b = fleet_status(&fleet[1]).await["purges_applied"]
             .as_u64()
@@ -359,16 +351,9 @@ async fn a_purge_made_while_redis_is_out_reaches_the_fleet_when_it_is_back() {
         let c = fleet_status(&fleet[2]).await["purges_applied"]
             .as_u64()
             .unwrap_or(0);
-        if pending == Some(0) && b >= 1 && c >= 1 {
-            applied = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        applied,
-        "the purge reached the other nodes after redis came back"
-    );
+        pending == Some(0) && b >= 1 && c >= 1
+    })
+    .await;
     for node in &fleet[1..] {
         let r = get(&node.url("/x")).await;
         assert_eq!(r.status, 200);
@@ -440,19 +425,25 @@ async fn a_uri_whose_responses_vary_is_shared_one_fetch_per_variant() {
             fetched,
             "{language}, round {round}: one fetch per variant for the fleet"
         );
-        // Let the commit land before the next round.
+        // Let the commit land before the next round. Not a wait on
+        // `commits`: counted, the variant index may still be behind (a
+        // `de` request then got the `fr` copy on a loaded machine).
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_ne!(seen["de"], seen["fr"], "two variants");
     assert!(sum(&fleet, "shared_hits").await >= 2, "taken from redis");
     assert_eq!(sum(&fleet, "too_large").await, 0, "nothing kept local");
     // A purge of the URI on one node reaches every variant on every node.
-    purge(
-        &fleet[1],
-        &format!(r#"{{"url": "http://fleet.test{path}"}}"#),
-    )
+    let others = [&fleet[0], &fleet[2]];
+    let applied = applied_on(others).await;
+    fleet[1]
+        .purge(TOKEN, &format!(r#"{{"url": "http://fleet.test{path}"}}"#))
+        .await;
+    wait_until(LIMIT, "the purge applied on the other nodes", async || {
+        let now = applied_on(others).await;
+        now.iter().zip(&applied).all(|(n, a)| n > a)
+    })
     .await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
     for task in ask("fr") {
         let reply = task.await.unwrap();
         assert_eq!(reply.status, 200);

@@ -7,10 +7,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use calmcache_testkit::redis::RedisCluster;
-use calmcache_testkit::{request_with_body, Origin, Wires};
+use calmcache_testkit::{Origin, Wires};
 use http::Method;
 
 use crate::fleet_harness::{
@@ -108,21 +108,6 @@ fn hash_tag(key: &str) -> &str {
     &key[open + 1..close]
 }
 
-async fn admin_purge(node: &Wires, body: &str) {
-    let auth = format!("Bearer {TOKEN}");
-    let r = request_with_body(
-        Method::POST,
-        &node.proxy.admin_url("/purge"),
-        &[
-            ("authorization", &auth),
-            ("content-type", "application/json"),
-        ],
-        body.to_owned(),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{body}: {}", r.body);
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_on_a_redis_cluster_coalesces_purges_and_keeps_an_object_in_one_slot() {
     let cluster = RedisCluster::start();
@@ -163,11 +148,10 @@ async fn a_fleet_on_a_redis_cluster_coalesces_purges_and_keeps_an_object_in_one_
     )
     .await;
     wait_connected(std::slice::from_ref(&late), CLOSED_WITHIN, "a late node").await;
-    let deadline = Instant::now() + USED_WITHIN;
-    while total(&nodes, &["commits"]).await < 2 {
-        assert!(Instant::now() < deadline, "both objects committed");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    crate::wait_until(USED_WITHIN, "both objects committed", async || {
+        total(&nodes, &["commits"]).await >= 2
+    })
+    .await;
     assert_eq!(get(&late, &late.all[H2C], path).await.body, bodies[0]);
     assert_eq!(get(&late, &late.all[H2_TLS], path).await.body, tls[0]);
     assert_eq!(fleet_status(&late).await["shared_hits"], 2);
@@ -192,18 +176,17 @@ async fn a_fleet_on_a_redis_cluster_coalesces_purges_and_keeps_an_object_in_one_
 
     // A prefix purge: the purge epoch (a key of its own slot) and the stream.
     let seen = applied(&all[1..]).await;
-    admin_purge(&all[0], r#"{"prefix": "/pa"}"#).await;
+    all[0].proxy.purge(TOKEN, r#"{"prefix": "/pa"}"#).await;
     wait_applied(&all[1..], &seen, "prefix purge").await;
     let third = burst(&all, &[H2C], path, 1).await;
     assert_eq!(origin.hits_for("/page"), 5);
     assert!(third.iter().all(|b| b == &third[0] && b != &again[0]));
 
     // Every key of one object in one slot, on one master: the {H} tag.
-    let deadline = Instant::now() + USED_WITHIN;
-    while total(&all, &["commits"]).await < 5 {
-        assert!(Instant::now() < deadline, "every fill committed");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    crate::wait_until(USED_WITHIN, "every fill committed", async || {
+        total(&all, &["commits"]).await >= 5
+    })
+    .await;
     let mut objects: BTreeMap<String, (BTreeSet<String>, BTreeSet<usize>)> = BTreeMap::new();
     for (master, keys) in cluster_keys(&cluster).into_iter().enumerate() {
         for key in keys {
@@ -247,14 +230,13 @@ async fn a_killed_cluster_master_under_load_fails_no_request() {
     // (its node timeout is 1 s).
     watch.opens_within(Duration::from_secs(10)).await;
     watch.lasts(Duration::from_secs(3)).await;
-    tokio::task::block_in_place(|| {
-        cluster.nodes[1].restart();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !cluster.ok() {
-            assert!(Instant::now() < deadline, "cluster_state not ok again");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    });
+    tokio::task::block_in_place(|| cluster.nodes[1].restart());
+    crate::wait_until(
+        Duration::from_secs(10),
+        "cluster_state ok again",
+        async || tokio::task::block_in_place(|| cluster.ok()),
+    )
+    .await;
     watch.recovers().await;
 
     no_failed_request(load, "cluster master kill -9").await;

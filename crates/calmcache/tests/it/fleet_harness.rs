@@ -14,6 +14,8 @@ use calmcache_testkit::{Origin, Proxy, Reply, Wire, Wires};
 use http::Method;
 use tokio::task::JoinHandle;
 
+use crate::wait_until;
+
 pub const TOKEN: &str = "fleet-faults-token";
 /// The fleet's one host name, as a load balancer passes it to every node
 /// (the cache key has the host).
@@ -112,35 +114,22 @@ pub async fn all_closed(nodes: &[Arc<Wires>]) -> bool {
 /// Waits (at most `limit`) until every node's breaker is closed and has
 /// answered calls: the fleet is on Redis.
 pub async fn wait_connected(nodes: &[Arc<Wires>], limit: Duration, what: &str) {
-    let deadline = Instant::now() + limit;
-    loop {
+    let awaited = format!("{what}: every node on redis");
+    wait_until(limit, &awaited, async || {
         let mut ready = all_closed(nodes).await;
         for node in nodes {
             ready &= fleet_status(node).await["calls_ok"].as_u64() > Some(0);
         }
-        if ready {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: not on redis within {limit:?}: {:?}",
-            breakers(nodes).await
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+        ready
+    })
+    .await;
 }
 
 /// Waits (at most `limit`) until the fleet has stored or taken more than
 /// `than` copies in Redis.
 pub async fn wait_used(nodes: &[Arc<Wires>], than: u64, limit: Duration, what: &str) {
-    let deadline = Instant::now() + limit;
-    while used(nodes).await <= than {
-        assert!(
-            Instant::now() < deadline,
-            "{what}: redis not used within {limit:?} (commits + shared hits stay {than})"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let awaited = format!("{what}: redis used (commits + shared hits past {than})");
+    wait_until(limit, &awaited, async || used(nodes).await > than).await;
 }
 
 /// Scripts loaded and Redis in use, at full speed: a script's first call
@@ -149,24 +138,19 @@ pub async fn wait_used(nodes: &[Arc<Wires>], than: u64, limit: Duration, what: &
 /// (a call may miss the deadline on a busy machine), node 1 takes it.
 pub async fn warm_up(nodes: &[Arc<Wires>]) {
     wait_connected(nodes, CLOSED_WITHIN, "warm-up").await;
-    let deadline = Instant::now() + USED_WITHIN;
-    for i in 0.. {
+    let mut i = 0;
+    let path = wait_until(USED_WITHIN, "warm-up: a copy stored in redis", async || {
+        i += 1;
         let path = format!("/warm/{i}");
         assert!(is_body_of(
             &get(&nodes[0], &Wire::Http1, &path).await,
             &path
         ));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        if total(nodes, &["commits"]).await > 0 {
-            let r = get(&nodes[1], &Wire::Http1, &path).await;
-            assert!(is_body_of(&r, &path));
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "warm-up: nothing stored in redis"
-        );
-    }
+        (total(nodes, &["commits"]).await > 0).then_some(path)
+    })
+    .await;
+    let r = get(&nodes[1], &Wire::Http1, &path).await;
+    assert!(is_body_of(&r, &path));
 }
 
 /// Concurrent clients sending requests to every node over every wire until
@@ -300,24 +284,17 @@ impl<'a> Watch<'a> {
     /// late answer can close one for a moment, tokio's timeout reading the
     /// answer before the timer when both are ready).
     pub async fn opens_within(&self, limit: Duration) {
-        loop {
-            let mut states = Vec::new();
+        let what = format!("{}: every breaker opened since the fault", self.name);
+        let left = limit.saturating_sub(self.began.elapsed());
+        wait_until(left, &what, async || {
+            let mut all = true;
             for (node, before) in self.nodes.iter().zip(&self.opened) {
                 let s = fleet_status(node).await;
-                let opened = s["breaker_opened"].as_u64().unwrap_or(0) > *before;
-                states.push((s["breaker"].as_str().unwrap_or("?").to_owned(), opened));
+                all &= s["breaker_opened"].as_u64().unwrap_or(0) > *before;
             }
-            if states.iter().all(|(_, opened)| *opened) {
-                break;
-            }
-            assert!(
-                self.began.elapsed() < limit,
-                "{}: breakers (state, opened since) {states:?} {:?} after the fault began",
-                self.name,
-                self.began.elapsed()
-            );
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+            all
+        })
+        .await;
         eprintln!(
             "{}: every breaker open after {:?}",
             self.name,
@@ -341,16 +318,8 @@ impl<'a> Watch<'a> {
     /// or takes from Redis again.
     pub async fn recovers(self) {
         let ended = Instant::now();
-        let deadline = ended + CLOSED_WITHIN;
-        while !all_closed(self.nodes).await {
-            assert!(
-                Instant::now() < deadline,
-                "{}: breakers {:?} {CLOSED_WITHIN:?} after the fault ended",
-                self.name,
-                breakers(self.nodes).await
-            );
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        let what = format!("{}: every breaker closed after the fault", self.name);
+        wait_until(CLOSED_WITHIN, &what, async || all_closed(self.nodes).await).await;
         let closed = ended.elapsed();
         let before = used(self.nodes).await;
         wait_used(self.nodes, before, USED_WITHIN, self.name).await;
@@ -392,18 +361,12 @@ pub async fn applied(nodes: &[Arc<Wires>]) -> Vec<u64> {
 
 /// Waits until every one of `nodes` has applied more purges than `than`.
 pub async fn wait_applied(nodes: &[Arc<Wires>], than: &[u64], what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
+    let awaited = format!("{what}: purges applied on every node past {than:?}");
+    wait_until(Duration::from_secs(5), &awaited, async || {
         let now = applied(nodes).await;
-        if now.iter().zip(than).all(|(n, t)| n > t) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: purges applied {than:?} then {now:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+        now.iter().zip(than).all(|(n, t)| n > t)
+    })
+    .await;
 }
 
 /// Indexes of a node's wires in `all`: HTTP/1.1, h2c, HTTP/2 over TLS.

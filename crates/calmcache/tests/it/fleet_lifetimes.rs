@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use calmcache_testkit::client::{request, request_with_body, Reply};
+use calmcache_testkit::client::{request, Reply};
 use calmcache_testkit::proxy::RunningProxy;
 use calmcache_testkit::redis::Redis;
 use calmcache_testkit::{Origin, Proxy};
@@ -80,32 +80,14 @@ async fn fleet_of(status_url: &str) -> serde_json::Value {
     serde_json::from_str::<serde_json::Value>(&r.body).unwrap()["fleet"].clone()
 }
 
-/// The fleet counter `field` once it reaches `n` (or after 10 s).
+/// The fleet counter `field` once it reaches `n` (10 s at most).
 async fn reaches(status_url: &str, field: &str, n: u64) -> u64 {
-    let mut now = 0;
-    for _ in 0..200 {
-        now = fleet_of(status_url).await[field].as_u64().unwrap_or(0);
-        if now >= n {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    now
-}
-
-async fn purge(admin_url: &str, body: &str) {
-    let auth = format!("Bearer {TOKEN}");
-    let r = request_with_body(
-        Method::POST,
-        admin_url,
-        &[
-            ("authorization", &auth),
-            ("content-type", "application/json"),
-        ],
-        body.to_owned(),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{body}: {}", r.body);
+    let what = format!("{field} at {n}");
+    crate::wait_until(Duration::from_secs(10), &what, async || {
+        let now = fleet_of(status_url).await[field].as_u64().unwrap_or(0);
+        (now >= n).then_some(now)
+    })
+    .await
 }
 
 /// One client stream: `rate` requests a second for `path` on `node` for
@@ -271,9 +253,11 @@ async fn a_leader_killed_mid_fetch_lets_one_other_node_take_over() {
         .write_all(format!("GET {path} HTTP/1.1\r\nhost: {HOST}\r\n\r\n").as_bytes())
         .await
         .unwrap();
-    crate::wait_until(Duration::from_secs(10), "the leader's fetch began", || {
-        origin.hits_for("/lead") == 1
-    })
+    crate::wait_until(
+        Duration::from_secs(10),
+        "the leader's fetch began",
+        async || origin.hits_for("/lead") == 1,
+    )
     .await;
     signal(&child, "-KILL");
     drop(child);
@@ -327,17 +311,15 @@ async fn a_node_restarted_on_its_disk_zone_catches_up_with_the_purges_it_missed(
     crate::wait_until(
         Duration::from_secs(10),
         "the purge stream position is saved",
-        || position.exists(),
+        async || position.exists(),
     )
     .await;
     signal(&child, "-KILL");
     drop(child);
     // While it is away: one URL is purged on another node.
-    purge(
-        &other.admin_url("/purge"),
-        &format!(r#"{{"url": "http://{HOST}/gone"}}"#),
-    )
-    .await;
+    other
+        .purge(TOKEN, &format!(r#"{{"url": "http://{HOST}/gone"}}"#))
+        .await;
     let (child, port, admin) = process(&away, &config).await;
     let url = |path: &str| format!("http://127.0.0.1:{port}{path}");
     let status_url = format!("http://127.0.0.1:{admin}/status");

@@ -14,8 +14,8 @@ use calmcache_testkit::redis::Redis;
 use calmcache_testkit::{DelayProxy, NetNs, Origin, Proxy, Wire, Wires};
 
 use crate::fleet_harness::{
-    all_closed, breakers, fleet_status, get, is_body_of, no_failed_request, three_nodes, total,
-    used, wait_connected, wait_used, warm_up, Load, Watch, CLOSED_WITHIN, H2C, TOKEN, USED_WITHIN,
+    all_closed, breakers, get, is_body_of, no_failed_request, three_nodes, total, used,
+    wait_connected, wait_used, warm_up, Load, Watch, CLOSED_WITHIN, H2C, TOKEN, USED_WITHIN,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -202,14 +202,6 @@ async fn a_probe_given_up_by_its_caller_does_not_hold_the_breaker_half_open() {
     assert!(cancelled.as_u64() > Some(0), "no fill was cancelled");
     // Redis answers again: the breaker closes.
     link.unblackhole();
-    let deadline = Instant::now() + CLOSED_WITHIN;
-    while !all_closed(nodes).await {
-        assert!(
-            Instant::now() < deadline,
-            "{:?} {CLOSED_WITHIN:?} after redis answered again: {}",
-            breakers(nodes).await,
-            fleet_status(&node).await
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let what = "every breaker closed after redis answered again";
+    crate::wait_until(CLOSED_WITHIN, what, async || all_closed(nodes).await).await;
 }

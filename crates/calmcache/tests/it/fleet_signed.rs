@@ -6,7 +6,7 @@
 //! served; a forged or replayed purge is not applied; a rotation's nodes
 //! read each other's entries and purges as the README says.
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use calmcache::Config;
 use calmcache_core::disk::format::{encode_object, parse_object};
@@ -15,7 +15,7 @@ use calmcache_testkit::proxy::RunningProxy;
 use calmcache_testkit::redis::Redis;
 use calmcache_testkit::{Origin, Proxy};
 
-use crate::fleet::{fleet_status, get, node_at, purge};
+use crate::fleet::{fleet_status, get, node_at, TOKEN};
 
 /// Two fleet secrets (at least 32 bytes each).
 const OLD: &str = "old-fleet-secret-0123456789abcdef0123456789abcdef";
@@ -43,15 +43,8 @@ async fn stat(node: &RunningProxy, field: &str) -> u64 {
 
 /// Waits until `node`'s fleet counter `field` reaches `n`.
 async fn wait_stat(node: &RunningProxy, field: &str, n: u64) {
-    let deadline = Instant::now() + WITHIN;
-    while stat(node, field).await < n {
-        assert!(
-            Instant::now() < deadline,
-            "{field} stays below {n}: {}",
-            fleet_status(node).await
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let what = format!("{field} at {n}");
+    crate::wait_until(WITHIN, &what, async || stat(node, field).await >= n).await;
 }
 
 /// The Redis key of the entry for `path` (the fleet's layout: the key's
@@ -231,7 +224,7 @@ async fn a_replayed_purge_is_refused_and_counted() {
         node(&origin, &redis, &secret).await,
     );
     assert!(get(&b.url("/r")).await.body.contains("n=1"));
-    purge(&a, r#"{"url": "/r"}"#).await;
+    a.purge(TOKEN, r#"{"url": "/r"}"#).await;
     wait_stat(&b, "purges_applied", 1).await;
     let second = get(&b.url("/r")).await;
     assert!(second.body.contains("n=2"), "{}", second.body);
@@ -300,11 +293,11 @@ async fn a_rotation_s_nodes_read_each_other_s_entries_and_purges() {
     assert_eq!(stat(&old, "entries_refused").await, 1);
     assert_eq!(origin.hits_for("/rot/new"), 2);
     // A purge signed with the new secret: applied where it is accepted.
-    purge(&rotated, r#"{"url": "/rot/old"}"#).await;
+    rotated.purge(TOKEN, r#"{"url": "/rot/old"}"#).await;
     wait_stat(&accepting, "purges_applied", 1).await;
     wait_stat(&old, "purges_refused", 1).await;
     // And one signed with the old secret, by both.
-    purge(&old, r#"{"url": "/rot/new"}"#).await;
+    old.purge(TOKEN, r#"{"url": "/rot/new"}"#).await;
     wait_stat(&rotated, "purges_applied", 1).await;
     wait_stat(&accepting, "purges_applied", 2).await;
 }

@@ -10,14 +10,15 @@
 //! opens and it goes on alone, the origin answering it.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use calmcache_testkit::proxy::RunningProxy;
 use calmcache_testkit::redis::{ClientCerts, Redis, RedisCluster};
 use calmcache_testkit::tls::TestCa;
 use calmcache_testkit::Origin;
 
-use crate::fleet::{burst, fleet_status, get, node_at, node_with, purge, sum};
+use crate::fleet::{burst, fleet_status, get, node_at, node_with, sum, TOKEN};
+use crate::wait_until;
 
 /// Three nodes on `redis` (a URL, or a TOML list of a cluster's) with
 /// `[fleet]` keys `keys`.
@@ -47,18 +48,11 @@ fn tls_keys(ca: Option<&Path>, client: Option<(&Path, &Path)>) -> String {
 
 /// Waits (at most 10 s) until `field` summed over `nodes` reaches `n`.
 async fn wait_sum(nodes: &[RunningProxy], field: &str, n: u64) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let now = sum(nodes, field).await;
-        if now >= n {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{field}: {now}, not {n} within 10 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let what = format!("{field} summed to {n}");
+    wait_until(Duration::from_secs(10), &what, async || {
+        sum(nodes, field).await >= n
+    })
+    .await;
 }
 
 /// Every node's breaker is closed and never opened, its calls answered,
@@ -78,9 +72,10 @@ async fn assert_on_redis(nodes: &[RunningProxy], failed: u64) {
 /// fail, until their breakers open (a node calls Redis on each miss and
 /// polls the purge stream every 200 ms), and after: they go on alone.
 async fn goes_on_alone(strays: &[RunningProxy], origin: &Origin, tag: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut opened = false;
-    for round in 0..200 {
+    let mut round = 0;
+    let what = format!("{tag}: the breakers open");
+    wait_until(Duration::from_secs(10), &what, async || {
+        round += 1;
         for (i, node) in strays.iter().enumerate() {
             let path = format!("/{tag}/{i}/{round}");
             let r = get(&node.url(&path)).await;
@@ -88,16 +83,13 @@ async fn goes_on_alone(strays: &[RunningProxy], origin: &Origin, tag: &str) {
             assert!(r.body.starts_with(&format!("path={path} n=")), "{}", r.body);
             assert_eq!(origin.hits_for(&path), 1, "{path}: the origin answered");
         }
-        opened = true;
+        let mut opened = true;
         for node in strays {
             opened &= fleet_status(node).await["breaker_opened"].as_u64() >= Some(1);
         }
-        if opened || Instant::now() > deadline {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(opened, "{tag}: the breakers did not open within 10 s");
+        opened
+    })
+    .await;
     for (i, node) in strays.iter().enumerate() {
         let s = fleet_status(node).await;
         assert_ne!(s["breaker"], "closed", "{s}");
@@ -224,7 +216,7 @@ async fn an_acl_user_with_a_password_over_tls_shares_and_purges() {
     ];
     one_fetch_and_shared_hits(&fleet, &origin).await;
     // A purge goes through the stream (XADD, XREAD) under the ACL too.
-    let answer = purge(&fleet[0], r#"{"url": "/shared"}"#).await;
+    let answer = fleet[0].purge(TOKEN, r#"{"url": "/shared"}"#).await;
     assert_eq!(answer["purged"], 1, "{answer}");
     wait_sum(&fleet[1..], "purges_applied", 1).await;
     let again = get(&fleet[1].url("/shared")).await;
@@ -254,21 +246,18 @@ async fn three_nodes_on_a_tls_cluster_act_as_one_cache() {
     let fleet = three_nodes(&origin, &seeds, &keys).await;
     // A cluster connects in the background: wait until every node's
     // calls (purge polls, every 200 ms) are answered.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let mut ready = true;
-        for node in &fleet {
-            ready &= fleet_status(node).await["calls_ok"].as_u64() > Some(0);
-        }
-        if ready {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not connected to the cluster within 10 s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(
+        Duration::from_secs(10),
+        "connected to the cluster",
+        async || {
+            let mut ready = true;
+            for node in &fleet {
+                ready &= fleet_status(node).await["calls_ok"].as_u64() > Some(0);
+            }
+            ready
+        },
+    )
+    .await;
     // Calls made before the connection was up count as failed; none after.
     let failed = sum(&fleet, "calls_failed").await;
     one_fetch_and_shared_hits(&fleet, &origin).await;

@@ -23,6 +23,8 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
+use crate::wait_until;
+
 /// What a [`Flaky`] does with a connection.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(u8)]
@@ -173,15 +175,11 @@ async fn upstream_status(proxy: &RunningProxy) -> serde_json::Value {
 /// Polls `/status` every 25 ms until server `i` of `origin` is in `state`;
 /// panics after 10 s.
 async fn wait_for_state(proxy: &RunningProxy, i: usize, state: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let u = upstream_status(proxy).await;
-        if u["health"][i]["state"] == state {
-            return;
-        }
-        assert!(Instant::now() < deadline, "server {i} never {state}: {u:#}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let what = format!("server {i} {state}");
+    wait_until(Duration::from_secs(10), &what, async || {
+        upstream_status(proxy).await["health"][i]["state"] == state
+    })
+    .await;
 }
 
 async fn metrics(proxy: &RunningProxy) -> String {
@@ -628,7 +626,7 @@ async fn a_reload_keeps_health_of_unchanged_servers_and_stops_old_checks() {
     reloader.apply(reload(checked)).await.unwrap();
     assert_eq!(upstream_status(&proxy).await["health"][0]["state"], "up");
     assert_eq!(get(&proxy.url("/k")).await.status, StatusCode::OK);
-    crate::wait_until(Duration::from_secs(10), "no health checks", || {
+    wait_until(Duration::from_secs(10), "no health checks", async || {
         origin.checks() >= 2
     })
     .await;

@@ -322,10 +322,15 @@ impl SideBySide {
         wait_until(
             Duration::from_secs(5),
             "calmcache's origin requests settle",
-            || self.calm_origin.hits() >= expected,
+            async || self.calm_origin.hits() >= expected,
         )
         .await;
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        wait_until(
+            Duration::from_secs(5),
+            "NGINX's origin requests settle",
+            async || self.nginx_origin.hits() >= expected,
+        )
+        .await;
         assert_eq!(
             self.nginx_origin.hits(),
             expected,
@@ -499,7 +504,7 @@ async fn side_by_side_seed000_map_mp4_to_disk_cache() {
     wait_until(
         Duration::from_secs(5),
         "the objects reach the disk zones",
-        || both.files("mnt/disk/cache") == (2, 2) && both.files("mnt/ssd/cache") == (1, 1),
+        async || both.files("mnt/disk/cache") == (2, 2) && both.files("mnt/ssd/cache") == (1, 1),
     )
     .await;
     both.stop().await;
@@ -525,7 +530,7 @@ async fn side_by_side_seed000_split_clients_over_two_disks() {
     wait_until(
         Duration::from_secs(5),
         "every object reaches a disk",
-        || {
+        async || {
             let (n1, c1) = both.files("mnt/disk1/cache");
             let (n2, c2) = both.files("mnt/disk2/cache");
             n1 + n2 == PATHS.len() && c1 + c2 == PATHS.len()

@@ -41,11 +41,6 @@ fn target(reply: &Reply) -> &str {
     first.rsplit(' ').next().unwrap_or_default()
 }
 
-fn stored_or_hit(reply: &Reply) -> bool {
-    let status = reply.cache_status();
-    status.contains("stored") || status.contains("hit")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_spelling_of_a_keyed_name_is_never_stored_for_others() {
     // Regression (issue 25): `?pag%65=2` was keyed as "no page" while the
@@ -93,7 +88,7 @@ async fn another_spelling_of_a_keyed_name_is_never_stored_for_others() {
             let what = format!("{} {attack} {attack_headers:?}", wire.label());
             for _ in 0..2 {
                 let a = get(&wires, wire, &attack, &attack_headers).await;
-                assert!(!stored_or_hit(&a), "{what}: {}", a.cache_status());
+                assert!(!a.is_stored_or_hit(), "{what}: {}", a.cache_status());
                 assert_eq!(target(&a), attack, "{what}");
             }
             // The victim's own answer, stored for it: the route caches.

@@ -33,18 +33,7 @@ async fn a_dead_origin_logs_one_line_not_one_per_request() {
             .spawn()
             .unwrap(),
     );
-    let mut up = false;
-    for _ in 0..400 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    assert!(up, "calmcache did not start");
+    crate::wait_listening(port).await;
     for i in 0..300 {
         let r = calmcache_testkit::get(&format!("http://127.0.0.1:{port}/p/{i}")).await;
         assert_eq!(r.status, 502);
@@ -112,6 +101,7 @@ async fn a_redis_cluster_outage_logs_a_bounded_number_of_client_lines() {
     while std::time::Instant::now() < until && i < 2_000 {
         assert_eq!(calmcache_testkit::get(&url(i)).await.status, 200);
         i += 1;
+        // Paced misses through the outage: its length is the subject.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let text = std::fs::read_to_string(&log).unwrap();

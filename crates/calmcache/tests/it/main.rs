@@ -82,6 +82,8 @@ use std::time::Duration;
 use calmcache_testkit::proxy::RunningProxy;
 use calmcache_testkit::{Origin, Proxy};
 
+pub use calmcache_testkit::wait_until;
+
 /// A fresh, empty directory under the temp dir for one test.
 pub fn scratch(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!(
@@ -106,16 +108,13 @@ pub fn free_port() -> u16 {
 /// Waits (up to 10 s) until something accepts on `127.0.0.1:port`: a
 /// calmcache process started by a test is up.
 pub async fn wait_listening(port: u16) {
-    for _ in 0..400 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+    let what = format!("calmcache listening on {port}");
+    wait_until(Duration::from_secs(10), &what, async move || {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
             .is_ok()
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("calmcache did not start listening on {port}");
+    })
+    .await;
 }
 
 /// A child process killed and reaped when dropped, so a failing assertion
@@ -156,15 +155,6 @@ pub fn signal(child: &Child, signal: &str) {
         .status()
         .unwrap();
     assert!(sent.success(), "kill {signal} {pid}");
-}
-
-/// Polls `done` every 25 ms until it holds; panics with `what` after `limit`.
-pub async fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + limit;
-    while !done() {
-        assert!(std::time::Instant::now() < deadline, "{what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
 }
 
 /// Concurrency for load loops: enough to stampede, bounded.

@@ -103,9 +103,11 @@ async fn every_metric_the_dashboard_and_the_alerts_use_is_exported() {
     .await;
     assert_eq!(purged.status, 200, "{}", purged.body);
     // Active checks have run once.
-    crate::wait_until(std::time::Duration::from_secs(10), "a health check", || {
-        !origin.requests_for("/health").is_empty()
-    })
+    crate::wait_until(
+        std::time::Duration::from_secs(10),
+        "a health check",
+        async || !origin.requests_for("/health").is_empty(),
+    )
     .await;
     let scrape = get(&proxy.admin_url("/metrics")).await;
     assert_eq!(scrape.status, 200);

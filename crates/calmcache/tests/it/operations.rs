@@ -2,7 +2,10 @@
 //! after known traffic, health and readiness, the admin token, and purges
 //! (URL, prefix, tag, all; hard and soft; memory and disk zones; `PURGE`).
 
-use crate::scratch;
+use crate::{scratch, wait_until};
+
+/// How long a test waits for a commit, a poll or a refresh to land.
+const LIMIT: Duration = Duration::from_secs(10);
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -12,22 +15,8 @@ use http::Method;
 
 const TOKEN: &str = "s3cret-token-for-tests";
 
-async fn purge(proxy: &RunningProxy, body: &str) -> Reply {
-    let auth = format!("Bearer {TOKEN}");
-    request_with_body(
-        Method::POST,
-        &proxy.admin_url("/purge"),
-        &[
-            ("authorization", &auth),
-            ("content-type", "application/json"),
-        ],
-        body.to_owned(),
-    )
-    .await
-}
-
 async fn purged(proxy: &RunningProxy, body: &str) -> u64 {
-    let r = purge(proxy, body).await;
+    let r = proxy.purge_request(TOKEN, body).await;
     assert_eq!(r.status, 200, "{body}: {}", r.body);
     let json: serde_json::Value = serde_json::from_str(&r.body).unwrap();
     json["purged"].as_u64().unwrap()
@@ -37,10 +26,6 @@ async fn purged(proxy: &RunningProxy, body: &str) -> u64 {
 async fn get_tagged(proxy: &RunningProxy, path: &str, tags: &str) -> Reply {
     let tag = format!("Cache-Tag: {tags}");
     get_with(Method::GET, &proxy.url(path), &[("x-origin-header", &tag)]).await
-}
-
-fn is_hit(r: &Reply) -> bool {
-    r.cache_status_params().has("hit")
 }
 
 /// Every sample is `calmcache_<name>[{labels}] <number>` of a declared
@@ -198,10 +183,10 @@ async fn a_full_memory_zone_counts_its_evictions() {
     // A kept object is a hit; an evicted one is fetched again (asked
     // second: storing it again may evict another).
     let last = get(&proxy.url(&format!("/e{}?x-origin-body-bytes=8000", STORED - 1))).await;
-    assert!(is_hit(&last), "the newest stays: {}", last.cache_status());
+    assert!(last.is_hit(), "the newest stays: {}", last.cache_status());
     let first = get(&proxy.url("/e0?x-origin-body-bytes=8000")).await;
     assert!(
-        !is_hit(&first),
+        !first.is_hit(),
         "the oldest went first: {}",
         first.cache_status()
     );
@@ -220,15 +205,18 @@ async fn prometheus_exposes_the_fleet_block_in_fleet_mode() {
         .await;
     assert_eq!(get(&proxy.url("/f")).await.status, 200);
     // The commit to Redis runs off the request path.
-    for _ in 0..100 {
-        if proxy.status().await["fleet"]["commits"] == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until(LIMIT, "the commit to redis", async || {
+        proxy.status().await["fleet"]["commits"] == 1
+    })
+    .await;
     assert_eq!(purged(&proxy, r#"{"url": "/f"}"#).await, 1);
-    // Polls of the purge stream run every 200 ms.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Polls of the purge stream run every 200 ms: two of them, and the
+    // purge published.
+    wait_until(LIMIT, "two polls and the purge published", async || {
+        let ops = &proxy.status().await["fleet"]["ops"];
+        ops["poll"]["ok"].as_u64() >= Some(2) && ops["publish"]["ok"].as_u64() >= Some(1)
+    })
+    .await;
 
     let s = proxy.status().await;
     let f = &s["fleet"];
@@ -343,18 +331,20 @@ async fn the_admin_token_guards_purges_and_non_loopback_listeners() {
         assert_eq!(r.status, 401, "{auth:?}");
         assert!(r.header("www-authenticate").starts_with("Bearer"));
     }
-    assert_eq!(purge(&with_token, &all).await.status, 200);
+    assert_eq!(with_token.purge_request(TOKEN, &all).await.status, 200);
     // Loopback: reads need no token.
     assert_eq!(get(&with_token.admin_url("/status")).await.status, 200);
     // Bad bodies are 400 with the reason.
-    let r = purge(&with_token, r#"{"url": "/a", "tag": "t"}"#).await;
+    let r = with_token
+        .purge_request(TOKEN, r#"{"url": "/a", "tag": "t"}"#)
+        .await;
     assert_eq!(r.status, 400);
     assert!(r.body.contains("exactly one"), "{}", r.body);
     with_token.stop().await;
 
     // No token configured: purges are refused, saying why.
     let without = Proxy::new(&origin).start().await;
-    let r = purge(&without, &all).await;
+    let r = without.purge_request(TOKEN, &all).await;
     assert_eq!(r.status, 401);
     assert!(
         r.body.contains("no admin token is configured"),
@@ -437,13 +427,13 @@ async fn purges_by_url_prefix_tag_and_all_on_memory_and_disk_zones() {
             let r = get_tagged(&proxy, path, tags).await;
             assert_eq!(r.status, 200);
             assert!(!r.has_header("cache-tag"), "tags are not shown to clients");
-            assert!(is_hit(&get(&proxy.url(path)).await), "{path} stored");
+            assert!(get(&proxy.url(path)).await.is_hit(), "{path} stored");
         };
         store("/blog/1", "post-1, blog").await;
         store("/blog/2", "post-2,blog").await;
         store("/news/1", "news").await;
         store("/other", "misc").await;
-        let hit = async |path: &str| is_hit(&get(&proxy.url(path)).await);
+        let hit = async |path: &str| get(&proxy.url(path)).await.is_hit();
 
         // URL (a path: on every host the route stored it for).
         assert_eq!(
@@ -513,7 +503,15 @@ async fn a_soft_purge_under_load_reaches_the_origin_once_per_object() {
             );
         }
         // The two refreshes land; then fresh copies, and nothing more.
-        tokio::time::sleep(Duration::from_millis(600)).await;
+        wait_until(LIMIT, "the two refreshes stored", async || {
+            let mut fresh = true;
+            for path in ["/hot/1", "/hot/2"] {
+                let r = get(&proxy.url(path)).await;
+                fresh &= r.is_hit() && r.cache_status_params().param("detail").is_none();
+            }
+            fresh
+        })
+        .await;
         assert_eq!(
             origin.hits() - before,
             2,
@@ -522,7 +520,7 @@ async fn a_soft_purge_under_load_reaches_the_origin_once_per_object() {
         for path in ["/hot/1", "/hot/2"] {
             let r = get(&proxy.url(path)).await;
             assert!(
-                is_hit(&r) && r.cache_status_params().param("detail").is_none(),
+                r.is_hit() && r.cache_status_params().param("detail").is_none(),
                 "{}",
                 r.cache_status()
             );
@@ -542,7 +540,7 @@ async fn the_purge_method_works_from_allowed_networks_only() {
     let r = request(purge_method.clone(), &proxy.url("/p"), &[]).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body.trim(), r#"{"purged":1}"#);
-    assert!(!is_hit(&get(&proxy.url("/p")).await));
+    assert!(!get(&proxy.url("/p")).await.is_hit());
     // Soft: still served (stale) while it refreshes.
     let r = request(
         purge_method.clone(),
@@ -580,7 +578,7 @@ async fn cache_tags_reach_clients_only_when_exposed() {
     let first = get_tagged(&proxy, "/t", "a, b").await;
     assert_eq!(first.header("cache-tag"), "a, b");
     let hit = get(&proxy.url("/t")).await;
-    assert!(is_hit(&hit));
+    assert!(hit.is_hit());
     assert_eq!(hit.header("cache-tag"), "a, b");
     proxy.stop().await;
 }
@@ -608,6 +606,7 @@ async fn max_connections_keeps_extra_clients_waiting_without_errors() {
             .as_u64()
             .unwrap();
         most = most.max(active);
+        // Sampling the gauge every 10 ms: finer than wait_until's poll.
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     for c in clients {

@@ -85,16 +85,14 @@ async fn zone_files_are_private_whatever_the_umask() {
     // Stored once a repeat is a hit (the disk write finishes behind the answer).
     for path in paths {
         let url = format!("http://127.0.0.1:{port}{path}");
-        let mut hit = false;
-        for _ in 0..200 {
-            let reply = calmcache_testkit::get(&url).await;
-            if reply.cache_status().contains("hit") {
-                hit = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        assert!(hit, "{path} was never stored");
+        let what = format!("{path} stored");
+        wait_until(Duration::from_secs(5), &what, async || {
+            calmcache_testkit::get(&url)
+                .await
+                .cache_status()
+                .contains("hit")
+        })
+        .await;
     }
     let mut files = 0;
     for (path, mode, is_dir) in tree(&fresh).into_iter().chain(tree(&old)) {
@@ -104,9 +102,11 @@ async fn zone_files_are_private_whatever_the_umask() {
     }
     // The markers and the four objects at least.
     assert!(files >= 6, "{files} files");
-    wait_until(Duration::from_secs(5), "the narrowing is logged", || {
-        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("narrowed to 0700"))
-    })
+    wait_until(
+        Duration::from_secs(5),
+        "the narrowing is logged",
+        async || std::fs::read_to_string(&log).is_ok_and(|t| t.contains("narrowed to 0700")),
+    )
     .await;
     let _ = std::fs::remove_dir_all(&base);
 }

@@ -5,9 +5,8 @@
 
 use std::time::Duration;
 
-use calmcache_testkit::proxy::RunningProxy;
 use calmcache_testkit::raw::send_raw_keepalive;
-use calmcache_testkit::{get_with, request_with_body, Origin, Proxy, Reply, Wire, Wires};
+use calmcache_testkit::{get_with, Origin, Proxy, Wire, Wires};
 use http::Method;
 
 use crate::{scratch, wait_until};
@@ -16,27 +15,6 @@ pub(crate) const TOKEN: &str = "purge-integrity-token";
 
 pub(crate) fn admin() -> String {
     format!("listen = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\"")
-}
-
-/// `POST /purge` with `body`; the answer's JSON.
-pub(crate) async fn purge(proxy: &RunningProxy, body: &str) -> serde_json::Value {
-    let auth = format!("Bearer {TOKEN}");
-    let r = request_with_body(
-        Method::POST,
-        &proxy.admin_url("/purge"),
-        &[
-            ("authorization", &auth),
-            ("content-type", "application/json"),
-        ],
-        body.to_owned(),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{body}: {}", r.body);
-    serde_json::from_str(&r.body).unwrap()
-}
-
-fn is_hit(r: &Reply) -> bool {
-    r.cache_status_params().has("hit")
 }
 
 /// Issue 12: a route remembers 10,000 hosts for path purges; after 10,000
@@ -95,9 +73,9 @@ async fn a_path_purge_after_a_junk_host_flood_still_reaches_the_real_host() {
     for wire in &wires.all {
         wires.send(wire, Method::GET, real, "/x", &[], "").await;
         let r = wires.send(wire, Method::GET, real, "/x", &[], "").await;
-        assert!(is_hit(&r), "{}: {}", wire.label(), r.cache_status());
+        assert!(r.is_hit(), "{}: {}", wire.label(), r.cache_status());
     }
-    let answer = purge(proxy, r#"{"url": "/x"}"#).await;
+    let answer = proxy.purge(TOKEN, r#"{"url": "/x"}"#).await;
     assert_eq!(answer["purged"], 2, "http and https copies: {answer}");
     assert_eq!(answer["scanned"], true, "{answer}");
     // The first request over each scheme misses (h2c shares HTTP/1.1's key,
@@ -105,14 +83,14 @@ async fn a_path_purge_after_a_junk_host_flood_still_reaches_the_real_host() {
     for wire in [&wires.all[0], &wires.all[2]] {
         let r = wires.send(wire, Method::GET, real, "/x", &[], "").await;
         assert!(
-            !is_hit(&r),
+            !r.is_hit(),
             "{}: purged: {}",
             wire.label(),
             r.cache_status()
         );
     }
     // Soft, scanned too: served stale at once.
-    let answer = purge(proxy, r#"{"url": "/x", "soft": true}"#).await;
+    let answer = proxy.purge(TOKEN, r#"{"url": "/x", "soft": true}"#).await;
     assert_eq!(answer["purged"], 2, "{answer}");
     let r = wires
         .send(&Wire::Http1, Method::GET, real, "/x", &[], "")
@@ -123,11 +101,11 @@ async fn a_path_purge_after_a_junk_host_flood_still_reaches_the_real_host() {
         r.cache_status()
     );
     // A purge of everything starts the host set over: no scan after it.
-    purge(proxy, r#"{"all": true}"#).await;
+    proxy.purge(TOKEN, r#"{"all": true}"#).await;
     wires
         .send(&Wire::Http1, Method::GET, real, "/x", &[], "")
         .await;
-    let answer = purge(proxy, r#"{"url": "/x"}"#).await;
+    let answer = proxy.purge(TOKEN, r#"{"url": "/x"}"#).await;
     assert_eq!(answer["purged"], 1, "{answer}");
     assert!(answer.get("scanned").is_none(), "{answer}");
 }
@@ -166,42 +144,40 @@ async fn a_soft_purge_on_a_disk_zone_survives_a_restart() {
     let proxy = start().await;
     for path in ["/s1", "/s2"] {
         get_with(Method::GET, &proxy.url(path), &[]).await;
-        assert!(is_hit(&get_with(Method::GET, &proxy.url(path), &[]).await));
+        assert!(get_with(Method::GET, &proxy.url(path), &[]).await.is_hit());
     }
-    let answer = purge(&proxy, r#"{"url": "/s1", "soft": true}"#).await;
+    let answer = proxy.purge(TOKEN, r#"{"url": "/s1", "soft": true}"#).await;
     assert_eq!(answer["purged"], 1, "{answer}");
     // The mark reaches the file's header on a blocking thread.
-    wait_until(Duration::from_secs(5), "the mark in the file", || {
+    wait_until(Duration::from_secs(5), "the mark in the file", async || {
         marked_files(&dir) == 1
     })
     .await;
     proxy.stop().await;
 
     let proxy = start().await;
-    let loaded = async || proxy.status().await["zones"]["ram"]["disk"]["loader_done"] == true;
-    for _ in 0..100 {
-        if loaded().await {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(Duration::from_secs(10), "the loader", async || {
+        proxy.status().await["zones"]["ram"]["disk"]["loader_done"] == true
+    })
+    .await;
     let before = origin.hits_for("/s1");
     let r = get_with(Method::GET, &proxy.url("/s1"), &[]).await;
-    assert!(is_hit(&r), "the stale copy is served: {}", r.cache_status());
+    assert!(r.is_hit(), "the stale copy is served: {}", r.cache_status());
     assert!(
         r.cache_status_params().ttl().unwrap() <= 0.0,
         "soft-purged before the restart, stale after it: {}",
         r.cache_status()
     );
     // One refresh (stale-while-revalidate), then fresh again.
-    wait_until(Duration::from_secs(5), "one refresh of /s1", || {
+    wait_until(Duration::from_secs(5), "one refresh of /s1", async || {
         origin.hits_for("/s1") == before + 1
     })
     .await;
     let s2 = origin.hits_for("/s2");
     let r = get_with(Method::GET, &proxy.url("/s2"), &[]).await;
-    assert!(is_hit(&r) && r.cache_status_params().ttl().unwrap() > 0.0);
+    assert!(r.is_hit() && r.cache_status_params().ttl().unwrap() > 0.0);
     assert_eq!(origin.hits_for("/s2"), s2, "the other object is untouched");
+    // Time for a second refresh to show, were there one.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
         origin.hits_for("/s1"),
@@ -236,12 +212,14 @@ async fn a_key_purge_takes_the_key_cache_status_shows() {
             };
             send(&path, &[]).await;
             let hit = send(&path, &[]).await;
-            assert!(is_hit(&hit), "{what}: {}", hit.cache_status());
+            assert!(hit.is_hit(), "{what}: {}", hit.cache_status());
             let key = hit.cache_status_params().param("key").unwrap().to_owned();
-            let answer = purge(proxy, &serde_json::json!({ "key": key }).to_string()).await;
+            let answer = proxy
+                .purge(TOKEN, &serde_json::json!({ "key": key }).to_string())
+                .await;
             assert_eq!(answer["purged"], 1, "{what}: {key}: {answer}");
             let r = send(&path, &[]).await;
-            assert!(!is_hit(&r), "{what}: purged: {}", r.cache_status());
+            assert!(!r.is_hit(), "{what}: purged: {}", r.cache_status());
 
             // A Vary'd URL: two variants under one primary key.
             let vpath = format!("{path}-vary");
@@ -249,14 +227,18 @@ async fn a_key_purge_takes_the_key_cache_status_shows() {
             for lang in ["en", "de"] {
                 send(&vpath, &[vary, ("x-lang", lang)]).await;
                 let r = send(&vpath, &[vary, ("x-lang", lang)]).await;
-                assert!(is_hit(&r), "{what} {lang}: {}", r.cache_status());
+                assert!(r.is_hit(), "{what} {lang}: {}", r.cache_status());
             }
             let r = send(&vpath, &[vary, ("x-lang", "en")]).await;
             let vkey = r.cache_status_params().param("key").unwrap().to_owned();
             assert!(!vkey.contains('\0') && vkey.ends_with("-vary"), "{vkey}");
             // Soft: the marker and both variants are marked.
             let body = serde_json::json!({ "key": vkey, "soft": true }).to_string();
-            assert_eq!(purge(proxy, &body).await["purged"], 3, "{what}: {vkey}");
+            assert_eq!(
+                proxy.purge(TOKEN, &body).await["purged"],
+                3,
+                "{what}: {vkey}"
+            );
             for lang in ["en", "de"] {
                 let r = send(&vpath, &[vary, ("x-lang", lang)]).await;
                 assert!(
@@ -268,10 +250,10 @@ async fn a_key_purge_takes_the_key_cache_status_shows() {
             // Let the refreshes land, then hard: every variant is gone.
             tokio::time::sleep(Duration::from_millis(300)).await;
             let body = serde_json::json!({ "key": vkey }).to_string();
-            assert_eq!(purge(proxy, &body).await["purged"], 1, "{what}");
+            assert_eq!(proxy.purge(TOKEN, &body).await["purged"], 1, "{what}");
             for lang in ["en", "de"] {
                 let r = send(&vpath, &[vary, ("x-lang", lang)]).await;
-                assert!(!is_hit(&r), "{what} {lang}: purged: {}", r.cache_status());
+                assert!(!r.is_hit(), "{what} {lang}: purged: {}", r.cache_status());
             }
         }
     }
@@ -295,10 +277,10 @@ async fn a_path_purge_reaches_rendered_keys_with_their_host() {
                 .await
         };
         send().await;
-        assert!(is_hit(&send().await), "{what}: stored");
-        let answer = purge(proxy, r#"{"url": "/rendered"}"#).await;
+        assert!(send().await.is_hit(), "{what}: stored");
+        let answer = proxy.purge(TOKEN, r#"{"url": "/rendered"}"#).await;
         assert_eq!(answer["purged"], 1, "{what}: {answer}");
-        assert!(!is_hit(&send().await), "{what}: purged");
+        assert!(!send().await.is_hit(), "{what}: purged");
     }
     wires.proxy.stop().await;
 }

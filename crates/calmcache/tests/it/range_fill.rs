@@ -60,8 +60,8 @@ impl Bench {
     /// Waits until `target` is stored: `only-if-cached` never reaches the
     /// origin and answers 504 until then (RFC 9111 §5.2.1.7).
     async fn stored(&self, wire: &Wire, target: &str) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        loop {
+        let what = format!("{target} stored");
+        crate::wait_until(Duration::from_secs(30), &what, async || {
             let r = self
                 .send(
                     wire,
@@ -69,15 +69,9 @@ impl Bench {
                     &[("cache-control", "only-if-cached"), ("range", "bytes=0-0")],
                 )
                 .await;
-            if r.status != 504 {
-                return;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{target} never stored"
-            );
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+            r.status != 504
+        })
+        .await;
     }
 }
 
@@ -170,11 +164,11 @@ async fn waiter_gets_its_own_range(b: &Bench, wire: &Wire) {
     let t = target(&path, BIG, false, true);
     let (lead, follow) = tokio::join!(b.range(wire, &t, "bytes=0-1023"), async {
         // Joins once the leader's fetch is under way.
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while b.origin.hits_for(&path) == 0 {
-            assert!(std::time::Instant::now() < deadline, "{label}: no fetch");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let what = format!("{label}: the leader's fetch");
+        crate::wait_until(Duration::from_secs(10), &what, async || {
+            b.origin.hits_for(&path) > 0
+        })
+        .await;
         b.range(wire, &t, "bytes=500000-500999").await
     });
     assert_part(&lead, 0, 1023, &format!("bytes 0-1023/{BIG}"), &label);

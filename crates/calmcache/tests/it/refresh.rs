@@ -5,7 +5,10 @@ use std::time::Duration;
 use calmcache_testkit::{get, get_with, Origin, Proxy};
 use http::Method;
 
-use crate::{burst, CLIENTS};
+use crate::{burst, wait_until, CLIENTS};
+
+/// How long a test waits for a refresh to reach the origin or land.
+const LIMIT: Duration = Duration::from_secs(10);
 
 const SLOW: (&str, &str) = ("x-origin-delay-ms", "300");
 
@@ -83,7 +86,7 @@ async fn sus_sends_one_fetch_and_keeps_answering_from_the_copy() {
         "nobody waits under sus: {:?}",
         waited.iter().map(|r| r.cache_status()).collect::<Vec<_>>()
     );
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    wait_until(LIMIT, "the background refresh", async || origin.hits() >= 2).await;
     assert_eq!(origin.hits(), 2, "one background refresh");
 }
 
@@ -107,6 +110,7 @@ async fn stale_while_revalidate_serves_stale_and_refreshes_once() {
         .await;
     let url = proxy.url("/page");
     get_with(Method::GET, &url, &[SLOW]).await;
+    // The 300 ms ttl runs out.
     tokio::time::sleep(Duration::from_millis(400)).await;
     // The refresh takes 1.5 s, far longer than the burst takes to arrive.
     let refresh_slowly = ("x-origin-delay-ms", "1500");
@@ -119,6 +123,8 @@ async fn stale_while_revalidate_serves_stale_and_refreshes_once() {
         );
         assert!(r.body.contains("n=1"), "stale copy served");
     }
+    // The 1.5 s refresh lands. A sleep: polling with GETs would count as
+    // stale served, and no counter says "stored".
     tokio::time::sleep(Duration::from_millis(1700)).await;
     assert_eq!(origin.hits(), 2, "exactly one background refresh");
     let fresh = get(&url).await;
@@ -147,6 +153,7 @@ async fn sus_refreshes_early_in_the_background() {
             r.cache_status()
         );
         early += r.cache_status().contains("refresh-early") as usize;
+        // Requests spread over the lifetime: time is the subject here.
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert!(early >= 1, "an early refresh was drawn");
@@ -179,7 +186,10 @@ async fn a_cancelled_leader_does_not_strand_its_waiters() {
             async move { get_with(Method::GET, &url, &[("x-origin-delay-ms", "500")]).await },
         )
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    wait_until(LIMIT, "the leader's fetch at the origin", async || {
+        origin.hits() >= 1
+    })
+    .await;
     leader.abort(); // the client goes away mid-fetch
     let follower = get_with(Method::GET, &url, &[("x-origin-delay-ms", "500")]).await;
     assert_eq!(follower.status, 200);
@@ -207,7 +217,10 @@ async fn followers_wait_for_a_leader_that_makes_progress() {
         tokio::spawn(
             async move { get_with(Method::GET, &u, &[("x-origin-delay-ms", "1000")]).await },
         );
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    wait_until(LIMIT, "the leader's fetch at the origin", async || {
+        origin.hits() >= 1
+    })
+    .await;
     let follower = get_with(Method::GET, &url, &[("x-origin-delay-ms", "10")]).await;
     assert_eq!(follower.status, 200);
     assert!(follower.body.contains("n=1"), "{}", follower.body);
@@ -223,6 +236,7 @@ async fn warm_paths_are_fetched_before_anyone_asks_and_kept_fresh() {
         .route("refresh = \"sus\"\nttl = { 200 = \"400ms\" }\nwarm = [\"/\", \"/feed/\"]\nwarm_host = \"warm.test\"")
         .start()
         .await;
+    // Three 400 ms lifetimes pass: the warm-up must refresh ahead of each.
     tokio::time::sleep(Duration::from_millis(1300)).await;
     assert!(
         origin.hits_for("/feed/") >= 3,

@@ -165,7 +165,7 @@ async fn every_counter_family_survives_a_reload_under_load() {
     let mut previous = None;
     for (what, route, gone) in steps {
         let at = sent.load(Ordering::Relaxed);
-        wait_until(Duration::from_secs(20), "load runs", || {
+        wait_until(Duration::from_secs(20), "load runs", async || {
             sent.load(Ordering::Relaxed) >= at + 300
         })
         .await;

@@ -32,11 +32,6 @@ async fn get(wires: &Wires, wire: &Wire, path: &str, headers: &[(&str, &str)]) -
         .await
 }
 
-fn stored_or_hit(reply: &Reply) -> bool {
-    let status = reply.cache_status();
-    status.contains("stored") || status.contains("hit")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_static_files_path_route_never_takes_a_query_that_ends_like_a_file() {
     // Regression (issue 25): with `match = '\.(css|js|png)$'`, the first
@@ -49,7 +44,7 @@ async fn a_static_files_path_route_never_takes_a_query_that_ends_like_a_file() {
         let first = get(&wires, wire, &private, &[("cookie", "sessionid=alice")]).await;
         assert_eq!(first.status, 200, "{} {private}", wire.label());
         assert!(
-            !stored_or_hit(&first),
+            !first.is_stored_or_hit(),
             "{}: {}",
             wire.label(),
             first.cache_status()
@@ -62,7 +57,7 @@ async fn a_static_files_path_route_never_takes_a_query_that_ends_like_a_file() {
             next.body
         );
         assert!(
-            !stored_or_hit(&next),
+            !next.is_stored_or_hit(),
             "{}: {}",
             wire.label(),
             next.cache_status()

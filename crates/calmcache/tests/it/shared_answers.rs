@@ -49,7 +49,7 @@ async fn a_leaders_error_page_with_its_cookie_never_reaches_a_waiter() {
             let leader = get(&wires, wire, &path, &with);
             let waiters = async {
                 // Joined once the leader's fetch reached the origin.
-                wait_until(Duration::from_secs(10), "the leader's fetch", || {
+                wait_until(Duration::from_secs(10), "the leader's fetch", async || {
                     origin.hits_for(&path) == 1
                 })
                 .await;
@@ -95,7 +95,7 @@ async fn an_anonymous_leaders_error_page_reaches_its_waiters() {
         let path = format!("/debug/{i}");
         let leader = get(&wires, wire, &path, &DEBUG_PAGE);
         let waiters = async {
-            wait_until(Duration::from_secs(10), "the leader's fetch", || {
+            wait_until(Duration::from_secs(10), "the leader's fetch", async || {
                 origin.hits_for(&path) == 1
             })
             .await;

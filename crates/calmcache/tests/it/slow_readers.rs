@@ -16,6 +16,8 @@ use calmcache_testkit::{get, Origin, Proxy};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
+use crate::wait_until;
+
 /// Slow HTTP/1.1 clients over plain TCP.
 const SLOW_PLAIN: usize = 300;
 /// Slow clients of each other kind (TLS HTTP/1.1, h2c, HTTP/2 over TLS).
@@ -109,16 +111,14 @@ async fn connections(proxy: &RunningProxy, name: &str) -> u64 {
     proxy.status().await["connections"][name].as_u64().unwrap()
 }
 
-/// Polls `/status` until `connections.send_timeouts` reaches `want`.
+/// Waits until `connections.send_timeouts` reaches `want`; the count then.
 async fn wait_for_cuts(proxy: &RunningProxy, want: u64, limit: Duration) -> u64 {
-    let deadline = Instant::now() + limit;
-    loop {
+    let what = format!("{want} send_timeouts");
+    wait_until(limit, &what, async || {
         let cuts = connections(proxy, "send_timeouts").await;
-        if cuts >= want || Instant::now() >= deadline {
-            return cuts;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        (cuts >= want).then_some(cuts)
+    })
+    .await
 }
 
 /// An h2c or TLS HTTP/2 client that opens a large window, asks for `/big`
@@ -235,13 +235,12 @@ async fn clients_that_never_read_are_cut_after_send_timeout_and_others_are_serve
     // All of them are cut after send_timeout: counted, slots freed.
     let cuts = wait_for_cuts(&proxy, slow, Duration::from_secs(8)).await;
     assert!(cuts >= slow, "{cuts} cuts, want {slow}");
-    let deadline = Instant::now() + Duration::from_secs(3);
-    let mut active = u64::MAX;
-    while active > 3 && Instant::now() < deadline {
-        active = connections(&proxy, "active").await;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(active <= 3, "{active} connections still open");
+    wait_until(
+        Duration::from_secs(5),
+        "3 connections open at most",
+        async || connections(&proxy, "active").await <= 3,
+    )
+    .await;
     // One cut each: a stalled HTTP/2 connection is cut once, its streams
     // are not reset one by one as well.
     assert_eq!(connections(&proxy, "send_timeouts").await, slow);
@@ -395,7 +394,7 @@ async fn an_http2_stream_without_window_is_reset_while_its_connection_serves_oth
     let mut hello = PREFACE.to_vec();
     hello.extend([0, 0, 0, frame::SETTINGS, 0, 0, 0, 0, 0]);
     silent.write_all(&hello).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await; // the subject: ping interval + timeout
     let closed = read_to_close(&mut silent, Duration::from_secs(4)).await;
     assert!(
         closed.is_some(),
@@ -478,10 +477,10 @@ async fn a_websocket_client_that_stops_reading_is_cut_after_send_timeout() {
     let cuts = wait_for_cuts(&proxy, 1, Duration::from_secs(8)).await;
     assert_eq!(cuts, 1, "the tunnel's client side was not cut");
     assert!(t0.elapsed() < Duration::from_secs(8));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while ended.load(std::sync::atomic::Ordering::SeqCst) == 0 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(Duration::from_secs(5), "the tunnel's end", async || {
+        ended.load(std::sync::atomic::Ordering::SeqCst) != 0
+    })
+    .await;
     assert_eq!(
         ended.load(std::sync::atomic::Ordering::SeqCst),
         1,
@@ -536,15 +535,18 @@ async fn a_reload_gives_new_connections_the_new_send_timeout() {
     // keeps its 30 s.
     let mut new = tight_connect(addr).await;
     new.write_all(big_request(&host).as_bytes()).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(8);
-    while send_timeouts_at(admin).await == 0 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until(
+        Duration::from_secs(8),
+        "the new connection cut",
+        async || send_timeouts_at(admin).await != 0,
+    )
+    .await;
     assert_eq!(
         send_timeouts_at(admin).await,
         1,
         "the new connection was not cut"
     );
+    // Past the new 1 s, within the old 30 s: the old one must still be open.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(send_timeouts_at(admin).await, 1, "the old one was cut too");
     assert!(read_to_close(&mut new, Duration::from_secs(5))

@@ -3,33 +3,11 @@
 //! stores, hits, purges, `/status` and reloads go through it over every
 //! wire, with the request path unchanged.
 
-use calmcache_testkit::proxy::RunningProxy;
 use calmcache_testkit::wire::TLS_NAME;
-use calmcache_testkit::{request_with_body, CountingTier, Origin, Proxy, Reply, Wires};
+use calmcache_testkit::{CountingTier, Origin, Proxy, Wires};
 use http::Method;
 
 const TOKEN: &str = "third-tier-token";
-
-async fn purge(proxy: &RunningProxy, body: &str) -> serde_json::Value {
-    let auth = format!("Bearer {TOKEN}");
-    let headers = [
-        ("authorization", auth.as_str()),
-        ("content-type", "application/json"),
-    ];
-    let r = request_with_body(
-        Method::POST,
-        &proxy.admin_url("/purge"),
-        &headers,
-        body.to_owned(),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{body}: {}", r.body);
-    serde_json::from_str(&r.body).unwrap()
-}
-
-fn is_hit(r: &Reply) -> bool {
-    r.cache_status_params().has("hit")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_third_tier_plugged_into_a_zone_serves_misses_hits_and_purges_on_every_wire() {
@@ -51,7 +29,7 @@ async fn a_third_tier_plugged_into_a_zone_serves_misses_hits_and_purges_on_every
         let (misses, inserts, before) = (tier.misses(), tier.inserts(), origin.hits());
         let miss = send().await;
         assert_eq!(miss.status, 200, "{what}: {}", miss.body);
-        assert!(!is_hit(&miss), "{what}: {}", miss.cache_status());
+        assert!(!miss.is_hit(), "{what}: {}", miss.cache_status());
         assert!(
             tier.misses() > misses,
             "{what}: the lookup reached the tier"
@@ -61,21 +39,27 @@ async fn a_third_tier_plugged_into_a_zone_serves_misses_hits_and_purges_on_every
         // A hit: answered from the tier, the origin untouched.
         let hits = tier.hits();
         let hit = send().await;
-        assert!(is_hit(&hit), "{what}: {}", hit.cache_status());
+        assert!(hit.is_hit(), "{what}: {}", hit.cache_status());
         assert_eq!(hit.body, miss.body, "{what}");
         assert_eq!(tier.hits(), hits + 1, "{what}: one lookup, a hit");
         assert_eq!(origin.hits(), before + 1, "{what}");
         // A purge of the URL reaches the tier: the next request is a miss.
         let url = format!("http://{TLS_NAME}{path}");
-        let json = purge(&wires.proxy, &format!(r#"{{"url": "{url}"}}"#)).await;
+        let json = wires
+            .proxy
+            .purge(TOKEN, &format!(r#"{{"url": "{url}"}}"#))
+            .await;
         assert_eq!(json["purged"], 1, "{what}: {json}");
-        assert!(!is_hit(&send().await), "{what}: purged");
+        assert!(!send().await.is_hit(), "{what}: purged");
         assert_eq!(origin.hits(), before + 2, "{what}");
         // A tag purge scans the tier.
-        let json = purge(&wires.proxy, &format!(r#"{{"tag": "t{i}"}}"#)).await;
+        let json = wires
+            .proxy
+            .purge(TOKEN, &format!(r#"{{"tag": "t{i}"}}"#))
+            .await;
         assert_eq!(json["purged"], 1, "{what}: {json}");
-        assert!(!is_hit(&send().await), "{what}: purged by tag");
-        assert!(is_hit(&send().await), "{what}: stored again");
+        assert!(!send().await.is_hit(), "{what}: purged by tag");
+        assert!(send().await.is_hit(), "{what}: stored again");
     }
     // /status shows the tier as it reports itself.
     let status = wires.proxy.status().await;
@@ -93,6 +77,6 @@ async fn a_third_tier_plugged_into_a_zone_serves_misses_hits_and_purges_on_every
     let again = wires
         .send(&wires.all[0], Method::GET, TLS_NAME, "/third/0", &[], "")
         .await;
-    assert!(is_hit(&again), "{}", again.cache_status());
+    assert!(again.is_hit(), "{}", again.cache_status());
     assert_eq!(tier.hits(), hits + 1);
 }

@@ -219,7 +219,7 @@ async fn a_combined_pem_is_served_and_reloaded_on_sighup() {
     let second = ca.leaf("second", &["localhost", "calm.test"]);
     second.write_combined(&combined);
     signal(&child, "-HUP");
-    wait_until(Duration::from_secs(10), "no reload logged", || {
+    wait_until(Duration::from_secs(10), "no reload logged", async || {
         std::fs::read_to_string(&log)
             .unwrap_or_default()
             .contains("config reloaded")
@@ -243,13 +243,17 @@ async fn a_combined_pem_is_served_and_reloaded_on_sighup() {
     let same = config(&origin, plain, tls_port, &entry(&combined, Some(&combined)));
     std::fs::write(&path, same).unwrap();
     signal(&child, "-HUP");
-    wait_until(Duration::from_secs(10), "no second reload logged", || {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .matches("config reloaded")
-            .count()
-            >= 2
-    })
+    wait_until(
+        Duration::from_secs(10),
+        "no second reload logged",
+        async || {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .matches("config reloaded")
+                .count()
+                >= 2
+        },
+    )
     .await;
     let h2 = Wire::H2Tls(ca.client(&[b"h2"]));
     let reply = wire::send(&h2, addr, Method::GET, "localhost", "/h2", &[], "".into()).await;
@@ -257,7 +261,7 @@ async fn a_combined_pem_is_served_and_reloaded_on_sighup() {
     // A broken renewal (the key left out) is refused; the last good one stays.
     std::fs::copy(&second.cert, &combined).unwrap();
     signal(&child, "-HUP");
-    wait_until(Duration::from_secs(10), "no refusal logged", || {
+    wait_until(Duration::from_secs(10), "no refusal logged", async || {
         std::fs::read_to_string(&log)
             .unwrap_or_default()
             .contains("reload refused")

@@ -138,7 +138,7 @@ async fn a_broken_url_and_a_slow_url_never_fail_other_urls() {
         // Both attacks have failed (before the fix, the server was down
         // from here on), and go on while the others ask.
         let what = "the broken and the slow URL never failed";
-        crate::wait_until(Duration::from_secs(10), what, || {
+        crate::wait_until(Duration::from_secs(10), what, async || {
             closed.load(Ordering::SeqCst) >= 1 && timed_out.load(Ordering::SeqCst) >= 1
         })
         .await;

@@ -62,15 +62,10 @@ async fn server_until(
     proxy: &RunningProxy,
     until: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let server = server_status(proxy).await;
-        if until(&server) {
-            return server;
-        }
-        assert!(std::time::Instant::now() < deadline, "{server:#}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    crate::wait_until(Duration::from_secs(10), "the server's status", async || {
+        Some(server_status(proxy).await).filter(&until)
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -533,7 +528,7 @@ async fn warm_paths_are_fetched_from_a_tls_origin() {
         .route("warm = [\"/warmed\"]\nttl = { 200 = \"60s\" }")
         .start()
         .await;
-    crate::wait_until(Duration::from_secs(10), "warm fetch", || {
+    crate::wait_until(Duration::from_secs(10), "warm fetch", async || {
         tls.origin.hits_for("/warmed") >= 1
     })
     .await;

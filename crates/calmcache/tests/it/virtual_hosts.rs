@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use calmcache_testkit::wire::Wires;
-use calmcache_testkit::{Origin, Proxy, Reply};
+use calmcache_testkit::{Origin, Proxy};
 use http::Method;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -25,10 +25,6 @@ fn three_sites(a: &Origin, b: &Origin, c: &Origin) -> Proxy {
         b.addr(),
         c.addr()
     ))
-}
-
-fn is_hit(r: &Reply) -> bool {
-    r.cache_status_params().has("hit")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,7 +50,7 @@ async fn each_host_reaches_its_route_on_every_wire() {
         for spelling in ["a.test", "A.Test", "a.test."] {
             let again = get(spelling).await;
             assert!(
-                is_hit(&again),
+                again.is_hit(),
                 "{label} {spelling}: {}",
                 again.cache_status()
             );
@@ -65,7 +61,7 @@ async fn each_host_reaches_its_route_on_every_wire() {
         for host in ["www.b.test", "x.y.b.test", "WWW.B.TEST"] {
             let r = get(host).await;
             assert_eq!(r.status, 200, "{label} {host}");
-            assert!(!is_hit(&r), "{label} {host}: {}", r.cache_status());
+            assert!(!r.is_hit(), "{label} {host}: {}", r.cache_status());
         }
         assert_eq!(b.hits_for(&path), 3, "{label}");
         // b.test itself (`*.` is names under it only) and any other name:
@@ -75,7 +71,7 @@ async fn each_host_reaches_its_route_on_every_wire() {
             assert_eq!(r.status, 200, "{label} {host}");
         }
         let r = get("other.test").await;
-        assert!(is_hit(&r), "{label}: {}", r.cache_status());
+        assert!(r.is_hit(), "{label}: {}", r.cache_status());
         assert_eq!(c.hits_for(&path), 3, "{label}: one fetch per host");
         assert_eq!(a.hits_for(&path), 1, "{label}: never a.test's");
         // Unsafe methods follow the host too.

@@ -21,7 +21,7 @@ async fn warm_paths_give_tls_clients_a_hit_on_their_first_request() {
             "ttl = {{ 200 = \"600s\" }}\nwarm = [\"/w\"]\nwarm_host = \"calm.test\"\n{template}"
         );
         let wires = Wires::start(Proxy::new(&origin).route(&route), "").await;
-        wait_until(Duration::from_secs(5), "warm fetches", || {
+        wait_until(Duration::from_secs(5), "warm fetches", async || {
             origin.hits_for("/w") >= fetches
         })
         .await;
@@ -65,7 +65,7 @@ async fn warm_paths_behind_a_trusted_tls_terminator_are_warmed_for_https() {
         .route("ttl = { 200 = \"600s\" }\nwarm = [\"/t\"]\nwarm_host = \"calm.test\"\ntrusted_proxies = [\"127.0.0.1\"]")
         .start()
         .await;
-    wait_until(Duration::from_secs(5), "warm fetches", || {
+    wait_until(Duration::from_secs(5), "warm fetches", async || {
         origin.hits_for("/t") >= 2
     })
     .await;

@@ -17,6 +17,8 @@ use calmcache_testkit::{get_with, Origin, Proxy};
 use futures_util::{SinkExt, StreamExt};
 use http::Method;
 use tokio::net::{TcpListener, TcpStream};
+
+use crate::wait_until;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::frame::Frame;
@@ -161,18 +163,11 @@ async fn websockets(proxy: &RunningProxy) -> (u64, u64) {
 
 /// Polls `/status` until `websockets.active` is `want` (10 s at most).
 async fn wait_active(proxy: &RunningProxy, want: u64) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (active, _) = websockets(proxy).await;
-        if active == want {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "websockets.active stays {active}, want {want}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let what = format!("websockets.active at {want}");
+    wait_until(Duration::from_secs(10), &what, async || {
+        websockets(proxy).await.0 == want
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -333,7 +328,7 @@ async fn an_idle_tunnel_is_closed_after_read_timeout_and_a_busy_one_is_not() {
             let text = format!("tick {i}");
             busy.send(Message::text(text.clone())).await.unwrap();
             assert_eq!(next(&mut busy).await, Message::text(text));
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::time::sleep(Duration::from_millis(100)).await; // paced ticks for 1.2 s
             i += 1;
         }
         busy
@@ -519,18 +514,17 @@ async fn a_tunnel_gets_an_access_log_line() {
     let mut ws = connect(&proxy, "/logged").await;
     ws.send(Message::text("x")).await.unwrap();
     assert_eq!(next(&mut ws).await, Message::text("x"));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let line = loop {
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        if let Some(line) = text.lines().find(|l| l.contains("/logged")) {
-            break line.to_owned();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no line for the tunnel: {text:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let line = wait_until(
+        Duration::from_secs(5),
+        "a line for the tunnel",
+        async || {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            text.lines()
+                .find(|l| l.contains("/logged"))
+                .map(str::to_owned)
+        },
+    )
+    .await;
     let entry: serde_json::Value = serde_json::from_str(&line).unwrap();
     assert_eq!(entry["status"], 101, "{line}");
     assert_eq!(entry["bytes_sent"], 0, "{line}");

@@ -12,7 +12,7 @@ use http::Method;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::purge_integrity::{admin, purge};
+use crate::purge_integrity::{admin, TOKEN};
 use crate::slow_readers::tight_connect;
 
 /// What the test origin sends for `path` on its `n`-th request of it,
@@ -218,7 +218,7 @@ async fn a_slow_reader_gets_its_body_while_the_object_is_purged_refilled_and_evi
     let mut round = 0;
     let mut churn = async || {
         round += 1;
-        let purged = purge(proxy, r#"{"url": "/slow"}"#).await;
+        let purged = proxy.purge(TOKEN, r#"{"url": "/slow"}"#).await;
         // (The second time, the fillers of the first have evicted it.)
         if round == 1 {
             assert_eq!(purged["purged"], 1, "{purged}");
