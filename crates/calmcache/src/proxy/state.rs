@@ -321,14 +321,7 @@ impl Proxy {
         supplied: ZoneTiers,
         notes: &mut Vec<String>,
     ) -> Result<Arc<Self>, SetupError> {
-        let upstreams = config
-            .upstreams
-            .iter()
-            .map(|u| {
-                let old = previous.and_then(|p| p.upstreams.iter().find(|o| o.name == u.name));
-                Upstream::new(u, old.map(|o| &**o)).map(Arc::new)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let upstreams = build_upstreams(config, previous)?;
         let previous_zones = previous.map(|p| (&p.zones[..], &p.zone_sources));
         let (zones, zone_sources) = ZoneSources::build(config, previous_zones, supplied, notes)?;
         let metrics = previous.map_or_else(
@@ -340,59 +333,16 @@ impl Proxy {
             |p| p.metrics.clone(),
         );
         metrics.inflight.set_limit(config.server.max_inflight_body);
-        let fleet = match (&config.fleet, previous.and_then(|p| p.fleet.as_ref())) {
-            (None, _) => None,
-            // A reload that only rotates the secret keeps the link and the
-            // purge stream position; the new secret is taken at the switch
-            // (Proxy::take_over), once nothing can refuse the reload.
-            (Some(cfg), Some(old)) if old.config().same_but_secret(cfg) => Some(old.clone()),
-            (Some(cfg), _) => Some(crate::fleet::Fleet::new(cfg).map_err(SetupError::Fleet)?),
+        let fleet = build_fleet(config, previous)?;
+        let parts = RouteParts {
+            config,
+            previous,
+            upstreams: &upstreams,
+            zones: &zones,
+            inflight: &metrics.inflight,
+            fleet: &fleet,
         };
-        if let Some(fleet) = &fleet {
-            fleet.keep_position_in(
-                config
-                    .zones
-                    .iter()
-                    .filter_map(|z| z.path.as_ref())
-                    .map(|dir| dir.join(crate::fleet::POSITION_FILE))
-                    .collect(),
-            );
-        }
-        let routes = config
-            .routes
-            .iter()
-            .map(|r| {
-                Arc::new(Route {
-                    cfg: r.clone(),
-                    upstream: upstreams[r.upstream].clone(),
-                    zone: r.zone.map(|z| zones[z].clone()),
-                    zones: r
-                        .zones
-                        .iter()
-                        .map(|&z| (zones[z].clone(), config.zones[z].weight))
-                        .collect(),
-                    front: r.memory.map(|z| MemoryFront::new(zones[z].clone())),
-                    hosts: Mutex::new(
-                        previous
-                            .and_then(|p| p.routes.iter().find(|old| old.cfg.name == r.name))
-                            .map(|old| old.known_hosts().clone())
-                            .unwrap_or_default(),
-                    ),
-                    policy: RefreshPolicy {
-                        mode: r.refresh,
-                        beta: r.per_beta,
-                        sus_stale: r.sus_stale,
-                    },
-                    hit_for_miss: HitForMiss::new(r.hit_for_miss),
-                    key_is_default: r.key.is_default(),
-                    activity: super::carry::route_activity(previous, &r.name),
-                    inflight: metrics.inflight.clone(),
-                    fleet: fleet
-                        .clone()
-                        .map(|f| f as Arc<dyn crate::fleet::SharedTier>),
-                })
-            })
-            .collect::<Vec<_>>();
+        let routes = config.routes.iter().map(|r| parts.route(r)).collect();
         let zone_activity = super::carry::zone_activity(&zones, previous);
         let access_log = std::sync::OnceLock::new();
         if let Some(log) = previous.and_then(|p| p.access_log.get()) {
@@ -413,6 +363,92 @@ impl Proxy {
             access_log,
             fleet,
         }))
+    }
+}
+
+/// The upstreams of `config`, each keeping its previous generation's pool
+/// and health where one of the same name ran.
+fn build_upstreams(
+    config: &Config,
+    previous: Option<&Proxy>,
+) -> Result<Vec<Arc<Upstream>>, SetupError> {
+    let upstreams = config.upstreams.iter().map(|u| {
+        let old = previous.and_then(|p| p.upstreams.iter().find(|o| o.name == u.name));
+        Upstream::new(u, old.map(|o| &**o)).map(Arc::new)
+    });
+    Ok(upstreams.collect::<Result<Vec<_>, _>>()?)
+}
+
+/// Fleet mode's link, kept across a reload that changes only the secret,
+/// and told where the disk zones keep the purge stream position.
+fn build_fleet(
+    config: &Config,
+    previous: Option<&Proxy>,
+) -> Result<Option<Arc<crate::fleet::Fleet>>, SetupError> {
+    let fleet = match (&config.fleet, previous.and_then(|p| p.fleet.as_ref())) {
+        (None, _) => None,
+        // A reload that only rotates the secret keeps the link and the
+        // purge stream position; the new secret is taken at the switch
+        // (Proxy::take_over), once nothing can refuse the reload.
+        (Some(cfg), Some(old)) if old.config().same_but_secret(cfg) => Some(old.clone()),
+        (Some(cfg), _) => Some(crate::fleet::Fleet::new(cfg).map_err(SetupError::Fleet)?),
+    };
+    if let Some(fleet) = &fleet {
+        fleet.keep_position_in(
+            config
+                .zones
+                .iter()
+                .filter_map(|z| z.path.as_ref())
+                .map(|dir| dir.join(crate::fleet::POSITION_FILE))
+                .collect(),
+        );
+    }
+    Ok(fleet)
+}
+
+/// What every route of a generation is built from.
+struct RouteParts<'a> {
+    config: &'a Config,
+    previous: Option<&'a Proxy>,
+    upstreams: &'a [Arc<Upstream>],
+    zones: &'a [Arc<Zone>],
+    inflight: &'a Arc<crate::telemetry::inflight::Inflight>,
+    fleet: &'a Option<Arc<crate::fleet::Fleet>>,
+}
+
+impl RouteParts<'_> {
+    /// One route, keeping the hosts and counters of the previous
+    /// generation's route of the same name.
+    fn route(&self, r: &crate::config::RouteConfig) -> Arc<Route> {
+        let zones = self.zones;
+        let old = self
+            .previous
+            .and_then(|p| p.routes.iter().find(|old| old.cfg.name == r.name));
+        Arc::new(Route {
+            cfg: r.clone(),
+            upstream: self.upstreams[r.upstream].clone(),
+            zone: r.zone.map(|z| zones[z].clone()),
+            zones: r
+                .zones
+                .iter()
+                .map(|&z| (zones[z].clone(), self.config.zones[z].weight))
+                .collect(),
+            front: r.memory.map(|z| MemoryFront::new(zones[z].clone())),
+            hosts: Mutex::new(old.map(|old| old.known_hosts().clone()).unwrap_or_default()),
+            policy: RefreshPolicy {
+                mode: r.refresh,
+                beta: r.per_beta,
+                sus_stale: r.sus_stale,
+            },
+            hit_for_miss: HitForMiss::new(r.hit_for_miss),
+            key_is_default: r.key.is_default(),
+            activity: super::carry::route_activity(self.previous, &r.name),
+            inflight: self.inflight.clone(),
+            fleet: self
+                .fleet
+                .clone()
+                .map(|f| f as Arc<dyn crate::fleet::SharedTier>),
+        })
     }
 }
 
