@@ -699,7 +699,8 @@ async fn answer_fill(
     let reply = match (running.await, ranged) {
         (Ok(FillReply::Relay(resp, NotStored::TooLarge)), Some(request)) => {
             drop(resp);
-            return match crate::proxy::fill::fetch_range(route, &request, ask.headers).await {
+            return match crate::proxy::range_fetch::fetch_range(route, &request, ask.headers).await
+            {
                 Ok(resp) => {
                     let report = why.not_stored(resp.status().as_u16(), NotStored::TooLarge);
                     relay(route, resp, report, ask)

@@ -20,6 +20,7 @@ pub(crate) mod invalidate;
 pub(crate) mod lookup;
 pub(crate) mod outcome;
 pub(crate) mod purge;
+pub(crate) mod range_fetch;
 pub(crate) mod request_body;
 pub(crate) mod respond;
 pub(crate) mod setup;
