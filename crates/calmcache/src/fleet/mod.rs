@@ -18,6 +18,7 @@
 //! never the request path (it calls in, with keys and objects).
 
 mod breaker;
+pub(crate) mod follow;
 mod link;
 mod ops_stats;
 mod scripts;
