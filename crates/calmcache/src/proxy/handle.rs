@@ -39,7 +39,7 @@ use crate::http::body::{ResponseBody, TimeoutBody};
 use crate::http::error::{ErrorKind, ProxyError};
 use crate::http::headers::{add_forwarded, set_cache_status, strip_hop_by_hop};
 use crate::net::conn::Peer;
-use crate::proxy::fill::{fill, FetchRequest, FillReply, NotStored};
+use crate::proxy::fill::{fill, FetchRequest, FillArgs, FillReply, NotStored};
 use crate::proxy::lookup::{lookup, PrimaryKey};
 use crate::proxy::outcome::{FillOutcome, Requester};
 use crate::proxy::respond::{error_response, only_if_cached, relay, serve, Ask};
@@ -248,7 +248,11 @@ async fn answer(
     };
     if !route.cfg.bypass.is_empty() && any_match(&route.cfg.bypass, headers, req.uri().query()) {
         let request = fetch_request(route, &req, client, None);
-        let task = fill(route.clone(), key_ref.to_owned_key(), request, None, None);
+        let task = fill(FillArgs::new(
+            route.clone(),
+            key_ref.to_owned_key(),
+            request,
+        ));
         return Ok(Box::pin(answer_fill(
             route,
             task,
@@ -339,13 +343,9 @@ async fn answer(
             };
             route.activity.early_refreshes.inc();
             let interest = Some(permit.interest());
-            let task = fill(
-                route.clone(),
-                key_ref.to_owned_key(),
-                fetch_request(route, &req, client, Some(&rcc)),
-                Some(permit),
-                Some(object.clone()),
-            );
+            let request = fetch_request(route, &req, client, Some(&rcc));
+            let args = FillArgs::new(route.clone(), key_ref.to_owned_key(), request);
+            let task = fill(args.leading(permit).replacing(Some(object.clone())));
             Ok(Box::pin(answer_fill(
                 route,
                 task,
@@ -489,7 +489,7 @@ impl Fetch {
         let answer =
             |task, interest, hfm| answer_fill(route, task, interest, why, ask, ranged.clone(), hfm);
         if !route.policy.mode.coalesces() || !request.store {
-            let task = fill(route.clone(), primary, request, None, stale);
+            let task = fill(FillArgs::new(route.clone(), primary, request).replacing(stale));
             return answer(task, None, None).await;
         }
         // An answer to a request with credentials may be personal because
@@ -500,7 +500,7 @@ impl Fetch {
         // nobody could use ours either; fetch side by side.
         if route.hit_for_miss.active(&flight) {
             route.activity.hit_for_miss.inc();
-            let task = fill(route.clone(), primary, request, None, stale);
+            let task = fill(FillArgs::new(route.clone(), primary, request).replacing(stale));
             let hfm = Hfm {
                 key: &flight,
                 marked: true,
@@ -526,7 +526,8 @@ impl Fetch {
                         return serve(route, &object, report, ask, Instant::now());
                     }
                     let interest = Some(permit.interest());
-                    let task = fill(route.clone(), primary, request, Some(permit), stale);
+                    let args = FillArgs::new(route.clone(), primary, request);
+                    let task = fill(args.leading(permit).replacing(stale));
                     let hfm = Hfm {
                         key: &flight,
                         marked: false,
@@ -622,7 +623,7 @@ impl Fetch {
                 Ok(FillOutcome::NotStored) | Err(_) => break,
             }
         }
-        let task = fill(route.clone(), primary, request, None, stale);
+        let task = fill(FillArgs::new(route.clone(), primary, request).replacing(stale));
         answer(task, None, None).await
     }
 }
@@ -665,13 +666,8 @@ pub(crate) fn refresh_in_background(
         return false;
     };
     route.activity.background_refreshes.inc();
-    let task = fill(
-        route.clone(),
-        primary.to_owned_key(),
-        request(),
-        Some(permit),
-        Some(current.clone()),
-    );
+    let args = FillArgs::new(route.clone(), primary.to_owned_key(), request());
+    let task = fill(args.leading(permit).replacing(Some(current.clone())));
     crate::proxy::background::spawn(async move {
         let _slot = slot;
         task.await

@@ -1,61 +1,71 @@
 //! Fetching an object from the origin and storing it: the one place a response
 //! becomes a cached object.
 //!
-//! A fill runs in its own task (see `proxy.rs`), so a client that goes away does
-//! not cancel a fetch that other waiters need. It reports to followers through
-//! its [`FetchPermit`] and to the request that started it through [`FillReply`].
+//! A fill runs in its own task (see `handle.rs`), so a client that goes away
+//! does not cancel a fetch that other waiters need. It reports to followers
+//! through its [`FetchPermit`] and to the request that started it through
+//! [`FillReply`].
 //!
 //! ```text
-//! fill ─ send (GET; validators of the stale copy, RFC 9111 §4.3.1)
-//!   ├─ error / 5xx with a stale-if-error copy ─────────── Stale
-//!   ├─ 304 for the stale copy ─ merge headers (§4.3.4) ─┐
-//!   ├─ 5xx, not storable ─ collect ≤ 64 KiB ─ share ──── Relay (followers get it too)
-//!   ├─ 200.. ─ evaluate ─ not storable ───────────────── Relay (stream)
-//!   │                  └─ collect ≤ max_object_size ────┴─ store ─ Stored
-//!   └─ too large ────────────────────────────────────────── Relay (prefix + rest)
+//! fill ─ fleet: a copy another node stored ───────────────── Stored (shared)
+//!   └─ send (GET; validators of the stale copy, RFC 9111 §4.3.1)
+//!      ├─ error / 5xx with a stale-if-error copy ─────────── Stale
+//!      ├─ no zone, or no-store ───────────────────────────── Relay (stream)
+//!      ├─ 304 for the stale copy ─ merge headers (§4.3.4) ─┐
+//!      ├─ 5xx, not storable ─ collect ≤ 64 KiB ─ share ──── Relay (followers get it too)
+//!      ├─ 200.. ─ evaluate ─ not storable ───────────────── Relay (stream)
+//!      │                  ├─ large or open-ended ─ stream while storing ─ Streaming
+//!      │                  └─ collect ≤ max_object_size ────┴─ store ─ Stored
+//!      └─ too large ────────────────────────────────────────── Relay (prefix + rest)
 //! store: Vary marker + variant key (vary.rs), compress once (compress.rs), insert
 //! ```
+//!
+//! # Rooms
+//! - `mod.rs`: the fill's arguments and answers, and [`fill`], the steps in
+//!   order (ask the fleet, send, pick the zone, merge or keep).
+//! - `send.rs`: the request upstream, sent and re-sent (a 304 that does not
+//!   match), and whether the origin's answer can be used at all.
+//! - `revalidate.rs`: the 304 merge (RFC 9111 §4.3.4) into the stored copy.
+//! - `store.rs`: [`StoreCtx`](store::StoreCtx), built once per fill, and
+//!   storing under the primary or variant key, compressed once.
+//! - `collect.rs`: a body read whole within a limit, then stored.
+//! - `stream.rs`: read-while-write, with the pump as a function of its own.
+//! - `shared_error.rs`: a failing origin's answer handed to the followers.
+//! - `fleet.rs`: every call a fill makes to the fleet's shared tier.
+//!
+//! Imports [`crate::http`], [`crate::fleet`] and the request path's own
+//! growing bodies and outcomes; never the handler (`handle.rs`) that starts it.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use calmcache_core::page_body::StoredBody as Kept;
-use calmcache_core::{freshness, CacheKey, CachedObject, Exchange, FetchPermit, NotStorable};
+use calmcache_core::{CacheKey, CachedObject, FetchPermit, NotStorable};
 use http::header::CONTENT_LENGTH;
 use http::uri::PathAndQuery;
-use http::{HeaderMap, HeaderValue, Response, StatusCode};
+use http::{HeaderMap, Response, StatusCode};
 use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use crate::fleet::Before;
-use crate::http::body::{PrefixedBody, ResponseBody, TimeoutBody};
-use crate::http::conditional;
-use crate::http::error::{ErrorKind, ProxyError};
-use crate::http::headers::detach_headers;
-use crate::http::headers::strip_hop_by_hop;
+use crate::http::body::{ResponseBody, TimeoutBody};
+use crate::http::error::ProxyError;
 use crate::proxy::growing::StreamingHead;
 use crate::proxy::outcome::{FillOutcome, Requester};
 use crate::proxy::state::Route;
-use calmcache_core::warn_limit::WarnLimit;
-use calmcache_core::warn_limited;
 
 mod collect;
 mod fleet;
+mod revalidate;
 mod send;
 mod shared_error;
 mod store;
 mod stream;
 
-use collect::{collect_limited, concat, Collected};
-use fleet::take_shared;
 pub(crate) use send::upstream_request;
-use shared_error::share_error;
-use store::{
-    after_store, marker_for, meta_of, request_host, store, will_compress, StoreCtx, Stored,
-    StoredBody,
-};
 pub(crate) use stream::STREAM_MIN;
-use stream::{stream_fill, StreamStart};
+
+use send::{Sent, Times};
+use store::StoreCtx;
 
 /// The request a fill sends upstream: always a GET for the whole object.
 #[derive(Clone, Debug)]
@@ -143,310 +153,150 @@ pub(crate) enum FillReply {
     Streaming(Arc<StreamingHead>),
 }
 
-/// Fetches `fetch` for the URI keyed `primary`, stores it if allowed (under
-/// `primary` or, when the response varies, under its variant key), and
-/// reports to followers. `stale` is the stored copy this fetch replaces: its
-/// validators make the request conditional, and it backs stale-if-error.
-pub(crate) async fn fill(
-    route: Arc<Route>,
-    primary: CacheKey,
-    fetch: FetchRequest,
-    permit: Option<FetchPermit<FillOutcome>>,
-    stale: Option<Arc<CachedObject>>,
-) -> FillReply {
+/// What a fill is asked for: built with [`FillArgs::new`], then
+/// [`leading`](FillArgs::leading) a flight and
+/// [`replacing`](FillArgs::replacing) a stored copy when there is one.
+pub(crate) struct FillArgs {
+    /// The route the request matched.
+    pub route: Arc<Route>,
+    /// The URI's key: the object's own, or its Vary marker's.
+    pub primary: CacheKey,
+    /// What to send upstream.
+    pub request: FetchRequest,
+    /// The flight this fill leads; its followers hear what became of it.
+    pub permit: Option<FetchPermit<FillOutcome>>,
+    /// The stored copy this fetch replaces: its validators make the request
+    /// conditional, and it backs stale-if-error.
+    pub stale: Option<Arc<CachedObject>>,
+}
+
+impl FillArgs {
+    /// A fill of `request` for `primary`, leading no flight and replacing
+    /// no stored copy.
+    pub(crate) fn new(route: Arc<Route>, primary: CacheKey, request: FetchRequest) -> Self {
+        FillArgs {
+            route,
+            primary,
+            request,
+            permit: None,
+            stale: None,
+        }
+    }
+
+    /// The fill leads the flight `permit`.
+    pub(crate) fn leading(mut self, permit: FetchPermit<FillOutcome>) -> Self {
+        self.permit = Some(permit);
+        self
+    }
+
+    /// The fill replaces `stale`, when there is a stored copy.
+    pub(crate) fn replacing(mut self, stale: Option<Arc<CachedObject>>) -> Self {
+        self.stale = stale;
+        self
+    }
+}
+
+/// Fetches `args.request` for the URI keyed `args.primary`, stores it if
+/// allowed (under the primary key or, when the response varies, under its
+/// variant key), and reports to followers.
+pub(crate) async fn fill(args: FillArgs) -> FillReply {
     let started = Instant::now();
-    let mut request_time = SystemTime::now();
-    let upstream = &route.upstream;
-    // Validators only when a 304 can be used: with storing allowed (a 304
-    // must never reach a client that sent no conditional).
-    let mut revalidating = stale
-        .as_ref()
-        .filter(|s| {
-            // An authorised request's answer could not refresh a shared copy
-            // (RFC 9111 §3.5): it fetches whole and leaves the copy alone.
-            fetch.store
-                && !fetch.has_authorization
-                && route.zone_for(&primary.as_ref()).is_some()
-                && conditional::has_validator(&s.headers())
-        })
-        .cloned();
+    let request_time = SystemTime::now();
+    let FillArgs {
+        route,
+        primary,
+        request: fetch,
+        permit,
+        stale,
+    } = args;
     // Fleet mode: a fresh copy another node stored, or the fleet's lease
     // for this fetch (or a wait for the node that holds it).
-    let mut lease = None;
-    let shared = route
-        .fleet
-        .as_ref()
-        .filter(|_| fetch.store && !fetch.has_authorization)
-        .filter(|_| route.zone_for(&primary.as_ref()).is_some());
-    if let Some(fleet) = shared {
-        alive_for(&permit, route.lock_timeout() + BOUND_SLACK);
-        match fleet
-            .before_fetch(
-                &primary,
-                stale.as_deref(),
-                route.lock_timeout(),
-                &fetch.selecting,
-            )
-            .await
-        {
-            Before::Take(object, names) => {
-                return take_shared(&route, &primary, &fetch, permit, object, names).await
-            }
-            Before::Fetch(ours) => lease = ours,
+    let lease = match fleet::before(&route, &primary, &fetch, &permit, stale.as_deref()).await {
+        Some(Before::Take(object, names)) => {
+            return fleet::take_shared(&route, &primary, &fetch, permit, object, names).await
         }
-    }
-    // Followers wait as long as the head may take (read_timeout counts
-    // from sending, connecting included), not just their lock_timeout.
-    let head_bound = upstream.read_timeout + BOUND_SLACK;
-    alive_for(&permit, head_bound);
-    let mut result = upstream
-        .send(upstream_request(&fetch, revalidating.as_deref()))
-        .await;
-    route.activity.upstream_call(&result);
-    // RFC 9111 §4.3.3: a 304 that does not match the stored copy (another
-    // ETag) cannot update it; ask again without conditionals.
-    let mismatched = |r: &Result<Response<Incoming>, ProxyError>,
-                      old: &Option<Arc<CachedObject>>| {
-        matches!((r, old), (Ok(resp), Some(old))
-            if resp.status() == StatusCode::NOT_MODIFIED
-                && !conditional::applies_to(resp.headers(), &old.headers()))
+        Some(Before::Fetch(ours)) => ours,
+        None => None,
     };
-    if mismatched(&result, &revalidating) {
-        revalidating = None;
-        request_time = SystemTime::now();
-        alive_for(&permit, head_bound);
-        result = upstream.send(upstream_request(&fetch, None)).await;
-        route.activity.upstream_call(&result);
-    }
-    let usable_stale = stale.filter(|s| s.meta.within_stale_if_error(Instant::now()));
-    // A 304 to a request without our validators (fills strip the client's)
-    // is an origin fault, never something to hand a client that may have
-    // sent no conditional.
-    if revalidating.is_none()
-        && matches!(&result, Ok(resp) if resp.status() == StatusCode::NOT_MODIFIED)
-    {
-        route.activity.upstream_errors.inc();
-        let e = ProxyError::upstream(
-            ErrorKind::Broken,
-            &upstream.name,
-            "origin answered 304 to an unconditional request",
-        );
-        return fail(permit, e, usable_stale, Some(304));
-    }
-    let resp = match result {
-        Ok(resp) if resp.status().is_server_error() && usable_stale.is_some() => {
-            route.activity.upstream_errors.inc();
-            let status = resp.status().as_u16();
-            let e = ProxyError::upstream(
-                ErrorKind::Broken,
-                &upstream.name,
-                format!("origin answered {status}"),
-            );
-            return fail(permit, e, usable_stale, Some(status));
-        }
-        Ok(resp) => resp,
-        Err(e) => {
-            // Counted with the call (upstream_call).
-            if !e.repeats() {
-                // Per request: a dead origin must not flood the log.
-                static FETCH_FAILED: WarnLimit = WarnLimit::new();
-                warn_limited!(FETCH_FAILED, "origin fetch failed",
-                    upstream = %upstream.name, key = %primary, error = %e);
-            }
-            return fail(permit, e, usable_stale, None);
-        }
+    let sent = match send::send(&route, &primary, &fetch, &permit, stale, request_time).await {
+        Ok(sent) => sent,
+        Err(failed) => return fail(permit, failed.error, failed.stale, failed.status),
     };
-    if resp.status().is_server_error() {
-        route.activity.upstream_errors.inc();
-    }
-    let (mut parts, body) = resp.into_parts();
-    strip_hop_by_hop(&mut parts.headers);
-    // The body comes next: each frame within read_timeout.
-    alive_for(&permit, upstream.read_timeout + BOUND_SLACK);
-    let response_time = SystemTime::now();
-    let origin_status = parts.status.as_u16();
+    let Sent {
+        parts,
+        body,
+        revalidating,
+        usable_stale,
+        times,
+    } = sent;
     let zone = match (route.zone_for(&primary.as_ref()), fetch.store) {
-        (Some(zone), true) => zone,
-        (zone, _) => {
-            finish(permit, FillOutcome::NotStored);
-            let why = if zone.is_none() {
-                NotStored::NoZone
-            } else {
-                NotStored::Request
-            };
-            let body = ResponseBody::stream(TimeoutBody::new(body, upstream.read_timeout));
-            return FillReply::Relay(Response::from_parts(parts, body), why);
-        }
+        (Some(zone), true) => zone.clone(),
+        (None, _) => return relay(permit, parts, body, NotStored::NoZone),
+        (Some(_), false) => return relay(permit, parts, body, NotStored::Request),
+    };
+    let ctx = StoreCtx {
+        route,
+        zone,
+        primary,
+        fetch,
+        permit,
+        origin_status: parts.status.as_u16(),
+        started,
+        lease,
     };
     // RFC 9111 §4.3.4: a 304 freshens the stored response it validates.
-    if parts.status == StatusCode::NOT_MODIFIED {
-        if let Some(old) = revalidating {
-            // A large disk object's body is still in its file: read it to
-            // store the freshened copy (a failed read is an origin refetch).
-            let old_body = match old.lazy_body() {
-                None => Some(StoredBody::Kept(old.stored_body())),
-                Some(lazy) => {
-                    let lazy = lazy.clone();
-                    tokio::task::spawn_blocking(move || lazy.read_all())
-                        .await
-                        .ok()
-                        .and_then(Result::ok)
-                        .map(|body| StoredBody::Kept(Kept::Heap(body)))
-                }
-            };
-            let Some(old_body) = old_body else {
-                // The stored body cannot be read back (disk fault, corrupt):
-                // fetch the whole object instead; the request does not fail.
-                drop(parts);
-                return Box::pin(fill(route.clone(), primary, fetch, permit, None)).await;
-            };
-            let merged = conditional::merge_not_modified(&old.headers(), &parts.headers, &[]);
-            let exchange = Exchange {
-                request_has_authorization: fetch.has_authorization,
-                status: old.status.as_u16(),
-                headers: &merged,
-                request_time,
-                response_time,
-            };
-            return match freshness::evaluate(&exchange, &route.store_rules(exchange.status)) {
-                Ok(storable) => {
-                    let stored = Stored {
-                        status: old.status,
-                        headers: detach_headers(&merged, &storable.strip_fields),
-                        body: old_body,
-                        encodings: Some(old.encodings().to_vec()),
-                    };
-                    let to = StoreCtx {
-                        route: &route,
-                        zone,
-                        primary: &primary,
-                        fetch: &fetch,
-                        permit,
-                        origin_status: 304,
-                        started,
-                        lease: lease.take(),
-                    };
-                    store(to, stored, storable).await
-                }
-                Err(why) => {
-                    // The origin now forbids storing it: drop the copy (and
-                    // its siblings under the URI), relay it.
-                    if matches!(
-                        why,
-                        NotStorable::NoStore
-                            | NotStorable::Private
-                            | NotStorable::NoCache
-                            | NotStorable::VaryStar
-                            | NotStorable::NoFreshness
-                    ) {
-                        route.remove(&primary.as_ref()).await;
-                    }
-                    finish(permit, FillOutcome::NotStored);
-                    let mut resp = Response::new(ResponseBody::full(old_body.into_bytes()));
-                    *resp.status_mut() = old.status;
-                    *resp.headers_mut() = merged;
-                    FillReply::Relay(resp, NotStored::Response(why))
-                }
-            };
+    match revalidating {
+        Some(old) if parts.status == StatusCode::NOT_MODIFIED => {
+            revalidate::merge(ctx, old, &parts.headers, times).await
         }
+        _ => keep(ctx, parts, body, usable_stale, times).await,
     }
-    let exchange = Exchange {
-        request_has_authorization: fetch.has_authorization,
-        status: origin_status,
-        headers: &parts.headers,
-        request_time,
-        response_time,
-    };
-    let rules = route.store_rules(origin_status);
-    let body = TimeoutBody::new(body, upstream.read_timeout);
-    let storable = match freshness::evaluate(&exchange, &rules) {
+}
+
+/// A new response for a zone: evaluated (RFC 9111 §3), then relayed,
+/// shared with the followers as an error, streamed to its readers while
+/// stored, or collected and stored.
+async fn keep(
+    ctx: StoreCtx,
+    parts: http::response::Parts,
+    body: TimeoutBody<Incoming>,
+    usable_stale: Option<Arc<CachedObject>>,
+    times: Times,
+) -> FillReply {
+    let storable = match times.evaluate(&ctx.fetch, ctx.origin_status, &parts.headers, &ctx.route) {
         Ok(storable) => storable,
-        Err(why) if parts.status.is_server_error() && permit.is_some() => {
+        Err(why) if parts.status.is_server_error() && ctx.permit.is_some() => {
             // The origin is failing: its answer goes to every follower, so
             // that one request reaches it, not one per waiting client.
-            let requester = fetch.requester();
-            return share_error(&route, permit, parts, body, why, requester).await;
+            let requester = ctx.fetch.requester();
+            return shared_error::share_error(&ctx.route, ctx.permit, parts, body, why, requester)
+                .await;
         }
-        Err(why) => {
-            finish(permit, FillOutcome::NotStored);
-            let resp = Response::from_parts(parts, ResponseBody::stream(body));
-            return FillReply::Relay(resp, NotStored::Response(why));
-        }
+        Err(why) => return relay(ctx.permit, parts, body, NotStored::Response(why)),
     };
-    let limit = zone.tier.max_object_size();
     let declared = content_length(&parts.headers);
-    if declared.is_some_and(|n| n > limit) {
-        finish(permit, FillOutcome::NotStored);
-        let resp = Response::from_parts(parts, ResponseBody::stream(body));
-        return FillReply::Relay(resp, NotStored::TooLarge);
+    if declared.is_some_and(|n| n > ctx.zone.tier.max_object_size()) {
+        return relay(ctx.permit, parts, body, NotStored::TooLarge);
     }
     // `max_inflight_body`: past it, a fill buffers nothing and stores nothing.
-    let Some(held) = route.inflight.admit() else {
-        finish(permit, FillOutcome::NotStored);
-        tracing::debug!(key = %primary, "max_inflight_body spent; relayed uncached");
-        let resp = Response::from_parts(parts, ResponseBody::stream(body));
-        return FillReply::Relay(resp, NotStored::InflightBudget);
+    let Some(held) = ctx.route.inflight.admit() else {
+        tracing::debug!(key = %ctx.primary, "max_inflight_body spent; relayed uncached");
+        return relay(ctx.permit, parts, body, NotStored::InflightBudget);
     };
     // A small body of declared length arrives at once: collected, then
     // stored. Any other streams to its readers as it arrives, a body of
     // unknown length above all (server-sent events, early-flushed HTML
     // must not wait for the end), and is stored when it ends cleanly.
     if declared.is_none_or(|n| n > STREAM_MIN) {
-        let start = StreamStart {
+        let start = stream::StreamStart {
             parts,
             storable,
-            started,
-            origin_status,
             len: declared,
             held,
         };
-        let lease = lease.take();
-        return stream_fill(route.clone(), primary, fetch, permit, start, body, lease);
+        return stream::stream_fill(ctx, start, body);
     }
-    // Room after the body for its stored head, so that the object keeps
-    // both in this one buffer (`CachedObject::assemble_packed`).
-    let room = calmcache_core::head::StoredHead::encoded_len(&parts.headers);
-    let body = match collect_limited(body, limit as usize, held, room).await {
-        Collected::Complete(body) => body,
-        Collected::TooLarge(prefix, rest) => {
-            finish(permit, FillOutcome::NotStored);
-            let body = ResponseBody::stream(PrefixedBody::new(prefix, rest));
-            return FillReply::Relay(Response::from_parts(parts, body), NotStored::TooLarge);
-        }
-        Collected::Failed(e) => {
-            route.activity.upstream_errors.inc();
-            let e = ProxyError::upstream(ErrorKind::Broken, &upstream.name, e);
-            static BODY_FAILED: WarnLimit = WarnLimit::new();
-            warn_limited!(BODY_FAILED, "origin body failed",
-                upstream = %upstream.name, key = %primary, error = %e);
-            return fail(permit, e, usable_stale, None);
-        }
-    };
-    // The stored length is exact; HEAD answers from the cache rely on it.
-    // RFC 9110 §8.6: never on 204 or 304.
-    if !matches!(origin_status, 204 | 304) {
-        parts
-            .headers
-            .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
-    }
-    let stored = Stored {
-        status: parts.status,
-        // Stored at once: the object's head copies the values (once).
-        headers: calmcache_core::object::storable_headers(&parts.headers, &storable.strip_fields),
-        body,
-        encodings: None,
-    };
-    let to = StoreCtx {
-        route: &route,
-        zone,
-        primary: &primary,
-        fetch: &fetch,
-        permit,
-        origin_status,
-        started,
-        lease: lease.take(),
-    };
-    store(to, stored, storable).await
+    collect::collect_and_store(ctx, parts, body, storable, held, usable_stale).await
 }
 
 /// Added to an upstream timeout when telling followers how long a step may
@@ -471,6 +321,18 @@ fn finish(permit: Option<FetchPermit<FillOutcome>>, outcome: FillOutcome) {
     if let Some(permit) = permit {
         permit.finish(outcome);
     }
+}
+
+/// Not stored (`why`): the followers hear so, and the requester gets the
+/// response as it streams.
+fn relay(
+    permit: Option<FetchPermit<FillOutcome>>,
+    parts: http::response::Parts,
+    body: TimeoutBody<Incoming>,
+    why: NotStored,
+) -> FillReply {
+    finish(permit, FillOutcome::NotStored);
+    FillReply::Relay(Response::from_parts(parts, ResponseBody::stream(body)), why)
 }
 
 fn fail(

@@ -1,4 +1,9 @@
-//! An origin's failing answer handed to a fill's followers.
+//! An origin's failing answer (a 5xx it does not let us store) handed to
+//! the fill's followers, so that one request reaches a failing origin, not
+//! one per waiting client.
+//!
+//! Owns: how much of the answer is shared ([`SHARED_ERROR_MAX`]) and what
+//! followers get when it is not. Stores nothing.
 
 use std::sync::Arc;
 
@@ -6,7 +11,8 @@ use calmcache_core::{FetchPermit, NotStorable};
 use http::Response;
 use hyper::body::Incoming;
 
-use super::*;
+use super::collect::{collect_limited, Collected};
+use super::{fail, finish, FillReply, NotStored};
 use crate::http::body::{PrefixedBody, ResponseBody, TimeoutBody};
 use crate::http::error::{ErrorKind, ProxyError};
 use crate::proxy::outcome::{ErrorAnswer, FillOutcome, Requester};

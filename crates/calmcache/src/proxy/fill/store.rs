@@ -1,4 +1,12 @@
 //! Storing a response: the one place a response becomes a cached object.
+//! The Vary marker and the variant key (http/vary.rs), compressed
+//! encodings made once (http/compress.rs), the insert into the zone, and
+//! the bookkeeping after it (path-purge hosts, memory front, hit-for-miss,
+//! the followers).
+//!
+//! Owns: [`StoreCtx`], built once per fill, and the stored body's forms.
+//! Does not read from the origin (collect.rs, stream.rs) or decide whether
+//! a response may be stored (mod.rs, RFC 9111 §3).
 
 use std::sync::Arc;
 
@@ -11,7 +19,7 @@ use http::header::VARY;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 use tokio::time::Instant;
 
-use super::*;
+use super::{finish, FetchRequest, FillReply, NotStored};
 use crate::fleet::Lease;
 use crate::http::body::ResponseBody;
 use crate::http::vary;
@@ -80,16 +88,18 @@ impl StoredBody {
 }
 
 /// Where a response is stored and who hears of it: what [`store`] needs
-/// besides the response itself.
-pub(super) struct StoreCtx<'a> {
-    pub(super) route: &'a Route,
+/// besides the response itself. Built once per fill, when the origin's
+/// answer is in and its zone picked; a streaming fill moves it into the
+/// task that reads the body.
+pub(super) struct StoreCtx {
+    pub(super) route: Arc<Route>,
     /// The zone the fill stores into (the route's pick for this key).
-    pub(super) zone: &'a Zone,
+    pub(super) zone: Arc<Zone>,
     /// The URI's key: the object's own, or its Vary marker's.
-    pub(super) primary: &'a CacheKey,
+    pub(super) primary: CacheKey,
     /// The request fetched: its selecting headers name the variant, its
     /// `Host` is remembered for path purges.
-    pub(super) fetch: &'a FetchRequest,
+    pub(super) fetch: FetchRequest,
     /// The fetch's followers, told what became of it.
     pub(super) permit: Option<FetchPermit<FillOutcome>>,
     /// What the origin answered: 304 on a revalidation, else the status stored.
@@ -100,19 +110,29 @@ pub(super) struct StoreCtx<'a> {
     pub(super) lease: Option<Lease>,
 }
 
+impl StoreCtx {
+    /// Bookkeeping once `object` is in the zone under `key` (see
+    /// [`after_store`]).
+    pub(super) async fn stored(self, key: &CacheKey, object: &Arc<CachedObject>) {
+        let host = request_host(&self.fetch);
+        after_store(
+            &self.route,
+            &self.primary,
+            key,
+            object,
+            self.permit,
+            self.origin_status,
+            host,
+        )
+        .await;
+    }
+}
+
 /// Stores a response under its key (the primary key, or its variant key
 /// under a Vary marker), compressing it first when the route asks.
-pub(super) async fn store(to: StoreCtx<'_>, mut stored: Stored, storable: Storable) -> FillReply {
-    let StoreCtx {
-        route,
-        zone,
-        primary,
-        fetch,
-        permit,
-        origin_status,
-        started,
-        lease,
-    } = to;
+pub(super) async fn store(mut ctx: StoreCtx, mut stored: Stored, storable: Storable) -> FillReply {
+    let route = &ctx.route;
+    let (zone, primary) = (&ctx.zone, &ctx.primary);
     let compresses = !route.cfg.compress.is_empty();
     let encodings = match stored.encodings.take() {
         Some(encodings) => encodings,
@@ -121,13 +141,13 @@ pub(super) async fn store(to: StoreCtx<'_>, mut stored: Stored, storable: Storab
     if !encodings.is_empty() {
         add_vary_accept_encoding(&mut stored.headers);
     }
-    let meta = meta_of(&storable, started);
+    let meta = meta_of(&storable, ctx.started);
     let names = vary::names(&stored.headers, compresses);
     let (key, variant) = if names.is_empty() {
         (primary.clone(), None)
     } else {
         let id = marker_for(zone, primary, names.clone(), &meta).await;
-        let secondary = vary::secondary(&names, &fetch.selecting);
+        let secondary = vary::secondary(&names, &ctx.fetch.selecting);
         let key = vary::variant_key(&primary.as_ref(), id, &secondary);
         (key, Some(secondary.into_boxed_str()))
     };
@@ -158,19 +178,17 @@ pub(super) async fn store(to: StoreCtx<'_>, mut stored: Stored, storable: Storab
             calmcache_core::CacheError::TooLarge { .. } => NotStored::TooLarge,
             calmcache_core::CacheError::Io(_) => NotStored::StoreFailed,
         };
-        finish(permit, FillOutcome::NotStored);
+        finish(ctx.permit, FillOutcome::NotStored);
         let mut resp = Response::new(ResponseBody::full(object.body.clone()));
         *resp.status_mut() = object.status;
         *resp.headers_mut() = object.headers();
         return FillReply::Relay(resp, why);
     }
-    if let (Some(lease), Some(fleet)) = (lease, &route.fleet) {
-        // Off the request path; a variant under the URI's variants there.
-        let varies = (!names.is_empty()).then_some(&names[..]);
-        fleet.commit(lease, primary, object.clone(), varies);
-    }
-    let host = request_host(fetch);
-    after_store(route, primary, &key, &object, permit, origin_status, host).await;
+    // Off the request path; a variant under the URI's variants there.
+    let varies = (!names.is_empty()).then_some(&names[..]);
+    super::fleet::commit(route, ctx.lease.take(), primary, &object, varies);
+    let origin_status = ctx.origin_status;
+    ctx.stored(&key, &object).await;
     FillReply::Stored {
         object,
         origin_status,
