@@ -34,10 +34,12 @@ pub(super) async fn merge(
         // the whole object instead; the request does not fail. The fleet's
         // lease is held until that fetch ends, as before the merge.
         let _lease = ctx.lease.take();
-        let args = FillArgs::new(ctx.route, ctx.primary, ctx.fetch);
         let args = FillArgs {
+            route: ctx.route,
+            primary: ctx.primary,
+            request: ctx.fetch,
             permit: ctx.permit,
-            ..args
+            stale: None,
         };
         return Box::pin(fill(args)).await;
     };
