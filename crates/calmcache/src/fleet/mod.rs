@@ -29,6 +29,8 @@
 //! - `purge_bus.rs`: purges sent to Redis and the stream other nodes poll.
 //! - `outbox.rs`: purges made while Redis was out, sent once it is back.
 //! - `position.rs`: the purge stream position saved in the disk zones.
+//! - `follow.rs`: the loop that applies other nodes' purges to this node's
+//!   zones (through [`follow::Local`]: the fleet never imports the proxy).
 //! - `stats.rs`: [`FleetStats`] and the fetch log, for `/status`.
 //! - `link.rs`: the Redis connection, every call under the deadline and
 //!   through the breaker (`breaker.rs`, its rules; `breaker_stats.rs`, what
@@ -39,6 +41,7 @@
 mod breaker;
 mod breaker_stats;
 mod entries;
+pub(crate) mod follow;
 mod lease;
 mod link;
 mod ops_stats;

@@ -1,5 +1,7 @@
 //! Header rewriting: hop-by-hop removal (RFC 9110 §7.6.1), `X-Forwarded-*`,
-//! and the cache's own `Age` and `Cache-Status` (RFC 9111 §5.1, RFC 9211).
+//! the cache's own `Age` and `Cache-Status` (RFC 9111 §5.1, RFC 9211),
+//! the targeted fields and cache tags a client is not shown (RFC 9213), and
+//! what makes a WebSocket handshake (RFC 6455 §4.1).
 
 use std::net::IpAddr;
 
@@ -131,6 +133,39 @@ pub(crate) fn host_of<B>(req: &http::Request<B>) -> &str {
 /// must not be stored: [`calmcache_core::object::stored_headers`].
 pub(crate) fn detach_headers(headers: &http::HeaderMap, strip: &[String]) -> http::HeaderMap {
     calmcache_core::object::stored_headers(headers, strip)
+}
+
+/// True for a WebSocket handshake: `Connection` has the `upgrade` token and
+/// `Upgrade` names `websocket` (both case-insensitive, in token lists).
+pub(crate) fn is_websocket_upgrade(headers: &HeaderMap) -> bool {
+    has_token(headers, &header::CONNECTION, "upgrade")
+        && has_token(headers, &header::UPGRADE, "websocket")
+}
+
+/// Which of the cache's own response fields a client is shown (a route's
+/// `forward_targeted_cache_control` and `expose_cache_tags`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Shown {
+    /// The RFC 9213 targeted fields (`CDN-Cache-Control`,
+    /// `Calmcache-Cache-Control`).
+    pub targeted_cache_control: bool,
+    /// The cache tags (`Cache-Tag`, `Surrogate-Key`).
+    pub cache_tags: bool,
+}
+
+/// Removes the RFC 9213 targeted fields and the cache tags from a
+/// response to a client, unless `shown` keeps them.
+pub(crate) fn strip_targeted(headers: &mut HeaderMap, shown: Shown) {
+    if !shown.targeted_cache_control {
+        for name in calmcache_core::cache_control::TARGETED {
+            headers.remove(name);
+        }
+    }
+    if !shown.cache_tags {
+        for name in calmcache_core::object::TAG_FIELDS {
+            headers.remove(name);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -205,7 +205,7 @@ pub(crate) fn admit<B>(req: &mut Request<B>, peer: Peer) -> Result<Admitted, Pro
     }
     admitted.websocket = req.version() == Version::HTTP_11
         && admitted.seen.hop_by_hop
-        && crate::proxy::tunnel::is_websocket_upgrade(req.headers());
+        && crate::http::headers::is_websocket_upgrade(req.headers());
     target(req, &mut admitted)?;
     Ok(admitted)
 }

@@ -24,7 +24,7 @@ use crate::http::error::{ErrorKind, ProxyError};
 use crate::http::headers::add_forwarded;
 use crate::net::conn::Peer;
 use crate::proxy::answer::Answer;
-use crate::proxy::fill::{fill, FetchRequest, FillReply, NotStored};
+use crate::proxy::fill::{fill, FetchRequest, FillArgs, FillReply, NotStored};
 use crate::proxy::lookup::lookup;
 use crate::proxy::orphan::Orphaned;
 use crate::proxy::outcome::{ErrorAnswer, FillOutcome, Requester};
@@ -121,13 +121,11 @@ impl Fetch {
         // on with its Range instead of relaying the whole body.
         let ranged = ask.wants_range().then(|| self.request.clone());
         let interest = permit.as_ref().map(FetchPermit::interest);
-        let task = fill(
-            route.clone(),
-            self.primary,
-            self.request,
-            permit,
-            self.stale,
-        );
+        let mut args = FillArgs::new(route.clone(), self.primary, self.request);
+        if let Some(permit) = permit {
+            args = args.leading(permit);
+        }
+        let task = fill(args.replacing(self.stale));
         let filling = Filling {
             route,
             task,
@@ -324,7 +322,7 @@ pub(crate) async fn bypass<'r>(
     request: FetchRequest,
     ask: &Ask<'_>,
 ) -> Answer<'r> {
-    let task = fill(route.clone(), primary, request, None, None);
+    let task = fill(FillArgs::new(route.clone(), primary, request));
     let filling = Filling {
         route,
         task,
@@ -346,13 +344,8 @@ pub(crate) fn early<'a>(
     copy: &Arc<CachedObject>,
 ) -> Filling<'a, impl std::future::Future<Output = FillReply> + Send + 'static> {
     let interest = Some(permit.interest());
-    let task = fill(
-        route.clone(),
-        primary,
-        request,
-        Some(permit),
-        Some(copy.clone()),
-    );
+    let args = FillArgs::new(route.clone(), primary, request);
+    let task = fill(args.leading(permit).replacing(Some(copy.clone())));
     Filling {
         route,
         task,
@@ -386,9 +379,9 @@ impl<'r, F: std::future::Future<Output = FillReply> + Send + 'static> Filling<'r
 
 impl Why {
     /// A range request whose object was too large to store: sent again
-    /// with its Range (`fill::fetch_range`), relayed.
+    /// with its Range (`range_fetch::fetch_range`), relayed.
     async fn ranged(self, route: &Route, request: &FetchRequest, ask: &Ask<'_>) -> Got {
-        match crate::proxy::fill::fetch_range(route, request, ask.headers).await {
+        match crate::proxy::range_fetch::fetch_range(route, request, ask.headers).await {
             Ok(resp) => {
                 let report = self.not_stored(resp.status().as_u16(), NotStored::TooLarge);
                 Got::Relayed(resp, report)
@@ -481,13 +474,8 @@ pub(crate) fn refresh_in_background(
         return false;
     };
     route.activity.background_refreshes.inc();
-    let task = fill(
-        route.clone(),
-        primary.to_owned_key(),
-        request(),
-        Some(permit),
-        Some(current.clone()),
-    );
+    let args = FillArgs::new(route.clone(), primary.to_owned_key(), request());
+    let task = fill(args.leading(permit).replacing(Some(current.clone())));
     crate::proxy::background::spawn(async move {
         let _slot = slot;
         task.await

@@ -25,6 +25,7 @@ pub(crate) mod outcome;
 pub(crate) mod pass;
 pub(crate) mod plan;
 pub(crate) mod purge;
+pub(crate) mod range_fetch;
 pub(crate) mod request_body;
 pub(crate) mod respond;
 pub(crate) mod setup;

@@ -23,6 +23,7 @@ use calmcache_core::{CacheKey, KeyRef, PurgeMode, Tags, Zone};
 use http::Method;
 use serde::Deserialize;
 
+use crate::fleet::follow::Local;
 use crate::fleet::SharedTier;
 use crate::http::error::ProxyError;
 use crate::proxy::lookup::PrimaryKey;
@@ -560,54 +561,43 @@ fn matches<'a, T: Iterator<Item = &'a str>>(
     }
 }
 
-/// How often a node reads the fleet's purge stream.
-const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
-
 /// Applies the purges other nodes of the fleet send, to this generation's
-/// local tiers, until `stop` says true (a reload starts the next one; the
-/// stream position is the fleet's, so nothing is skipped or applied twice).
-pub(crate) async fn follow_fleet(proxy: Arc<Proxy>, mut stop: tokio::sync::watch::Receiver<bool>) {
+/// local tiers, until `stop` says true: the fleet's follow loop
+/// ([`crate::fleet::follow`]) with this proxy's zones as its [`Local`].
+pub(crate) async fn follow_fleet(proxy: Arc<Proxy>, stop: tokio::sync::watch::Receiver<bool>) {
     let Some(fleet) = proxy.fleet.clone() else {
         return;
     };
-    // Purges apply to what the disk zones hold once their loaders have
-    // indexed it all; until then the stream waits (its position is kept).
-    let loading = |proxy: &Proxy| proxy.zones.iter().any(|z| z.tier.load_state().is_loading());
-    while loading(&proxy) {
-        tokio::select! {
-            _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
+    crate::fleet::follow::follow(fleet, Here(proxy), stop).await;
+}
+
+/// This generation's zones, as the fleet's purge follower sees them.
+struct Here(Arc<Proxy>);
+
+impl Local for Here {
+    fn loading(&self) -> bool {
+        self.0
+            .zones
+            .iter()
+            .any(|z| z.tier.load_state().is_loading())
     }
-    // Objects from before this start: what the loaders found (not what
-    // was stored since, which saw every purge from here on).
-    let held = proxy.zones.iter().any(|z| z.tier.load_state().found() > 0);
-    loop {
-        let polled = fleet.poll_purges(held).await;
-        if polled.gap {
-            // Some purges may never reach this node: nothing it holds is
-            // trusted fresh any more (each object is revalidated once).
-            let all = Purge {
-                selector: Selector::All,
-                mode: PurgeMode::Soft,
-            };
-            run(&proxy, all).await;
-        }
-        for sent in polled.purges {
-            match Purge::from_json(sent.json.as_bytes()) {
-                Ok(purge) => {
-                    run(&proxy, purge).await;
-                    fleet.purge_applied(&sent);
-                }
-                Err(e) => tracing::warn!(error = %e, "a purge from the fleet was not understood"),
-            }
-        }
-        // What the disk zones hold has seen every purge up to here.
-        fleet.save_position().await;
-        tokio::select! {
-            _ = tokio::time::sleep(FOLLOW_EVERY) => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
+
+    fn held(&self) -> bool {
+        self.0.zones.iter().any(|z| z.tier.load_state().found() > 0)
+    }
+
+    async fn apply(&self, json: &str) -> Result<(), String> {
+        let purge = Purge::from_json(json.as_bytes()).map_err(|e| e.to_string())?;
+        run(&self.0, purge).await;
+        Ok(())
+    }
+
+    async fn distrust_all(&self) {
+        let all = Purge {
+            selector: Selector::All,
+            mode: PurgeMode::Soft,
+        };
+        run(&self.0, all).await;
     }
 }
 

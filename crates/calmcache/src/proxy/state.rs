@@ -66,17 +66,14 @@ impl Route {
 
     /// Removes the RFC 9213 targeted fields and the cache tags from a
     /// response to a client, unless the route forwards them.
+    /// The rule itself lives in [`crate::http::headers::strip_targeted`];
+    /// the route supplies its settings.
     pub fn strip_targeted(&self, headers: &mut http::HeaderMap) {
-        if !self.cfg.forward_targeted_cache_control {
-            for name in calmcache_core::cache_control::TARGETED {
-                headers.remove(name);
-            }
-        }
-        if !self.cfg.expose_cache_tags {
-            for name in calmcache_core::object::TAG_FIELDS {
-                headers.remove(name);
-            }
-        }
+        let shown = crate::http::headers::Shown {
+            targeted_cache_control: self.cfg.forward_targeted_cache_control,
+            cache_tags: self.cfg.expose_cache_tags,
+        };
+        crate::http::headers::strip_targeted(headers, shown);
     }
 
     /// Whether clients' request directives are obeyed.

@@ -76,13 +76,6 @@ use crate::proxy::respond::error_response;
 use crate::proxy::state::{Route, Worker};
 use crate::telemetry::metrics::TunnelGuard;
 
-/// True for a WebSocket handshake: `Connection` has the `upgrade` token and
-/// `Upgrade` names `websocket` (both case-insensitive, in token lists).
-pub(crate) fn is_websocket_upgrade(headers: &HeaderMap) -> bool {
-    has_token(headers, &header::CONNECTION, "upgrade")
-        && has_token(headers, &header::UPGRADE, "websocket")
-}
-
 /// The GUID of RFC 6455 §1.3, hashed with the client's key into the accept value.
 const WEBSOCKET_GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 

@@ -23,7 +23,7 @@ use http::HeaderMap;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::proxy::fill::{fill, warm_refresh_in, FetchRequest, FillReply};
+use crate::proxy::fill::{fill, FetchRequest, FillArgs, FillReply};
 use crate::proxy::lookup::PrimaryKey;
 use crate::proxy::state::{Proxy, Route};
 use http::uri::PathAndQuery;
@@ -181,14 +181,8 @@ async fn keep_warm(
                     None => None,
                 }
                 .filter(|o| o.vary_index().is_none());
-                let reply = fill(
-                    route.clone(),
-                    key.clone(),
-                    request.clone(),
-                    Some(permit),
-                    current,
-                )
-                .await;
+                let args = FillArgs::new(route.clone(), key.clone(), request.clone());
+                let reply = fill(args.leading(permit).replacing(current)).await;
                 // How long the answer stays fresh from now, if it was stored.
                 let fresh_for = match &reply {
                     FillReply::Stored { object, .. } => Some(fresh_for(object)),
@@ -268,6 +262,15 @@ fn warm_request(
         has_authorization: false,
         store: true,
     })
+}
+
+/// How long to wait before refreshing a warmed object: SUS's delta before expiry.
+pub(crate) fn warm_refresh_in(object: &CachedObject, now: Instant) -> Duration {
+    let meta = &object.meta;
+    let lead = meta.sus_delta();
+    meta.expires_at()
+        .saturating_duration_since(now)
+        .saturating_sub(lead)
 }
 
 #[cfg(test)]
