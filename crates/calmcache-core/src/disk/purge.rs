@@ -51,12 +51,7 @@ impl DiskTier {
     ) -> u64 {
         let mut purged = 0;
         for shard in &self.shards {
-            let entries: Vec<(u64, u32)> = lock(shard)
-                .map
-                .iter()
-                .map(|(h, e)| (*h, e.version))
-                .collect();
-            for (hash, version) in entries {
+            for (hash, version) in indexed(shard) {
                 let path = self.file_path(hash);
                 let Ok(summary) = disk_format::read_summary(&path) else {
                     continue;
@@ -76,12 +71,7 @@ impl DiskTier {
     pub(super) fn purge_everything(&self, mode: PurgeMode) -> u64 {
         let mut purged = 0;
         for shard in &self.shards {
-            let entries: Vec<(u64, u32)> = lock(shard)
-                .map
-                .iter()
-                .map(|(h, e)| (*h, e.version))
-                .collect();
-            for (hash, version) in entries {
+            for (hash, version) in indexed(shard) {
                 if self.purge_entry(hash, version, mode, None) {
                     purged += 1;
                 }
@@ -189,4 +179,14 @@ impl DiskTier {
         self.soft_len.store(soft.len(), Ordering::Relaxed);
         None
     }
+}
+
+/// The keys (hash, version) a shard indexes now: taken under its lock,
+/// then purged one by one without it (purging reads and removes files).
+fn indexed(shard: &std::sync::Mutex<super::Shard>) -> Vec<(u64, u32)> {
+    lock(shard)
+        .map
+        .iter()
+        .map(|(h, e)| (*h, e.version))
+        .collect()
 }

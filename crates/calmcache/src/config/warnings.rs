@@ -16,7 +16,8 @@ impl Config {
     /// at each reload; `calmcache check` prints the same).
     pub(crate) fn log_warnings(&self) {
         for warning in self.warnings() {
-            tracing::warn!("config: {warning}");
+            // The target these lines had in run/server.rs, where a filter may name it.
+            tracing::warn!(target: "calmcache::run::server", "config: {warning}");
         }
     }
 

@@ -63,7 +63,12 @@ pub(crate) async fn follow(fleet: Arc<Fleet>, local: impl Local, mut stop: watch
         for sent in polled.purges {
             match local.apply(&sent.json).await {
                 Ok(()) => fleet.purge_applied(&sent),
-                Err(e) => tracing::warn!(error = %e, "a purge from the fleet was not understood"),
+                // The target it had in proxy/purge.rs, where a filter may name it.
+                Err(e) => tracing::warn!(
+                    target: "calmcache::proxy::purge",
+                    error = %e,
+                    "a purge from the fleet was not understood"
+                ),
             }
         }
         // What the disk zones hold has seen every purge up to here.

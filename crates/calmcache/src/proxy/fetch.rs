@@ -429,7 +429,7 @@ fn got(
         }
         Ok(FillReply::Failed(e)) => Got::Failed(e, why.failed()),
         Err(join) => {
-            tracing::error!(error = %join, "fill task failed");
+            tracing::error!(target: crate::proxy::pass::LOG, error = %join, "fill task failed");
             let e = ProxyError::upstream(ErrorKind::Broken, &route.upstream.name, join);
             Got::Failed(e, why.failed())
         }

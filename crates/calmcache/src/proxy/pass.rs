@@ -17,10 +17,14 @@ use crate::proxy::answer::{Answer, Told};
 use crate::proxy::respond::error_response;
 use crate::proxy::state::{Proxy, Route};
 
+/// The log target of this file's lines: they were `handle.rs`'s before the
+/// request path was split, and a `CALMCACHE_LOG` filter may name it.
+pub(crate) const LOG: &str = "calmcache::proxy::handle";
+
 /// The answer to a request the edge refused; an HTTP/1.x connection is
 /// closed after it, since its framing can no longer be trusted.
 pub(crate) fn refused(e: &ProxyError, version: http::Version) -> Response<ResponseBody> {
-    tracing::debug!(error = %e, "request refused");
+    tracing::debug!(target: LOG, error = %e, "request refused");
     let mut resp = crate::proxy::respond::refusal_response(e, &CacheStatus::Bypass.report());
     if version < http::Version::HTTP_2 && e.closes_connection() {
         resp.headers_mut()
@@ -116,7 +120,7 @@ async fn forward<'r>(
         Err(e) => {
             // The client's body broke off or was malformed: its fault, not the origin's.
             if let Some(fault) = client_body.fault() {
-                tracing::debug!(error = %e, "request body failed");
+                tracing::debug!(target: LOG, error = %e, "request body failed");
                 route.activity.upstream_requests.inc();
                 return Answer {
                     told: Told::Refused(Some((route, report))),
@@ -129,7 +133,7 @@ async fn forward<'r>(
                 static FAILED: calmcache_core::warn_limit::WarnLimit =
                     calmcache_core::warn_limit::WarnLimit::new();
                 calmcache_core::warn_limited!(FAILED, "origin request failed",
-                    upstream = %upstream.name, error = %e);
+                    target: LOG, upstream = %upstream.name, error = %e);
             }
             Answer::answered(route, &report, error_response(&e, &report))
         }
