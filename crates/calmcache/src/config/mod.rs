@@ -27,6 +27,8 @@
 //! - `raw.rs`: the serde structs, i.e. the key names users write.
 //! - `parse.rs`: text -> `RawConfig`, every unknown key (and wrong type)
 //!   reported, not only the first.
+//! - `defaults.rs`: every key's default, and the table of keys the
+//!   example file is pinned to (`defaults_tests.rs`).
 //! - `units.rs`: duration (`"500ms"`) and size (`"64MiB"`) literals.
 //! - `validate.rs`: raw -> typed, defaults, every semantic check.
 //! - `suggest.rs`: "did you mean" for misspelt names.
@@ -45,6 +47,7 @@
 
 pub(crate) mod access_log;
 pub(crate) mod conditions;
+mod defaults;
 mod error;
 pub(crate) mod hosts;
 pub(crate) mod key_template;
@@ -59,10 +62,13 @@ pub(crate) mod tls;
 mod units;
 mod validate;
 mod warnings;
-pub(crate) use validate::DEFAULT_MAX_INFLIGHT_BODY;
+pub(crate) use defaults::server::MAX_INFLIGHT_BODY as DEFAULT_MAX_INFLIGHT_BODY;
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod defaults_tests;
 
 #[cfg(test)]
 mod health_tests;

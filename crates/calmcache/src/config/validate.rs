@@ -1,7 +1,7 @@
 //! Validation: [`RawConfig`] -> [`Config`], collecting every problem.
 //!
-//! Owns the defaults, the ranges and the cross references (routes -> upstreams
-//! and zones). It must not stop at the first problem: each check records a
+//! Owns the ranges and the cross references (routes -> upstreams and
+//! zones); the defaults are `defaults.rs`'s. It must not stop at the first problem: each check records a
 //! [`Problem`] with its TOML path and carries on with a placeholder value, so
 //! one run tells the user everything to fix. The placeholders never escape:
 //! any problem turns the whole result into `Err`.
@@ -20,11 +20,12 @@ use std::collections::BTreeMap;
 use std::net::{Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
+use super::defaults;
 use super::error::{toml_key, Problem};
 use super::raw::{RawAccessLog, RawFleet, RawRedisNodes};
 use super::raw::{RawAdmin, RawConfig, RawServer, RawTls, RawUpstream, RawUpstreamServer};
 use super::raw::{RawZone, Text};
-use super::units::{self, BadValue, DURATION_HINT, MIB, SIZE_HINT};
+use super::units::{self, BadValue, DURATION_HINT, SIZE_HINT};
 use super::{
     suggest, AdminConfig, Config, FleetConfig, Network, PassiveHealth, ServerConfig,
     UpstreamConfig, ZoneConfig, ZoneKind,
@@ -35,18 +36,8 @@ use crate::config::access_log::{AccessLogConfig, LogFormat, LogTarget};
 /// would cost a Redis call every few milliseconds per fetch.
 const LEASE_MIN: Duration = Duration::from_millis(300);
 
-const DEFAULT_KEEPALIVE: usize = 32;
-const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(60);
-const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
-const DEFAULT_REFRESH_CONCURRENCY: usize = 8;
 /// The longest client clock (`server.send_timeout`, HTTP/2 keepalive).
 const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 86_400);
-/// Default `inactive` of disk zones (NGINX's proxy_cache_path default too).
-const DEFAULT_INACTIVE: Duration = Duration::from_secs(600);
-
-/// Cap on the default `max_object_size` (the default is otherwise 1/8 of the zone).
-const DEFAULT_MAX_OBJECT_SIZE_CAP: u64 = 64 * MIB;
 
 /// Checks `raw` and builds the typed config, or returns every problem found.
 pub(crate) fn validate(raw: RawConfig) -> Result<Config, Vec<Problem>> {
@@ -102,21 +93,21 @@ impl Checker {
             Some(listen) => self.listen_addrs(listen),
         };
         let threads = match raw.threads {
-            None | Some(0) => default_threads(),
+            None | Some(0) => defaults::server::threads(),
             Some(threads) => self.count("server.threads", Some(threads), 1, 1),
         };
         let max_connections = match raw.max_connections {
-            None => DEFAULT_MAX_CONNECTIONS,
+            None => defaults::server::MAX_CONNECTIONS,
             Some(n) => self.count("server.max_connections", Some(n), 1, 1),
         };
         let backlog = match raw.backlog {
-            None => 4096,
+            None => defaults::server::BACKLOG,
             Some(n) => self.count("server.backlog", Some(n), 1, 1),
         };
         let keepalive_timeout = self.duration(
             "server.keepalive_timeout",
             raw.keepalive_timeout.as_ref(),
-            Duration::from_secs(75),
+            defaults::server::KEEPALIVE_TIMEOUT,
         );
         if keepalive_timeout.is_zero() {
             self.report(Problem::new(
@@ -125,13 +116,18 @@ impl Checker {
             ));
         }
         let keepalive_requests = match raw.keepalive_requests {
-            None => 1000,
-            Some(n) => self.count("server.keepalive_requests", Some(n), 1000, 1),
+            None => defaults::server::KEEPALIVE_REQUESTS,
+            Some(n) => self.count(
+                "server.keepalive_requests",
+                Some(n),
+                defaults::server::KEEPALIVE_REQUESTS,
+                1,
+            ),
         };
         let max_header_size = raw
             .max_header_size
             .and_then(|t| self.positive_size("server.max_header_size", &t))
-            .unwrap_or(64 * 1024);
+            .unwrap_or(defaults::server::MAX_HEADER_SIZE);
         if max_header_size < 8 * 1024 {
             let problem = Problem::new(
                 "server.max_header_size",
@@ -142,7 +138,7 @@ impl Checker {
         let header_read_timeout = self.duration(
             "server.header_read_timeout",
             raw.header_read_timeout.as_ref(),
-            Duration::from_secs(10),
+            defaults::server::HEADER_READ_TIMEOUT,
         );
         if header_read_timeout.is_zero() {
             self.report(Problem::new(
@@ -153,7 +149,7 @@ impl Checker {
         let shutdown_timeout = self.duration(
             "server.shutdown_timeout",
             raw.shutdown_timeout.as_ref(),
-            Duration::from_secs(30),
+            defaults::server::SHUTDOWN_TIMEOUT,
         );
         let tls_listen = match raw.tls_listen {
             None => Vec::new(),
@@ -172,21 +168,21 @@ impl Checker {
         let max_inflight_body = raw
             .max_inflight_body
             .and_then(|t| self.positive_size("server.max_inflight_body", &t))
-            .unwrap_or(DEFAULT_MAX_INFLIGHT_BODY);
+            .unwrap_or(defaults::server::MAX_INFLIGHT_BODY);
         let send_timeout = self.timeout(
             "server.send_timeout",
             raw.send_timeout.as_ref(),
-            Duration::from_secs(60),
+            defaults::server::SEND_TIMEOUT,
         );
         let http2_keepalive_interval = self.timeout(
             "server.http2_keepalive_interval",
             raw.http2_keepalive_interval.as_ref(),
-            Duration::from_secs(20),
+            defaults::server::HTTP2_KEEPALIVE_INTERVAL,
         );
         let http2_keepalive_timeout = self.timeout(
             "server.http2_keepalive_timeout",
             raw.http2_keepalive_timeout.as_ref(),
-            Duration::from_secs(20),
+            defaults::server::HTTP2_KEEPALIVE_TIMEOUT,
         );
         ServerConfig {
             listen,
@@ -200,7 +196,7 @@ impl Checker {
             shutdown_timeout,
             tls_listen,
             tls,
-            h2c: raw.h2c.unwrap_or(false),
+            h2c: raw.h2c.unwrap_or(defaults::server::H2C),
             max_inflight_body,
             send_timeout,
             http2_keepalive_interval,
@@ -305,7 +301,7 @@ impl Checker {
                 token: None,
                 purge_allow: Vec::new(),
                 names: Vec::new(),
-                purge_token: false,
+                purge_token: defaults::admin::PURGE_TOKEN,
             };
         };
         let listen = self
@@ -330,7 +326,7 @@ impl Checker {
             ));
         }
         let purge_allow = match raw.purge_allow {
-            None => ["127.0.0.1/8", "::1/128"]
+            None => defaults::admin::PURGE_ALLOW
                 .iter()
                 .filter_map(|n| Network::parse(n))
                 .collect(),
@@ -372,7 +368,7 @@ impl Checker {
                 Some(name)
             })
             .collect();
-        let purge_token = raw.purge_token.unwrap_or(false);
+        let purge_token = raw.purge_token.unwrap_or(defaults::admin::PURGE_TOKEN);
         if purge_token && token.is_none() {
             let problem = Problem::new(
                 "admin.purge_token",
@@ -472,14 +468,14 @@ impl Checker {
             Some(p) => LogTarget::File(std::path::PathBuf::from(p)),
         };
         let format = match raw.format.as_deref() {
-            None => LogFormat::Combined,
+            None => defaults::access_log::FORMAT,
             Some(text) => match LogFormat::ALL.iter().find(|f| f.as_str() == text) {
                 Some(format) => *format,
                 None => {
                     let problem =
                         Problem::new("access_log.format", format!("{text:?} is not a log format"));
                     self.report(problem.hint(r#""combined" or "json""#));
-                    LogFormat::Combined
+                    defaults::access_log::FORMAT
                 }
             },
         };
@@ -549,7 +545,9 @@ impl Checker {
             },
             (None, None) => None,
         };
-        let prefix = raw.prefix.unwrap_or_else(|| "cc:".to_string());
+        let prefix = raw
+            .prefix
+            .unwrap_or_else(|| defaults::fleet::PREFIX.to_string());
         if prefix.contains(['{', '}']) || prefix.bytes().any(|b| b.is_ascii_control() || b == b' ')
         {
             self.report(
@@ -558,17 +556,17 @@ impl Checker {
             );
         }
         let max_object_size = match raw.max_object_size.as_ref() {
-            None => MIB,
+            None => defaults::fleet::MAX_OBJECT_SIZE,
             Some(text) => self
                 .positive_size("fleet.max_object_size", text)
-                .unwrap_or(MIB),
+                .unwrap_or(defaults::fleet::MAX_OBJECT_SIZE),
         };
         let timeout = self.timeout(
             "fleet.timeout",
             raw.timeout.as_ref(),
-            Duration::from_millis(50),
+            defaults::fleet::TIMEOUT,
         );
-        let mut lease = self.timeout("fleet.lease", raw.lease.as_ref(), Duration::from_secs(3));
+        let mut lease = self.timeout("fleet.lease", raw.lease.as_ref(), defaults::fleet::LEASE);
         if lease < LEASE_MIN {
             self.report(
                 Problem::new(
@@ -632,26 +630,31 @@ impl Checker {
             server_weights: servers.weights,
             server_tls,
             tls,
-            keepalive: self.count(&at("keepalive"), raw.keepalive, DEFAULT_KEEPALIVE, 0),
+            keepalive: self.count(
+                &at("keepalive"),
+                raw.keepalive,
+                defaults::upstream::KEEPALIVE,
+                0,
+            ),
             connect_timeout: self.duration(
                 &at("connect_timeout"),
                 raw.connect_timeout.as_ref(),
-                DEFAULT_CONNECT_TIMEOUT,
+                defaults::upstream::CONNECT_TIMEOUT,
             ),
             read_timeout: self.duration(
                 &at("read_timeout"),
                 raw.read_timeout.as_ref(),
-                DEFAULT_READ_TIMEOUT,
+                defaults::upstream::READ_TIMEOUT,
             ),
             send_timeout: self.duration(
                 &at("send_timeout"),
                 raw.send_timeout.as_ref(),
-                DEFAULT_SEND_TIMEOUT,
+                defaults::upstream::SEND_TIMEOUT,
             ),
             refresh_concurrency: self.count(
                 &at("refresh_concurrency"),
                 raw.refresh_concurrency,
-                DEFAULT_REFRESH_CONCURRENCY,
+                defaults::upstream::REFRESH_CONCURRENCY,
                 1,
             ),
             max_fails: health.max_fails,
@@ -729,7 +732,7 @@ impl Checker {
             Some(text) => self.positive_size(&at("max_size"), text),
         };
         let max_object_size = match &raw.max_object_size {
-            None => max_size.map(default_max_object_size),
+            None => max_size.map(defaults::zone::max_object_size),
             Some(text) => self.positive_size(&at("max_object_size"), text),
         };
         if let (Some(max), Some(object)) = (max_size, max_object_size) {
@@ -774,16 +777,22 @@ impl Checker {
         if !disk && raw.min_free.is_some() {
             self.only_disk(&at("min_free"));
         }
-        let inactive = self.duration(&at("inactive"), raw.inactive.as_ref(), DEFAULT_INACTIVE);
+        let inactive = self.duration(
+            &at("inactive"),
+            raw.inactive.as_ref(),
+            defaults::zone::INACTIVE,
+        );
         if disk && inactive < Duration::from_secs(1) {
             let problem = Problem::new(at("inactive"), "must be at least 1s");
             self.report(problem.hint("the manager looks at last use to the second"));
         }
         let min_free = match &raw.min_free {
-            Some(text) if disk => self.positive_size(&at("min_free"), text).unwrap_or(0),
-            _ => 0,
+            Some(text) if disk => self
+                .positive_size(&at("min_free"), text)
+                .unwrap_or(defaults::zone::MIN_FREE),
+            _ => defaults::zone::MIN_FREE,
         };
-        let weight = self.count(&at("weight"), raw.weight, 1, 1);
+        let weight = self.count(&at("weight"), raw.weight, defaults::zone::WEIGHT, 1);
         ZoneConfig {
             name,
             kind,
@@ -929,24 +938,6 @@ struct Servers {
     schemes: Vec<Option<bool>>,
     weights: Vec<u32>,
     health: Vec<PassiveHealth>,
-}
-
-/// `server.max_connections` unless set.
-const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
-
-/// `server.max_inflight_body` unless set: room for a few hundred fills'
-/// windows and some whole bodies bound for memory zones at once.
-pub(crate) const DEFAULT_MAX_INFLIGHT_BODY: u64 = 256 * 1024 * 1024;
-
-/// One worker per core; 1 if the OS cannot tell.
-fn default_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-}
-
-/// An eighth of the zone, capped at 64 MiB: big enough for most responses,
-/// small enough that one object cannot evict most of the zone.
-fn default_max_object_size(max_size: u64) -> u64 {
-    (max_size / 8).clamp(1, DEFAULT_MAX_OBJECT_SIZE_CAP)
 }
 
 /// Accepts `host:port` (`[v6]:port` for IPv6); the host is resolved later.

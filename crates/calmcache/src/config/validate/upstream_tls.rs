@@ -10,6 +10,7 @@
 //! are the environment's: `run/preflight.rs` checks there are some.
 
 use super::Checker;
+use crate::config::defaults::upstream;
 use crate::config::error::Problem;
 use crate::config::raw::RawUpstream;
 use crate::config::units::BadValue;
@@ -70,7 +71,7 @@ impl Checker {
     /// or invalid.
     pub(super) fn weight(&mut self, path: &str, raw: Option<i64>) -> u32 {
         let Some(value) = raw else {
-            return 1;
+            return upstream::WEIGHT;
         };
         match u32::try_from(value) {
             Ok(w @ 1..=MAX_WEIGHT) => w,
@@ -80,7 +81,7 @@ impl Checker {
                 self.report(problem.hint(
                     "a server with weight = 3 gets three requests for each one a weight-1 server gets",
                 ));
-                1
+                upstream::WEIGHT
             }
         }
     }
@@ -115,7 +116,7 @@ impl Checker {
                 ),
                 _ => {}
             }
-            uses.push(raw.tls.unwrap_or(false) || *scheme == Some(true));
+            uses.push(raw.tls.unwrap_or(upstream::TLS) || *scheme == Some(true));
         }
         let keys = [
             ("tls_server_name", raw.tls_server_name.is_some()),
@@ -138,7 +139,7 @@ impl Checker {
             }
             return (uses, None);
         }
-        let verify = raw.tls_verify.unwrap_or(true);
+        let verify = raw.tls_verify.unwrap_or(upstream::TLS_VERIFY);
         let server_name = raw.tls_server_name.clone().filter(|name| {
             let ok = rustls_pki_types::ServerName::try_from(name.as_str()).is_ok();
             if !ok {
