@@ -27,8 +27,8 @@ use super::raw::{RawAdmin, RawConfig, RawServer, RawTls, RawUpstream, RawUpstrea
 use super::raw::{RawZone, Text};
 use super::units::{self, BadValue, DURATION_HINT, SIZE_HINT};
 use super::{
-    suggest, AdminConfig, Config, FleetConfig, Network, PassiveHealth, ServerConfig,
-    UpstreamConfig, ZoneConfig, ZoneKind,
+    suggest, AdminConfig, Config, FleetConfig, Network, Scheme, ServerConfig, UpstreamConfig,
+    UpstreamServer, ZoneConfig, ZoneKind,
 };
 use crate::config::access_log::{AccessLogConfig, LogFormat, LogTarget};
 
@@ -622,13 +622,10 @@ impl Checker {
         let path = format!("upstreams.{}", toml_key(&name));
         let at = |key: &str| format!("{path}.{key}");
         let health = self.health(&path, &raw);
-        let servers = self.servers(&at("servers"), raw.servers.take(), &health);
-        let (server_tls, tls) = self.upstream_tls(&path, &at("servers"), &servers.schemes, &raw);
+        let (mut servers, written) = self.servers(&at("servers"), raw.servers.take(), &health);
+        let tls = self.upstream_tls(&path, &at("servers"), &mut servers, &written, &raw);
         UpstreamConfig {
-            servers: servers.addresses,
-            server_health: servers.health,
-            server_weights: servers.weights,
-            server_tls,
+            servers,
             tls,
             keepalive: self.count(
                 &at("keepalive"),
@@ -665,24 +662,25 @@ impl Checker {
         }
     }
 
-    /// The servers' addresses (`host:port`), and each one's scheme, weight
-    /// and passive health settings (`health`'s unless its table form gives
-    /// its own).
+    /// The servers (address, weight and passive health settings:
+    /// `health`'s unless its table form gives its own), and the scheme
+    /// each one wrote (`https://`, `http://`, or none); their schemes are
+    /// `http` until [`Checker::upstream_tls`] settles them.
     fn servers(
         &mut self,
         path: &str,
         raw: Option<Vec<RawUpstreamServer>>,
         health: &health::Health,
-    ) -> Servers {
+    ) -> (Vec<UpstreamServer>, Vec<Option<Scheme>>) {
         let example = r#"servers = ["127.0.0.1:8081"]"#;
-        let mut out = Servers::default();
         let Some(servers) = raw else {
             self.missing(path, example);
-            return out;
+            return (Vec::new(), Vec::new());
         };
         if servers.is_empty() {
             self.report(Problem::new(path, "must not be empty").hint(format!("e.g. {example}")));
         }
+        let mut out = (Vec::new(), Vec::new());
         for (i, server) in servers.into_iter().enumerate() {
             let at = format!("{path}[{i}]");
             let (address, passive, weight) = match server {
@@ -697,25 +695,27 @@ impl Checker {
                     (address, passive, weight)
                 }
             };
-            let (address, scheme, bad) = match upstream_tls::split_scheme(&address) {
-                Ok((address, scheme)) => {
-                    let bad = check_host_port(&address).err();
-                    (address, scheme, bad)
+            let (address, written) = parse_server(&address);
+            let address = match address {
+                Ok(address) => address,
+                Err(bad) => {
+                    let at = if health.passive() == passive {
+                        at
+                    } else {
+                        format!("{at}.address")
+                    };
+                    self.bad_value(at, bad);
+                    // A placeholder: the problem makes the config an `Err`.
+                    http::uri::Authority::from_static("invalid:1")
                 }
-                Err(bad) => (address, None, Some(bad)),
             };
-            if let Some(bad) = bad {
-                let at = if health.passive() == passive {
-                    at
-                } else {
-                    format!("{at}.address")
-                };
-                self.bad_value(at, bad);
-            }
-            out.addresses.push(address);
-            out.schemes.push(scheme);
-            out.weights.push(weight);
-            out.health.push(passive);
+            out.0.push(UpstreamServer {
+                address,
+                scheme: Scheme::Http,
+                weight,
+                health: passive,
+            });
+            out.1.push(written);
         }
         out
     }
@@ -929,15 +929,20 @@ impl Checker {
     }
 }
 
-/// An upstream's `servers`, checked: one entry each, in order.
-#[derive(Default)]
-struct Servers {
-    /// `host:port` (a scheme's default port added).
-    addresses: Vec<String>,
-    /// `https://` (true), `http://` (false), or no scheme.
-    schemes: Vec<Option<bool>>,
-    weights: Vec<u32>,
-    health: Vec<PassiveHealth>,
+/// A `servers` entry: its authority, parsed once, and the scheme it wrote
+/// (also when the rest is wrong, so a scheme `tls` contradicts is reported too).
+fn parse_server(text: &str) -> (Result<http::uri::Authority, BadValue>, Option<Scheme>) {
+    let (address, written) = match upstream_tls::split_scheme(text) {
+        Ok(split) => split,
+        Err(bad) => return (Err(bad), None),
+    };
+    let authority = check_host_port(&address).and_then(|()| {
+        address.parse().map_err(|e| BadValue {
+            message: format!("{address:?} is not host:port"),
+            hint: format!("{e}"),
+        })
+    });
+    (authority, written)
 }
 
 /// Accepts `host:port` (`[v6]:port` for IPv6); the host is resolved later.
