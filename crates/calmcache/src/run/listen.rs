@@ -579,7 +579,10 @@ pub(crate) async fn accept_loop<S, F, B>(
                 _ => Protocol::Http1,
             };
             let accepted = Accepted {
-                peer: Peer { addr, tls: true },
+                peer: Peer {
+                    addr,
+                    scheme: crate::http::scheme::Scheme::Https,
+                },
                 protocol,
                 at,
             };
