@@ -3,11 +3,12 @@
 //! Like the rest of validation it reports and carries on.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use super::Checker;
 use crate::config::defaults;
 use crate::config::error::Problem;
-use crate::config::raw::{RawServer, RawTls};
+use crate::config::raw::{RawServer, RawTls, Text};
 use crate::config::ServerConfig;
 
 impl Checker {
@@ -23,25 +24,17 @@ impl Checker {
             None | Some(0) => defaults::server::threads(),
             Some(threads) => self.count("server.threads", Some(threads), 1, 1),
         };
-        let max_connections = match raw.max_connections {
-            None => defaults::server::MAX_CONNECTIONS,
-            Some(n) => self.count("server.max_connections", Some(n), 1, 1),
-        };
-        let backlog = match raw.backlog {
-            None => defaults::server::BACKLOG,
-            Some(n) => self.count("server.backlog", Some(n), 1, 1),
-        };
-        let keepalive_timeout = self.duration(
+        let max_connections = self.at_least_one(
+            "server.max_connections",
+            raw.max_connections,
+            defaults::server::MAX_CONNECTIONS,
+        );
+        let backlog = self.at_least_one("server.backlog", raw.backlog, defaults::server::BACKLOG);
+        let keepalive_timeout = self.above_zero(
             "server.keepalive_timeout",
             raw.keepalive_timeout.as_ref(),
             defaults::server::KEEPALIVE_TIMEOUT,
         );
-        if keepalive_timeout.is_zero() {
-            self.report(Problem::new(
-                "server.keepalive_timeout",
-                "must be above 0".to_string(),
-            ));
-        }
         let keepalive_requests = match raw.keepalive_requests {
             None => defaults::server::KEEPALIVE_REQUESTS,
             Some(n) => self.count(
@@ -51,46 +44,18 @@ impl Checker {
                 1,
             ),
         };
-        let max_header_size = raw
-            .max_header_size
-            .and_then(|t| self.positive_size("server.max_header_size", &t))
-            .unwrap_or(defaults::server::MAX_HEADER_SIZE);
-        if max_header_size < 8 * 1024 {
-            let problem = Problem::new(
-                "server.max_header_size",
-                format!("{max_header_size} bytes is below the smallest head buffer, 8 KiB"),
-            );
-            self.report(problem.hint(r#"write e.g. "16KiB""#));
-        }
-        let header_read_timeout = self.duration(
+        let max_header_size = self.max_header_size(raw.max_header_size);
+        let header_read_timeout = self.above_zero(
             "server.header_read_timeout",
             raw.header_read_timeout.as_ref(),
             defaults::server::HEADER_READ_TIMEOUT,
         );
-        if header_read_timeout.is_zero() {
-            self.report(Problem::new(
-                "server.header_read_timeout",
-                "must be above 0".to_string(),
-            ));
-        }
         let shutdown_timeout = self.duration(
             "server.shutdown_timeout",
             raw.shutdown_timeout.as_ref(),
             defaults::server::SHUTDOWN_TIMEOUT,
         );
-        let tls_listen = match raw.tls_listen {
-            None => Vec::new(),
-            Some(addrs) => self.addrs("server.tls_listen", addrs),
-        };
-        for (i, addr) in tls_listen.iter().enumerate() {
-            if addr.port() != 0 && listen.contains(addr) {
-                let problem = Problem::new(
-                    format!("server.tls_listen[{i}]"),
-                    format!("{addr} is also in server.listen"),
-                );
-                self.report(problem.hint("TLS and plain HTTP need ports of their own"));
-            }
-        }
+        let tls_listen = self.tls_listen(raw.tls_listen, &listen);
         let tls = self.tls_certs(raw.tls.unwrap_or_default(), !tls_listen.is_empty());
         let max_inflight_body = raw
             .max_inflight_body
@@ -129,6 +94,56 @@ impl Checker {
             http2_keepalive_interval,
             http2_keepalive_timeout,
         }
+    }
+
+    /// A count at `path` of at least 1: `default` when absent, 1 when invalid.
+    fn at_least_one(&mut self, path: &str, raw: Option<i64>, default: usize) -> usize {
+        match raw {
+            None => default,
+            Some(n) => self.count(path, Some(n), 1, 1),
+        }
+    }
+
+    /// A duration at `path` that must be above 0 (reported when it is not).
+    fn above_zero(&mut self, path: &str, raw: Option<&Text>, default: Duration) -> Duration {
+        let duration = self.duration(path, raw, default);
+        if duration.is_zero() {
+            self.report(Problem::new(path, "must be above 0".to_string()));
+        }
+        duration
+    }
+
+    /// `server.max_header_size`: at least the smallest head buffer, 8 KiB.
+    fn max_header_size(&mut self, raw: Option<Text>) -> u64 {
+        let size = raw
+            .and_then(|t| self.positive_size("server.max_header_size", &t))
+            .unwrap_or(defaults::server::MAX_HEADER_SIZE);
+        if size < 8 * 1024 {
+            let problem = Problem::new(
+                "server.max_header_size",
+                format!("{size} bytes is below the smallest head buffer, 8 KiB"),
+            );
+            self.report(problem.hint(r#"write e.g. "16KiB""#));
+        }
+        size
+    }
+
+    /// `server.tls_listen`: each address checked, none also in `listen`.
+    fn tls_listen(&mut self, raw: Option<Vec<String>>, listen: &[SocketAddr]) -> Vec<SocketAddr> {
+        let Some(addrs) = raw else {
+            return Vec::new();
+        };
+        let tls_listen = self.addrs("server.tls_listen", addrs);
+        for (i, addr) in tls_listen.iter().enumerate() {
+            if addr.port() != 0 && listen.contains(addr) {
+                let problem = Problem::new(
+                    format!("server.tls_listen[{i}]"),
+                    format!("{addr} is also in server.listen"),
+                );
+                self.report(problem.hint("TLS and plain HTTP need ports of their own"));
+            }
+        }
+        tls_listen
     }
 
     /// `[[server.tls]]`: every entry loaded (files read, key matched to its
