@@ -12,66 +12,8 @@ impl Checker {
     /// `[fleet]`: Redis nodes (`redis://` / `rediss://` URLs, one or a
     /// cluster's list), credentials, and the shared tier's limits.
     pub(super) fn fleet(&mut self, raw: RawFleet) -> FleetConfig {
-        let (nodes, cluster) = match raw.redis {
-            None => {
-                self.missing(
-                    "fleet.redis",
-                    r#"redis = "redis://127.0.0.1:6379" (or a list of cluster nodes)"#,
-                );
-                (Vec::new(), false)
-            }
-            Some(RawRedisNodes::One(url)) => (vec![url], false),
-            Some(RawRedisNodes::Cluster(urls)) => {
-                if urls.is_empty() {
-                    self.report(
-                        Problem::new("fleet.redis", "the list of cluster nodes is empty")
-                            .hint(r#"e.g. ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379"]"#),
-                    );
-                }
-                (urls, true)
-            }
-        };
-        for (i, url) in nodes.iter().enumerate() {
-            let path = if cluster {
-                format!("fleet.redis[{i}]")
-            } else {
-                "fleet.redis".to_string()
-            };
-            let shown = crate::config::redact_url(url);
-            let scheme_ok = url.starts_with("redis://") || url.starts_with("rediss://");
-            if !scheme_ok {
-                self.report(
-                    Problem::new(
-                        &path,
-                        format!("{shown:?} is not a redis:// or rediss:// URL"),
-                    )
-                    .hint(r#"e.g. "redis://127.0.0.1:6379" (rediss:// for TLS)"#),
-                );
-            } else if let Err(e) = redis::IntoConnectionInfo::into_connection_info(url.as_str()) {
-                self.report(Problem::new(&path, format!("{shown:?}: {e}")));
-            }
-        }
-        let password = match (raw.password, raw.password_file) {
-            (Some(_), Some(_)) => {
-                self.report(
-                    Problem::new("fleet.password", "both password and password_file are set")
-                        .hint("keep one of them"),
-                );
-                None
-            }
-            (Some(p), None) => Some(p),
-            (None, Some(path)) => match std::fs::read_to_string(&path) {
-                Ok(text) => Some(text.trim().to_owned()),
-                Err(e) => {
-                    self.report(Problem::new(
-                        "fleet.password_file",
-                        format!("cannot read {path}: {e}"),
-                    ));
-                    None
-                }
-            },
-            (None, None) => None,
-        };
+        let (nodes, cluster) = self.redis_nodes(raw.redis);
+        let password = self.fleet_password(raw.password, raw.password_file);
         let prefix = raw
             .prefix
             .unwrap_or_else(|| defaults::fleet::PREFIX.to_string());
@@ -119,6 +61,76 @@ impl Checker {
             tls_ca,
             tls_client,
             secret,
+        }
+    }
+
+    /// `fleet.redis`: the node URLs, each checked, and whether they are a
+    /// cluster's (a list).
+    fn redis_nodes(&mut self, raw: Option<RawRedisNodes>) -> (Vec<String>, bool) {
+        let (nodes, cluster) = match raw {
+            None => {
+                self.missing(
+                    "fleet.redis",
+                    r#"redis = "redis://127.0.0.1:6379" (or a list of cluster nodes)"#,
+                );
+                (Vec::new(), false)
+            }
+            Some(RawRedisNodes::One(url)) => (vec![url], false),
+            Some(RawRedisNodes::Cluster(urls)) => {
+                if urls.is_empty() {
+                    self.report(
+                        Problem::new("fleet.redis", "the list of cluster nodes is empty")
+                            .hint(r#"e.g. ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379"]"#),
+                    );
+                }
+                (urls, true)
+            }
+        };
+        for (i, url) in nodes.iter().enumerate() {
+            let path = if cluster {
+                format!("fleet.redis[{i}]")
+            } else {
+                "fleet.redis".to_string()
+            };
+            let shown = crate::config::redact_url(url);
+            let scheme_ok = url.starts_with("redis://") || url.starts_with("rediss://");
+            if !scheme_ok {
+                self.report(
+                    Problem::new(
+                        &path,
+                        format!("{shown:?} is not a redis:// or rediss:// URL"),
+                    )
+                    .hint(r#"e.g. "redis://127.0.0.1:6379" (rediss:// for TLS)"#),
+                );
+            } else if let Err(e) = redis::IntoConnectionInfo::into_connection_info(url.as_str()) {
+                self.report(Problem::new(&path, format!("{shown:?}: {e}")));
+            }
+        }
+        (nodes, cluster)
+    }
+
+    /// `fleet.password`, or the file `fleet.password_file` (trimmed); not both.
+    fn fleet_password(&mut self, password: Option<String>, file: Option<String>) -> Option<String> {
+        match (password, file) {
+            (Some(_), Some(_)) => {
+                self.report(
+                    Problem::new("fleet.password", "both password and password_file are set")
+                        .hint("keep one of them"),
+                );
+                None
+            }
+            (Some(p), None) => Some(p),
+            (None, Some(path)) => match std::fs::read_to_string(&path) {
+                Ok(text) => Some(text.trim().to_owned()),
+                Err(e) => {
+                    self.report(Problem::new(
+                        "fleet.password_file",
+                        format!("cannot read {path}: {e}"),
+                    ));
+                    None
+                }
+            },
+            (None, None) => None,
         }
     }
 }
