@@ -47,49 +47,8 @@ impl Checker {
                  or listen on 127.0.0.1",
             ));
         }
-        let purge_allow = match raw.purge_allow {
-            None => defaults::admin::PURGE_ALLOW
-                .iter()
-                .filter_map(|n| Network::parse(n))
-                .collect(),
-            Some(list) => list
-                .iter()
-                .filter_map(|text| {
-                    let net = Network::parse(text);
-                    if net.is_none() {
-                        let problem = Problem::new(
-                            "admin.purge_allow",
-                            format!("{text:?} is not an IP network"),
-                        );
-                        self.report(problem.hint(r#"write e.g. "10.0.0.0/8" or "::1""#));
-                    }
-                    net
-                })
-                .collect(),
-        };
-        let names = raw
-            .names
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|text| {
-                let name = text.trim().trim_end_matches('.').to_ascii_lowercase();
-                let valid = !name.is_empty()
-                    && name
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
-                if !valid {
-                    let problem = Problem::new(
-                        "admin.names",
-                        format!("{text:?} is not a host name"),
-                    );
-                    self.report(problem.hint(
-                        r#"names without scheme or port, e.g. names = ["admin.example"]; IP addresses and localhost are always accepted"#,
-                    ));
-                    return None;
-                }
-                Some(name)
-            })
-            .collect();
+        let purge_allow = self.purge_allow(raw.purge_allow);
+        let names = self.admin_names(raw.names);
         let purge_token = raw.purge_token.unwrap_or(defaults::admin::PURGE_TOKEN);
         if purge_token && token.is_none() {
             let problem = Problem::new(
@@ -160,5 +119,55 @@ impl Checker {
                 .ok()
                 .and_then(|t| checked(self, "CALMCACHE_ADMIN_TOKEN", t)),
         }
+    }
+
+    /// `admin.purge_allow`: IP networks, loopback unless set.
+    fn purge_allow(&mut self, raw: Option<Vec<String>>) -> Vec<Network> {
+        match raw {
+            None => defaults::admin::PURGE_ALLOW
+                .iter()
+                .filter_map(|n| Network::parse(n))
+                .collect(),
+            Some(list) => list
+                .iter()
+                .filter_map(|text| {
+                    let net = Network::parse(text);
+                    if net.is_none() {
+                        let problem = Problem::new(
+                            "admin.purge_allow",
+                            format!("{text:?} is not an IP network"),
+                        );
+                        self.report(problem.hint(r#"write e.g. "10.0.0.0/8" or "::1""#));
+                    }
+                    net
+                })
+                .collect(),
+        }
+    }
+
+    /// `admin.names`: host names, lower-cased, without a trailing dot.
+    fn admin_names(&mut self, raw: Option<Vec<String>>) -> Vec<String> {
+        raw
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|text| {
+                let name = text.trim().trim_end_matches('.').to_ascii_lowercase();
+                let valid = !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+                if !valid {
+                    let problem = Problem::new(
+                        "admin.names",
+                        format!("{text:?} is not a host name"),
+                    );
+                    self.report(problem.hint(
+                        r#"names without scheme or port, e.g. names = ["admin.example"]; IP addresses and localhost are always accepted"#,
+                    ));
+                    return None;
+                }
+                Some(name)
+            })
+            .collect()
     }
 }
