@@ -13,6 +13,7 @@ use super::Checker;
 use crate::config::defaults::upstream;
 use crate::config::error::Problem;
 use crate::config::raw::RawUpstream;
+use crate::config::tls::PemFile;
 use crate::config::units::BadValue;
 use crate::config::{Scheme, UpstreamServer, UpstreamTls};
 
@@ -149,7 +150,42 @@ impl Checker {
             .tls_ca_file
             .clone()
             .and_then(|file| self.ca_file(&at("tls_ca_file"), file));
-        let client = match (raw.tls_client_cert.clone(), raw.tls_client_key.clone()) {
+        let client = self.upstream_client(&at, raw);
+        let tls = UpstreamTls {
+            server_name,
+            ca,
+            verify,
+            client,
+        };
+        Some(tls)
+    }
+
+    /// A server's scheme: `https` if it wrote `https://` or the upstream
+    /// says `tls = true`; a scheme that contradicts `tls` is reported.
+    fn server_scheme(&mut self, at: &str, written: Option<Scheme>, tls: Option<bool>) -> Scheme {
+        match (tls, written) {
+            (Some(true), Some(Scheme::Http)) => self.report(
+                Problem::new(at, "an http:// server in an upstream with tls = true")
+                    .hint("write https:// or a bare host:port, or remove tls = true"),
+            ),
+            (Some(false), Some(Scheme::Https)) => self.report(
+                Problem::new(at, "an https:// server in an upstream with tls = false")
+                    .hint("remove tls = false: https:// servers are reached over TLS"),
+            ),
+            _ => {}
+        }
+        let tls = tls.unwrap_or(upstream::TLS) || written == Some(Scheme::Https);
+        Scheme::from_tls(tls)
+    }
+
+    /// `tls_client_cert` and `tls_client_key` at `at(..)`; the key may sit
+    /// in the certificate's file, as HAProxy takes it.
+    fn upstream_client(
+        &mut self,
+        at: &dyn Fn(&str) -> String,
+        raw: &RawUpstream,
+    ) -> Option<(PemFile, PemFile)> {
+        match (raw.tls_client_cert.clone(), raw.tls_client_key.clone()) {
             (None, None) => None,
             (None, Some(_)) => {
                 self.report(
@@ -177,32 +213,7 @@ impl Checker {
                 let at_cert = at("tls_client_cert");
                 self.client_cert([at_cert.as_str(), at_cert.as_str()], cert.clone(), cert)
             }
-        };
-        let tls = UpstreamTls {
-            server_name,
-            ca,
-            verify,
-            client,
-        };
-        Some(tls)
-    }
-
-    /// A server's scheme: `https` if it wrote `https://` or the upstream
-    /// says `tls = true`; a scheme that contradicts `tls` is reported.
-    fn server_scheme(&mut self, at: &str, written: Option<Scheme>, tls: Option<bool>) -> Scheme {
-        match (tls, written) {
-            (Some(true), Some(Scheme::Http)) => self.report(
-                Problem::new(at, "an http:// server in an upstream with tls = true")
-                    .hint("write https:// or a bare host:port, or remove tls = true"),
-            ),
-            (Some(false), Some(Scheme::Https)) => self.report(
-                Problem::new(at, "an https:// server in an upstream with tls = false")
-                    .hint("remove tls = false: https:// servers are reached over TLS"),
-            ),
-            _ => {}
         }
-        let tls = tls.unwrap_or(upstream::TLS) || written == Some(Scheme::Https);
-        Scheme::from_tls(tls)
     }
 }
 
