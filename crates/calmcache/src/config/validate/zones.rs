@@ -39,30 +39,7 @@ impl Checker {
             }
         }
         let disk = kind == ZoneKind::Disk;
-        let path_buf = match (&raw.path, disk) {
-            (Some(p), true) if p.trim().is_empty() => {
-                self.report(Problem::new(at("path"), "must not be empty"));
-                None
-            }
-            (Some(p), true) if !std::path::Path::new(p).is_absolute() => {
-                let problem = Problem::new(at("path"), format!("{p:?} is not an absolute path"));
-                self.report(
-                    problem
-                        .hint("a relative path would depend on the directory calmcache starts in"),
-                );
-                None
-            }
-            (Some(p), true) => Some(std::path::PathBuf::from(p)),
-            (None, true) => {
-                self.missing(&at("path"), r#"path = "/var/cache/calmcache/ssd""#);
-                None
-            }
-            (Some(_), false) => {
-                self.only_disk(&at("path"));
-                None
-            }
-            (None, false) => None,
-        };
+        let path_buf = self.zone_path(&at, raw.path.as_deref(), kind);
         if !disk && raw.inactive.is_some() {
             self.only_disk(&at("inactive"));
         }
@@ -143,5 +120,39 @@ impl Checker {
         let problem = Problem::new(path, format!("unknown zone kind {text:?}"));
         self.report(problem.hint(suggest::names_hint("allowed kinds", text, &kinds)));
         ZoneKind::Memory
+    }
+
+    /// A disk zone's `path`: absolute, not empty; other kinds take none.
+    fn zone_path(
+        &mut self,
+        at: &dyn Fn(&str) -> String,
+        raw: Option<&str>,
+        kind: ZoneKind,
+    ) -> Option<std::path::PathBuf> {
+        let disk = kind == ZoneKind::Disk;
+        match (raw, disk) {
+            (Some(p), true) if p.trim().is_empty() => {
+                self.report(Problem::new(at("path"), "must not be empty"));
+                None
+            }
+            (Some(p), true) if !std::path::Path::new(p).is_absolute() => {
+                let problem = Problem::new(at("path"), format!("{p:?} is not an absolute path"));
+                self.report(
+                    problem
+                        .hint("a relative path would depend on the directory calmcache starts in"),
+                );
+                None
+            }
+            (Some(p), true) => Some(std::path::PathBuf::from(p)),
+            (None, true) => {
+                self.missing(&at("path"), r#"path = "/var/cache/calmcache/ssd""#);
+                None
+            }
+            (Some(_), false) => {
+                self.only_disk(&at("path"));
+                None
+            }
+            (None, false) => None,
+        }
     }
 }
