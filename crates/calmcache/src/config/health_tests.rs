@@ -134,13 +134,13 @@ fn a_server_may_have_its_own_max_fails_and_fail_timeout() {
     let config = Config::from_toml(&with_servers(servers, "max_fails = 2"), "t.toml").unwrap();
     let u = &config.upstreams[0];
     assert_eq!(
-        u.servers,
+        super::tests::addresses(u),
         ["127.0.0.1:8081", "127.0.0.1:8082", "127.0.0.1:8083"]
     );
     let passive: Vec<(u32, u64)> = u
-        .server_health
+        .servers
         .iter()
-        .map(|p| (p.max_fails, p.fail_timeout.as_secs()))
+        .map(|s| (s.health.max_fails, s.health.fail_timeout.as_secs()))
         .collect();
     assert_eq!(passive, [(2, 10), (3, 10), (2, 60)]);
 }

@@ -127,7 +127,7 @@ impl RequestView<'_> {
 
 impl KeyTemplate {
     /// The template used when a route sets no `key`.
-    pub const DEFAULT: &'static str = "$scheme$host$uri$is_args$args";
+    pub const DEFAULT: &'static str = super::defaults::route::KEY;
 
     /// Compiles `text`. The error names the problem, e.g.
     /// `unknown variable "$hots" (did you mean "$host"?)`.

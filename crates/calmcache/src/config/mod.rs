@@ -27,6 +27,8 @@
 //! - `raw.rs`: the serde structs, i.e. the key names users write.
 //! - `parse.rs`: text -> `RawConfig`, every unknown key (and wrong type)
 //!   reported, not only the first.
+//! - `defaults.rs`: every key's default, and the table of keys the
+//!   example file is pinned to (`defaults_tests.rs`).
 //! - `units.rs`: duration (`"500ms"`) and size (`"64MiB"`) literals.
 //! - `validate.rs`: raw -> typed, defaults, every semantic check.
 //! - `suggest.rs`: "did you mean" for misspelt names.
@@ -45,6 +47,7 @@
 
 pub(crate) mod access_log;
 pub(crate) mod conditions;
+mod defaults;
 mod error;
 pub(crate) mod hosts;
 pub(crate) mod key_template;
@@ -59,10 +62,14 @@ pub(crate) mod tls;
 mod units;
 mod validate;
 mod warnings;
-pub(crate) use validate::DEFAULT_MAX_INFLIGHT_BODY;
+pub(crate) use crate::http::scheme::Scheme;
+pub(crate) use defaults::server::MAX_INFLIGHT_BODY as DEFAULT_MAX_INFLIGHT_BODY;
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod defaults_tests;
 
 #[cfg(test)]
 mod health_tests;
@@ -349,19 +356,8 @@ impl Network {
 pub struct UpstreamConfig {
     /// The table key, used by routes and in metrics labels.
     pub name: String,
-    /// `host:port` of each server, never empty; host names are resolved by
-    /// the upstream pool, not here.
-    pub servers: Vec<String>,
-    /// Each server's passive health settings, in `servers` order: the
-    /// upstream's `max_fails` / `fail_timeout` unless its table form gives
-    /// its own.
-    pub server_health: Vec<PassiveHealth>,
-    /// Each server's share of round robin (`weight`, default 1), in
-    /// `servers` order.
-    pub server_weights: Vec<u32>,
-    /// Whether each server is reached over TLS (`https://`, or the
-    /// upstream's `tls = true`), in `servers` order.
-    pub server_tls: Vec<bool>,
+    /// The servers, in config order, never empty.
+    pub servers: Vec<UpstreamServer>,
     /// How servers reached over TLS are verified, and the client
     /// certificate shown to them; `None` when no server uses TLS.
     pub tls: Option<UpstreamTls>,
@@ -387,6 +383,22 @@ pub struct UpstreamConfig {
     pub fail_statuses: Vec<u16>,
     /// Active checks (`health_check = { path, interval }`); `None`: off.
     pub health_check: Option<HealthCheckConfig>,
+}
+
+/// One entry of an upstream's `servers`, checked and parsed once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamServer {
+    /// `host:port` (a scheme's default port added when it had none); host
+    /// names are resolved by the upstream pool, not here.
+    pub address: http::uri::Authority,
+    /// `https` (an `https://` server, or the upstream's `tls = true`) or
+    /// `http`.
+    pub scheme: Scheme,
+    /// Its share of round robin (`weight`, default 1).
+    pub weight: u32,
+    /// The upstream's `max_fails` / `fail_timeout` unless its table form
+    /// gives its own.
+    pub health: PassiveHealth,
 }
 
 /// The TLS keys of `[upstreams.<name>]`: how calmcache checks an origin

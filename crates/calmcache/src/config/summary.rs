@@ -75,7 +75,12 @@ fn cache_features(route: &RouteConfig) -> String {
 
 fn upstream_line(upstream: &UpstreamConfig) -> String {
     let count = upstream.servers.len();
-    let tls = match upstream.server_tls.iter().filter(|&&t| t).count() {
+    let tls = match upstream
+        .servers
+        .iter()
+        .filter(|s| s.scheme.is_tls())
+        .count()
+    {
         0 => "",
         n if n == count => ", tls",
         _ => ", some tls",

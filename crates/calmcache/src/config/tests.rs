@@ -55,6 +55,15 @@ upstream = "app"
     )
 }
 
+/// Each server's `host:port`, in order.
+pub(super) fn addresses(upstream: &super::UpstreamConfig) -> Vec<String> {
+    upstream
+        .servers
+        .iter()
+        .map(|s| s.address.to_string())
+        .collect()
+}
+
 fn load(text: &str) -> Config {
     match Config::from_toml(text, "test.toml") {
         Ok(config) => config,
@@ -417,7 +426,10 @@ fn example_file_parses_and_shows_the_defaults() {
         example.upstreams[0],
         super::UpstreamConfig {
             name: "app".into(),
-            servers: vec!["127.0.0.1:8081".into()],
+            servers: vec![super::UpstreamServer {
+                address: http::uri::Authority::from_static("127.0.0.1:8081"),
+                ..minimal.upstreams[0].servers[0].clone()
+            }],
             ..minimal.upstreams[0].clone()
         }
     );
@@ -847,7 +859,7 @@ fn upstreams_are_required_and_checked() {
         r#""ws://127.0.0.1:8081" is not host:port or an http:// or https:// origin"#
     );
     let plain = MINIMAL.replace("\"127.0.0.1:8081\"", "\"http://127.0.0.1:8081\"");
-    assert_eq!(load(&plain).upstreams[0].servers, ["127.0.0.1:8081"]);
+    assert_eq!(addresses(&load(&plain).upstreams[0]), ["127.0.0.1:8081"]);
 
     for bad in [
         "origin",

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::tests::FleetTlsFiles as Files;
+use super::tests::{addresses, FleetTlsFiles as Files};
 use super::{Config, ConfigError, Problem};
 
 fn config(servers: &str, keys: &str) -> String {
@@ -14,6 +14,16 @@ fn config(servers: &str, keys: &str) -> String {
         "[server]\nlisten = [\"127.0.0.1:0\"]\n\n[upstreams.app]\nservers = {servers}\n\
          {keys}\n\n[[routes]]\nupstream = \"app\"\n"
     )
+}
+
+/// Whether each server is reached over TLS, in order.
+fn tls_of(upstream: &super::UpstreamConfig) -> Vec<bool> {
+    upstream.servers.iter().map(|s| s.scheme.is_tls()).collect()
+}
+
+/// Each server's weight, in order.
+fn weights(upstream: &super::UpstreamConfig) -> Vec<u32> {
+    upstream.servers.iter().map(|s| s.weight).collect()
 }
 
 fn load(servers: &str, keys: &str) -> Config {
@@ -45,10 +55,10 @@ fn servers_take_http_and_https_origins() {
     );
     let u = &c.upstreams[0];
     assert_eq!(
-        u.servers,
+        addresses(u),
         ["a.test:443", "b.test:8443", "c.test:80", "d.test:81"]
     );
-    assert_eq!(u.server_tls, [true, true, false, false]);
+    assert_eq!(tls_of(u), [true, true, false, false]);
     let tls = u.tls.as_ref().unwrap();
     assert!(tls.verify);
     assert_eq!(
@@ -65,12 +75,12 @@ fn servers_take_http_and_https_origins() {
         r#"["10.0.0.1:443", { address = "10.0.0.2:443" }]"#,
         "tls = true",
     );
-    assert_eq!(all.upstreams[0].server_tls, [true, true]);
+    assert_eq!(tls_of(&all.upstreams[0]), [true, true]);
     assert!(all.summary().contains("app: 2 servers, tls"));
 
     let plain = load(r#"["127.0.0.1:8081"]"#, "");
     assert_eq!(plain.upstreams[0].tls, None);
-    assert_eq!(plain.upstreams[0].server_weights, [1]);
+    assert_eq!(weights(&plain.upstreams[0]), [1]);
 }
 
 #[test]
@@ -234,7 +244,7 @@ fn weights_are_one_to_a_thousand() {
         r#"[{ address = "a:80", weight = 3 }, "b:80", { address = "c:80", weight = 1000 }]"#,
         "",
     );
-    assert_eq!(c.upstreams[0].server_weights, [3, 1, 1000]);
+    assert_eq!(weights(&c.upstreams[0]), [3, 1, 1000]);
     for bad in ["0", "-1", "1001", "4294967296"] {
         let servers = format!(r#"[{{ address = "a:80", weight = {bad} }}]"#);
         let (path, line) = one(&servers, "");

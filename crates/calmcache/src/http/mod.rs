@@ -16,4 +16,5 @@ pub(crate) mod headers;
 pub(crate) mod paged;
 pub(crate) mod range;
 pub(crate) mod reply;
+pub(crate) mod scheme;
 pub(crate) mod vary;

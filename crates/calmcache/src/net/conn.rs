@@ -37,6 +37,7 @@ use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
 use crate::http::headers::has_token;
+use crate::http::scheme::Scheme;
 use crate::net::stream_clock::{self, StreamExec};
 use crate::net::write_clock::{Stall, WriteClock};
 use crate::net::zero_copy::{self, PlainSocket, Splicer};
@@ -47,23 +48,22 @@ use crate::telemetry::metrics::ConnectionGuard;
 pub(crate) struct Peer {
     /// The client's address.
     pub addr: SocketAddr,
-    /// True on a TLS listener.
-    pub tls: bool,
+    /// `https` on a TLS listener (or from a trusted proxy that says so).
+    pub scheme: Scheme,
 }
 
 impl Peer {
     /// A plain-HTTP client.
     pub(crate) fn plain(addr: SocketAddr) -> Peer {
-        Peer { addr, tls: false }
+        Peer {
+            addr,
+            scheme: Scheme::Http,
+        }
     }
 
     /// `http` or `https`: `$scheme`, `X-Forwarded-Proto`.
     pub(crate) fn scheme(&self) -> &'static str {
-        if self.tls {
-            "https"
-        } else {
-            "http"
-        }
+        self.scheme.as_str()
     }
 }
 

@@ -29,7 +29,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::uri::{Authority, PathAndQuery, Scheme};
+use http::uri::{Authority, PathAndQuery};
 use http::{Request, Response, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::{Body, Incoming};
@@ -38,7 +38,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
-use crate::config::UpstreamConfig;
+use crate::config::{Scheme, UpstreamConfig, UpstreamServer};
 use crate::http::body::StreamBody;
 use crate::http::error::{ErrorKind, ProxyError};
 use crate::net::blame::PathKey;
@@ -73,16 +73,6 @@ pub struct Upstream {
 /// cause (not also given as `source()`, so a `{:#}` chain prints it once).
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
-    /// A server that is not `host:port` (the config check refuses it first).
-    #[error("upstream {upstream}: server {server:?}: {invalid}")]
-    BadServer {
-        /// The upstream's name.
-        upstream: String,
-        /// The server as configured.
-        server: String,
-        /// Why it is not an authority.
-        invalid: http::uri::InvalidUri,
-    },
     /// The TLS client could not be built (no system roots, a client key
     /// rustls refuses).
     #[error("upstream {upstream}: TLS: {reason}")]
@@ -107,6 +97,39 @@ struct Server {
     health: Arc<ServerHealth>,
 }
 
+impl Server {
+    /// `server` of `cfg`. At a reload, the server `previous` had with the
+    /// same address, scheme and health settings keeps its health (a server
+    /// down stays down).
+    fn new(cfg: &UpstreamConfig, server: &UpstreamServer, previous: Option<&Upstream>) -> Server {
+        let settings = health::Settings {
+            max_fails: server.health.max_fails,
+            fail_timeout: server.health.fail_timeout,
+            fail_statuses: cfg.fail_statuses.clone(),
+            check: cfg.health_check.clone(),
+        };
+        let kept = previous
+            .and_then(|p| {
+                p.servers
+                    .iter()
+                    .find(|old| old.authority == server.address && old.scheme == server.scheme)
+            })
+            .map(|old| &old.health)
+            .filter(|h| *h.settings() == settings);
+        let health = match kept {
+            Some(h) => h.clone(),
+            None => ServerHealth::new(server.address.to_string(), settings),
+        };
+        Server {
+            authority: server.address.clone(),
+            scheme: server.scheme,
+            weight: i64::from(server.weight.max(1)),
+            current: AtomicI64::new(0),
+            health,
+        }
+    }
+}
+
 /// What a request to the upstream may answer with.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Expect {
@@ -121,52 +144,11 @@ impl Upstream {
     /// At a reload, a server `previous` had with the same health settings
     /// keeps its health (a server down stays down).
     pub fn new(cfg: &UpstreamConfig, previous: Option<&Upstream>) -> Result<Self, UpstreamError> {
-        let servers = cfg
+        let servers: Vec<Server> = cfg
             .servers
             .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let passive = cfg.server_health.get(i);
-                let settings = health::Settings {
-                    max_fails: passive.map_or(cfg.max_fails, |p| p.max_fails),
-                    fail_timeout: passive.map_or(cfg.fail_timeout, |p| p.fail_timeout),
-                    fail_statuses: cfg.fail_statuses.clone(),
-                    check: cfg.health_check.clone(),
-                };
-                let authority =
-                    s.parse::<Authority>()
-                        .map_err(|invalid| UpstreamError::BadServer {
-                            upstream: cfg.name.clone(),
-                            server: s.clone(),
-                            invalid,
-                        })?;
-                let scheme = if cfg.server_tls.get(i).copied().unwrap_or(false) {
-                    Scheme::HTTPS
-                } else {
-                    Scheme::HTTP
-                };
-                let kept = previous
-                    .and_then(|p| {
-                        p.servers
-                            .iter()
-                            .find(|old| old.authority == authority && old.scheme == scheme)
-                    })
-                    .map(|old| &old.health)
-                    .filter(|h| *h.settings() == settings);
-                let health = match kept {
-                    Some(h) => h.clone(),
-                    None => ServerHealth::new(s.clone(), settings.clone()),
-                };
-                let weight = cfg.server_weights.get(i).copied().unwrap_or(1);
-                Ok(Server {
-                    authority,
-                    scheme,
-                    weight: i64::from(weight.max(1)),
-                    current: AtomicI64::new(0),
-                    health,
-                })
-            })
-            .collect::<Result<Vec<_>, UpstreamError>>()?;
+            .map(|s| Server::new(cfg, s, previous))
+            .collect();
         let tls = match &cfg.tls {
             None => None,
             // tls_verify = false is warned about with the config's other
@@ -360,10 +342,8 @@ impl Upstream {
     ) -> (Result<Response<Incoming>, ProxyError>, Verdict) {
         let health = &server.health;
         let path = PathKey::of(&req);
-        let scheme = &server.scheme;
-        let tls = (*scheme == Scheme::HTTPS)
-            .then_some(self.tls.as_deref())
-            .flatten();
+        let scheme = server.scheme;
+        let tls = scheme.is_tls().then_some(self.tls.as_deref()).flatten();
         let server = &server.authority;
         *req.version_mut() = http::Version::HTTP_11;
         if !req.headers().contains_key(http::header::HOST) {
@@ -497,7 +477,7 @@ impl Upstream {
         };
         let pq = PathAndQuery::try_from(check.path.as_str()).map_err(|e| e.to_string())?;
         let uri =
-            origin_uri(&server.scheme, &server.authority, &Uri::from(pq)).map_err(|e| e.cause)?;
+            origin_uri(server.scheme, &server.authority, &Uri::from(pq)).map_err(|e| e.cause)?;
         let req = Request::get(uri)
             .header(http::header::HOST, server.authority.as_str())
             .header(http::header::USER_AGENT, "calmcache-health-check")
@@ -690,13 +670,13 @@ fn empty_body() -> StreamBody {
 
 /// `http://server/<path and query of uri>` (`https://` for a TLS server:
 /// the pool's connector and its key go by the scheme).
-fn origin_uri(scheme: &Scheme, server: &Authority, uri: &Uri) -> Result<Uri, ProxyError> {
+fn origin_uri(scheme: Scheme, server: &Authority, uri: &Uri) -> Result<Uri, ProxyError> {
     let pq = uri
         .path_and_query()
         .cloned()
         .unwrap_or_else(|| PathAndQuery::from_static("/"));
     let mut parts = http::uri::Parts::default();
-    parts.scheme = Some(scheme.clone());
+    parts.scheme = Some(scheme.uri());
     parts.authority = Some(server.clone());
     parts.path_and_query = Some(pq);
     Uri::from_parts(parts).map_err(|e| ProxyError::downstream(ErrorKind::BadRequest, e))

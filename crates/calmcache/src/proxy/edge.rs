@@ -684,8 +684,8 @@ pub(crate) fn prepare<B>(
     let mut peer = peer;
     if trusted {
         match headers.get("x-forwarded-proto").map(HeaderValue::as_bytes) {
-            Some(b"https") => peer.tls = true,
-            Some(b"http") => peer.tls = false,
+            Some(b"https") => peer.scheme = crate::http::scheme::Scheme::Https,
+            Some(b"http") => peer.scheme = crate::http::scheme::Scheme::Http,
             _ => {}
         }
     }

@@ -638,7 +638,10 @@ pub(crate) async fn accept_loop<S, F, B>(
                 return;
             };
             let accepted = Accepted {
-                peer: Peer { addr, tls: true },
+                peer: Peer {
+                    addr,
+                    scheme: crate::http::scheme::Scheme::Https,
+                },
                 protocol,
                 at,
             };

@@ -652,7 +652,7 @@ async fn a_server_table_overrides_the_upstream_settings() {
         ),
     );
     let config = calmcache::Config::from_toml(&text, "<test>").unwrap();
-    assert_eq!(config.upstreams[0].server_health[0].max_fails, 0, "{text}");
+    assert_eq!(config.upstreams[0].servers[0].health.max_fails, 0, "{text}");
     let running = calmcache::start(&config).await.unwrap();
     let url = format!("http://{}/t", running.proxy_addrs[0]);
     for _ in 0..3 {

@@ -1,24 +1,16 @@
 //! Upstream health checks: `max_fails`, `fail_timeout` and `health_check`
 //! of `[upstreams.<name>]` -> the health fields of [`UpstreamConfig`].
 //!
-//! Owns their defaults (NGINX's for the passive keys, NGINX Plus's for the
-//! active check's interval) and ranges. Like the rest of validation it
+//! Owns their ranges (the defaults are `defaults.rs`'s). Like the rest of validation it
 //! reports and carries on.
 
 use std::time::Duration;
 
 use super::Checker;
+use crate::config::defaults::upstream;
 use crate::config::error::Problem;
 use crate::config::raw::{RawHealthCheck, RawServerTable, RawUpstream};
 use crate::config::{HealthCheckConfig, PassiveHealth};
-
-/// NGINX's `max_fails` default.
-pub(super) const DEFAULT_MAX_FAILS: u32 = 1;
-/// NGINX's `fail_timeout` default.
-pub(super) const DEFAULT_FAIL_TIMEOUT: Duration = Duration::from_secs(10);
-/// NGINX Plus's `health_check interval` default.
-const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(5);
-const DEFAULT_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The passive and active health settings of one upstream.
 pub(crate) struct Health {
@@ -69,11 +61,11 @@ impl Checker {
     /// `max_fails`, `fail_timeout` and `health_check` at `path` (the upstream's).
     pub(super) fn health(&mut self, path: &str, raw: &RawUpstream) -> Health {
         let at = |key: &str| format!("{path}.{key}");
-        let max_fails = self.small_count(&at("max_fails"), raw.max_fails, DEFAULT_MAX_FAILS, 0);
+        let max_fails = self.small_count(&at("max_fails"), raw.max_fails, upstream::MAX_FAILS, 0);
         let fail_timeout = self.duration(
             &at("fail_timeout"),
             raw.fail_timeout.as_ref(),
-            DEFAULT_FAIL_TIMEOUT,
+            upstream::FAIL_TIMEOUT,
         );
         if fail_timeout.is_zero() {
             self.report(
@@ -143,16 +135,20 @@ impl Checker {
         let interval = self.duration(
             &at("interval"),
             raw.interval.as_ref(),
-            DEFAULT_CHECK_INTERVAL,
+            upstream::CHECK_INTERVAL,
         );
-        let timeout = self.duration(&at("timeout"), raw.timeout.as_ref(), DEFAULT_CHECK_TIMEOUT);
+        let timeout = self.duration(
+            &at("timeout"),
+            raw.timeout.as_ref(),
+            upstream::CHECK_TIMEOUT,
+        );
         for (key, value) in [("interval", interval), ("timeout", timeout)] {
             if value.is_zero() {
                 self.report(Problem::new(at(key), "must be more than 0").hint(r#"e.g. "5s""#));
             }
         }
-        let fails = self.small_count(&at("fails"), raw.fails, 1, 1);
-        let passes = self.small_count(&at("passes"), raw.passes, 1, 1);
+        let fails = self.small_count(&at("fails"), raw.fails, upstream::CHECK_FAILS, 1);
+        let passes = self.small_count(&at("passes"), raw.passes, upstream::CHECK_PASSES, 1);
         Some(HealthCheckConfig {
             path: check_path?,
             interval,

@@ -12,6 +12,7 @@ use regex::Regex;
 
 use super::Checker;
 use crate::config::conditions::Condition;
+use crate::config::defaults::route;
 use crate::config::error::{toml_key, Problem};
 use crate::config::hosts::HostPattern;
 use crate::config::key_template::KeyTemplate;
@@ -22,14 +23,6 @@ use crate::config::{
 };
 use crate::http::compress::Coding;
 
-const DEFAULT_REFRESH: RefreshMode = RefreshMode::Sus;
-const DEFAULT_PER_BETA: f64 = 1.0;
-const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
-const DEFAULT_SUS_STALE: Duration = Duration::from_secs(2);
-const DEFAULT_HIT_FOR_MISS: Duration = Duration::from_secs(120);
-const DEFAULT_HEURISTIC_FRACTION: f64 = 0.1;
-const DEFAULT_HEURISTIC_MAX: Duration = Duration::from_secs(86_400);
-const DEFAULT_CLIENT_CACHE_CONTROL: ClientCacheControl = ClientCacheControl::Honor;
 /// The hint for a `key` template that does not compile.
 const KEY_HINT: &str = "variables: $scheme, $host, $uri, $args, $is_args, $request_uri, \
                         $method, $arg_NAME, $http_NAME, $cookie_NAME";
@@ -109,51 +102,55 @@ impl Checker {
             bypass: self.conditions(&at("bypass"), &raw.bypass),
             no_store: self.conditions(&at("no_store"), &raw.no_store),
             ttl: self.ttl(&at("ttl"), &raw.ttl),
-            override_origin: raw.override_origin.unwrap_or(false),
+            override_origin: raw.override_origin.unwrap_or(route::OVERRIDE_ORIGIN),
             heuristic_fraction: self
                 .heuristic_fraction(&at("heuristic_fraction"), raw.heuristic_fraction),
             heuristic_max: self.duration(
                 &at("heuristic_max"),
                 raw.heuristic_max.as_ref(),
-                DEFAULT_HEURISTIC_MAX,
+                route::HEURISTIC_MAX,
             ),
             client_cache_control: self.client_cache_control(
                 &at("client_cache_control"),
                 raw.client_cache_control.as_deref(),
             ),
-            convert_head: raw.convert_head.unwrap_or(true),
+            convert_head: raw.convert_head.unwrap_or(route::CONVERT_HEAD),
             refresh: self.refresh(&at("refresh"), raw.refresh.as_deref()),
             per_beta: self.per_beta(&at("per_beta"), raw.per_beta),
             stale_while_revalidate: self.duration(
                 &at("stale_while_revalidate"),
                 raw.stale_while_revalidate.as_ref(),
-                Duration::ZERO,
+                route::STALE_WHILE_REVALIDATE,
             ),
             stale_if_error: self.duration(
                 &at("stale_if_error"),
                 raw.stale_if_error.as_ref(),
-                Duration::ZERO,
+                route::STALE_IF_ERROR,
             ),
             lock_timeout: self.duration(
                 &at("lock_timeout"),
                 raw.lock_timeout.as_ref(),
-                DEFAULT_LOCK_TIMEOUT,
+                route::LOCK_TIMEOUT,
             ),
-            sus_stale: self.duration(&at("sus_stale"), raw.sus_stale.as_ref(), DEFAULT_SUS_STALE),
+            sus_stale: self.duration(&at("sus_stale"), raw.sus_stale.as_ref(), route::SUS_STALE),
             hit_for_miss: self.duration(
                 &at("hit_for_miss"),
                 raw.hit_for_miss.as_ref(),
-                DEFAULT_HIT_FOR_MISS,
+                route::HIT_FOR_MISS,
             ),
             warm: self.warm(&path, &raw, names),
             warm_host,
             compress: self.compress(&at("compress"), &raw.compress),
-            forward_targeted_cache_control: raw.forward_targeted_cache_control.unwrap_or(false),
-            cache_status_key: raw.cache_status_key.unwrap_or(false),
-            expose_cache_tags: raw.expose_cache_tags.unwrap_or(false),
-            websocket: raw.websocket.unwrap_or(true),
-            merge_slashes: raw.merge_slashes.unwrap_or(true),
-            underscores_in_headers: raw.underscores_in_headers.unwrap_or(false),
+            forward_targeted_cache_control: raw
+                .forward_targeted_cache_control
+                .unwrap_or(route::FORWARD_TARGETED_CACHE_CONTROL),
+            cache_status_key: raw.cache_status_key.unwrap_or(route::CACHE_STATUS_KEY),
+            expose_cache_tags: raw.expose_cache_tags.unwrap_or(route::EXPOSE_CACHE_TAGS),
+            websocket: raw.websocket.unwrap_or(route::WEBSOCKET),
+            merge_slashes: raw.merge_slashes.unwrap_or(route::MERGE_SLASHES),
+            underscores_in_headers: raw
+                .underscores_in_headers
+                .unwrap_or(route::UNDERSCORES_IN_HEADERS),
             trusted_proxies: self.networks(&at("trusted_proxies"), &raw.trusted_proxies),
         }
     }
@@ -208,7 +205,7 @@ impl Checker {
                 name
             }
             Some(name) => name,
-            None => format!("route{index}"),
+            None => route::name(index),
         }
     }
 
@@ -367,19 +364,19 @@ impl Checker {
     }
 
     fn heuristic_fraction(&mut self, path: &str, raw: Option<f64>) -> f64 {
-        let fraction = raw.unwrap_or(DEFAULT_HEURISTIC_FRACTION);
+        let fraction = raw.unwrap_or(route::HEURISTIC_FRACTION);
         if (0.0..=1.0).contains(&fraction) {
             // `abs` turns -0.0 into 0.0, so no caller sees a negative zero.
             return fraction.abs();
         }
         let problem = Problem::new(path, format!("{fraction} is outside 0..=1"));
         self.report(problem.hint("0.1 is the usual fraction; 0 turns heuristic freshness off"));
-        DEFAULT_HEURISTIC_FRACTION
+        route::HEURISTIC_FRACTION
     }
 
     fn client_cache_control(&mut self, path: &str, raw: Option<&str>) -> ClientCacheControl {
         let Some(text) = raw else {
-            return DEFAULT_CLIENT_CACHE_CONTROL;
+            return route::CLIENT_CACHE_CONTROL;
         };
         let all = ClientCacheControl::ALL;
         if let Some(value) = all.iter().find(|value| value.as_str() == text) {
@@ -388,7 +385,7 @@ impl Checker {
         let values: Vec<&str> = all.iter().map(|value| value.as_str()).collect();
         let problem = Problem::new(path, format!("unknown client_cache_control {text:?}"));
         self.report(problem.hint(suggest::names_hint("values", text, &values)));
-        DEFAULT_CLIENT_CACHE_CONTROL
+        route::CLIENT_CACHE_CONTROL
     }
 
     /// `compress`: known codings, none listed twice, in config order.
@@ -415,7 +412,7 @@ impl Checker {
 
     fn refresh(&mut self, path: &str, raw: Option<&str>) -> RefreshMode {
         let Some(text) = raw else {
-            return DEFAULT_REFRESH;
+            return route::REFRESH;
         };
         if let Some(mode) = REFRESH_MODES.iter().find(|mode| mode.as_str() == text) {
             return *mode;
@@ -423,17 +420,17 @@ impl Checker {
         let modes: Vec<&str> = REFRESH_MODES.iter().map(|mode| mode.as_str()).collect();
         let problem = Problem::new(path, format!("unknown refresh mode {text:?}"));
         self.report(problem.hint(suggest::names_hint("modes", text, &modes)));
-        DEFAULT_REFRESH
+        route::REFRESH
     }
 
     fn per_beta(&mut self, path: &str, raw: Option<f64>) -> f64 {
-        let beta = raw.unwrap_or(DEFAULT_PER_BETA);
+        let beta = raw.unwrap_or(route::PER_BETA);
         if beta.is_finite() && beta > 0.0 {
             return beta;
         }
         let problem = Problem::new(path, format!("must be a finite number above 0, got {beta}"));
         self.report(problem.hint("1.0 is the XFetch default; above 1 refreshes earlier"));
-        DEFAULT_PER_BETA
+        route::PER_BETA
     }
 
     /// Warm paths must be origin-form (`/...`) and need a zone to fill.

@@ -10,27 +10,28 @@
 //! are the environment's: `run/preflight.rs` checks there are some.
 
 use super::Checker;
+use crate::config::defaults::upstream;
 use crate::config::error::Problem;
 use crate::config::raw::RawUpstream;
+use crate::config::tls::PemFile;
 use crate::config::units::BadValue;
-use crate::config::UpstreamTls;
+use crate::config::{Scheme, UpstreamServer, UpstreamTls};
 
 /// The largest `weight`: enough for any ratio NGINX configs use, small
 /// enough that a typo (`weight = 30000`) is caught.
 pub(super) const MAX_WEIGHT: u32 = 1000;
 
 /// A `servers` entry without its scheme: `host:port` (the scheme's default
-/// port added when it had none) and whether it named `https://`
-/// (`Some(true)`), `http://` (`Some(false)`) or no scheme (`None`).
-pub(super) fn split_scheme(text: &str) -> Result<(String, Option<bool>), BadValue> {
+/// port added when it had none) and the scheme it named, `None` for none.
+pub(super) fn split_scheme(text: &str) -> Result<(String, Option<Scheme>), BadValue> {
     let bad = |hint: &str| BadValue {
         message: format!("{text:?} is not host:port or an http:// or https:// origin"),
         hint: hint.to_owned(),
     };
-    let (rest, tls, port) = if let Some(rest) = text.strip_prefix("https://") {
-        (rest, Some(true), 443)
+    let (rest, scheme) = if let Some(rest) = text.strip_prefix("https://") {
+        (rest, Scheme::Https)
     } else if let Some(rest) = text.strip_prefix("http://") {
-        (rest, Some(false), 80)
+        (rest, Scheme::Http)
     } else if text.contains("://") {
         return Err(bad(
             r#"only http:// and https:// origins, e.g. "https://origin.example:443""#,
@@ -49,9 +50,9 @@ pub(super) fn split_scheme(text: &str) -> Result<(String, Option<bool>), BadValu
         None => rest.contains(':'),
     };
     if has_port || rest.is_empty() {
-        Ok((rest.to_owned(), tls))
+        Ok((rest.to_owned(), Some(scheme)))
     } else {
-        Ok((format!("{rest}:{port}"), tls))
+        Ok((format!("{rest}:{}", scheme.default_port()), Some(scheme)))
     }
 }
 
@@ -70,7 +71,7 @@ impl Checker {
     /// or invalid.
     pub(super) fn weight(&mut self, path: &str, raw: Option<i64>) -> u32 {
         let Some(value) = raw else {
-            return 1;
+            return upstream::WEIGHT;
         };
         match u32::try_from(value) {
             Ok(w @ 1..=MAX_WEIGHT) => w,
@@ -80,42 +81,26 @@ impl Checker {
                 self.report(problem.hint(
                     "a server with weight = 3 gets three requests for each one a weight-1 server gets",
                 ));
-                1
+                upstream::WEIGHT
             }
         }
     }
 
-    /// Which servers use TLS (`schemes` as [`split_scheme`] found them,
-    /// `servers` the upstream's `servers` path) and the upstream's TLS
-    /// keys at `path`; `None` when no server uses TLS.
+    /// Which servers use TLS (their schemes set from `written`, as
+    /// [`split_scheme`] found them, and the upstream's `tls`; `at_servers`
+    /// the upstream's `servers` path) and the upstream's TLS keys at
+    /// `path`; `None` when no server uses TLS.
     pub(super) fn upstream_tls(
         &mut self,
         path: &str,
-        servers: &str,
-        schemes: &[Option<bool>],
+        at_servers: &str,
+        servers: &mut [UpstreamServer],
+        written: &[Option<Scheme>],
         raw: &RawUpstream,
-    ) -> (Vec<bool>, Option<UpstreamTls>) {
+    ) -> Option<UpstreamTls> {
         let at = |key: &str| format!("{path}.{key}");
-        let mut uses = Vec::with_capacity(schemes.len());
-        for (i, scheme) in schemes.iter().enumerate() {
-            match (raw.tls, scheme) {
-                (Some(true), Some(false)) => self.report(
-                    Problem::new(
-                        format!("{servers}[{i}]"),
-                        "an http:// server in an upstream with tls = true",
-                    )
-                    .hint("write https:// or a bare host:port, or remove tls = true"),
-                ),
-                (Some(false), Some(true)) => self.report(
-                    Problem::new(
-                        format!("{servers}[{i}]"),
-                        "an https:// server in an upstream with tls = false",
-                    )
-                    .hint("remove tls = false: https:// servers are reached over TLS"),
-                ),
-                _ => {}
-            }
-            uses.push(raw.tls.unwrap_or(false) || *scheme == Some(true));
+        for (i, (server, written)) in servers.iter_mut().zip(written).enumerate() {
+            server.scheme = self.server_scheme(&format!("{at_servers}[{i}]"), *written, raw.tls);
         }
         let keys = [
             ("tls_server_name", raw.tls_server_name.is_some()),
@@ -124,7 +109,7 @@ impl Checker {
             ("tls_client_cert", raw.tls_client_cert.is_some()),
             ("tls_client_key", raw.tls_client_key.is_some()),
         ];
-        if !uses.iter().any(|&t| t) {
+        if !servers.iter().any(|s| s.scheme.is_tls()) {
             for (key, set) in keys {
                 if set {
                     self.report(
@@ -136,9 +121,9 @@ impl Checker {
                     );
                 }
             }
-            return (uses, None);
+            return None;
         }
-        let verify = raw.tls_verify.unwrap_or(true);
+        let verify = raw.tls_verify.unwrap_or(upstream::TLS_VERIFY);
         let server_name = raw.tls_server_name.clone().filter(|name| {
             let ok = rustls_pki_types::ServerName::try_from(name.as_str()).is_ok();
             if !ok {
@@ -165,7 +150,42 @@ impl Checker {
             .tls_ca_file
             .clone()
             .and_then(|file| self.ca_file(&at("tls_ca_file"), file));
-        let client = match (raw.tls_client_cert.clone(), raw.tls_client_key.clone()) {
+        let client = self.upstream_client(&at, raw);
+        let tls = UpstreamTls {
+            server_name,
+            ca,
+            verify,
+            client,
+        };
+        Some(tls)
+    }
+
+    /// A server's scheme: `https` if it wrote `https://` or the upstream
+    /// says `tls = true`; a scheme that contradicts `tls` is reported.
+    fn server_scheme(&mut self, at: &str, written: Option<Scheme>, tls: Option<bool>) -> Scheme {
+        match (tls, written) {
+            (Some(true), Some(Scheme::Http)) => self.report(
+                Problem::new(at, "an http:// server in an upstream with tls = true")
+                    .hint("write https:// or a bare host:port, or remove tls = true"),
+            ),
+            (Some(false), Some(Scheme::Https)) => self.report(
+                Problem::new(at, "an https:// server in an upstream with tls = false")
+                    .hint("remove tls = false: https:// servers are reached over TLS"),
+            ),
+            _ => {}
+        }
+        let tls = tls.unwrap_or(upstream::TLS) || written == Some(Scheme::Https);
+        Scheme::from_tls(tls)
+    }
+
+    /// `tls_client_cert` and `tls_client_key` at `at(..)`; the key may sit
+    /// in the certificate's file, as HAProxy takes it.
+    fn upstream_client(
+        &mut self,
+        at: &dyn Fn(&str) -> String,
+        raw: &RawUpstream,
+    ) -> Option<(PemFile, PemFile)> {
+        match (raw.tls_client_cert.clone(), raw.tls_client_key.clone()) {
             (None, None) => None,
             (None, Some(_)) => {
                 self.report(
@@ -193,14 +213,7 @@ impl Checker {
                 let at_cert = at("tls_client_cert");
                 self.client_cert([at_cert.as_str(), at_cert.as_str()], cert.clone(), cert)
             }
-        };
-        let tls = UpstreamTls {
-            server_name,
-            ca,
-            verify,
-            client,
-        };
-        (uses, Some(tls))
+        }
     }
 }
 
@@ -208,16 +221,18 @@ impl Checker {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::split_scheme;
+    use crate::config::Scheme;
 
     #[test]
     fn schemes_are_split_and_default_ports_added() {
         let ok = |text: &str| split_scheme(text).unwrap();
         assert_eq!(ok("a:81"), ("a:81".to_owned(), None));
-        assert_eq!(ok("https://a"), ("a:443".to_owned(), Some(true)));
-        assert_eq!(ok("https://a:8443/"), ("a:8443".to_owned(), Some(true)));
-        assert_eq!(ok("http://a"), ("a:80".to_owned(), Some(false)));
-        assert_eq!(ok("https://[::1]"), ("[::1]:443".to_owned(), Some(true)));
-        assert_eq!(ok("https://[::1]:9"), ("[::1]:9".to_owned(), Some(true)));
+        let https = Some(Scheme::Https);
+        assert_eq!(ok("https://a"), ("a:443".to_owned(), https));
+        assert_eq!(ok("https://a:8443/"), ("a:8443".to_owned(), https));
+        assert_eq!(ok("http://a"), ("a:80".to_owned(), Some(Scheme::Http)));
+        assert_eq!(ok("https://[::1]"), ("[::1]:443".to_owned(), https));
+        assert_eq!(ok("https://[::1]:9"), ("[::1]:9".to_owned(), https));
         assert!(split_scheme("ftp://a:21").is_err());
         assert!(split_scheme("https://a:1/x").is_err());
     }

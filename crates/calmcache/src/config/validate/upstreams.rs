@@ -1,0 +1,182 @@
+//! `[upstreams.<name>]` -> [`UpstreamConfig`]: each server parsed once into
+//! an [`UpstreamServer`] (address, scheme, weight, passive health), the
+//! pool's limits; health keys are `health.rs`'s, TLS keys
+//! `upstream_tls.rs`'s. Like the rest of validation it reports and carries on.
+
+use std::collections::BTreeMap;
+use std::net::Ipv6Addr;
+
+use super::{health, upstream_tls, Checker};
+use crate::config::defaults;
+use crate::config::error::{toml_key, Problem};
+use crate::config::raw::{RawUpstream, RawUpstreamServer};
+use crate::config::units::BadValue;
+use crate::config::{Scheme, UpstreamConfig, UpstreamServer};
+
+impl Checker {
+    pub(super) fn upstreams(&mut self, raw: BTreeMap<String, RawUpstream>) -> Vec<UpstreamConfig> {
+        if raw.is_empty() {
+            let problem = Problem::new("upstreams", "no upstreams defined");
+            self.report(
+                problem.hint(r#"add e.g. [upstreams.app] with servers = ["127.0.0.1:8081"]"#),
+            );
+        }
+        raw.into_iter()
+            .map(|(name, upstream)| self.upstream(name, upstream))
+            .collect()
+    }
+
+    fn upstream(&mut self, name: String, mut raw: RawUpstream) -> UpstreamConfig {
+        let path = format!("upstreams.{}", toml_key(&name));
+        let at = |key: &str| format!("{path}.{key}");
+        let health = self.health(&path, &raw);
+        let (mut servers, written) = self.servers(&at("servers"), raw.servers.take(), &health);
+        let tls = self.upstream_tls(&path, &at("servers"), &mut servers, &written, &raw);
+        UpstreamConfig {
+            servers,
+            tls,
+            keepalive: self.count(
+                &at("keepalive"),
+                raw.keepalive,
+                defaults::upstream::KEEPALIVE,
+                0,
+            ),
+            connect_timeout: self.duration(
+                &at("connect_timeout"),
+                raw.connect_timeout.as_ref(),
+                defaults::upstream::CONNECT_TIMEOUT,
+            ),
+            read_timeout: self.duration(
+                &at("read_timeout"),
+                raw.read_timeout.as_ref(),
+                defaults::upstream::READ_TIMEOUT,
+            ),
+            send_timeout: self.duration(
+                &at("send_timeout"),
+                raw.send_timeout.as_ref(),
+                defaults::upstream::SEND_TIMEOUT,
+            ),
+            refresh_concurrency: self.count(
+                &at("refresh_concurrency"),
+                raw.refresh_concurrency,
+                defaults::upstream::REFRESH_CONCURRENCY,
+                1,
+            ),
+            max_fails: health.max_fails,
+            fail_timeout: health.fail_timeout,
+            fail_statuses: health.fail_statuses,
+            health_check: health.health_check,
+            name,
+        }
+    }
+
+    /// The servers (address, weight and passive health settings:
+    /// `health`'s unless its table form gives its own), and the scheme
+    /// each one wrote (`https://`, `http://`, or none); their schemes are
+    /// `http` until [`Checker::upstream_tls`] settles them.
+    fn servers(
+        &mut self,
+        path: &str,
+        raw: Option<Vec<RawUpstreamServer>>,
+        health: &health::Health,
+    ) -> (Vec<UpstreamServer>, Vec<Option<Scheme>>) {
+        let example = r#"servers = ["127.0.0.1:8081"]"#;
+        let Some(servers) = raw else {
+            self.missing(path, example);
+            return (Vec::new(), Vec::new());
+        };
+        if servers.is_empty() {
+            self.report(Problem::new(path, "must not be empty").hint(format!("e.g. {example}")));
+        }
+        let mut out = (Vec::new(), Vec::new());
+        for (i, server) in servers.into_iter().enumerate() {
+            let at = format!("{path}[{i}]");
+            let (address, passive, weight) = match server {
+                RawUpstreamServer::Address(address) => (address, health.passive(), 1),
+                RawUpstreamServer::Table(table) => {
+                    let passive = self.server_health(&at, &table, health);
+                    let weight = self.weight(&format!("{at}.weight"), table.weight);
+                    let Some(address) = table.address else {
+                        self.missing(&format!("{at}.address"), r#"address = "127.0.0.1:8081""#);
+                        continue;
+                    };
+                    (address, passive, weight)
+                }
+            };
+            let (address, written) = parse_server(&address);
+            let address = match address {
+                Ok(address) => address,
+                Err(bad) => {
+                    let at = if health.passive() == passive {
+                        at
+                    } else {
+                        format!("{at}.address")
+                    };
+                    self.bad_value(at, bad);
+                    // A placeholder: the problem makes the config an `Err`.
+                    http::uri::Authority::from_static("invalid:1")
+                }
+            };
+            out.0.push(UpstreamServer {
+                address,
+                scheme: Scheme::Http,
+                weight,
+                health: passive,
+            });
+            out.1.push(written);
+        }
+        out
+    }
+}
+
+/// A `servers` entry: its authority, parsed once, and the scheme it wrote
+/// (also when the rest is wrong, so a scheme `tls` contradicts is reported too).
+fn parse_server(text: &str) -> (Result<http::uri::Authority, BadValue>, Option<Scheme>) {
+    let (address, written) = match upstream_tls::split_scheme(text) {
+        Ok(split) => split,
+        Err(bad) => return (Err(bad), None),
+    };
+    let authority = check_host_port(&address).and_then(|()| {
+        address.parse().map_err(|e| BadValue {
+            message: format!("{address:?} is not host:port"),
+            hint: format!("{e}"),
+        })
+    });
+    (authority, written)
+}
+
+/// Accepts `host:port` (`[v6]:port` for IPv6); the host is resolved later.
+fn check_host_port(text: &str) -> Result<(), BadValue> {
+    let bad = |hint: &str| {
+        Err(BadValue {
+            message: format!("{text:?} is not host:port"),
+            hint: hint.to_owned(),
+        })
+    };
+    if text.contains("://") {
+        return bad(r#"write host:port, http://host:port or https://host:port"#);
+    }
+    if text.contains('/') {
+        return bad("write host:port without a path; routes decide the path");
+    }
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return bad(r#"add the port, e.g. "127.0.0.1:8081""#);
+    };
+    if !matches!(port.parse::<u16>(), Ok(1..)) {
+        return bad("the port must be 1 to 65535");
+    }
+    if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return match v6.parse::<Ipv6Addr>() {
+            Ok(_) => Ok(()),
+            Err(_) => bad(r#"write IPv6 addresses in brackets, e.g. "[::1]:8081""#),
+        };
+    }
+    let host_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
+    if host.contains(':') {
+        return bad(r#"write IPv6 addresses in brackets, e.g. "[::1]:8081""#);
+    }
+    if host.is_empty() || !host.chars().all(host_char) {
+        return bad(r#"the host must be a name or IP address, e.g. "origin.internal:8081""#);
+    }
+    Ok(())
+}
