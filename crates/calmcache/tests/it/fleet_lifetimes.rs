@@ -208,8 +208,14 @@ async fn under_steady_load_the_fleet_fetches_once_per_lifetime_and_no_client_wai
                 "{key}: {hits} fetches (one node alone: {alone}, bound {bound})"
             ));
             assert!(hits <= bound, "{key}: {hits} origin fetches > {bound}");
+            // Two counts of ~35 refreshes, each set by where requests land in
+            // the refresh windows, differ by a couple from run to run: the
+            // fleet sent 37 against 35 alone on an idle machine, and the old
+            // bound (alone + 1) failed CI runs now and then. A tenth more is
+            // that drift; a fleet that fetched twice per lifetime (a lease
+            // not honoured) is far past it.
             assert!(
-                hits <= alone + 1,
+                hits <= alone + alone / 10 + 1,
                 "{key}: the fleet sent {hits}, one node alone {alone}"
             );
             assert!(hits >= 2, "{key}: it was refreshed ({hits})");
