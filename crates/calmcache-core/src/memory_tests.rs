@@ -1,25 +1,12 @@
 #![allow(clippy::unwrap_used)]
 use super::*;
-use crate::freshness::Freshness;
-use crate::object::{ObjectMeta, PACK_MAX};
+use crate::object::PACK_MAX;
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use std::time::Duration;
 
 fn object(body_len: usize) -> Arc<CachedObject> {
-    let meta = ObjectMeta {
-        stored_at: tokio::time::Instant::now(),
-        freshness: Freshness {
-            lifetime: Duration::from_secs(60),
-            initial_age: Duration::ZERO,
-            stale_while_revalidate: Duration::ZERO,
-            stale_if_error: Duration::ZERO,
-            stale_forbidden: false,
-            immutable: false,
-            source: crate::freshness::LifetimeSource::Route,
-        },
-        fetch_time: Duration::from_millis(5),
-    };
+    let meta = crate::test_tier::fresh_meta();
     Arc::new(CachedObject::new(
         meta,
         StatusCode::OK,

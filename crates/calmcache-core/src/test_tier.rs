@@ -93,9 +93,10 @@ impl Tier for TestTier {
     }
 }
 
-/// A 200 response with `body`, fresh for a minute, with `headers`.
-pub(crate) fn object_with(body: &str, headers: HeaderMap) -> Arc<CachedObject> {
-    let meta = ObjectMeta {
+/// What the tiers' tests store: fresh for a minute from now (a route's
+/// ttl), fetched in 5 ms.
+pub(crate) fn fresh_meta() -> ObjectMeta {
+    ObjectMeta {
         stored_at: tokio::time::Instant::now(),
         freshness: Freshness {
             lifetime: Duration::from_secs(60),
@@ -107,7 +108,12 @@ pub(crate) fn object_with(body: &str, headers: HeaderMap) -> Arc<CachedObject> {
             source: crate::freshness::LifetimeSource::Route,
         },
         fetch_time: Duration::from_millis(5),
-    };
+    }
+}
+
+/// A 200 response with `body`, fresh for a minute, with `headers`.
+pub(crate) fn object_with(body: &str, headers: HeaderMap) -> Arc<CachedObject> {
+    let meta = fresh_meta();
     Arc::new(CachedObject::new(
         meta,
         StatusCode::OK,

@@ -4,8 +4,7 @@ use super::*;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode};
 
-use crate::freshness::Freshness;
-use crate::object::{LazyBody, ObjectMeta};
+use crate::object::LazyBody;
 use crate::tier::{Figure, PurgeMode, Tier};
 
 fn scratch(name: &str) -> PathBuf {
@@ -29,19 +28,7 @@ fn config(path: &Path, max_size: u64) -> DiskConfig {
 }
 
 fn object(body: &str) -> Arc<CachedObject> {
-    let meta = ObjectMeta {
-        stored_at: tokio::time::Instant::now(),
-        freshness: Freshness {
-            lifetime: Duration::from_secs(60),
-            initial_age: Duration::ZERO,
-            stale_while_revalidate: Duration::ZERO,
-            stale_if_error: Duration::ZERO,
-            stale_forbidden: false,
-            immutable: false,
-            source: crate::freshness::LifetimeSource::Route,
-        },
-        fetch_time: Duration::from_millis(5),
-    };
+    let meta = crate::test_tier::fresh_meta();
     let mut headers = HeaderMap::new();
     headers.insert("content-type", HeaderValue::from_static("text/plain"));
     Arc::new(CachedObject::new(

@@ -13,17 +13,8 @@ use crate::config::ServerConfig;
 
 impl Checker {
     pub(super) fn server(&mut self, raw: RawServer) -> ServerConfig {
-        let listen = match raw.listen {
-            None => {
-                self.missing("server.listen", r#"listen = ["127.0.0.1:8080"]"#);
-                Vec::new()
-            }
-            Some(listen) => self.listen_addrs(listen),
-        };
-        let threads = match raw.threads {
-            None | Some(0) => defaults::server::threads(),
-            Some(threads) => self.count("server.threads", Some(threads), 1, 1),
-        };
+        let listen = self.listen(raw.listen);
+        let threads = self.threads(raw.threads);
         let max_connections = self.at_least_one(
             "server.max_connections",
             raw.max_connections,
@@ -93,6 +84,25 @@ impl Checker {
             send_timeout,
             http2_keepalive_interval,
             http2_keepalive_timeout,
+        }
+    }
+
+    /// `server.listen`: required, each an address.
+    fn listen(&mut self, raw: Option<Vec<String>>) -> Vec<SocketAddr> {
+        match raw {
+            None => {
+                self.missing("server.listen", r#"listen = ["127.0.0.1:8080"]"#);
+                Vec::new()
+            }
+            Some(listen) => self.listen_addrs(listen),
+        }
+    }
+
+    /// `server.threads`: absent or 0, one per core.
+    fn threads(&mut self, raw: Option<i64>) -> usize {
+        match raw {
+            None | Some(0) => defaults::server::threads(),
+            Some(threads) => self.count("server.threads", Some(threads), 1, 1),
         }
     }
 
