@@ -10,6 +10,8 @@ pub(crate) mod blame;
 pub(crate) mod conn;
 pub(crate) mod health;
 pub(crate) mod origin_tls;
+#[allow(dead_code)] // until the origin budget uses it (issue 27)
+pub(crate) mod shared_budget;
 pub(crate) mod shutdown;
 pub(crate) mod stream_clock;
 pub(crate) mod tls;
