@@ -14,7 +14,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 /// What a fleet-wide slot request answered.
-pub enum SharedTake {
+pub(crate) enum SharedTake {
     /// A slot is this node's until the value is dropped (dropping it
     /// releases the slot, off the request path; a node that dies leaves
     /// its slots to expire).
@@ -27,7 +27,7 @@ pub enum SharedTake {
 }
 
 /// A fleet-wide budget of origin slots (fleet/ implements it on Redis).
-pub trait SharedBudget: Send + Sync + 'static {
+pub(crate) trait SharedBudget: Send + Sync + 'static {
     /// Asks for one of `limit` fleet-wide slots for `server` (its
     /// `host:port`, as configured) of upstream `upstream`. Answers within
     /// the fleet's own deadline.
