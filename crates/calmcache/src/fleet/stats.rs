@@ -123,4 +123,16 @@ pub(crate) struct FleetStats {
     /// Redis, a trimmed stream, no saved position) and marked every local
     /// object stale instead.
     pub(crate) purge_gaps: AtomicU64,
+    /// Fleet-wide origin slots granted to this node (`fleet_max_inflight`).
+    pub(crate) origin_granted: AtomicU64,
+    /// Origin slot requests answered full: every slot of the server taken.
+    pub(crate) origin_full: AtomicU64,
+    /// Origin slot requests Redis did not answer (or answered with
+    /// something else than a grant or full): the request went on under
+    /// this node's own budget.
+    pub(crate) origin_failed_open: AtomicU64,
+    /// Origin slots this node holds now.
+    pub(crate) origin_held: AtomicU64,
+    /// Origin slot leases lost while held: they expired (renewals failed).
+    pub(crate) origin_lost: AtomicU64,
 }
