@@ -82,7 +82,7 @@ use outbox::Outbox;
 pub(crate) use position::POSITION_FILE;
 pub(crate) use shared::SharedTier;
 use stats::FetchLog;
-pub(crate) use stats::{FleetStats, ObjectFetches};
+pub(crate) use stats::{FleetStats, ObjectFetches, OriginSlots};
 
 /// The log target of the lines the files split out of `mod.rs` write: the
 /// module's own, as before the split (`CALMCACHE_LOG=calmcache::fleet=..`
