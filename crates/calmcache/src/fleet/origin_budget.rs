@@ -100,16 +100,21 @@ impl OriginBudget {
         let fleet = &inner.fleet;
         let script = &inner.take;
         let lifetime_ms = millis(inner.lifetime);
+        // Whether the call went out (not skipped by the open breaker).
+        let mut sent = false;
         let value: Option<Value> = fleet
             .link
-            .call(Op::OriginTake, |mut conn| async move {
-                script
-                    .key(key)
-                    .arg(lease)
-                    .arg(limit)
-                    .arg(lifetime_ms)
-                    .invoke_async(&mut conn)
-                    .await
+            .call(Op::OriginTake, |mut conn| {
+                sent = true;
+                async move {
+                    script
+                        .key(key)
+                        .arg(lease)
+                        .arg(limit)
+                        .arg(lifetime_ms)
+                        .invoke_async(&mut conn)
+                        .await
+                }
             })
             .await;
         let stats = &fleet.stats;
@@ -131,7 +136,7 @@ impl OriginBudget {
             }
             None => {
                 stats.origin_failed_open.fetch_add(1, Ordering::Relaxed);
-                if value.is_none() {
+                if value.is_none() && sent {
                     // Unanswered in time, the script may still have run and
                     // taken the slot: give it back (sent after the take on
                     // the same connection, so it follows it), or it expires.
