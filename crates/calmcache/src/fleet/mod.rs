@@ -13,8 +13,10 @@
 //! and what does not verify is refused and counted: Redis write access
 //! alone no longer decides what the nodes serve or purge.
 //!
-//! Owns: the Redis layout, leases, the shared tier's values and the purge
-//! bus. Imports: [`crate::http`], [`crate::config`], [`crate::telemetry`];
+//! Owns: the Redis layout, leases, the shared tier's values, the purge
+//! bus and the fleet-wide origin budget. Imports: [`crate::http`],
+//! [`crate::config`], [`crate::telemetry`], [`crate::net`] (the seam of the
+//! origin budget);
 //! never the request path (it calls in, with keys and objects).
 //!
 //! # Layout
@@ -27,6 +29,9 @@
 //! - `entries.rs`: the shared tier's values: the acquire script's answer,
 //!   a value verified before use, the commit of a fill's object.
 //! - `purge_bus.rs`: purges sent to Redis and the stream other nodes poll.
+//! - `origin_budget.rs`: [`OriginBudget`], the fleet-wide origin budget
+//!   (`fleet_max_inflight`): leases on an upstream server's slots, the
+//!   [`crate::net::shared_budget::SharedBudget`] net/ asks.
 //! - `outbox.rs`: purges made while Redis was out, sent once it is back.
 //! - `position.rs`: the purge stream position saved in the disk zones.
 //! - `follow.rs`: the loop that applies other nodes' purges to this node's
@@ -45,6 +50,8 @@ pub(crate) mod follow;
 mod lease;
 mod link;
 mod ops_stats;
+#[allow(dead_code)] // until net/'s origin budget asks it (issue 27, i27-budget)
+mod origin_budget;
 mod outbox;
 mod position;
 mod purge_bus;
@@ -63,6 +70,8 @@ use tokio::time::Instant;
 pub(crate) use breaker_stats::{BreakerState, BreakerStats, OpenReason, OpenedBy};
 use link::Link;
 pub(crate) use ops_stats::OpSnapshot;
+#[allow(unused_imports)] // until net/'s origin budget asks it (issue 27, i27-budget)
+pub(crate) use origin_budget::OriginBudget;
 
 use crate::config::{FleetConfig, FleetSecret};
 use sign::Signer;
@@ -73,7 +82,7 @@ use outbox::Outbox;
 pub(crate) use position::POSITION_FILE;
 pub(crate) use shared::SharedTier;
 use stats::FetchLog;
-pub(crate) use stats::{FleetStats, ObjectFetches};
+pub(crate) use stats::{FleetStats, ObjectFetches, OriginSlots};
 
 /// The log target of the lines the files split out of `mod.rs` write: the
 /// module's own, as before the split (`CALMCACHE_LOG=calmcache::fleet=..`

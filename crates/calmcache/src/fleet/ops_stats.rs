@@ -1,12 +1,14 @@
-//! Redis calls counted per operation (acquire, commit, release, purge,
-//! publish, poll): how many were answered, failed, missed the deadline or
+//! Redis calls counted per operation (acquire, commit, release, renew,
+//! purge, publish, poll; origin_take, origin_renew, origin_release of the
+//! fleet-wide origin budget): how many were answered, failed, missed the deadline or
 //! were skipped by the open breaker, and the answered ones' summed latency,
 //! for `/status` (`fleet.ops`) and `/metrics`. Every call of the link is
 //! counted under exactly one operation, so the per-operation counts sum to
 //! the link's totals.
 //!
-//! Only Redis calls bump these (local misses, fills and purges): a local
-//! cache hit never reaches them.
+//! Only Redis calls bump these (local misses, fills, purges, requests to
+//! an origin under a fleet-wide budget): a local cache hit never reaches
+//! them.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,11 +32,17 @@ pub(crate) enum Op {
     Publish,
     /// Reading the other nodes' purges and the purge epoch.
     Poll,
+    /// Asking for a fleet-wide origin slot (`fleet_max_inflight`).
+    OriginTake,
+    /// Extending a long-held origin slot's lease.
+    OriginRenew,
+    /// Giving an origin slot back (its request to the origin ended).
+    OriginRelease,
 }
 
 impl Op {
     /// Every operation, in `/status` and `/metrics` order.
-    pub(crate) const ALL: [Op; 7] = [
+    pub(crate) const ALL: [Op; 10] = [
         Op::Acquire,
         Op::Commit,
         Op::Release,
@@ -42,6 +50,9 @@ impl Op {
         Op::Purge,
         Op::Publish,
         Op::Poll,
+        Op::OriginTake,
+        Op::OriginRenew,
+        Op::OriginRelease,
     ];
 
     /// Its name in `/status` and the `op` label of `/metrics`.
@@ -54,6 +65,9 @@ impl Op {
             Op::Purge => "purge",
             Op::Publish => "publish",
             Op::Poll => "poll",
+            Op::OriginTake => "origin_take",
+            Op::OriginRenew => "origin_renew",
+            Op::OriginRelease => "origin_release",
         }
     }
 

@@ -1,6 +1,7 @@
 //! The Lua scripts that make each fleet step one atomic round trip. Every
 //! script touches only the keys of one object, which share the hash tag
-//! `{H}` (one cluster slot); times are Redis' own clock (`TIME`), so the
+//! `{H}` (one cluster slot), or one upstream server's origin slots (one
+//! key, `{P}{origin:U/S}:slots`: a sorted set of leases); times are Redis' own clock (`TIME`), so the
 //! nodes' clocks never meet.
 //!
 //! An object's keys: `{P}{H}:m` (hash: `fence`, `since_ms` = when the fill
@@ -159,5 +160,47 @@ pub(crate) fn epoch() -> Script {
         "{NOW}\
          redis.call('SET', KEYS[1], ARGV[1], 'NX')\n\
          return {{redis.call('GET', KEYS[1]), now}}\n"
+    ))
+}
+
+/// `origin_take(slots; lease, limit, lifetime_ms)`: one of `limit`
+/// fleet-wide origin slots of one upstream server. `slots` is a sorted set
+/// of lease ids scored by their expiry (Redis' clock, ms): the expired ones
+/// go, then `lease` joins if fewer than `limit` remain: `{1, now}`
+/// (granted) or `{0, taken}` (full). The key lives as long as its
+/// longest lease. A value of another type there is none of ours (a stray
+/// write): it is deleted and the answer is `{-1}` (the caller fails open
+/// this once; the next take starts the set afresh).
+#[allow(dead_code)] // until net/'s origin budget asks it (issue 27, i27-budget)
+pub(crate) fn origin_take() -> Script {
+    Script::new(&format!(
+        "{NOW}\
+         local kind = redis.call('TYPE', KEYS[1])['ok']\n\
+         if kind ~= 'zset' and kind ~= 'none' then\n\
+           redis.call('DEL', KEYS[1])\n\
+           return {{-1}}\n\
+         end\n\
+         redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n\
+         local taken = redis.call('ZCARD', KEYS[1])\n\
+         if taken >= tonumber(ARGV[2]) then return {{0, taken}} end\n\
+         local lifetime = tonumber(ARGV[3])\n\
+         redis.call('ZADD', KEYS[1], now + lifetime, ARGV[1])\n\
+         if redis.call('PTTL', KEYS[1]) < lifetime then redis.call('PEXPIRE', KEYS[1], lifetime) end\n\
+         return {{1, now}}\n"
+    ))
+}
+
+/// `origin_renew(slots; lease, lifetime_ms)`: extends a held origin slot's
+/// lease from now; `0` when it is gone (it expired: renewals failed).
+#[allow(dead_code)] // until net/'s origin budget asks it (issue 27, i27-budget)
+pub(crate) fn origin_renew() -> Script {
+    Script::new(&format!(
+        "{NOW}\
+         if redis.call('TYPE', KEYS[1])['ok'] ~= 'zset' then return 0 end\n\
+         if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end\n\
+         local lifetime = tonumber(ARGV[2])\n\
+         redis.call('ZADD', KEYS[1], 'XX', now + lifetime, ARGV[1])\n\
+         if redis.call('PTTL', KEYS[1]) < lifetime then redis.call('PEXPIRE', KEYS[1], lifetime) end\n\
+         return 1\n"
     ))
 }

@@ -76,6 +76,38 @@ pub(crate) struct ObjectFetches {
     pub(crate) here: u64,
 }
 
+/// The fleet-wide origin budget's use by this node, for `/status`
+/// (`fleet.origin_slots`) and `/metrics`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct OriginSlots {
+    /// Slots granted (this node's requests to an origin under
+    /// `fleet_max_inflight`).
+    pub(crate) granted: u64,
+    /// Answers "full": every slot of the server taken fleet-wide.
+    pub(crate) full: u64,
+    /// Asked, but Redis did not answer well (breaker open, deadline, error,
+    /// a bad answer): went on under the node's own budget.
+    pub(crate) failed_open: u64,
+    /// Held now.
+    pub(crate) held: u64,
+    /// Lost while held: the lease expired (renewals failed).
+    pub(crate) lost: u64,
+}
+
+impl FleetStats {
+    /// The origin budget's counters.
+    pub(crate) fn origin_slots(&self) -> OriginSlots {
+        let n = |a: &AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        OriginSlots {
+            granted: n(&self.origin_granted),
+            full: n(&self.origin_full),
+            failed_open: n(&self.origin_failed_open),
+            held: n(&self.origin_held),
+            lost: n(&self.origin_lost),
+        }
+    }
+}
+
 /// Counters of the fleet's work on this node.
 #[derive(Default)]
 pub(crate) struct FleetStats {
@@ -123,4 +155,16 @@ pub(crate) struct FleetStats {
     /// Redis, a trimmed stream, no saved position) and marked every local
     /// object stale instead.
     pub(crate) purge_gaps: AtomicU64,
+    /// Fleet-wide origin slots granted to this node (`fleet_max_inflight`).
+    pub(crate) origin_granted: AtomicU64,
+    /// Origin slot requests answered full: every slot of the server taken.
+    pub(crate) origin_full: AtomicU64,
+    /// Origin slot requests Redis did not answer (or answered with
+    /// something else than a grant or full): the request went on under
+    /// this node's own budget.
+    pub(crate) origin_failed_open: AtomicU64,
+    /// Origin slots this node holds now.
+    pub(crate) origin_held: AtomicU64,
+    /// Origin slot leases lost while held: they expired (renewals failed).
+    pub(crate) origin_lost: AtomicU64,
 }

@@ -217,6 +217,13 @@ fn fleet() -> FleetStatus {
         purge_lag_sum_ms: 320,
         purge_gaps: 17,
         purges_pending: 18,
+        origin_slots: crate::fleet::OriginSlots {
+            granted: 19,
+            full: 20,
+            failed_open: 21,
+            held: 2,
+            lost: 22,
+        },
         ops: BTreeMap::from([("acquire", acquire), ("commit", commit)]),
         most_fetched: vec![crate::fleet::ObjectFetches {
             key: "GET http fleet.test /a".to_owned(),

@@ -152,8 +152,13 @@ pub(crate) struct FleetStatus {
     pub purge_gaps: u64,
     /// This node's purges waiting for Redis (out of reach when made).
     pub purges_pending: usize,
-    /// Redis calls per operation (acquire, commit, release, purge, publish,
-    /// poll): they sum to the `calls_*` totals.
+    /// The fleet-wide origin budget (`fleet_max_inflight`): slots granted,
+    /// answered full, failed open (Redis out: the local budget alone),
+    /// held now, lost.
+    pub origin_slots: crate::fleet::OriginSlots,
+    /// Redis calls per operation (acquire, commit, release, renew, purge,
+    /// publish, poll, origin_take, origin_renew, origin_release): they sum
+    /// to the `calls_*` totals.
     pub ops: BTreeMap<&'static str, crate::fleet::OpSnapshot>,
     /// The objects this node fetched for the fleet lately that the fleet
     /// fetched most: origin fetches summed over every node.
@@ -516,6 +521,7 @@ fn fleet_status(fleet: &crate::fleet::Fleet) -> FleetStatus {
         purge_lag_sum_ms: n(&s.purge_lag_ms_sum),
         purge_gaps: n(&s.purge_gaps),
         purges_pending: fleet.purges_pending(),
+        origin_slots: s.origin_slots(),
         ops: fleet.ops(),
         most_fetched: fleet.most_fetched(),
         last_error: fleet.last_error(),

@@ -504,6 +504,25 @@ pub(super) static FLEET: &[Family<FleetStatus>] = &[
         "The longest lag of a purge from another node, sent to applied here.",
         One(|f| f.purge_lag_max_ms as f64 / 1e3),
     ),
+    counter(
+        "calmcache_fleet_origin_slots_total",
+        "Fleet-wide origin slot requests (fleet_max_inflight) by result (granted; full: every slot taken; failed_open: Redis out, the local budget alone).",
+        Rows(|f| {
+            let o = &f.origin_slots;
+            let results = [("granted", o.granted), ("full", o.full), ("failed_open", o.failed_open)];
+            labelled("result", results)
+        }),
+    ),
+    gauge(
+        "calmcache_fleet_origin_slots_held",
+        "Fleet-wide origin slots this node holds now (its requests in flight under fleet_max_inflight).",
+        One(|f| f.origin_slots.held as f64),
+    ),
+    counter(
+        "calmcache_fleet_origin_slots_lost_total",
+        "Fleet-wide origin slots lost while held: the lease expired (renewals failed).",
+        One(|f| f.origin_slots.lost as f64),
+    ),
     gauge(
         "calmcache_fleet_object_fetches",
         "Origin fetches with the fleet's lease of the objects this node fetched most lately, summed over every node (the object's fencing counter).",
