@@ -105,9 +105,11 @@ impl Budget {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A slot at the first server of `order` that is up with one free;
-    /// else a place in the queue (`Wait`) or `Full` (`TryOnly`). Waiters
-    /// already queued go first: a free slot is theirs before a newcomer's.
+    /// A slot at the first server of `order` with one free (the caller
+    /// asked their health: a server down for its trial request may be in
+    /// it); else a place in the queue (`Wait`) or `Full` (`TryOnly`).
+    /// Waiters already queued go first: a free slot is theirs before a
+    /// newcomer's.
     pub(crate) fn take(
         self: &Arc<Self>,
         order: impl IntoIterator<Item = usize>,
@@ -151,7 +153,7 @@ impl Budget {
     ) -> Option<Slot> {
         let server = order
             .into_iter()
-            .find(|&i| state.inflight.get(i).is_some_and(|&n| n < self.limit) && (self.is_up)(i))?;
+            .find(|&i| state.inflight.get(i).is_some_and(|&n| n < self.limit))?;
         state.inflight[server] += 1;
         self.stats.budget.inflight.inc();
         Some(Slot {
@@ -165,7 +167,8 @@ impl Budget {
     /// (a server back up, or a slot freed while its server was down).
     fn serve_waiters(self: &Arc<Self>, state: &mut State) {
         while !state.waiters.is_empty() {
-            let Some(slot) = self.take_in(state, 0..state.inflight.len()) else {
+            let up = (0..state.inflight.len()).filter(|&i| (self.is_up)(i));
+            let Some(slot) = self.take_in(state, up) else {
                 return;
             };
             if let Some(mut back) = hand_over(state, slot) {

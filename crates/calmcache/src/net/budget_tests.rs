@@ -146,7 +146,7 @@ async fn a_server_that_is_down_never_gets_a_slot() {
         (vec![0, 1], 1),
         "not handed over: server 0 is down"
     );
-    assert!(matches!(b.take([0], Admission::TryOnly), Taken::Full));
+    assert!(matches!(b.take([1], Admission::TryOnly), Taken::Full));
     drop(c);
     assert_eq!(q.wait(soon()).await.unwrap().server(), 1);
 }
