@@ -24,7 +24,7 @@ use crate::http::error::{ErrorKind, ProxyError};
 use crate::http::headers::add_forwarded;
 use crate::net::conn::Peer;
 use crate::proxy::answer::Answer;
-use crate::proxy::fill::{busy_copy, fill, FetchRequest, FillArgs, FillReply, NotStored};
+use crate::proxy::fill::{busy_copy, fill, FetchRequest, FillArgs, FillReply, NotStored, StandIn};
 use crate::proxy::lookup::lookup;
 use crate::proxy::orphan::Orphaned;
 use crate::proxy::outcome::{ErrorAnswer, FillOutcome, Requester};
@@ -121,9 +121,13 @@ impl Fetch {
         // on with its Range instead of relaying the whole body.
         let ranged = ask.wants_range().then(|| self.request.clone());
         let interest = permit.as_ref().map(FetchPermit::interest);
+        let stand_in = self.stand_in();
         let mut args = FillArgs::new(route.clone(), self.primary, self.request);
         if let Some(permit) = permit {
             args = args.leading(permit);
+        }
+        if stand_in == StandIn::ErrorOnly {
+            args = args.forced();
         }
         let task = fill(args.replacing(self.stale));
         let filling = Filling {
@@ -199,6 +203,15 @@ impl Fetch {
             .then(|| copy.clone())
     }
 
+    /// Which stored copy may stand in for this request while the origin
+    /// is busy: past stale-if-error only when its directives forced it.
+    fn stand_in(&self) -> StandIn {
+        match self.why {
+            Why::Request => StandIn::ErrorOnly,
+            _ => StandIn::Busy,
+        }
+    }
+
     /// What a follower answers from its leader's `outcome`.
     async fn follow(
         &mut self,
@@ -254,7 +267,8 @@ impl Fetch {
                     // The origin budget refused the leader: this request's
                     // own copy, if it may stand in, else the same 503.
                     ErrorKind::OriginBusy { .. } => {
-                        busy_copy(route, self.stale.as_ref()).map(|copy| served_busy(route, copy))
+                        busy_copy(route, self.stale.as_ref(), self.stand_in())
+                            .map(|copy| served_busy(route, copy))
                     }
                     _ => stale_if_error(self.stale.take(), None),
                 };

@@ -141,9 +141,18 @@ async fn a_stale_copy_within_stale_if_busy_is_served_at_once_while_the_origin_is
         let held = hold(&wires, wire, format!("/busy/{w}"), "3000");
         let stale = async {
             wait_budget(&wires.proxy, "inflight", |n| n == 1).await;
-            get(&wires, wire, &hot, &[]).await
+            let stale = get(&wires, wire, &hot, &[]).await;
+            // A client that asked for a fresh answer waits its turn instead.
+            let forced = get(&wires, wire, &hot, &[("cache-control", "no-cache")]).await;
+            (stale, forced)
         };
-        let (held, stale) = tokio::join!(held, stale);
+        let (held, (stale, forced)) = tokio::join!(held, stale);
+        assert_eq!(forced.status, 200, "{what}");
+        assert!(
+            !forced.cache_status().contains("origin-busy"),
+            "{what}: {}",
+            forced.cache_status()
+        );
         assert_eq!(held.status, 200, "{what}");
         assert_eq!(stale.status, 200, "{what}: {}", stale.body);
         let status = stale.cache_status();
@@ -153,8 +162,8 @@ async fn a_stale_copy_within_stale_if_busy_is_served_at_once_while_the_origin_is
         );
         assert_eq!(
             origin.hits_for(&hot),
-            1,
-            "{what}: the stale copy, not the origin"
+            2,
+            "{what}: the first fill and the forced fetch; the stale copy, not the origin"
         );
     }
     let b = budget(&wires.proxy).await;

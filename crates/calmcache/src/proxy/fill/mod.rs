@@ -176,6 +176,20 @@ pub(crate) struct FillArgs {
     /// [`background`](FillArgs::background); a fill with a copy that may
     /// stand in never waits either ([`admission`]).
     pub admission: Admission,
+    /// Which stored copy may stand in while the origin is busy.
+    pub stand_in: StandIn,
+}
+
+/// Which stored copy may stand in for the origin's answer while its
+/// budget is full ([`busy_copy`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StandIn {
+    /// A fresh copy, one inside the route's `stale_if_busy` (where the
+    /// origin granted stale use), or one inside stale-if-error.
+    Busy,
+    /// The client's directives asked for a fresh answer (`no-cache`,
+    /// `max-age`...): only stale-if-error, as when the origin fails.
+    ErrorOnly,
 }
 
 impl FillArgs {
@@ -189,7 +203,15 @@ impl FillArgs {
             permit: None,
             stale: None,
             admission: Admission::Wait,
+            stand_in: StandIn::Busy,
         }
+    }
+
+    /// The client's request directives forced this fetch: no copy stands
+    /// in past stale-if-error ([`StandIn::ErrorOnly`]).
+    pub(crate) fn forced(mut self) -> Self {
+        self.stand_in = StandIn::ErrorOnly;
+        self
     }
 
     /// A background refresh or warm-up: never queued for an origin slot,
@@ -225,8 +247,9 @@ pub(crate) async fn fill(args: FillArgs) -> FillReply {
         permit,
         stale,
         admission,
+        stand_in,
     } = args;
-    let admission = self::admission(&route, admission, stale.as_ref());
+    let admission = self::admission(&route, admission, stale.as_ref(), stand_in);
     // Fleet mode: a fresh copy another node stored, or the fleet's lease
     // for this fetch (or a wait for the node that holds it).
     let lease = match fleet::before(&route, &primary, &fetch, &permit, stale.as_deref()).await {
@@ -240,6 +263,7 @@ pub(crate) async fn fill(args: FillArgs) -> FillReply {
         stale,
         request_time,
         admission,
+        stand_in,
     };
     let sent = match send::send(&route, &primary, &fetch, &permit, sending).await {
         Ok(sent) => sent,
@@ -324,28 +348,37 @@ async fn keep(
 
 /// How a fill may wait for an origin slot: never while a copy may stand
 /// in when the origin is busy ([`busy_copy`]), else as it was asked.
-fn admission(route: &Route, asked: Admission, stale: Option<&Arc<CachedObject>>) -> Admission {
-    match busy_copy(route, stale) {
+fn admission(
+    route: &Route,
+    asked: Admission,
+    stale: Option<&Arc<CachedObject>>,
+    stand_in: StandIn,
+) -> Admission {
+    match busy_copy(route, stale, stand_in) {
         Some(_) => Admission::TryOnly,
         None => asked,
     }
 }
 
 /// The stored copy that may be served at once while the origin budget is
-/// full: one inside the route's `stale_if_busy` past its lifetime, or
-/// inside its stale-if-error window (the origin's or the route's). The one
-/// place this is decided, for a fill and for its followers.
+/// full: one inside the route's `stale_if_busy` past its lifetime (where
+/// the origin granted stale use: RFC 9111 §4.2.4), or inside its
+/// stale-if-error window (the origin's or the route's). The one place
+/// this is decided, for a fill and for its followers.
 pub(crate) fn busy_copy(
     route: &Route,
     stale: Option<&Arc<CachedObject>>,
+    stand_in: StandIn,
 ) -> Option<Arc<CachedObject>> {
     let now = Instant::now();
+    let busy = |s: &CachedObject| {
+        stand_in == StandIn::Busy
+            && (s.meta.is_fresh(now)
+                || (s.meta.freshness.stale_use_granted()
+                    && s.meta.within(now, route.cfg.stale_if_busy)))
+    };
     stale
-        .filter(|s| {
-            s.vary_index().is_none()
-                && (s.meta.within(now, route.cfg.stale_if_busy)
-                    || s.meta.within_stale_if_error(now))
-        })
+        .filter(|s| s.vary_index().is_none() && (busy(s) || s.meta.within_stale_if_error(now)))
         .cloned()
 }
 

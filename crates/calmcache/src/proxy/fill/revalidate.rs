@@ -42,6 +42,7 @@ pub(super) async fn merge(
             stale: None,
             // A rare fault's fallback: it may wait as a client's fill does.
             admission: crate::net::budget::Admission::Wait,
+            stand_in: super::StandIn::Busy,
         };
         return Box::pin(fill(args)).await;
     };

@@ -104,6 +104,7 @@ pub(super) struct Sending {
     pub(super) stale: Option<Arc<CachedObject>>,
     pub(super) request_time: SystemTime,
     pub(super) admission: Admission,
+    pub(super) stand_in: super::StandIn,
 }
 
 /// Sends the fill's request (conditional on `stale` when a 304 can be
@@ -121,6 +122,7 @@ pub(super) async fn send(
         stale,
         mut request_time,
         admission,
+        stand_in,
     } = sending;
     let upstream = &route.upstream;
     let mut revalidating = stale
@@ -148,7 +150,7 @@ pub(super) async fn send(
         if matches!(e.kind, ErrorKind::OriginBusy { .. }) {
             return Err(Failure {
                 error: e.clone(),
-                stale: super::busy_copy(route, stale.as_ref()),
+                stale: super::busy_copy(route, stale.as_ref(), stand_in),
                 status: None,
             });
         }
