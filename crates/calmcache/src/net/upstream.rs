@@ -398,12 +398,16 @@ impl Upstream {
             return with_body(result, held);
         };
         // The next server only with a free slot now: a retry never queues.
-        let Some(held) = self.retry_slot(next, held).await else {
-            return with_body(result, None);
+        let Some(next_held) = self.retry_slot(next).await else {
+            return with_body(result, held);
         };
         if let Err(e) = &result {
             tracing::debug!(upstream = %self.name, error = %e, next = %next.authority, "trying the next server");
         }
+        // The first answer is dropped for the retry: its slot with it.
+        drop(result);
+        drop(held);
+        let held = next_held;
         let (result, verdict) = self.once(next, copy, expect, switched, waited).await;
         attempt.report(verdict);
         with_body(result, held)
@@ -464,12 +468,11 @@ impl Upstream {
     }
 
     /// The slots of a retry at `next`: only a free one now (`None`: no
-    /// retry); `held` (the first server's) is released either way.
-    async fn retry_slot(&self, next: &Server, held: Option<Held>) -> Option<Option<Held>> {
+    /// retry, the first answer stands).
+    async fn retry_slot(&self, next: &Server) -> Option<Option<Held>> {
         let Some(budget) = &self.budget else {
             return Some(None);
         };
-        drop(held);
         let slot = budget.try_at(self.index(next))?;
         let now = tokio::time::Instant::now();
         let shared = self.shared_slot(next, Admission::TryOnly, now).await.ok()?;

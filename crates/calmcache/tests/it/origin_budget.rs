@@ -211,7 +211,7 @@ async fn passes_take_slots_too() {
     let origin = Origin::start().await;
     let proxy = Proxy::new(&origin).upstream("max_inflight = 1\nqueue_timeout = \"200ms\"");
     let wires = Wires::start(proxy, "").await;
-    for (w, wire) in wires.all.iter().enumerate() {
+    for wire in &wires.all {
         let what = wire.label();
         let slow_post = async {
             let headers = [("x-origin-delay-ms", "2000")];

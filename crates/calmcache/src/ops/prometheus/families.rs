@@ -28,9 +28,12 @@ fn per_upstream(s: &Status, value: fn(&UpstreamStatus) -> u64) -> Vec<Row<'_>> {
     )
 }
 
+/// One figure of an upstream's status.
+type Figure = fn(&UpstreamStatus) -> u64;
+
 /// `calmcache_upstream_shed_total`: per upstream and reason.
 fn shed_rows(s: &Status) -> Vec<Row<'_>> {
-    let reasons: [(&'static str, fn(&UpstreamStatus) -> u64); 3] = [
+    let reasons: [(&'static str, Figure); 3] = [
         ("stale", |u| u.budget.shed_stale),
         ("busy", |u| u.budget.shed_busy),
         ("refresh", |u| u.budget.refresh_skipped),
