@@ -216,6 +216,12 @@ impl Upstream {
         let _ = self.shared.set(shared);
     }
 
+    /// Whether requests take origin slots (`max_inflight` or
+    /// `fleet_max_inflight` set).
+    pub(crate) fn has_budget(&self) -> bool {
+        self.budget.is_some()
+    }
+
     /// `max_inflight` per server (0: no limit).
     pub fn max_inflight(&self) -> usize {
         self.max_inflight

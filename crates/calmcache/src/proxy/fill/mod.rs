@@ -354,6 +354,10 @@ fn admission(
     stale: Option<&Arc<CachedObject>>,
     stand_in: StandIn,
 ) -> Admission {
+    if !route.upstream.has_budget() {
+        // Nothing to wait for: nothing to decide.
+        return asked;
+    }
     match busy_copy(route, stale, stand_in) {
         Some(_) => Admission::TryOnly,
         None => asked,
