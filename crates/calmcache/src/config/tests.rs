@@ -1969,6 +1969,8 @@ fn the_origin_budget_keys_are_read_and_checked() {
     assert!(load(&upstream("queue_timeout = \"0s\"")).upstreams[0]
         .queue_timeout
         .is_zero());
+    let long = only_problem(&upstream("queue_timeout = \"400d\""));
+    assert_eq!(long.path, "upstreams.app.queue_timeout");
     let negative = only_problem(&upstream("max_inflight = -1"));
     assert_eq!(negative.path, "upstreams.app.max_inflight");
     let bad = only_problem(&format!("{MINIMAL}stale_if_busy = 5\n"));

@@ -432,7 +432,10 @@ impl Upstream {
             });
         };
         let started = tokio::time::Instant::now();
-        let deadline = started + budget.queue_timeout;
+        // Validated to at most 365 days; never past what an Instant holds.
+        let deadline = started
+            .checked_add(budget.queue_timeout)
+            .unwrap_or(started + Duration::from_secs(86_400));
         loop {
             let (picked, attempt) = self.pick()?;
             let mut attempt = Some(attempt);

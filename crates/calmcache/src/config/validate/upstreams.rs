@@ -93,6 +93,11 @@ impl Checker {
             raw.queue_timeout.as_ref(),
             defaults::upstream::QUEUE_TIMEOUT,
         );
+        if timeout > super::MAX_TIMEOUT {
+            let problem = Problem::new(path, format!("{timeout:?} is more than 365d"));
+            self.report(problem.hint(r#"write e.g. "5s""#));
+            return defaults::upstream::QUEUE_TIMEOUT;
+        }
         if timeout.is_zero() && raw.max_inflight.is_some_and(|n| n > 0) {
             let problem = Problem::new(path, "must be above 0 when max_inflight is set");
             self.report(problem.hint(
