@@ -222,6 +222,14 @@ impl Upstream {
         self.budget.is_some()
     }
 
+    /// The longest a request may wait for its origin slots
+    /// (`queue_timeout`; zero without a budget).
+    pub(crate) fn queue_wait(&self) -> Duration {
+        self.budget
+            .as_ref()
+            .map_or(Duration::ZERO, |b| b.queue_timeout)
+    }
+
     /// `max_inflight` per server (0: no limit).
     pub fn max_inflight(&self) -> usize {
         self.max_inflight

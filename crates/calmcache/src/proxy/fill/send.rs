@@ -131,7 +131,8 @@ pub(super) async fn send(
         .cloned();
     // Followers wait as long as the head may take (read_timeout counts
     // from sending, connecting included), not just their lock_timeout.
-    let head_bound = upstream.read_timeout + BOUND_SLACK;
+    // With an origin budget, the wait for a slot comes first.
+    let head_bound = upstream.queue_wait() + upstream.read_timeout + BOUND_SLACK;
     alive_for(permit, head_bound);
     let mut result = upstream
         .send(upstream_request(fetch, revalidating.as_deref()), admission)
