@@ -150,3 +150,18 @@ async fn a_server_that_is_down_never_gets_a_slot() {
     drop(c);
     assert_eq!(q.wait(soon()).await.unwrap().server(), 1);
 }
+
+#[tokio::test]
+async fn a_newcomer_never_jumps_the_queue() {
+    let b = budget(2, 1);
+    let down = slot(b.take([0], Admission::Wait));
+    let other = slot(b.take([1], Admission::Wait));
+    let first = queued(b.take([0, 1], Admission::Wait));
+    // A slot frees: it is the queued request's, not a newcomer's.
+    drop(other);
+    assert!(matches!(b.take([1], Admission::TryOnly), Taken::Full));
+    assert!(b.try_at(1).is_none());
+    assert_eq!(first.wait(soon()).await.unwrap().server(), 1);
+    drop(down);
+    assert_eq!(b.figures(), (vec![0, 0], 0));
+}

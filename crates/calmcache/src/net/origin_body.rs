@@ -51,6 +51,15 @@ impl OriginBody {
     }
 }
 
+impl std::fmt::Debug for OriginBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OriginBody")
+            .field("inner", &self.inner)
+            .field("holds_slots", &self.held.is_some())
+            .finish()
+    }
+}
+
 impl Body for OriginBody {
     type Data = Bytes;
     type Error = hyper::Error;

@@ -1072,3 +1072,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "upstream_budget_tests.rs"]
+mod budget_tests;
