@@ -54,6 +54,10 @@
 //! `If-Modified-Since` is at or after its `Last-Modified`, the answer is a 304
 //! with the response's headers and no body. It is counted like any other.
 //!
+//! [`Origin::in_progress`] counts the requests being answered now (from
+//! arrival to the end of their body) and [`Origin::peak_in_progress`] the
+//! most at once, for tests of an origin concurrency budget.
+//!
 //! Every request is recorded: [`Origin::requests_for`] returns method, path
 //! and query, and headers, so a test can assert what the proxy sent (a
 //! validator, no `Range`, a GET for a HEAD...).
@@ -118,6 +122,9 @@ struct Counts {
     tls_failures: AtomicU64,
     trickled: AtomicU64,
     streamed: AtomicU64,
+    /// Requests being answered now, and the most there were at once.
+    in_progress: AtomicU64,
+    peak_in_progress: AtomicU64,
     by_path: Mutex<HashMap<String, u64>>,
     requests: Mutex<Vec<RecordedRequest>>,
 }
@@ -229,6 +236,17 @@ impl Origin {
     /// certificate, or had none to show when one was required).
     pub fn tls_failures(&self) -> u64 {
         self.counts.tls_failures.load(Ordering::SeqCst)
+    }
+
+    /// Requests being answered now: from their arrival until their
+    /// response body ended or was dropped.
+    pub fn in_progress(&self) -> u64 {
+        self.counts.in_progress.load(Ordering::SeqCst)
+    }
+
+    /// The most requests [`Origin::in_progress`] at once so far.
+    pub fn peak_in_progress(&self) -> u64 {
+        self.counts.peak_in_progress.load(Ordering::SeqCst)
     }
 
     /// Requests that reached this origin.
@@ -435,7 +453,41 @@ fn percent_decode(text: &str) -> Vec<u8> {
     out
 }
 
+/// A request in progress, from its arrival until its response body ended
+/// or was dropped (the client went away mid-delay or mid-body too).
+struct InProgress(Arc<Counts>);
+
+impl InProgress {
+    fn enter(counts: Arc<Counts>) -> InProgress {
+        let now = counts.in_progress.fetch_add(1, Ordering::SeqCst) + 1;
+        counts.peak_in_progress.fetch_max(now, Ordering::SeqCst);
+        InProgress(counts)
+    }
+}
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        self.0.in_progress.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// [`answer`], counted in progress until its body is over.
 async fn respond(
+    counts: Arc<Counts>,
+    req: Request<Incoming>,
+) -> Result<Response<OriginBody>, std::io::Error> {
+    let guard = InProgress::enter(counts.clone());
+    let resp = answer(counts, req).await?;
+    Ok(resp.map(|body| {
+        body.map_frame(move |frame| {
+            let _held = &guard;
+            frame
+        })
+        .boxed()
+    }))
+}
+
+async fn answer(
     counts: Arc<Counts>,
     req: Request<Incoming>,
 ) -> Result<Response<OriginBody>, std::io::Error> {

@@ -78,6 +78,13 @@ pub(crate) mod upstream {
     pub(crate) const SEND_TIMEOUT: Duration = Duration::from_secs(60);
     /// `refresh_concurrency`: background refreshes in flight at once.
     pub(crate) const REFRESH_CONCURRENCY: usize = 8;
+    /// `max_inflight`: no origin budget (a request path that costs nothing).
+    pub(crate) const MAX_INFLIGHT: usize = 0;
+    /// `queue_timeout`: as long as a request waits for another's fetch
+    /// (`lock_timeout`).
+    pub(crate) const QUEUE_TIMEOUT: Duration = Duration::from_secs(5);
+    /// `fleet_max_inflight`: no fleet-wide budget.
+    pub(crate) const FLEET_MAX_INFLIGHT: usize = 0;
     /// `max_fails`: NGINX's.
     pub(crate) const MAX_FAILS: u32 = 1;
     /// `fail_timeout`: NGINX's.
@@ -143,6 +150,8 @@ pub(crate) mod route {
     pub(crate) const STALE_WHILE_REVALIDATE: Duration = Duration::ZERO;
     /// `stale_if_error`.
     pub(crate) const STALE_IF_ERROR: Duration = Duration::ZERO;
+    /// `stale_if_busy`: a busy origin serves no copy past stale-if-error.
+    pub(crate) const STALE_IF_BUSY: Duration = Duration::ZERO;
     /// `lock_timeout`.
     pub(crate) const LOCK_TIMEOUT: Duration = Duration::from_secs(5);
     /// `sus_stale`.
@@ -314,6 +323,18 @@ pub(crate) fn keys() -> Vec<(&'static str, Shown)> {
             Shown::Count(upstream::REFRESH_CONCURRENCY as u64),
         ),
         (
+            "upstreams.*.max_inflight",
+            Shown::Count(upstream::MAX_INFLIGHT as u64),
+        ),
+        (
+            "upstreams.*.queue_timeout",
+            Shown::Duration(upstream::QUEUE_TIMEOUT),
+        ),
+        (
+            "upstreams.*.fleet_max_inflight",
+            Shown::Count(upstream::FLEET_MAX_INFLIGHT as u64),
+        ),
+        (
             "upstreams.*.max_fails",
             Shown::Count(upstream::MAX_FAILS as u64),
         ),
@@ -385,6 +406,10 @@ pub(crate) fn keys() -> Vec<(&'static str, Shown)> {
         (
             "routes.stale_if_error",
             Shown::Duration(route::STALE_IF_ERROR),
+        ),
+        (
+            "routes.stale_if_busy",
+            Shown::Duration(route::STALE_IF_BUSY),
         ),
         ("routes.lock_timeout", Shown::Duration(route::LOCK_TIMEOUT)),
         ("routes.sus_stale", Shown::Duration(route::SUS_STALE)),

@@ -372,6 +372,16 @@ pub struct UpstreamConfig {
     /// Background refreshes in flight at once against this upstream
     /// (default 8, at least 1), so refreshing never floods the origin.
     pub refresh_concurrency: usize,
+    /// The origin budget: requests in flight to each server at once
+    /// (default 0: no limit). Past it a request waits in the upstream's
+    /// queue, or is answered from a stale copy (`net::budget`).
+    pub max_inflight: usize,
+    /// How long a request with no usable copy waits for an origin slot
+    /// before a 503 (default 5s; above 0 when `max_inflight` is set).
+    pub queue_timeout: Duration,
+    /// Requests in flight to each server across every node of a fleet
+    /// (default 0: off), asked of the fleet's shared budget.
+    pub fleet_max_inflight: usize,
     /// Failures within `fail_timeout` that mark a server down for
     /// `fail_timeout` (default 1, as NGINX's; 0 turns passive checks off).
     pub max_fails: u32,
@@ -614,6 +624,10 @@ pub struct RouteConfig {
     /// How long past expiry a stale object may be served when the origin
     /// fails (RFC 5861 `stale-if-error`; default 0s).
     pub stale_if_error: Duration,
+    /// How long past expiry a stored copy may be served at once when the
+    /// upstream's origin budget is full (default 0s; a copy inside
+    /// stale-if-error is served then too, whatever this says).
+    pub stale_if_busy: Duration,
     /// How long a request waits for another request's fetch of the same
     /// key when that fetch makes no progress (default 5s). A fetch inside
     /// its upstream's connect and read timeouts is waited for however long.

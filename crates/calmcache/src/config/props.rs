@@ -113,6 +113,8 @@ fn value_for(key: &str) -> BoxedStrategy<String> {
         | "keepalive_requests"
         | "keepalive"
         | "refresh_concurrency"
+        | "max_inflight"
+        | "fleet_max_inflight"
         | "weight" => (-2..2_000i64).prop_map(|n| n.to_string()).boxed(),
         "h2c"
         | "override_origin"
@@ -172,6 +174,9 @@ const UPSTREAM: &[&str] = &[
     "read_timeout",
     "send_timeout",
     "refresh_concurrency",
+    "max_inflight",
+    "queue_timeout",
+    "fleet_max_inflight",
 ];
 const ZONE: &[&str] = &[
     "kind",
@@ -203,6 +208,7 @@ const ROUTE: &[&str] = &[
     "per_beta",
     "stale_while_revalidate",
     "stale_if_error",
+    "stale_if_busy",
     "lock_timeout",
     "sus_stale",
     "hit_for_miss",

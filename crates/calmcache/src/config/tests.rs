@@ -1934,3 +1934,60 @@ fn a_match_anchored_at_the_end_that_a_query_satisfies_is_warned_about() {
         assert!(load(&with_route(quiet)).warnings().is_empty(), "{quiet}");
     }
 }
+
+#[test]
+fn the_origin_budget_keys_are_read_and_checked() {
+    let upstream = |keys: &str| {
+        MINIMAL.replace(
+            "[\"127.0.0.1:8081\"]",
+            &format!("[\"127.0.0.1:8081\"]\n{keys}"),
+        )
+    };
+    // Defaults: no budget, a 5 s queue, no fleet budget, no stale_if_busy.
+    let config = load(MINIMAL);
+    let u = &config.upstreams[0];
+    assert_eq!(
+        (u.max_inflight, u.queue_timeout, u.fleet_max_inflight),
+        (0, Duration::from_secs(5), 0)
+    );
+    assert_eq!(config.routes[0].stale_if_busy, Duration::ZERO);
+    let set = load(&format!(
+        "{}stale_if_busy = \"10m\"\n",
+        upstream("max_inflight = 8\nqueue_timeout = \"2s\"\nfleet_max_inflight = 20")
+    ));
+    let u = &set.upstreams[0];
+    assert_eq!(
+        (u.max_inflight, u.queue_timeout, u.fleet_max_inflight),
+        (8, Duration::from_secs(2), 20)
+    );
+    assert_eq!(set.routes[0].stale_if_busy, Duration::from_secs(600));
+    // A queue no request may wait in: refused, naming the key.
+    let zero = only_problem(&upstream("max_inflight = 4\nqueue_timeout = \"0s\""));
+    assert_eq!(zero.path, "upstreams.app.queue_timeout");
+    assert!(zero.message.contains("max_inflight"), "{}", zero.message);
+    // Without a budget a 0 s queue means nothing: accepted.
+    assert!(load(&upstream("queue_timeout = \"0s\"")).upstreams[0]
+        .queue_timeout
+        .is_zero());
+    let long = only_problem(&upstream("queue_timeout = \"400d\""));
+    assert_eq!(long.path, "upstreams.app.queue_timeout");
+    let negative = only_problem(&upstream("max_inflight = -1"));
+    assert_eq!(negative.path, "upstreams.app.max_inflight");
+    let bad = only_problem(&format!("{MINIMAL}stale_if_busy = 5\n"));
+    assert_eq!(bad.path, "routes[0].stale_if_busy");
+}
+
+#[test]
+fn a_fleet_budget_without_fleet_mode_is_warned_about() {
+    let text = MINIMAL.replace(
+        "[\"127.0.0.1:8081\"]",
+        "[\"127.0.0.1:8081\"]\nfleet_max_inflight = 10",
+    );
+    let warned = load(&text).warnings();
+    assert_eq!(
+        paths(&warned),
+        ["upstreams.app.fleet_max_inflight"],
+        "{warned:#?}"
+    );
+    assert!(warned[0].message.contains("fleet mode is off"));
+}

@@ -58,9 +58,34 @@ impl Config {
         }
         warnings.extend(self.unreachable_routes());
         warnings.extend(self.unsigned_fleet());
+        warnings.extend(self.fleet_budget_without_fleet());
         warnings.extend(self.matches_reached_by_a_query());
         warnings.extend(self.secrets_readable());
         warnings
+    }
+
+    /// `fleet_max_inflight` without `[fleet]`: no other node shares the
+    /// budget, so only `max_inflight` (if set) bounds the origin.
+    fn fleet_budget_without_fleet(&self) -> Vec<Problem> {
+        if self.fleet.is_some() {
+            return Vec::new();
+        }
+        let shared = self.upstreams.iter().filter(|u| u.fleet_max_inflight > 0);
+        shared
+            .map(|upstream| {
+                let problem = Problem::new(
+                    format!(
+                        "upstreams.{}.fleet_max_inflight",
+                        super::toml_key(&upstream.name)
+                    ),
+                    "is set but fleet mode is off ([fleet] missing): it has no effect",
+                );
+                problem.hint(
+                    "add a [fleet] table to share the budget across nodes, or bound this node \
+                     alone with max_inflight",
+                )
+            })
+            .collect()
     }
 
     /// Fleet mode without `secret_file`: nothing read from Redis can be told

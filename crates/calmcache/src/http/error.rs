@@ -44,6 +44,14 @@ pub enum ErrorKind {
     /// Every server of the upstream is down (failed requests or health
     /// checks): refused at once, no connection attempted.
     AllServersDown,
+    /// The upstream's origin budget (`max_inflight`) had no slot: at once
+    /// for a request that may not wait, after `queue_timeout` in the
+    /// queue for one that may. No request reached the origin, so it never
+    /// counts against a server's health nor as an upstream error.
+    OriginBusy {
+        /// The `Retry-After` a client is given, in seconds (at least 1).
+        retry_after: u32,
+    },
 }
 
 /// An error with its side, the upstream involved and a cause for the log.
@@ -94,6 +102,7 @@ impl ProxyError {
             ErrorKind::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorKind::NotImplemented => StatusCode::NOT_IMPLEMENTED,
             ErrorKind::ExpectationFailed => StatusCode::EXPECTATION_FAILED,
+            ErrorKind::OriginBusy { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -115,14 +124,30 @@ impl ProxyError {
             ErrorKind::AllServersDown => {
                 "502 Bad Gateway: every origin server is down; calmcache retries it later\n"
             }
+            ErrorKind::OriginBusy { .. } => {
+                "503 Service Unavailable: the origin is busy; retry after the time given\n"
+            }
         }
     }
 
     /// True for an error every request meets while a state lasts (every
-    /// server down): logged once when the state began (by `health.rs`),
-    /// not once per request.
+    /// server down, the origin budget full): logged once when the state
+    /// began (by `health.rs`) or counted (the budget's sheds), not once per
+    /// request, and no upstream request or error either: none was sent.
     pub fn repeats(&self) -> bool {
-        self.kind == ErrorKind::AllServersDown
+        matches!(
+            self.kind,
+            ErrorKind::AllServersDown | ErrorKind::OriginBusy { .. }
+        )
+    }
+
+    /// The seconds a client should wait before asking again (`Retry-After`,
+    /// RFC 9110 §10.2.3), for an error that says so.
+    pub fn retry_after(&self) -> Option<u32> {
+        match self.kind {
+            ErrorKind::OriginBusy { retry_after } => Some(retry_after),
+            _ => None,
+        }
     }
 
     /// True when the client connection should close after this answer: the

@@ -7,10 +7,12 @@
 //! the request path ([`crate::proxy`]), ops or run.
 
 pub(crate) mod blame;
+pub(crate) mod budget;
 pub(crate) mod conn;
 pub(crate) mod health;
+pub(crate) mod origin_body;
 pub(crate) mod origin_tls;
-#[allow(dead_code)] // until the origin budget uses it (issue 27)
+#[allow(dead_code)] // its answers are built by fleet/ (issue 27's fleet budget)
 pub(crate) mod shared_budget;
 pub(crate) mod shutdown;
 pub(crate) mod stream_clock;

@@ -16,6 +16,16 @@
 //! Servers reached over TLS (`https://`, `tls = true`) go through the same
 //! pool, its connector adding the handshake ([`crate::net::origin_tls`]).
 //!
+//! The origin budget (`max_inflight`, [`crate::net::budget`]): with one,
+//! a request takes a slot before it is sent, preferring the server round
+//! robin chose, else any server up with a free slot, else (as its
+//! [`Admission`] allows) it waits in the upstream's queue for whichever
+//! frees first, or is refused at once ([`ErrorKind::OriginBusy`]); then
+//! the fleet-wide slot (`fleet_max_inflight`, [`SharedBudget`]) when the
+//! fleet gave one. The slots ride on the answer's body ([`OriginBody`])
+//! until it ends. Health checks take none. Without a budget nothing of
+//! this runs.
+//!
 //! Choosing a server: plain round robin (one relaxed atomic) while every
 //! weight is 1; with weights, NGINX's smooth weighted round robin over the
 //! servers that are up (a relaxed add per server, O(servers), no lock), so
@@ -42,8 +52,11 @@ use crate::config::{Scheme, UpstreamConfig, UpstreamServer};
 use crate::http::body::StreamBody;
 use crate::http::error::{ErrorKind, ProxyError};
 use crate::net::blame::PathKey;
+use crate::net::budget::{Admission, Budget, Taken};
 use crate::net::health::{self, Admit, Attempt, ServerHealth, Verdict};
+use crate::net::origin_body::{Held, OriginBody};
 use crate::net::origin_tls::{Connector, OriginStream, OriginTls};
+use crate::net::shared_budget::{SharedBudget, SharedTake};
 
 /// One named upstream: its servers and the shared connection pool.
 pub struct Upstream {
@@ -64,6 +77,15 @@ pub struct Upstream {
     /// Longest wait for a TCP connect (the pool's connector has its own copy).
     connect_timeout: Duration,
     refresh_slots: Arc<Semaphore>,
+    /// The origin budget: `None` unless `max_inflight` or
+    /// `fleet_max_inflight` is set (then the request path costs nothing).
+    budget: Option<Arc<Budget>>,
+    /// `max_inflight` (0: no limit).
+    max_inflight: usize,
+    /// `fleet_max_inflight` (0: off).
+    fleet_limit: u32,
+    /// The fleet-wide budget, handed in at Proxy build in fleet mode.
+    shared: std::sync::OnceLock<Arc<dyn SharedBudget>>,
     /// Requests, errors, latency; the previous generation's upstream of the
     /// same name hands them on at a reload (counters never go back).
     pub stats: Arc<crate::telemetry::metrics::UpstreamStats>,
@@ -166,7 +188,14 @@ impl Upstream {
             .pool_idle_timeout(Duration::from_secs(60))
             .set_host(false)
             .build(Connector::new(cfg.connect_timeout, tls.clone()));
+        let stats: Arc<crate::telemetry::metrics::UpstreamStats> =
+            previous.map_or_else(Arc::default, |p| p.stats.clone());
+        let budget = budget(cfg, &servers, &stats);
         Ok(Upstream {
+            budget,
+            max_inflight: cfg.max_inflight,
+            fleet_limit: u32::try_from(cfg.fleet_max_inflight).unwrap_or(u32::MAX),
+            shared: std::sync::OnceLock::new(),
             name: cfg.name.clone(),
             weighted: servers.iter().any(|s| s.weight != 1),
             servers,
@@ -177,8 +206,43 @@ impl Upstream {
             send_timeout: cfg.send_timeout,
             connect_timeout: cfg.connect_timeout,
             refresh_slots: Arc::new(Semaphore::new(cfg.refresh_concurrency)),
-            stats: previous.map_or_else(Arc::default, |p| p.stats.clone()),
+            stats,
         })
+    }
+
+    /// Hands the upstream the fleet-wide budget its `fleet_max_inflight`
+    /// slots are asked of (fleet mode; once, at Proxy build).
+    pub(crate) fn set_shared_budget(&self, shared: Arc<dyn SharedBudget>) {
+        let _ = self.shared.set(shared);
+    }
+
+    /// Whether requests take origin slots (`max_inflight` or
+    /// `fleet_max_inflight` set).
+    pub(crate) fn has_budget(&self) -> bool {
+        self.budget.is_some()
+    }
+
+    /// The longest a request may wait for its origin slots
+    /// (`queue_timeout`; zero without a budget).
+    pub(crate) fn queue_wait(&self) -> Duration {
+        self.budget
+            .as_ref()
+            .map_or(Duration::ZERO, |b| b.queue_timeout)
+    }
+
+    /// `max_inflight` per server (0: no limit).
+    pub fn max_inflight(&self) -> usize {
+        self.max_inflight
+    }
+
+    /// Servers configured (the budget's limit is `max_inflight` times this).
+    pub fn server_count(&self) -> usize {
+        self.servers.len()
+    }
+
+    /// `fleet_max_inflight` (0: off).
+    pub fn fleet_max_inflight(&self) -> u32 {
+        self.fleet_limit
     }
 
     /// The next server in round robin that its health lets through; the
@@ -271,20 +335,35 @@ impl Upstream {
     /// Sends `req` (whose URI carries only path and query) to the next server and
     /// waits up to `read_timeout` for the response head. A `101` is an
     /// origin fault here: only [`Upstream::send_upgrade`] asks for one.
-    pub async fn send(&self, req: Request<StreamBody>) -> Result<Response<Incoming>, ProxyError> {
-        self.exchange(req, Expect::Final, &mut None).await
+    /// With an origin budget, `admission` says whether the request may
+    /// wait for a slot; the slot is held until the answer's body ends.
+    pub(crate) async fn send(
+        &self,
+        req: Request<StreamBody>,
+        admission: Admission,
+    ) -> Result<Response<OriginBody>, ProxyError> {
+        self.exchange(req, Expect::Final, admission, &mut None)
+            .await
     }
 
     /// [`Upstream::send`] for a WebSocket handshake: a `101` is the answer,
     /// and comes with the switched connection.
     /// Every request leaves as HTTP/1.1 (an HTTP/2 client's too) with a
     /// `Host`, on a connection of its own (module doc).
+    /// The handshake holds an origin slot (it waits for one as a request
+    /// without a stored copy does) until the server switched: a tunnel is
+    /// not a request in flight.
     pub(crate) async fn send_upgrade(
         &self,
         req: Request<StreamBody>,
-    ) -> Result<(Response<Incoming>, Option<Switched>), ProxyError> {
+    ) -> Result<(Response<OriginBody>, Option<Switched>), ProxyError> {
         let mut switched = None;
-        let resp = self.exchange(req, Expect::Upgrade, &mut switched).await?;
+        let mut resp = self
+            .exchange(req, Expect::Upgrade, Admission::Wait, &mut switched)
+            .await?;
+        if resp.status() == http::StatusCode::SWITCHING_PROTOCOLS {
+            resp.body_mut().release();
+        }
         Ok((resp, switched))
     }
 
@@ -300,36 +379,197 @@ impl Upstream {
         &self,
         req: Request<StreamBody>,
         expect: Expect,
+        admission: Admission,
         switched: &mut Option<Switched>,
-    ) -> Result<Response<Incoming>, ProxyError> {
-        let (server, attempt) = self.pick()?;
+    ) -> Result<Response<OriginBody>, ProxyError> {
+        let Admitted {
+            server,
+            attempt,
+            held,
+            waited,
+        } = self.admit(admission).await?;
         let mut copy = retry_copy(&req, expect);
-        let (mut result, mut verdict) = self.once(server, req, expect, switched).await;
+        let (mut result, mut verdict) = self.once(server, req, expect, switched, waited).await;
         if verdict.counts()
             && attempt.admit() == Admit::Normal
             && is_kind(&result, ErrorKind::Broken)
         {
             if let Some(again) = copy.take() {
                 copy = retry_copy(&again, expect).filter(|_| self.servers.len() > 1);
-                (result, verdict) = self.once(server, again, expect, switched).await;
+                // The same server: the same slot.
+                (result, verdict) = self.once(server, again, expect, switched, waited).await;
             }
         }
         let retry = verdict.counts() && !is_kind(&result, ErrorKind::ReadTimeout);
         attempt.report(verdict);
         let (Some(copy), true) = (copy.filter(|_| self.servers.len() > 1), retry) else {
-            return result;
+            return with_body(result, held);
         };
-        match self.choose(Instant::now()) {
-            Some((next, attempt)) if !std::ptr::eq(next, server) => {
-                if let Err(e) = &result {
-                    tracing::debug!(upstream = %self.name, error = %e, next = %next.authority, "trying the next server");
-                }
-                let (result, verdict) = self.once(next, copy, expect, switched).await;
-                attempt.report(verdict);
-                result
-            }
-            _ => result,
+        let Some((next, attempt)) = self
+            .choose(Instant::now())
+            .filter(|(next, _)| !std::ptr::eq(*next, server))
+        else {
+            return with_body(result, held);
+        };
+        // The next server only with a free slot now: a retry never queues.
+        let Some(next_held) = self.retry_slot(next).await else {
+            return with_body(result, held);
+        };
+        if let Err(e) = &result {
+            tracing::debug!(upstream = %self.name, error = %e, next = %next.authority, "trying the next server");
         }
+        // The first answer is dropped for the retry: its slot with it.
+        drop(result);
+        drop(held);
+        let held = next_held;
+        let (result, verdict) = self.once(next, copy, expect, switched, waited).await;
+        attempt.report(verdict);
+        with_body(result, held)
+    }
+
+    /// A server to send to, its health attempt and, with an origin budget,
+    /// the slots the request holds there (and how long it waited for them).
+    async fn admit(&self, admission: Admission) -> Result<Admitted<'_>, ProxyError> {
+        let Some(budget) = &self.budget else {
+            let (server, attempt) = self.pick()?;
+            return Ok(Admitted {
+                server,
+                attempt,
+                held: None,
+                waited: Duration::ZERO,
+            });
+        };
+        let started = tokio::time::Instant::now();
+        // Validated to at most 365 days; never past what an Instant holds.
+        let deadline = started
+            .checked_add(budget.queue_timeout)
+            .unwrap_or(started + Duration::from_secs(86_400));
+        loop {
+            let (picked, attempt) = self.pick()?;
+            let mut attempt = Some(attempt);
+            let first = self.index(picked);
+            let n = self.servers.len();
+            // The server round robin chose first, then any other that is up.
+            let order = (0..n)
+                .map(|k| (first + k) % n)
+                .filter(|&i| i == first || self.servers[i].health.is_up());
+            let slot = match budget.take(order, admission) {
+                Taken::Slot(slot) => slot,
+                Taken::Full => return Err(self.busy(budget)),
+                Taken::Queued(queued) => {
+                    // Whichever server frees first: its health is asked then.
+                    attempt = None;
+                    match queued.wait(deadline).await {
+                        Some(slot) => slot,
+                        None => return Err(self.shed(budget)),
+                    }
+                }
+            };
+            let server = &self.servers[slot.server()];
+            let attempt = match attempt.filter(|_| slot.server() == first) {
+                Some(attempt) => Some(attempt),
+                None => server.health.admit(Instant::now()),
+            };
+            // The slot's server went down meanwhile: choose again.
+            let Some(attempt) = attempt else {
+                continue;
+            };
+            let shared = self.shared_slot(server, admission, deadline).await?;
+            return Ok(Admitted {
+                server,
+                attempt,
+                held: Some(Held::new(slot, shared)),
+                waited: started.elapsed(),
+            });
+        }
+    }
+
+    /// The slots of a retry at `next`: only a free one now (`None`: no
+    /// retry, the first answer stands).
+    async fn retry_slot(&self, next: &Server) -> Option<Option<Held>> {
+        let Some(budget) = &self.budget else {
+            return Some(None);
+        };
+        let slot = budget.try_at(self.index(next))?;
+        let now = tokio::time::Instant::now();
+        let shared = self.shared_slot(next, Admission::TryOnly, now).await.ok()?;
+        Some(Some(Held::new(slot, shared)))
+    }
+
+    /// The fleet-wide slot at `server`, when `fleet_max_inflight` is set
+    /// and the fleet gave a budget: a full fleet budget refuses a request
+    /// that may not wait, and is asked again every 20-50 ms (jittered)
+    /// until `deadline` by one that may; a fleet that does not answer lets
+    /// the request go on under the local budget (counted).
+    async fn shared_slot(
+        &self,
+        server: &Server,
+        admission: Admission,
+        deadline: tokio::time::Instant,
+    ) -> Result<Option<Box<dyn Send + Sync>>, ProxyError> {
+        let (Some(shared), Some(budget)) = (self.shared.get(), self.budget.as_ref()) else {
+            return Ok(None);
+        };
+        if self.fleet_limit == 0 {
+            return Ok(None);
+        }
+        let name = server.authority.as_str();
+        loop {
+            match shared.take(&self.name, name, self.fleet_limit).await {
+                SharedTake::Granted(slot) => return Ok(Some(slot)),
+                SharedTake::Unavailable => {
+                    self.stats.budget.shared_unavailable.inc();
+                    return Ok(None);
+                }
+                SharedTake::Full if admission == Admission::TryOnly => {
+                    return Err(self.busy(budget))
+                }
+                SharedTake::Full => {
+                    let now = tokio::time::Instant::now();
+                    if now >= deadline {
+                        return Err(self.shed(budget));
+                    }
+                    let pause = Duration::from_millis(rand::random_range(20..=50));
+                    tokio::time::sleep_until((now + pause).min(deadline)).await;
+                }
+            }
+        }
+    }
+
+    /// The index of `server` in `servers`.
+    fn index(&self, server: &Server) -> usize {
+        self.servers
+            .iter()
+            .position(|s| std::ptr::eq(s, server))
+            .unwrap_or(0)
+    }
+
+    /// The origin budget's refusal, told to come back after about one
+    /// `queue_timeout`.
+    fn busy(&self, budget: &Budget) -> ProxyError {
+        let secs = budget.queue_timeout.as_secs_f64().ceil();
+        let retry_after = if secs < 1.0 {
+            1
+        } else {
+            secs.min(f64::from(u32::MAX)) as u32
+        };
+        let cause = format!(
+            "upstream {}: origin budget full ({} per server)",
+            self.name, self.max_inflight
+        );
+        ProxyError::upstream(ErrorKind::OriginBusy { retry_after }, &self.name, cause)
+    }
+
+    /// A request that waited `queue_timeout` for a slot in vain: a 503
+    /// (counted), or the all-down error when no server is up any more.
+    fn shed(&self, budget: &Budget) -> ProxyError {
+        if !self.servers.iter().any(|s| s.health.is_up()) {
+            if let Err(e) = self.pick() {
+                return e;
+            }
+        }
+        self.stats.budget.shed_busy.inc();
+        self.busy(budget)
     }
 
     /// `req` to `server`, and what its outcome says of the server's health.
@@ -339,6 +579,7 @@ impl Upstream {
         mut req: Request<StreamBody>,
         expect: Expect,
         switched: &mut Option<Switched>,
+        waited: Duration,
     ) -> (Result<Response<Incoming>, ProxyError>, Verdict) {
         let health = &server.health;
         let path = PathKey::of(&req);
@@ -432,6 +673,7 @@ impl Upstream {
         crate::telemetry::metrics::note_call(crate::telemetry::metrics::UpstreamCall {
             addr: server.as_str().parse().ok(),
             elapsed,
+            waited,
         });
         (result, verdict)
     }
@@ -504,6 +746,50 @@ impl Upstream {
     pub fn try_refresh_slot(&self) -> Option<OwnedSemaphorePermit> {
         self.refresh_slots.clone().try_acquire_owned().ok()
     }
+}
+
+/// Where a request goes and what it holds there.
+struct Admitted<'a> {
+    server: &'a Server,
+    attempt: Attempt,
+    /// The origin slots (with a budget).
+    held: Option<Held>,
+    /// Time spent waiting for them.
+    waited: Duration,
+}
+
+/// The origin budget of `cfg`, when it sets one: `max_inflight` slots per
+/// server (unbounded with only `fleet_max_inflight`), handed only to
+/// servers that are up.
+fn budget(
+    cfg: &UpstreamConfig,
+    servers: &[Server],
+    stats: &Arc<crate::telemetry::metrics::UpstreamStats>,
+) -> Option<Arc<Budget>> {
+    if cfg.max_inflight == 0 && cfg.fleet_max_inflight == 0 {
+        return None;
+    }
+    let limit = match cfg.max_inflight {
+        0 => usize::MAX,
+        n => n,
+    };
+    let health: Vec<Arc<ServerHealth>> = servers.iter().map(|s| s.health.clone()).collect();
+    let is_up = Box::new(move |i: usize| health.get(i).is_some_and(|h| h.is_up()));
+    Some(Budget::new(
+        servers.len(),
+        limit,
+        cfg.queue_timeout,
+        is_up,
+        stats.clone(),
+    ))
+}
+
+/// An exchange's answer with its body carrying the request's slots.
+fn with_body(
+    result: Result<Response<Incoming>, ProxyError>,
+    held: Option<Held>,
+) -> Result<Response<OriginBody>, ProxyError> {
+    result.map(|resp| resp.map(|body| OriginBody::new(body, held)))
 }
 
 /// The upstream connection of a WebSocket handshake the server switched
@@ -786,3 +1072,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "upstream_budget_tests.rs"]
+mod budget_tests;

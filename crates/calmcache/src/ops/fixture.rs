@@ -9,8 +9,8 @@ use crate::net::health::{ServerState, ServerStatus};
 use calmcache_core::TierDetail;
 
 use crate::ops::status::{
-    AccessLogStatus, Connections, DetailBlock, FleetStatus, Latency, Purges, Reloads, RouteStatus,
-    Status, UpstreamStatus, Websockets, ZoneStatus,
+    AccessLogStatus, BudgetStatus, Connections, DetailBlock, FleetStatus, Latency, Purges, Reloads,
+    RouteStatus, Status, UpstreamStatus, Websockets, ZoneStatus,
 };
 use crate::telemetry::metrics::{HistogramSnapshot, BOUNDS};
 use crate::telemetry::stats::ActivitySnapshot;
@@ -74,6 +74,19 @@ fn upstreams() -> BTreeMap<String, UpstreamStatus> {
             server("127.0.0.1:8001", ServerState::Up, Some(40)),
             server("127.0.0.1:8002", ServerState::Down, None),
         ],
+        budget: BudgetStatus {
+            max_inflight: 4,
+            fleet_max_inflight: 0,
+            limit: 8,
+            inflight: 8,
+            queued: 3,
+            queued_total: 40,
+            queue_wait_seconds_total: 2.5,
+            shed_stale: 12,
+            shed_busy: 2,
+            refresh_skipped: 5,
+            shared_unavailable: 0,
+        },
     };
     let b = UpstreamStatus {
         requests: 9,
@@ -82,6 +95,7 @@ fn upstreams() -> BTreeMap<String, UpstreamStatus> {
         skipped: 0,
         all_down: 0,
         health: vec![server("[::1]:9000", ServerState::Trial, None)],
+        budget: BudgetStatus::default(),
     };
     BTreeMap::from([("api".to_owned(), a), ("static\"s\\".to_owned(), b)])
 }

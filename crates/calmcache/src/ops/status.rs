@@ -221,6 +221,35 @@ pub(crate) struct UpstreamStatus {
     pub all_down: u64,
     /// Each server's health, in `servers` order.
     pub health: Vec<crate::net::health::ServerStatus>,
+    /// The origin budget (`max_inflight`; all 0 without one).
+    pub budget: BudgetStatus,
+}
+
+/// One upstream's origin budget (`net::budget`).
+#[derive(Serialize, Debug, Default)]
+pub(crate) struct BudgetStatus {
+    /// `max_inflight`: slots per server (0: no limit).
+    pub max_inflight: u64,
+    /// `fleet_max_inflight`: fleet-wide slots per server (0: off).
+    pub fleet_max_inflight: u64,
+    /// The budget's whole limit: `max_inflight` times the servers (0: none).
+    pub limit: u64,
+    /// Slots in use now.
+    pub inflight: u64,
+    /// Requests waiting for a slot now.
+    pub queued: u64,
+    /// Requests that waited in the queue.
+    pub queued_total: u64,
+    /// Seconds spent waiting in the queue, in all.
+    pub queue_wait_seconds_total: f64,
+    /// Requests answered from a stale copy because the budget was full.
+    pub shed_stale: u64,
+    /// Requests refused (503) after `queue_timeout` in the queue.
+    pub shed_busy: u64,
+    /// Background refreshes and warm-ups skipped because it was full.
+    pub refresh_skipped: u64,
+    /// Fleet-wide slot requests the shared store did not answer (failed open).
+    pub shared_unavailable: u64,
 }
 
 /// Access log counters.
@@ -472,6 +501,25 @@ fn upstream_status(u: &Upstream) -> UpstreamStatus {
         skipped: u.stats.skipped.get(),
         all_down: u.stats.all_down.get(),
         health: u.server_status(),
+        budget: budget_status(u),
+    }
+}
+
+fn budget_status(u: &Upstream) -> BudgetStatus {
+    let b = &u.stats.budget;
+    let max_inflight = u.max_inflight() as u64;
+    BudgetStatus {
+        max_inflight,
+        fleet_max_inflight: u64::from(u.fleet_max_inflight()),
+        limit: max_inflight.saturating_mul(u.server_count() as u64),
+        inflight: b.inflight.get(),
+        queued: b.queued.get(),
+        queued_total: b.queued_total.get(),
+        queue_wait_seconds_total: b.queue_wait_micros.get() as f64 / 1e6,
+        shed_stale: b.shed_stale.get(),
+        shed_busy: b.shed_busy.get(),
+        refresh_skipped: b.refresh_skipped.get(),
+        shared_unavailable: b.shared_unavailable.get(),
     }
 }
 

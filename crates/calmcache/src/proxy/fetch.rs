@@ -24,12 +24,12 @@ use crate::http::error::{ErrorKind, ProxyError};
 use crate::http::headers::add_forwarded;
 use crate::net::conn::Peer;
 use crate::proxy::answer::Answer;
-use crate::proxy::fill::{fill, FetchRequest, FillArgs, FillReply, NotStored};
+use crate::proxy::fill::{busy_copy, fill, FetchRequest, FillArgs, FillReply, NotStored, StandIn};
 use crate::proxy::lookup::lookup;
 use crate::proxy::orphan::Orphaned;
 use crate::proxy::outcome::{ErrorAnswer, FillOutcome, Requester};
 use crate::proxy::plan::Why;
-use crate::proxy::respond::{error_response, relay, serve, Ask};
+use crate::proxy::respond::{relay, serve, Ask};
 use crate::proxy::state::{Proxy, Route};
 use crate::telemetry::metrics;
 
@@ -121,9 +121,13 @@ impl Fetch {
         // on with its Range instead of relaying the whole body.
         let ranged = ask.wants_range().then(|| self.request.clone());
         let interest = permit.as_ref().map(FetchPermit::interest);
+        let stand_in = self.stand_in();
         let mut args = FillArgs::new(route.clone(), self.primary, self.request);
         if let Some(permit) = permit {
             args = args.leading(permit);
+        }
+        if stand_in == StandIn::ErrorOnly {
+            args = args.forced();
         }
         let task = fill(args.replacing(self.stale));
         let filling = Filling {
@@ -199,6 +203,15 @@ impl Fetch {
             .then(|| copy.clone())
     }
 
+    /// Which stored copy may stand in for this request while the origin
+    /// is busy: past stale-if-error only when its directives forced it.
+    fn stand_in(&self) -> StandIn {
+        match self.why {
+            Why::Request => StandIn::ErrorOnly,
+            _ => StandIn::Busy,
+        }
+    }
+
     /// What a follower answers from its leader's `outcome`.
     async fn follow(
         &mut self,
@@ -250,7 +263,15 @@ impl Fetch {
                     collapsed: true,
                     ..why.failed()
                 };
-                let got = stale_if_error(self.stale.take(), None);
+                let got = match e.kind {
+                    // The origin budget refused the leader: this request's
+                    // own copy, if it may stand in, else the same 503.
+                    ErrorKind::OriginBusy { .. } => {
+                        busy_copy(route, self.stale.as_ref(), self.stand_in())
+                            .map(|copy| served_busy(route, copy))
+                    }
+                    _ => stale_if_error(self.stale.take(), None),
+                };
                 Followed::Got(got.unwrap_or(Got::Failed(e, failed)))
             }
             FillOutcome::NotStored => Followed::Alone,
@@ -283,8 +304,17 @@ async fn respond<'r>(route: &'r Route, ask: &Ask<'_>, got: Got) -> Answer<'r> {
         Got::ErrorAnswer(answer, report) => {
             crate::proxy::respond::error_answer(route, &answer, report, ask)
         }
-        Got::Failed(e, report) => Answer::answered(route, &report, error_response(&e, &report)),
+        Got::Failed(e, report) => crate::proxy::respond::failed(route, &e, report),
     }
+}
+
+/// A copy served at once because the origin budget was full (counted).
+fn served_busy(route: &Route, copy: Arc<CachedObject>) -> Got {
+    route.upstream.stats.budget.shed_stale.inc();
+    let report = CacheStatus::StaleIfError
+        .report()
+        .detail(crate::proxy::respond::ORIGIN_BUSY);
+    Got::Object(copy, report)
 }
 
 /// RFC 5861 §4 stale-if-error: the copy being replaced, served while its
@@ -414,6 +444,7 @@ fn got(
             Got::Streaming(head, report)
         }
         Ok(FillReply::Stale(object, origin)) => Got::Object(object, stale_report(origin)),
+        Ok(FillReply::Busy(object)) => served_busy(route, object),
         Ok(FillReply::Relay(resp, not_stored)) => {
             let status = resp.status().as_u16();
             let mut report = why.not_stored(status, not_stored);
@@ -474,13 +505,30 @@ pub(crate) fn refresh_in_background(
         return false;
     };
     route.activity.background_refreshes.inc();
-    let args = FillArgs::new(route.clone(), primary.to_owned_key(), request());
+    let args = FillArgs::new(route.clone(), primary.to_owned_key(), request()).background();
     let task = fill(args.leading(permit).replacing(Some(current.clone())));
+    let route = route.clone();
     crate::proxy::background::spawn(async move {
         let _slot = slot;
-        task.await
+        let reply = task.await;
+        note_skipped(&route, &reply);
+        reply
     });
     true
+}
+
+/// Counts a background refresh or warm-up the origin budget skipped (it
+/// never queues: a full budget is for the fills clients wait on).
+pub(crate) fn note_skipped(route: &Route, reply: &FillReply) -> bool {
+    let skipped = match reply {
+        FillReply::Busy(_) => true,
+        FillReply::Failed(e) => matches!(e.kind, ErrorKind::OriginBusy { .. }),
+        _ => false,
+    };
+    if skipped {
+        route.upstream.stats.budget.refresh_skipped.inc();
+    }
+    skipped
 }
 
 /// A coalesced fetch's part in hit-for-miss.

@@ -12,9 +12,9 @@ use hyper::body::Incoming;
 use crate::http::body::{ResponseBody, TimeoutBody};
 use crate::http::error::ProxyError;
 use crate::http::headers::{add_forwarded, set_cache_status, strip_hop_by_hop};
+use crate::net::budget::Admission;
 use crate::net::conn::Peer;
 use crate::proxy::answer::{Answer, Told};
-use crate::proxy::respond::error_response;
 use crate::proxy::state::{Proxy, Route};
 
 /// The log target of this file's lines: they were `handle.rs`'s before the
@@ -102,7 +102,10 @@ async fn forward<'r>(
     let (mut parts, body) = req.into_parts();
     crate::proxy::edge::ensure_host(&mut parts.headers, &parts.uri);
     add_forwarded(&mut parts.headers, client.addr.ip(), client.scheme());
-    let sent = upstream.send(Request::from_parts(parts, body)).await;
+    // A pass has no copy to fall back on: it waits for an origin slot.
+    let sent = upstream
+        .send(Request::from_parts(parts, body), Admission::Wait)
+        .await;
     match sent {
         Ok(resp) => {
             route.activity.upstream_requests.inc();
@@ -135,7 +138,7 @@ async fn forward<'r>(
                 calmcache_core::warn_limited!(FAILED, "origin request failed",
                     target: LOG, upstream = %upstream.name, error = %e);
             }
-            Answer::answered(route, &report, error_response(&e, &report))
+            crate::proxy::respond::failed(route, &e, report)
         }
     }
 }

@@ -5,6 +5,7 @@ use http::{HeaderMap, Response};
 use crate::http::body::{ResponseBody, TimeoutBody};
 use crate::http::error::ProxyError;
 use crate::http::headers::strip_hop_by_hop;
+use crate::net::budget::Admission;
 use crate::proxy::fill::{upstream_request, FetchRequest};
 use crate::proxy::state::Route;
 
@@ -23,7 +24,8 @@ pub(crate) async fn fetch_range(
             req.headers_mut().insert(name, value.clone());
         }
     }
-    let resp = upstream.send(req).await;
+    // No copy to fall back on (too large to store): it waits for a slot.
+    let resp = upstream.send(req, Admission::Wait).await;
     route.activity.upstream_call(&resp);
     let resp = resp?;
     let (mut parts, body) = resp.into_parts();

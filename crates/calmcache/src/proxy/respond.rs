@@ -265,14 +265,39 @@ pub(crate) fn relay<'r>(
     Answer::answered(route, &report, resp)
 }
 
-/// A short error page; the one place errors meet clients.
+/// A short error page; the one place errors meet clients. An origin that
+/// was busy (its budget full) says when to ask again (`Retry-After`).
 pub(crate) fn error_response(e: &ProxyError, report: &Report) -> Response<ResponseBody> {
-    plain(
+    let mut resp = plain(
         e.status(),
         bytes::Bytes::from_static(e.body().as_bytes()),
         report,
-    )
+    );
+    if let Some(seconds) = e.retry_after() {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    resp
 }
+
+/// The answer to a request that failed with `e`, reported as `report`
+/// (with `detail=origin-busy` when the origin budget refused it).
+pub(crate) fn failed<'r>(route: &'r Route, e: &ProxyError, report: Report) -> Answer<'r> {
+    let report = failed_report(e, report);
+    Answer::answered(route, &report, error_response(e, &report))
+}
+
+/// `report`, with `detail=origin-busy` when `e` is the origin budget's refusal.
+pub(crate) fn failed_report(e: &ProxyError, report: Report) -> Report {
+    match e.kind {
+        ErrorKind::OriginBusy { .. } => report.detail(ORIGIN_BUSY),
+        _ => report,
+    }
+}
+
+/// The `Cache-Status` detail of an answer the origin budget shaped: a
+/// stale copy served, or a 503, because the origin was busy.
+pub(crate) const ORIGIN_BUSY: &str = "origin-busy";
 
 /// A follower's copy of the error answer its leader got from the origin
 /// (see `fill::ErrorAnswer`): relayed as the leader's was.

@@ -150,7 +150,7 @@ pub(crate) async fn open<'r>(
                 calmcache_core::warn_limited!(FAILED, "websocket handshake failed",
                     upstream = %upstream.name, error = %e);
             }
-            return Answer::answered(route, &report, error_response(&e, &report));
+            return crate::proxy::respond::failed(route, &e, report);
         }
     };
     let report = report.fwd_status(resp.status().as_u16());

@@ -182,50 +182,67 @@ async fn keep_warm(
                 }
                 .filter(|o| o.vary_index().is_none());
                 let args = FillArgs::new(route.clone(), key.clone(), request.clone());
-                let reply = fill(args.leading(permit).replacing(current)).await;
-                // How long the answer stays fresh from now, if it was stored.
-                let fresh_for = match &reply {
-                    FillReply::Stored { object, .. } => Some(fresh_for(object)),
-                    // A large object being stored as it streams.
-                    FillReply::Streaming(head) => {
-                        Some(Duration::try_from_secs_f64(head.ttl).unwrap_or_default())
-                    }
-                    _ => None,
-                };
-                match (fresh_for, reply) {
-                    (Some(fresh), _) if fresh.is_zero() => {
-                        failed.reset();
-                        if stale.at_start() {
-                            tracing::warn!(route = %route.cfg.name, path = %path, scheme,
-                                "warm answer has no freshness lifetime (no-cache, max-age=0): \
-                                 fetched again with backoff up to {}s, not kept fresh",
-                                STALE_BACKOFF_MAX.as_secs());
-                        }
-                        stale.take()
-                    }
-                    (Some(_), FillReply::Stored { object, .. }) => {
-                        failed.reset();
-                        stale.reset();
-                        warm_refresh_in(&object, Instant::now()).max(MIN_INTERVAL)
-                    }
-                    // Refresh a streamed object ahead of expiry like a
-                    // stored one (10% early).
-                    (Some(fresh), _) => {
-                        failed.reset();
-                        stale.reset();
-                        fresh.mul_f64(0.9).max(MIN_INTERVAL)
-                    }
-                    (None, _) => {
-                        let wait = failed.take();
-                        tracing::warn!(route = %route.cfg.name, path = %path, scheme, retry_in = ?wait, "warm fetch did not store");
-                        wait
-                    }
+                let reply = fill(args.background().leading(permit).replacing(current)).await;
+                if crate::proxy::fetch::note_skipped(&route, &reply) {
+                    // The origin budget is full: not a failure, try soon.
+                    Duration::from_secs(1)
+                } else {
+                    wait_after(&route, &path, scheme, reply, &mut failed, &mut stale)
                 }
             }
         };
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = stopped.changed() => return,
+        }
+    }
+}
+
+/// How long until the next warm fetch after `reply`.
+fn wait_after(
+    route: &Route,
+    path: &str,
+    scheme: &str,
+    reply: FillReply,
+    failed: &mut Backoff,
+    stale: &mut Backoff,
+) -> Duration {
+    // How long the answer stays fresh from now, if it was stored.
+    let fresh_for = match &reply {
+        FillReply::Stored { object, .. } => Some(fresh_for(object)),
+        // A large object being stored as it streams.
+        FillReply::Streaming(head) => {
+            Some(Duration::try_from_secs_f64(head.ttl).unwrap_or_default())
+        }
+        _ => None,
+    };
+    match (fresh_for, reply) {
+        (Some(fresh), _) if fresh.is_zero() => {
+            failed.reset();
+            if stale.at_start() {
+                tracing::warn!(route = %route.cfg.name, path = %path, scheme,
+                    "warm answer has no freshness lifetime (no-cache, max-age=0): \
+                     fetched again with backoff up to {}s, not kept fresh",
+                    STALE_BACKOFF_MAX.as_secs());
+            }
+            stale.take()
+        }
+        (Some(_), FillReply::Stored { object, .. }) => {
+            failed.reset();
+            stale.reset();
+            warm_refresh_in(&object, Instant::now()).max(MIN_INTERVAL)
+        }
+        // Refresh a streamed object ahead of expiry like a
+        // stored one (10% early).
+        (Some(fresh), _) => {
+            failed.reset();
+            stale.reset();
+            fresh.mul_f64(0.9).max(MIN_INTERVAL)
+        }
+        (None, _) => {
+            let wait = failed.take();
+            tracing::warn!(route = %route.cfg.name, path = %path, scheme, retry_in = ?wait, "warm fetch did not store");
+            wait
         }
     }
 }

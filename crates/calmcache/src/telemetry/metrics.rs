@@ -223,6 +223,52 @@ pub struct UpstreamStats {
     pub skipped: Counter,
     /// Requests refused at once because every server was down.
     pub all_down: Counter,
+    /// The origin budget's figures (`max_inflight`; all 0 without one).
+    pub budget: BudgetStats,
+}
+
+/// The origin budget of one upstream (`net::budget`): its slots in use, its
+/// queue and what it shed. Kept across reloads with the rest of
+/// [`UpstreamStats`]; only counted while `max_inflight` is set.
+#[derive(Debug, Default)]
+pub struct BudgetStats {
+    /// Origin slots in use now (every server of the upstream).
+    pub inflight: Gauge,
+    /// Requests waiting for a slot now.
+    pub queued: Gauge,
+    /// Requests that waited in the queue (whatever came of it).
+    pub queued_total: Counter,
+    /// Time spent waiting in the queue, in microseconds.
+    pub queue_wait_micros: Counter,
+    /// Requests answered from a stale copy because the budget was full.
+    pub shed_stale: Counter,
+    /// Requests refused (503) after `queue_timeout` in the queue.
+    pub shed_busy: Counter,
+    /// Background refreshes and warm-ups skipped because the budget was full.
+    pub refresh_skipped: Counter,
+    /// Fleet-wide slot requests the shared store did not answer (failed open).
+    pub shared_unavailable: Counter,
+}
+
+/// A level that goes up and down (relaxed atomics).
+#[derive(Debug, Default)]
+pub struct Gauge(std::sync::atomic::AtomicI64);
+
+impl Gauge {
+    /// Adds one.
+    pub fn inc(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Takes one away.
+    pub fn dec(&self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Current value (never below 0).
+    pub fn get(&self) -> u64 {
+        u64::try_from(self.0.load(Ordering::Relaxed)).unwrap_or(0)
+    }
 }
 
 /// One call to an upstream server, for the access log.
@@ -232,6 +278,8 @@ pub(crate) struct UpstreamCall {
     pub addr: Option<SocketAddr>,
     /// Time to its response head (or its failure).
     pub elapsed: Duration,
+    /// Time the request waited for an origin slot (`max_inflight`) first.
+    pub waited: Duration,
 }
 
 /// What an answered request learned, attached to the response as an
@@ -312,6 +360,7 @@ mod tests {
                 note_call(UpstreamCall {
                     addr: None,
                     elapsed: Duration::from_millis(7),
+                    waited: Duration::ZERO,
                 });
             }))
             .await

@@ -43,6 +43,7 @@ mod logs;
 mod monitoring;
 mod open_files;
 mod operations;
+mod origin_budget;
 mod private_files;
 mod purge_integrity;
 mod range_fill;

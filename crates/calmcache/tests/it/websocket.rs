@@ -869,3 +869,51 @@ async fn an_origin_that_cannot_be_reached_gets_a_502_on_every_listener() {
     proxy.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The origin budget (`max_inflight`, issue 27): a handshake takes an
+/// origin slot while it waits for the server, and gives it back at the
+/// 101: an open tunnel is not a request in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_holds_an_origin_slot_until_its_101_only() {
+    let budget = "max_inflight = 1\nqueue_timeout = \"2s\"";
+    let (server, _seen) = echo_server().await;
+    let proxy = proxy_for(server, budget, "").await;
+    let inflight = async |proxy: &RunningProxy| {
+        let status = proxy.status().await;
+        status["upstreams"]["origin"]["budget"]["inflight"]
+            .as_u64()
+            .unwrap()
+    };
+    // One slot, three tunnels open at once: each handshake got it back.
+    let mut tunnels = Vec::new();
+    for i in 0..3 {
+        let mut ws = connect(&proxy, &format!("/t{i}")).await;
+        ws.send(Message::text("hi")).await.unwrap();
+        assert_eq!(next(&mut ws).await, Message::text("hi"));
+        tunnels.push(ws);
+    }
+    assert_eq!(inflight(&proxy).await, 0, "open tunnels hold no slot");
+    drop(tunnels);
+    proxy.stop().await;
+    // A server that accepts and never answers: the handshake holds the
+    // slot while it waits, and gives it back when its client leaves (or,
+    // at the latest, at read_timeout).
+    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let keys = format!("{budget}\nread_timeout = \"3s\"");
+    let proxy = proxy_for(silent.local_addr().unwrap(), &keys, "").await;
+    let url = format!("ws://{}/wait", proxy.host());
+    let waiting = tokio::spawn(tokio_tungstenite::connect_async(url));
+    let (_held, _) = silent.accept().await.unwrap();
+    wait_until(
+        Duration::from_secs(10),
+        "the handshake's slot",
+        async || inflight(&proxy).await == 1,
+    )
+    .await;
+    waiting.abort();
+    wait_until(Duration::from_secs(10), "the slot given back", async || {
+        inflight(&proxy).await == 0
+    })
+    .await;
+    proxy.stop().await;
+}

@@ -127,6 +127,11 @@ impl Checker {
                 raw.stale_if_error.as_ref(),
                 route::STALE_IF_ERROR,
             ),
+            stale_if_busy: self.duration(
+                &at("stale_if_busy"),
+                raw.stale_if_busy.as_ref(),
+                route::STALE_IF_BUSY,
+            ),
             lock_timeout: self.duration(
                 &at("lock_timeout"),
                 raw.lock_timeout.as_ref(),

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::net::Ipv6Addr;
+use std::time::Duration;
 
 use super::{health, upstream_tls, Checker};
 use crate::config::defaults;
@@ -62,12 +63,49 @@ impl Checker {
                 defaults::upstream::REFRESH_CONCURRENCY,
                 1,
             ),
+            max_inflight: self.count(
+                &at("max_inflight"),
+                raw.max_inflight,
+                defaults::upstream::MAX_INFLIGHT,
+                0,
+            ),
+            queue_timeout: self.queue_timeout(&at("queue_timeout"), &raw),
+            fleet_max_inflight: self.count(
+                &at("fleet_max_inflight"),
+                raw.fleet_max_inflight,
+                defaults::upstream::FLEET_MAX_INFLIGHT,
+                0,
+            ),
             max_fails: health.max_fails,
             fail_timeout: health.fail_timeout,
             fail_statuses: health.fail_statuses,
             health_check: health.health_check,
             name,
         }
+    }
+
+    /// `queue_timeout`: a duration, above 0 when `max_inflight` bounds the
+    /// upstream (a queue no request may wait in would turn every busy
+    /// moment into 503s).
+    fn queue_timeout(&mut self, path: &str, raw: &RawUpstream) -> Duration {
+        let timeout = self.duration(
+            path,
+            raw.queue_timeout.as_ref(),
+            defaults::upstream::QUEUE_TIMEOUT,
+        );
+        if timeout > super::MAX_TIMEOUT {
+            let problem = Problem::new(path, format!("{timeout:?} is more than 365d"));
+            self.report(problem.hint(r#"write e.g. "5s""#));
+            return defaults::upstream::QUEUE_TIMEOUT;
+        }
+        if timeout.is_zero() && raw.max_inflight.is_some_and(|n| n > 0) {
+            let problem = Problem::new(path, "must be above 0 when max_inflight is set");
+            self.report(problem.hint(
+                r#"write e.g. "5s": how long a request with no stored copy waits for an origin slot"#,
+            ));
+            return defaults::upstream::QUEUE_TIMEOUT;
+        }
+        timeout
     }
 
     /// The servers (address, weight and passive health settings:

@@ -28,6 +28,26 @@ fn per_upstream(s: &Status, value: fn(&UpstreamStatus) -> u64) -> Vec<Row<'_>> {
     )
 }
 
+/// One figure of an upstream's status.
+type Figure = fn(&UpstreamStatus) -> u64;
+
+/// `calmcache_upstream_shed_total`: per upstream and reason.
+fn shed_rows(s: &Status) -> Vec<Row<'_>> {
+    let reasons: [(&'static str, Figure); 3] = [
+        ("stale", |u| u.budget.shed_stale),
+        ("busy", |u| u.budget.shed_busy),
+        ("refresh", |u| u.budget.refresh_skipped),
+    ];
+    let all = s.upstreams.iter();
+    all.flat_map(|(name, u)| {
+        reasons.iter().map(move |(reason, value)| {
+            let labels = vec![("upstream", name.as_str()), ("reason", *reason)];
+            (labels, value(u) as f64)
+        })
+    })
+    .collect()
+}
+
 /// Per server of every upstream; a server without the value (checks when
 /// none are configured) has no sample.
 fn per_server(s: &Status, value: fn(&ServerStatus) -> Option<u64>) -> Vec<Row<'_>> {
@@ -159,6 +179,43 @@ pub(super) static PARTS: &[Family<Status>] = &[
         "calmcache_upstream_all_down_total",
         "Requests refused at once (502 or a stale copy): every server was down.",
         Rows(|s| per_upstream(s, |u| u.all_down)),
+    ),
+    gauge(
+        "calmcache_upstream_inflight",
+        "Origin slots in use now (max_inflight budget; 0 without one).",
+        Rows(|s| per_upstream(s, |u| u.budget.inflight)),
+    ),
+    gauge(
+        "calmcache_upstream_inflight_limit",
+        "The origin budget: max_inflight per server times the servers (0: no limit).",
+        Rows(|s| per_upstream(s, |u| u.budget.limit)),
+    ),
+    gauge(
+        "calmcache_upstream_queue_length",
+        "Requests waiting for an origin slot now.",
+        Rows(|s| per_upstream(s, |u| u.budget.queued)),
+    ),
+    counter(
+        "calmcache_upstream_queued_total",
+        "Requests that waited for an origin slot.",
+        Rows(|s| per_upstream(s, |u| u.budget.queued_total)),
+    ),
+    counter(
+        "calmcache_upstream_queue_wait_seconds_total",
+        "Seconds requests spent waiting for an origin slot.",
+        Rows(|s| {
+            let all = s.upstreams.iter();
+            all.map(|(name, u)| {
+                let wait = u.budget.queue_wait_seconds_total;
+                (vec![("upstream", name.as_str())], wait)
+            })
+            .collect()
+        }),
+    ),
+    counter(
+        "calmcache_upstream_shed_total",
+        "Requests the origin budget shed: answered stale, refused 503 (busy), or background refreshes skipped.",
+        Rows(shed_rows),
     ),
     gauge(
         "calmcache_upstream_server_up",

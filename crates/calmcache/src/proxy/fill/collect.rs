@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use crate::net::origin_body::OriginBody;
 use bytes::{Bytes, BytesMut};
 use calmcache_core::page_body::StoredBody as Kept;
 use calmcache_core::warn_limit::WarnLimit;
@@ -15,7 +16,6 @@ use calmcache_core::{CachedObject, Storable};
 use http::header::CONTENT_LENGTH;
 use http::{HeaderValue, Response};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 
 use super::store::{store, StoreCtx, Stored, StoredBody};
 use super::{fail, finish, FillReply, NotStored};
@@ -30,7 +30,7 @@ use crate::telemetry::inflight::Held;
 pub(super) async fn collect_and_store(
     ctx: StoreCtx,
     mut parts: http::response::Parts,
-    body: TimeoutBody<Incoming>,
+    body: TimeoutBody<OriginBody>,
     storable: Storable,
     held: Held,
     usable_stale: Option<Arc<CachedObject>>,
@@ -76,7 +76,7 @@ pub(super) async fn collect_and_store(
 /// What reading a body within a limit came to.
 pub(super) enum Collected {
     Complete(StoredBody),
-    TooLarge(Vec<Bytes>, TimeoutBody<Incoming>),
+    TooLarge(Vec<Bytes>, TimeoutBody<OriginBody>),
     Failed(BoxError),
 }
 
@@ -85,7 +85,7 @@ pub(super) enum Collected {
 /// client still gets everything. The body comes in a buffer with `room`
 /// bytes to spare after it.
 pub(super) async fn collect_limited(
-    mut body: TimeoutBody<Incoming>,
+    mut body: TimeoutBody<OriginBody>,
     limit: usize,
     mut held: Held,
     room: usize,

@@ -39,16 +39,17 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use crate::net::origin_body::OriginBody;
 use calmcache_core::{CacheKey, CachedObject, FetchPermit, NotStorable};
 use http::header::CONTENT_LENGTH;
 use http::uri::PathAndQuery;
 use http::{HeaderMap, Response, StatusCode};
-use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use crate::fleet::Before;
 use crate::http::body::{ResponseBody, TimeoutBody};
-use crate::http::error::ProxyError;
+use crate::http::error::{ErrorKind, ProxyError};
+use crate::net::budget::Admission;
 use crate::proxy::growing::StreamingHead;
 use crate::proxy::outcome::{FillOutcome, Requester};
 use crate::proxy::state::Route;
@@ -148,6 +149,9 @@ pub(crate) enum FillReply {
     Stale(Arc<CachedObject>, Option<u16>),
     /// The origin failed and there is no usable copy.
     Failed(ProxyError),
+    /// The origin budget was full and this copy may stand in (inside the
+    /// route's `stale_if_busy` or stale-if-error): served at once.
+    Busy(Arc<CachedObject>),
     /// Storable and large: answer from the head now; the body streams to
     /// every reader while it is stored.
     Streaming(Arc<StreamingHead>),
@@ -168,6 +172,24 @@ pub(crate) struct FillArgs {
     /// The stored copy this fetch replaces: its validators make the request
     /// conditional, and it backs stale-if-error.
     pub stale: Option<Arc<CachedObject>>,
+    /// How it may wait for an origin slot: [`Admission::Wait`] unless
+    /// [`background`](FillArgs::background); a fill with a copy that may
+    /// stand in never waits either ([`admission`]).
+    pub admission: Admission,
+    /// Which stored copy may stand in while the origin is busy.
+    pub stand_in: StandIn,
+}
+
+/// Which stored copy may stand in for the origin's answer while its
+/// budget is full ([`busy_copy`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StandIn {
+    /// A fresh copy, one inside the route's `stale_if_busy` (where the
+    /// origin granted stale use), or one inside stale-if-error.
+    Busy,
+    /// The client's directives asked for a fresh answer (`no-cache`,
+    /// `max-age`...): only stale-if-error, as when the origin fails.
+    ErrorOnly,
 }
 
 impl FillArgs {
@@ -180,7 +202,23 @@ impl FillArgs {
             request,
             permit: None,
             stale: None,
+            admission: Admission::Wait,
+            stand_in: StandIn::Busy,
         }
+    }
+
+    /// The client's request directives forced this fetch: no copy stands
+    /// in past stale-if-error ([`StandIn::ErrorOnly`]).
+    pub(crate) fn forced(mut self) -> Self {
+        self.stand_in = StandIn::ErrorOnly;
+        self
+    }
+
+    /// A background refresh or warm-up: never queued for an origin slot,
+    /// skipped when the budget is full.
+    pub(crate) fn background(mut self) -> Self {
+        self.admission = Admission::TryOnly;
+        self
     }
 
     /// The fill leads the flight `permit`.
@@ -208,7 +246,10 @@ pub(crate) async fn fill(args: FillArgs) -> FillReply {
         request: fetch,
         permit,
         stale,
+        admission,
+        stand_in,
     } = args;
+    let admission = self::admission(&route, admission, stale.as_ref(), stand_in);
     // Fleet mode: a fresh copy another node stored, or the fleet's lease
     // for this fetch (or a wait for the node that holds it).
     let lease = match fleet::before(&route, &primary, &fetch, &permit, stale.as_deref()).await {
@@ -218,7 +259,13 @@ pub(crate) async fn fill(args: FillArgs) -> FillReply {
         Some(Before::Fetch(ours)) => ours,
         None => None,
     };
-    let sent = match send::send(&route, &primary, &fetch, &permit, stale, request_time).await {
+    let sending = send::Sending {
+        stale,
+        request_time,
+        admission,
+        stand_in,
+    };
+    let sent = match send::send(&route, &primary, &fetch, &permit, sending).await {
         Ok(sent) => sent,
         Err(failed) => return fail(permit, failed.error, failed.stale, failed.status),
     };
@@ -259,7 +306,7 @@ pub(crate) async fn fill(args: FillArgs) -> FillReply {
 async fn keep(
     ctx: StoreCtx,
     parts: http::response::Parts,
-    body: TimeoutBody<Incoming>,
+    body: TimeoutBody<OriginBody>,
     usable_stale: Option<Arc<CachedObject>>,
     times: Times,
 ) -> FillReply {
@@ -299,6 +346,46 @@ async fn keep(
     collect::collect_and_store(ctx, parts, body, storable, held, usable_stale).await
 }
 
+/// How a fill may wait for an origin slot: never while a copy may stand
+/// in when the origin is busy ([`busy_copy`]), else as it was asked.
+fn admission(
+    route: &Route,
+    asked: Admission,
+    stale: Option<&Arc<CachedObject>>,
+    stand_in: StandIn,
+) -> Admission {
+    if !route.upstream.has_budget() {
+        // Nothing to wait for: nothing to decide.
+        return asked;
+    }
+    match busy_copy(route, stale, stand_in) {
+        Some(_) => Admission::TryOnly,
+        None => asked,
+    }
+}
+
+/// The stored copy that may be served at once while the origin budget is
+/// full: one inside the route's `stale_if_busy` past its lifetime (where
+/// the origin granted stale use: RFC 9111 §4.2.4), or inside its
+/// stale-if-error window (the origin's or the route's). The one place
+/// this is decided, for a fill and for its followers.
+pub(crate) fn busy_copy(
+    route: &Route,
+    stale: Option<&Arc<CachedObject>>,
+    stand_in: StandIn,
+) -> Option<Arc<CachedObject>> {
+    let now = Instant::now();
+    let busy = |s: &CachedObject| {
+        stand_in == StandIn::Busy
+            && (s.meta.is_fresh(now)
+                || (s.meta.freshness.stale_use_granted()
+                    && s.meta.within(now, route.cfg.stale_if_busy)))
+    };
+    stale
+        .filter(|s| s.vary_index().is_none() && (busy(s) || s.meta.within_stale_if_error(now)))
+        .cloned()
+}
+
 /// Added to an upstream timeout when telling followers how long a step may
 /// last: the timeout fires, and its error reaches them, a little after it.
 const BOUND_SLACK: Duration = Duration::from_millis(250);
@@ -328,7 +415,7 @@ fn finish(permit: Option<FetchPermit<FillOutcome>>, outcome: FillOutcome) {
 fn relay(
     permit: Option<FetchPermit<FillOutcome>>,
     parts: http::response::Parts,
-    body: TimeoutBody<Incoming>,
+    body: TimeoutBody<OriginBody>,
     why: NotStored,
 ) -> FillReply {
     finish(permit, FillOutcome::NotStored);
@@ -342,8 +429,9 @@ fn fail(
     origin_status: Option<u16>,
 ) -> FillReply {
     finish(permit, FillOutcome::Failed(e.clone()));
-    match stale {
-        Some(object) => FillReply::Stale(object, origin_status),
-        None => FillReply::Failed(e),
+    match (stale, &e.kind) {
+        (Some(object), ErrorKind::OriginBusy { .. }) => FillReply::Busy(object),
+        (Some(object), _) => FillReply::Stale(object, origin_status),
+        (None, _) => FillReply::Failed(e),
     }
 }

@@ -40,6 +40,9 @@ pub(super) async fn merge(
             request: ctx.fetch,
             permit: ctx.permit,
             stale: None,
+            // A rare fault's fallback: it may wait as a client's fill does.
+            admission: crate::net::budget::Admission::Wait,
+            stand_in: super::StandIn::Busy,
         };
         return Box::pin(fill(args)).await;
     };

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use crate::net::origin_body::OriginBody;
 use bytes::Bytes;
 use calmcache_core::warn_limit::WarnLimit;
 use calmcache_core::warn_limited;
@@ -17,7 +18,6 @@ use calmcache_core::{
 };
 use http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Empty};
-use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use super::{alive_for, FetchRequest, BOUND_SLACK};
@@ -25,6 +25,7 @@ use crate::http::body::TimeoutBody;
 use crate::http::conditional;
 use crate::http::error::{ErrorKind, ProxyError};
 use crate::http::headers::strip_hop_by_hop;
+use crate::net::budget::Admission;
 use crate::proxy::outcome::FillOutcome;
 use crate::proxy::state::Route;
 
@@ -80,7 +81,7 @@ impl Times {
 pub(super) struct Sent {
     pub(super) parts: http::response::Parts,
     /// Each frame within the upstream's `read_timeout`.
-    pub(super) body: TimeoutBody<Incoming>,
+    pub(super) body: TimeoutBody<OriginBody>,
     /// The stored copy whose validators the answered request carried.
     pub(super) revalidating: Option<Arc<CachedObject>>,
     /// The stored copy, while inside stale-if-error.
@@ -97,17 +98,32 @@ pub(super) struct Failure {
     pub(super) status: Option<u16>,
 }
 
+/// What a fill sends with: the copy it replaces, when it began, and how
+/// it may wait for an origin slot.
+pub(super) struct Sending {
+    pub(super) stale: Option<Arc<CachedObject>>,
+    pub(super) request_time: SystemTime,
+    pub(super) admission: Admission,
+    pub(super) stand_in: super::StandIn,
+}
+
 /// Sends the fill's request (conditional on `stale` when a 304 can be
 /// used), once more without validators when a 304 does not match, and
-/// judges the answer. `request_time` is when the fill began.
+/// judges the answer. `request_time` is when the fill began. The origin
+/// budget's refusal fails the fill with the copy that may stand in.
 pub(super) async fn send(
     route: &Route,
     primary: &CacheKey,
     fetch: &FetchRequest,
     permit: &Option<FetchPermit<FillOutcome>>,
-    stale: Option<Arc<CachedObject>>,
-    mut request_time: SystemTime,
+    sending: Sending,
 ) -> Result<Sent, Failure> {
+    let Sending {
+        stale,
+        mut request_time,
+        admission,
+        stand_in,
+    } = sending;
     let upstream = &route.upstream;
     let mut revalidating = stale
         .as_ref()
@@ -115,18 +131,30 @@ pub(super) async fn send(
         .cloned();
     // Followers wait as long as the head may take (read_timeout counts
     // from sending, connecting included), not just their lock_timeout.
-    let head_bound = upstream.read_timeout + BOUND_SLACK;
+    // With an origin budget, the wait for a slot comes first.
+    let head_bound = upstream.queue_wait() + upstream.read_timeout + BOUND_SLACK;
     alive_for(permit, head_bound);
     let mut result = upstream
-        .send(upstream_request(fetch, revalidating.as_deref()))
+        .send(upstream_request(fetch, revalidating.as_deref()), admission)
         .await;
     route.activity.upstream_call(&result);
     if mismatched(&result, revalidating.as_deref()) {
         revalidating = None;
         request_time = SystemTime::now();
         alive_for(permit, head_bound);
-        result = upstream.send(upstream_request(fetch, None)).await;
+        result = upstream
+            .send(upstream_request(fetch, None), admission)
+            .await;
         route.activity.upstream_call(&result);
+    }
+    if let Err(e) = &result {
+        if matches!(e.kind, ErrorKind::OriginBusy { .. }) {
+            return Err(Failure {
+                error: e.clone(),
+                stale: super::busy_copy(route, stale.as_ref(), stand_in),
+                status: None,
+            });
+        }
     }
     let usable_stale = stale.filter(|s| s.meta.within_stale_if_error(Instant::now()));
     let resp = match judge(
@@ -181,7 +209,7 @@ fn may_revalidate(
 /// RFC 9111 §4.3.3: a 304 that does not match the stored copy (another
 /// ETag) cannot update it; the fill asks again without conditionals.
 fn mismatched(
-    result: &Result<Response<Incoming>, ProxyError>,
+    result: &Result<Response<OriginBody>, ProxyError>,
     revalidating: Option<&CachedObject>,
 ) -> bool {
     matches!((result, revalidating), (Ok(resp), Some(old))
@@ -195,10 +223,10 @@ fn mismatched(
 fn judge(
     route: &Route,
     primary: &CacheKey,
-    result: Result<Response<Incoming>, ProxyError>,
+    result: Result<Response<OriginBody>, ProxyError>,
     revalidating: Option<&CachedObject>,
     usable_stale: Option<&Arc<CachedObject>>,
-) -> Result<Response<Incoming>, (ProxyError, Option<u16>)> {
+) -> Result<Response<OriginBody>, (ProxyError, Option<u16>)> {
     let upstream = &route.upstream;
     let resp = match result {
         Ok(resp) => resp,

@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
+use crate::net::origin_body::OriginBody;
 use calmcache_core::{FetchPermit, NotStorable};
 use http::Response;
-use hyper::body::Incoming;
 
 use super::collect::{collect_limited, Collected};
 use super::{fail, finish, FillReply, NotStored};
@@ -30,7 +30,7 @@ pub(super) async fn share_error(
     route: &Route,
     permit: Option<FetchPermit<FillOutcome>>,
     parts: http::response::Parts,
-    body: TimeoutBody<Incoming>,
+    body: TimeoutBody<OriginBody>,
     why: NotStorable,
     requester: Requester,
 ) -> FillReply {

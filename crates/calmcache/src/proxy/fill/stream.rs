@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use crate::net::origin_body::OriginBody;
 use bytes::Bytes;
 use calmcache_core::warn_limit::WarnLimit;
 use calmcache_core::warn_limited;
@@ -17,7 +18,6 @@ use calmcache_core::{CachedObject, Storable};
 use http::header::CONTENT_LENGTH;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 
 use super::collect::concat;
 use super::store::{meta_of, store, will_compress, StoreCtx, Stored};
@@ -60,7 +60,7 @@ pub(super) struct StreamStart {
 pub(super) fn stream_fill(
     mut ctx: StoreCtx,
     start: StreamStart,
-    body: TimeoutBody<Incoming>,
+    body: TimeoutBody<OriginBody>,
 ) -> FillReply {
     let StreamStart {
         parts,
@@ -194,7 +194,7 @@ enum Next {
 struct Pump {
     ctx: StoreCtx,
     growing: Arc<Growing>,
-    body: TimeoutBody<Incoming>,
+    body: TimeoutBody<OriginBody>,
     file: Option<FileWrite>,
     /// The declared length, if any.
     len: Option<u64>,

@@ -26,6 +26,8 @@ pub(super) struct Entry<'a> {
     pub(super) cache_status: &'a str,
     pub(super) upstream_addr: Option<SocketAddr>,
     pub(super) upstream_time: Option<Duration>,
+    /// Time waited for an origin slot (json only; absent when none).
+    pub(super) origin_wait: Option<Duration>,
     pub(super) request_time: Duration,
 }
 
@@ -46,6 +48,9 @@ pub(super) struct JsonLine<'a> {
     upstream_time: Option<f64>,
     request_time: f64,
     host: Option<Cow<'a, str>>,
+    /// Milliseconds this request waited for an origin slot (`max_inflight`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    origin_wait_ms: Option<u64>,
 }
 
 /// Appends `e` as one line (with its `\n`) to `out`.
@@ -101,6 +106,9 @@ pub(super) fn format_line<'a>(format: LogFormat, e: &Entry<'a>, out: &mut String
                 upstream_time: e.upstream_time.map(millis_f64),
                 request_time: millis_f64(e.request_time),
                 host: text(e.host),
+                origin_wait_ms: e
+                    .origin_wait
+                    .map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
             };
             match serde_json::to_string(&line) {
                 Ok(json) => out.push_str(&json),

@@ -19,7 +19,7 @@
 //! Without an `[access_log]` table none of this is on the request path.
 
 use crate::config::access_log::{AccessLogConfig, LogFormat};
-use crate::telemetry::metrics::Served;
+use crate::telemetry::metrics::{Served, UpstreamCall};
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -161,6 +161,8 @@ struct Outcome {
     cache_status: &'static str,
     upstream_addr: Option<SocketAddr>,
     upstream_time: Option<Duration>,
+    /// Time waited for an origin slot (`max_inflight`), when any.
+    origin_wait: Option<Duration>,
 }
 
 impl Pending {
@@ -180,6 +182,7 @@ impl Pending {
             cache_status: outcome.cache_status,
             upstream_addr: outcome.upstream_addr,
             upstream_time: outcome.upstream_time,
+            origin_wait: outcome.origin_wait,
             request_time: self.start.elapsed(),
         };
         let mut line = String::with_capacity(256);
@@ -203,12 +206,13 @@ where
         Ok(resp) => resp,
         Err(never) => match never {},
     };
-    let (cache_status, upstream_addr, upstream_time) = served_of(&resp);
+    let (cache_status, call) = served_of(&resp);
     let outcome = Outcome {
         status: resp.status().as_u16(),
         cache_status,
-        upstream_addr,
-        upstream_time,
+        upstream_addr: call.and_then(|c| c.addr),
+        upstream_time: call.map(|c| c.elapsed),
+        origin_wait: call.map(|c| c.waited).filter(|w| !w.is_zero()),
     };
     let pending = guard.0.take();
     Ok(resp.map(|inner| LoggedBody {
@@ -229,6 +233,7 @@ impl Drop for Unanswered {
                 cache_status: "-",
                 upstream_addr: None,
                 upstream_time: None,
+                origin_wait: None,
             };
             pending.write(&outcome, 0);
         }
@@ -239,14 +244,10 @@ impl Drop for Unanswered {
 /// one place that reads them, from the [`Served`] extension the proxy
 /// attaches when the log is on (class and upstream call; an answer no route
 /// counts, refused or unrouted, has its class too). Without a class: `-`.
-fn served_of<B>(resp: &Response<B>) -> (&'static str, Option<SocketAddr>, Option<Duration>) {
+fn served_of<B>(resp: &Response<B>) -> (&'static str, Option<UpstreamCall>) {
     match resp.extensions().get::<Served>() {
-        Some(served) => {
-            let status = served.class.map_or("-", label_of);
-            let call = served.upstream;
-            (status, call.and_then(|c| c.addr), call.map(|c| c.elapsed))
-        }
-        None => ("-", None, None),
+        Some(served) => (served.class.map_or("-", label_of), served.upstream),
+        None => ("-", None),
     }
 }
 

@@ -25,6 +25,7 @@ fn entry() -> Entry<'static> {
         cache_status: "HIT",
         upstream_addr: None,
         upstream_time: None,
+        origin_wait: None,
         request_time: Duration::from_micros(1_500),
     }
 }
@@ -51,6 +52,7 @@ fn combined_is_nginx_combined_plus_cache_fields() {
         referer: Some(b"https://example.com/".as_slice()),
         upstream_addr: Some("127.0.0.1:8081".parse().unwrap()),
         upstream_time: Some(Duration::from_millis(180)),
+        origin_wait: None,
         request_time: Duration::from_millis(2_181),
         ..entry()
     };
@@ -82,6 +84,7 @@ fn json_has_every_key_and_escapes_through_serde() {
         user_agent: Some(b"a\"b\n\xff".as_slice()),
         upstream_addr: Some("[::1]:8081".parse().unwrap()),
         upstream_time: Some(Duration::from_millis(5)),
+        origin_wait: Some(Duration::from_millis(12)),
         ..entry()
     };
     let text = line(LogFormat::Json, &e);
@@ -101,9 +104,11 @@ fn json_has_every_key_and_escapes_through_serde() {
     assert_eq!(v["request_time"], 0.001);
     assert_eq!(v["host"], "example.com");
     let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(keys.len(), 14, "{keys:?}");
+    assert_eq!(v["origin_wait_ms"], 12, "the wait for an origin slot");
+    assert_eq!(keys.len(), 15, "{keys:?}");
     let bare = line(LogFormat::Json, &entry());
     let v: serde_json::Value = serde_json::from_str(&bare).unwrap();
+    assert!(v.get("origin_wait_ms").is_none(), "absent without a wait");
     assert_eq!(v["upstream_addr"], serde_json::Value::Null);
     assert_eq!(v["upstream_time"], serde_json::Value::Null);
 }
