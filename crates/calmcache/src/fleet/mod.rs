@@ -50,7 +50,6 @@ pub(crate) mod follow;
 mod lease;
 mod link;
 mod ops_stats;
-#[allow(dead_code)] // until net/'s origin budget asks it (issue 27, i27-budget)
 mod origin_budget;
 mod outbox;
 mod position;

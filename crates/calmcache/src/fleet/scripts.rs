@@ -171,7 +171,6 @@ pub(crate) fn epoch() -> Script {
 /// longest lease. A value of another type there is none of ours (a stray
 /// write): it is deleted and the answer is `{-1}` (the caller fails open
 /// this once; the next take starts the set afresh).
-#[allow(dead_code)] // until net/'s origin budget asks it (issue 27, i27-budget)
 pub(crate) fn origin_take() -> Script {
     Script::new(&format!(
         "{NOW}\
@@ -192,7 +191,6 @@ pub(crate) fn origin_take() -> Script {
 
 /// `origin_renew(slots; lease, lifetime_ms)`: extends a held origin slot's
 /// lease from now; `0` when it is gone (it expired: renewals failed).
-#[allow(dead_code)] // until net/'s origin budget asks it (issue 27, i27-budget)
 pub(crate) fn origin_renew() -> Script {
     Script::new(&format!(
         "{NOW}\

@@ -12,7 +12,6 @@ pub(crate) mod conn;
 pub(crate) mod health;
 pub(crate) mod origin_body;
 pub(crate) mod origin_tls;
-#[allow(dead_code)] // its answers are built by fleet/ (issue 27's fleet budget)
 pub(crate) mod shared_budget;
 pub(crate) mod shutdown;
 pub(crate) mod stream_clock;

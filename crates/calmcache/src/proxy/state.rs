@@ -332,8 +332,10 @@ impl Proxy {
         metrics.inflight.set_limit(config.server.max_inflight_body);
         let fleet = build_fleet(config, previous)?;
         // The fleet-wide origin budget (`fleet_max_inflight`): the fleet's
-        // Redis budget once `Fleet` implements `SharedBudget`.
-        let shared_budget: Option<Arc<dyn crate::net::shared_budget::SharedBudget>> = None;
+        // leases on Redis (an upstream without the key never asks).
+        let shared_budget = fleet.as_ref().map(|f| {
+            Arc::new(f.origin_budget()) as Arc<dyn crate::net::shared_budget::SharedBudget>
+        });
         if let Some(shared) = shared_budget {
             for upstream in &upstreams {
                 upstream.set_shared_budget(shared.clone());

@@ -155,7 +155,6 @@ async fn origin_slots(nodes: &[Arc<Wires>], field: &str) -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the local budget (i27-budget)"]
 async fn three_nodes_never_send_the_origin_more_than_the_fleet_budget() {
     let redis = Redis::start();
     let origin = CountingOrigin::start().await;
@@ -185,7 +184,6 @@ async fn three_nodes_never_send_the_origin_more_than_the_fleet_budget() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the local budget (i27-budget)"]
 async fn without_redis_each_node_keeps_its_own_budget() {
     let mut redis = Redis::start();
     let origin = CountingOrigin::start().await;
