@@ -8,6 +8,7 @@
 
 pub(crate) mod blame;
 pub(crate) mod conn;
+pub(crate) mod early_hints;
 pub(crate) mod health;
 pub(crate) mod origin_tls;
 #[allow(dead_code)] // until the origin budget uses it (issue 27)

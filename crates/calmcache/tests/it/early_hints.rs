@@ -1,0 +1,314 @@
+//! 103 Early Hints (issue 27): a navigation that waits for the origin gets a
+//! 103 with the route's links, the stale copy's, or those of the last stored
+//! answer, then its answer intact; over HTTP/1.1 (raw socket), HTTP/2 over
+//! TLS and h2c (curl, whose nghttp2 prints the 103). Never to HTTP/1.0,
+//! never on a hit, never to a request the route bypasses for credentials,
+//! never with links to other origins the route does not name; two waiting
+//! streams on one HTTP/2 connection get no misplaced hint.
+
+use std::process::Command;
+use std::time::Duration;
+
+use calmcache_testkit::raw::RawConn;
+use calmcache_testkit::tls::TestCa;
+use calmcache_testkit::{Origin, Proxy, RunningProxy};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::scratch;
+
+const CSS: &str = "</app.css>; rel=preload; as=style";
+
+/// A navigation to `path` whose origin answers after `delay_ms`, for 60 s,
+/// with `Link: link` when given; `extra` adds header lines.
+fn navigation(version: &str, path: &str, link: Option<&str>, extra: &str) -> Vec<u8> {
+    let link = link.map_or(String::new(), |l| format!("x-origin-header: Link: {l}\r\n"));
+    format!(
+        "GET {path} {version}\r\nHost: localhost\r\nAccept: text/html,*/*;q=0.8\r\n\
+         x-origin-delay-ms: 100\r\nx-origin-cache-control: max-age=60\r\n\
+         x-origin-body: page {path}\r\n{link}{extra}\r\n"
+    )
+    .into_bytes()
+}
+
+async fn proxy(origin: &Origin, route: &str, server: &str) -> RunningProxy {
+    Proxy::new(origin)
+        .no_default_ttl()
+        .route(route)
+        .server(server)
+        .start()
+        .await
+}
+
+/// Every byte of one exchange on a fresh connection, read until the final
+/// answer's body (of `body_len` bytes) is in.
+async fn exchange(addr: std::net::SocketAddr, request: &[u8], body_len: usize) -> String {
+    let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+    sock.write_all(request).await.unwrap();
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = String::from_utf8_lossy(&got).into_owned();
+        let last_head = text.rfind("HTTP/1.");
+        if let Some(at) = last_head {
+            let tail = &text[at..];
+            if !tail.contains(" 103 ") {
+                if let Some(end) = tail.find("\r\n\r\n") {
+                    if tail.len() >= end + 4 + body_len {
+                        return text;
+                    }
+                }
+            }
+        }
+        let mut buf = [0u8; 4096];
+        let n = tokio::time::timeout_at(deadline, sock.read(&mut buf))
+            .await
+            .expect("answer within 10 s")
+            .unwrap();
+        if n == 0 {
+            return String::from_utf8_lossy(&got).into_owned();
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http11_miss_gets_103_before_its_intact_answer_and_a_hit_none() {
+    let origin = Origin::start().await;
+    let route = format!("early_hints_links = [{CSS:?}]");
+    let proxy = proxy(&origin, &route, "").await;
+    let addr = proxy.running().proxy_addrs[0];
+    let body = "page /a";
+    let text = exchange(addr, &navigation("HTTP/1.1", "/a", None, ""), body.len()).await;
+    let expected = format!("HTTP/1.1 103 Early Hints\r\nlink: {CSS}\r\n\r\nHTTP/1.1 200 OK\r\n");
+    assert!(text.starts_with(&expected), "{text}");
+    assert!(text.ends_with(body), "{text}");
+    // A hit answers at once: no hint.
+    let mut conn = RawConn::connect(addr).await.unwrap();
+    conn.send(&navigation("HTTP/1.1", "/a", None, ""))
+        .await
+        .unwrap();
+    let hit = conn.read_response(false).await.unwrap();
+    assert_eq!(
+        (hit.status, hit.interim.clone()),
+        (200, vec![]),
+        "{}",
+        hit.head
+    );
+    // Misses on the same keepalive connection, one after the other: each
+    // gets its hint, and every answer stays intact.
+    for path in ["/b", "/c"] {
+        conn.send(&navigation("HTTP/1.1", path, None, ""))
+            .await
+            .unwrap();
+        let miss = conn.read_response(false).await.unwrap();
+        assert_eq!((miss.status, miss.interim.clone()), (200, vec![103]));
+        assert_eq!(miss.body, format!("page {path}").as_bytes());
+    }
+    // HTTP/1.0 never.
+    let old = exchange(addr, &navigation("HTTP/1.0", "/d", None, ""), 7).await;
+    assert!(old.starts_with("HTTP/1.0 200"), "{old}");
+    assert!(!old.contains("103"), "{old}");
+    let early_hints = proxy.status().await["routes"]["test"]["early_hints"].as_u64();
+    assert_eq!(early_hints, Some(3));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn not_a_navigation_credentials_or_bypass_get_no_hint() {
+    let origin = Origin::start().await;
+    let route = format!("early_hints_links = [{CSS:?}]\nbypass = [\"cookie:session\"]");
+    let proxy = proxy(&origin, &route, "").await;
+    let addr = proxy.running().proxy_addrs[0];
+    let mut conn = RawConn::connect(addr).await.unwrap();
+    let cases = [
+        ("/img", "Sec-Fetch-Mode: no-cors\r\n"),
+        ("/auth", "Authorization: Basic eDp5\r\n"),
+        ("/bypassed", "Cookie: session=1\r\n"),
+    ];
+    for (path, extra) in cases {
+        conn.send(&navigation("HTTP/1.1", path, None, extra))
+            .await
+            .unwrap();
+        let resp = conn.read_response(false).await.unwrap();
+        assert_eq!((resp.status, resp.interim.clone()), (200, vec![]), "{path}");
+    }
+    // The same route hints a navigation; off, it does not.
+    conn.send(&navigation(
+        "HTTP/1.1",
+        "/nav",
+        None,
+        "Sec-Fetch-Mode: navigate\r\n",
+    ))
+    .await
+    .unwrap();
+    assert_eq!(conn.read_response(false).await.unwrap().interim, vec![103]);
+    let off = format!("early_hints = false\nearly_hints_links = [{CSS:?}]");
+    let quiet = self::proxy(&origin, &off, "").await;
+    let mut conn = RawConn::connect(quiet.running().proxy_addrs[0])
+        .await
+        .unwrap();
+    conn.send(&navigation("HTTP/1.1", "/off", None, ""))
+        .await
+        .unwrap();
+    assert_eq!(
+        conn.read_response(false).await.unwrap().interim,
+        Vec::<u16>::new()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refetch_hints_the_stored_links_of_its_own_origin_and_named_ones() {
+    let origin = Origin::start().await;
+    let proxy = proxy(
+        &origin,
+        r#"early_hints_origins = ["https://cdn.example"]"#,
+        "",
+    )
+    .await;
+    let addr = proxy.running().proxy_addrs[0];
+    let link = "</s.css>; rel=preload; as=style, </next>; rel=next, \
+                <https://evil.example/x.js>; rel=preload; as=script, \
+                <https://cdn.example/f.woff2>; rel=preload; as=font";
+    // The first miss has nothing to hint yet.
+    let first = exchange(addr, &navigation("HTTP/1.1", "/p", Some(link), ""), 7).await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    // A forced refetch (no-cache) waits: hinted from the stored copy.
+    let again = navigation("HTTP/1.1", "/p", Some(link), "Cache-Control: no-cache\r\n");
+    let text = exchange(addr, &again, 7).await;
+    let hint = text.split("\r\n\r\n").next().unwrap();
+    assert_eq!(
+        hint,
+        "HTTP/1.1 103 Early Hints\r\nlink: </s.css>; rel=preload; as=style\r\n\
+         link: <https://cdn.example/f.woff2>; rel=preload; as=font",
+        "{text}"
+    );
+    assert!(text.ends_with("page /p"), "{text}");
+}
+
+/// `curl -i` of `urls` on one connection with `proto` (`--http2` over TLS,
+/// `--http2-prior-knowledge` for h2c): each answer's header blocks and body.
+fn curl(ca: Option<&TestCa>, proto: &str, urls: &[String], extra: &[&str]) -> Vec<String> {
+    let dir = scratch("early-hints-curl");
+    let mut cmd = Command::new("curl");
+    cmd.args([
+        "-sS",
+        "--no-progress-meter",
+        "--max-time",
+        "10",
+        proto,
+        "-H",
+        "Accept: text/html",
+    ]);
+    cmd.args([
+        "-H",
+        "x-origin-delay-ms: 150",
+        "-H",
+        "x-origin-cache-control: max-age=60",
+    ]);
+    for e in extra {
+        cmd.args(["-H", e]);
+    }
+    if let Some(ca) = ca {
+        cmd.args(["--cacert", ca.ca_pem.to_str().unwrap()]);
+    }
+    if urls.len() > 1 {
+        // Without --parallel-immediate curl waits for the first connection
+        // and multiplexes the rest on it.
+        cmd.args(["--parallel"]);
+    }
+    let outs: Vec<_> = (0..urls.len())
+        .map(|i| dir.join(format!("out{i}")))
+        .collect();
+    for (url, out) in urls.iter().zip(&outs) {
+        cmd.args(["-i", "-o", out.to_str().unwrap(), url]);
+    }
+    let done = cmd.output().expect("curl (apt-get install curl)");
+    let outs: Vec<String> = outs
+        .iter()
+        .map(|o| std::fs::read_to_string(o).unwrap_or_default())
+        .collect();
+    assert!(
+        done.status.success(),
+        "curl: {:?} {}\n{outs:?}",
+        done.status,
+        String::from_utf8_lossy(&done.stderr)
+    );
+    outs
+}
+
+/// The status lines of a `curl -i` output, in order.
+fn statuses(out: &str) -> Vec<&str> {
+    out.lines()
+        .filter(|l| l.starts_with("HTTP/"))
+        .map(str::trim)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_over_tls_and_h2c_get_103_then_their_answer() {
+    let origin = Origin::start().await;
+    let ca = TestCa::new(&scratch("early-hints-tls"));
+    let route = format!("early_hints_links = [{CSS:?}]");
+    let proxy = h2_proxy(&origin, &route, &ca).await;
+    let tls = format!("https://localhost:{}", proxy.tls_addr().port());
+    let plain = format!("http://localhost:{}", proxy.running().proxy_addrs[0].port());
+    for (ca, proto, base) in [
+        (Some(&ca), "--http2", &tls),
+        (None, "--http2-prior-knowledge", &plain),
+    ] {
+        let miss = &curl(ca, proto, &[format!("{base}/h2")], &[])[0];
+        assert_eq!(
+            statuses(miss),
+            ["HTTP/2 103", "HTTP/2 200"],
+            "{proto}: {miss}"
+        );
+        assert!(
+            miss.to_ascii_lowercase().contains(&format!("link: {CSS}")),
+            "{miss}"
+        );
+        assert!(miss.contains("path=/h2"), "{miss}");
+        let hit = &curl(ca, proto, &[format!("{base}/h2")], &[])[0];
+        assert_eq!(statuses(hit), ["HTTP/2 200"], "{proto}: {hit}");
+    }
+}
+
+/// A proxy with h2c and a TLS listener for `localhost` (certificate of a
+/// CA of its own, in `ca`).
+async fn h2_proxy(origin: &Origin, route: &str, ca: &TestCa) -> RunningProxy {
+    let leaf = ca.leaf("hints", &["localhost"]);
+    let server = format!(
+        "h2c = true\ntls_listen = [\"127.0.0.1:0\"]\n[[server.tls]]\ncert = {:?}\nkey = {:?}\n",
+        leaf.cert.display().to_string(),
+        leaf.key.display().to_string(),
+    );
+    proxy(origin, route, &server).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_waiting_streams_on_one_connection_get_no_misplaced_hint() {
+    let origin = Origin::start().await;
+    let ca = TestCa::new(&scratch("early-hints-two"));
+    let proxy = h2_proxy(&origin, "", &ca).await;
+    let base = format!("https://localhost:{}", proxy.tls_addr().port());
+    // Each URL's answer links its own stylesheet (steered by its query).
+    let urls: Vec<String> = (0..2)
+        .map(|i| format!("{base}/{i}?x-origin-header=Link:%20%3C/{i}.css%3E;%20rel=preload"))
+        .collect();
+    for url in &urls {
+        curl(Some(&ca), "--http2", std::slice::from_ref(url), &[]);
+    }
+    for round in 0..5 {
+        let outs = curl(Some(&ca), "--http2", &urls, &["Cache-Control: no-cache"]);
+        for (i, out) in outs.iter().enumerate() {
+            let lines = statuses(out);
+            assert_eq!(lines.last(), Some(&"HTTP/2 200"), "round {round}: {out}");
+            if lines.len() > 1 {
+                assert_eq!(lines, ["HTTP/2 103", "HTTP/2 200"], "{out}");
+                let own = format!("</{i}.css>");
+                let other = format!("</{}.css>", 1 - i);
+                let hint = out.split("HTTP/2 200").next().unwrap();
+                assert!(hint.contains(&own) && !hint.contains(&other), "{out}");
+            }
+            assert!(out.contains(&format!("path=/{i}")), "{out}");
+        }
+    }
+}
