@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use calmcache_testkit::raw::RawConn;
-use calmcache_testkit::tls::TestCa;
+use calmcache_testkit::tls::{Leaf, TestCa};
 use calmcache_testkit::{Origin, Proxy, RunningProxy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -274,7 +274,10 @@ async fn http2_over_tls_and_h2c_get_103_then_their_answer() {
 /// A proxy with h2c and a TLS listener for `localhost` (certificate of a
 /// CA of its own, in `ca`).
 async fn h2_proxy(origin: &Origin, route: &str, ca: &TestCa) -> RunningProxy {
-    let leaf = ca.leaf("hints", &["localhost"]);
+    h2_proxy_with(origin, route, &ca.leaf("hints", &["localhost"])).await
+}
+
+async fn h2_proxy_with(origin: &Origin, route: &str, leaf: &Leaf) -> RunningProxy {
     let server = format!(
         "h2c = true\ntls_listen = [\"127.0.0.1:0\"]\n[[server.tls]]\ncert = {:?}\nkey = {:?}\n",
         leaf.cert.display().to_string(),
@@ -311,4 +314,215 @@ async fn two_waiting_streams_on_one_connection_get_no_misplaced_hint() {
             assert!(out.contains(&format!("path=/{i}")), "{out}");
         }
     }
+}
+
+/// Percent-encodes `text` for a query value.
+fn encoded(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The stylesheet: 100 ms at the origin, `private` (the proxy never
+/// stores it, so each load fetches it from the origin; the browser keeps
+/// it, which is how a preloaded answer is handed to the page), steered by
+/// its query.
+fn stylesheet() -> String {
+    format!(
+        "/app.css?x-origin-delay-ms=100&x-origin-cache-control=private%2C%20max-age%3D60&x-origin-header={}&x-origin-body={}",
+        encoded("Content-Type: text/css"),
+        encoded("body{color:#123}"),
+    )
+}
+
+/// The page: 180 ms at the origin, stale at once (each load waits for the
+/// origin), linking the stylesheet; its script logs the navigation's and
+/// the stylesheet's resource timing as one console line.
+fn page(css: &str) -> String {
+    let html = format!(
+        "<!doctype html><html><head><link rel=stylesheet href=\"{css}\"></head><body>page\
+         <script>addEventListener('load',()=>setTimeout(()=>{{\
+         const n=performance.getEntriesByType('navigation')[0];\
+         const c=performance.getEntriesByType('resource').find(e=>e.name.includes('/app.css'));\
+         console.log('TIMING '+JSON.stringify({{responseStart:n.responseStart,\
+         finalStart:n.finalResponseHeadersStart||0,interim:n.firstInterimResponseStart||0,\
+         load:n.loadEventStart,cssStart:c?c.startTime:-1,cssReq:c?c.requestStart:-1,\
+         cssEnd:c?c.responseEnd:-1,\
+         initiator:c?c.initiatorType:'',protocol:n.nextHopProtocol}}))}},0))</script>\
+         </body></html>"
+    );
+    format!(
+        "/page?x-origin-delay-ms=180&x-origin-cache-control=max-age%3D0&x-origin-header={}&x-origin-body={}",
+        encoded("Content-Type: text/html"),
+        encoded(&html),
+    )
+}
+
+/// One page load's timing, as the page logged it (milliseconds from the
+/// navigation's start). Chromium reports a hinted preload's resource
+/// timing from when the page took it over (`cssStart` after `finalStart`),
+/// so the order is read from the navigation's interim response and the
+/// preload's initiator instead.
+#[derive(Debug, serde::Deserialize)]
+struct Timing {
+    /// The first byte of the answer: the 103's when there is one.
+    #[serde(rename = "responseStart")]
+    response_start: f64,
+    /// The final answer's head (`finalResponseHeadersStart`).
+    #[serde(rename = "finalStart")]
+    final_start: f64,
+    /// The 103's arrival (`firstInterimResponseStart`), 0 without one.
+    interim: f64,
+    /// `loadEventStart`: the page and its stylesheet are in.
+    load: f64,
+    /// The stylesheet's entry: start, end, initiator.
+    #[serde(rename = "cssStart")]
+    css_start: f64,
+    #[serde(rename = "cssEnd")]
+    css_end: f64,
+    initiator: String,
+    /// `h2`: Chromium takes Early Hints over HTTP/2 (and 3) only.
+    protocol: String,
+}
+
+/// The base64 SHA-256 of `leaf`'s public key (openssl), for chromium's
+/// `--ignore-certificate-errors-spki-list`: unlike
+/// `--ignore-certificate-errors` it makes the certificate valid, and
+/// chromium stores nothing of a connection with certificate errors in its
+/// HTTP cache, which is how a hinted preload reaches the page.
+fn spki_hash(leaf: &Leaf) -> String {
+    let script = format!(
+        "openssl x509 -in {:?} -pubkey -noout | openssl pkey -pubin -outform der \
+         | openssl dgst -sha256 -binary | base64",
+        leaf.cert.display().to_string()
+    );
+    let out = Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// Loads `url` in headless chromium (a fresh profile, trusting the key of
+/// hash `spki`) and returns the timing its page logged.
+async fn load(url: &str, spki: &str) -> Timing {
+    let mut extra = vec![format!("--ignore-certificate-errors-spki-list={spki}")];
+    if let Ok(log) = std::env::var("EARLY_HINTS_NETLOG") {
+        extra.push(format!("--log-net-log={log}"));
+        extra.push("--net-log-capture-mode=Everything".to_owned());
+    }
+    let run = crate::dashboard::chromium(url, 5_000, &extra).await;
+    let line = run
+        .console
+        .iter()
+        .find(|l| l.contains("TIMING "))
+        .unwrap_or_else(|| panic!("no timing logged:\n{}", run.stderr));
+    let json = line.split("TIMING ").nth(1).unwrap();
+    let json = json
+        .split("\", source:")
+        .next()
+        .unwrap()
+        .replace("\\\"", "\"");
+    serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chromium_starts_the_hinted_stylesheet_before_the_page_answers() {
+    let origin = Origin::start().await;
+    let ca = TestCa::new(&scratch("early-hints-chromium"));
+    let css = stylesheet();
+    let route = format!("early_hints_links = [\"<{css}>; rel=preload; as=style\"]");
+    let leaf = ca.leaf("hints", &["localhost"]);
+    let proxy = h2_proxy_with(&origin, &route, &leaf).await;
+    let url = format!(
+        "https://localhost:{}{}",
+        proxy.tls_addr().port(),
+        page(&css)
+    );
+    let timing = load(&url, &spki_hash(&leaf)).await;
+    assert_eq!(timing.protocol, "h2", "{timing:?}");
+    // The 103 came before the page's 200, and the stylesheet was fetched
+    // because of it: Chromium starts an early-hints preload when the 103
+    // arrives, before the final answer.
+    assert!(timing.interim > 0.0, "{timing:?}");
+    assert!(timing.interim < timing.final_start, "{timing:?}");
+    assert_eq!(timing.response_start, timing.interim, "{timing:?}");
+    assert_eq!(timing.initiator, "early-hints", "{timing:?}");
+    assert!(timing.css_end > 0.0 && timing.css_start > 0.0, "{timing:?}");
+    // Without hints: no 103, the stylesheet comes from the page's link.
+    let quiet = format!("early_hints = false\n{route}");
+    let proxy = h2_proxy_with(&origin, &quiet, &leaf).await;
+    let url = format!(
+        "https://localhost:{}{}",
+        proxy.tls_addr().port(),
+        page(&css)
+    );
+    let timing = load(&url, &spki_hash(&leaf)).await;
+    assert_eq!(
+        (timing.interim, timing.initiator.as_str()),
+        (0.0, "link"),
+        "{timing:?}"
+    );
+}
+
+/// The median of `values`.
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// `bench/earlyhints` runs this: 10 loads with hints and 10 without (a
+/// fresh chromium profile each, a 180 ms page, a 100 ms stylesheet), and
+/// prints the medians. Not a test: it asserts nothing about time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: bench/earlyhints"]
+async fn measure_page_loads_with_and_without_hints() {
+    let loads: usize = std::env::var("EARLY_HINTS_LOADS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10);
+    let origin = Origin::start().await;
+    let ca = TestCa::new(&scratch("early-hints-measure"));
+    let leaf = ca.leaf("hints", &["localhost"]);
+    let spki = spki_hash(&leaf);
+    let css = stylesheet();
+    let route = format!("early_hints_links = [\"<{css}>; rel=preload; as=style\"]");
+    let mut rows = Vec::new();
+    for (name, keys) in [
+        ("hints", route.clone()),
+        ("no hints", format!("early_hints = false\n{route}")),
+    ] {
+        let proxy = h2_proxy_with(&origin, &keys, &leaf).await;
+        let url = format!(
+            "https://localhost:{}{}",
+            proxy.tls_addr().port(),
+            page(&css)
+        );
+        let mut timings = Vec::new();
+        for _ in 0..loads {
+            timings.push(load(&url, &spki).await);
+        }
+        let load_ms = median(timings.iter().map(|t| t.load).collect());
+        let css_after = median(timings.iter().map(|t| t.css_end - t.final_start).collect());
+        let hinted = timings
+            .iter()
+            .filter(|t| t.initiator == "early-hints")
+            .count();
+        println!(
+            "{name:>9}: load {load_ms:6.1} ms (median of {loads}), stylesheet in {css_after:6.1} ms \
+             after the page's 200, {hinted}/{loads} preloaded by the 103"
+        );
+        rows.push(load_ms);
+    }
+    println!("load with hints / without: {:.2}", rows[0] / rows[1]);
 }
