@@ -518,5 +518,6 @@ impl Frames {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 #[path = "early_hints_tests.rs"]
 mod tests;

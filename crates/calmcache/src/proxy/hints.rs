@@ -2,15 +2,12 @@
 //! navigation about to wait for the origin on a route with `early_hints`),
 //! with which links (the route's `early_hints_links`, then the waiting
 //! stale copy's, or else those remembered of the last answer stored for
-//! the URL), and each route's bounded memory of them.
+//! the URL; kept in each route's `hint_memory`).
 //!
 //! Links to other origins are dropped unless the route names the origin
 //! (`early_hints_origins`). Nothing here touches a hit: [`before_wait`] is
 //! called only on the paths that wait for the origin, [`remember`] only
 //! after a fetch stored an answer. The bytes are [`crate::net::early_hints`]'s.
-
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 
 use calmcache_core::{CachedObject, KeyRef};
 use http::header::{ACCEPT, AUTHORIZATION, LINK};
@@ -19,44 +16,8 @@ use http::{HeaderMap, HeaderValue};
 use crate::config::early_hints::EarlyHintsConfig;
 use crate::http::link;
 use crate::net::early_hints;
+use crate::proxy::hint_memory::MAX_LINKS;
 use crate::proxy::state::Route;
-
-/// URLs a route remembers links for; past it one is forgotten per new one.
-const REMEMBERED: usize = 4096;
-/// Links in one hint at most (a page's critical few, not its every asset).
-const MAX_LINKS: usize = 16;
-
-/// A route's links of the last stored answer per URL (by primary key
-/// hash), so that a miss after expiry or eviction still has them.
-#[derive(Default)]
-pub(crate) struct HintMemory {
-    links: Mutex<HashMap<u64, Arc<[HeaderValue]>>>,
-}
-
-impl HintMemory {
-    fn get(&self, key: u64) -> Option<Arc<[HeaderValue]>> {
-        self.lock().get(&key).cloned()
-    }
-
-    fn put(&self, key: u64, links: Vec<HeaderValue>) {
-        let mut map = self.lock();
-        if links.is_empty() {
-            map.remove(&key);
-            return;
-        }
-        if map.len() >= REMEMBERED && !map.contains_key(&key) {
-            // Any one: a forgotten URL only loses its hint until its next store.
-            if let Some(old) = map.keys().next().copied() {
-                map.remove(&old);
-            }
-        }
-        map.insert(key, links.into());
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<[HeaderValue]>>> {
-        self.links.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
 
 /// What a hint needs to know of the request.
 pub(crate) struct Asking<'a> {
@@ -210,19 +171,5 @@ mod tests {
         let kept = hintable(&cfg, &asking(&h), [&field[..]].into_iter());
         assert_eq!(kept.len(), 3);
         assert_eq!(kept[2], "<https://cdn.example/c.css>; rel=preload");
-    }
-
-    #[test]
-    fn the_memory_is_bounded_and_forgets_an_empty_answer() {
-        let memory = HintMemory::default();
-        let link = HeaderValue::from_static("</a.css>; rel=preload");
-        for key in 0..(REMEMBERED as u64 + 10) {
-            memory.put(key, vec![link.clone()]);
-        }
-        assert_eq!(memory.lock().len(), REMEMBERED);
-        let last = REMEMBERED as u64 + 9;
-        assert!(memory.get(last).is_some());
-        memory.put(last, Vec::new());
-        assert!(memory.get(last).is_none());
     }
 }

@@ -50,7 +50,7 @@ pub struct Route {
     /// fills: only through the seam (never on a local hit).
     pub(crate) fleet: Option<Arc<dyn crate::fleet::SharedTier>>,
     /// Early Hints links of the last answer stored per URL (proxy/hints.rs).
-    pub(crate) hints: crate::proxy::hints::HintMemory,
+    pub(crate) hints: crate::proxy::hint_memory::HintMemory,
 }
 
 impl Route {
