@@ -193,6 +193,7 @@ impl EarlyHints {
 }
 
 /// The injector and version of the request whose future is running.
+#[derive(Clone)]
 pub(crate) struct Hinter {
     hints: Arc<EarlyHints>,
     version: Version,
@@ -228,6 +229,19 @@ pub(crate) fn offer(links: &[HeaderValue]) -> bool {
     HINTER
         .try_with(|h| h.as_ref().is_some_and(|h| h.hints.queue(h.version, links)))
         .unwrap_or(false)
+}
+
+/// The hint handle of the request in progress ([`scope`]), for a hint
+/// that comes from another task (an upstream connection's 1xx callback).
+pub(crate) fn current() -> Option<Hinter> {
+    HINTER.try_with(Clone::clone).ok().flatten()
+}
+
+impl Hinter {
+    /// [`offer`] from outside the request's task.
+    pub(crate) fn offer(&self, links: &[HeaderValue]) -> bool {
+        !links.is_empty() && self.hints.queue(self.version, links)
+    }
 }
 
 /// The HTTP/1.1 form: a status line, a `Link` line per value, a blank line.

@@ -53,7 +53,10 @@ pub(crate) fn before_wait(route: &Route, asking: &Asking<'_>, stale: Option<&Cac
     }
     let mut links = cfg.links.clone();
     match stale {
-        Some(copy) => links.extend(hintable(cfg, asking, copy.head.get_all(&LINK))),
+        Some(copy) => {
+            let page = (asking.scheme, asking.host);
+            links.extend(hintable(cfg, page, copy.head.get_all(&LINK)));
+        }
         None => {
             let hash = calmcache_core::key::key_hash(&asking.key);
             if let Some(known) = route.hints.get(hash) {
@@ -75,7 +78,7 @@ pub(crate) fn remember(route: &Route, asking: &Asking<'_>, stored: &HeaderMap) {
         return;
     }
     let fields = stored.get_all(LINK).iter().map(HeaderValue::as_bytes);
-    let mut links = hintable(cfg, asking, fields);
+    let mut links = hintable(cfg, (asking.scheme, asking.host), fields);
     dedup(&mut links);
     links.truncate(MAX_LINKS);
     route
@@ -83,14 +86,51 @@ pub(crate) fn remember(route: &Route, asking: &Asking<'_>, stored: &HeaderMap) {
         .put(calmcache_core::key::key_hash(&asking.key), links);
 }
 
+/// On a request passed to the origin uncached: a navigation's origin may
+/// answer 103 Early Hints itself; they are relayed to the client, their
+/// links filtered as the stored ones are (hyper's client sees the 1xx on
+/// the upstream connection's task: the request's hint handle goes along).
+pub(crate) fn relay_origin_hints<B>(route: &Route, req: &mut http::Request<B>, scheme: &str) {
+    let cfg = &route.cfg.early_hints;
+    if !cfg.on || !is_navigation(req.headers()) {
+        return;
+    }
+    let Some(hinter) = early_hints::current() else {
+        return;
+    };
+    let host = req
+        .headers()
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let (cfg, scheme, activity) = (cfg.clone(), scheme.to_owned(), route.activity.clone());
+    hyper::ext::on_informational(req, move |res| {
+        if res.status() != http::StatusCode::EARLY_HINTS {
+            return;
+        }
+        let fields = res
+            .headers()
+            .get_all(LINK)
+            .iter()
+            .map(HeaderValue::as_bytes);
+        let mut links = hintable(&cfg, (&scheme, &host), fields);
+        dedup(&mut links);
+        links.truncate(MAX_LINKS);
+        if hinter.offer(&links) {
+            activity.early_hints.inc();
+        }
+    });
+}
+
 /// The link-values of `fields` a hint may carry: a hint relation, and a
 /// target on the page's own origin or one of the route's origins.
 fn hintable<'a>(
     cfg: &EarlyHintsConfig,
-    asking: &Asking<'_>,
+    (scheme, host): (&str, &str),
     fields: impl Iterator<Item = &'a [u8]>,
 ) -> Vec<HeaderValue> {
-    let own = format!("{}://{}", asking.scheme, asking.host);
+    let own = format!("{scheme}://{host}");
     let mut out = Vec::new();
     for field in fields.filter_map(|f| std::str::from_utf8(f).ok()) {
         for value in link::values(field).filter(|v| link::is_hint(v)) {
@@ -100,8 +140,7 @@ fn hintable<'a>(
             let allowed = match link::origin_of(target) {
                 None => true,
                 Some(origin) => {
-                    origin.is(asking.scheme, &own)
-                        || cfg.origins.iter().any(|o| origin.is(asking.scheme, o))
+                    origin.is(scheme, &own) || cfg.origins.iter().any(|o| origin.is(scheme, o))
                 }
             };
             if let (true, Ok(value)) = (allowed, HeaderValue::from_str(value)) {
@@ -128,15 +167,6 @@ fn dedup(links: &mut Vec<HeaderValue>) {
 mod tests {
     use super::*;
 
-    fn asking(headers: &HeaderMap) -> Asking<'_> {
-        Asking {
-            headers,
-            scheme: "https",
-            host: "shop.example",
-            key: KeyRef::new("https", "shop.example", "/"),
-        }
-    }
-
     #[test]
     fn navigations_are_html_with_navigate_or_no_fetch_metadata() {
         let mut h = HeaderMap::new();
@@ -155,11 +185,10 @@ mod tests {
     #[test]
     fn only_hint_relations_to_allowed_origins_are_kept() {
         let mut cfg = EarlyHintsConfig::default();
-        let h = HeaderMap::new();
         let field = b"</a.css>; rel=preload; as=style, </next>; rel=next, \
             <https://shop.example/b.js>; rel=modulepreload, \
             <https://cdn.example/c.css>; rel=preload, <https://fonts.example>; rel=preconnect";
-        let kept = hintable(&cfg, &asking(&h), [&field[..]].into_iter());
+        let kept = hintable(&cfg, ("https", "shop.example"), [&field[..]].into_iter());
         assert_eq!(
             kept,
             [
@@ -168,7 +197,7 @@ mod tests {
             ]
         );
         cfg.origins.push("https://cdn.example".into());
-        let kept = hintable(&cfg, &asking(&h), [&field[..]].into_iter());
+        let kept = hintable(&cfg, ("https", "shop.example"), [&field[..]].into_iter());
         assert_eq!(kept.len(), 3);
         assert_eq!(kept[2], "<https://cdn.example/c.css>; rel=preload");
     }

@@ -102,7 +102,9 @@ async fn forward<'r>(
     let (mut parts, body) = req.into_parts();
     crate::proxy::edge::ensure_host(&mut parts.headers, &parts.uri);
     add_forwarded(&mut parts.headers, client.addr.ip(), client.scheme());
-    let sent = upstream.send(Request::from_parts(parts, body)).await;
+    let mut req = Request::from_parts(parts, body);
+    crate::proxy::hints::relay_origin_hints(route, &mut req, client.scheme());
+    let sent = upstream.send(req).await;
     match sent {
         Ok(resp) => {
             route.activity.upstream_requests.inc();

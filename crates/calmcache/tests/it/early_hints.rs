@@ -3,7 +3,8 @@
 //! answer, then its answer intact; over HTTP/1.1 (raw socket), HTTP/2 over
 //! TLS and h2c (curl, whose nghttp2 prints the 103). Never to HTTP/1.0,
 //! never on a hit, never to a request the route bypasses for credentials,
-//! never with links to other origins the route does not name; two waiting
+//! never with links to other origins the route does not name; an origin's
+//! own 103 relayed on a pass-through route, filtered alike; two waiting
 //! streams on one HTTP/2 connection get no misplaced hint.
 
 use std::process::Command;
@@ -525,4 +526,50 @@ async fn measure_page_loads_with_and_without_hints() {
         rows.push(load_ms);
     }
     println!("load with hints / without: {:.2}", rows[0] / rows[1]);
+}
+
+/// An origin that answers every request with a 103 (one link of its own
+/// origin, one of another) and then `200 ok`, over raw HTTP/1.1.
+async fn hinting_origin() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let mut got = Vec::new();
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let answer =
+                    "HTTP/1.1 103 Early Hints\r\nLink: </o.css>; rel=preload; as=style\r\n\
+                              Link: <https://evil.example/x.js>; rel=preload; as=script\r\n\r\n\
+                              HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+                let _ = sock.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_origins_own_103_is_relayed_on_a_pass_through_route_filtered() {
+    let origin = hinting_origin().await;
+    let proxy = Proxy::with_upstream(origin).no_zone().start().await;
+    let addr = proxy.running().proxy_addrs[0];
+    let request = b"GET /p HTTP/1.1\r\nHost: localhost\r\nAccept: text/html\r\n\r\n";
+    let text = exchange(addr, request, 2).await;
+    let hint = text.split("\r\n\r\n").next().unwrap();
+    assert_eq!(
+        hint, "HTTP/1.1 103 Early Hints\r\nlink: </o.css>; rel=preload; as=style",
+        "{text}"
+    );
+    assert!(text.ends_with("\r\n\r\nok"), "{text}");
+    // Not a navigation: nothing relayed.
+    let request = b"GET /p HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n";
+    let text = exchange(addr, request, 2).await;
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
 }
