@@ -236,6 +236,14 @@ fn curl(ca: Option<&TestCa>, proto: &str, urls: &[String], extra: &[&str]) -> Ve
     outs
 }
 
+/// The status codes of a `curl -i` output, in order.
+fn codes(out: &str) -> Vec<&str> {
+    statuses(out)
+        .iter()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect()
+}
+
 /// The status lines of a `curl -i` output, in order.
 fn statuses(out: &str) -> Vec<&str> {
     out.lines()
@@ -245,7 +253,7 @@ fn statuses(out: &str) -> Vec<&str> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn http2_over_tls_and_h2c_get_103_then_their_answer() {
+async fn over_tls_http2_and_http11_and_h2c_a_miss_gets_103_then_its_answer() {
     let origin = Origin::start().await;
     let ca = TestCa::new(&scratch("early-hints-tls"));
     let route = format!("early_hints_links = [{CSS:?}]");
@@ -254,21 +262,19 @@ async fn http2_over_tls_and_h2c_get_103_then_their_answer() {
     let plain = format!("http://localhost:{}", proxy.running().proxy_addrs[0].port());
     for (ca, proto, base) in [
         (Some(&ca), "--http2", &tls),
+        (Some(&ca), "--http1.1", &tls),
         (None, "--http2-prior-knowledge", &plain),
     ] {
-        let miss = &curl(ca, proto, &[format!("{base}/h2")], &[])[0];
-        assert_eq!(
-            statuses(miss),
-            ["HTTP/2 103", "HTTP/2 200"],
-            "{proto}: {miss}"
-        );
+        let path = format!("/h{}", proto.len());
+        let miss = &curl(ca, proto, &[format!("{base}{path}")], &[])[0];
+        assert_eq!(codes(miss), ["103", "200"], "{proto}: {miss}");
         assert!(
             miss.to_ascii_lowercase().contains(&format!("link: {CSS}")),
             "{miss}"
         );
-        assert!(miss.contains("path=/h2"), "{miss}");
-        let hit = &curl(ca, proto, &[format!("{base}/h2")], &[])[0];
-        assert_eq!(statuses(hit), ["HTTP/2 200"], "{proto}: {hit}");
+        assert!(miss.contains(&format!("path={path}")), "{miss}");
+        let hit = &curl(ca, proto, &[format!("{base}{path}")], &[])[0];
+        assert_eq!(codes(hit), ["200"], "{proto}: {hit}");
     }
 }
 
