@@ -170,6 +170,10 @@ pub(crate) mod route {
     pub(crate) const MERGE_SLASHES: bool = true;
     /// `underscores_in_headers`: NGINX's.
     pub(crate) const UNDERSCORES_IN_HEADERS: bool = false;
+    /// `early_hints`: on, since a 103 costs a client that ignores it nothing
+    /// (RFC 9110 §15.2: HTTP/1.1 clients must accept 1xx) and is only sent
+    /// to navigations that wait for the origin.
+    pub(crate) const EARLY_HINTS: bool = true;
 
     /// `name`: `route<index>`.
     pub(crate) fn name(index: usize) -> String {
@@ -436,6 +440,9 @@ pub(crate) fn keys() -> Vec<(&'static str, Shown)> {
             Shown::Bool(route::UNDERSCORES_IN_HEADERS),
         ),
         ("routes.trusted_proxies", Shown::Texts(&[])),
+        ("routes.early_hints", Shown::Bool(route::EARLY_HINTS)),
+        ("routes.early_hints_links", Shown::Texts(&[])),
+        ("routes.early_hints_origins", Shown::Texts(&[])),
         ("access_log.path", Shown::Example),
         (
             "access_log.format",

@@ -48,6 +48,7 @@
 pub(crate) mod access_log;
 pub(crate) mod conditions;
 mod defaults;
+pub(crate) mod early_hints;
 mod error;
 pub(crate) mod hosts;
 pub(crate) mod key_template;
@@ -676,6 +677,8 @@ pub struct RouteConfig {
     /// `X-Forwarded-Proto`, `Forwarded` and the like, which then reach the
     /// origin; from any other client they are dropped (default none).
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// 103 Early Hints for navigations that wait for the origin.
+    pub early_hints: early_hints::EarlyHintsConfig,
 }
 
 impl RouteConfig {

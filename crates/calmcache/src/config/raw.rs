@@ -251,6 +251,11 @@ pub(crate) struct RawRoute {
     pub(crate) underscores_in_headers: Option<bool>,
     #[serde(default)]
     pub(crate) trusted_proxies: Vec<String>,
+    pub(crate) early_hints: Option<bool>,
+    #[serde(default)]
+    pub(crate) early_hints_links: Vec<String>,
+    #[serde(default)]
+    pub(crate) early_hints_origins: Vec<String>,
 }
 
 /// A duration or size as written. A number is kept too (not refused by

@@ -472,6 +472,7 @@ fn example_file_parses_and_shows_the_defaults() {
         default.underscores_in_headers
     );
     assert_eq!(documented.trusted_proxies, default.trusted_proxies);
+    assert_eq!(documented.early_hints, default.early_hints);
     assert_eq!(example.routes[1].name, "route1");
 }
 
@@ -1352,6 +1353,44 @@ fn trusted_proxies_take_networks_and_addresses() {
         problem.message,
         r#""10.0.0.0/33" is not an address or a CIDR network"#
     );
+}
+
+#[test]
+fn early_hints_keys_take_hint_links_and_origins() {
+    let route = &load(&with_route(
+        r#"early_hints_links = ["</a.css>; rel=preload; as=style", "<https://cdn.example>; rel=preconnect"]
+early_hints_origins = ["HTTPS://CDN.example/"]"#,
+    ))
+    .routes[0];
+    assert!(route.early_hints.on);
+    assert_eq!(route.early_hints.links.len(), 2);
+    assert_eq!(route.early_hints.origins, ["https://cdn.example"]);
+    assert!(
+        !load(&with_route("early_hints = false")).routes[0]
+            .early_hints
+            .on
+    );
+    let found = problems(&with_route(
+        r#"early_hints_links = ["</a.css>; rel=stylesheet", "/b.css", "</a>; rel=preload, </b>; rel=preload"]
+early_hints_origins = ["cdn.example", "https://cdn.example/path", "ftp://x"]"#,
+    ));
+    assert_eq!(
+        paths(&found),
+        [
+            "routes[0].early_hints_links[0]",
+            "routes[0].early_hints_links[1]",
+            "routes[0].early_hints_links[2]",
+            "routes[0].early_hints_origins[0]",
+            "routes[0].early_hints_origins[1]",
+            "routes[0].early_hints_origins[2]",
+        ]
+    );
+    assert!(
+        found[0].message.contains("rel must be preload"),
+        "{}",
+        found[0].message
+    );
+    assert_eq!(found[3].message, r#""cdn.example" is not an origin"#);
 }
 
 #[test]

@@ -14,6 +14,7 @@
 //! `fleet_tls.rs` and `fleet_secret.rs`).
 
 mod admin;
+mod early_hints;
 mod fleet;
 mod fleet_secret;
 mod fleet_tls;

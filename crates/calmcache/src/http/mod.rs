@@ -13,6 +13,7 @@ pub(crate) mod conditional;
 pub(crate) mod error;
 pub(crate) mod file_body;
 pub(crate) mod headers;
+pub(crate) mod link;
 pub(crate) mod paged;
 pub(crate) mod range;
 pub(crate) mod reply;

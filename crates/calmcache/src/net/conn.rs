@@ -17,6 +17,10 @@
 //! ([`crate::net::stream_clock`]: the executor of its stream tasks, and the
 //! response body handed to hyper in pieces), and hyper's keepalive PINGs
 //! close a connection whose client no longer answers.
+//!
+//! On the proxy's listeners [`Clocked`] also writes 103 Early Hints that a
+//! request asks for while it waits ([`crate::net::early_hints`]): each
+//! request's future runs in its connection's hint scope.
 
 use std::future::Future;
 use std::io;
@@ -38,6 +42,7 @@ use tokio::time::{Instant, Sleep};
 
 use crate::http::headers::has_token;
 use crate::http::scheme::Scheme;
+use crate::net::early_hints::{self, EarlyHints};
 use crate::net::stream_clock::{self, StreamExec};
 use crate::net::write_clock::{Stall, WriteClock};
 use crate::net::zero_copy::{self, PlainSocket, Splicer};
@@ -87,6 +92,17 @@ pub(crate) struct ConnSettings {
     pub http2_keepalive_interval: Duration,
     /// HTTP/2: a PING not acknowledged within this closes the connection.
     pub http2_keepalive_timeout: Duration,
+    /// Requests may send 103 Early Hints (the proxy's listeners).
+    pub early_hints: Hints,
+}
+
+/// Whether a listener's connections carry an Early Hints injector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Hints {
+    /// No injector (the admin listener, the bundled origin).
+    Off,
+    /// Each connection has one ([`crate::net::early_hints`]).
+    On,
 }
 
 impl Default for ConnSettings {
@@ -101,6 +117,7 @@ impl Default for ConnSettings {
             send_timeout: Duration::from_secs(60),
             http2_keepalive_interval: Duration::from_secs(20),
             http2_keepalive_timeout: Duration::from_secs(20),
+            early_hints: Hints::Off,
         }
     }
 }
@@ -117,6 +134,7 @@ impl ConnSettings {
             send_timeout: server.send_timeout,
             http2_keepalive_interval: server.http2_keepalive_interval,
             http2_keepalive_timeout: server.http2_keepalive_timeout,
+            early_hints: Hints::On,
         }
     }
 }
@@ -204,6 +222,8 @@ pub(crate) fn spawn<IO, S, F, B>(
         phase.clone(),
     );
     let writes = WriteClock::new(settings.send_timeout, peer.addr, counted);
+    let hints =
+        (settings.early_hints == Hints::On).then(|| EarlyHints::new(protocol != Protocol::Http1));
     let io = TokioIo::new(
         Clocked::new(
             io,
@@ -214,7 +234,8 @@ pub(crate) fn spawn<IO, S, F, B>(
             guard,
             writes,
         )
-        .gathering(protocol == Protocol::Http2),
+        .gathering(protocol == Protocol::Http2)
+        .hinting(hints.clone()),
     );
     let served = AtomicU32::new(0);
     let service = service_fn(move |req: Request<Incoming>| {
@@ -230,7 +251,11 @@ pub(crate) fn spawn<IO, S, F, B>(
         // stream; one allocation moves a pointer instead. The future itself
         // is kept small (about 2 KiB: handle.rs's `future_size` test), since
         // it is built on the stack and copied into the box.
-        let answer = Box::pin(serve(req, peer));
+        let answer = Box::pin(early_hints::scope(
+            hints.as_ref(),
+            version,
+            serve(req, peer),
+        ));
         async move {
             let mut resp = answer.await?;
             if resp.status() == http::StatusCode::SWITCHING_PROTOCOLS {
@@ -483,6 +508,12 @@ pub(crate) struct Clocked<IO> {
     /// Plain HTTP/1.x: large paged bodies go out by `splice` (made on the
     /// first, boxed: most connections never splice).
     splice: Option<Box<Splicer>>,
+    /// The connection's Early Hints injector (proxy listeners).
+    hints: Option<Arc<EarlyHints>>,
+    /// HTTP/2 frames are followed for the injector (off once it is HTTP/1).
+    tracking: bool,
+    /// A hint taken from the injector, and how much of it is written.
+    hint_out: Option<(Vec<u8>, usize)>,
 }
 
 /// Largest run of HTTP/2 writes [`Clocked`] gathers before it sends them
@@ -541,7 +572,17 @@ impl<IO> Clocked<IO> {
             write,
             gather: None,
             splice: None,
+            hints: None,
+            tracking: false,
+            hint_out: None,
         }
+    }
+
+    /// Writes the Early Hints that requests queue on `hints`.
+    fn hinting(mut self, hints: Option<Arc<EarlyHints>>) -> Self {
+        self.tracking = hints.is_some();
+        self.hints = hints;
+        self
     }
 
     /// Gathers the writes of each poll ([`Gather`]): for HTTP/2.
@@ -568,6 +609,40 @@ pub(crate) type PlainIo = TokioIo<Clocked<tokio::net::TcpStream>>;
 pub(crate) type TlsIo = TokioIo<Clocked<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>>;
 
 impl<IO: AsyncWrite + Unpin> Clocked<IO> {
+    /// A queued Early Hint, written when one may go now
+    /// ([`EarlyHints::take`]): into the gather on HTTP/2 over TLS, else
+    /// straight to the IO, all of it before any more of hyper's bytes.
+    fn poll_hints(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.hint_out.is_none() {
+            let Some(pending) = self.hints.as_ref().and_then(|h| h.take()) else {
+                return Poll::Ready(Ok(()));
+            };
+            if let Some(gather) = &mut self.gather {
+                gather.buf.extend_from_slice(&pending.bytes);
+                if !gather.owed {
+                    gather.owed = true;
+                    cx.waker().wake_by_ref();
+                }
+                return Poll::Ready(Ok(()));
+            }
+            self.hint_out = Some((pending.bytes, 0));
+        }
+        let Some((bytes, sent)) = &mut self.hint_out else {
+            return Poll::Ready(Ok(()));
+        };
+        while *sent < bytes.len() {
+            let written = Pin::new(&mut self.io).poll_write(cx, &bytes[*sent..]);
+            let n = std::task::ready!(self.write.watch(cx, written, &self.phase.writes))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            *sent += n;
+        }
+        self.hint_out = None;
+        let flushed = Pin::new(&mut self.io).poll_flush(cx);
+        self.write.watch(cx, flushed, &self.phase.writes)
+    }
+
     /// Writes out what is gathered (and flushes the IO once it all is).
     /// `Ready(Ok)` at once when nothing is.
     fn send_gathered(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -625,11 +700,39 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Clocked<IO> {
         if this.clock == Clock::Tunnel {
             return Pin::new(&mut this.io).poll_read(cx, buf);
         }
+        // A hint queued while hyper waits goes out now (into the gather on
+        // HTTP/2 over TLS); like the gather, it does not stop reads.
+        if let Poll::Ready(Err(e)) = this.poll_hints(cx) {
+            return Poll::Ready(Err(e));
+        }
         // What the last poll gathered goes out first; a client that does
         // not take it does not stop reads (the write clock times it).
         if let Poll::Ready(Err(e)) = this.send_gathered(cx) {
             return Poll::Ready(Err(e));
         }
+        let before = buf.filled().len();
+        let read = this.read_clocked(cx, buf);
+        if let Some(hints) = &this.hints {
+            match read {
+                Poll::Ready(Ok(())) if this.tracking => {
+                    this.tracking = hints.read(&buf.filled()[before..]);
+                }
+                Poll::Pending => hints.park(cx.waker()),
+                _ => {}
+            }
+        }
+        read
+    }
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin> Clocked<IO> {
+    /// Reads under the idle and head clocks (module doc).
+    fn read_clocked(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self;
         if this.phase.inflight.load(Relaxed) > 0 {
             this.clock = Clock::Busy;
             let read = Pin::new(&mut this.io).poll_read(cx, buf);
@@ -696,14 +799,20 @@ impl<IO: AsyncWrite + PlainSocket + Unpin> AsyncWrite for Clocked<IO> {
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
         std::task::ready!(this.poll_spliced(cx))?;
+        std::task::ready!(this.poll_hints(cx))?;
         if this.gather.is_some() && std::task::ready!(this.room(cx, buf.len()))? {
             if let Some(gather) = &mut this.gather {
                 gather.buf.extend_from_slice(buf);
+                this.taken(&[io::IoSlice::new(buf)], buf.len());
                 return Poll::Ready(Ok(buf.len()));
             }
         }
         let written = Pin::new(&mut this.io).poll_write(cx, buf);
-        this.write.watch(cx, written, &this.phase.writes)
+        let written = this.write.watch(cx, written, &this.phase.writes);
+        if let Poll::Ready(Ok(n)) = written {
+            this.taken(&[io::IoSlice::new(buf)], n);
+        }
+        written
     }
 
     fn poll_write_vectored(
@@ -712,6 +821,77 @@ impl<IO: AsyncWrite + PlainSocket + Unpin> AsyncWrite for Clocked<IO> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
+        std::task::ready!(this.poll_hints(cx))?;
+        let written = this.write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = written {
+            this.taken(bufs, n);
+        }
+        written
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        // Gathered slices are copied: hyper may hand them over as they are.
+        self.gather.is_some() || self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        std::task::ready!(this.poll_spliced(cx))?;
+        std::task::ready!(this.poll_hints(cx))?;
+        if let Some(gather) = &mut this.gather {
+            if gather.pending() > 0 {
+                // Owed until the task's next poll (see `Gather`).
+                if !gather.owed {
+                    gather.owed = true;
+                    cx.waker().wake_by_ref();
+                }
+                return Poll::Ready(Ok(()));
+            }
+        }
+        let flushed = Pin::new(&mut this.io).poll_flush(cx);
+        let flushed = this.write.watch(cx, flushed, &this.phase.writes);
+        if let (Poll::Ready(Ok(())), Some(hints)) = (&flushed, &this.hints) {
+            hints.set_clean(true);
+        }
+        flushed
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        std::task::ready!(this.poll_spliced(cx))?;
+        std::task::ready!(this.send_gathered(cx))?;
+        let shut = Pin::new(&mut this.io).poll_shutdown(cx);
+        this.write.watch(cx, shut, &this.phase.writes)
+    }
+}
+
+impl<IO: AsyncWrite + PlainSocket + Unpin> Clocked<IO> {
+    /// hyper's first `n` bytes of `bufs` were taken: the answer is under
+    /// way (HTTP/1), and HTTP/2 frames are followed.
+    fn taken(&mut self, bufs: &[io::IoSlice<'_>], mut n: usize) {
+        let Some(hints) = &self.hints else {
+            return;
+        };
+        if n > 0 {
+            hints.set_clean(false);
+        }
+        for b in bufs {
+            if n == 0 || !self.tracking {
+                break;
+            }
+            let part = n.min(b.len());
+            self.tracking = hints.wrote(&b[..part]);
+            n -= part;
+        }
+    }
+
+    /// hyper's vectored write: gathered, spliced or written.
+    fn write_vectored(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self;
         if this.gather.is_some() {
             let len = bufs.iter().map(|b| b.len()).sum();
             if std::task::ready!(this.room(cx, len))? {
@@ -748,35 +928,5 @@ impl<IO: AsyncWrite + PlainSocket + Unpin> AsyncWrite for Clocked<IO> {
         }
         let written = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
         this.write.watch(cx, written, &this.phase.writes)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        // Gathered slices are copied: hyper may hand them over as they are.
-        self.gather.is_some() || self.io.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = &mut *self;
-        std::task::ready!(this.poll_spliced(cx))?;
-        if let Some(gather) = &mut this.gather {
-            if gather.pending() > 0 {
-                // Owed until the task's next poll (see `Gather`).
-                if !gather.owed {
-                    gather.owed = true;
-                    cx.waker().wake_by_ref();
-                }
-                return Poll::Ready(Ok(()));
-            }
-        }
-        let flushed = Pin::new(&mut this.io).poll_flush(cx);
-        this.write.watch(cx, flushed, &this.phase.writes)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = &mut *self;
-        std::task::ready!(this.poll_spliced(cx))?;
-        std::task::ready!(this.send_gathered(cx))?;
-        let shut = Pin::new(&mut this.io).poll_shutdown(cx);
-        this.write.watch(cx, shut, &this.phase.writes)
     }
 }

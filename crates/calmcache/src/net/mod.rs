@@ -9,6 +9,7 @@
 pub(crate) mod blame;
 pub(crate) mod budget;
 pub(crate) mod conn;
+pub(crate) mod early_hints;
 pub(crate) mod health;
 pub(crate) mod origin_body;
 pub(crate) mod origin_tls;

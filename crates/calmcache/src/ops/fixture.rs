@@ -35,6 +35,7 @@ pub(crate) fn activity(base: u64) -> ActivitySnapshot {
         stores: base + 15,
         invalidations: base + 16,
         revalidated: base + 17,
+        early_hints: base + 18,
     }
 }
 

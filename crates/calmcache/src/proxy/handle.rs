@@ -40,6 +40,7 @@ use crate::net::conn::Peer;
 use crate::proxy::answer::{Answer, Told};
 use crate::proxy::fetch::{self, fetch_request, refresh_in_background, Fetch};
 use crate::proxy::fill::FetchRequest;
+use crate::proxy::hints;
 use crate::proxy::lookup::{lookup, Found, PrimaryKey};
 use crate::proxy::pass::{pass, refused, with_body};
 use crate::proxy::plan::{self, Asked, Plan, Stored, Why};
@@ -271,11 +272,14 @@ impl<'w> Exec<'_, 'w> {
             return serve(route, copy, CacheStatus::Hit.report(), self.ask, self.now);
         };
         route.activity.early_refreshes.inc();
+        hints::before_wait(route, &self.asking(), Some(copy));
         let request = self.request(Some(self.rcc));
         let primary = self.key.to_owned_key();
-        fetch::early(route, primary, request, permit, copy)
+        let answer = fetch::early(route, primary, request, permit, copy)
             .answer(self.ask)
-            .await
+            .await;
+        self.remember_hints(&answer);
+        answer
     }
 
     /// Fetches for `why`, replacing `stale` if any (fetch.rs).
@@ -289,7 +293,29 @@ impl<'w> Exec<'_, 'w> {
             // A forced fetch: a copy stored since the request came is as good.
             since: (why == Why::Request).then_some(self.now),
         };
-        fetch.run(self.proxy, self.route, self.zone, self.ask).await
+        hints::before_wait(self.route, &self.asking(), stale.map(|s| &**s));
+        let answer = fetch.run(self.proxy, self.route, self.zone, self.ask).await;
+        self.remember_hints(&answer);
+        answer
+    }
+
+    /// The request as Early Hints see it (proxy/hints.rs).
+    fn asking(&self) -> hints::Asking<'_> {
+        hints::Asking {
+            headers: self.req.headers(),
+            scheme: self.client.scheme(),
+            host: crate::http::headers::host_of(self.req),
+            key: self.key,
+        }
+    }
+
+    /// Keeps the hint links of an answer this request's fetch stored.
+    fn remember_hints(&self, answer: &Answer<'_>) {
+        if let Told::Answered(_, report) = &answer.told {
+            if report.stored && self.route.cfg.early_hints.on {
+                hints::remember(self.route, &self.asking(), answer.resp.headers());
+            }
+        }
     }
 }
 

@@ -18,6 +18,8 @@ pub(crate) mod fill;
 pub(crate) mod growing;
 pub(crate) mod growing_range;
 pub(crate) mod handle;
+pub(crate) mod hint_memory;
+pub(crate) mod hints;
 pub(crate) mod invalidate;
 pub(crate) mod lookup;
 pub(crate) mod orphan;

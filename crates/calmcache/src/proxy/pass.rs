@@ -102,10 +102,10 @@ async fn forward<'r>(
     let (mut parts, body) = req.into_parts();
     crate::proxy::edge::ensure_host(&mut parts.headers, &parts.uri);
     add_forwarded(&mut parts.headers, client.addr.ip(), client.scheme());
+    let mut req = Request::from_parts(parts, body);
+    crate::proxy::hints::relay_origin_hints(route, &mut req, client.scheme());
     // A pass has no copy to fall back on: it waits for an origin slot.
-    let sent = upstream
-        .send(Request::from_parts(parts, body), Admission::Wait)
-        .await;
+    let sent = upstream.send(req, Admission::Wait).await;
     match sent {
         Ok(resp) => {
             route.activity.upstream_requests.inc();

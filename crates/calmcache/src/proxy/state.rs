@@ -49,6 +49,8 @@ pub struct Route {
     /// The fleet's shared tier and leases (`[fleet]`), for this route's
     /// fills: only through the seam (never on a local hit).
     pub(crate) fleet: Option<Arc<dyn crate::fleet::SharedTier>>,
+    /// Early Hints links of the last answer stored per URL (proxy/hints.rs).
+    pub(crate) hints: crate::proxy::hint_memory::HintMemory,
 }
 
 impl Route {
@@ -455,6 +457,7 @@ impl RouteParts<'_> {
                 .fleet
                 .clone()
                 .map(|f| f as Arc<dyn crate::fleet::SharedTier>),
+            hints: Default::default(),
         })
     }
 }

@@ -97,6 +97,8 @@ route_counters! {
     invalidations,
     /// Answers revalidated with the origin (a 304; also counted in `misses`).
     revalidated,
+    /// 103 Early Hints sent to navigations waiting for the origin.
+    early_hints,
 }
 
 impl Activity {

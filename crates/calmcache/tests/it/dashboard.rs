@@ -39,7 +39,7 @@ const BROWSERS: [&str; 4] = [
     "google-chrome-stable",
 ];
 
-fn browser() -> PathBuf {
+pub(crate) fn browser() -> PathBuf {
     if let Some(path) = std::env::var_os("CALMCACHE_CHROMIUM") {
         return PathBuf::from(path);
     }
@@ -60,14 +60,14 @@ fn browser() -> PathBuf {
 
 /// What one chromium run left: the DOM when the budget ran out, and every
 /// console line it printed.
-struct Run {
+pub(crate) struct Run {
     dom: String,
-    console: Vec<String>,
-    stderr: String,
+    pub(crate) console: Vec<String>,
+    pub(crate) stderr: String,
 }
 
 /// Loads `url` for `budget_ms` of virtual time, with `extra` flags.
-async fn chromium(url: &str, budget_ms: u32, extra: &[String]) -> Run {
+pub(crate) async fn chromium(url: &str, budget_ms: u32, extra: &[String]) -> Run {
     static N: AtomicU32 = AtomicU32::new(0);
     let profile = std::env::temp_dir().join(format!(
         "calmcache-it-chromium-{}-{}",

@@ -19,6 +19,7 @@ mod connections;
 mod dashboard;
 mod disk_full;
 mod disk_zone;
+mod early_hints;
 mod edge_cases;
 mod errors;
 mod failing_origin;

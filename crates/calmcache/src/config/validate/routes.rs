@@ -157,6 +157,12 @@ impl Checker {
                 .underscores_in_headers
                 .unwrap_or(route::UNDERSCORES_IN_HEADERS),
             trusted_proxies: self.networks(&at("trusted_proxies"), &raw.trusted_proxies),
+            early_hints: self.early_hints(
+                &path,
+                raw.early_hints,
+                &raw.early_hints_links,
+                &raw.early_hints_origins,
+            ),
         }
     }
 
