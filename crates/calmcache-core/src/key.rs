@@ -10,6 +10,13 @@
 //! builds it, [`variants_prefix`] and [`is_uri_or_variant`] find the
 //! variants of a URI (purges). A request target cannot hold a NUL, so no
 //! URI's key collides with a variant's.
+//!
+//! The key of a request keyed by its body (QUERY, or POST on a route that
+//! caches it) is the URI's key with `\0v`, the method, `:` and the body's
+//! digest appended: [`KeyRef::with_body`]. It lives under the URI as its
+//! variants do (purges by URL find it the same way); a method is upper-case
+//! and a Vary generation lower-case hex, so the two never meet. A Vary'd
+//! answer to it hangs its own variants off that key.
 
 use std::fmt::Write;
 use std::hash::{Hash, Hasher};
@@ -82,6 +89,23 @@ impl<'a> KeyRef<'a> {
             host_at,
             path_at: host_at + self.host.len() as u32,
         }
+    }
+}
+
+impl KeyRef<'_> {
+    /// The key of a `method` request to this URI whose body's digest (hex)
+    /// is `digest`: apart from the URI's own key, from its Vary variants
+    /// and from every other method's or body's.
+    pub fn with_body(&self, method: &str, digest: &str) -> CacheKey {
+        let mut path = String::with_capacity(
+            self.path_and_query.len() + VARIANT_MARK.len() + method.len() + 1 + digest.len(),
+        );
+        path.push_str(self.path_and_query);
+        path.push_str(VARIANT_MARK);
+        path.push_str(method);
+        path.push(':');
+        path.push_str(digest);
+        CacheKey::new(self.scheme, self.host, &path)
     }
 }
 
@@ -260,6 +284,26 @@ mod tests {
             .path_and_query()
             .starts_with(&variants_prefix("/a?b=1")));
         assert!(!is_uri_or_variant("/a", "/a?b=1"));
+    }
+
+    #[test]
+    fn body_keys_live_under_their_uri_apart_from_everything_else() {
+        let uri = KeyRef::new("http", "h", "/graphql");
+        let post = uri.with_body("POST", "ab12");
+        assert_eq!(post.as_str(), "http://h/graphql\0vPOST:ab12");
+        assert_ne!(post, uri.with_body("QUERY", "ab12"));
+        assert_ne!(post, uri.with_body("POST", "ab13"));
+        assert_ne!(post, uri.to_owned_key());
+        assert!(is_uri_or_variant(post.path_and_query(), "/graphql"));
+        assert!(post
+            .path_and_query()
+            .starts_with(&variants_prefix("/graphql")));
+        // Never a Vary variant's key, whatever its generation.
+        assert!((0..=u64::from(u16::MAX)).all(|g| uri.variant(g, "") != post));
+        // A Vary'd answer to a body-keyed request: under the body's key.
+        let v = post.as_ref().variant(3, "accept:x\n");
+        assert!(v.path_and_query().starts_with(post.path_and_query()));
+        assert!(is_uri_or_variant(v.path_and_query(), "/graphql"));
     }
 
     #[test]

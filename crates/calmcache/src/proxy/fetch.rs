@@ -558,5 +558,6 @@ pub(crate) fn fetch_request(
         headers,
         store,
         selecting: req.headers().clone(),
+        body: None,
     }
 }

@@ -5,6 +5,9 @@
 //! ```text
 //! handle ─ admit ─ route_for ─┬─ Upgrade: websocket (route.websocket) ── tunnel::open (never cached)
 //!   │                         ├─ GET|HEAD with a body ──────── read whole (request_body.rs), pass with it
+//!   │                         ├─ QUERY, POST with cache_post ─ read whole, keyed by method + body digest
+//!   │                         │                                (body_key.rs), on as a GET; too large
+//!   │                         │                                or not JSON: pass with it
 //!   │                         ├─ no zone / not GET|HEAD / ambiguous key ─ pass (pass.rs; unsafe
 //!   │                         │                                methods invalidate, RFC 9111 §4.4)
 //!   │                         ├─ bypass condition ──────────── fetch::bypass (no lookup, no coalescing)
@@ -38,6 +41,7 @@ use crate::http::body::ResponseBody;
 use crate::http::error::{ErrorKind, ProxyError};
 use crate::net::conn::Peer;
 use crate::proxy::answer::{Answer, Told};
+use crate::proxy::body_key::KeyedBody;
 use crate::proxy::fetch::{self, fetch_request, refresh_in_background, Fetch};
 use crate::proxy::fill::FetchRequest;
 use crate::proxy::lookup::{lookup, Found, PrimaryKey};
@@ -120,18 +124,33 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
     } else {
         req
     };
-    let (zone, asked) = match cacheable(route, &req) {
+    // QUERY, or POST on a route that caches it: read whole, keyed by its
+    // body (body_key.rs).
+    let (req, body) = if route.keyed_by_body(req.method()) {
+        match Box::pin(crate::proxy::body_key::read(proxy, route, req, client)).await {
+            Ok((req, body)) => (req, Some(Box::new(body))),
+            Err(answer) => return answer,
+        }
+    } else {
+        (req, None)
+    };
+    let body = body.as_deref();
+    let (zone, asked) = match cacheable(route, &req, body) {
         Ok(cacheable) => cacheable,
         Err(fwd) => return Box::pin(pass(proxy, route, req, client, fwd)).await,
     };
-    let (primary, ask) = key_and_ask(route, &req, client, asked);
+    let (primary, ask) = key_and_ask(route, &req, client, asked, body);
     let key = primary.key_ref();
     // One zone, or among a route's `zones` the one its hash places the key in.
     let zone = route.zone_for(&key).unwrap_or(zone);
+    if let Some(body) = body {
+        body.note_in(zone);
+    }
     let placed = placed(route, zone);
     let headers = req.headers();
     if !route.cfg.bypass.is_empty() && any_match(&route.cfg.bypass, headers, req.uri().query()) {
-        let request = fetch_request(route, &req, client, None);
+        let mut request = fetch_request(route, &req, client, None);
+        request.body = body.map(|b| b.fetch.clone());
         let answer = Box::pin(fetch::bypass(route, key.to_owned_key(), request, &ask)).await;
         return Answer { placed, ..answer };
     }
@@ -145,6 +164,7 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
         zone,
         req: &req,
         client,
+        body,
         key,
         found: &found,
         rcc: &rcc,
@@ -169,11 +189,15 @@ fn key_and_ask<'q>(
     req: &'q Request<Incoming>,
     client: Peer,
     asked: Asked,
+    body: Option<&KeyedBody>,
 ) -> (PrimaryKey<'q>, Ask<'q>) {
     let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
     let headers = req.headers();
     let host = crate::http::headers::host_of(req);
-    let primary = PrimaryKey::of(route, client.scheme(), req.method(), host, pq, headers);
+    let mut primary = PrimaryKey::of(route, client.scheme(), req.method(), host, pq, headers);
+    if let Some(body) = body {
+        primary = primary.with_body(req.method(), &body.digest);
+    }
     let ask = Ask {
         head_only: asked != Asked::Get,
         headers,
@@ -210,6 +234,8 @@ struct Exec<'a, 'w> {
     zone: &'a Zone,
     req: &'a Request<Incoming>,
     client: Peer,
+    /// The body the request is keyed by, sent with each fetch of its key.
+    body: Option<&'a KeyedBody>,
     key: KeyRef<'a>,
     found: &'a Found,
     rcc: &'a RequestCacheControl,
@@ -221,7 +247,9 @@ impl<'w> Exec<'_, 'w> {
     /// The request a fill sends for this one (with its directives, or
     /// none for a background refresh).
     fn request(&self, rcc: Option<&RequestCacheControl>) -> FetchRequest {
-        fetch_request(self.route, self.req, self.client, rcc)
+        let mut request = fetch_request(self.route, self.req, self.client, rcc);
+        request.body = self.body.map(|b| b.fetch.clone());
+        request
     }
 
     /// The key this request's fetch coalesces on: the variant's when known.
@@ -356,9 +384,15 @@ fn admit<'w>(worker: &'w Worker, req: &mut Request<Incoming>, client: Peer) -> A
 
 /// The zone a request on `route` is looked up in (the route's first) and
 /// what it asked; or, for a request the cache stays out of, why it passes.
-fn cacheable<'r>(route: &'r Route, req: &Request<Incoming>) -> Result<(&'r Arc<Zone>, Asked), Fwd> {
+fn cacheable<'r>(
+    route: &'r Route,
+    req: &Request<Incoming>,
+    body: Option<&KeyedBody>,
+) -> Result<(&'r Arc<Zone>, Asked), Fwd> {
     let zone = match (&route.zone, req.method()) {
         (Some(zone), &Method::GET | &Method::HEAD) => zone,
+        // QUERY, or POST with cache_post, keyed by its body.
+        (Some(zone), _) if body.is_some() => zone,
         (None, _) => return Err(Fwd::Bypass),
         (Some(_), _) => return Err(Fwd::Method),
     };

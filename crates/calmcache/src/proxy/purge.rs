@@ -336,7 +336,7 @@ async fn purge_key_text(
     for key in &keys {
         purged += purge_primary(&zones, key, mode, &mut variants, fleet).await;
     }
-    purged + purge_variants(variants).await
+    purged + purge_variants(variants, mode).await
 }
 
 /// `http://host/p?q` -> the parts a default key is stored as; `None` for
@@ -461,7 +461,7 @@ async fn purge_url(
             }
         }
     }
-    purged += purge_variants(variants).await;
+    purged += purge_variants(variants, mode).await;
     let scanned = !to_scan.is_empty();
     if scanned {
         let selector = Selector::Url {
@@ -479,7 +479,9 @@ async fn purge_url(
 
 /// Purges the primary `key` in each of `zones`; a soft purge of a Vary'd
 /// URL notes its marker in `variants`, whose variants are marked after
-/// (a hard purge removes the marker: its variants are unreachable).
+/// (a hard purge removes the marker: its variants are unreachable). In a
+/// zone that may hold body-keyed entries (body_key.rs), which live under
+/// the URI's variant keys with no marker, the key is noted for either mode.
 async fn purge_primary(
     zones: &[&Arc<Zone>],
     key: &KeyRef<'_>,
@@ -492,7 +494,7 @@ async fn purge_primary(
     }
     let mut purged = 0;
     for zone in zones {
-        if mode == PurgeMode::Soft && is_marker(zone, key).await {
+        if may_hold_body_keys(zone) || (mode == PurgeMode::Soft && is_marker(zone, key).await) {
             variants.push((key.to_owned_key(), (*zone).clone()));
         }
         if zone.tier.purge_key(key, mode).await {
@@ -502,8 +504,9 @@ async fn purge_primary(
     purged
 }
 
-/// Soft-purges the variants of the markers in `variants`.
-async fn purge_variants(variants: Vec<(CacheKey, Arc<Zone>)>) -> u64 {
+/// Purges (`mode`) the variant keys of the URIs in `variants`: Vary
+/// variants and body-keyed entries alike.
+async fn purge_variants(variants: Vec<(CacheKey, Arc<Zone>)>, mode: PurgeMode) -> u64 {
     let mut purged = 0;
     for (key, zone) in variants {
         let k = key.as_ref();
@@ -511,9 +514,17 @@ async fn purge_variants(variants: Vec<(CacheKey, Arc<Zone>)>) -> u64 {
             host: Some(k.host.to_owned()),
             path: calmcache_core::key::variants_prefix(k.path_and_query),
         };
-        purged += scan_zones(vec![zone], selector, PurgeMode::Soft).await;
+        purged += scan_zones(vec![zone], selector, mode).await;
     }
     purged
+}
+
+/// True when `zone` may hold body-keyed entries: a body-keyed request was
+/// looked up there, or it loaded objects from disk at start (stored by an
+/// earlier run). Only such zones are scanned for a URL's body variants, so
+/// a purge by URL elsewhere stays a lookup of its keys.
+fn may_hold_body_keys(zone: &Zone) -> bool {
+    zone.body_keyed.load(std::sync::atomic::Ordering::Relaxed) || zone.tier.load_state().found() > 0
 }
 
 async fn is_marker(zone: &Zone, key: &KeyRef<'_>) -> bool {

@@ -261,6 +261,7 @@ fn warm_request(
         headers,
         has_authorization: false,
         store: true,
+        body: None,
     })
 }
 
