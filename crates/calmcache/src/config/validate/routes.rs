@@ -414,7 +414,7 @@ impl Checker {
         };
         match self.positive_size(path, text) {
             Some(size) if size > CAP => {
-                let problem = Problem::new(path, format!("{text} is over 16m"));
+                let problem = Problem::new(path, format!("{text} is over 16MiB"));
                 let hint = "a keyed body is held whole in memory before the lookup; \
                             larger bodies pass uncached";
                 self.report(problem.hint(hint));
