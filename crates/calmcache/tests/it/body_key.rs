@@ -1,0 +1,394 @@
+//! Requests keyed by their body (issue 27, item 3): QUERY cached on every
+//! route with a zone, POST where the route says `cache_post = true`; the
+//! key holds the method and a digest of the body (its bytes, or its
+//! canonical JSON), bodies past `max_body_key` or not JSON pass uncached,
+//! identical bodies coalesce, a refresh re-sends the body, and a purge by
+//! URL reaches every body variant. Over HTTP/1.1, h2c and HTTP/2 over TLS.
+
+use std::time::Duration;
+
+use calmcache_testkit::raw::RawConn;
+use calmcache_testkit::wire::{Wire, TLS_NAME};
+use calmcache_testkit::{Origin, Proxy, Reply, Wires};
+use http::Method;
+
+use crate::purge_integrity::{admin, TOKEN};
+use crate::wait_until;
+
+/// `/gql/...`: POST cached, JSON bodies canonicalised, 1 KiB at most;
+/// `/bytes/...`: POST cached, keyed by bytes; `/slow/...`: as `/gql/`, for
+/// the coalescing measure; anything else: POST passes, QUERY is cached.
+async fn start(origin: &Origin) -> Wires {
+    let gql = "match = \"^/gql/\"\ncache_post = true\nbody_key = \"json\"\n\
+               max_body_key = \"1KiB\"\ncache_status_key = true\n";
+    let more = "\n[[routes]]\nname = \"bytes\"\nupstream = \"origin\"\nzone = \"ram\"\n\
+                match = \"^/bytes/\"\ncache_post = true\n\n\
+                [[routes]]\nname = \"plain\"\nupstream = \"origin\"\nzone = \"ram\"\n";
+    let builder = Proxy::new(origin)
+        .no_default_ttl()
+        .admin(&admin())
+        .route(&format!("{gql}{more}"));
+    Wires::start(builder, "").await
+}
+
+/// Explicitly fresh answers that name the request they answer.
+const FRESH: [(&str, &str); 2] = [
+    ("x-origin-cache-control", "max-age=60"),
+    ("x-origin-echo-body", "1"),
+];
+
+fn query() -> Method {
+    Method::from_bytes(b"QUERY").unwrap()
+}
+
+async fn send(wires: &Wires, wire: &Wire, method: Method, path: &str, body: &str) -> Reply {
+    let body = body.to_owned();
+    wires.send(wire, method, TLS_NAME, path, &FRESH, body).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_is_cached_by_default_keyed_by_its_body() {
+    let origin = Origin::start().await;
+    let wires = start(&origin).await;
+    for (i, wire) in wires.all.iter().enumerate() {
+        let what = wire.label();
+        let path = format!("/p/q{i}");
+        let first = send(&wires, wire, query(), &path, "a=1").await;
+        assert_eq!(first.status, 200, "{what}: {}", first.body);
+        assert!(first.body.starts_with("QUERY n="), "{what}: {}", first.body);
+        assert!(first.body.ends_with("body=a=1"), "{what}: {}", first.body);
+        let hit = send(&wires, wire, query(), &path, "a=1").await;
+        assert!(hit.is_hit(), "{what}: {}", hit.cache_status());
+        assert_eq!(hit.body, first.body, "{what}");
+        assert_eq!(origin.hits_for(&path), 1, "{what}");
+        let other = send(&wires, wire, query(), &path, "a=2").await;
+        assert!(!other.is_hit(), "{what}: another body, another entry");
+        assert!(other.body.ends_with("body=a=2"), "{what}: {}", other.body);
+        // A GET of the URL is not a QUERY of it, nor the reverse.
+        let get = send(&wires, wire, Method::GET, &path, "").await;
+        assert!(!get.is_hit(), "{what}: {}", get.cache_status());
+        assert!(get.body.starts_with("GET "), "{what}: {}", get.body);
+        assert_eq!(origin.hits_for(&path), 3, "{what}");
+        let again = send(&wires, wire, query(), &path, "a=1").await;
+        assert_eq!(again.body, first.body, "{what}: the QUERY's own entry");
+        let sent = origin.requests_for(&path);
+        assert_eq!(sent[0].method.as_str(), "QUERY", "{what}");
+        assert_eq!(sent[0].header("content-length"), Some("3"), "{what}");
+        assert_eq!(&sent[0].body[..], b"a=1", "{what}");
+    }
+    wires.proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_is_cached_only_where_the_route_says_so_and_never_serves_another_method() {
+    let origin = Origin::start().await;
+    let wires = start(&origin).await;
+    for (i, wire) in wires.all.iter().enumerate() {
+        let what = wire.label();
+        // No cache_post: a pass, every time.
+        let plain = format!("/p/post{i}");
+        for round in 1..=2 {
+            let r = send(&wires, wire, Method::POST, &plain, "x").await;
+            assert!(
+                r.cache_status().contains("fwd=method"),
+                "{what}: {}",
+                r.cache_status()
+            );
+            assert_eq!(origin.hits_for(&plain), round, "{what}");
+        }
+        // cache_post: stored, then a hit; its key shows method and digest.
+        let path = format!("/gql/post{i}");
+        let body = r#"{"query":"{ me { name } }"}"#;
+        let post = send(&wires, wire, Method::POST, &path, body).await;
+        assert!(post.body.starts_with("POST n="), "{what}: {}", post.body);
+        let hit = send(&wires, wire, Method::POST, &path, body).await;
+        assert!(hit.is_hit(), "{what}: {}", hit.cache_status());
+        assert_eq!(hit.body, post.body, "{what}");
+        let key = hit.cache_status_params().param("key").unwrap().to_owned();
+        assert!(
+            key.contains(&format!("{path} POST sha256:")),
+            "{what}: {key}"
+        );
+        // The POST's answer serves neither a GET nor a QUERY of the URL,
+        // and a GET's serves no POST.
+        let get = send(&wires, wire, Method::GET, &path, "").await;
+        assert!(get.body.starts_with("GET "), "{what}: {}", get.body);
+        let q = send(&wires, wire, query(), &path, body).await;
+        assert!(q.body.starts_with("QUERY "), "{what}: {}", q.body);
+        assert_eq!(origin.hits_for(&path), 3, "{what}");
+        let get_hit = send(&wires, wire, Method::GET, &path, "").await;
+        assert!(
+            get_hit.is_hit(),
+            "{what}: a cached POST invalidates nothing"
+        );
+        let post_hit = send(&wires, wire, Method::POST, &path, body).await;
+        assert_eq!(post_hit.body, post.body, "{what}");
+        assert_eq!(origin.hits_for(&path), 3, "{what}");
+    }
+    wires.proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_answer_without_explicit_freshness_is_not_stored() {
+    let origin = Origin::start().await;
+    let wires = start(&origin).await;
+    for (i, wire) in wires.all.iter().enumerate() {
+        let path = format!("/gql/heuristic{i}");
+        // A Last-Modified would give a GET heuristic freshness.
+        let modified = calmcache_testkit::http_date_ago(86_400);
+        let lm = format!("Last-Modified: {modified}");
+        let headers = [("x-origin-header", lm.as_str())];
+        for round in 1..=2 {
+            let r = wires
+                .send(wire, Method::POST, TLS_NAME, &path, &headers, "{}")
+                .await;
+            assert_eq!(r.status, 200, "{}", wire.label());
+            assert_eq!(
+                origin.hits_for(&path),
+                round,
+                "{}: {}",
+                wire.label(),
+                r.cache_status()
+            );
+        }
+    }
+    wires.proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn equal_json_bodies_share_an_entry_only_where_json_is_canonicalised() {
+    let origin = Origin::start().await;
+    let wires = start(&origin).await;
+    let a = r#"{"query":"q","variables":{"id":1,"lang":"en"}}"#;
+    let b = "{ \"variables\" : { \"lang\":\"en\", \"id\":1 },\n  \"query\":\"q\" }";
+    let c = r#"{"query":"q","variables":{"id":2,"lang":"en"}}"#;
+    for (i, wire) in wires.all.iter().enumerate() {
+        let what = wire.label();
+        let json = format!("/gql/canon{i}");
+        let first = send(&wires, wire, Method::POST, &json, a).await;
+        let same = send(&wires, wire, Method::POST, &json, b).await;
+        assert!(same.is_hit(), "{what}: {}", same.cache_status());
+        assert_eq!(same.body, first.body, "{what}");
+        let other = send(&wires, wire, Method::POST, &json, c).await;
+        assert!(!other.is_hit(), "{what}: another value");
+        assert_eq!(origin.hits_for(&json), 2, "{what}");
+        let bytes = format!("/bytes/canon{i}");
+        send(&wires, wire, Method::POST, &bytes, a).await;
+        let not_same = send(&wires, wire, Method::POST, &bytes, b).await;
+        assert!(!not_same.is_hit(), "{what}: bytes differ");
+        let same_bytes = send(&wires, wire, Method::POST, &bytes, a).await;
+        assert!(same_bytes.is_hit(), "{what}: {}", same_bytes.cache_status());
+        assert_eq!(origin.hits_for(&bytes), 2, "{what}");
+    }
+    wires.proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_past_the_limit_or_not_json_pass_uncached_and_whole() {
+    let origin = Origin::start().await;
+    let wires = start(&origin).await;
+    let big = format!("{{\"q\":\"{}\"}}", "x".repeat(3000));
+    for (i, wire) in wires.all.iter().enumerate() {
+        let what = wire.label();
+        for (name, body, detail) in [
+            ("big", big.as_str(), "detail=body-too-large"),
+            ("bad", "{\"q\":", "detail=body-not-json"),
+            ("twice", "{\"q\":1,\"q\":2}", "detail=body-not-json"),
+        ] {
+            let path = format!("/gql/{name}{i}");
+            for round in 1..=2 {
+                let r = send(&wires, wire, Method::POST, &path, body).await;
+                assert_eq!(r.status, 200, "{what} {name}: {}", r.body);
+                assert!(
+                    r.cache_status().contains(detail),
+                    "{what}: {}",
+                    r.cache_status()
+                );
+                assert_eq!(origin.hits_for(&path), round, "{what} {name}");
+            }
+            let sent = origin.requests_for(&path);
+            assert_eq!(&sent[0].body[..], body.as_bytes(), "{what} {name}: whole");
+            assert_eq!(sent[0].method, Method::POST, "{what} {name}");
+        }
+    }
+    wires.proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_query_body_is_the_clients_400_and_reaches_nobody() {
+    let origin = Origin::start().await;
+    let wires = start(&origin).await;
+    let addr = wires.proxy.running().proxy_addrs[0];
+    let host = wires.proxy.host();
+    let mut conn = RawConn::connect(addr).await.unwrap();
+    let request = format!(
+        "QUERY /p/bad HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n0\r\n\r\n"
+    );
+    let _ = conn.send(request.as_bytes()).await;
+    let r = conn.read_response(false).await.unwrap();
+    assert_eq!(r.status, 400, "{}", r.head);
+    assert_eq!(origin.hits_for("/p/bad"), 0);
+    wires.proxy.stop().await;
+}
+
+/// The issue's measure: 200 concurrent identical POST bodies to a 500 ms
+/// GraphQL-like origin make 1 origin request; 200 different bodies make
+/// 200. 200 over HTTP/1.1, 50 over each HTTP/2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identical_bodies_coalesce_and_different_ones_do_not() {
+    let origin = Origin::start().await;
+    let wires = start(&origin).await;
+    let slow = [
+        ("x-origin-cache-control", "max-age=60"),
+        ("x-origin-echo-body", "1"),
+        ("x-origin-delay-ms", "500"),
+    ];
+    for (i, wire) in wires.all.iter().enumerate() {
+        let what = wire.label();
+        let n = if i == 0 { 200 } else { 50 };
+        let same = format!("/gql/same{i}");
+        let wires = &wires;
+        let slow = &slow;
+        let one = |body: String, path: &str| {
+            let path = path.to_owned();
+            async move {
+                wires
+                    .send(wire, Method::POST, TLS_NAME, &path, slow, body)
+                    .await
+            }
+        };
+        let body = r#"{"query":"{ hot }"}"#.to_owned();
+        let replies =
+            futures_util::future::join_all((0..n).map(|_| one(body.clone(), &same))).await;
+        assert!(replies.iter().all(|r| r.status == 200), "{what}");
+        assert!(replies.iter().all(|r| r.body == replies[0].body), "{what}");
+        assert_eq!(
+            origin.hits_for(&same),
+            1,
+            "{what}: {n} identical bodies, one fetch"
+        );
+        let different = format!("/gql/different{i}");
+        let bodies = (0..n).map(|k| one(format!("{{\"query\":\"{{ item({k}) }}\"}}"), &different));
+        let replies = futures_util::future::join_all(bodies).await;
+        for (k, r) in replies.iter().enumerate() {
+            assert!(
+                r.body.ends_with(&format!("item({k}) }}\"}}")),
+                "{what}: {}",
+                r.body
+            );
+        }
+        assert_eq!(
+            origin.hits_for(&different),
+            n as u64,
+            "{what}: one fetch per body"
+        );
+    }
+    wires.proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_re_sends_the_body() {
+    let origin = Origin::start().await;
+    let wires = start(&origin).await;
+    let headers = [
+        (
+            "x-origin-cache-control",
+            "max-age=1, stale-while-revalidate=60",
+        ),
+        ("x-origin-echo-body", "1"),
+    ];
+    for (i, wire) in wires.all.iter().enumerate() {
+        let what = wire.label();
+        let path = format!("/gql/refresh{i}");
+        let body = r#"{"query":"{ clock }"}"#;
+        let post = || wires.send(wire, Method::POST, TLS_NAME, &path, &headers, body);
+        let first = post().await;
+        assert!(first.body.starts_with("POST n="), "{what}");
+        // Time is the subject: past the 1 s lifetime, a stale answer draws
+        // a background refresh.
+        wait_until(Duration::from_secs(10), "a refresh", async || {
+            post().await;
+            origin.hits_for(&path) >= 2
+        })
+        .await;
+        let sent = origin.requests_for(&path);
+        assert_eq!(sent[1].method, Method::POST, "{what}");
+        wait_until(Duration::from_secs(5), "the refresh's body", async || {
+            &origin.requests_for(&path)[1].body[..] == body.as_bytes()
+        })
+        .await;
+        assert!(
+            !sent[1].has_header("if-none-match"),
+            "{what}: a POST is never conditional"
+        );
+    }
+    wires.proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_by_url_prefix_or_tag_reaches_every_body_variant() {
+    let origin = Origin::start().await;
+    let wires = start(&origin).await;
+    let wire = &wires.all[0];
+    let tagged = [
+        ("x-origin-cache-control", "max-age=60"),
+        ("x-origin-echo-body", "1"),
+        ("x-origin-header", "Cache-Tag: gql"),
+    ];
+    let bodies = ["{\"a\":1}", "{\"a\":2}", "{\"a\":3}"];
+    let path = "/gql/purged";
+    let store_all = async || {
+        for body in bodies {
+            wires
+                .send(wire, Method::POST, TLS_NAME, path, &tagged, body)
+                .await;
+            wires
+                .send(wire, query(), TLS_NAME, path, &tagged, body)
+                .await;
+        }
+        wires
+            .send(wire, Method::GET, TLS_NAME, path, &tagged, "")
+            .await;
+    };
+    let all_hits = async || {
+        let mut hits = 0;
+        for body in bodies {
+            for method in [Method::POST, query()] {
+                let r = wires
+                    .send(wire, method, TLS_NAME, path, &tagged, body)
+                    .await;
+                hits += usize::from(fresh_hit(&r));
+            }
+        }
+        let r = wires
+            .send(wire, Method::GET, TLS_NAME, path, &tagged, "")
+            .await;
+        hits + usize::from(fresh_hit(&r))
+    };
+    for order in [
+        r#"{"url": "/gql/purged"}"#,
+        r#"{"url": "/gql/purged", "soft": true}"#,
+        r#"{"prefix": "/gql/pur"}"#,
+        r#"{"tag": "gql"}"#,
+    ] {
+        store_all().await;
+        assert_eq!(all_hits().await, 7, "{order}: all stored");
+        let answer = wires.proxy.purge(TOKEN, order).await;
+        assert!(answer["purged"].as_u64().unwrap() >= 7, "{order}: {answer}");
+        let before = origin.hits_for(path);
+        assert_eq!(all_hits().await, 0, "{order}: every variant purged");
+        // A soft purge serves the stale copies while each is refreshed.
+        wait_until(
+            Duration::from_secs(10),
+            "one fetch per variant",
+            async || origin.hits_for(path) == before + 7,
+        )
+        .await;
+    }
+    wires.proxy.stop().await;
+}
+
+/// A hit on a fresh copy (a soft-purged one is served stale, `ttl` <= 0).
+fn fresh_hit(r: &Reply) -> bool {
+    r.is_hit() && r.cache_status_params().ttl().is_some_and(|ttl| ttl > 0.0)
+}
