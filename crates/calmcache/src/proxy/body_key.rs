@@ -149,3 +149,7 @@ mod tests {
         assert_eq!(digest(BodyKey::Json, b"{\"a\":1"), None);
     }
 }
+
+#[cfg(test)]
+#[path = "body_key_props.rs"]
+mod props;
