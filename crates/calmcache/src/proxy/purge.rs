@@ -326,21 +326,41 @@ async fn purge_key_text(
     mode: PurgeMode,
     fleet: Option<&Arc<dyn SharedTier>>,
 ) -> u64 {
-    let mut keys = vec![KeyRef::new("", "", text)];
+    let mut keys = vec![KeyRef::new("", "", text).to_owned_key()];
     if let Some(parts) = default_key_parts(text) {
-        keys.push(parts);
+        keys.push(parts.to_owned_key());
+    }
+    // A body-keyed entry, as shown: `<key> <METHOD> sha256:<digest>`.
+    if let Some((base, method, digest)) = body_key_parts(text) {
+        keys.push(KeyRef::new("", "", base).with_body(method, digest));
+        if let Some(parts) = default_key_parts(base) {
+            keys.push(parts.with_body(method, digest));
+        }
     }
     let zones: Vec<&Arc<Zone>> = proxy.zones.iter().collect();
     let mut purged = 0;
     let mut variants = Vec::new();
     for key in &keys {
-        purged += purge_primary(&zones, key, mode, &mut variants, fleet).await;
+        purged += purge_primary(&zones, &key.as_ref(), mode, &mut variants, fleet).await;
     }
     purged + purge_variants(variants, mode).await
 }
 
 /// `http://host/p?q` -> the parts a default key is stored as; `None` for
 /// text no default key renders as.
+/// The key, method and digest of a body-keyed entry's key as
+/// `Cache-Status` shows it (`http://h/graphql POST sha256:<64 hex>`).
+fn body_key_parts(text: &str) -> Option<(&str, &str, &str)> {
+    let (front, digest) = text.rsplit_once(" sha256:")?;
+    let (base, method) = front.rsplit_once(' ')?;
+    let hex = digest.len() == 64
+        && digest
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let token = !method.is_empty() && method.bytes().all(|b| b.is_ascii_uppercase());
+    (hex && token).then_some((base, method, digest))
+}
+
 fn default_key_parts(text: &str) -> Option<KeyRef<'_>> {
     let (scheme, rest) = text.split_once("://")?;
     if scheme != "http" && scheme != "https" {

@@ -392,3 +392,26 @@ async fn a_purge_by_url_prefix_or_tag_reaches_every_body_variant() {
 fn fresh_hit(r: &Reply) -> bool {
     r.is_hit() && r.cache_status_params().ttl().is_some_and(|ttl| ttl > 0.0)
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_by_the_key_cache_status_shows_removes_that_body_variant_only() {
+    let origin = Origin::start().await;
+    let wires = start(&origin).await;
+    for (i, wire) in wires.all.iter().enumerate() {
+        let what = wire.label();
+        let path = format!("/gql/by-key{i}");
+        send(&wires, wire, Method::POST, &path, "{\"a\":1}").await;
+        send(&wires, wire, Method::POST, &path, "{\"a\":2}").await;
+        let hit = send(&wires, wire, Method::POST, &path, "{\"a\":1}").await;
+        assert!(hit.is_hit(), "{what}: {}", hit.cache_status());
+        let key = hit.cache_status_params().param("key").unwrap().to_owned();
+        let order = serde_json::json!({ "key": key }).to_string();
+        let answer = wires.proxy.purge(TOKEN, &order).await;
+        assert_eq!(answer["purged"], 1, "{what}: {key}: {answer}");
+        let gone = send(&wires, wire, Method::POST, &path, "{\"a\":1}").await;
+        assert!(!gone.is_hit(), "{what}: {}", gone.cache_status());
+        let kept = send(&wires, wire, Method::POST, &path, "{\"a\":2}").await;
+        assert!(kept.is_hit(), "{what}: {}", kept.cache_status());
+    }
+    wires.proxy.stop().await;
+}
