@@ -35,6 +35,7 @@ pub(crate) fn activity(base: u64) -> ActivitySnapshot {
         stores: base + 15,
         invalidations: base + 16,
         revalidated: base + 17,
+        body_key_passed: base + 18,
     }
 }
 

@@ -76,6 +76,7 @@ pub(crate) async fn read<'r>(
     let bytes = match read_up_to(req.body_mut(), limit, max).await {
         Ok(Read::Whole(bytes)) => bytes,
         Ok(Read::Over(prefix)) => {
+            route.activity.body_key_passed.inc();
             let report = CacheStatus::Bypass.report().detail("body-too-large");
             return Err(pass_read(proxy, route, req, prefix, client, report).await);
         }
@@ -85,6 +86,7 @@ pub(crate) async fn read<'r>(
         }
     };
     let Some(digest) = digest(route.cfg.body_key, &bytes) else {
+        route.activity.body_key_passed.inc();
         let report = CacheStatus::Bypass.report().detail("body-not-json");
         return Err(pass_read(proxy, route, req, bytes, client, report).await);
     };

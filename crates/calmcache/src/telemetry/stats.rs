@@ -97,6 +97,10 @@ route_counters! {
     invalidations,
     /// Answers revalidated with the origin (a 304; also counted in `misses`).
     revalidated,
+    /// QUERY or cached POST requests passed uncached because of their body:
+    /// over `max_body_key`, or not JSON with `body_key = "json"` (also
+    /// counted in `bypass`).
+    body_key_passed,
 }
 
 impl Activity {

@@ -211,6 +211,8 @@ async fn bodies_past_the_limit_or_not_json_pass_uncached_and_whole() {
             assert_eq!(sent[0].method, Method::POST, "{what} {name}");
         }
     }
+    let status = wires.proxy.status().await;
+    assert_eq!(status["routes"]["test"]["body_key_passed"], 18, "{status}");
     wires.proxy.stop().await;
 }
 
