@@ -417,3 +417,69 @@ async fn a_purge_by_the_key_cache_status_shows_removes_that_body_variant_only() 
     }
     wires.proxy.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vary_on_top_of_the_body_keeps_its_variants_apart() {
+    let origin = Origin::start().await;
+    let wires = start(&origin).await;
+    let headers = |lang: &'static str| {
+        [
+            ("x-origin-cache-control", "max-age=60"),
+            ("x-origin-echo-body", "1"),
+            ("x-origin-header", "Vary: Accept-Language"),
+            ("accept-language", lang),
+        ]
+    };
+    for (i, wire) in wires.all.iter().enumerate() {
+        let what = wire.label();
+        let path = format!("/gql/vary{i}");
+        let post = async |lang: &'static str, body: &'static str| {
+            let h = headers(lang);
+            wires
+                .send(wire, Method::POST, TLS_NAME, &path, &h, body)
+                .await
+        };
+        let en = post("en", "{}").await;
+        let fr = post("fr", "{}").await;
+        assert_ne!(en.body, fr.body, "{what}");
+        assert_eq!(post("en", "{}").await.body, en.body, "{what}");
+        assert_eq!(post("fr", "{}").await.body, fr.body, "{what}");
+        let other = post("en", "[]").await;
+        assert!(other.body.ends_with("body=[]"), "{what}: {}", other.body);
+        assert_eq!(origin.hits_for(&path), 3, "{what}");
+    }
+    wires.proxy.stop().await;
+}
+
+/// Fleet mode: GET answers are shared through Redis; body-keyed ones stay
+/// in the node that fetched them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn body_keyed_entries_stay_out_of_the_fleets_shared_tier() {
+    let origin = Origin::start().await;
+    let redis = calmcache_testkit::redis::Redis::start();
+    let a = crate::fleet::node_with(&origin, &redis, "60s", "").await;
+    let b = crate::fleet::node_with(&origin, &redis, "60s", "").await;
+    let host = [("host", "fleet.test")];
+    let send = |node: &calmcache_testkit::RunningProxy, method: Method, path: &str| {
+        let url = node.url(path);
+        let body = if method == Method::GET { "" } else { "q=1" };
+        async move { calmcache_testkit::request_with_body(method, &url, &host, body).await }
+    };
+    // A GET stored by one node is taken from Redis by the other.
+    send(&a, Method::GET, "/shared").await;
+    wait_until(Duration::from_secs(15), "the GET shared", async || {
+        let r = send(&b, Method::GET, "/shared").await;
+        r.status == 200 && origin.hits_for("/shared") == 1 && r.is_hit()
+    })
+    .await;
+    // A QUERY stored by one node is fetched again by the other.
+    let first = send(&a, query(), "/q").await;
+    assert_eq!(first.status, 200);
+    assert!(send(&a, query(), "/q").await.is_hit());
+    let other = send(&b, query(), "/q").await;
+    assert!(!other.is_hit(), "{}", other.cache_status());
+    assert_eq!(origin.hits_for("/q"), 2);
+    assert!(send(&b, query(), "/q").await.is_hit(), "kept locally");
+    a.stop().await;
+    b.stop().await;
+}
