@@ -24,7 +24,10 @@
 //!   the client gets the whole answer. A POST is refreshed without validators.
 //! - A POST answer is stored only when fresh by explicit word (fill/send.rs).
 //! - On a `cache_post` route POST is a read: it never invalidates (RFC 9111
-//!   §4.4), or one large query would purge every cached one.
+//!   §4.4), or one large query would purge every cached one. The
+//!   invalidation other unsafe requests do reaches the URL's own entry, not
+//!   its body variants: finding those is a zone scan, which a client must
+//!   not be able to cause (purges, which are the operator's, do scan).
 //! - Body-keyed entries stay in this node's zones: the fleet's shared tier
 //!   never takes them (fill/fleet.rs).
 //!
