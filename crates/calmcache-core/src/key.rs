@@ -118,6 +118,18 @@ pub fn variants_prefix(path_and_query: &str) -> String {
     prefix
 }
 
+/// True when `key_path` (a key's path and query) is a body key's
+/// ([`KeyRef::with_body`]) or a Vary variant's of one: `\0v` then an
+/// upper-case method (a Vary generation is lower-case hex).
+pub fn is_body_key(key_path: &str) -> bool {
+    key_path.match_indices(VARIANT_MARK).any(|(at, _)| {
+        key_path
+            .as_bytes()
+            .get(at + 2)
+            .is_some_and(u8::is_ascii_uppercase)
+    })
+}
+
 /// True when `key_path` (a key's path and query) is the URI `path_and_query`
 /// itself or the path of one of its variants.
 pub fn is_uri_or_variant(key_path: &str, path_and_query: &str) -> bool {
@@ -300,8 +312,12 @@ mod tests {
             .starts_with(&variants_prefix("/graphql")));
         // Never a Vary variant's key, whatever its generation.
         assert!((0..=u64::from(u16::MAX)).all(|g| uri.variant(g, "") != post));
+        assert!(is_body_key(post.path_and_query()));
+        assert!(!is_body_key(uri.variant(0xab, "x").path_and_query()));
+        assert!(!is_body_key("/graphql"));
         // A Vary'd answer to a body-keyed request: under the body's key.
         let v = post.as_ref().variant(3, "accept:x\n");
+        assert!(is_body_key(v.path_and_query()));
         assert!(v.path_and_query().starts_with(post.path_and_query()));
         assert!(is_uri_or_variant(v.path_and_query(), "/graphql"));
     }

@@ -540,11 +540,11 @@ async fn purge_variants(variants: Vec<(CacheKey, Arc<Zone>)>, mode: PurgeMode) -
 }
 
 /// True when `zone` may hold body-keyed entries: a body-keyed request was
-/// looked up there, or it loaded objects from disk at start (stored by an
-/// earlier run). Only such zones are scanned for a URL's body variants, so
-/// a purge by URL elsewhere stays a lookup of its keys.
+/// looked up there, or its tier took some back at start (a disk zone's
+/// loader, from an earlier run). Only such zones are scanned for a URL's
+/// body variants, so a purge by URL elsewhere stays a lookup of its keys.
 fn may_hold_body_keys(zone: &Zone) -> bool {
-    zone.body_keyed.load(std::sync::atomic::Ordering::Relaxed) || zone.tier.load_state().found() > 0
+    zone.body_keyed.load(std::sync::atomic::Ordering::Relaxed) || zone.tier.body_keys_found()
 }
 
 async fn is_marker(zone: &Zone, key: &KeyRef<'_>) -> bool {

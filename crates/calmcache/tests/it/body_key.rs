@@ -483,3 +483,49 @@ async fn body_keyed_entries_stay_out_of_the_fleets_shared_tier() {
     a.stop().await;
     b.stop().await;
 }
+
+/// After a restart, a disk zone's loader tells a purge by URL that body
+/// variants of an earlier run may be there: the purge finds them before any
+/// body-keyed request of this run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_by_url_after_a_restart_reaches_body_variants_on_disk() {
+    let origin = Origin::start().await;
+    let dir = crate::scratch("body-key-disk");
+    let start = || {
+        Proxy::new(&origin)
+            .no_default_ttl()
+            .admin(&admin())
+            .disk_zone(&dir, "")
+            .route("cache_post = true")
+            .start()
+    };
+    let loaded = async |proxy: &calmcache_testkit::RunningProxy| {
+        wait_until(Duration::from_secs(15), "the loader", async || {
+            proxy.status().await["zones"]["ram"]["disk"]["loader_done"] == true
+        })
+        .await;
+    };
+    let post = async |proxy: &calmcache_testkit::RunningProxy| {
+        let url = proxy.url("/d");
+        calmcache_testkit::request_with_body(Method::POST, &url, &FRESH, "{}").await
+    };
+    let proxy = start().await;
+    loaded(&proxy).await;
+    post(&proxy).await;
+    assert!(post(&proxy).await.is_hit());
+    proxy.stop().await;
+
+    let proxy = start().await;
+    loaded(&proxy).await;
+    // The hosts the loader found reach the route just after it is done.
+    wait_until(
+        Duration::from_secs(15),
+        "the body variant purged",
+        async || proxy.purge(TOKEN, r#"{"url": "/d"}"#).await["purged"] == 1,
+    )
+    .await;
+    assert!(!post(&proxy).await.is_hit());
+    assert_eq!(origin.hits_for("/d"), 2);
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
