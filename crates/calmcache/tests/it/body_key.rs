@@ -23,6 +23,7 @@ async fn start(origin: &Origin) -> Wires {
                max_body_key = \"1KiB\"\ncache_status_key = true\n";
     let more = "\n[[routes]]\nname = \"bytes\"\nupstream = \"origin\"\nzone = \"ram\"\n\
                 match = \"^/bytes/\"\ncache_post = true\n\n\
+                [[routes]]\nname = \"nozone\"\nupstream = \"origin\"\nmatch = \"^/nz/\"\n\n\
                 [[routes]]\nname = \"plain\"\nupstream = \"origin\"\nzone = \"ram\"\n";
     let builder = Proxy::new(origin)
         .no_default_ttl()
@@ -71,6 +72,20 @@ async fn query_is_cached_by_default_keyed_by_its_body() {
         assert_eq!(origin.hits_for(&path), 3, "{what}");
         let again = send(&wires, wire, query(), &path, "a=1").await;
         assert_eq!(again.body, first.body, "{what}: the QUERY's own entry");
+        // Range is GET's: a QUERY gets the whole answer.
+        let mut ranged = FRESH.to_vec();
+        ranged.push(("range", "bytes=0-3"));
+        let whole = wires
+            .send(wire, query(), TLS_NAME, &path, &ranged, "a=1")
+            .await;
+        assert_eq!(whole.status, 200, "{what}");
+        assert_eq!(whole.body, first.body, "{what}");
+        // A route without a zone: passed, every time.
+        let nz = format!("/nz/q{i}");
+        for round in 1..=2 {
+            send(&wires, wire, query(), &nz, "a=1").await;
+            assert_eq!(origin.hits_for(&nz), round, "{what}");
+        }
         let sent = origin.requests_for(&path);
         assert_eq!(sent[0].method.as_str(), "QUERY", "{what}");
         assert_eq!(sent[0].header("content-length"), Some("3"), "{what}");
