@@ -115,24 +115,9 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
             return Box::pin(crate::proxy::tunnel::open(worker, route, req, client)).await
         }
     };
-    // A GET or HEAD body: read whole, then passed (request_body.rs).
-    let req = if crate::proxy::request_body::announced(&req) {
-        match Box::pin(with_body(proxy, route, req, client)).await {
-            Ok(req) => req,
-            Err(answer) => return answer,
-        }
-    } else {
-        req
-    };
-    // QUERY, or POST on a route that caches it: read whole, keyed by its
-    // body (body_key.rs).
-    let (req, body) = if route.keyed_by_body(req.method()) {
-        match Box::pin(crate::proxy::body_key::read(proxy, route, req, client)).await {
-            Ok((req, body)) => (req, Some(Box::new(body))),
-            Err(answer) => return answer,
-        }
-    } else {
-        (req, None)
+    let (req, body) = match read_body(proxy, route, req, client).await {
+        Ok(read) => read,
+        Err(answer) => return answer,
     };
     let body = body.as_deref();
     let (zone, asked) = match cacheable(route, &req, body) {
@@ -181,6 +166,28 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
         Plan::OnlyIfCached(fwd) => only_if_cached(route, fwd),
     };
     Answer { placed, ..answer }
+}
+
+/// The request's body where it must be read before the lookup: a GET or
+/// HEAD body, read whole and passed (request_body.rs: `Err`, the answer);
+/// the body of a QUERY, or a POST on a route that caches it, read whole and
+/// digested for its key (body_key.rs; or passed: `Err`). Any other request
+/// is given back as it came, its body unread.
+async fn read_body<'w>(
+    proxy: &Proxy,
+    route: &'w Arc<Route>,
+    req: Request<Incoming>,
+    client: Peer,
+) -> Result<(Request<Incoming>, Option<Box<KeyedBody>>), Answer<'w>> {
+    if crate::proxy::request_body::announced(&req) {
+        let req = Box::pin(with_body(proxy, route, req, client)).await?;
+        return Ok((req, None));
+    }
+    if !route.keyed_by_body(req.method()) {
+        return Ok((req, None));
+    }
+    let (req, body) = Box::pin(crate::proxy::body_key::read(proxy, route, req, client)).await?;
+    Ok((req, Some(Box::new(body))))
 }
 
 /// A request's primary key, and what its response depends on in it.
