@@ -22,9 +22,9 @@ pub struct Zone {
     pub seed: u64,
     /// Where objects live.
     pub tier: Arc<dyn Tier>,
-    /// Set once a request keyed by its body (QUERY, a cached POST) was
-    /// looked up here: a purge by URL then also sweeps the URI's variant
-    /// keys, where body-keyed entries live. Never cleared.
+    /// Set before an answer to a request keyed by its body (QUERY, a cached
+    /// POST) is first stored here: a purge by URL then also sweeps the
+    /// URI's variant keys, where body-keyed entries live. Never cleared.
     pub body_keyed: AtomicBool,
 }
 

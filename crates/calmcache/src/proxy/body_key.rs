@@ -33,9 +33,7 @@
 //!
 //! Must not look anything up: it reads, keys, or passes.
 
-use std::sync::atomic::Ordering;
-
-use calmcache_core::{CacheStatus, Zone};
+use calmcache_core::CacheStatus;
 use http::{header, Request};
 use hyper::body::Incoming;
 use sha2::{Digest, Sha256};
@@ -54,16 +52,6 @@ pub(crate) struct KeyedBody {
     pub fetch: FetchBody,
     /// SHA-256 of the body as keyed, in lower-case hex.
     pub digest: String,
-}
-
-impl KeyedBody {
-    /// Notes in `zone` that body-keyed entries may live there (a purge by
-    /// URL then sweeps the URI's variant keys).
-    pub(crate) fn note_in(&self, zone: &Zone) {
-        if !zone.body_keyed.load(Ordering::Relaxed) {
-            zone.body_keyed.store(true, Ordering::Relaxed);
-        }
-    }
 }
 
 /// Reads the body of a request keyed by it ([`Route::keyed_by_body`]) and digests it; or answers

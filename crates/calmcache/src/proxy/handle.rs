@@ -128,9 +128,6 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
     let key = primary.key_ref();
     // One zone, or among a route's `zones` the one its hash places the key in.
     let zone = route.zone_for(&key).unwrap_or(zone);
-    if let Some(body) = body {
-        body.note_in(zone);
-    }
     let placed = placed(route, zone);
     let headers = req.headers();
     if !route.cfg.bypass.is_empty() && any_match(&route.cfg.bypass, headers, req.uri().query()) {

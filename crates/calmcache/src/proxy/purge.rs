@@ -539,8 +539,9 @@ async fn purge_variants(variants: Vec<(CacheKey, Arc<Zone>)>, mode: PurgeMode) -
     purged
 }
 
-/// True when `zone` may hold body-keyed entries: a body-keyed request was
-/// looked up there, or its tier took some back at start (a disk zone's
+/// True when `zone` may hold body-keyed entries: a fill of one reached it
+/// (fill/mod.rs sets the flag before storing), or its tier took some back
+/// at start (a disk zone's
 /// loader, from an earlier run). Only such zones are scanned for a URL's
 /// body variants, so a purge by URL elsewhere stays a lookup of its keys.
 fn may_hold_body_keys(zone: &Zone) -> bool {

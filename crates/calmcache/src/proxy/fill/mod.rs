@@ -248,6 +248,12 @@ pub(crate) async fn fill(args: FillArgs) -> FillReply {
         (None, _) => return relay(permit, parts, body, NotStored::NoZone),
         (Some(_), false) => return relay(permit, parts, body, NotStored::Request),
     };
+    if fetch.body.is_some() {
+        // Before anything is stored under a body key: a purge by URL then
+        // sweeps this zone for the URL's body variants (body_key.rs).
+        zone.body_keyed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     let ctx = StoreCtx {
         route,
         zone,
