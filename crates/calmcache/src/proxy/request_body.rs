@@ -19,7 +19,9 @@
 //! Reading it whole before the origin sees anything is what makes a
 //! malformed body the client's 400 rather than an origin's answer followed
 //! by a closed connection (the framing of what follows can no longer be
-//! trusted, RFC 9112 §9.6). This module must not look anything up.
+//! trusted, RFC 9112 §9.6). The same reader, [`read_up_to`], reads the
+//! bodies of requests keyed by their body (body_key.rs), to their own bound.
+//! This module must not look anything up.
 
 use std::time::Duration;
 
