@@ -10,6 +10,13 @@
 //! builds it, [`variants_prefix`] and [`is_uri_or_variant`] find the
 //! variants of a URI (purges). A request target cannot hold a NUL, so no
 //! URI's key collides with a variant's.
+//!
+//! The key of a request keyed by its body (QUERY, or POST on a route that
+//! caches it) is the URI's key with `\0v`, the method, `:` and the body's
+//! digest appended: [`KeyRef::with_body`]. It lives under the URI as its
+//! variants do (purges by URL find it the same way); a method is upper-case
+//! and a Vary generation lower-case hex, so the two never meet. A Vary'd
+//! answer to it hangs its own variants off that key.
 
 use std::fmt::Write;
 use std::hash::{Hash, Hasher};
@@ -85,6 +92,23 @@ impl<'a> KeyRef<'a> {
     }
 }
 
+impl KeyRef<'_> {
+    /// The key of a `method` request to this URI whose body's digest (hex)
+    /// is `digest`: apart from the URI's own key, from its Vary variants
+    /// and from every other method's or body's.
+    pub fn with_body(&self, method: &str, digest: &str) -> CacheKey {
+        let mut path = String::with_capacity(
+            self.path_and_query.len() + VARIANT_MARK.len() + method.len() + 1 + digest.len(),
+        );
+        path.push_str(self.path_and_query);
+        path.push_str(VARIANT_MARK);
+        path.push_str(method);
+        path.push(':');
+        path.push_str(digest);
+        CacheKey::new(self.scheme, self.host, &path)
+    }
+}
+
 /// The path every variant key of the URI `path_and_query` starts with (and
 /// no other key of the same host does): a prefix scan for it finds them all.
 pub fn variants_prefix(path_and_query: &str) -> String {
@@ -92,6 +116,18 @@ pub fn variants_prefix(path_and_query: &str) -> String {
     prefix.push_str(path_and_query);
     prefix.push_str(VARIANT_MARK);
     prefix
+}
+
+/// True when `key_path` (a key's path and query) is a body key's
+/// ([`KeyRef::with_body`]) or a Vary variant's of one: `\0v` then an
+/// upper-case method (a Vary generation is lower-case hex).
+pub fn is_body_key(key_path: &str) -> bool {
+    key_path.match_indices(VARIANT_MARK).any(|(at, _)| {
+        key_path
+            .as_bytes()
+            .get(at + 2)
+            .is_some_and(u8::is_ascii_uppercase)
+    })
 }
 
 /// True when `key_path` (a key's path and query) is the URI `path_and_query`
@@ -260,6 +296,30 @@ mod tests {
             .path_and_query()
             .starts_with(&variants_prefix("/a?b=1")));
         assert!(!is_uri_or_variant("/a", "/a?b=1"));
+    }
+
+    #[test]
+    fn body_keys_live_under_their_uri_apart_from_everything_else() {
+        let uri = KeyRef::new("http", "h", "/graphql");
+        let post = uri.with_body("POST", "ab12");
+        assert_eq!(post.as_str(), "http://h/graphql\0vPOST:ab12");
+        assert_ne!(post, uri.with_body("QUERY", "ab12"));
+        assert_ne!(post, uri.with_body("POST", "ab13"));
+        assert_ne!(post, uri.to_owned_key());
+        assert!(is_uri_or_variant(post.path_and_query(), "/graphql"));
+        assert!(post
+            .path_and_query()
+            .starts_with(&variants_prefix("/graphql")));
+        // Never a Vary variant's key, whatever its generation.
+        assert!((0..=u64::from(u16::MAX)).all(|g| uri.variant(g, "") != post));
+        assert!(is_body_key(post.path_and_query()));
+        assert!(!is_body_key(uri.variant(0xab, "x").path_and_query()));
+        assert!(!is_body_key("/graphql"));
+        // A Vary'd answer to a body-keyed request: under the body's key.
+        let v = post.as_ref().variant(3, "accept:x\n");
+        assert!(is_body_key(v.path_and_query()));
+        assert!(v.path_and_query().starts_with(post.path_and_query()));
+        assert!(is_uri_or_variant(v.path_and_query(), "/graphql"));
     }
 
     #[test]

@@ -415,6 +415,14 @@ pub trait Tier: Send + Sync {
         HostsFound::default()
     }
 
+    /// True when the tier took back, from before this process, an object
+    /// stored under a body key ([`crate::key::is_body_key`]): a purge by URL
+    /// then looks for the URL's body variants. False for a tier that
+    /// starts empty.
+    fn body_keys_found(&self) -> bool {
+        false
+    }
+
     /// Where the tier is in taking back what it held before this process
     /// (a disk zone's loader); a tier that starts empty is loaded at once.
     fn load_state(&self) -> LoadState {

@@ -6,6 +6,7 @@
 //! [`Tier::healthy`] says so (a disk zone leaves it for a while after an
 //! I/O error) and its keys go to the others meanwhile.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use crate::disk::{key_hash, mix64};
@@ -21,6 +22,10 @@ pub struct Zone {
     pub seed: u64,
     /// Where objects live.
     pub tier: Arc<dyn Tier>,
+    /// Set before an answer to a request keyed by its body (QUERY, a cached
+    /// POST) is first stored here: a purge by URL then also sweeps the
+    /// URI's variant keys, where body-keyed entries live. Never cleared.
+    pub body_keyed: AtomicBool,
 }
 
 impl Zone {
@@ -28,7 +33,12 @@ impl Zone {
     pub fn new(name: impl Into<String>, tier: Arc<dyn Tier>) -> Zone {
         let name = name.into();
         let seed = zone_seed(&name);
-        Zone { name, seed, tier }
+        Zone {
+            name,
+            seed,
+            tier,
+            body_keyed: AtomicBool::new(false),
+        }
     }
 }
 

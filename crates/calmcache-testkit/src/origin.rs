@@ -19,6 +19,8 @@
 //! - `x-origin-echo: 1`: the body is the request as received (method,
 //!   version, target, body length, then every field line), as an origin
 //!   that reflects its request into the page would;
+//! - `x-origin-echo-body: 1`: the body is `<method> n=<count> body=<request
+//!   body>`, so a test can tell which body (and which fetch) an answer is for;
 //! - `x-origin-body-bytes: N`: pad the body to N bytes (with `.`);
 //! - `x-origin-ignore-conditionals: 1`: never answer 304 (see below);
 //! - `x-origin-trickle-ms: N`: send the body (with its Content-Length) in 8
@@ -45,7 +47,7 @@
 //!
 //! Any method is answered the same way; a `HEAD` gets the headers (with the
 //! `Content-Length` of the body a GET would get) and no body. A request body is
-//! read and dropped.
+//! read whole and recorded ([`RecordedRequest::body`]).
 //!
 //! Conditional requests are evaluated as a real server does (RFC 9110
 //! §13.1.2, §13.1.3, §13.2.2), for GET and HEAD when the response would be a
@@ -91,6 +93,9 @@ pub struct RecordedRequest {
     pub path_and_query: String,
     /// Request headers as received.
     pub headers: HeaderMap,
+    /// The request body as received (empty until it is all in, or when it
+    /// failed).
+    pub body: Bytes,
 }
 
 impl RecordedRequest {
@@ -500,20 +505,28 @@ async fn answer(
         .expect("counts lock")
         .entry(path.clone())
         .or_default() += 1;
-    counts
-        .requests
-        .lock()
-        .expect("requests lock")
-        .push(RecordedRequest {
+    let at = {
+        let mut requests = counts.requests.lock().expect("requests lock");
+        requests.push(RecordedRequest {
             method: parts.method.clone(),
             path_and_query: parts
                 .uri
                 .path_and_query()
                 .map_or_else(|| path.clone(), |pq| pq.as_str().to_string()),
             headers: parts.headers.clone(),
+            body: Bytes::new(),
         });
-    // Read a request body whole (echoed, or dropped), so the connection stays usable.
-    let received = body.collect().await.map(|b| b.to_bytes().len());
+        requests.len() - 1
+    };
+    // Read a request body whole (echoed, recorded, or dropped), so the
+    // connection stays usable; recorded once it is in.
+    let received = body.collect().await.map(|b| b.to_bytes());
+    if let Ok(got) = &received {
+        let mut requests = counts.requests.lock().expect("requests lock");
+        if let Some(recorded) = requests.get_mut(at) {
+            recorded.body = got.clone();
+        }
+    }
     let steering = with_query_steering(&parts);
     let h = &steering;
     if let Some(ms) = number(h, "x-origin-delay-ms") {
@@ -525,7 +538,15 @@ async fn answer(
     }
     let mut body = match (h.get("x-origin-body"), h.contains_key("x-origin-echo")) {
         (Some(text), _) => String::from_utf8_lossy(text.as_bytes()).into_owned(),
-        (None, true) => echo(&parts, received),
+        (None, true) => echo(&parts, received.map(|b| b.len())),
+        (None, false) if h.contains_key("x-origin-echo-body") => {
+            let got = received.as_deref().unwrap_or_default();
+            format!(
+                "{} n={n} body={}",
+                parts.method,
+                String::from_utf8_lossy(got)
+            )
+        }
         (None, false) => format!("path={path} n={n}"),
     };
     if let Some(size) = number(h, "x-origin-body-bytes") {

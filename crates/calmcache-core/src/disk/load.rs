@@ -111,6 +111,9 @@ impl DiskTier {
                 }
                 self.index(hash, summary.file_len, false);
                 self.stats.loaded.fetch_add(1, Ordering::Relaxed);
+                if crate::key::is_body_key(summary.key.path_and_query()) {
+                    self.stats.body_keys_loaded.store(true, Ordering::Relaxed);
+                }
                 self.loaded_hosts
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())

@@ -165,6 +165,10 @@ impl Tier for DiskTier {
         self.loaded_hosts()
     }
 
+    fn body_keys_found(&self) -> bool {
+        self.stats().body_keys_loaded.load(Ordering::Relaxed)
+    }
+
     fn load_state(&self) -> LoadState {
         let stats = self.stats();
         if stats.loader_done.load(Ordering::Relaxed) {

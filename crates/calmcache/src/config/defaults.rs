@@ -17,7 +17,7 @@ use calmcache_core::RefreshMode;
 
 use super::access_log::LogFormat;
 use super::units::{KIB, MIB};
-use super::ClientCacheControl;
+use super::{BodyKey, ClientCacheControl};
 
 /// `[server]`
 pub(crate) mod server {
@@ -128,7 +128,7 @@ pub(crate) mod zone {
 
 /// `[[routes]]`
 pub(crate) mod route {
-    use super::{ClientCacheControl, Duration, RefreshMode};
+    use super::{BodyKey, ClientCacheControl, Duration, RefreshMode};
 
     /// `key`: NGINX's proxy_cache_key default.
     pub(crate) const KEY: &str = "$scheme$host$uri$is_args$args";
@@ -142,6 +142,13 @@ pub(crate) mod route {
     pub(crate) const CLIENT_CACHE_CONTROL: ClientCacheControl = ClientCacheControl::Honor;
     /// `convert_head`: NGINX's proxy_cache_convert_head.
     pub(crate) const CONVERT_HEAD: bool = true;
+    /// `cache_post`: POST is unsafe unless the route says its POSTs are reads.
+    pub(crate) const CACHE_POST: bool = false;
+    /// `body_key`: the bytes, exactly as sent.
+    pub(crate) const BODY_KEY: BodyKey = BodyKey::Bytes;
+    /// `max_body_key`: held whole before the lookup, so bounded; GraphQL
+    /// queries and JSON-RPC calls are a few KiB.
+    pub(crate) const MAX_BODY_KEY: u64 = 64 * 1024;
     /// `refresh`.
     pub(crate) const REFRESH: RefreshMode = RefreshMode::Sus;
     /// `per_beta`: the XFetch default.
@@ -401,6 +408,9 @@ pub(crate) fn keys() -> Vec<(&'static str, Shown)> {
             Shown::Text(route::CLIENT_CACHE_CONTROL.as_str()),
         ),
         ("routes.convert_head", Shown::Bool(route::CONVERT_HEAD)),
+        ("routes.cache_post", Shown::Bool(route::CACHE_POST)),
+        ("routes.body_key", Shown::Text(route::BODY_KEY.as_str())),
+        ("routes.max_body_key", Shown::Size(route::MAX_BODY_KEY)),
         ("routes.refresh", Shown::Text(route::REFRESH.as_str())),
         ("routes.per_beta", Shown::Float(route::PER_BETA)),
         (

@@ -562,6 +562,31 @@ impl ClientCacheControl {
     }
 }
 
+/// How a cacheable request body (QUERY, or POST with `cache_post`) enters
+/// the key (`body_key`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKey {
+    /// Its bytes as sent (the default).
+    Bytes,
+    /// Its canonical JSON form: object keys sorted, insignificant
+    /// whitespace dropped, numbers as written; a body that is not JSON
+    /// passes uncached.
+    Json,
+}
+
+impl BodyKey {
+    /// Every value, in the spelling the config uses.
+    pub const ALL: [BodyKey; 2] = [BodyKey::Bytes, BodyKey::Json];
+
+    /// The config spelling of this value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BodyKey::Bytes => "bytes",
+            BodyKey::Json => "json",
+        }
+    }
+}
+
 /// `[[routes]]`: which requests go to which upstream, and how they are cached.
 #[derive(Debug, Clone)]
 pub struct RouteConfig {
@@ -615,6 +640,15 @@ pub struct RouteConfig {
     /// When true (the default), a HEAD miss is fetched as GET and stored
     /// (NGINX `proxy_cache_convert_head`); when false HEAD passes through.
     pub convert_head: bool,
+    /// POST is looked up and stored like QUERY, keyed by its body (default
+    /// false: POST passes and invalidates, RFC 9111 §4.4). For routes whose
+    /// POSTs are reads (GraphQL queries, JSON-RPC).
+    pub cache_post: bool,
+    /// How a cacheable body enters the key (default bytes).
+    pub body_key: BodyKey,
+    /// The largest body keyed (default 64 KiB); a larger one passes
+    /// uncached, streamed on.
+    pub max_body_key: usize,
     /// How objects about to expire are refreshed (default SUS).
     pub refresh: RefreshMode,
     /// The XFetch beta for PER and SUS: above 1 refreshes earlier (default 1.0).

@@ -119,6 +119,7 @@ fn value_for(key: &str) -> BoxedStrategy<String> {
         "h2c"
         | "override_origin"
         | "convert_head"
+        | "cache_post"
         | "forward_targeted_cache_control"
         | "cache_status_key"
         | "expose_cache_tags"
@@ -204,6 +205,9 @@ const ROUTE: &[&str] = &[
     "heuristic_max",
     "client_cache_control",
     "convert_head",
+    "cache_post",
+    "body_key",
+    "max_body_key",
     "refresh",
     "per_beta",
     "stale_while_revalidate",

@@ -1315,9 +1315,31 @@ fn heuristic_fraction_and_max() {
 }
 
 #[test]
+fn body_keys_are_checked() {
+    let route = &load(&with_route("")).routes[0];
+    assert!(!route.cache_post);
+    assert_eq!(route.body_key, crate::config::BodyKey::Bytes);
+    assert_eq!(route.max_body_key, 64 * 1024);
+    let set = with_route("cache_post = true\nbody_key = \"json\"\nmax_body_key = \"1MiB\"");
+    let route = &load(&set).routes[0];
+    assert!(route.cache_post);
+    assert_eq!(route.body_key, crate::config::BodyKey::Json);
+    assert_eq!(route.max_body_key, 1024 * 1024);
+    let how = only_problem(&with_route(r#"body_key = "jsn""#));
+    assert_eq!(how.path, "routes[0].body_key");
+    assert_eq!(how.message, r#"unknown body_key "jsn""#);
+    let big = only_problem(&with_route(r#"max_body_key = "1GiB""#));
+    assert_eq!(big.path, "routes[0].max_body_key");
+    assert!(big.message.contains("over 16MiB"), "{big:?}");
+    let zero = only_problem(&with_route(r#"max_body_key = "0""#));
+    assert_eq!(zero.path, "routes[0].max_body_key");
+}
+
+#[test]
 fn boolean_route_keys_take_booleans() {
     for key in [
         "convert_head",
+        "cache_post",
         "forward_targeted_cache_control",
         "cache_status_key",
         "expose_cache_tags",

@@ -8,6 +8,7 @@
 //! bottom layer, so every other folder may use it).
 
 pub(crate) mod body;
+pub(crate) mod canonical_json;
 pub(crate) mod compress;
 pub(crate) mod conditional;
 pub(crate) mod error;
@@ -19,3 +20,9 @@ pub(crate) mod range;
 pub(crate) mod reply;
 pub(crate) mod scheme;
 pub(crate) mod vary;
+
+/// The QUERY method (draft-ietf-httpbis-safe-method-w-body): safe and
+/// idempotent like GET, with a body like POST.
+pub(crate) static QUERY: std::sync::LazyLock<http::Method> = std::sync::LazyLock::new(|| {
+    http::Method::from_bytes(b"QUERY").unwrap_or_else(|_| unreachable!("QUERY is a token"))
+});

@@ -36,6 +36,7 @@ pub(crate) fn activity(base: u64) -> ActivitySnapshot {
         invalidations: base + 16,
         revalidated: base + 17,
         early_hints: base + 18,
+        body_key_passed: base + 19,
     }
 }
 

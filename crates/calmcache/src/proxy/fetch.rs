@@ -606,5 +606,6 @@ pub(crate) fn fetch_request(
         headers,
         store,
         selecting: req.headers().clone(),
+        body: None,
     }
 }

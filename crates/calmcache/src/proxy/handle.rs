@@ -5,6 +5,9 @@
 //! ```text
 //! handle ─ admit ─ route_for ─┬─ Upgrade: websocket (route.websocket) ── tunnel::open (never cached)
 //!   │                         ├─ GET|HEAD with a body ──────── read whole (request_body.rs), pass with it
+//!   │                         ├─ QUERY, POST with cache_post ─ read whole, keyed by method + body digest
+//!   │                         │                                (body_key.rs), on as a GET; too large
+//!   │                         │                                or not JSON: pass with it
 //!   │                         ├─ no zone / not GET|HEAD / ambiguous key ─ pass (pass.rs; unsafe
 //!   │                         │                                methods invalidate, RFC 9111 §4.4)
 //!   │                         ├─ bypass condition ──────────── fetch::bypass (no lookup, no coalescing)
@@ -38,6 +41,7 @@ use crate::http::body::ResponseBody;
 use crate::http::error::{ErrorKind, ProxyError};
 use crate::net::conn::Peer;
 use crate::proxy::answer::{Answer, Told};
+use crate::proxy::body_key::KeyedBody;
 use crate::proxy::fetch::{self, fetch_request, refresh_in_background, Fetch};
 use crate::proxy::fill::FetchRequest;
 use crate::proxy::hints;
@@ -112,27 +116,24 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
             return Box::pin(crate::proxy::tunnel::open(worker, route, req, client)).await
         }
     };
-    // A GET or HEAD body: read whole, then passed (request_body.rs).
-    let req = if crate::proxy::request_body::announced(&req) {
-        match Box::pin(with_body(proxy, route, req, client)).await {
-            Ok(req) => req,
-            Err(answer) => return answer,
-        }
-    } else {
-        req
+    let (req, body) = match read_body(proxy, route, req, client).await {
+        Ok(read) => read,
+        Err(answer) => return answer,
     };
-    let (zone, asked) = match cacheable(route, &req) {
+    let body = body.as_deref();
+    let (zone, asked) = match cacheable(route, &req, body) {
         Ok(cacheable) => cacheable,
         Err(fwd) => return Box::pin(pass(proxy, route, req, client, fwd)).await,
     };
-    let (primary, ask) = key_and_ask(route, &req, client, asked);
+    let (primary, ask) = key_and_ask(route, &req, client, asked, body);
     let key = primary.key_ref();
     // One zone, or among a route's `zones` the one its hash places the key in.
     let zone = route.zone_for(&key).unwrap_or(zone);
     let placed = placed(route, zone);
     let headers = req.headers();
     if !route.cfg.bypass.is_empty() && any_match(&route.cfg.bypass, headers, req.uri().query()) {
-        let request = fetch_request(route, &req, client, None);
+        let mut request = fetch_request(route, &req, client, None);
+        request.body = body.map(|b| b.fetch.clone());
         let answer = Box::pin(fetch::bypass(route, key.to_owned_key(), request, &ask)).await;
         return Answer { placed, ..answer };
     }
@@ -146,6 +147,7 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
         zone,
         req: &req,
         client,
+        body,
         key,
         found: &found,
         rcc: &rcc,
@@ -164,17 +166,43 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
     Answer { placed, ..answer }
 }
 
+/// The request's body where it must be read before the lookup: a GET or
+/// HEAD body, read whole and passed (request_body.rs: `Err`, the answer);
+/// the body of a QUERY, or a POST on a route that caches it, read whole and
+/// digested for its key (body_key.rs; or passed: `Err`). Any other request
+/// is given back as it came, its body unread.
+async fn read_body<'w>(
+    proxy: &Proxy,
+    route: &'w Arc<Route>,
+    req: Request<Incoming>,
+    client: Peer,
+) -> Result<(Request<Incoming>, Option<Box<KeyedBody>>), Answer<'w>> {
+    if crate::proxy::request_body::announced(&req) {
+        let req = Box::pin(with_body(proxy, route, req, client)).await?;
+        return Ok((req, None));
+    }
+    if !route.keyed_by_body(req.method()) {
+        return Ok((req, None));
+    }
+    let (req, body) = Box::pin(crate::proxy::body_key::read(proxy, route, req, client)).await?;
+    Ok((req, Some(Box::new(body))))
+}
+
 /// A request's primary key, and what its response depends on in it.
 fn key_and_ask<'q>(
     route: &Route,
     req: &'q Request<Incoming>,
     client: Peer,
     asked: Asked,
+    body: Option<&KeyedBody>,
 ) -> (PrimaryKey<'q>, Ask<'q>) {
     let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
     let headers = req.headers();
     let host = crate::http::headers::host_of(req);
-    let primary = PrimaryKey::of(route, client.scheme(), req.method(), host, pq, headers);
+    let mut primary = PrimaryKey::of(route, client.scheme(), req.method(), host, pq, headers);
+    if let Some(body) = body {
+        primary = primary.with_body(req.method(), &body.digest);
+    }
     let ask = Ask {
         head_only: asked != Asked::Get,
         headers,
@@ -211,6 +239,8 @@ struct Exec<'a, 'w> {
     zone: &'a Zone,
     req: &'a Request<Incoming>,
     client: Peer,
+    /// The body the request is keyed by, sent with each fetch of its key.
+    body: Option<&'a KeyedBody>,
     key: KeyRef<'a>,
     found: &'a Found,
     rcc: &'a RequestCacheControl,
@@ -222,7 +252,9 @@ impl<'w> Exec<'_, 'w> {
     /// The request a fill sends for this one (with its directives, or
     /// none for a background refresh).
     fn request(&self, rcc: Option<&RequestCacheControl>) -> FetchRequest {
-        fetch_request(self.route, self.req, self.client, rcc)
+        let mut request = fetch_request(self.route, self.req, self.client, rcc);
+        request.body = self.body.map(|b| b.fetch.clone());
+        request
     }
 
     /// The key this request's fetch coalesces on: the variant's when known.
@@ -382,9 +414,15 @@ fn admit<'w>(worker: &'w Worker, req: &mut Request<Incoming>, client: Peer) -> A
 
 /// The zone a request on `route` is looked up in (the route's first) and
 /// what it asked; or, for a request the cache stays out of, why it passes.
-fn cacheable<'r>(route: &'r Route, req: &Request<Incoming>) -> Result<(&'r Arc<Zone>, Asked), Fwd> {
+fn cacheable<'r>(
+    route: &'r Route,
+    req: &Request<Incoming>,
+    body: Option<&KeyedBody>,
+) -> Result<(&'r Arc<Zone>, Asked), Fwd> {
     let zone = match (&route.zone, req.method()) {
         (Some(zone), &Method::GET | &Method::HEAD) => zone,
+        // QUERY, or POST with cache_post, keyed by its body.
+        (Some(zone), _) if body.is_some() => zone,
         (None, _) => return Err(Fwd::Bypass),
         (Some(_), _) => return Err(Fwd::Method),
     };

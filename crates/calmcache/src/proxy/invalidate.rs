@@ -20,12 +20,14 @@ pub(crate) struct Target {
 }
 
 impl Target {
-    /// `Some` for a request whose method is not safe (RFC 9110 §9.2.1).
+    /// `Some` for a request whose method is not safe (RFC 9110 §9.2.1;
+    /// QUERY is safe, draft-ietf-httpbis-safe-method-w-body).
     pub(crate) fn of<B>(req: &Request<B>, scheme: &'static str) -> Option<Target> {
         if matches!(
             *req.method(),
             Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
-        ) {
+        ) || *req.method() == *crate::http::QUERY
+        {
             return None;
         }
         Some(Target {

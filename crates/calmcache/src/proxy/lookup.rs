@@ -27,6 +27,9 @@ pub(crate) enum PrimaryKey<'a> {
     },
     /// Any other template, rendered.
     Rendered(String),
+    /// A request keyed by its body (body_key.rs): the key of the template
+    /// above with the method and the body's digest appended.
+    Body(CacheKey),
 }
 
 impl<'a> PrimaryKey<'a> {
@@ -63,9 +66,15 @@ impl<'a> PrimaryKey<'a> {
         PrimaryKey::Rendered(out)
     }
 
+    /// This key for a `method` request whose body's digest is `digest`.
+    pub(crate) fn with_body(&self, method: &Method, digest: &str) -> PrimaryKey<'static> {
+        PrimaryKey::Body(self.key_ref().with_body(method.as_str(), digest))
+    }
+
     /// The borrowed form, for lookups.
     pub(crate) fn key_ref(&self) -> KeyRef<'_> {
         match self {
+            PrimaryKey::Body(key) => key.as_ref(),
             PrimaryKey::Parts {
                 scheme,
                 host,
@@ -78,7 +87,8 @@ impl<'a> PrimaryKey<'a> {
 
 impl std::fmt::Display for PrimaryKey<'_> {
     /// The key as `Cache-Status` shows it: `http://host/path?query`, or the
-    /// rendered template.
+    /// rendered template; with the method and body digest of a body-keyed
+    /// request after a space.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             PrimaryKey::Parts {
@@ -87,6 +97,19 @@ impl std::fmt::Display for PrimaryKey<'_> {
                 path_and_query,
             } => write!(f, "{scheme}://{host}{path_and_query}"),
             PrimaryKey::Rendered(text) => f.write_str(text),
+            // `http://host/graphql POST sha256:<hex>`: a header can hold no NUL.
+            PrimaryKey::Body(key) => {
+                let k = key.as_ref();
+                let (uri, body) = k
+                    .path_and_query
+                    .split_once("\0v")
+                    .unwrap_or((k.path_and_query, ""));
+                let (method, digest) = body.split_once(':').unwrap_or((body, ""));
+                if !k.scheme.is_empty() {
+                    write!(f, "{}://{}", k.scheme, k.host)?;
+                }
+                write!(f, "{uri} {method} sha256:{digest}")
+            }
         }
     }
 }

@@ -11,6 +11,7 @@
 
 pub(crate) mod answer;
 pub(crate) mod background;
+pub(crate) mod body_key;
 pub(crate) mod carry;
 pub(crate) mod edge;
 pub(crate) mod fetch;

@@ -1,6 +1,7 @@
 //! Requests the cache stays out of: passed to the origin and relayed
 //! uncached (methods other than GET/HEAD, routes without a zone, bodies on
-//! GET/HEAD, ambiguous keys), and refusals from the edge.
+//! GET/HEAD, ambiguous keys, keyed bodies too large or not JSON), and
+//! refusals from the edge.
 //!
 //! Must not look up, coalesce or store.
 
@@ -65,6 +66,25 @@ pub(crate) async fn with_body<'r>(
     Err(forward(proxy, route, req, watch, client, report).await)
 }
 
+/// A request keyed by its body that the cache stays out of after all (its
+/// body over `max_body_key`, or not JSON with `body_key = "json"`): passed
+/// with the part of its body already `read`, the rest streamed after it,
+/// reported as `report`.
+pub(crate) async fn pass_read<'r>(
+    proxy: &Proxy,
+    route: &'r Route,
+    req: Request<Incoming>,
+    read: bytes::Bytes,
+    client: Peer,
+    report: Report,
+) -> Answer<'r> {
+    let (parts, rest) = req.into_parts();
+    let body = crate::http::body::PrefixedBody::new(vec![read], rest);
+    let (body, watch) = crate::http::body::ClientBody::watch(body, route.upstream.send_timeout);
+    let req = Request::from_parts(parts, body);
+    forward(proxy, route, req, watch, client, report).await
+}
+
 /// Proxies without caching, streaming both bodies. A non-error answer to an
 /// unsafe method invalidates the URIs it names (RFC 9111 §4.4).
 pub(crate) async fn pass<'r>(
@@ -97,7 +117,9 @@ async fn forward<'r>(
     report: Report,
 ) -> Answer<'r> {
     let upstream = &route.upstream;
-    let invalidation = crate::proxy::invalidate::Target::of(&req, client.scheme());
+    // A POST on a route that caches POST is a read (body_key.rs).
+    let invalidation = crate::proxy::invalidate::Target::of(&req, client.scheme())
+        .filter(|_| !route.keyed_by_body(req.method()));
     let version = req.version();
     let (mut parts, body) = req.into_parts();
     crate::proxy::edge::ensure_host(&mut parts.headers, &parts.uri);

@@ -326,21 +326,41 @@ async fn purge_key_text(
     mode: PurgeMode,
     fleet: Option<&Arc<dyn SharedTier>>,
 ) -> u64 {
-    let mut keys = vec![KeyRef::new("", "", text)];
+    let mut keys = vec![KeyRef::new("", "", text).to_owned_key()];
     if let Some(parts) = default_key_parts(text) {
-        keys.push(parts);
+        keys.push(parts.to_owned_key());
+    }
+    // A body-keyed entry, as shown: `<key> <METHOD> sha256:<digest>`.
+    if let Some((base, method, digest)) = body_key_parts(text) {
+        keys.push(KeyRef::new("", "", base).with_body(method, digest));
+        if let Some(parts) = default_key_parts(base) {
+            keys.push(parts.with_body(method, digest));
+        }
     }
     let zones: Vec<&Arc<Zone>> = proxy.zones.iter().collect();
     let mut purged = 0;
     let mut variants = Vec::new();
     for key in &keys {
-        purged += purge_primary(&zones, key, mode, &mut variants, fleet).await;
+        purged += purge_primary(&zones, &key.as_ref(), mode, &mut variants, fleet).await;
     }
-    purged + purge_variants(variants).await
+    purged + purge_variants(variants, mode).await
 }
 
 /// `http://host/p?q` -> the parts a default key is stored as; `None` for
 /// text no default key renders as.
+/// The key, method and digest of a body-keyed entry's key as
+/// `Cache-Status` shows it (`http://h/graphql POST sha256:<64 hex>`).
+fn body_key_parts(text: &str) -> Option<(&str, &str, &str)> {
+    let (front, digest) = text.rsplit_once(" sha256:")?;
+    let (base, method) = front.rsplit_once(' ')?;
+    let hex = digest.len() == 64
+        && digest
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let token = !method.is_empty() && method.bytes().all(|b| b.is_ascii_uppercase());
+    (hex && token).then_some((base, method, digest))
+}
+
 fn default_key_parts(text: &str) -> Option<KeyRef<'_>> {
     let (scheme, rest) = text.split_once("://")?;
     if scheme != "http" && scheme != "https" {
@@ -461,7 +481,7 @@ async fn purge_url(
             }
         }
     }
-    purged += purge_variants(variants).await;
+    purged += purge_variants(variants, mode).await;
     let scanned = !to_scan.is_empty();
     if scanned {
         let selector = Selector::Url {
@@ -479,7 +499,9 @@ async fn purge_url(
 
 /// Purges the primary `key` in each of `zones`; a soft purge of a Vary'd
 /// URL notes its marker in `variants`, whose variants are marked after
-/// (a hard purge removes the marker: its variants are unreachable).
+/// (a hard purge removes the marker: its variants are unreachable). In a
+/// zone that may hold body-keyed entries (body_key.rs), which live under
+/// the URI's variant keys with no marker, the key is noted for either mode.
 async fn purge_primary(
     zones: &[&Arc<Zone>],
     key: &KeyRef<'_>,
@@ -492,7 +514,7 @@ async fn purge_primary(
     }
     let mut purged = 0;
     for zone in zones {
-        if mode == PurgeMode::Soft && is_marker(zone, key).await {
+        if may_hold_body_keys(zone) || (mode == PurgeMode::Soft && is_marker(zone, key).await) {
             variants.push((key.to_owned_key(), (*zone).clone()));
         }
         if zone.tier.purge_key(key, mode).await {
@@ -502,8 +524,9 @@ async fn purge_primary(
     purged
 }
 
-/// Soft-purges the variants of the markers in `variants`.
-async fn purge_variants(variants: Vec<(CacheKey, Arc<Zone>)>) -> u64 {
+/// Purges (`mode`) the variant keys of the URIs in `variants`: Vary
+/// variants and body-keyed entries alike.
+async fn purge_variants(variants: Vec<(CacheKey, Arc<Zone>)>, mode: PurgeMode) -> u64 {
     let mut purged = 0;
     for (key, zone) in variants {
         let k = key.as_ref();
@@ -511,9 +534,18 @@ async fn purge_variants(variants: Vec<(CacheKey, Arc<Zone>)>) -> u64 {
             host: Some(k.host.to_owned()),
             path: calmcache_core::key::variants_prefix(k.path_and_query),
         };
-        purged += scan_zones(vec![zone], selector, PurgeMode::Soft).await;
+        purged += scan_zones(vec![zone], selector, mode).await;
     }
     purged
+}
+
+/// True when `zone` may hold body-keyed entries: a fill of one reached it
+/// (fill/mod.rs sets the flag before storing), or its tier took some back
+/// at start (a disk zone's
+/// loader, from an earlier run). Only such zones are scanned for a URL's
+/// body variants, so a purge by URL elsewhere stays a lookup of its keys.
+fn may_hold_body_keys(zone: &Zone) -> bool {
+    zone.body_keyed.load(std::sync::atomic::Ordering::Relaxed) || zone.tier.body_keys_found()
 }
 
 async fn is_marker(zone: &Zone, key: &KeyRef<'_>) -> bool {

@@ -118,6 +118,30 @@ fn a_path_scan_matches_the_path_and_its_variants_on_any_host() {
 }
 
 #[test]
+fn body_keys_as_cache_status_shows_them_split_into_their_parts() {
+    let digest = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+    let shown = format!("http://h/graphql?x=1 POST sha256:{digest}");
+    assert_eq!(
+        body_key_parts(&shown),
+        Some(("http://h/graphql?x=1", "POST", digest))
+    );
+    let rendered = format!("GET|h|/q with space QUERY sha256:{digest}");
+    assert_eq!(
+        body_key_parts(&rendered),
+        Some(("GET|h|/q with space", "QUERY", digest))
+    );
+    for text in [
+        "http://h/graphql".to_owned(),
+        format!("http://h/g post sha256:{digest}"),
+        format!("http://h/g POST sha256:{}", &digest[1..]),
+        format!("http://h/g POST sha256:{}", digest.to_uppercase()),
+        format!("http://h/g POSTsha256:{digest}"),
+    ] {
+        assert_eq!(body_key_parts(&text), None, "{text}");
+    }
+}
+
+#[test]
 fn default_keys_as_cache_status_shows_them_split_into_their_parts() {
     let k = default_key_parts("http://127.0.0.1:28080/tag2?x=1").unwrap();
     assert_eq!(

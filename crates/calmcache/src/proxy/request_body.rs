@@ -19,7 +19,9 @@
 //! Reading it whole before the origin sees anything is what makes a
 //! malformed body the client's 400 rather than an origin's answer followed
 //! by a closed connection (the framing of what follows can no longer be
-//! trusted, RFC 9112 §9.6). This module must not look anything up.
+//! trusted, RFC 9112 §9.6). The same reader, [`read_up_to`], reads the
+//! bodies of requests keyed by their body (body_key.rs), to their own bound.
+//! This module must not look anything up.
 
 use std::time::Duration;
 
@@ -50,6 +52,34 @@ where
     B: Body<Data = Bytes> + Unpin,
     B::Error: Into<BoxError>,
 {
+    match read_up_to(body, limit, GET_BODY_MAX).await? {
+        Read::Whole(whole) => Ok((!whole.is_empty()).then_some(whole)),
+        Read::Over(_) => Err(ProxyError::downstream(
+            ErrorKind::BodyTooLarge,
+            format!("a GET or HEAD body over {} KiB", GET_BODY_MAX / 1024),
+        )),
+    }
+}
+
+/// A body read up to a bound.
+#[derive(Debug)]
+pub(crate) enum Read {
+    /// All of it, within the bound (maybe empty).
+    Whole(Bytes),
+    /// What was read when the bound was passed (more than the bound: the
+    /// frame that passed it is kept whole); the rest is still in the body.
+    Over(Bytes),
+}
+
+/// Reads `body` up to `max` bytes, each frame within `limit` (the same
+/// rules for every framing); stops at the first frame past `max`, leaving
+/// the rest unread. Errors are the client's: 400 (malformed, cut short),
+/// 408 (stalled).
+pub(crate) async fn read_up_to<B>(body: B, limit: Duration, max: usize) -> Result<Read, ProxyError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
     let mut body = TimeoutBody::new(body, limit);
     let mut whole = BytesMut::new();
     while let Some(frame) = body.frame().await {
@@ -60,21 +90,18 @@ where
             } else {
                 ErrorKind::BadBody
             };
-            ProxyError::downstream(kind, format!("the GET or HEAD body: {e}"))
+            ProxyError::downstream(kind, format!("the request body: {e}"))
         })?;
         let Ok(data) = frame.into_data() else {
-            // Trailers carry nothing the origin gets from a GET.
+            // Trailers carry nothing a keyed or GET body needs.
             continue;
         };
-        if whole.len() + data.len() > GET_BODY_MAX {
-            return Err(ProxyError::downstream(
-                ErrorKind::BodyTooLarge,
-                format!("a GET or HEAD body over {} KiB", GET_BODY_MAX / 1024),
-            ));
-        }
         whole.extend_from_slice(&data);
+        if whole.len() > max {
+            return Ok(Read::Over(whole.freeze()));
+        }
     }
-    Ok((!whole.is_empty()).then(|| whole.freeze()))
+    Ok(Read::Whole(whole.freeze()))
 }
 
 #[cfg(test)]

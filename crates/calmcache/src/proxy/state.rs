@@ -78,6 +78,16 @@ impl Route {
         crate::http::headers::strip_targeted(headers, shown);
     }
 
+    /// True when `method` on this route is a read keyed by its body
+    /// (body_key.rs): QUERY with a zone, POST with a zone and `cache_post`.
+    pub fn keyed_by_body(&self, method: &http::Method) -> bool {
+        match *method {
+            http::Method::GET | http::Method::HEAD => false,
+            http::Method::POST => self.zone.is_some() && self.cfg.cache_post,
+            _ => self.zone.is_some() && *method == *crate::http::QUERY,
+        }
+    }
+
     /// Whether clients' request directives are obeyed.
     pub fn honors_client_cache_control(&self) -> bool {
         self.cfg.client_cache_control == ClientCacheControl::Honor

@@ -278,6 +278,7 @@ fn warm_request(
         headers,
         has_authorization: false,
         store: true,
+        body: None,
     })
 }
 

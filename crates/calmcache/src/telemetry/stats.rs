@@ -99,6 +99,10 @@ route_counters! {
     revalidated,
     /// 103 Early Hints sent to navigations waiting for the origin.
     early_hints,
+    /// QUERY or cached POST requests passed uncached because of their body:
+    /// over `max_body_key`, or not JSON with `body_key = "json"` (also
+    /// counted in `bypass`).
+    body_key_passed,
 }
 
 impl Activity {

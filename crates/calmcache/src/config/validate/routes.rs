@@ -19,7 +19,7 @@ use crate::config::key_template::KeyTemplate;
 use crate::config::raw::{RawRoute, Text};
 use crate::config::ZoneKind;
 use crate::config::{
-    suggest, ClientCacheControl, RouteConfig, TtlTable, UpstreamConfig, ZoneConfig,
+    suggest, BodyKey, ClientCacheControl, RouteConfig, TtlTable, UpstreamConfig, ZoneConfig,
 };
 use crate::http::compress::Coding;
 
@@ -115,6 +115,9 @@ impl Checker {
                 raw.client_cache_control.as_deref(),
             ),
             convert_head: raw.convert_head.unwrap_or(route::CONVERT_HEAD),
+            cache_post: raw.cache_post.unwrap_or(route::CACHE_POST),
+            body_key: self.body_key(&at("body_key"), raw.body_key.as_deref()),
+            max_body_key: self.max_body_key(&at("max_body_key"), raw.max_body_key.as_ref()),
             refresh: self.refresh(&at("refresh"), raw.refresh.as_deref()),
             per_beta: self.per_beta(&at("per_beta"), raw.per_beta),
             stale_while_revalidate: self.duration(
@@ -397,6 +400,40 @@ impl Checker {
         let problem = Problem::new(path, format!("unknown client_cache_control {text:?}"));
         self.report(problem.hint(suggest::names_hint("values", text, &values)));
         route::CLIENT_CACHE_CONTROL
+    }
+
+    /// `body_key`: `bytes` or `json`.
+    fn body_key(&mut self, path: &str, raw: Option<&str>) -> BodyKey {
+        let Some(text) = raw else {
+            return route::BODY_KEY;
+        };
+        if let Some(value) = BodyKey::ALL.iter().find(|value| value.as_str() == text) {
+            return *value;
+        }
+        let values: Vec<&str> = BodyKey::ALL.iter().map(|value| value.as_str()).collect();
+        let problem = Problem::new(path, format!("unknown body_key {text:?}"));
+        self.report(problem.hint(suggest::names_hint("values", text, &values)));
+        route::BODY_KEY
+    }
+
+    /// `max_body_key`: a size above 0, at most 16 MiB (the body is held
+    /// whole in memory before the lookup).
+    fn max_body_key(&mut self, path: &str, raw: Option<&Text>) -> usize {
+        const CAP: u64 = 16 * 1024 * 1024;
+        let Some(text) = raw else {
+            return route::MAX_BODY_KEY as usize;
+        };
+        match self.positive_size(path, text) {
+            Some(size) if size > CAP => {
+                let problem = Problem::new(path, format!("{text} is over 16MiB"));
+                let hint = "a keyed body is held whole in memory before the lookup; \
+                            larger bodies pass uncached";
+                self.report(problem.hint(hint));
+                route::MAX_BODY_KEY as usize
+            }
+            Some(size) => usize::try_from(size).unwrap_or(usize::MAX),
+            None => route::MAX_BODY_KEY as usize,
+        }
     }
 
     /// `compress`: known codings, none listed twice, in config order.

@@ -19,7 +19,8 @@ use crate::proxy::outcome::FillOutcome;
 use crate::proxy::state::Route;
 
 /// Asks the fleet before the origin (`None` outside fleet mode, or when
-/// this fill may not share: storing forbidden, credentials, no zone).
+/// this fill may not share: storing forbidden, credentials, no zone, a
+/// request keyed by its body).
 pub(super) async fn before(
     route: &Route,
     primary: &CacheKey,
@@ -31,6 +32,8 @@ pub(super) async fn before(
         .fleet
         .as_ref()
         .filter(|_| fetch.store && !fetch.has_authorization)
+        // Body-keyed entries stay in this node's zones (body_key.rs).
+        .filter(|_| fetch.body.is_none())
         .filter(|_| route.zone_for(&primary.as_ref()).is_some())?;
     alive_for(permit, route.lock_timeout() + BOUND_SLACK);
     let wait = route.lock_timeout();

@@ -8,7 +8,8 @@
 //!
 //! ```text
 //! fill ─ fleet: a copy another node stored ───────────────── Stored (shared)
-//!   └─ send (GET; validators of the stale copy, RFC 9111 §4.3.1)
+//!   └─ send (GET, or a body-keyed QUERY/POST with its body; validators of
+//!      the stale copy, RFC 9111 §4.3.1, never on POST)
 //!      ├─ error / 5xx with a stale-if-error copy ─────────── Stale
 //!      ├─ no zone, or no-store ───────────────────────────── Relay (stream)
 //!      ├─ 304 for the stale copy ─ merge headers (§4.3.4) ─┐
@@ -68,7 +69,8 @@ pub(crate) use stream::STREAM_MIN;
 use send::{Sent, Times};
 use store::StoreCtx;
 
-/// The request a fill sends upstream: always a GET for the whole object.
+/// The request a fill sends upstream: a GET for the whole object, or the
+/// QUERY or POST of a request keyed by its body, with that body.
 #[derive(Clone, Debug)]
 pub(crate) struct FetchRequest {
     /// Path and query, already parsed (nothing to re-parse or fall back on).
@@ -83,6 +85,18 @@ pub(crate) struct FetchRequest {
     /// The client's own request headers: a variant is selected by these
     /// (RFC 9111 §4.1), as lookups are, not by the rewritten upstream ones.
     pub selecting: HeaderMap,
+    /// A request keyed by its body (QUERY, a cached POST): sent with that
+    /// method and body, by the fill and by every refresh of its key.
+    pub body: Option<FetchBody>,
+}
+
+/// The method and body of a request keyed by its body (body_key.rs).
+#[derive(Clone, Debug)]
+pub(crate) struct FetchBody {
+    /// QUERY or POST.
+    pub method: http::Method,
+    /// The body, whole (at most the route's `max_body_key`).
+    pub bytes: bytes::Bytes,
 }
 
 impl FetchRequest {
@@ -281,6 +295,12 @@ pub(crate) async fn fill(args: FillArgs) -> FillReply {
         (None, _) => return relay(permit, parts, body, NotStored::NoZone),
         (Some(_), false) => return relay(permit, parts, body, NotStored::Request),
     };
+    if fetch.body.is_some() {
+        // Before anything is stored under a body key: a purge by URL then
+        // sweeps this zone for the URL's body variants (body_key.rs).
+        zone.body_keyed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     let ctx = StoreCtx {
         route,
         zone,

@@ -14,10 +14,10 @@ use bytes::Bytes;
 use calmcache_core::warn_limit::WarnLimit;
 use calmcache_core::warn_limited;
 use calmcache_core::{
-    freshness, CacheKey, CachedObject, Exchange, FetchPermit, NotStorable, Storable,
+    freshness, CacheKey, CachedObject, Exchange, FetchPermit, LifetimeSource, NotStorable, Storable,
 };
 use http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Empty, Full};
 use tokio::time::Instant;
 
 use super::{alive_for, FetchRequest, BOUND_SLACK};
@@ -29,20 +29,29 @@ use crate::net::budget::Admission;
 use crate::proxy::outcome::FillOutcome;
 use crate::proxy::state::Route;
 
-/// The GET a fill sends for `fetch`, conditional on `revalidating`'s
-/// validators when given.
+/// The GET a fill sends for `fetch` (or its body-keyed QUERY or POST, with
+/// its body), conditional on `revalidating`'s validators when given.
 pub(crate) fn upstream_request(
     fetch: &FetchRequest,
     revalidating: Option<&CachedObject>,
 ) -> Request<crate::http::body::StreamBody> {
-    let mut req = Request::new(
-        Empty::<Bytes>::new()
-            .map_err(|never| match never {})
-            .boxed(),
-    );
-    *req.method_mut() = Method::GET;
+    let (method, body) = match &fetch.body {
+        None => (Method::GET, Empty::<Bytes>::new().boxed()),
+        Some(sent) => (sent.method.clone(), Full::new(sent.bytes.clone()).boxed()),
+    };
+    let mut req = Request::new(body.map_err(|never| match never {}).boxed());
+    *req.method_mut() = method;
     *req.uri_mut() = Uri::from(fetch.path_and_query.clone());
     *req.headers_mut() = fetch.headers.clone();
+    if let Some(sent) = &fetch.body {
+        let headers = req.headers_mut();
+        // Whatever its framing was: the origin gets the body with its length.
+        headers.remove(http::header::TRANSFER_ENCODING);
+        headers.insert(
+            http::header::CONTENT_LENGTH,
+            http::HeaderValue::from(sent.bytes.len()),
+        );
+    }
     if let Some(stale) = revalidating {
         conditional::add_validators(req.headers_mut(), &stale.headers());
     }
@@ -73,7 +82,18 @@ impl Times {
             request_time: self.request,
             response_time: self.response,
         };
-        freshness::evaluate(&exchange, &route.store_rules(status))
+        let storable = freshness::evaluate(&exchange, &route.store_rules(status))?;
+        let post = fetch
+            .body
+            .as_ref()
+            .is_some_and(|b| b.method == Method::POST);
+        if post && storable.freshness.source == LifetimeSource::Heuristic {
+            // RFC 9110 §9.3.3: a POST answer is stored only when fresh by
+            // explicit word: the origin's (max-age, s-maxage, Expires) or
+            // the route's `ttl`, never a heuristic.
+            return Err(NotStorable::NoFreshness);
+        }
+        Ok(storable)
     }
 }
 
@@ -202,6 +222,9 @@ fn may_revalidate(
     // (RFC 9111 §3.5): it fetches whole and leaves the copy alone.
     fetch.store
         && !fetch.has_authorization
+        // A POST is never made conditional: its preconditions are the
+        // origin's to define (RFC 9110 §13.2.1); it is fetched whole.
+        && fetch.body.as_ref().is_none_or(|b| b.method != Method::POST)
         && route.zone_for(&primary.as_ref()).is_some()
         && conditional::has_validator(&stale.headers())
 }
