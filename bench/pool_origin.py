@@ -17,6 +17,8 @@ GET /__origin/stats answers one JSON line:
   peak_busy      the most workers busy at once (never above --workers)
   p50_ms/p99_ms/max_ms  time from a request's arrival to its answer (queue wait +
                  service), over the requests answered since the last reset
+  by_segment     pages answered per first path segment ({"hot": 12, "miss": 2000}):
+                 how many of the origin's pages went to which load
 POST /__origin/reset zeroes the counters and peaks (the in-flight count stays).
 
 HTTP/1.1 with keepalive, asyncio, no third-party modules; listens on 127.0.0.1.
@@ -42,6 +44,7 @@ class Pool:
         self.peak_in_flight = self.in_flight
         self.peak_busy = self.busy
         self.latencies = []
+        self.by_segment = {}
 
     async def serve(self, path):
         arrived = time.monotonic()
@@ -59,6 +62,8 @@ class Pool:
         finally:
             self.in_flight -= 1
         self.requests += 1
+        segment = path.lstrip("/").split("/", 1)[0]
+        self.by_segment[segment] = self.by_segment.get(segment, 0) + 1
         self.latencies.append((time.monotonic() - arrived) * 1000.0)
         return page(path, self.requests)
 
@@ -80,6 +85,7 @@ class Pool:
             "p50_ms": pct(50),
             "p99_ms": pct(99),
             "max_ms": round(lat[-1], 3) if lat else 0.0,
+            "by_segment": self.by_segment,
         }
 
 
