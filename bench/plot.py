@@ -115,6 +115,15 @@ SPECS = {
         ],
     ),
     "fleet": dict(panels=[RPS, P99, ("origin requests", "requests", col("origin"), False)]),
+    # the first panel is the budget: calmcache/NGINX compares the rows best at it
+    "overload": dict(
+        panels=[
+            ("origin peak concurrency", "requests", col("origin_peak"), False),
+            ("hot set p99", "ms", col("hot_p99_ms"), False),
+            ("hot set errors", "requests", col("hot_errors"), False),
+            ("crawler pages served", "requests", col("crawl_ok"), True),
+        ]
+    ),
     "failstorm": dict(
         group=["scenario"],
         panels=[

@@ -397,6 +397,11 @@ async fn dashboard_in_headless_chromium_follows_traffic() {
         attr(fleet_panel, "hidden").is_some(),
         format!("{what}: the fleet panel shows without [fleet]: {fleet_panel}"),
     );
+    let budget_panel = tag_with(dom, "id=\"budget\"").unwrap_or("");
+    checks.check(
+        attr(budget_panel, "hidden").is_some(),
+        format!("{what}: the origin budget panel shows without max_inflight: {budget_panel}"),
+    );
 
     // 4. Live: traffic while the page polls, and the screenshot.
     let shot = screenshot_path();
@@ -528,6 +533,77 @@ async fn dashboard_shows_the_fleet_panel_in_fleet_mode() {
     }
     if let Some(r) = row(dom, "data-fleet-op=\"acquire\"") {
         checks.number(&format!("{what}, op acquire"), r, "fleet-op-mean-us");
+    }
+    checks.finish(&status);
+    proxy.stop().await;
+}
+
+/// The origin budget: an upstream with `max_inflight` gets a row in the
+/// Origin budget panel with its limit, the queue and the sheds. One request
+/// holds the only slot for 1.5 s; a second one, with no copy to fall back
+/// on, waits `queue_timeout` and gets a 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_shows_the_origin_budget() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .upstream("max_inflight = 1\nqueue_timeout = \"200ms\"")
+        .start()
+        .await;
+    let slow = {
+        let url = proxy.url("/budget/slow");
+        tokio::spawn(async move {
+            calmcache_testkit::get_with(http::Method::GET, &url, &[("x-origin-delay-ms", "1500")])
+                .await
+        })
+    };
+    wait_until(
+        Duration::from_secs(10),
+        "the slow request at the origin",
+        async || origin.hits_for("/budget/slow") == 1,
+    )
+    .await;
+    let shed = get(&proxy.url("/budget/other")).await;
+    assert_eq!(
+        shed.status, 503,
+        "no slot, no copy: 503 after queue_timeout"
+    );
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(10), slow)
+            .await
+            .expect("slow request ends")
+            .unwrap()
+            .status,
+        200
+    );
+    let status = proxy.status().await;
+    assert_eq!(
+        status["upstreams"]["origin"]["budget"]["shed_busy"], 1,
+        "{status}"
+    );
+    let run = chromium(&proxy.admin_url("/"), 2500, &[]).await;
+    let what = "origin budget";
+    let mut checks = Checks::default();
+    checks.healthy(what, &run, 2);
+    let panel = tag_with(&run.dom, "id=\"budget\"").unwrap_or("");
+    checks.check(
+        !panel.is_empty() && attr(panel, "hidden").is_none(),
+        format!("{what}: the origin budget panel is hidden: {panel:?}"),
+    );
+    match row(&run.dom, "data-budget=\"origin\"") {
+        Some(r) => {
+            for (name, want) in [
+                ("budget-limit", "1"),
+                ("budget-inflight", "0"),
+                ("budget-queued", "0"),
+                ("budget-shed-busy", "1"),
+                ("budget-shed-stale", "0"),
+                ("budget-refresh-skipped", "0"),
+            ] {
+                checks.eq(what, r, name, want);
+            }
+            checks.number(what, r, "budget-queue-wait");
+        }
+        None => checks.0.push(format!("{what}: no row for upstream origin")),
     }
     checks.finish(&status);
     proxy.stop().await;

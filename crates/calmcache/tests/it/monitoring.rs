@@ -152,6 +152,7 @@ fn the_dashboard_is_importable_json_with_a_prometheus_input() {
         "Zone size vs max_size",
         "WebSockets",
         "Redis circuit breaker",
+        "Origin budget",
     ] {
         assert!(
             titles.contains(&wanted),
