@@ -32,6 +32,12 @@ pub(crate) enum Admission {
     /// A usable stale copy stands by, or a background refresh or warm-up:
     /// never queue; a full budget refuses at once.
     TryOnly,
+    /// The refresh of a copy served past its lifetime because the origin
+    /// was busy: wait up to `queue_timeout`, ahead of every
+    /// [`Admission::Wait`] request (one per object, within
+    /// `refresh_concurrency`: a crawler's first fetches cannot starve the
+    /// objects clients keep asking for).
+    Ahead,
 }
 
 /// Whether server `i` may be given a slot (it is up).
@@ -52,8 +58,18 @@ pub(crate) struct Budget {
 struct State {
     /// Slots in use, per server.
     inflight: Vec<usize>,
+    /// The [`Admission::Ahead`] waiters, first come first: served before
+    /// any of `waiters`.
+    ahead: VecDeque<oneshot::Sender<Slot>>,
     /// The waiters, first come first.
     waiters: VecDeque<oneshot::Sender<Slot>>,
+}
+
+impl State {
+    /// Whether anyone waits in either lane.
+    fn queued(&self) -> bool {
+        !self.ahead.is_empty() || !self.waiters.is_empty()
+    }
 }
 
 /// One request's slot at server [`Slot::server`]; released on drop.
@@ -68,7 +84,7 @@ pub(crate) struct Slot {
 pub(crate) enum Taken {
     /// A free slot.
     Slot(Slot),
-    /// None free; the request is queued (`Admission::Wait`).
+    /// None free; the request is queued (`Admission::Wait`, `Ahead`).
     Queued(Queued),
     /// None free, and the request may not wait (`Admission::TryOnly`).
     Full,
@@ -94,6 +110,7 @@ impl Budget {
             queue_timeout,
             state: Mutex::new(State {
                 inflight: vec![0; servers],
+                ahead: VecDeque::new(),
                 waiters: VecDeque::new(),
             }),
             is_up,
@@ -117,30 +134,39 @@ impl Budget {
     ) -> Taken {
         let mut state = self.lock();
         self.serve_waiters(&mut state);
-        if state.waiters.is_empty() {
+        if !state.queued() {
             if let Some(slot) = self.take_in(&mut state, order) {
                 return Taken::Slot(slot);
             }
         }
-        match admission {
-            Admission::TryOnly => Taken::Full,
-            Admission::Wait => {
-                let (tx, rx) = oneshot::channel();
-                state.waiters.retain(|w| !w.is_closed());
-                state.waiters.push_back(tx);
-                Taken::Queued(Queued {
-                    rx,
-                    budget: self.clone(),
-                })
-            }
-        }
+        let lane = match admission {
+            Admission::TryOnly => return Taken::Full,
+            Admission::Wait => &mut state.waiters,
+            Admission::Ahead => &mut state.ahead,
+        };
+        let (tx, rx) = oneshot::channel();
+        lane.retain(|w| !w.is_closed());
+        lane.push_back(tx);
+        Taken::Queued(Queued {
+            rx,
+            budget: self.clone(),
+        })
+    }
+
+    /// Whether a request that may not wait would be refused now: no free
+    /// slot at a server that is up, or others already waiting. A glance
+    /// (the answer may change at once); the take decides.
+    pub(crate) fn is_full(&self) -> bool {
+        let state = self.lock();
+        state.queued()
+            || !(0..state.inflight.len()).any(|i| state.inflight[i] < self.limit && (self.is_up)(i))
     }
 
     /// A free slot at `server` only (a retry on the next server), never queued.
     pub(crate) fn try_at(self: &Arc<Self>, server: usize) -> Option<Slot> {
         let mut state = self.lock();
         self.serve_waiters(&mut state);
-        if !state.waiters.is_empty() {
+        if state.queued() {
             return None;
         }
         self.take_in(&mut state, [server])
@@ -166,7 +192,7 @@ impl Budget {
     /// Hands free slots of servers that are up to the waiters, in order
     /// (a server back up, or a slot freed while its server was down).
     fn serve_waiters(self: &Arc<Self>, state: &mut State) {
-        while !state.waiters.is_empty() {
+        while state.queued() {
             let up = (0..state.inflight.len()).filter(|&i| (self.is_up)(i));
             let Some(slot) = self.take_in(state, up) else {
                 return;
@@ -184,7 +210,7 @@ impl Budget {
     /// (when the server is up), or the count goes down.
     fn release(self: &Arc<Self>, server: usize) {
         let mut state = self.lock();
-        if (self.is_up)(server) && !state.waiters.is_empty() {
+        if (self.is_up)(server) && state.queued() {
             let slot = Slot {
                 budget: self.clone(),
                 server,
@@ -205,15 +231,21 @@ impl Budget {
     #[cfg(test)]
     fn figures(&self) -> (Vec<usize>, usize) {
         let state = self.lock();
-        let live = state.waiters.iter().filter(|w| !w.is_closed()).count();
+        let lanes = state.ahead.iter().chain(&state.waiters);
+        let live = lanes.filter(|w| !w.is_closed()).count();
         (state.inflight.clone(), live)
     }
 }
 
-/// Sends `slot` to the first waiter still waiting; the slot back when
-/// none is. Never drops a slot (the caller holds the lock its drop takes).
+/// Sends `slot` to the first waiter still waiting, the `ahead` lane
+/// first; the slot back when none is. Never drops a slot (the caller
+/// holds the lock its drop takes).
 fn hand_over(state: &mut State, mut slot: Slot) -> Option<Slot> {
-    while let Some(waiter) = state.waiters.pop_front() {
+    while let Some(waiter) = state
+        .ahead
+        .pop_front()
+        .or_else(|| state.waiters.pop_front())
+    {
         match waiter.send(slot) {
             Ok(()) => return None,
             Err(back) => slot = back,

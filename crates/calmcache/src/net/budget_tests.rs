@@ -165,3 +165,39 @@ async fn a_newcomer_never_jumps_the_queue() {
     drop(down);
     assert_eq!(b.figures(), (vec![0, 0], 0));
 }
+
+#[tokio::test]
+async fn the_ahead_lane_is_served_before_the_waiters_and_in_its_own_order() {
+    let b = budget(1, 1);
+    let first = slot(b.take([0], Admission::Wait));
+    assert!(b.is_full());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let lanes = [
+        ("wait-0", Admission::Wait),
+        ("ahead-0", Admission::Ahead),
+        ("wait-1", Admission::Wait),
+        ("ahead-1", Admission::Ahead),
+    ];
+    for (name, admission) in lanes {
+        let q = queued(b.take([0], admission));
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let slot = q.wait(soon()).await.unwrap();
+            tx.send(name).unwrap();
+            tokio::task::yield_now().await;
+            drop(slot);
+        });
+    }
+    tokio::task::yield_now().await;
+    assert_eq!(b.figures(), (vec![1], 4));
+    // A newcomer that may not wait is refused while anyone waits.
+    assert!(matches!(b.take([0], Admission::TryOnly), Taken::Full));
+    drop(first);
+    let mut order = Vec::new();
+    for _ in 0..4 {
+        order.push(rx.recv().await.unwrap());
+    }
+    assert_eq!(order, ["ahead-0", "ahead-1", "wait-0", "wait-1"]);
+    wait_idle(&b).await;
+    assert!(!b.is_full());
+}

@@ -222,6 +222,13 @@ impl Upstream {
         self.budget.is_some()
     }
 
+    /// Whether the local budget would refuse a request that may not wait
+    /// right now (every slot of the servers that are up taken, or others
+    /// queued); false without a budget.
+    pub(crate) fn is_busy(&self) -> bool {
+        self.budget.as_ref().is_some_and(|b| b.is_full())
+    }
+
     /// The longest a request may wait for its origin slots
     /// (`queue_timeout`; zero without a budget).
     pub(crate) fn queue_wait(&self) -> Duration {
@@ -461,7 +468,7 @@ impl Upstream {
                     attempt = None;
                     match queued.wait(deadline).await {
                         Some(slot) => slot,
-                        None => return Err(self.shed(budget)),
+                        None => return Err(self.shed(budget, admission)),
                     }
                 }
             };
@@ -527,7 +534,7 @@ impl Upstream {
                 SharedTake::Full => {
                     let now = tokio::time::Instant::now();
                     if now >= deadline {
-                        return Err(self.shed(budget));
+                        return Err(self.shed(budget, admission));
                     }
                     let pause = Duration::from_millis(rand::random_range(20..=50));
                     tokio::time::sleep_until((now + pause).min(deadline)).await;
@@ -561,14 +568,17 @@ impl Upstream {
     }
 
     /// A request that waited `queue_timeout` for a slot in vain: a 503
-    /// (counted), or the all-down error when no server is up any more.
-    fn shed(&self, budget: &Budget) -> ProxyError {
+    /// (counted; a refresh in the `Ahead` lane is counted by its fill as
+    /// skipped), or the all-down error when no server is up any more.
+    fn shed(&self, budget: &Budget, admission: Admission) -> ProxyError {
         if !self.servers.iter().any(|s| s.health.is_up()) {
             if let Err(e) = self.pick() {
                 return e;
             }
         }
-        self.stats.budget.shed_busy.inc();
+        if admission != Admission::Ahead {
+            self.stats.budget.shed_busy.inc();
+        }
         self.busy(budget)
     }
 

@@ -98,6 +98,10 @@ impl Fetch {
         match self.take_turn(proxy, route, zone, ask).await {
             Turn::Got(got) => respond(route, ask, got).await,
             Turn::Lead(permit) => {
+                let permit = match self.refresh_ahead(route, permit) {
+                    Ok(got) => return respond(route, ask, got).await,
+                    Err(permit) => permit,
+                };
                 let hfm = Hfm {
                     key: self.flight.clone(),
                     marked: false,
@@ -163,6 +167,9 @@ impl Fetch {
                 let report = CacheStatus::StaleRefreshInFlight.report();
                 return Turn::Got(Got::Object(copy, report));
             }
+            if let Some(copy) = self.stand_in_now(route) {
+                return Turn::Got(served_busy(route, copy));
+            }
             let waited = waiter.wait(deadline.saturating_duration_since(Instant::now()));
             // Not storable, leader gone, or lock_timeout: fetch for ourselves.
             let Ok(outcome) = waited.await else {
@@ -201,6 +208,48 @@ impl Fetch {
         copy.meta
             .within(Instant::now(), window)
             .then(|| copy.clone())
+    }
+
+    /// The copy that stands in at once while the origin budget is full
+    /// (a follower does not wait on a leader that waits for a slot).
+    fn stand_in_now(&self, route: &Route) -> Option<Arc<CachedObject>> {
+        if !route.upstream.is_busy() {
+            return None;
+        }
+        busy_copy(route, self.stale.as_ref(), self.stand_in())
+    }
+
+    /// The origin budget is full and this request's copy, past its
+    /// lifetime, may stand in: it is served at once, and the flight's
+    /// refresh waits for a slot in the budget's `Ahead` lane, in the
+    /// background, within `refresh_concurrency` (a refresh of a copy
+    /// clients keep asking for goes before a crawler's first fetches;
+    /// skipped, a busy origin would leave it to age out of
+    /// `stale_if_busy`). `Err(permit)` when not: the fill runs as it
+    /// would.
+    fn refresh_ahead(
+        &self,
+        route: &Arc<Route>,
+        permit: FetchPermit<FillOutcome>,
+    ) -> Result<Got, FetchPermit<FillOutcome>> {
+        let expired = |c: &Arc<CachedObject>| !c.meta.is_fresh(Instant::now());
+        let Some(copy) = self.stand_in_now(route).filter(expired) else {
+            return Err(permit);
+        };
+        let Some(slot) = route.upstream.try_refresh_slot() else {
+            return Err(permit);
+        };
+        route.activity.background_refreshes.inc();
+        let args = FillArgs::new(route.clone(), self.primary.clone(), self.request.clone());
+        let task = fill(args.ahead().leading(permit).replacing(self.stale.clone()));
+        let refreshed = route.clone();
+        crate::proxy::background::spawn(async move {
+            let _slot = slot;
+            let reply = task.await;
+            note_skipped(&refreshed, &reply);
+            reply
+        });
+        Ok(served_busy(route, copy))
     }
 
     /// Which stored copy may stand in for this request while the origin

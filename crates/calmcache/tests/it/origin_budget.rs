@@ -198,6 +198,67 @@ async fn a_stale_copy_within_stale_if_busy_is_served_at_once_while_the_origin_is
     wires.proxy.stop().await;
 }
 
+/// A copy served past its lifetime because the origin is busy is
+/// refreshed in the budget's `Ahead` lane: before the requests that were
+/// already waiting (a crawler's first fetches), so a hot object does not
+/// age out of `stale_if_busy` while the budget stays full.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_refresh_of_a_copy_served_stale_goes_ahead_of_the_queue() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .upstream("max_inflight = 1\nqueue_timeout = \"10s\"")
+        .route("refresh = \"lock\"\nstale_if_busy = \"1h\"");
+    let wires = Wires::start(proxy, "").await;
+    for (w, wire) in wires.all.iter().enumerate() {
+        let what = wire.label();
+        let hot = format!("/hot-ahead/{w}");
+        let cold = format!("/cold/{w}");
+        assert_eq!(get(&wires, wire, &hot, &[]).await.status, 200);
+        // Time is the subject: the copy's 1 s lifetime must pass.
+        tokio::time::sleep(STALE_WAIT).await;
+        let held = hold(&wires, wire, format!("/busy-ahead/{w}"), "1500");
+        let queued = async {
+            wait_budget(&wires.proxy, "inflight", |n| n == 1).await;
+            get(&wires, wire, &cold, &[]).await
+        };
+        let stale = async {
+            wait_budget(&wires.proxy, "queued", |n| n == 1).await;
+            // Served at once; its refresh queues ahead of the cold fetch.
+            let stale = get(&wires, wire, &hot, &[]).await;
+            let follower = get(&wires, wire, &hot, &[]).await;
+            (stale, follower)
+        };
+        let (held, queued, (stale, follower)) = tokio::join!(held, queued, stale);
+        assert_eq!(held.status, 200, "{what}");
+        assert_eq!(queued.status, 200, "{what}: {}", queued.body);
+        for r in [&stale, &follower] {
+            assert_eq!(r.status, 200, "{what}");
+            assert!(
+                r.cache_status().contains("detail=origin-busy"),
+                "{what}: {}",
+                r.cache_status()
+            );
+        }
+        wait_until(Duration::from_secs(10), "the hot refresh", async || {
+            origin.hits_for(&hot) == 2
+        })
+        .await;
+        let order: Vec<String> = origin
+            .requests()
+            .iter()
+            .map(|r| r.path().to_owned())
+            .filter(|p| *p == hot || *p == cold)
+            .collect();
+        assert_eq!(order, [hot.clone(), hot.clone(), cold.clone()], "{what}");
+        let fresh = get(&wires, wire, &hot, &[]).await;
+        assert!(fresh.is_hit(), "{what}: {}", fresh.cache_status());
+    }
+    let b = budget(&wires.proxy).await;
+    assert_eq!(figure(&b, "shed_busy"), 0, "{b}");
+    assert_eq!(figure(&b, "refresh_skipped"), 0, "{b}");
+    wires.proxy.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_refresh_is_skipped_and_counted_when_the_budget_is_full() {
     let origin = Origin::start().await;

@@ -235,6 +235,14 @@ impl FillArgs {
         self
     }
 
+    /// The refresh of a copy served past its lifetime while the origin is
+    /// busy: queued for a slot ahead of the requests that wait
+    /// ([`Admission::Ahead`]).
+    pub(crate) fn ahead(mut self) -> Self {
+        self.admission = Admission::Ahead;
+        self
+    }
+
     /// The fill leads the flight `permit`.
     pub(crate) fn leading(mut self, permit: FetchPermit<FillOutcome>) -> Self {
         self.permit = Some(permit);
@@ -374,8 +382,8 @@ fn admission(
     stale: Option<&Arc<CachedObject>>,
     stand_in: StandIn,
 ) -> Admission {
-    if !route.upstream.has_budget() {
-        // Nothing to wait for: nothing to decide.
+    if !route.upstream.has_budget() || asked == Admission::Ahead {
+        // Nothing to wait for, or already served: nothing to decide.
         return asked;
     }
     match busy_copy(route, stale, stand_in) {
