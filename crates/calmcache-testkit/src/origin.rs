@@ -483,13 +483,41 @@ async fn respond(
 ) -> Result<Response<OriginBody>, std::io::Error> {
     let guard = InProgress::enter(counts.clone());
     let resp = answer(counts, req).await?;
-    Ok(resp.map(|body| {
-        body.map_frame(move |frame| {
-            let _held = &guard;
-            frame
-        })
+    Ok(resp.map(|inner| {
+        Counted {
+            inner,
+            _guard: guard,
+        }
         .boxed()
     }))
+}
+
+/// A response body counted in progress until it ends or is dropped; its
+/// size hint and end are the inner body's (a `map_frame` would hide them,
+/// and hyper would then send a known length chunked).
+struct Counted {
+    inner: OriginBody,
+    _guard: InProgress,
+}
+
+impl http_body::Body for Counted {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 async fn answer(
