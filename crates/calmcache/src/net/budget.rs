@@ -66,8 +66,15 @@ struct State {
 }
 
 impl State {
-    /// Whether anyone waits in either lane.
-    fn queued(&self) -> bool {
+    /// Whether anyone waits in either lane (waiters that gave up at the
+    /// front of a lane are dropped first: they must not hold a newcomer
+    /// back, nor make the budget look full).
+    fn queued(&mut self) -> bool {
+        for lane in [&mut self.ahead, &mut self.waiters] {
+            while lane.front().is_some_and(|w| w.is_closed()) {
+                lane.pop_front();
+            }
+        }
         !self.ahead.is_empty() || !self.waiters.is_empty()
     }
 }
@@ -157,9 +164,16 @@ impl Budget {
     /// slot at a server that is up, or others already waiting. A glance
     /// (the answer may change at once); the take decides.
     pub(crate) fn is_full(&self) -> bool {
-        let state = self.lock();
+        let mut state = self.lock();
         state.queued()
             || !(0..state.inflight.len()).any(|i| state.inflight[i] < self.limit && (self.is_up)(i))
+    }
+
+    /// A free slot at `server`, waiters or not: the one trial request of a
+    /// server that is down (no waiter can be given a slot there).
+    pub(crate) fn take_trial(self: &Arc<Self>, server: usize) -> Option<Slot> {
+        let mut state = self.lock();
+        self.take_in(&mut state, [server])
     }
 
     /// A free slot at `server` only (a retry on the next server), never queued.

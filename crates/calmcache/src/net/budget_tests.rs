@@ -201,3 +201,43 @@ async fn the_ahead_lane_is_served_before_the_waiters_and_in_its_own_order() {
     wait_idle(&b).await;
     assert!(!b.is_full());
 }
+
+#[tokio::test]
+async fn waiters_that_gave_up_never_make_the_budget_look_full() {
+    let b = budget(1, 1);
+    let held = slot(b.take([0], Admission::Wait));
+    let gone = queued(b.take([0], Admission::Wait));
+    assert!(b.is_full());
+    drop(gone);
+    drop(held);
+    assert!(!b.is_full(), "a waiter that left holds nobody back");
+    let again = slot(b.take([0], Admission::TryOnly));
+    drop(again);
+    wait_idle(&b).await;
+}
+
+#[tokio::test]
+async fn a_trial_takes_a_free_slot_at_its_server_while_others_wait() {
+    let up = Arc::new(AtomicBool::new(true));
+    let seen = up.clone();
+    let b = Budget::new(
+        1,
+        2,
+        Duration::from_secs(5),
+        Box::new(move |_| seen.load(Ordering::SeqCst)),
+        Arc::default(),
+    );
+    let first = slot(b.take([0], Admission::Wait));
+    let second = slot(b.take([0], Admission::Wait));
+    let waiter = queued(b.take([0], Admission::Wait));
+    // The server goes down: freed slots go to nobody (waiters need an up
+    // server), so one is free at the server while the waiter waits.
+    up.store(false, Ordering::SeqCst);
+    drop(second);
+    assert_eq!(b.figures(), (vec![1], 1));
+    // Its one trial is not queued behind the waiter.
+    let trial = b.take_trial(0).expect("the trial's slot");
+    assert!(b.take_trial(0).is_none(), "the limit still holds");
+    drop((trial, first, waiter));
+    wait_idle(&b).await;
+}

@@ -460,7 +460,19 @@ impl Upstream {
             let order = (0..n)
                 .map(|k| (first + k) % n)
                 .filter(|&i| i == first || self.servers[i].health.is_up());
-            let slot = match budget.take(order, admission) {
+            // A server's one trial after its fail_timeout takes a free slot
+            // there even while others wait: waiters never get a slot at a
+            // server that is down, so queueing it would keep the server
+            // down for as long as the queue lasts.
+            let trial = attempt
+                .as_ref()
+                .filter(|a| a.admit() == Admit::Trial)
+                .and_then(|_| budget.take_trial(first));
+            let taken = match trial {
+                Some(slot) => Taken::Slot(slot),
+                None => budget.take(order, admission),
+            };
+            let slot = match taken {
                 Taken::Slot(slot) => slot,
                 Taken::Full => return Err(self.busy(budget)),
                 Taken::Queued(queued) => {
