@@ -259,6 +259,42 @@ async fn the_refresh_of_a_copy_served_stale_goes_ahead_of_the_queue() {
     wires.proxy.stop().await;
 }
 
+/// A revalidation whose 304 does not fit the stored copy is sent again
+/// without validators: the 304's slot goes back first, so a budget of one
+/// does not stall the fill on itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_304_that_does_not_fit_gives_its_slot_back_before_the_refetch() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .upstream("max_inflight = 1\nqueue_timeout = \"3s\"")
+        .route("refresh = \"lock\"");
+    let wires = Wires::start(proxy, "").await;
+    let modified = "Last-Modified: Sat, 01 Jan 2000 00:00:00 GMT";
+    for (w, wire) in wires.all.iter().enumerate() {
+        let what = wire.label();
+        let path = format!("/refit/{w}");
+        let first = get(&wires, wire, &path, &[("x-origin-header", modified)]).await;
+        assert_eq!(first.status, 200, "{what}");
+        // Time is the subject: the copy's 1 s lifetime must pass.
+        tokio::time::sleep(STALE_WAIT).await;
+        // The origin's 304 now names an entity-tag the copy never had.
+        let headers = [
+            ("x-origin-header", modified),
+            ("x-origin-header", "ETag: \"other\""),
+        ];
+        let again = get(&wires, wire, &path, &headers).await;
+        // Held, the refetch waits out queue_timeout on its own slot: 503.
+        assert_eq!(again.status, 200, "{what}: {}", again.cache_status());
+        let sent = origin.requests_for(&path);
+        assert_eq!(sent.len(), 3, "{what}: fill, 304, refetch");
+        assert!(sent[1].headers.contains_key("if-modified-since"), "{what}");
+        assert!(!sent[2].headers.contains_key("if-modified-since"), "{what}");
+    }
+    let b = budget(&wires.proxy).await;
+    assert_eq!(figure(&b, "shed_busy"), 0, "{b}");
+    wires.proxy.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_refresh_is_skipped_and_counted_when_the_budget_is_full() {
     let origin = Origin::start().await;

@@ -322,7 +322,10 @@ pub(crate) async fn fill(args: FillArgs) -> FillReply {
     // RFC 9111 §4.3.4: a 304 freshens the stored response it validates.
     match revalidating {
         Some(old) if parts.status == StatusCode::NOT_MODIFIED => {
-            revalidate::merge(ctx, old, &parts.headers, times).await
+            // The 304's slot goes back now: the merge reads and stores, and
+            // its fallback may ask the origin again.
+            drop(body);
+            revalidate::merge(ctx, old, &parts.headers, times, admission).await
         }
         _ => keep(ctx, parts, body, usable_stale, times).await,
     }

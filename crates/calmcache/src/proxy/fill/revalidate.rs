@@ -28,6 +28,7 @@ pub(super) async fn merge(
     old: Arc<CachedObject>,
     fresh: &HeaderMap,
     times: Times,
+    admission: crate::net::budget::Admission,
 ) -> FillReply {
     let Some(old_body) = read_back(&old).await else {
         // The stored body cannot be read back (disk fault, corrupt): fetch
@@ -40,8 +41,9 @@ pub(super) async fn merge(
             request: ctx.fetch,
             permit: ctx.permit,
             stale: None,
-            // A rare fault's fallback: it may wait as a client's fill does.
-            admission: crate::net::budget::Admission::Wait,
+            // A rare fault's fallback waits for a slot as its fill could (a
+            // background refresh still never queues).
+            admission,
             stand_in: super::StandIn::Busy,
         };
         return Box::pin(fill(args)).await;

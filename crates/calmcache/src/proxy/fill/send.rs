@@ -162,6 +162,9 @@ pub(super) async fn send(
         revalidating = None;
         request_time = SystemTime::now();
         alive_for(permit, head_bound);
+        // The 304's slot goes back before the next request asks for one:
+        // held, a budget of N would stall N such fills on themselves.
+        drop(result);
         result = upstream
             .send(upstream_request(fetch, None), admission)
             .await;
