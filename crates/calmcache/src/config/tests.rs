@@ -2034,6 +2034,11 @@ fn the_origin_budget_keys_are_read_and_checked() {
     assert_eq!(long.path, "upstreams.app.queue_timeout");
     let negative = only_problem(&upstream("max_inflight = -1"));
     assert_eq!(negative.path, "upstreams.app.max_inflight");
+    // A fleet budget without a local one: every queued request would poll
+    // Redis. Refused, naming the key.
+    let alone = only_problem(&upstream("fleet_max_inflight = 10"));
+    assert_eq!(alone.path, "upstreams.app.fleet_max_inflight");
+    assert!(alone.message.contains("max_inflight"), "{}", alone.message);
     let bad = only_problem(&format!("{MINIMAL}stale_if_busy = 5\n"));
     assert_eq!(bad.path, "routes[0].stale_if_busy");
 }
@@ -2042,7 +2047,7 @@ fn the_origin_budget_keys_are_read_and_checked() {
 fn a_fleet_budget_without_fleet_mode_is_warned_about() {
     let text = MINIMAL.replace(
         "[\"127.0.0.1:8081\"]",
-        "[\"127.0.0.1:8081\"]\nfleet_max_inflight = 10",
+        "[\"127.0.0.1:8081\"]\nmax_inflight = 4\nfleet_max_inflight = 10",
     );
     let warned = load(&text).warnings();
     assert_eq!(

@@ -102,6 +102,13 @@ impl OriginBudget {
         let lifetime_ms = millis(inner.lifetime);
         // Whether the call went out (not skipped by the open breaker).
         let mut sent = false;
+        // A request that goes away while the script is on its way (a
+        // client gone mid-wait) may leave a slot taken: given back.
+        let mut asking = Asking {
+            inner: Some(inner.clone()),
+            key,
+            lease,
+        };
         let value: Option<Value> = fleet
             .link
             .call(Op::OriginTake, |mut conn| {
@@ -117,6 +124,7 @@ impl OriginBudget {
                 }
             })
             .await;
+        asking.inner = None;
         let stats = &fleet.stats;
         match value.as_ref().and_then(answer) {
             Some(Answer::Granted) => {
@@ -194,6 +202,23 @@ impl Drop for Granted {
 
 /// Removes `lease` from `key` in a task of its own: the dropping thread
 /// never waits for Redis. Out of a runtime, or Redis out: it expires.
+/// A take on its way to Redis: dropped before its answer (the request's
+/// future cancelled), the slot it may have taken is given back.
+struct Asking<'a> {
+    /// Set until the answer came.
+    inner: Option<Arc<Inner>>,
+    key: &'a str,
+    lease: &'a str,
+}
+
+impl Drop for Asking<'_> {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.take() {
+            release(inner, self.key.to_owned(), self.lease.to_owned());
+        }
+    }
+}
+
 fn release(inner: Arc<Inner>, key: String, lease: String) {
     let Ok(handle) = tokio::runtime::Handle::try_current() else {
         return;

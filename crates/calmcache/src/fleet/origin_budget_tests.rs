@@ -308,3 +308,34 @@ async fn a_cluster_keeps_each_servers_slots_on_one_key() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_dropped_on_its_way_gives_its_slot_back() {
+    let redis = Redis::start();
+    let cfg = config(&redis);
+    let budget = node(&cfg, LONG);
+    // Connected, and the script known to Redis.
+    drop(slot(&budget, 4).await.unwrap());
+    wait_until(Duration::from_secs(5), "no lease left", async || {
+        leases(&redis) == ":0"
+    })
+    .await;
+    // Redis stops answering while the take is on its way; the request's
+    // future is dropped (its client left) before the answer.
+    redis.pause();
+    let asked = tokio::time::timeout(Duration::from_millis(50), budget.take("api", "s:80", 4));
+    assert!(asked.await.is_err(), "dropped before its answer");
+    redis.resume();
+    // The script ran once Redis went on, and the slot was given back after
+    // it (not left for its 30 s lifetime).
+    wait_until(
+        Duration::from_secs(5),
+        "the dropped take's slot back",
+        async || leases(&redis) == ":0",
+    )
+    .await;
+    assert!(matches!(
+        budget.take("api", "s:80", 1).await,
+        SharedTake::Granted(_)
+    ));
+}

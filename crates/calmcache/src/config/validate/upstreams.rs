@@ -70,18 +70,34 @@ impl Checker {
                 0,
             ),
             queue_timeout: self.queue_timeout(&at("queue_timeout"), &raw),
-            fleet_max_inflight: self.count(
-                &at("fleet_max_inflight"),
-                raw.fleet_max_inflight,
-                defaults::upstream::FLEET_MAX_INFLIGHT,
-                0,
-            ),
+            fleet_max_inflight: self.fleet_max_inflight(&at("fleet_max_inflight"), &raw),
             max_fails: health.max_fails,
             fail_timeout: health.fail_timeout,
             fail_statuses: health.fail_statuses,
             health_check: health.health_check,
             name,
         }
+    }
+
+    /// `fleet_max_inflight`: a count, only with `max_inflight` (the local
+    /// budget bounds how many of this node's requests ask Redis at once;
+    /// without it every queued request would poll Redis).
+    fn fleet_max_inflight(&mut self, path: &str, raw: &RawUpstream) -> usize {
+        let fleet = self.count(
+            path,
+            raw.fleet_max_inflight,
+            defaults::upstream::FLEET_MAX_INFLIGHT,
+            0,
+        );
+        if fleet > 0 && raw.max_inflight.is_none_or(|n| n <= 0) {
+            let problem = Problem::new(path, "needs max_inflight, this node's own budget");
+            self.report(problem.hint(
+                "set max_inflight too (e.g. the fleet's budget divided by the nodes): it bounds \
+                 how many of this node's requests wait on Redis for a fleet-wide slot",
+            ));
+            return defaults::upstream::FLEET_MAX_INFLIGHT;
+        }
+        fleet
     }
 
     /// `queue_timeout`: a duration, above 0 when `max_inflight` bounds the
