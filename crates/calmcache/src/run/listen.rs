@@ -117,8 +117,13 @@ pub(crate) struct ListenConf {
 
 impl ListenConf {
     pub(crate) fn of(config: &Config) -> ListenConf {
+        let mut settings = ConnSettings::of(&config.server);
+        // Connections carry a hint injector only when some route can hint.
+        if !config.routes.iter().any(|r| r.early_hints.on) {
+            settings.early_hints = crate::net::conn::Hints::Off;
+        }
         ListenConf {
-            settings: ConnSettings::of(&config.server),
+            settings,
             tls: (!config.server.tls.is_empty())
                 .then(|| TlsAcceptor::from(crate::net::tls::server_config(&config.server.tls))),
         }
