@@ -952,3 +952,8 @@ impl<IO: AsyncWrite + PlainSocket + Unpin> Clocked<IO> {
         this.write.watch(cx, written, &this.phase.writes)
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+#[path = "conn_tests.rs"]
+mod tests;

@@ -672,3 +672,106 @@ async fn remembered_links_go_only_to_the_host_that_stored_them() {
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(!text.contains("a-only"), "{text}");
 }
+
+/// Size of the big answer read slowly while a pipelined navigation waits.
+const BIG: usize = 1 << 20;
+
+/// Sends `/big` (a hit of [`BIG`] bytes) and the navigation `nav` pipelined
+/// on one connection with a small receive buffer, and reads slowly (16 KiB,
+/// then a pause: the proxy's socket stays full while the big answer's end
+/// is in hyper's buffer and the navigation is dispatched). Every byte.
+async fn pipelined_slowly(addr: std::net::SocketAddr, nav: &str) -> Vec<u8> {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(16 * 1024).unwrap();
+    let mut sock = socket.connect(addr).await.unwrap();
+    let mut requests = big_request();
+    requests.extend(navigation("HTTP/1.1", nav, None, ""));
+    sock.write_all(&requests).await.unwrap();
+    let end = format!("page {nav}");
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !got.ends_with(end.as_bytes()) {
+        let mut buf = vec![0u8; 16 * 1024];
+        let n = tokio::time::timeout_at(deadline, sock.read(&mut buf))
+            .await
+            .expect("both answers within 20 s")
+            .unwrap();
+        assert!(n > 0, "closed after {} bytes", got.len());
+        got.extend_from_slice(&buf[..n]);
+        // Time is the subject here: a reader slower than the proxy.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    got
+}
+
+fn big_request() -> Vec<u8> {
+    format!(
+        "GET /big HTTP/1.1\r\nHost: localhost\r\nx-origin-body: big\r\n\
+         x-origin-body-bytes: {BIG}\r\nx-origin-cache-control: max-age=60\r\n\r\n"
+    )
+    .into_bytes()
+}
+
+/// Splits one HTTP/1.1 message head off `bytes`: its text and the rest.
+fn head_of(bytes: &[u8]) -> (String, &[u8]) {
+    let end = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no head in {:?}", String::from_utf8_lossy(bytes)));
+    let head = String::from_utf8_lossy(&bytes[..end]).into_owned();
+    (head, &bytes[end + 4..])
+}
+
+/// End to end over a real socket that fills: the bytes parse as whole
+/// answers in order, a 103 only between the big answer's end and the
+/// navigation's head. (The exact interleaving that hit the bug, a write
+/// taken 0 bytes right after a completed flush, is pinned deterministically
+/// by `net::conn`'s unit test.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hint_never_lands_inside_the_previous_pipelined_answer() {
+    let origin = Origin::start().await;
+    let route = format!("early_hints_links = [{CSS:?}]");
+    let proxy = proxy(&origin, &route, "").await;
+    let addr = proxy.running().proxy_addrs[0];
+    let warm = exchange(addr, &big_request(), BIG).await;
+    assert!(warm.starts_with("HTTP/1.1 200"), "{}", &warm[..200]);
+    let mut hinted = 0;
+    for round in 0..3 {
+        let nav = format!("/nav{round}");
+        let got = pipelined_slowly(addr, &nav).await;
+        // The big answer, whole: its head, then exactly its body.
+        let (head, rest) = head_of(&got);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        let len: usize = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length: ")
+                    .map(str::to_owned)
+            })
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no content-length: {head}"));
+        assert_eq!(len, BIG);
+        let (body, mut rest) = rest.split_at(len);
+        assert!(body.starts_with(b"big"), "round {round}");
+        if let Some(at) = body[3..].iter().position(|b| *b != b'.') {
+            let from = &body[3 + at..];
+            let shown = String::from_utf8_lossy(&from[..from.len().min(200)]);
+            panic!(
+                "round {round}: bytes inside the big body at {}: {shown}",
+                3 + at
+            );
+        }
+        // Then the navigation's answer, its 103 (if any) just before it.
+        if rest.starts_with(b"HTTP/1.1 103 ") {
+            let (hint, after) = head_of(rest);
+            assert_eq!(hint, format!("HTTP/1.1 103 Early Hints\r\nlink: {CSS}"));
+            rest = after;
+            hinted += 1;
+        }
+        let (head, body) = head_of(rest);
+        assert!(head.starts_with("HTTP/1.1 200"), "round {round}: {head}");
+        assert_eq!(body, format!("page {nav}").as_bytes(), "round {round}");
+    }
+    println!("{hinted}/3 pipelined navigations hinted");
+}
