@@ -657,3 +657,29 @@ pub(crate) async fn accept_loop<S, F, B>(
     let _ = graceful.send(());
     graceful.closed().await;
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::net::conn::Hints;
+
+    fn hints_of(routes: &str) -> Hints {
+        let text = format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\n[upstreams.app]\n\
+             servers = [\"127.0.0.1:8081\"]\n{routes}"
+        );
+        let config = Config::from_toml(&text, "test.toml").unwrap();
+        ListenConf::of(&config).settings.early_hints
+    }
+
+    #[test]
+    fn connections_carry_a_hint_injector_only_when_some_route_hints() {
+        let on = "[[routes]]\nupstream = \"app\"\n";
+        let off = "[[routes]]\nupstream = \"app\"\nearly_hints = false\n";
+        assert_eq!(hints_of(on), Hints::On, "the default");
+        assert_eq!(hints_of(off), Hints::Off);
+        assert_eq!(hints_of(&format!("{off}{off}")), Hints::Off);
+        assert_eq!(hints_of(&format!("{off}{on}")), Hints::On);
+    }
+}
