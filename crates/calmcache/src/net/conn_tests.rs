@@ -87,3 +87,29 @@ async fn a_write_the_full_socket_took_nothing_of_leaves_no_room_for_a_hint() {
     // Flushed with nothing left: the next answer may be hinted.
     assert!(offer(&hints).await);
 }
+
+/// A hint taken for writing but not begun when the connection shuts (the
+/// socket was full) is dropped: the client sees the answer bytes, then the
+/// end, never the start of a 103 with nothing after it.
+#[tokio::test]
+async fn a_hint_not_begun_is_dropped_at_shutdown() {
+    let hints = EarlyHints::new(false);
+    let (mut client, server, filled) = full_socket().await;
+    let mut io = clocked(server, &hints);
+    poll_fn(|cx| Pin::new(&mut io).poll_flush(cx))
+        .await
+        .unwrap();
+    assert!(offer(&hints).await, "clean: queued");
+    // The next write takes the hint first, and the full socket none of it.
+    let took = poll_fn(|cx| Poll::Ready(Pin::new(&mut io).poll_write(cx, b"X"))).await;
+    assert!(took.is_pending());
+    assert!(io.hint_out.as_ref().is_some_and(|(_, sent)| *sent == 0));
+    poll_fn(|cx| Pin::new(&mut io).poll_shutdown(cx))
+        .await
+        .unwrap();
+    assert!(io.hint_out.is_none());
+    let mut got = Vec::new();
+    client.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got.len(), filled);
+    assert!(got.iter().all(|b| *b == b'a'));
+}
