@@ -515,6 +515,9 @@ pub(crate) struct Clocked<IO> {
     tracking: bool,
     /// A hint taken from the injector, and how much of it is written.
     hint_out: Option<(Vec<u8>, usize)>,
+    /// The waker last handed to the injector: a read that waits takes its
+    /// lock only when the task's waker changed (it seldom does).
+    parked: Option<std::task::Waker>,
 }
 
 /// Largest run of HTTP/2 writes [`Clocked`] gathers before it sends them
@@ -576,6 +579,7 @@ impl<IO> Clocked<IO> {
             hints: None,
             tracking: false,
             hint_out: None,
+            parked: None,
         }
     }
 
@@ -718,7 +722,15 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Clocked<IO> {
                 Poll::Ready(Ok(())) if this.tracking => {
                     this.tracking = hints.read(&buf.filled()[before..]);
                 }
-                Poll::Pending => hints.park(cx.waker()),
+                Poll::Pending
+                    if !this
+                        .parked
+                        .as_ref()
+                        .is_some_and(|w| w.will_wake(cx.waker())) =>
+                {
+                    hints.park(cx.waker());
+                    this.parked = Some(cx.waker().clone());
+                }
                 _ => {}
             }
         }
