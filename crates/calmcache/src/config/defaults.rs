@@ -177,9 +177,10 @@ pub(crate) mod route {
     pub(crate) const MERGE_SLASHES: bool = true;
     /// `underscores_in_headers`: NGINX's.
     pub(crate) const UNDERSCORES_IN_HEADERS: bool = false;
-    /// `early_hints`: on, since a 103 costs a client that ignores it nothing
-    /// (RFC 9110 §15.2: HTTP/1.1 clients must accept 1xx) and is only sent
-    /// to navigations that wait for the origin.
+    /// `early_hints`: on, since a 103 costs a browser that ignores it
+    /// nothing and is only sent to navigations that wait for the origin;
+    /// over HTTP/1.1 only to `Sec-Fetch-Mode: navigate` (Python's
+    /// `http.client` takes any 1xx but 100 for the final answer).
     pub(crate) const EARLY_HINTS: bool = true;
 
     /// `name`: `route<index>`.

@@ -41,10 +41,17 @@ fn top_level_comma(s: &str) -> Option<usize> {
     None
 }
 
-/// A link-value's target: what is between its `<` and `>`.
+/// A link-value's target: what is between its `<` and `>`. `None` as well
+/// for a target with a `\`, ASCII whitespace or a control character
+/// anywhere: browsers strip or reinterpret them (WHATWG URL: a leading
+/// space or tab is trimmed, tabs inside are removed, `\` is `/`), so
+/// `</\evil.example/x>` or `</\t/evil.example>` would load from
+/// `//evil.example/` while reading here as a path on the page's own origin.
 pub(crate) fn target(value: &str) -> Option<&str> {
     let inner = value.trim_start().strip_prefix('<')?;
-    Some(&inner[..inner.find('>')?])
+    let target = &inner[..inner.find('>')?];
+    let unsafe_byte = |b: u8| b == b'\\' || b.is_ascii_whitespace() || b.is_ascii_control();
+    (!target.bytes().any(unsafe_byte)).then_some(target)
 }
 
 /// Whether a link-value has a relation a 103 carries (RFC 8288 §3.3: `rel`
@@ -143,6 +150,27 @@ mod tests {
         assert!(!is_hint("</next>; rel=next"));
         assert!(!is_hint("</preload>; title=preload"));
         assert!(!is_hint("no target; rel=preload"));
+    }
+
+    #[test]
+    fn targets_a_browser_would_read_as_another_origin_are_refused() {
+        for value in [
+            r"</\evil.example/x.js>; rel=preload",
+            r"<\\evil.example/x>; rel=preload",
+            "<\t//evil.example/x>; rel=preload",
+            "< //evil.example/x>; rel=preload",
+            "<\u{1}//evil.example/x>; rel=preload",
+            "</\t/evil.example>; rel=preload",
+            "</\n/evil.example>; rel=preload",
+            "</a b.css>; rel=preload",
+            "</a.css\u{7f}>; rel=preload",
+        ] {
+            assert_eq!(target(value), None, "{value:?}");
+        }
+        // A scheme-relative target is another origin, checked as one.
+        let evil = origin_of(target("<//evil.example/x>").unwrap()).unwrap();
+        assert!(!evil.is("https", "https://shop.example"));
+        assert_eq!(target("</a/b.css?x=1>; rel=preload"), Some("/a/b.css?x=1"));
     }
 
     #[test]

@@ -123,7 +123,8 @@ impl Default for ConnSettings {
 }
 
 impl ConnSettings {
-    /// The proxy listeners' settings from `[server]`.
+    /// The proxy listeners' settings from `[server]` (hints on: the
+    /// listener turns them off when no route has `early_hints`).
     pub(crate) fn of(server: &crate::config::ServerConfig) -> ConnSettings {
         ConnSettings {
             keepalive_timeout: server.keepalive_timeout,
@@ -514,6 +515,9 @@ pub(crate) struct Clocked<IO> {
     tracking: bool,
     /// A hint taken from the injector, and how much of it is written.
     hint_out: Option<(Vec<u8>, usize)>,
+    /// The waker last handed to the injector: a read that waits takes its
+    /// lock only when the task's waker changed (it seldom does).
+    parked: Option<std::task::Waker>,
 }
 
 /// Largest run of HTTP/2 writes [`Clocked`] gathers before it sends them
@@ -575,6 +579,7 @@ impl<IO> Clocked<IO> {
             hints: None,
             tracking: false,
             hint_out: None,
+            parked: None,
         }
     }
 
@@ -717,7 +722,15 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Clocked<IO> {
                 Poll::Ready(Ok(())) if this.tracking => {
                     this.tracking = hints.read(&buf.filled()[before..]);
                 }
-                Poll::Pending => hints.park(cx.waker()),
+                Poll::Pending
+                    if !this
+                        .parked
+                        .as_ref()
+                        .is_some_and(|w| w.will_wake(cx.waker())) =>
+                {
+                    hints.park(cx.waker());
+                    this.parked = Some(cx.waker().clone());
+                }
                 _ => {}
             }
         }
@@ -798,6 +811,7 @@ impl<IO: AsyncWrite + PlainSocket + Unpin> AsyncWrite for Clocked<IO> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
+        this.dirty(buf.len());
         std::task::ready!(this.poll_spliced(cx))?;
         std::task::ready!(this.poll_hints(cx))?;
         if this.gather.is_some() && std::task::ready!(this.room(cx, buf.len()))? {
@@ -821,6 +835,7 @@ impl<IO: AsyncWrite + PlainSocket + Unpin> AsyncWrite for Clocked<IO> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
+        this.dirty(bufs.iter().map(|b| b.len()).sum());
         std::task::ready!(this.poll_hints(cx))?;
         let written = this.write_vectored(cx, bufs);
         if let Poll::Ready(Ok(n)) = written {
@@ -850,6 +865,9 @@ impl<IO: AsyncWrite + PlainSocket + Unpin> AsyncWrite for Clocked<IO> {
         }
         let flushed = Pin::new(&mut this.io).poll_flush(cx);
         let flushed = this.write.watch(cx, flushed, &this.phase.writes);
+        // Everything hyper handed over is out (hyper flushes its IO only
+        // once its own buffer is written; the splice pipe and the hint
+        // drained above): a hint may go in before the next answer.
         if let (Poll::Ready(Ok(())), Some(hints)) = (&flushed, &this.hints) {
             hints.set_clean(true);
         }
@@ -859,6 +877,14 @@ impl<IO: AsyncWrite + PlainSocket + Unpin> AsyncWrite for Clocked<IO> {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
         std::task::ready!(this.poll_spliced(cx))?;
+        // A hint begun is finished (the client parses whole messages); one
+        // not begun is dropped: no answer follows it any more.
+        if this.hint_out.as_ref().is_some_and(|(_, sent)| *sent == 0) {
+            this.hint_out = None;
+        }
+        if this.hint_out.is_some() {
+            std::task::ready!(this.poll_hints(cx))?;
+        }
         std::task::ready!(this.send_gathered(cx))?;
         let shut = Pin::new(&mut this.io).poll_shutdown(cx);
         this.write.watch(cx, shut, &this.phase.writes)
@@ -866,15 +892,23 @@ impl<IO: AsyncWrite + PlainSocket + Unpin> AsyncWrite for Clocked<IO> {
 }
 
 impl<IO: AsyncWrite + PlainSocket + Unpin> Clocked<IO> {
-    /// hyper's first `n` bytes of `bufs` were taken: the answer is under
-    /// way (HTTP/1), and HTTP/2 frames are followed.
+    /// hyper hands over `len` bytes: from now until a flush completes, an
+    /// answer is under way (HTTP/1) and no hint may be queued, whatever
+    /// this write returns (hyper may read the next pipelined request while
+    /// the last answer waits in its own buffer: a write that took nothing
+    /// does not make the connection clean).
+    #[inline]
+    fn dirty(&self, len: usize) {
+        if let (true, Some(hints)) = (len > 0, &self.hints) {
+            hints.set_clean(false);
+        }
+    }
+
+    /// hyper's first `n` bytes of `bufs` were taken: HTTP/2 frames are followed.
     fn taken(&mut self, bufs: &[io::IoSlice<'_>], mut n: usize) {
         let Some(hints) = &self.hints else {
             return;
         };
-        if n > 0 {
-            hints.set_clean(false);
-        }
         for b in bufs {
             if n == 0 || !self.tracking {
                 break;
@@ -930,3 +964,8 @@ impl<IO: AsyncWrite + PlainSocket + Unpin> Clocked<IO> {
         this.write.watch(cx, written, &this.phase.writes)
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+#[path = "conn_tests.rs"]
+mod tests;

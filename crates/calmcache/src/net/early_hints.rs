@@ -9,11 +9,14 @@
 //! task, at a point where no hyper write is half done:
 //!
 //! - HTTP/1.1 (never 1.0): `HTTP/1.1 103 Early Hints` and its `Link` lines,
-//!   only while everything hyper wrote has been flushed ([`EarlyHints::clean`]).
-//!   hyper's HTTP/1 dispatcher reads the next request only once the previous
-//!   answer's last byte is in its write buffer, and begins this request's
-//!   answer only when the request's future returns: a hint offered while the
-//!   write side is clean therefore goes out between the two.
+//!   only while the write side is clean ([`EarlyHints::clean`]): false from
+//!   the moment hyper hands the IO any byte (whether or not the socket takes
+//!   it), true again only when a flush completed with nothing left (hyper's
+//!   buffer, a splice pipe, a hint). hyper's HTTP/1 dispatcher reads the
+//!   next pipelined request as soon as the previous answer's last byte is in
+//!   its own write buffer, which it flushes before it polls that request's
+//!   future, and begins this request's answer only when the future returns:
+//!   a hint offered while clean therefore goes out between the two.
 //! - HTTP/2: hyper does not say which stream a request is, so [`Frames`]
 //!   reads the frame headers going both ways and keeps the client streams
 //!   that have no response HEADERS yet. A hint is offered only when exactly
@@ -56,7 +59,7 @@ const SETTINGS_HEADER_TABLE_SIZE: u16 = 0x1;
 
 /// One client connection's hint injector, shared by its IO and its requests.
 pub(crate) struct EarlyHints {
-    /// HTTP/1: everything hyper wrote has been flushed (no answer half out).
+    /// HTTP/1: no write since the last completed flush (no answer half out).
     clean: AtomicBool,
     /// A hint waits in `state.pending` (read without the lock).
     queued: AtomicBool,
@@ -100,7 +103,8 @@ impl EarlyHints {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// HTTP/1: hyper handed the IO bytes (`false`) or flushed them all (`true`).
+    /// HTTP/1: hyper hands the IO bytes (`false`, on entry of a write) or a
+    /// flush completed with nothing left (`true`).
     #[inline]
     pub(crate) fn set_clean(&self, clean: bool) {
         self.clean.store(clean, Relaxed);
@@ -115,7 +119,11 @@ impl EarlyHints {
             return false;
         };
         frames.inbound(bytes);
-        frames.on()
+        let on = frames.on();
+        if !on {
+            self.drop_pending(&mut state);
+        }
+        on
     }
 
     /// Bytes hyper wrote and the IO took (HTTP/2 tracking); false as [`Self::read`].
@@ -125,7 +133,17 @@ impl EarlyHints {
             return false;
         };
         frames.outbound(bytes);
-        frames.on()
+        let on = frames.on();
+        if !on {
+            self.drop_pending(&mut state);
+        }
+        on
+    }
+
+    /// Forgets a queued hint (HTTP/2 tracking went off: it cannot be placed).
+    fn drop_pending(&self, state: &mut State) {
+        state.pending = None;
+        self.queued.store(false, Relaxed);
     }
 
     /// Remembers the connection task to wake when a hint is queued.
@@ -146,13 +164,16 @@ impl EarlyHints {
         let mut state = self.lock();
         let stream = state.pending.as_ref()?.stream;
         if stream != 0 {
-            let frames = state.frames.as_ref()?;
-            if !frames.at_boundary() {
+            // Tracking gone off (a shrunk table, too many streams) or the
+            // stream answered or reset: the hint can no longer be placed.
+            let frames = state.frames.as_ref();
+            let live = frames.is_some_and(|f| f.on() && f.unanswered.contains(&stream));
+            let boundary = frames.is_some_and(Frames::at_boundary);
+            if !live {
+                self.drop_pending(&mut state);
                 return None;
             }
-            if !frames.unanswered.contains(&stream) {
-                state.pending = None;
-                self.queued.store(false, Relaxed);
+            if !boundary {
                 return None;
             }
         }
@@ -231,6 +252,15 @@ pub(crate) fn offer(links: &[HeaderValue]) -> bool {
         .unwrap_or(false)
 }
 
+/// The protocol version of the request in progress, when it may be hinted
+/// (inside [`scope`] on a connection with an injector).
+pub(crate) fn version() -> Option<Version> {
+    HINTER
+        .try_with(|h| h.as_ref().map(|h| h.version))
+        .ok()
+        .flatten()
+}
+
 /// The hint handle of the request in progress ([`scope`]), for a hint
 /// that comes from another task (an upstream connection's 1xx callback).
 pub(crate) fn current() -> Option<Hinter> {
@@ -238,6 +268,11 @@ pub(crate) fn current() -> Option<Hinter> {
 }
 
 impl Hinter {
+    /// The asking request's protocol version.
+    pub(crate) fn version(&self) -> Version {
+        self.version
+    }
+
     /// [`offer`] from outside the request's task.
     pub(crate) fn offer(&self, links: &[HeaderValue]) -> bool {
         !links.is_empty() && self.hints.queue(self.version, links)

@@ -207,3 +207,39 @@ fn http2_hints_wait_for_a_boundary_and_drop_when_the_stream_is_gone() {
 fn offer_outside_a_request_sends_nothing() {
     assert!(!offer(&[link("</a.css>; rel=preload")]));
 }
+
+#[test]
+fn a_queued_hint_is_dropped_when_tracking_goes_off() {
+    let links = [link("</a.css>; rel=preload")];
+    let mut client = opening();
+    client.extend(frame(HEADERS, END_HEADERS, 1, &[0x82]));
+    // The client shrinks its HPACK table while the hint waits.
+    let hints = EarlyHints::new(true);
+    hints.read(&client);
+    assert!(hints.queue(Version::HTTP_2, &links));
+    let shrink = frame(SETTINGS, 0, 0, &[0, 1, 0, 0, 0, 0]);
+    assert!(!hints.read(&shrink));
+    assert!(
+        !hints.queued.load(Relaxed),
+        "cleared when tracking went off"
+    );
+    assert!(hints.take().is_none());
+    // Too many streams while the hint waits (and `take` alone clears it
+    // should tracking be off without a read or write seeing it).
+    let hints = EarlyHints::new(true);
+    hints.read(&client);
+    assert!(hints.queue(Version::HTTP_2, &links));
+    hints.lock().frames.as_mut().unwrap().state = Track::Off;
+    assert!(hints.take().is_none());
+    assert!(!hints.queued.load(Relaxed));
+    assert!(hints.lock().pending.is_none());
+    let mut many = Vec::new();
+    for s in 0..=MAX_TRACKED as u32 {
+        many.extend(frame(HEADERS, END_HEADERS, 3 + 2 * s, &[0x82]));
+    }
+    let hints = EarlyHints::new(true);
+    hints.read(&client);
+    assert!(hints.queue(Version::HTTP_2, &links));
+    assert!(!hints.read(&many));
+    assert!(!hints.queued.load(Relaxed));
+}

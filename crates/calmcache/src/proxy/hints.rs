@@ -11,7 +11,7 @@
 
 use calmcache_core::{CachedObject, KeyRef};
 use http::header::{ACCEPT, AUTHORIZATION, LINK};
-use http::{HeaderMap, HeaderValue};
+use http::{HeaderMap, HeaderValue, Version};
 
 use crate::config::early_hints::EarlyHintsConfig;
 use crate::http::link;
@@ -32,23 +32,33 @@ pub(crate) struct Asking<'a> {
 }
 
 /// A navigation (RFC 8297 §2 via the HTML fetch standard: the document a
-/// browser loads): HTML accepted, and `Sec-Fetch-Mode: navigate` or no
-/// fetch metadata at all. Never one carrying credentials the cache does
-/// not share (`Authorization`).
-fn is_navigation(headers: &HeaderMap) -> bool {
+/// browser loads): HTML accepted and `Sec-Fetch-Mode: navigate`; on
+/// HTTP/2 also a request without fetch metadata at all. On HTTP/1.1 the
+/// mode is required: clients there that are not browsers (Python's
+/// `http.client`, so urllib3 and requests) take any 1xx but 100 as the
+/// final answer and leave the real one in the pooled connection, and
+/// Chromium ignores a 103 on HTTP/1.1 anyway. Never one carrying
+/// credentials the cache does not share (`Authorization`). `version`:
+/// the client's (`None`: no hint can be sent).
+fn is_navigation(headers: &HeaderMap, version: Option<Version>) -> bool {
     let html = headers
         .get_all(ACCEPT)
         .iter()
         .any(|v| v.to_str().is_ok_and(|v| v.contains("text/html")));
     let mode = headers.get("sec-fetch-mode");
-    html && mode.is_none_or(|m| m == "navigate") && !headers.contains_key(AUTHORIZATION)
+    let navigate = match version {
+        Some(Version::HTTP_2) => mode.is_none_or(|m| m == "navigate"),
+        Some(_) => mode.is_some_and(|m| m == "navigate"),
+        None => false,
+    };
+    html && navigate && !headers.contains_key(AUTHORIZATION)
 }
 
 /// Offers a 103 to a request about to wait for the origin, with the
 /// waiting `stale` copy if any. Counted when it is sent.
 pub(crate) fn before_wait(route: &Route, asking: &Asking<'_>, stale: Option<&CachedObject>) {
     let cfg = &route.cfg.early_hints;
-    if !cfg.on || !is_navigation(asking.headers) {
+    if !cfg.on || !is_navigation(asking.headers, early_hints::version()) {
         return;
     }
     let mut links = cfg.links.clone();
@@ -59,7 +69,8 @@ pub(crate) fn before_wait(route: &Route, asking: &Asking<'_>, stale: Option<&Cac
         }
         None => {
             let hash = calmcache_core::key::key_hash(&asking.key);
-            if let Some(known) = route.hints.get(hash) {
+            let origin = format!("{}://{}", asking.scheme, asking.host);
+            if let Some(known) = route.hints.get(hash, &origin) {
                 links.extend(known.iter().cloned());
             }
         }
@@ -81,9 +92,9 @@ pub(crate) fn remember(route: &Route, asking: &Asking<'_>, stored: &HeaderMap) {
     let mut links = hintable(cfg, (asking.scheme, asking.host), fields);
     dedup(&mut links);
     links.truncate(MAX_LINKS);
-    route
-        .hints
-        .put(calmcache_core::key::key_hash(&asking.key), links);
+    let origin = format!("{}://{}", asking.scheme, asking.host);
+    let hash = calmcache_core::key::key_hash(&asking.key);
+    route.hints.put(hash, &origin, links);
 }
 
 /// On a request passed to the origin uncached: a navigation's origin may
@@ -92,12 +103,15 @@ pub(crate) fn remember(route: &Route, asking: &Asking<'_>, stored: &HeaderMap) {
 /// the upstream connection's task: the request's hint handle goes along).
 pub(crate) fn relay_origin_hints<B>(route: &Route, req: &mut http::Request<B>, scheme: &str) {
     let cfg = &route.cfg.early_hints;
-    if !cfg.on || !is_navigation(req.headers()) {
+    if !cfg.on {
         return;
     }
     let Some(hinter) = early_hints::current() else {
         return;
     };
+    if !is_navigation(req.headers(), Some(hinter.version())) {
+        return;
+    }
     let host = req
         .headers()
         .get(http::header::HOST)
@@ -168,18 +182,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn navigations_are_html_with_navigate_or_no_fetch_metadata() {
+    fn navigations_are_html_with_navigate_or_on_h2_no_fetch_metadata() {
+        let (h1, h2) = (Some(Version::HTTP_11), Some(Version::HTTP_2));
         let mut h = HeaderMap::new();
-        assert!(!is_navigation(&h));
+        assert!(!is_navigation(&h, h2));
         h.insert(ACCEPT, HeaderValue::from_static("text/html,*/*;q=0.8"));
-        assert!(is_navigation(&h));
+        assert!(is_navigation(&h, h2));
+        // HTTP/1.1 clients without fetch metadata may not handle a 103.
+        assert!(!is_navigation(&h, h1));
+        assert!(!is_navigation(&h, Some(Version::HTTP_10)));
         h.insert("sec-fetch-mode", HeaderValue::from_static("navigate"));
-        assert!(is_navigation(&h));
+        assert!(is_navigation(&h, h2));
+        assert!(is_navigation(&h, h1));
+        assert!(!is_navigation(&h, None));
         h.insert("sec-fetch-mode", HeaderValue::from_static("cors"));
-        assert!(!is_navigation(&h));
+        assert!(!is_navigation(&h, h2));
+        assert!(!is_navigation(&h, h1));
         h.remove("sec-fetch-mode");
         h.insert(AUTHORIZATION, HeaderValue::from_static("Basic eDp5"));
-        assert!(!is_navigation(&h));
+        assert!(!is_navigation(&h, h2));
     }
 
     #[test]

@@ -117,8 +117,13 @@ pub(crate) struct ListenConf {
 
 impl ListenConf {
     pub(crate) fn of(config: &Config) -> ListenConf {
+        let mut settings = ConnSettings::of(&config.server);
+        // Connections carry a hint injector only when some route can hint.
+        if !config.routes.iter().any(|r| r.early_hints.on) {
+            settings.early_hints = crate::net::conn::Hints::Off;
+        }
         ListenConf {
-            settings: ConnSettings::of(&config.server),
+            settings,
             tls: (!config.server.tls.is_empty())
                 .then(|| TlsAcceptor::from(crate::net::tls::server_config(&config.server.tls))),
         }
@@ -651,4 +656,30 @@ pub(crate) async fn accept_loop<S, F, B>(
     drop(listener);
     let _ = graceful.send(());
     graceful.closed().await;
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::net::conn::Hints;
+
+    fn hints_of(routes: &str) -> Hints {
+        let text = format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\n[upstreams.app]\n\
+             servers = [\"127.0.0.1:8081\"]\n{routes}"
+        );
+        let config = Config::from_toml(&text, "test.toml").unwrap();
+        ListenConf::of(&config).settings.early_hints
+    }
+
+    #[test]
+    fn connections_carry_a_hint_injector_only_when_some_route_hints() {
+        let on = "[[routes]]\nupstream = \"app\"\n";
+        let off = "[[routes]]\nupstream = \"app\"\nearly_hints = false\n";
+        assert_eq!(hints_of(on), Hints::On, "the default");
+        assert_eq!(hints_of(off), Hints::Off);
+        assert_eq!(hints_of(&format!("{off}{off}")), Hints::Off);
+        assert_eq!(hints_of(&format!("{off}{on}")), Hints::On);
+    }
 }

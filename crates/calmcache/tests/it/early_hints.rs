@@ -19,16 +19,30 @@ use crate::scratch;
 
 const CSS: &str = "</app.css>; rel=preload; as=style";
 
-/// A navigation to `path` whose origin answers after `delay_ms`, for 60 s,
-/// with `Link: link` when given; `extra` adds header lines.
+/// A navigation to `path` whose origin answers after 100 ms, for 60 s,
+/// with `Link: link` when given; `extra` adds header lines. It says
+/// `Sec-Fetch-Mode: navigate` (as browsers do) unless `extra` sets a mode.
 fn navigation(version: &str, path: &str, link: Option<&str>, extra: &str) -> Vec<u8> {
     let link = link.map_or(String::new(), |l| format!("x-origin-header: Link: {l}\r\n"));
+    let mode = if extra.to_ascii_lowercase().contains("sec-fetch-mode") {
+        ""
+    } else {
+        "Sec-Fetch-Mode: navigate\r\n"
+    };
     format!(
         "GET {path} {version}\r\nHost: localhost\r\nAccept: text/html,*/*;q=0.8\r\n\
          x-origin-delay-ms: 100\r\nx-origin-cache-control: max-age=60\r\n\
-         x-origin-body: page {path}\r\n{link}{extra}\r\n"
+         x-origin-body: page {path}\r\n{mode}{link}{extra}\r\n"
     )
     .into_bytes()
+}
+
+/// `request` with its `Sec-Fetch-Mode` line taken out (a client that is
+/// not a browser).
+fn without_mode(request: &[u8]) -> Vec<u8> {
+    String::from_utf8_lossy(request)
+        .replace("Sec-Fetch-Mode: navigate\r\n", "")
+        .into_bytes()
 }
 
 async fn proxy(origin: &Origin, route: &str, server: &str) -> RunningProxy {
@@ -266,7 +280,16 @@ async fn over_tls_http2_and_http11_and_h2c_a_miss_gets_103_then_its_answer() {
         (None, "--http2-prior-knowledge", &plain),
     ] {
         let path = format!("/h{}", proto.len());
-        let miss = &curl(ca, proto, &[format!("{base}{path}")], &[])[0];
+        // HTTP/2 hints a request without fetch metadata; HTTP/1.1 only a
+        // browser's navigation (a non-browser client may take the 103 for
+        // the answer).
+        if proto == "--http1.1" {
+            let plain_client = &curl(ca, proto, &[format!("{base}/plain")], &[])[0];
+            assert_eq!(codes(plain_client), ["200"], "{proto}: {plain_client}");
+        }
+        let mode = ["Sec-Fetch-Mode: navigate"];
+        let extra: &[&str] = if proto == "--http1.1" { &mode } else { &[] };
+        let miss = &curl(ca, proto, &[format!("{base}{path}")], extra)[0];
         assert_eq!(codes(miss), ["103", "200"], "{proto}: {miss}");
         assert!(
             miss.to_ascii_lowercase().contains(&format!("link: {CSS}")),
@@ -566,7 +589,12 @@ async fn an_origins_own_103_is_relayed_on_a_pass_through_route_filtered() {
     let origin = hinting_origin().await;
     let proxy = Proxy::with_upstream(origin).no_zone().start().await;
     let addr = proxy.running().proxy_addrs[0];
+    // HTTP/1.1 without fetch metadata: not relayed (it may not be a browser).
     let request = b"GET /p HTTP/1.1\r\nHost: localhost\r\nAccept: text/html\r\n\r\n";
+    let text = exchange(addr, request, 2).await;
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    let request = b"GET /p HTTP/1.1\r\nHost: localhost\r\nAccept: text/html\r\n\
+                    Sec-Fetch-Mode: navigate\r\n\r\n";
     let text = exchange(addr, request, 2).await;
     let hint = text.split("\r\n\r\n").next().unwrap();
     assert_eq!(
@@ -578,4 +606,172 @@ async fn an_origins_own_103_is_relayed_on_a_pass_through_route_filtered() {
     let request = b"GET /p HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n";
     let text = exchange(addr, request, 2).await;
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http11_hints_only_a_browser_navigation_and_h2_also_no_fetch_metadata() {
+    let origin = Origin::start().await;
+    let route = format!("early_hints_links = [{CSS:?}]");
+    let ca = TestCa::new(&scratch("early-hints-mode"));
+    let proxy = h2_proxy(&origin, &route, &ca).await;
+    let addr = proxy.running().proxy_addrs[0];
+    // HTTP/1.1 without Sec-Fetch-Mode (Python's http.client, curl): no 103,
+    // and the pooled connection's next answer is its own.
+    let mut conn = RawConn::connect(addr).await.unwrap();
+    let plain = without_mode(&navigation("HTTP/1.1", "/m1", None, ""));
+    conn.send(&plain).await.unwrap();
+    let resp = conn.read_response(false).await.unwrap();
+    assert_eq!((resp.status, resp.interim.clone()), (200, vec![]));
+    assert_eq!(resp.body, b"page /m1");
+    // With navigate, on the same connection: hinted.
+    conn.send(&navigation("HTTP/1.1", "/m2", None, ""))
+        .await
+        .unwrap();
+    let resp = conn.read_response(false).await.unwrap();
+    assert_eq!((resp.status, resp.interim.clone()), (200, vec![103]));
+    assert_eq!(resp.body, b"page /m2");
+    // h2c without fetch metadata: hinted (curl sends none).
+    let h2c = format!("http://localhost:{}/m3", addr.port());
+    let miss = &curl(None, "--http2-prior-knowledge", &[h2c], &[])[0];
+    assert_eq!(codes(miss), ["103", "200"], "{miss}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remembered_links_go_only_to_the_host_that_stored_them() {
+    const TOKEN: &str = "hints-token";
+    let origin = Origin::start().await;
+    // The key omits the host: both hosts share one URL's memory slot.
+    let proxy = Proxy::new(&origin)
+        .no_default_ttl()
+        .route("key = \"$uri\"")
+        .admin(&format!("listen = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\""))
+        .start()
+        .await;
+    let addr = proxy.running().proxy_addrs[0];
+    let link = "</a-only.css>; rel=preload; as=style";
+    let on = |host: &str, extra: &str| {
+        let req = navigation("HTTP/1.1", "/p", Some(link), extra);
+        String::from_utf8_lossy(&req)
+            .replace("Host: localhost", &format!("Host: {host}"))
+            .into_bytes()
+    };
+    let first = exchange(addr, &on("a.example", ""), 7).await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    // Copy gone, memory kept: host A's next miss is hinted from memory.
+    proxy.purge(TOKEN, r#"{"url": "/p"}"#).await;
+    let again = exchange(addr, &on("a.example", ""), 7).await;
+    assert!(
+        again.starts_with(&format!("HTTP/1.1 103 Early Hints\r\nlink: {link}\r\n\r\n")),
+        "{again}"
+    );
+    // Host B's miss on the same key: never host A's links.
+    proxy.purge(TOKEN, r#"{"url": "/p"}"#).await;
+    let other = navigation("HTTP/1.1", "/p", None, "");
+    let other = String::from_utf8_lossy(&other).replace("Host: localhost", "Host: b.example");
+    let text = exchange(addr, other.as_bytes(), 7).await;
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(!text.contains("a-only"), "{text}");
+}
+
+/// Size of the big answer read slowly while a pipelined navigation waits.
+const BIG: usize = 1 << 20;
+
+/// Sends `/big` (a hit of [`BIG`] bytes) and the navigation `nav` pipelined
+/// on one connection with a small receive buffer, and reads slowly (16 KiB,
+/// then a pause: the proxy's socket stays full while the big answer's end
+/// is in hyper's buffer and the navigation is dispatched). Every byte.
+async fn pipelined_slowly(addr: std::net::SocketAddr, nav: &str) -> Vec<u8> {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(16 * 1024).unwrap();
+    let mut sock = socket.connect(addr).await.unwrap();
+    let mut requests = big_request();
+    requests.extend(navigation("HTTP/1.1", nav, None, ""));
+    sock.write_all(&requests).await.unwrap();
+    let end = format!("page {nav}");
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !got.ends_with(end.as_bytes()) {
+        let mut buf = vec![0u8; 16 * 1024];
+        let n = tokio::time::timeout_at(deadline, sock.read(&mut buf))
+            .await
+            .expect("both answers within 20 s")
+            .unwrap();
+        assert!(n > 0, "closed after {} bytes", got.len());
+        got.extend_from_slice(&buf[..n]);
+        // Time is the subject here: a reader slower than the proxy.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    got
+}
+
+fn big_request() -> Vec<u8> {
+    format!(
+        "GET /big HTTP/1.1\r\nHost: localhost\r\nx-origin-body: big\r\n\
+         x-origin-body-bytes: {BIG}\r\nx-origin-cache-control: max-age=60\r\n\r\n"
+    )
+    .into_bytes()
+}
+
+/// Splits one HTTP/1.1 message head off `bytes`: its text and the rest.
+fn head_of(bytes: &[u8]) -> (String, &[u8]) {
+    let end = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no head in {:?}", String::from_utf8_lossy(bytes)));
+    let head = String::from_utf8_lossy(&bytes[..end]).into_owned();
+    (head, &bytes[end + 4..])
+}
+
+/// End to end over a real socket that fills: the bytes parse as whole
+/// answers in order, a 103 only between the big answer's end and the
+/// navigation's head. (The exact interleaving that hit the bug, a write
+/// taken 0 bytes right after a completed flush, is pinned deterministically
+/// by `net::conn`'s unit test.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hint_never_lands_inside_the_previous_pipelined_answer() {
+    let origin = Origin::start().await;
+    let route = format!("early_hints_links = [{CSS:?}]");
+    let proxy = proxy(&origin, &route, "").await;
+    let addr = proxy.running().proxy_addrs[0];
+    let warm = exchange(addr, &big_request(), BIG).await;
+    assert!(warm.starts_with("HTTP/1.1 200"), "{}", &warm[..200]);
+    let mut hinted = 0;
+    for round in 0..3 {
+        let nav = format!("/nav{round}");
+        let got = pipelined_slowly(addr, &nav).await;
+        // The big answer, whole: its head, then exactly its body.
+        let (head, rest) = head_of(&got);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        let len: usize = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length: ")
+                    .map(str::to_owned)
+            })
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no content-length: {head}"));
+        assert_eq!(len, BIG);
+        let (body, mut rest) = rest.split_at(len);
+        assert!(body.starts_with(b"big"), "round {round}");
+        if let Some(at) = body[3..].iter().position(|b| *b != b'.') {
+            let from = &body[3 + at..];
+            let shown = String::from_utf8_lossy(&from[..from.len().min(200)]);
+            panic!(
+                "round {round}: bytes inside the big body at {}: {shown}",
+                3 + at
+            );
+        }
+        // Then the navigation's answer, its 103 (if any) just before it.
+        if rest.starts_with(b"HTTP/1.1 103 ") {
+            let (hint, after) = head_of(rest);
+            assert_eq!(hint, format!("HTTP/1.1 103 Early Hints\r\nlink: {CSS}"));
+            rest = after;
+            hinted += 1;
+        }
+        let (head, body) = head_of(rest);
+        assert!(head.starts_with("HTTP/1.1 200"), "round {round}: {head}");
+        assert_eq!(body, format!("page {nav}").as_bytes(), "round {round}");
+    }
+    println!("{hinted}/3 pipelined navigations hinted");
 }
