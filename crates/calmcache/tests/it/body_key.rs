@@ -32,8 +32,10 @@ async fn start(origin: &Origin) -> Wires {
     Wires::start(builder, "").await
 }
 
-/// Explicitly fresh answers that name the request they answer.
-const FRESH: [(&str, &str); 2] = [
+/// JSON bodies, and explicitly fresh answers that name the request they
+/// answer.
+const FRESH: [(&str, &str); 3] = [
+    ("content-type", "application/json"),
     ("x-origin-cache-control", "max-age=60"),
     ("x-origin-echo-body", "1"),
 ];
@@ -195,6 +197,94 @@ async fn equal_json_bodies_share_an_entry_only_where_json_is_canonicalised() {
         assert!(same_bytes.is_hit(), "{what}: {}", same_bytes.cache_status());
         assert_eq!(origin.hits_for(&bytes), 2, "{what}");
     }
+    wires.proxy.stop().await;
+}
+
+/// FRESH with another Content-Type.
+fn typed(media: &'static str) -> Vec<(&'static str, &'static str)> {
+    let mut headers = FRESH.to_vec();
+    headers[0] = ("content-type", media);
+    headers
+}
+
+/// The same bytes sent as another media type (a GraphQL server answers
+/// `text/plain` with a 200 error) never share the JSON request's entry;
+/// on a `body_key = "json"` route they pass uncached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_bytes_of_another_content_type_are_another_entry() {
+    let origin = Origin::start().await;
+    let wires = start(&origin).await;
+    let body = r#"{"query":"{ me }"}"#;
+    for (i, wire) in wires.all.iter().enumerate() {
+        let what = wire.label();
+        let bytes = format!("/bytes/typed{i}");
+        let json = send(&wires, wire, Method::POST, &bytes, body).await;
+        assert!(!json.is_hit(), "{what}");
+        for (round, media) in ["text/plain", "application/graphql"]
+            .into_iter()
+            .enumerate()
+        {
+            let headers = typed(media);
+            let other = wires
+                .send(
+                    wire,
+                    Method::POST,
+                    TLS_NAME,
+                    &bytes,
+                    &headers,
+                    body.to_owned(),
+                )
+                .await;
+            assert!(!other.is_hit(), "{what} {media}: {}", other.cache_status());
+            assert_eq!(origin.hits_for(&bytes), round + 2, "{what} {media}");
+            let again = wires
+                .send(
+                    wire,
+                    Method::POST,
+                    TLS_NAME,
+                    &bytes,
+                    &headers,
+                    body.to_owned(),
+                )
+                .await;
+            assert!(again.is_hit(), "{what} {media}: {}", again.cache_status());
+        }
+        let json_again = send(&wires, wire, Method::POST, &bytes, body).await;
+        assert!(json_again.is_hit(), "{what}: {}", json_again.cache_status());
+        assert_eq!(origin.hits_for(&bytes), 3, "{what}");
+
+        let gql = format!("/gql/typed{i}");
+        for round in 1..=2 {
+            let headers = typed("text/plain");
+            let r = wires
+                .send(
+                    wire,
+                    Method::POST,
+                    TLS_NAME,
+                    &gql,
+                    &headers,
+                    body.to_owned(),
+                )
+                .await;
+            assert_eq!(r.status, 200, "{what}: {}", r.body);
+            assert!(
+                r.cache_status().contains("detail=body-not-json"),
+                "{what}: {}",
+                r.cache_status()
+            );
+            assert_eq!(origin.hits_for(&gql), round, "{what}");
+        }
+        let json = send(&wires, wire, Method::POST, &gql, body).await;
+        assert!(!json.is_hit(), "{what}: {}", json.cache_status());
+        let json = send(&wires, wire, Method::POST, &gql, body).await;
+        assert!(json.is_hit(), "{what}: {}", json.cache_status());
+    }
+    let status = wires.proxy.status().await;
+    let passed = 2 * wires.all.len();
+    assert_eq!(
+        status["routes"]["test"]["body_key_passed"], passed,
+        "{status}"
+    );
     wires.proxy.stop().await;
 }
 
