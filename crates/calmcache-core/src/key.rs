@@ -130,6 +130,14 @@ pub fn is_body_key(key_path: &str) -> bool {
     })
 }
 
+/// The URI a key's path and query (`key_path`) belongs to: itself, or for
+/// a variant key (Vary, body) the part before its first variant mark.
+pub fn uri_path(key_path: &str) -> &str {
+    key_path
+        .find(VARIANT_MARK)
+        .map_or(key_path, |at| key_path.get(..at).unwrap_or(key_path))
+}
+
 /// True when `key_path` (a key's path and query) is the URI `path_and_query`
 /// itself or the path of one of its variants.
 pub fn is_uri_or_variant(key_path: &str, path_and_query: &str) -> bool {

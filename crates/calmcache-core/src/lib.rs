@@ -27,6 +27,7 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod body_uris;
 pub mod cache_control;
 pub mod cost;
 pub mod disk;
@@ -51,6 +52,7 @@ pub mod zone_lock;
 #[cfg(test)]
 mod test_tier;
 
+pub use body_uris::BodyUris;
 pub use cache_control::{CacheControl, RequestCacheControl};
 pub use flight::{FetchPermit, Flights, Interest, Lookup, WaitError, Waiter};
 pub use freshness::{Exchange, Freshness, LifetimeSource, NotStorable, Storable, StoreRules};

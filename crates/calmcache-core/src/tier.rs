@@ -416,10 +416,11 @@ pub trait Tier: Send + Sync {
     }
 
     /// True when the tier took back, from before this process, an object
-    /// stored under a body key ([`crate::key::is_body_key`]): a purge by URL
-    /// then looks for the URL's body variants. False for a tier that
-    /// starts empty.
-    fn body_keys_found(&self) -> bool {
+    /// stored under a body key ([`crate::key::is_body_key`]) of the URI
+    /// keyed `uri` (or, rarely, of another URI: a [`crate::BodyUris`]
+    /// answer): a purge of that URL then looks for its body variants.
+    /// False for a tier that starts empty.
+    fn body_uri_found(&self, _uri: &KeyRef<'_>) -> bool {
         false
     }
 

@@ -6,9 +6,9 @@
 //! [`Tier::healthy`] says so (a disk zone leaves it for a while after an
 //! I/O error) and its keys go to the others meanwhile.
 
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use crate::body_uris::BodyUris;
 use crate::disk::{key_hash, mix64};
 use crate::key::KeyRef;
 use crate::tier::Tier;
@@ -22,10 +22,11 @@ pub struct Zone {
     pub seed: u64,
     /// Where objects live.
     pub tier: Arc<dyn Tier>,
-    /// Set before an answer to a request keyed by its body (QUERY, a cached
-    /// POST) is first stored here: a purge by URL then also sweeps the
-    /// URI's variant keys, where body-keyed entries live. Never cleared.
-    pub body_keyed: AtomicBool,
+    /// The URIs with answers to requests keyed by their body (QUERY, a
+    /// cached POST) stored here, noted before each is stored: a purge of
+    /// such a URL also sweeps its variant keys, where they live; a purge of
+    /// another URL stays a lookup of its keys.
+    pub body_uris: BodyUris,
 }
 
 impl Zone {
@@ -37,7 +38,7 @@ impl Zone {
             name,
             seed,
             tier,
-            body_keyed: AtomicBool::new(false),
+            body_uris: BodyUris::new(),
         }
     }
 }

@@ -112,7 +112,7 @@ impl DiskTier {
                 self.index(hash, summary.file_len, false);
                 self.stats.loaded.fetch_add(1, Ordering::Relaxed);
                 if crate::key::is_body_key(summary.key.path_and_query()) {
-                    self.stats.body_keys_loaded.store(true, Ordering::Relaxed);
+                    self.stats.body_uris_loaded.note_body_key(&summary.key);
                 }
                 self.loaded_hosts
                     .lock()

@@ -163,9 +163,9 @@ pub struct DiskStats {
     pub loaded: AtomicU64,
     /// True once the loader has scanned the whole directory.
     pub loader_done: AtomicBool,
-    /// True once the loader indexed an object stored under a body key
-    /// ([`crate::key::is_body_key`]).
-    pub body_keys_loaded: AtomicBool,
+    /// The URIs of the objects the loader indexed that are stored under a
+    /// body key ([`crate::key::is_body_key`]).
+    pub body_uris_loaded: crate::body_uris::BodyUris,
 }
 
 /// A zone whose objects live in files.

@@ -711,3 +711,25 @@ async fn through_the_trait_a_disk_tier_reports_starts_once_and_writes_files() {
     assert_eq!(tier.purge_all(PurgeMode::Hard).await, 2);
     assert_eq!(tier.objects(), 0);
 }
+
+/// The loader notes the URIs of the body-keyed objects it takes back, so a
+/// purge of such a URL after a restart sweeps its variants, and a purge of
+/// another does not.
+#[tokio::test]
+async fn the_loader_notes_the_uris_of_body_keys() {
+    let dir = scratch("body-uris");
+    let tier = DiskTier::open(config(&dir, 1 << 20)).unwrap();
+    let graphql = key("/graphql");
+    let body_key = graphql.as_ref().with_body("QUERY", "ab12");
+    tier.insert(body_key, object("answer")).await.unwrap();
+    tier.insert(key("/plain"), object("plain")).await.unwrap();
+    drop(tier);
+    let again = DiskTier::open(config(&dir, 1 << 20)).unwrap();
+    let tier: Arc<dyn Tier> = again.clone();
+    assert!(!tier.body_uri_found(&graphql.as_ref()), "not loaded yet");
+    again.load();
+    assert!(tier.body_uri_found(&graphql.as_ref()));
+    assert!(!tier.body_uri_found(&key("/plain").as_ref()));
+    assert!(!tier.body_uri_found(&key("/graphql2").as_ref()));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -165,8 +165,8 @@ impl Tier for DiskTier {
         self.loaded_hosts()
     }
 
-    fn body_keys_found(&self) -> bool {
-        self.stats().body_keys_loaded.load(Ordering::Relaxed)
+    fn body_uri_found(&self, uri: &KeyRef<'_>) -> bool {
+        self.stats().body_uris_loaded.may_have(uri)
     }
 
     fn load_state(&self) -> LoadState {

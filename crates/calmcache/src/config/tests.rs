@@ -2044,6 +2044,17 @@ fn the_origin_budget_keys_are_read_and_checked() {
 }
 
 #[test]
+fn cache_post_with_a_route_ttl_is_warned_about() {
+    let warned = load(&with_route("cache_post = true\nttl = { 200 = \"1m\" }")).warnings();
+    assert_eq!(paths(&warned), ["routes[0].cache_post"], "{warned:#?}");
+    assert!(warned[0].message.contains("never reaches the origin"));
+    for alone in ["cache_post = true", "ttl = { 200 = \"1m\" }"] {
+        let warned = load(&with_route(alone)).warnings();
+        assert!(paths(&warned).is_empty(), "{alone}: {warned:#?}");
+    }
+}
+
+#[test]
 fn a_fleet_budget_without_fleet_mode_is_warned_about() {
     let text = MINIMAL.replace(
         "[\"127.0.0.1:8081\"]",

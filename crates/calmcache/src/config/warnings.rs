@@ -60,6 +60,7 @@ impl Config {
         warnings.extend(self.unsigned_fleet());
         warnings.extend(self.fleet_budget_without_fleet());
         warnings.extend(self.matches_reached_by_a_query());
+        warnings.extend(self.posts_cached_by_ttl());
         warnings.extend(self.secrets_readable());
         warnings
     }
@@ -106,6 +107,30 @@ impl Config {
              /etc/calmcache/fleet.secret`) and set secret_file; nodes without one keep \
              working unsigned, but refuse and are refused by nodes with one",
         ))
+    }
+
+    /// `cache_post = true` with a route `ttl`: the ttl is explicit
+    /// freshness, so every POST answer is stored, and an identical POST
+    /// within it never reaches the origin (a mutation sent twice is done
+    /// once).
+    fn posts_cached_by_ttl(&self) -> Vec<Problem> {
+        let routes = self.routes.iter().enumerate();
+        routes
+            .filter(|(_, route)| route.cache_post && !route.ttl.is_empty())
+            .map(|(i, _)| {
+                Problem::new(
+                    format!("routes[{i}].cache_post"),
+                    "true together with a route `ttl`: the ttl makes every POST answer \
+                     fresh, so an identical POST within it is answered from the cache and \
+                     never reaches the origin, even one that changes something",
+                )
+                .hint(
+                    "keep cache_post for routes whose POSTs are all reads (GraphQL \
+                     queries, JSON-RPC reads), or drop the ttl and let the origin mark the \
+                     answers it means to be cached (Cache-Control: max-age)",
+                )
+            })
+            .collect()
     }
 
     /// `match` regexes anchored at the end that a query can satisfy: a

@@ -15,19 +15,52 @@ pub(crate) const MAX_DEPTH: usize = 128;
 
 /// The canonical form of `text`, or `None` when it is not JSON (see the
 /// module doc).
+///
+/// Two passes, so that the work stays linear in the text whatever its
+/// depth: the first checks the text and notes each object's members sorted
+/// by name (the offset where each value starts); the second writes the
+/// whole form once into one buffer, each object's members in that order.
+/// (Building each object's form and copying it into its parent's would
+/// copy a document once per level of nesting.)
 pub(crate) fn canonical(text: &[u8]) -> Option<Vec<u8>> {
     let text = std::str::from_utf8(text).ok()?;
-    let mut parser = Parser { text, at: 0 };
-    let mut out = String::with_capacity(text.len());
+    let mut parser = Parser {
+        text,
+        at: 0,
+        objects: Vec::new(),
+        out: None,
+    };
     parser.skip_space();
-    parser.value(&mut out, 0)?;
+    let start = parser.at;
+    parser.value(0)?;
     parser.skip_space();
-    (parser.at == text.len()).then(|| out.into_bytes())
+    if parser.at != text.len() {
+        return None;
+    }
+    parser.at = start;
+    parser.out = Some(String::with_capacity(text.len()));
+    parser.value(0)?;
+    parser.out.map(String::into_bytes)
+}
+
+/// An object of the text, as the first pass found it.
+struct Object {
+    /// Offset of its `{`.
+    start: usize,
+    /// Offset just past its `}`.
+    end: usize,
+    /// Its members sorted by (decoded) name: the name and the offset where
+    /// the value starts.
+    members: Vec<(String, usize)>,
 }
 
 struct Parser<'a> {
     text: &'a str,
     at: usize,
+    /// Every object, in the order their `{` come (so sorted by `start`).
+    objects: Vec<Object>,
+    /// `None` in the first pass (checking), the form in the second.
+    out: Option<String>,
 }
 
 impl Parser<'_> {
@@ -47,28 +80,44 @@ impl Parser<'_> {
         (self.peek()? == byte).then(|| self.at += 1)
     }
 
-    fn value(&mut self, out: &mut String, depth: usize) -> Option<()> {
+    fn push(&mut self, s: &str) {
+        if let Some(out) = self.out.as_mut() {
+            out.push_str(s);
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Option<()> {
         if depth > MAX_DEPTH {
             return None;
         }
         match self.peek()? {
-            b'{' => self.object(out, depth),
-            b'[' => self.array(out, depth),
+            b'{' if self.out.is_some() => self.write_object(depth),
+            b'{' => self.check_object(depth),
+            b'[' => self.array(depth),
             b'"' => {
                 let s = self.string()?;
-                push_string(out, &s);
+                if let Some(out) = self.out.as_mut() {
+                    push_string(out, &s);
+                }
                 Some(())
             }
-            b't' => self.literal(out, "true"),
-            b'f' => self.literal(out, "false"),
-            b'n' => self.literal(out, "null"),
-            _ => self.number(out),
+            b't' => self.literal("true"),
+            b'f' => self.literal("false"),
+            b'n' => self.literal("null"),
+            _ => self.number(),
         }
     }
 
-    fn object(&mut self, out: &mut String, depth: usize) -> Option<()> {
+    /// First pass: checks an object and notes its members, sorted.
+    fn check_object(&mut self, depth: usize) -> Option<()> {
+        let index = self.objects.len();
+        self.objects.push(Object {
+            start: self.at,
+            end: 0,
+            members: Vec::new(),
+        });
         self.at += 1;
-        let mut members: Vec<(String, String)> = Vec::new();
+        let mut members: Vec<(String, usize)> = Vec::new();
         self.skip_space();
         if self.peek()? == b'}' {
             self.at += 1;
@@ -78,9 +127,8 @@ impl Parser<'_> {
                 let name = self.string()?;
                 self.expect(b':')?;
                 self.skip_space();
-                let mut value = String::new();
-                self.value(&mut value, depth + 1)?;
-                members.push((name, value));
+                members.push((name, self.at));
+                self.value(depth + 1)?;
                 self.skip_space();
                 match self.peek()? {
                     b',' => self.at += 1,
@@ -96,40 +144,60 @@ impl Parser<'_> {
         if members.windows(2).any(|pair| pair[0].0 == pair[1].0) {
             return None;
         }
-        out.push('{');
-        for (i, (name, value)) in members.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            push_string(out, name);
-            out.push(':');
-            out.push_str(value);
-        }
-        out.push('}');
+        let object = self.objects.get_mut(index)?;
+        object.end = self.at;
+        object.members = members;
         Some(())
     }
 
-    fn array(&mut self, out: &mut String, depth: usize) -> Option<()> {
+    /// Second pass: writes the object at `self.at`, members in the order
+    /// the first pass sorted them.
+    fn write_object(&mut self, depth: usize) -> Option<()> {
+        let index = self
+            .objects
+            .binary_search_by_key(&self.at, |o| o.start)
+            .ok()?;
+        self.push("{");
+        let count = self.objects.get(index)?.members.len();
+        for i in 0..count {
+            if i > 0 {
+                self.push(",");
+            }
+            let (name, at) = self.objects.get(index)?.members.get(i)?;
+            let at = *at;
+            if let Some(out) = self.out.as_mut() {
+                push_string(out, name);
+                out.push(':');
+            }
+            self.at = at;
+            self.value(depth + 1)?;
+        }
+        self.push("}");
+        self.at = self.objects.get(index)?.end;
+        Some(())
+    }
+
+    fn array(&mut self, depth: usize) -> Option<()> {
         self.at += 1;
-        out.push('[');
+        self.push("[");
         self.skip_space();
         if self.peek()? == b']' {
             self.at += 1;
-            out.push(']');
+            self.push("]");
             return Some(());
         }
         loop {
             self.skip_space();
-            self.value(out, depth + 1)?;
+            self.value(depth + 1)?;
             self.skip_space();
             match self.peek()? {
                 b',' => {
                     self.at += 1;
-                    out.push(',');
+                    self.push(",");
                 }
                 b']' => {
                     self.at += 1;
-                    out.push(']');
+                    self.push("]");
                     return Some(());
                 }
                 _ => return None,
@@ -155,17 +223,17 @@ impl Parser<'_> {
         serde_json::from_str(self.text.get(start..self.at)?).ok()
     }
 
-    fn literal(&mut self, out: &mut String, word: &str) -> Option<()> {
+    fn literal(&mut self, word: &str) -> Option<()> {
         let rest = self.text.get(self.at..)?;
-        rest.starts_with(word).then(|| {
-            self.at += word.len();
-            out.push_str(word);
-        })
+        rest.starts_with(word).then_some(())?;
+        self.at += word.len();
+        self.push(word);
+        Some(())
     }
 
     /// RFC 8259 §6: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`,
     /// copied as written.
-    fn number(&mut self, out: &mut String) -> Option<()> {
+    fn number(&mut self) -> Option<()> {
         let start = self.at;
         if self.peek() == Some(b'-') {
             self.at += 1;
@@ -186,7 +254,8 @@ impl Parser<'_> {
             }
             self.some_digits()?;
         }
-        out.push_str(self.text.get(start..self.at)?);
+        let text = self.text;
+        self.push(text.get(start..self.at)?);
         Some(())
     }
 
@@ -272,5 +341,28 @@ mod tests {
         assert_eq!(c(&deep), None);
         let ok = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
         assert!(c(&ok).is_some());
+    }
+
+    /// A document of a few MiB, 128 objects deep, each level out of order
+    /// (a large member before the nested one): written once, not copied
+    /// once per level, and right.
+    #[test]
+    fn a_deep_large_document_is_canonicalised_whole() {
+        let pad = "x".repeat(32 * 1024);
+        let levels = MAX_DEPTH - 1; // and the array inside: 128 levels
+        let mut text = String::new();
+        let mut want = String::new();
+        for i in 0..levels {
+            text.push_str(&format!("{{ \"z{i}\": \"{pad}\", \"a\": "));
+            want.push_str("{\"a\":");
+        }
+        text.push_str("[1, 2]");
+        want.push_str("[1,2]");
+        for i in (0..levels).rev() {
+            text.push('}');
+            want.push_str(&format!(",\"z{i}\":\"{pad}\"}}"));
+        }
+        assert!(text.len() > 3 << 20);
+        assert_eq!(c(&text).as_deref(), Some(want.as_str()));
     }
 }

@@ -8,8 +8,10 @@
 //!   ├─ malformed or cut short: 400, stalled: 408 (request_body.rs's rules)
 //!   ├─ larger ─────────── passed uncached, what was read + the rest streamed
 //!   │                     (Cache-Status: detail=body-too-large)
-//!   ├─ body_key = "json", not JSON ── passed uncached (detail=body-not-json)
-//!   └─ key = URI key + \0v + METHOD + ":" + sha256(body | canonical JSON)
+//!   ├─ body_key = "json", not JSON, or a Content-Type other than
+//!   │  application/json or */*+json ── passed uncached (detail=body-not-json)
+//!   └─ key = URI key + \0v + METHOD + ":"
+//!            + sha256(Content-Type \0 Content-Encoding \0 body | canonical JSON)
 //!      looked up, coalesced, stored and refreshed like a GET; every fetch
 //!      of the key (miss, background refresh, revalidation) re-sends the body
 //! ```
@@ -21,7 +23,14 @@
 //!   (calmcache_core::key): purges by URL, prefix and tag reach it.
 //! - `Range` and preconditions are dropped from such requests: RFC 9110
 //!   defines Range for GET only and leaves POST preconditions to the origin;
-//!   the client gets the whole answer. A POST is refreshed without validators.
+//!   the client gets the whole answer.
+//! - The body's Content-Type and Content-Encoding are in the digest: the
+//!   same bytes sent as `text/plain` (which a GraphQL server answers with
+//!   an error, often a 200) never share an entry with them sent as
+//!   `application/json`. Each header is taken whole, trimmed and
+//!   lower-cased (several fields joined by `,`): two spellings of one media
+//!   type (`;charset=utf-8`, `; charset=utf-8`) are two entries, a split of
+//!   the cache and never a merge of two requests. A POST is refreshed without validators.
 //! - A POST answer is stored only when fresh by explicit word (fill/send.rs).
 //! - On a `cache_post` route POST is a read: it never invalidates (RFC 9111
 //!   §4.4), or one large query would purge every cached one. The
@@ -34,7 +43,7 @@
 //! Must not look anything up: it reads, keys, or passes.
 
 use calmcache_core::CacheStatus;
-use http::{header, Request};
+use http::{header, HeaderMap, Request};
 use hyper::body::Incoming;
 use sha2::{Digest, Sha256};
 
@@ -76,7 +85,8 @@ pub(crate) async fn read<'r>(
             return Err(Answer::refused(refused(&e, req.version())));
         }
     };
-    let Some(digest) = digest(route.cfg.body_key, &bytes) else {
+    let framing = Framing::of(req.headers());
+    let Some(digest) = digest(route.cfg.body_key, &framing, &bytes) else {
         route.activity.body_key_passed.inc();
         let report = CacheStatus::Bypass.report().detail("body-not-json");
         return Err(pass_read(proxy, route, req, bytes, client, report).await);
@@ -99,14 +109,64 @@ pub(crate) async fn read<'r>(
     Ok((req, KeyedBody { fetch, digest }))
 }
 
-/// The hex SHA-256 of `body` as `how` keys it; `None` when `how` is JSON
-/// and `body` is not JSON (or has an object with a name twice).
-pub(crate) fn digest(how: BodyKey, body: &[u8]) -> Option<String> {
-    let sum = match how {
-        BodyKey::Bytes => Sha256::digest(body),
-        BodyKey::Json => Sha256::digest(crate::http::canonical_json::canonical(body)?),
-    };
-    Some(hex(&sum))
+/// How a body is framed: its Content-Type and Content-Encoding, each
+/// trimmed and lower-cased (empty when absent). Header values hold no NUL,
+/// so `media \0 coding \0 body` is read back one way only.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Framing {
+    pub media: String,
+    pub coding: String,
+}
+
+impl Framing {
+    /// The framing `headers` declare.
+    pub(crate) fn of(headers: &HeaderMap) -> Framing {
+        Framing {
+            media: normalised(headers, &header::CONTENT_TYPE),
+            coding: normalised(headers, &header::CONTENT_ENCODING),
+        }
+    }
+
+    /// True for `application/json` and any `*/*+json`, parameters aside.
+    fn is_json(&self) -> bool {
+        let essence = self.media.split(';').next().unwrap_or_default().trim();
+        essence == "application/json" || essence.ends_with("+json")
+    }
+}
+
+/// Every `name` field of `headers`, joined by `,`, trimmed, lower-cased.
+fn normalised(headers: &HeaderMap, name: &header::HeaderName) -> String {
+    let mut out = String::new();
+    for (i, value) in headers.get_all(name).iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(
+            &String::from_utf8_lossy(value.as_bytes())
+                .trim()
+                .to_ascii_lowercase(),
+        );
+    }
+    out
+}
+
+/// The hex SHA-256 of `body` as `how` keys it, framed by `framing`; `None`
+/// when `how` is JSON and the body is not JSON (or has an object with a
+/// name twice) or is not declared JSON (Content-Type).
+pub(crate) fn digest(how: BodyKey, framing: &Framing, body: &[u8]) -> Option<String> {
+    let mut sum = Sha256::new();
+    sum.update(framing.media.as_bytes());
+    sum.update([0]);
+    sum.update(framing.coding.as_bytes());
+    sum.update([0]);
+    match how {
+        BodyKey::Bytes => sum.update(body),
+        BodyKey::Json if framing.is_json() => {
+            sum.update(crate::http::canonical_json::canonical(body)?);
+        }
+        BodyKey::Json => return None,
+    }
+    Some(hex(&sum.finalize()))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -124,22 +184,79 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    fn json() -> Framing {
+        framing(&[("content-type", "application/json")])
+    }
+
+    fn framing(fields: &[(&str, &str)]) -> Framing {
+        let mut headers = HeaderMap::new();
+        for (name, value) in fields {
+            headers.append(
+                header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        Framing::of(&headers)
+    }
+
     #[test]
-    fn digests_are_hex_sha256() {
-        let d = digest(BodyKey::Bytes, b"").unwrap();
+    fn digests_are_hex_sha256_of_the_framing_and_the_body() {
+        let d = digest(BodyKey::Bytes, &Framing::default(), b"").unwrap();
+        // sha256("\0\0")
         assert_eq!(
             d,
-            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+            "96a296d224f285c67bee93c30f8a309157f0daa35dc5b87e410b78630a09cfc7"
         );
-        assert_ne!(
-            digest(BodyKey::Bytes, b"{\"a\":1}"),
-            digest(BodyKey::Bytes, b"{ \"a\":1}")
-        );
+        let bytes = |framing: &Framing, body: &[u8]| digest(BodyKey::Bytes, framing, body);
+        assert_ne!(bytes(&json(), b"{\"a\":1}"), bytes(&json(), b"{ \"a\":1}"));
         assert_eq!(
-            digest(BodyKey::Json, b"{\"a\":1}"),
-            digest(BodyKey::Json, b"{ \"a\" : 1 }")
+            digest(BodyKey::Json, &json(), b"{\"a\":1}"),
+            digest(BodyKey::Json, &json(), b"{ \"a\" : 1 }")
         );
-        assert_eq!(digest(BodyKey::Json, b"{\"a\":1"), None);
+        assert_eq!(digest(BodyKey::Json, &json(), b"{\"a\":1"), None);
+    }
+
+    #[test]
+    fn the_same_bytes_framed_otherwise_are_another_key() {
+        let body = b"{\"query\":\"{ me }\"}";
+        let plain = framing(&[("content-type", "text/plain")]);
+        let graphql = framing(&[("content-type", "application/graphql")]);
+        let gzip = framing(&[
+            ("content-type", "application/json"),
+            ("content-encoding", "gzip"),
+        ]);
+        let keys = [json(), plain, graphql, gzip, Framing::default()]
+            .map(|f| digest(BodyKey::Bytes, &f, body));
+        for (i, a) in keys.iter().enumerate() {
+            for b in &keys[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        // Case and surrounding space aside, one spelling is one key.
+        let upper = framing(&[("content-type", " Application/JSON ")]);
+        assert_eq!(
+            digest(BodyKey::Bytes, &upper, body),
+            digest(BodyKey::Bytes, &json(), body)
+        );
+    }
+
+    #[test]
+    fn json_keys_only_bodies_declared_json() {
+        let body = b"{\"a\":1}";
+        for media in [
+            "application/json",
+            "application/json; charset=utf-8",
+            "application/graphql-response+json",
+            "application/vnd.api+json",
+        ] {
+            let f = framing(&[("content-type", media)]);
+            assert!(digest(BodyKey::Json, &f, body).is_some(), "{media}");
+        }
+        for media in ["text/plain", "application/graphql", "application/jsonx"] {
+            let f = framing(&[("content-type", media)]);
+            assert_eq!(digest(BodyKey::Json, &f, body), None, "{media}");
+        }
+        assert_eq!(digest(BodyKey::Json, &Framing::default(), body), None);
     }
 }
 

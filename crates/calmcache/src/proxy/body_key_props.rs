@@ -10,12 +10,16 @@ use calmcache_core::{CacheKey, KeyRef};
 use proptest::prelude::*;
 use serde_json::Value;
 
-use super::digest;
+use super::{digest, Framing};
 use crate::config::BodyKey;
 
 fn key(method: &str, how: BodyKey, body: &[u8]) -> Option<CacheKey> {
     let uri = KeyRef::new("http", "h", "/graphql");
-    Some(uri.with_body(method, &digest(how, body)?))
+    let framing = Framing {
+        media: "application/json".to_owned(),
+        coding: String::new(),
+    };
+    Some(uri.with_body(method, &digest(how, &framing, body)?))
 }
 
 /// JSON values without floats (their spelling is the origin's business:

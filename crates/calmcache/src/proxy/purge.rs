@@ -500,7 +500,7 @@ async fn purge_url(
 /// Purges the primary `key` in each of `zones`; a soft purge of a Vary'd
 /// URL notes its marker in `variants`, whose variants are marked after
 /// (a hard purge removes the marker: its variants are unreachable). In a
-/// zone that may hold body-keyed entries (body_key.rs), which live under
+/// zone that may hold body-keyed entries of the URI (body_key.rs), under
 /// the URI's variant keys with no marker, the key is noted for either mode.
 async fn purge_primary(
     zones: &[&Arc<Zone>],
@@ -514,7 +514,8 @@ async fn purge_primary(
     }
     let mut purged = 0;
     for zone in zones {
-        if may_hold_body_keys(zone) || (mode == PurgeMode::Soft && is_marker(zone, key).await) {
+        if may_hold_body_keys(zone, key) || (mode == PurgeMode::Soft && is_marker(zone, key).await)
+        {
             variants.push((key.to_owned_key(), (*zone).clone()));
         }
         if zone.tier.purge_key(key, mode).await {
@@ -539,13 +540,13 @@ async fn purge_variants(variants: Vec<(CacheKey, Arc<Zone>)>, mode: PurgeMode) -
     purged
 }
 
-/// True when `zone` may hold body-keyed entries: a fill of one reached it
-/// (fill/mod.rs sets the flag before storing), or its tier took some back
-/// at start (a disk zone's
-/// loader, from an earlier run). Only such zones are scanned for a URL's
-/// body variants, so a purge by URL elsewhere stays a lookup of its keys.
-fn may_hold_body_keys(zone: &Zone) -> bool {
-    zone.body_keyed.load(std::sync::atomic::Ordering::Relaxed) || zone.tier.body_keys_found()
+/// True when `zone` may hold body-keyed entries of the URI keyed `uri`: a
+/// fill of one reached it (fill/mod.rs notes the URI before storing), or
+/// its tier took some back at start (a disk zone's loader, from an earlier
+/// run). Only then is the zone scanned for the URL's body variants: a purge
+/// of another URL stays a lookup of its keys, whatever clients stored.
+fn may_hold_body_keys(zone: &Zone, uri: &KeyRef<'_>) -> bool {
+    zone.body_uris.may_have(uri) || zone.tier.body_uri_found(uri)
 }
 
 async fn is_marker(zone: &Zone, key: &KeyRef<'_>) -> bool {

@@ -32,8 +32,10 @@ async fn start(origin: &Origin) -> Wires {
     Wires::start(builder, "").await
 }
 
-/// Explicitly fresh answers that name the request they answer.
-const FRESH: [(&str, &str); 2] = [
+/// JSON bodies, and explicitly fresh answers that name the request they
+/// answer.
+const FRESH: [(&str, &str); 3] = [
+    ("content-type", "application/json"),
     ("x-origin-cache-control", "max-age=60"),
     ("x-origin-echo-body", "1"),
 ];
@@ -198,6 +200,91 @@ async fn equal_json_bodies_share_an_entry_only_where_json_is_canonicalised() {
     wires.proxy.stop().await;
 }
 
+/// FRESH with another Content-Type.
+fn typed(media: &'static str) -> Vec<(&'static str, &'static str)> {
+    let mut headers = FRESH.to_vec();
+    headers[0] = ("content-type", media);
+    headers
+}
+
+/// The same bytes sent as another media type (a GraphQL server answers
+/// `text/plain` with a 200 error) never share the JSON request's entry;
+/// on a `body_key = "json"` route they pass uncached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_bytes_of_another_content_type_are_another_entry() {
+    let origin = Origin::start().await;
+    let wires = start(&origin).await;
+    let body = r#"{"query":"{ me }"}"#;
+    for (i, wire) in wires.all.iter().enumerate() {
+        let what = wire.label();
+        let bytes = format!("/bytes/typed{i}");
+        let json = send(&wires, wire, Method::POST, &bytes, body).await;
+        assert!(!json.is_hit(), "{what}");
+        for (hits, media) in [(2, "text/plain"), (3, "application/graphql")] {
+            let headers = typed(media);
+            let other = wires
+                .send(
+                    wire,
+                    Method::POST,
+                    TLS_NAME,
+                    &bytes,
+                    &headers,
+                    body.to_owned(),
+                )
+                .await;
+            assert!(!other.is_hit(), "{what} {media}: {}", other.cache_status());
+            assert_eq!(origin.hits_for(&bytes), hits, "{what} {media}");
+            let again = wires
+                .send(
+                    wire,
+                    Method::POST,
+                    TLS_NAME,
+                    &bytes,
+                    &headers,
+                    body.to_owned(),
+                )
+                .await;
+            assert!(again.is_hit(), "{what} {media}: {}", again.cache_status());
+        }
+        let json_again = send(&wires, wire, Method::POST, &bytes, body).await;
+        assert!(json_again.is_hit(), "{what}: {}", json_again.cache_status());
+        assert_eq!(origin.hits_for(&bytes), 3, "{what}");
+
+        let gql = format!("/gql/typed{i}");
+        for round in 1..=2 {
+            let headers = typed("text/plain");
+            let r = wires
+                .send(
+                    wire,
+                    Method::POST,
+                    TLS_NAME,
+                    &gql,
+                    &headers,
+                    body.to_owned(),
+                )
+                .await;
+            assert_eq!(r.status, 200, "{what}: {}", r.body);
+            assert!(
+                r.cache_status().contains("detail=body-not-json"),
+                "{what}: {}",
+                r.cache_status()
+            );
+            assert_eq!(origin.hits_for(&gql), round, "{what}");
+        }
+        let json = send(&wires, wire, Method::POST, &gql, body).await;
+        assert!(!json.is_hit(), "{what}: {}", json.cache_status());
+        let json = send(&wires, wire, Method::POST, &gql, body).await;
+        assert!(json.is_hit(), "{what}: {}", json.cache_status());
+    }
+    let status = wires.proxy.status().await;
+    let passed = 2 * wires.all.len();
+    assert_eq!(
+        status["routes"]["test"]["body_key_passed"], passed,
+        "{status}"
+    );
+    wires.proxy.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_past_the_limit_or_not_json_pass_uncached_and_whole() {
     let origin = Origin::start().await;
@@ -262,6 +349,7 @@ async fn identical_bodies_coalesce_and_different_ones_do_not() {
     let origin = Origin::start().await;
     let wires = start(&origin).await;
     let slow = [
+        ("content-type", "application/json"),
         ("x-origin-cache-control", "max-age=60"),
         ("x-origin-echo-body", "1"),
         ("x-origin-delay-ms", "500"),
@@ -314,6 +402,7 @@ async fn a_refresh_re_sends_the_body() {
     let origin = Origin::start().await;
     let wires = start(&origin).await;
     let headers = [
+        ("content-type", "application/json"),
         (
             "x-origin-cache-control",
             "max-age=1, stale-while-revalidate=60",
@@ -354,6 +443,7 @@ async fn a_purge_by_url_prefix_or_tag_reaches_every_body_variant() {
     let wires = start(&origin).await;
     let wire = &wires.all[0];
     let tagged = [
+        ("content-type", "application/json"),
         ("x-origin-cache-control", "max-age=60"),
         ("x-origin-echo-body", "1"),
         ("x-origin-header", "Cache-Tag: gql"),
@@ -445,6 +535,7 @@ async fn a_vary_on_top_of_the_body_keeps_its_variants_apart() {
     let wires = start(&origin).await;
     let headers = |lang: &'static str| {
         [
+            ("content-type", "application/json"),
             ("x-origin-cache-control", "max-age=60"),
             ("x-origin-echo-body", "1"),
             ("x-origin-header", "Vary: Accept-Language"),
@@ -549,4 +640,61 @@ async fn a_purge_by_url_after_a_restart_reaches_body_variants_on_disk() {
     assert_eq!(origin.hits_for("/d"), 2);
     proxy.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A stored QUERY answer (any client can store one) makes purges of its
+/// own URL sweep the URL's body variants, and no other: a purge of another
+/// URL stays a lookup of its keys, never a scan of the zone (the tier
+/// counts its scans).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_purge_of_a_url_with_body_variants_scans_for_them() {
+    let origin = Origin::start().await;
+    let tier = calmcache_testkit::CountingTier::new(64 << 20, 1 << 20);
+    let builder = Proxy::new(&origin)
+        .no_default_ttl()
+        .admin(&admin())
+        .zone_tier(tier.clone());
+    let wires = Wires::start(builder, "").await;
+    let scans = || {
+        tier.counts()
+            .scans
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    for (i, wire) in wires.all.iter().enumerate() {
+        let what = wire.label();
+        let path = format!("/scan/q{i}");
+        for body in ["{\"a\":1}", "{\"a\":2}"] {
+            send(&wires, wire, query(), &path, body).await;
+            let hit = send(&wires, wire, query(), &path, body).await;
+            assert!(hit.is_hit(), "{what}: {}", hit.cache_status());
+        }
+        let get = format!("/scan/get{i}");
+        send(&wires, wire, Method::GET, &get, "").await;
+        assert!(send(&wires, wire, Method::GET, &get, "").await.is_hit());
+
+        let before = scans();
+        for other in [get.as_str(), "/scan/never"] {
+            let purge = format!(r#"{{"url": "{other}"}}"#);
+            wires.proxy.purge(TOKEN, &purge).await;
+        }
+        assert_eq!(
+            scans(),
+            before,
+            "{what}: no scan for URLs without body variants"
+        );
+        assert!(
+            !send(&wires, wire, Method::GET, &get, "").await.is_hit(),
+            "{what}"
+        );
+
+        let purge = format!(r#"{{"url": "{path}"}}"#);
+        let purged = wires.proxy.purge(TOKEN, &purge).await;
+        assert_eq!(purged["purged"], 2, "{what}: {purged}");
+        assert!(scans() > before, "{what}: its variants were swept");
+        for body in ["{\"a\":1}", "{\"a\":2}"] {
+            let r = send(&wires, wire, query(), &path, body).await;
+            assert!(!r.is_hit(), "{what}: {}", r.cache_status());
+        }
+    }
+    wires.proxy.stop().await;
 }

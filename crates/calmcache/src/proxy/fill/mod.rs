@@ -304,10 +304,9 @@ pub(crate) async fn fill(args: FillArgs) -> FillReply {
         (Some(_), false) => return relay(permit, parts, body, NotStored::Request),
     };
     if fetch.body.is_some() {
-        // Before anything is stored under a body key: a purge by URL then
-        // sweeps this zone for the URL's body variants (body_key.rs).
-        zone.body_keyed
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        // Before anything is stored under a body key: a purge of this URL
+        // then sweeps this zone for its body variants (body_key.rs).
+        zone.body_uris.note_body_key(&primary);
     }
     let ctx = StoreCtx {
         route,
