@@ -170,14 +170,8 @@ pub(super) async fn send(
             .await;
         route.activity.upstream_call(&result);
     }
-    if let Err(e) = &result {
-        if matches!(e.kind, ErrorKind::OriginBusy { .. }) {
-            return Err(Failure {
-                error: e.clone(),
-                stale: super::busy_copy(route, stale.as_ref(), stand_in),
-                status: None,
-            });
-        }
+    if let Some(busy) = refused_busy(route, &result, stale.as_ref(), stand_in) {
+        return Err(busy);
     }
     let usable_stale = stale.filter(|s| s.meta.within_stale_if_error(Instant::now()));
     let resp = match judge(
@@ -234,6 +228,22 @@ fn may_revalidate(
 
 /// RFC 9111 §4.3.3: a 304 that does not match the stored copy (another
 /// ETag) cannot update it; the fill asks again without conditionals.
+/// The origin budget refused the request: the fill fails with the copy
+/// that may stand in ([`super::busy_copy`]), not as an origin failure.
+fn refused_busy(
+    route: &Route,
+    result: &Result<Response<OriginBody>, ProxyError>,
+    stale: Option<&Arc<CachedObject>>,
+    stand_in: super::StandIn,
+) -> Option<Failure> {
+    let e = result.as_ref().err()?;
+    matches!(e.kind, ErrorKind::OriginBusy { .. }).then(|| Failure {
+        error: e.clone(),
+        stale: super::busy_copy(route, stale, stand_in),
+        status: None,
+    })
+}
+
 fn mismatched(
     result: &Result<Response<OriginBody>, ProxyError>,
     revalidating: Option<&CachedObject>,
