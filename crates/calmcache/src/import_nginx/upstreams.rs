@@ -195,6 +195,7 @@ fn server(d: &Directive, section: &mut Section) -> Option<Value> {
         return None;
     }
     let mut table = vec![("address".to_owned(), Value::Str(with_port(address, false)))];
+    let mut never_down = false;
     for param in &d.args[1..] {
         let (key, value) = param.split_once('=').unwrap_or((param, ""));
         match (key, value) {
@@ -203,6 +204,19 @@ fn server(d: &Directive, section: &mut Section) -> Option<Value> {
             }
             ("max_fails", n) if n.parse::<i64>().is_ok() => {
                 table.push(("max_fails".to_owned(), Value::Int(n.parse().unwrap_or(1))));
+            }
+            ("fail_timeout", t) if units::millis(t) == Some(0) => {
+                // NGINX keeps a failed server out only until `now -
+                // checked > fail_timeout`: with 0, never past the second it
+                // failed in. calmcache refuses fail_timeout = "0s"; the
+                // meaning is max_fails = 0 (never marked down).
+                never_down = true;
+                section.note(format!(
+                    "`{param}` of `{}` ({}): NGINX then never keeps the server out; \
+                     written as max_fails = 0 (never marked down)",
+                    d.text(),
+                    d.pos
+                ));
             }
             ("fail_timeout", t) if units::duration(t).is_some() => {
                 table.push((
@@ -228,6 +242,10 @@ fn server(d: &Directive, section: &mut Section) -> Option<Value> {
                 d.pos
             )),
         }
+    }
+    if never_down {
+        table.retain(|(key, _)| key != "max_fails");
+        table.push(("max_fails".to_owned(), Value::Int(0)));
     }
     Some(if table.len() == 1 {
         table.remove(0).1
@@ -390,5 +408,33 @@ mod tests {
         assert_eq!(section.get("keepalive"), Some(&Value::Int(16)));
         assert!(section.comments.iter().any(|c| c.contains("backup")));
         assert!(section.comments.iter().any(|c| c.contains("least_conn")));
+    }
+
+    /// Mastodon's `server 127.0.0.1:3000 fail_timeout=0;`: calmcache's
+    /// check refuses fail_timeout = "0s"; NGINX's meaning is a server never
+    /// kept out, max_fails = 0 (issue 28, importer mistake 2).
+    #[test]
+    fn fail_timeout_zero_is_a_server_never_marked_down() {
+        for line in [
+            "server 127.0.0.1:3000 fail_timeout=0;",
+            "server 127.0.0.1:3000 max_fails=3 fail_timeout=0s;",
+            "server 127.0.0.1:3000 fail_timeout=0 max_fails=3;",
+        ] {
+            let mut notes = Vec::new();
+            let (_, section) = block(&first(&format!("upstream app {{ {line} }}")), &mut notes);
+            let text = crate::import_nginx::toml_out::value(section.get("servers").unwrap());
+            assert_eq!(
+                text, r#"[{ address = "127.0.0.1:3000", max_fails = 0 }]"#,
+                "{line}"
+            );
+            assert!(
+                section
+                    .comments
+                    .iter()
+                    .any(|c| c.contains("fail_timeout=0")),
+                "{line}: {:?}",
+                section.comments
+            );
+        }
     }
 }

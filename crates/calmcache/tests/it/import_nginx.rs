@@ -205,6 +205,34 @@ fn upstream_weights_and_tls_pass_check() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Mastodon's upstream line, `server 127.0.0.1:3000 fail_timeout=0;`:
+/// imported as a server never marked down (max_fails = 0), which `check`
+/// passes (it refuses fail_timeout = "0s"). Issue 28, importer mistake 2.
+#[test]
+fn fail_timeout_zero_imports_to_a_config_check_passes() {
+    let dir = scratch("import-ft0");
+    let conf = dir.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        "upstream backend { server 127.0.0.1:3000 fail_timeout=0; }
+         upstream streaming { server 127.0.0.1:4000 fail_timeout=0; server 127.0.0.1:4001 fail_timeout=0; }
+         server { listen 127.0.0.1:8080;
+           location /api/v1/streaming { proxy_pass http://streaming; }
+           location / { proxy_pass http://backend; } }",
+    )
+    .unwrap();
+    let toml = imported(&conf);
+    assert!(!toml.contains("fail_timeout = \"0s\""), "{toml}");
+    assert!(toml.contains("max_fails = 0"), "{toml}");
+    let out = check(&toml, &dir);
+    assert!(
+        out.status.success(),
+        "{}\n{toml}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 // ---- side by side with NGINX ----
 
 /// Whether the nginx binary is here; under CI=true its absence fails.
