@@ -3,6 +3,7 @@
 //! `Fleet`s on one Redis are the nodes.
 
 use super::*;
+use crate::fleet::tests::config_for;
 use std::sync::atomic::AtomicU64;
 
 use crate::config::FleetConfig;
@@ -14,22 +15,6 @@ const LONG: Duration = Duration::from_secs(30);
 
 fn config(redis: &Redis) -> FleetConfig {
     config_for(vec![redis.url()])
-}
-
-fn config_for(nodes: Vec<String>) -> FleetConfig {
-    FleetConfig {
-        nodes,
-        cluster: false,
-        user: None,
-        password: None,
-        prefix: "cc:".to_string(),
-        max_object_size: 1 << 20,
-        timeout: Duration::from_millis(500),
-        lease: Duration::from_millis(300),
-        tls_ca: None,
-        tls_client: None,
-        secret: None,
-    }
 }
 
 fn node(cfg: &FleetConfig, lifetime: Duration) -> OriginBudget {

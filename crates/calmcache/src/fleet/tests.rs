@@ -12,8 +12,14 @@ use calmcache_testkit::redis::Redis;
 use tokio::time::Instant;
 
 fn config(redis: &Redis) -> FleetConfig {
+    config_for(vec![redis.url()])
+}
+
+/// A fleet on `nodes` with short timeouts, for the fleet's unit tests
+/// (origin_budget_tests.rs too).
+pub(super) fn config_for(nodes: Vec<String>) -> FleetConfig {
     FleetConfig {
-        nodes: vec![redis.url()],
+        nodes,
         cluster: false,
         user: None,
         password: None,
