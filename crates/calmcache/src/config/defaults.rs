@@ -183,6 +183,14 @@ pub(crate) mod route {
     /// `http.client` takes any 1xx but 100 for the final answer).
     pub(crate) const EARLY_HINTS: bool = true;
 
+    /// `internal`: clients reach every route (NGINX's locations are not
+    /// internal unless they say so).
+    pub(crate) const INTERNAL: bool = false;
+    /// `index`: NGINX's `index` default.
+    pub(crate) const INDEX: &[&str] = &["index.html"];
+    /// `return.content_type` of a body: NGINX's `default_type` out of the box.
+    pub(crate) const RETURN_CONTENT_TYPE: &str = "text/plain";
+
     /// `name`: `route<index>`.
     pub(crate) fn name(index: usize) -> String {
         format!("route{index}")
@@ -454,6 +462,11 @@ pub(crate) fn keys() -> Vec<(&'static str, Shown)> {
         ("routes.early_hints", Shown::Bool(route::EARLY_HINTS)),
         ("routes.early_hints_links", Shown::Texts(&[])),
         ("routes.early_hints_origins", Shown::Texts(&[])),
+        // Routes that answer without the origin (docs/answering.md).
+        ("routes.return", Shown::Example),
+        ("routes.root", Shown::Example),
+        ("routes.index", Shown::Texts(route::INDEX)),
+        ("routes.internal", Shown::Bool(route::INTERNAL)),
         ("access_log.path", Shown::Example),
         (
             "access_log.format",

@@ -44,8 +44,11 @@
 //! - `tls.rs`: `[[server.tls]]` certificate files loaded and checked, and
 //!   the PEM files of `[fleet]`'s `tls_*` keys.
 //! - `access_log.rs`: the `[access_log]` table's types.
+//! - `answering.rs`: what a route does ([`answering::RouteKind`]: proxy,
+//!   `return`, files from `root`), checked in `validate/answering.rs`.
 
 pub(crate) mod access_log;
+pub(crate) mod answering;
 pub(crate) mod conditions;
 mod defaults;
 pub(crate) mod early_hints;
@@ -68,6 +71,9 @@ pub(crate) use defaults::server::MAX_INFLIGHT_BODY as DEFAULT_MAX_INFLIGHT_BODY;
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod answering_tests;
 
 #[cfg(test)]
 mod defaults_tests;
@@ -603,8 +609,12 @@ pub struct RouteConfig {
     /// The host names the route answers for; empty: every host (and
     /// requests without one).
     pub hosts: Vec<hosts::HostPattern>,
-    /// Index into [`Config::upstreams`].
-    pub upstream: usize,
+    /// What the route does: proxy to its upstream, `return`, or serve
+    /// files from `root` (config/answering.rs).
+    pub kind: answering::RouteKind,
+    /// `internal = true`: a client request this route takes gets 404
+    /// (NGINX's `internal`); only the proxy's own requests reach it.
+    pub internal: bool,
     /// Index into [`Config::zones`]: the route's zone, or the first of its
     /// `zones`; `None` proxies without caching.
     pub zone: Option<usize>,
@@ -716,6 +726,15 @@ pub struct RouteConfig {
 }
 
 impl RouteConfig {
+    /// The upstream (an index into [`Config::upstreams`]) of a proxied
+    /// route; `None` for one that answers itself.
+    pub fn upstream(&self) -> Option<usize> {
+        match self.kind {
+            answering::RouteKind::Proxy { upstream } => Some(upstream),
+            _ => None,
+        }
+    }
+
     /// Whether this route's `match` and `path` take a request for
     /// `path_and_query` (hosts aside).
     pub fn matches(&self, path_and_query: &str) -> bool {

@@ -259,6 +259,22 @@ pub(crate) struct RawRoute {
     pub(crate) early_hints_links: Vec<String>,
     #[serde(default)]
     pub(crate) early_hints_origins: Vec<String>,
+    // Routes that answer without the origin (config/answering.rs).
+    #[serde(rename = "return")]
+    pub(crate) give_back: Option<RawReturn>,
+    pub(crate) root: Option<String>,
+    pub(crate) index: Option<Vec<String>>,
+    pub(crate) internal: Option<bool>,
+}
+
+/// A route's `return = { status, location, body, content_type }`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawReturn {
+    pub(crate) status: Option<i64>,
+    pub(crate) location: Option<String>,
+    pub(crate) body: Option<String>,
+    pub(crate) content_type: Option<String>,
 }
 
 /// A duration or size as written. A number is kept too (not refused by

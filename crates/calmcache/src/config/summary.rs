@@ -24,9 +24,9 @@ impl Config {
     }
 
     fn route_line(&self, route: &RouteConfig) -> String {
-        let upstream = self
-            .upstreams
-            .get(route.upstream)
+        let upstream = route
+            .upstream()
+            .and_then(|u| self.upstreams.get(u))
             .map_or("?", |u| u.name.as_str());
         let zones: Vec<&str> = route
             .zones
@@ -40,6 +40,10 @@ impl Config {
             let hosts: Vec<String> = route.hosts.iter().map(ToString::to_string).collect();
             format!("{} for {}", route.name, hosts.join(" "))
         };
+        if let Some(answers) = answering_line(route) {
+            return format!("{name} {answers}");
+        }
+        let name = format!("{name}{}", internal(route));
         if zones.is_empty() {
             return format!("{name} -> {upstream}, no cache");
         }
@@ -49,6 +53,31 @@ impl Config {
             route.refresh.as_str(),
             cache_features(route)
         )
+    }
+}
+
+/// How a route that answers itself is summed up (`return 301 ->
+/// https://$host$request_uri`, `files /srv/www`), `internal` after a
+/// comma; `None` for a proxied route.
+fn answering_line(route: &RouteConfig) -> Option<String> {
+    use super::answering::RouteKind;
+    let what = match &route.kind {
+        RouteKind::Proxy { .. } => return None,
+        RouteKind::Return(r) => match &r.location {
+            Some(location) => format!("return {} -> {}", r.status.as_u16(), location.as_str()),
+            None => format!("return {}", r.status.as_u16()),
+        },
+        RouteKind::Files(f) => format!("files {}", f.root.display()),
+    };
+    Some(format!("{what}{}", internal(route)))
+}
+
+/// `, internal` for a route clients cannot reach; empty for the others.
+fn internal(route: &RouteConfig) -> &'static str {
+    if route.internal {
+        ", internal"
+    } else {
+        ""
     }
 }
 

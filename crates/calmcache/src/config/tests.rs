@@ -252,7 +252,10 @@ cache_status_key = true
     assert_eq!(route.name, "api");
     assert!(route.matches("/api/users?id=1"));
     assert!(!route.matches("/static/app.js"));
-    assert_eq!(config.upstreams[route.upstream].name, "app");
+    assert_eq!(
+        config.upstreams[route.upstream().expect("proxied")].name,
+        "app"
+    );
     assert_eq!(
         route.zone.map(|z| config.zones[z].name.as_str()),
         Some("ssd")

@@ -10,10 +10,12 @@
 //! This file: the [`Checker`] and its value readers (durations, sizes,
 //! counts) and `[access_log]`. One file per section in `validate/`:
 //! `server.rs`, `admin.rs`, `upstreams.rs` (with `health.rs` and
-//! `upstream_tls.rs`), `zones.rs`, `routes.rs`, `fleet.rs` (with
+//! `upstream_tls.rs`), `zones.rs`, `routes.rs` (with `answering.rs`: what
+//! a route does), `fleet.rs` (with
 //! `fleet_tls.rs` and `fleet_secret.rs`).
 
 mod admin;
+mod answering;
 mod early_hints;
 mod fleet;
 mod fleet_secret;
@@ -46,7 +48,8 @@ pub(crate) fn validate(raw: RawConfig) -> Result<Config, Vec<Problem>> {
     let mut check = Checker::default();
     let server = check.server(raw.server.unwrap_or_default());
     let admin = raw.admin.map(|admin| check.admin(admin, &server));
-    let upstreams = check.upstreams(raw.upstreams);
+    let proxied = raw.routes.is_empty() || raw.routes.iter().any(|r| !r.answers_itself());
+    let upstreams = check.upstreams(raw.upstreams, proxied);
     let zones: Vec<ZoneConfig> = raw
         .zones
         .into_iter()

@@ -1,4 +1,5 @@
-//! Streaming a large disk object's body: chunks read with positioned reads
+//! Streaming a large disk object's body (or `len` bytes of any open file:
+//! [`open_file_body`], a file route's answer): chunks read with positioned reads
 //! on the blocking thread pool, a few chunks ahead of the client at most, so
 //! memory per response stays bounded whatever the object's size and no
 //! blocking-pool thread waits on a slow client.
@@ -68,6 +69,50 @@ pub(crate) fn file_body(lazy: &LazyBody, start: u64, len: u64, verify: bool) -> 
         }
         if let Some(last) = held {
             let _ = tx.send(Ok(last)).await;
+        }
+    });
+    ResponseBody::stream(ChannelBody::new(rx, len))
+}
+
+/// Streams `len` bytes of `file` from `start`, as [`file_body`] does (a
+/// few chunks ahead of the client, each read on the blocking pool). A read
+/// short of `len` (the file shrank) ends the body with an error: the
+/// client sees a cut connection, never a short body passed off as whole.
+pub(crate) fn open_file_body(
+    file: std::sync::Arc<std::fs::File>,
+    start: u64,
+    len: u64,
+) -> ResponseBody {
+    use std::os::unix::fs::FileExt;
+    let (tx, rx) = mpsc::channel::<Result<Bytes, BoxError>>(AHEAD);
+    tokio::spawn(async move {
+        let end = start.saturating_add(len);
+        let mut at = start;
+        while at < end {
+            let n = usize::try_from((end - at).min(CHUNK as u64)).unwrap_or(CHUNK);
+            let reader = file.clone();
+            let read = tokio::task::spawn_blocking(move || {
+                let mut buf = vec![0u8; n];
+                reader
+                    .read_exact_at(&mut buf, at)
+                    .map(|()| Bytes::from(buf))
+            })
+            .await;
+            let chunk = match read {
+                Ok(Ok(chunk)) => chunk,
+                Ok(Err(e)) => {
+                    let _ = tx.send(Err(e.into())).await;
+                    return;
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e.into())).await;
+                    return;
+                }
+            };
+            at += n as u64;
+            if tx.send(Ok(chunk)).await.is_err() {
+                return; // The client went away.
+            }
         }
     });
     ResponseBody::stream(ChannelBody::new(rx, len))

@@ -19,6 +19,7 @@ pub(crate) mod paged;
 pub(crate) mod range;
 pub(crate) mod reply;
 pub(crate) mod scheme;
+pub(crate) mod static_file;
 pub(crate) mod vary;
 
 /// The QUERY method (draft-ietf-httpbis-safe-method-w-body): safe and

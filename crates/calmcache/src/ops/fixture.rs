@@ -104,7 +104,8 @@ fn upstreams() -> BTreeMap<String, UpstreamStatus> {
 
 fn routes() -> BTreeMap<String, RouteStatus> {
     let one = RouteStatus {
-        upstream: "api".to_owned(),
+        upstream: Some("api".to_owned()),
+        answers: None,
         hosts: vec!["example.test".to_owned()],
         zone: Some("disk".to_owned()),
         zones: Vec::new(),
@@ -112,7 +113,8 @@ fn routes() -> BTreeMap<String, RouteStatus> {
         activity: activity(100),
     };
     let spread = RouteStatus {
-        upstream: "static\"s\\".to_owned(),
+        upstream: Some("static\"s\\".to_owned()),
+        answers: None,
         hosts: Vec::new(),
         zone: Some("mem".to_owned()),
         zones: vec!["mem".to_owned(), "disk".to_owned()],

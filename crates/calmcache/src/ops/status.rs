@@ -10,7 +10,7 @@ use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
 use crate::net::upstream::Upstream;
-use crate::proxy::state::{Proxy, Route};
+use crate::proxy::state::{AnsweringRoute, Proxy, Route};
 use crate::telemetry::metrics::{HistogramSnapshot, Metrics, BOUNDS};
 use crate::telemetry::stats::ActivitySnapshot;
 
@@ -280,8 +280,12 @@ pub(crate) struct Purges {
 /// One route's counters.
 #[derive(Serialize, Debug)]
 pub(crate) struct RouteStatus {
-    /// Upstream name.
-    pub upstream: String,
+    /// Upstream name; absent for a route that answers itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
+    /// How a route without upstream answers: `return` or `files`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answers: Option<&'static str>,
     /// The host names the route answers for (`hosts`); absent: every host.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<String>,
@@ -442,13 +446,19 @@ fn routes(
         }
         routes.insert(route.cfg.name.clone(), rs);
     }
+    for route in &proxy.answering {
+        let rs = answering_status(route);
+        totals += &rs.activity;
+        routes.insert(route.cfg.name.clone(), rs);
+    }
     (totals, routes)
 }
 
 fn route_status(route: &Route) -> RouteStatus {
     let single = route.zones.len() <= 1;
     RouteStatus {
-        upstream: route.upstream.name.clone(),
+        upstream: Some(route.upstream.name.clone()),
+        answers: None,
         hosts: route.cfg.hosts.iter().map(ToString::to_string).collect(),
         zone: route.zone.as_ref().map(|z| z.name.clone()),
         zones: if single {
@@ -457,6 +467,19 @@ fn route_status(route: &Route) -> RouteStatus {
             route.zones.iter().map(|(z, _)| z.name.clone()).collect()
         },
         refresh: route.policy.mode.as_str(),
+        activity: route.activity.snapshot(),
+    }
+}
+
+/// A route that answers itself: no upstream, no zone.
+fn answering_status(route: &AnsweringRoute) -> RouteStatus {
+    RouteStatus {
+        upstream: None,
+        answers: route.cfg.kind.answers(),
+        hosts: route.cfg.hosts.iter().map(ToString::to_string).collect(),
+        zone: None,
+        zones: Vec::new(),
+        refresh: "none",
         activity: route.activity.snapshot(),
     }
 }

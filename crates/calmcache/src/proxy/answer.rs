@@ -11,6 +11,7 @@ use http::Response;
 
 use crate::http::body::ResponseBody;
 use crate::proxy::state::Route;
+use crate::telemetry::stats::Activity;
 
 /// A response and what happened to produce it.
 pub(crate) struct Answer<'r> {
@@ -26,14 +27,15 @@ pub(crate) struct Answer<'r> {
 /// How an answer is counted.
 #[derive(Clone, Copy)]
 pub(crate) enum Told<'r> {
-    /// Answered on `route` as the report says: counted by the route (and
-    /// the zone it was placed in), timed in its class's latency histogram.
-    Answered(&'r Route, Report),
+    /// Answered on a route as the report says: counted in the route's
+    /// counters (and the zone it was placed in), timed in its class's
+    /// latency histogram.
+    Answered(&'r Activity, Report),
     /// Refused (at the edge, no route, or a request body that broke off):
     /// the access log shows `bypass`; the histograms, whose counts are the
     /// routes' answers, do not. A route that had already sent the request
     /// on still counts it.
-    Refused(Option<(&'r Route, Report)>),
+    Refused(Option<(&'r Activity, Report)>),
     /// Not an answer of the cache (a `PURGE`): no class.
     Unclassed,
 }
@@ -47,7 +49,21 @@ impl<'r> Answer<'r> {
     ) -> Self {
         Answer {
             resp,
-            told: Told::Answered(route, *report),
+            told: Told::Answered(&route.activity, *report),
+            placed: None,
+        }
+    }
+
+    /// `resp`, answered on a route whose counters are `activity` (a route
+    /// that answers itself: proxy/answering/).
+    pub(crate) fn counted(
+        activity: &'r Activity,
+        report: &Report,
+        resp: Response<ResponseBody>,
+    ) -> Self {
+        Answer {
+            resp,
+            told: Told::Answered(activity, *report),
             placed: None,
         }
     }

@@ -22,8 +22,8 @@ use crate::telemetry::stats::Activity;
 /// it had a route of that name, else new ones.
 pub(crate) fn route_activity(previous: Option<&Proxy>, name: &str) -> Arc<Activity> {
     previous
-        .and_then(|p| p.routes.iter().find(|r| r.cfg.name == name))
-        .map_or_else(Arc::default, |r| r.activity.clone())
+        .and_then(|p| p.table.iter().find(|r| r.cfg().name == name))
+        .map_or_else(Arc::default, |r| r.activity().clone())
 }
 
 /// Per zone of the new generation (same order): the counters of the

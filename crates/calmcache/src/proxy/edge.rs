@@ -44,10 +44,10 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::PathAndQuery;
 use http::{Request, Uri, Version};
 
+use crate::config::RouteConfig;
 use crate::http::error::{ErrorKind, ProxyError};
 use crate::http::headers::{strip_hop_by_hop_keeping, HOP_BY_HOP};
 use crate::net::conn::Peer;
-use crate::proxy::state::Route;
 
 /// What [`admit`] learnt of a request, for [`prepare`] and route matching.
 #[derive(Debug, Default)]
@@ -644,10 +644,10 @@ fn remove_dot_segments(path: &str) -> String {
 pub(crate) fn prepare<B>(
     req: &mut Request<B>,
     admitted: &mut Admitted,
-    route: &Route,
+    route: &RouteConfig,
     peer: Peer,
 ) -> Peer {
-    if !route.cfg.merge_slashes {
+    if !route.merge_slashes {
         if let Some(unmerged) = admitted.unmerged.take() {
             *req.uri_mut() = Uri::from(unmerged);
             admitted.forms_differ = true;
@@ -659,10 +659,10 @@ pub(crate) fn prepare<B>(
         // RFC 9110 §7.6.1, except that `Connection` cannot remove Host or a
         // field the key reads: the origin must see the request keyed.
         strip_hop_by_hop_keeping(headers, |name| {
-            *name == header::HOST || route.cfg.key.reads_header(name)
+            *name == header::HOST || route.key.reads_header(name)
         });
     }
-    if seen.underscore && !route.cfg.underscores_in_headers {
+    if seen.underscore && !route.underscores_in_headers {
         remove_where(headers, |name| name.as_str().contains('_'));
     }
     let trusted = trusts(route, peer.addr.ip());
@@ -677,7 +677,7 @@ pub(crate) fn prepare<B>(
             // A trusted proxy's forwarding fields pass; requests to serve
             // another URL or method never do (a proxy in front passes
             // its clients' ones on untouched).
-            let passes = (trusted && !is_override(&dashed)) || route.cfg.key.reads_header(name);
+            let passes = (trusted && !is_override(&dashed)) || route.key.reads_header(name);
             is_forwarding(&dashed) && !passes
         });
     }
@@ -708,16 +708,12 @@ pub(crate) fn ensure_host(headers: &mut HeaderMap, uri: &Uri) {
 }
 
 /// The client address is in one of the route's `trusted_proxies`.
-fn trusts(route: &Route, ip: IpAddr) -> bool {
+fn trusts(route: &RouteConfig, ip: IpAddr) -> bool {
     let ip = match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
     };
-    route
-        .cfg
-        .trusted_proxies
-        .iter()
-        .any(|net| net.contains(&ip))
+    route.trusted_proxies.iter().any(|net| net.contains(&ip))
 }
 
 /// Removes every field whose name `drop` picks.

@@ -41,6 +41,7 @@ use crate::http::body::ResponseBody;
 use crate::http::error::{ErrorKind, ProxyError};
 use crate::net::conn::Peer;
 use crate::proxy::answer::{Answer, Told};
+use crate::proxy::answering::{self, Answered};
 use crate::proxy::body_key::KeyedBody;
 use crate::proxy::fetch::{self, fetch_request, refresh_in_background, Fetch};
 use crate::proxy::fill::FetchRequest;
@@ -49,7 +50,7 @@ use crate::proxy::lookup::{lookup, Found, PrimaryKey};
 use crate::proxy::pass::{pass, refused, with_body};
 use crate::proxy::plan::{self, Asked, Plan, Stored, Why};
 use crate::proxy::respond::{error_response, only_if_cached, serve, Ask};
-use crate::proxy::state::{Proxy, Route, Worker};
+use crate::proxy::state::{AnsweringRoute, Entry, Proxy, Route, Worker};
 use crate::telemetry::metrics::{self, CallSlot, Served};
 use calmcache_core::Zone;
 
@@ -81,8 +82,8 @@ fn record(
         placed,
     } = answer;
     match told {
-        Told::Answered(route, report) => {
-            route.activity.record(&report);
+        Told::Answered(activity, report) => {
+            activity.record(&report);
             let class = report.status.class();
             proxy.metrics.answered(class, started.elapsed());
             // A route over several zones: the zone its key was placed in.
@@ -90,7 +91,7 @@ fn record(
                 zone.count(class);
             }
         }
-        Told::Refused(Some((route, report))) => route.activity.record(&report),
+        Told::Refused(Some((activity, report))) => activity.record(&report),
         Told::Refused(None) | Told::Unclassed => {}
     }
     if let Some(slot) = slot {
@@ -105,16 +106,26 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
     // Borrowed, not cloned: no reference count shared by all threads is
     // touched on a hit (the `worker` Arc is this thread's own).
     let proxy = &worker.proxy;
-    let (route, client) = match admit(worker, &mut req, client) {
-        Admission::Routed(route, client) => (route, client),
-        Admission::Refused(resp) => return Answer::refused(resp),
-        Admission::Purge => {
-            let purged = Box::pin(crate::proxy::purge::purge_method(proxy, &req, client.addr));
-            return Answer::unclassed(purged.await);
-        }
-        Admission::Tunnel(route, client) => {
-            return Box::pin(crate::proxy::tunnel::open(worker, route, req, client)).await
-        }
+    let mut admission = admit(worker, &mut req, client);
+    let (route, client) = loop {
+        admission = match admission {
+            Admission::Routed(route, client) => break (route, client),
+            Admission::Refused(resp) => return Answer::refused(resp),
+            Admission::Answered(answer) => return answer,
+            Admission::Purge => {
+                let purged = Box::pin(crate::proxy::purge::purge_method(proxy, &req, client.addr));
+                return Answer::unclassed(purged.await);
+            }
+            Admission::Tunnel(route, client) => {
+                return Box::pin(crate::proxy::tunnel::open(worker, route, req, client)).await
+            }
+            Admission::Answering(route, prepared, onward) => {
+                match Box::pin(answering::answer(route, &req, prepared)).await {
+                    Answered::Here(answer) => return answer,
+                    Answered::FallThrough => onward.next(worker, &mut req),
+                }
+            }
+        };
     };
     let (req, body) = match read_body(proxy, route, req, client).await {
         Ok(read) => read,
@@ -357,6 +368,11 @@ enum Admission<'w> {
     Routed(&'w Arc<Route>, Peer),
     /// A WebSocket upgrade on a route that tunnels them.
     Tunnel(&'w Arc<Route>, Peer),
+    /// A route that answers itself (proxy/answering/), with the client as
+    /// prepared for it and where routing goes on if its file is absent.
+    Answering(&'w Arc<AnsweringRoute>, Peer, Box<Onward>),
+    /// Answered already and counted on its route (an `internal` route's 404).
+    Answered(Answer<'w>),
     /// A `PURGE` request (purge.rs).
     Purge,
     /// Refused, or no route: answered already.
@@ -367,7 +383,7 @@ enum Admission<'w> {
 /// everything below reads it as admitted and prepared, never its raw form)
 /// and finds its route.
 fn admit<'w>(worker: &'w Worker, req: &mut Request<Incoming>, client: Peer) -> Admission<'w> {
-    let mut admitted = match crate::proxy::edge::admit(req, client) {
+    let admitted = match crate::proxy::edge::admit(req, client) {
         Ok(admitted) => admitted,
         Err(e) => {
             worker.proxy.metrics.requests_refused.inc();
@@ -377,39 +393,76 @@ fn admit<'w>(worker: &'w Worker, req: &mut Request<Incoming>, client: Peer) -> A
     if req.method().as_str() == "PURGE" {
         return Admission::Purge;
     }
-    let own = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
-    // As admitted: lower-case, no default port (edge.rs); looked up only
-    // when some route has `hosts`.
-    let host = if worker.by_host {
-        crate::http::headers::host_of(req)
-    } else {
-        ""
-    };
-    let Some(route) = worker.route_for(host, admitted.match_target(own)) else {
-        let e = ProxyError::downstream(ErrorKind::NoRoute, own);
-        return Admission::Refused(error_response(&e, &CacheStatus::Bypass.report()));
-    };
-    // Rare: kept only when the route must be found again below.
-    let routed_host = admitted.recheck().then(|| host.to_owned());
-    let client = crate::proxy::edge::prepare(req, &mut admitted, route, client);
-    if let Some(host) = routed_host {
+    Onward {
+        admitted,
+        from: 0,
+        client,
+    }
+    .next(worker, req)
+}
+
+/// Where routing of an admitted request goes on: from the table's entry
+/// `from`, with what the edge learnt and the client as it came (a file
+/// route without the file hands the request to the next route that takes
+/// it, which prepares it for itself).
+struct Onward {
+    admitted: crate::proxy::edge::Admitted,
+    from: usize,
+    client: Peer,
+}
+
+impl Onward {
+    /// The first route from `from` on that takes `req`, prepared for it.
+    fn next<'w>(self, worker: &'w Worker, req: &mut Request<Incoming>) -> Admission<'w> {
+        let Onward {
+            mut admitted,
+            from,
+            client,
+        } = self;
         let own = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
-        if !worker
-            .route_for(&host, own)
-            .is_some_and(|r| Arc::ptr_eq(r, route))
-        {
-            let e = ProxyError::downstream(
-                ErrorKind::BadRequest,
-                "the path routes differently once its escapes are decoded",
-            );
-            worker.proxy.metrics.requests_refused.inc();
-            return Admission::Refused(refused(&e, req.version()));
+        // As admitted: lower-case, no default port (edge.rs); looked up only
+        // when some route has `hosts`.
+        let host = if worker.by_host {
+            crate::http::headers::host_of(req)
+        } else {
+            ""
+        };
+        let Some((at, entry)) = worker.route_for(host, admitted.match_target(own), from) else {
+            let e = ProxyError::downstream(ErrorKind::NoRoute, own);
+            return Admission::Refused(error_response(&e, &CacheStatus::Bypass.report()));
+        };
+        if entry.cfg().internal {
+            return Admission::Answered(answering::internal(entry.activity()));
+        }
+        // Rare: kept only when the route must be found again below.
+        let routed_host = admitted.recheck().then(|| host.to_owned());
+        let prepared = crate::proxy::edge::prepare(req, &mut admitted, entry.cfg(), client);
+        if let Some(host) = routed_host {
+            let own = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
+            if worker.route_for(&host, own, from).map(|(a, _)| a) != Some(at) {
+                let e = ProxyError::downstream(
+                    ErrorKind::BadRequest,
+                    "the path routes differently once its escapes are decoded",
+                );
+                worker.proxy.metrics.requests_refused.inc();
+                return Admission::Refused(refused(&e, req.version()));
+            }
+        }
+        match entry {
+            Entry::Proxied(route) if admitted.websocket && route.cfg.websocket => {
+                Admission::Tunnel(route, prepared)
+            }
+            Entry::Proxied(route) => Admission::Routed(route, prepared),
+            Entry::Answering(route) => {
+                let onward = Onward {
+                    admitted,
+                    from: at + 1,
+                    client,
+                };
+                Admission::Answering(route, prepared, Box::new(onward))
+            }
         }
     }
-    if admitted.websocket && route.cfg.websocket {
-        return Admission::Tunnel(route, client);
-    }
-    Admission::Routed(route, client)
 }
 
 /// The zone a request on `route` is looked up in (the route's first) and

@@ -2,7 +2,8 @@
 //! edge's one view of a request, lookup (primary key, Vary), the refresh
 //! decision, fetches coalesced in flight and filled from the origin,
 //! bodies read while they arrive, responses from stored objects, WebSocket
-//! tunnels, invalidation, purges and warm-up; the state one generation of
+//! tunnels, routes that answer without the origin (`return`, files:
+//! answering/), invalidation, purges and warm-up; the state one generation of
 //! the config runs on.
 //!
 //! Owns: what a request does to the cache and what it answers. Imports:
@@ -10,6 +11,7 @@
 //! never [`crate::ops`] or [`crate::run`].
 
 pub(crate) mod answer;
+pub(crate) mod answering;
 pub(crate) mod background;
 pub(crate) mod body_key;
 pub(crate) mod carry;

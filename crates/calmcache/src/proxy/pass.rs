@@ -148,7 +148,7 @@ async fn forward<'r>(
                 tracing::debug!(target: LOG, error = %e, "request body failed");
                 route.activity.upstream_requests.inc();
                 return Answer {
-                    told: Told::Refused(Some((route, report))),
+                    told: Told::Refused(Some((&route.activity, report))),
                     ..Answer::refused(refused(&fault, version))
                 };
             }

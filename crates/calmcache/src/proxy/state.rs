@@ -10,6 +10,7 @@ use calmcache_core::{
     Zone,
 };
 
+use crate::config::answering::RouteKind;
 use crate::config::{ClientCacheControl, Config, RouteConfig, RouteMatch};
 use crate::net::upstream::Upstream;
 use crate::proxy::outcome::FillOutcome;
@@ -165,6 +166,43 @@ impl Route {
     }
 }
 
+/// A route that answers without the origin (`return`, `root`;
+/// proxy/answering/): its config and counters. No upstream, no zone.
+pub struct AnsweringRoute {
+    /// The validated config of this route (its kind is not `Proxy`).
+    pub cfg: RouteConfig,
+    /// Counters (kept by name across reloads: proxy/carry.rs).
+    pub activity: Arc<Activity>,
+}
+
+/// One entry of the route table: a proxied route or one that answers
+/// itself. Admission (handle.rs) hands each to its own path, so the
+/// proxied path's code never sees a route without an upstream.
+pub(crate) enum Entry {
+    /// Proxied to its upstream, cached in its zone if it has one.
+    Proxied(Arc<Route>),
+    /// Answered by proxy/answering/.
+    Answering(Arc<AnsweringRoute>),
+}
+
+impl Entry {
+    /// The route's validated config.
+    pub(crate) fn cfg(&self) -> &RouteConfig {
+        match self {
+            Entry::Proxied(route) => &route.cfg,
+            Entry::Answering(route) => &route.cfg,
+        }
+    }
+
+    /// The route's counters.
+    pub(crate) fn activity(&self) -> &Arc<Activity> {
+        match self {
+            Entry::Proxied(route) => &route.activity,
+            Entry::Answering(route) => &route.activity,
+        }
+    }
+}
+
 /// Hosts remembered per route for purges by path; past it, a path purge
 /// scans the route's zones for the path on any host.
 pub(crate) const KNOWN_HOSTS_MAX: usize = 10_000;
@@ -218,8 +256,14 @@ impl KnownHosts {
 
 /// Everything a request handler needs.
 pub struct Proxy {
-    /// Routes in config order; the first match wins.
+    /// The proxied routes, in config order (purges, warm-up, `/status`).
     pub routes: Vec<Arc<Route>>,
+    /// The routes that answer themselves (`return`, `root`), in config order.
+    pub answering: Vec<Arc<AnsweringRoute>>,
+    /// Every route in config order, as requests are matched: the first
+    /// that takes a request wins (a file route whose file is absent hands
+    /// it to the next).
+    pub(crate) table: Vec<Entry>,
     /// Zones in config order.
     pub zones: Vec<Arc<Zone>>,
     /// Per zone (same order): the answers of routes that place keys over
@@ -361,7 +405,21 @@ impl Proxy {
             inflight: &metrics.inflight,
             fleet: &fleet,
         };
-        let routes = config.routes.iter().map(|r| parts.route(r)).collect();
+        let table: Vec<Entry> = config.routes.iter().map(|r| parts.entry(r)).collect();
+        let routes = table
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Proxied(route) => Some(route.clone()),
+                Entry::Answering(_) => None,
+            })
+            .collect();
+        let answering = table
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Answering(route) => Some(route.clone()),
+                Entry::Proxied(_) => None,
+            })
+            .collect();
         let zone_activity = super::carry::zone_activity(&zones, previous);
         let access_log = std::sync::OnceLock::new();
         if let Some(log) = previous.and_then(|p| p.access_log.get()) {
@@ -369,6 +427,8 @@ impl Proxy {
         }
         Ok(Arc::new(Proxy {
             routes,
+            answering,
+            table,
             zone_activity,
             zones,
             zone_sources,
@@ -436,16 +496,30 @@ struct RouteParts<'a> {
 }
 
 impl RouteParts<'_> {
-    /// One route, keeping the hosts and counters of the previous
+    /// One entry of the route table: a proxied route, or one that answers
+    /// itself (keeping its counters by name too).
+    fn entry(&self, r: &RouteConfig) -> Entry {
+        match r.kind {
+            RouteKind::Proxy { upstream } => Entry::Proxied(self.route(r, upstream)),
+            RouteKind::Return(_) | RouteKind::Files(_) => {
+                Entry::Answering(Arc::new(AnsweringRoute {
+                    cfg: r.clone(),
+                    activity: super::carry::route_activity(self.previous, &r.name),
+                }))
+            }
+        }
+    }
+
+    /// One proxied route, keeping the hosts and counters of the previous
     /// generation's route of the same name.
-    fn route(&self, r: &crate::config::RouteConfig) -> Arc<Route> {
+    fn route(&self, r: &RouteConfig, upstream: usize) -> Arc<Route> {
         let zones = self.zones;
         let old = self
             .previous
             .and_then(|p| p.routes.iter().find(|old| old.cfg.name == r.name));
         Arc::new(Route {
             cfg: r.clone(),
-            upstream: self.upstreams[r.upstream].clone(),
+            upstream: self.upstreams[upstream].clone(),
             zone: r.zone.map(|z| zones[z].clone()),
             zones: r
                 .zones
@@ -492,11 +566,11 @@ impl Worker {
     /// Clones the route regexes for one thread.
     pub(crate) fn new(proxy: Arc<Proxy>, tunnels: Arc<crate::net::shutdown::Tunnels>) -> Self {
         let matchers = proxy
-            .routes
+            .table
             .iter()
-            .map(|r| (r.cfg.matcher.clone(), r.cfg.path_matcher.clone()))
+            .map(|e| (e.cfg().matcher.clone(), e.cfg().path_matcher.clone()))
             .collect();
-        let by_host = proxy.routes.iter().any(|r| !r.cfg.hosts.is_empty());
+        let by_host = proxy.table.iter().any(|e| !e.cfg().hosts.is_empty());
         Worker {
             proxy,
             matchers,
@@ -505,19 +579,27 @@ impl Worker {
         }
     }
 
-    /// The first route whose `hosts` take `host` (the admitted Host
-    /// value; empty without one) and whose `match` and `path` take
-    /// `path_and_query`.
-    pub(crate) fn route_for(&self, host: &str, path_and_query: &str) -> Option<&Arc<Route>> {
+    /// The first route from the table's entry `from` on whose `hosts`
+    /// take `host` (the admitted Host value; empty without one) and whose
+    /// `match` and `path` take `path_and_query`, with its place in the
+    /// table (a file route hands a request on from the next place).
+    pub(crate) fn route_for(
+        &self,
+        host: &str,
+        path_and_query: &str,
+        from: usize,
+    ) -> Option<(usize, &Entry)> {
         self.proxy
-            .routes
+            .table
             .iter()
             .zip(&self.matchers)
-            .find(|(route, (target, path))| {
-                crate::config::hosts::any_matches(&route.cfg.hosts, host)
+            .enumerate()
+            .skip(from)
+            .find(|(_, (entry, (target, path)))| {
+                crate::config::hosts::any_matches(&entry.cfg().hosts, host)
                     && RouteMatch::new(target.as_ref(), path.as_ref()).is_match(path_and_query)
             })
-            .map(|(route, _)| route)
+            .map(|(at, (entry, _))| (at, entry))
     }
 }
 

@@ -11,6 +11,7 @@ use calmcache_core::RefreshMode;
 use regex::Regex;
 
 use super::Checker;
+use crate::config::answering::RouteKind;
 use crate::config::conditions::Condition;
 use crate::config::defaults::route;
 use crate::config::error::{toml_key, Problem};
@@ -83,7 +84,16 @@ impl Checker {
             .as_ref()
             .and_then(|pattern| self.regex(&at("path"), pattern));
         let hosts = self.hosts(&at("hosts"), raw.hosts.as_deref());
-        let upstream = self.route_upstream(&at("upstream"), raw.upstream.as_deref(), names);
+        let kind = match self.answering(&path, &raw) {
+            Some(kind) => kind,
+            None => {
+                let upstream = self.route_upstream(&at("upstream"), raw.upstream.as_deref(), names);
+                // 0 is a placeholder: a missing upstream was reported.
+                RouteKind::Proxy {
+                    upstream: upstream.unwrap_or(0),
+                }
+            }
+        };
         let zones = self.route_zones(&at, &raw, names);
         let zone = zones.first().copied();
         let memory = self.route_memory(&at, &raw, names, &zones);
@@ -93,8 +103,8 @@ impl Checker {
             matcher,
             path_matcher,
             hosts,
-            // 0 is a placeholder: a missing upstream was reported above.
-            upstream: upstream.unwrap_or(0),
+            kind,
+            internal: raw.internal.unwrap_or(route::INTERNAL),
             zone,
             zones,
             memory,
@@ -483,7 +493,9 @@ impl Checker {
 
     /// Warm paths must be origin-form (`/...`) and need a zone to fill.
     fn warm(&mut self, path: &str, raw: &RawRoute, names: &Names<'_>) -> Vec<String> {
-        if !raw.warm.is_empty() && raw.zone.is_none() && raw.zones.is_empty() {
+        // A route that answers itself is told it has no zone (answering.rs).
+        let cache_less = raw.zone.is_none() && raw.zones.is_empty() && !raw.answers_itself();
+        if !raw.warm.is_empty() && cache_less {
             let problem = Problem::new(format!("{path}.warm"), "warming needs a zone to fill");
             let hint = match names.zones.first() {
                 Some(zone) => format!("set zone = {zone:?} on this route, or remove warm"),

@@ -15,8 +15,14 @@ use crate::config::units::BadValue;
 use crate::config::{Scheme, UpstreamConfig, UpstreamServer};
 
 impl Checker {
-    pub(super) fn upstreams(&mut self, raw: BTreeMap<String, RawUpstream>) -> Vec<UpstreamConfig> {
-        if raw.is_empty() {
+    /// The upstreams; none is a problem when some route proxies
+    /// (`proxied`), not in a config whose routes all answer themselves.
+    pub(super) fn upstreams(
+        &mut self,
+        raw: BTreeMap<String, RawUpstream>,
+        proxied: bool,
+    ) -> Vec<UpstreamConfig> {
+        if raw.is_empty() && proxied {
             let problem = Problem::new("upstreams", "no upstreams defined");
             self.report(
                 problem.hint(r#"add e.g. [upstreams.app] with servers = ["127.0.0.1:8081"]"#),

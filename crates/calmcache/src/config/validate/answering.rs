@@ -1,0 +1,250 @@
+//! What a route does: `upstream`, `return` or `root` (exactly one), and the
+//! checks of `return`, `root` and `index` -> [`RouteKind`]. A route that
+//! answers itself has no zone (a file route's cache is the page cache; a
+//! `return` costs less than a lookup). Reports and carries on.
+
+use std::path::PathBuf;
+
+use http::StatusCode;
+
+use super::Checker;
+use crate::config::answering::{Files, Return, RouteKind, Template, REDIRECTS};
+use crate::config::defaults::route;
+use crate::config::error::Problem;
+use crate::config::raw::{RawReturn, RawRoute};
+
+/// The hint for a template that does not parse.
+const TEMPLATE_HINT: &str = "variables: $scheme, $host, $uri, $args, $is_args, $request_uri, \
+                             $method, $arg_NAME, $http_NAME, $cookie_NAME";
+
+impl RawRoute {
+    /// True when the route says `return` or `root` (and so needs no upstream).
+    pub(crate) fn answers_itself(&self) -> bool {
+        self.give_back.is_some() || self.root.is_some()
+    }
+}
+
+impl Checker {
+    /// The route's kind when it answers itself (`return`, `root`); `None`
+    /// for a proxied route, whose `upstream` routes.rs resolves (and
+    /// reports missing). Two of `upstream`, `return`, `root` are reported
+    /// at the route's path.
+    pub(super) fn answering(&mut self, path: &str, raw: &RawRoute) -> Option<RouteKind> {
+        let said: Vec<&str> = [
+            ("upstream", raw.upstream.is_some()),
+            ("return", raw.give_back.is_some()),
+            ("root", raw.root.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(key, set)| set.then_some(key))
+        .collect();
+        if said.len() > 1 {
+            let problem = Problem::new(
+                path,
+                format!(
+                    "a route does one thing, this one says {}",
+                    said.join(" and ")
+                ),
+            );
+            self.report(problem.hint(
+                "keep one of upstream (proxy), return (answer itself), root (serve files); \
+                 a file route falls through to the next route when the file is absent",
+            ));
+            return None;
+        }
+        if raw.index.is_some() && raw.root.is_none() {
+            let problem = Problem::new(format!("{path}.index"), "index is for a route with root");
+            self.report(problem.hint(r#"add root = "/srv/www", or remove index"#));
+        }
+        let kind = match (&raw.give_back, &raw.root) {
+            (Some(give_back), _) => RouteKind::Return(self.give_back(path, give_back)),
+            (None, Some(root)) => RouteKind::Files(self.files(path, root, raw.index.as_deref())),
+            (None, None) => return None,
+        };
+        self.no_zone(path, raw);
+        Some(kind)
+    }
+
+    /// Keys that say where to cache, refused on a route that answers itself.
+    fn no_zone(&mut self, path: &str, raw: &RawRoute) {
+        let cache_keys = [
+            ("zone", raw.zone.is_some()),
+            ("zones", !raw.zones.is_empty()),
+            ("memory", raw.memory.is_some()),
+            ("warm", !raw.warm.is_empty()),
+        ];
+        for (key, _) in cache_keys.into_iter().filter(|(_, set)| *set) {
+            let problem = Problem::new(
+                format!("{path}.{key}"),
+                "a route that answers itself (return, root) has no zone",
+            );
+            self.report(problem.hint(
+                "remove it: a return costs less than a lookup, and files are kept by the \
+                 page cache",
+            ));
+        }
+    }
+
+    /// `return = { status, location, body, content_type }`.
+    fn give_back(&mut self, path: &str, raw: &RawReturn) -> Return {
+        let at = |key: &str| format!("{path}.return.{key}");
+        let Some(status) = self.return_status(&at("status"), raw.status) else {
+            // Placeholder: the problem is reported, the rest hangs on it.
+            return Return {
+                status: StatusCode::NOT_FOUND,
+                location: None,
+                body: None,
+                content_type: String::new(),
+            };
+        };
+        let redirect = REDIRECTS.contains(&status.as_u16());
+        let location = match (&raw.location, redirect) {
+            (Some(text), true) => self.location(&at("location"), text),
+            (None, true) => {
+                let problem = Problem::new(at("location"), format!("{status} needs a location"));
+                self.report(problem.hint(r#"e.g. location = "https://$host$request_uri""#));
+                None
+            }
+            (Some(_), false) => {
+                let problem = Problem::new(
+                    at("location"),
+                    format!(
+                        "location is for the redirects (301, 302, 303, 307, 308), not {status}"
+                    ),
+                );
+                self.report(problem.hint("use a redirect status, or body for this one"));
+                None
+            }
+            (None, false) => None,
+        };
+        let body = raw
+            .body
+            .as_ref()
+            .and_then(|text| self.return_body(&at("body"), text, status, redirect));
+        if raw.content_type.is_some() && raw.body.is_none() {
+            let problem = Problem::new(at("content_type"), "content_type is for a body");
+            self.report(problem.hint("add body, or remove content_type"));
+        }
+        let content_type = raw
+            .content_type
+            .clone()
+            .unwrap_or_else(|| route::RETURN_CONTENT_TYPE.to_owned());
+        if http::HeaderValue::from_str(&content_type).is_err() || content_type.is_empty() {
+            let problem = Problem::new(
+                at("content_type"),
+                format!("{content_type:?} is not a media type"),
+            );
+            self.report(problem.hint(r#"e.g. "text/html; charset=utf-8""#));
+        }
+        Return {
+            status,
+            location,
+            body,
+            content_type,
+        }
+    }
+
+    /// A final status (200-599); `None` after a report.
+    fn return_status(&mut self, path: &str, raw: Option<i64>) -> Option<StatusCode> {
+        let Some(code) = raw else {
+            let problem = Problem::new(path, "missing required key");
+            self.report(problem.hint("e.g. status = 301 with a location, or 404"));
+            return None;
+        };
+        let status = u16::try_from(code)
+            .ok()
+            .filter(|c| (200..=599).contains(c) && *c != 444)
+            .and_then(|c| StatusCode::from_u16(c).ok());
+        match status {
+            Some(status) => Some(status),
+            None => {
+                let problem = Problem::new(path, format!("{code} is not a final status (200-599)"));
+                let hint = if code == 444 {
+                    "NGINX's 444 closes the connection; calmcache answers: use e.g. 403 or 404"
+                } else {
+                    "e.g. 301, 204, 404, 410"
+                };
+                self.report(problem.hint(hint));
+                None
+            }
+        }
+    }
+
+    /// A redirect's `location`: absolute (`https://...`), a path (`/...`),
+    /// or a template that starts with a variable; literal text that is a
+    /// valid field value.
+    fn location(&mut self, path: &str, text: &str) -> Option<Template> {
+        let template = self.template(path, text)?;
+        let starts_well = text.starts_with('/')
+            || text.starts_with('$')
+            || text.starts_with("http://")
+            || text.starts_with("https://");
+        let bad_byte = text.bytes().any(|b| b.is_ascii_control() || b == b' ');
+        if !starts_well || bad_byte {
+            let problem = Problem::new(path, format!("{text:?} is not a redirect target"));
+            self.report(problem.hint(
+                r#"an absolute URL or a path without spaces, e.g. "https://$host$request_uri" or "/new/""#,
+            ));
+            return None;
+        }
+        Some(template)
+    }
+
+    /// A `body`: not on a redirect (NGINX's `return` takes a URL or a
+    /// text, not both) nor on a status that has none (204, 304).
+    fn return_body(
+        &mut self,
+        path: &str,
+        text: &str,
+        status: StatusCode,
+        redirect: bool,
+    ) -> Option<Template> {
+        if redirect || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
+            let problem = Problem::new(path, format!("a {status} answer has no body"));
+            self.report(problem.hint("remove body (a redirect takes a location)"));
+            return None;
+        }
+        self.template(path, text)
+    }
+
+    fn template(&mut self, path: &str, text: &str) -> Option<Template> {
+        match Template::parse(text) {
+            Ok(template) => Some(template),
+            Err(why) => {
+                self.report(Problem::new(path, why).hint(TEMPLATE_HINT));
+                None
+            }
+        }
+    }
+
+    /// `root` (an absolute directory; whether it exists is the server's
+    /// business at request time, as NGINX's) and `index` (plain names).
+    fn files(&mut self, path: &str, root: &str, index: Option<&[String]>) -> Files {
+        let dir = PathBuf::from(root);
+        if !dir.is_absolute() || root.contains('\0') {
+            let problem = Problem::new(
+                format!("{path}.root"),
+                format!("{root:?} is not an absolute directory"),
+            );
+            self.report(problem.hint(r#"e.g. root = "/srv/www""#));
+        }
+        let index: Vec<String> = match index {
+            Some(names) => names.to_vec(),
+            None => route::INDEX.iter().map(|n| (*n).to_owned()).collect(),
+        };
+        for (i, name) in index.iter().enumerate() {
+            let plain = !name.is_empty()
+                && name != "."
+                && name != ".."
+                && !name.contains(['/', '\\', '\0']);
+            if !plain {
+                let problem = Problem::new(
+                    format!("{path}.index[{i}]"),
+                    format!("{name:?} is not a file name"),
+                );
+                self.report(problem.hint(r#"a name in the directory, e.g. "index.html""#));
+            }
+        }
+        Files { root: dir, index }
+    }
+}
