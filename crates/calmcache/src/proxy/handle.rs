@@ -41,7 +41,7 @@ use crate::http::body::ResponseBody;
 use crate::http::error::{ErrorKind, ProxyError};
 use crate::net::conn::Peer;
 use crate::proxy::answer::{Answer, Told};
-use crate::proxy::answering::{self, Answered};
+use crate::proxy::answering;
 use crate::proxy::body_key::KeyedBody;
 use crate::proxy::fetch::{self, fetch_request, refresh_in_background, Fetch};
 use crate::proxy::fill::FetchRequest;
@@ -121,8 +121,9 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
             }
             Admission::Answering(route, prepared, onward) => {
                 match Box::pin(answering::answer(route, &req, prepared)).await {
-                    Answered::Here(answer) => return answer,
-                    Answered::FallThrough => onward.next(worker, &mut req),
+                    Some(answer) => return answer,
+                    // A file route without the file: on to the next route.
+                    None => onward.next(worker, &mut req),
                 }
             }
         };

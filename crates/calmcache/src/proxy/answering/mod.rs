@@ -9,7 +9,7 @@
 //!
 //! Must not import the route table (state.rs's `Proxy`, `Worker`) or any
 //! part of the proxied path: a file route that has no file says so
-//! ([`Answered::FallThrough`]) and handle.rs routes on.
+//! (`None`) and handle.rs routes on.
 
 mod files;
 mod give_back;
@@ -26,31 +26,24 @@ use crate::proxy::answer::Answer;
 use crate::proxy::state::AnsweringRoute;
 use crate::telemetry::stats::Activity;
 
-/// What a route that answers itself did with a request.
-pub(crate) enum Answered<'w> {
-    /// Answered.
-    Here(Answer<'w>),
-    /// A file route without the file: the next route that takes the
-    /// request answers it (NGINX's `try_files $uri @next`).
-    FallThrough,
-}
-
-/// Answers `req` on `route` (admitted and prepared by the edge).
+/// Answers `req` on `route` (admitted and prepared by the edge); `None`
+/// for a file route without the file: the next route that takes the
+/// request answers it (NGINX's `try_files $uri @next`).
 pub(crate) async fn answer<'w>(
     route: &'w AnsweringRoute,
     req: &Request<Incoming>,
     client: Peer,
-) -> Answered<'w> {
+) -> Option<Answer<'w>> {
     let (resp, how) = match &route.cfg.kind {
         RouteKind::Return(give_back) => (give_back::respond(give_back, req, client), How::Return),
         RouteKind::Files(files) => match files::serve(files, req).await {
             Some(resp) => (resp, How::File),
-            None => return Answered::FallThrough,
+            None => return None,
         },
         // Admission hands only routes that answer themselves here.
         RouteKind::Proxy { .. } => (plain(StatusCode::NOT_FOUND), How::Internal),
     };
-    Answered::Here(counted(&route.activity, resp, how))
+    Some(counted(&route.activity, resp, how))
 }
 
 /// The 404 a client gets from an `internal` route (of any kind).
