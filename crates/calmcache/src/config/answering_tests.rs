@@ -159,3 +159,18 @@ fn a_proxied_route_still_needs_upstreams() {
     let paths: Vec<&str> = found.iter().map(|(p, _)| p.as_str()).collect();
     assert_eq!(paths, ["upstreams", "routes[1].upstream"]);
 }
+
+#[test]
+fn a_catch_all_file_route_shadows_nothing_but_a_return_does() {
+    let text = format!(
+        "{SERVER}[upstreams.app]\nservers = [\"127.0.0.1:8081\"]\n\
+         [[routes]]\nroot = \"/srv/www\"\n[[routes]]\nupstream = \"app\"\n"
+    );
+    let config = Config::from_toml(&text, "t.toml").unwrap();
+    assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+    let shadowed = text.replace("root = \"/srv/www\"", "return = { status = 204 }");
+    let config = Config::from_toml(&shadowed, "t.toml").unwrap();
+    let warnings = config.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].path, "routes[1]");
+}

@@ -194,7 +194,10 @@ impl Config {
         let mut out = Vec::new();
         for (j, later) in self.routes.iter().enumerate() {
             let shadow = self.routes[..j].iter().enumerate().find(|(_, earlier)| {
+                // A file route hands on what it has no file for.
+                let falls_through = matches!(earlier.kind, super::answering::RouteKind::Files(_));
                 earlier.matches_all()
+                    && !falls_through
                     && (earlier.hosts.is_empty()
                         || (!later.hosts.is_empty()
                             && later.hosts.iter().all(|h| earlier.hosts.contains(h))))
