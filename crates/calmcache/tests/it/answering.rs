@@ -28,6 +28,8 @@ async fn return_redirects_and_answers_on_every_wire() {
     let origin = Origin::start().await;
     let routes = "[[routes]]\nname = \"to-https\"\nhosts = [\"old.test\"]\n\
                   return = { status = 301, location = \"https://$host$request_uri\" }\n\n\
+                  [[routes]]\nname = \"same-scheme\"\npath = '^/elsewhere$'\n\
+                  return = { status = 308, location = \"$scheme://$host/new$is_args$args\" }\n\n\
                   [[routes]]\nname = \"ping\"\npath = '^/ping$'\nreturn = { status = 204 }\n\n\
                   [[routes]]\nname = \"gone\"\npath = '^/gone'\n\
                   return = { status = 410, body = \"gone: $uri\\n\" }\n\n\
@@ -63,6 +65,24 @@ async fn return_redirects_and_answers_on_every_wire() {
             .await;
         assert_eq!(post.status, 301, "{label}");
 
+        // $scheme is the client's: https over TLS.
+        let scheme = if label == "HTTP/2 over TLS" {
+            "https"
+        } else {
+            "http"
+        };
+        let same = send(Method::GET, "new.test", "/elsewhere").await;
+        assert_eq!(same.status, 308, "{label}");
+        assert_eq!(
+            same.header("location"),
+            format!("{scheme}://new.test/new"),
+            "{label}"
+        );
+        assert!(
+            same.body.contains("<h1>308 Permanent Redirect</h1>"),
+            "{label}"
+        );
+
         let ping = send(Method::GET, "new.test", "/ping").await;
         assert_eq!(ping.status, 204, "{label}");
         assert!(ping.bytes.is_empty(), "{label}");
@@ -88,6 +108,14 @@ async fn return_redirects_and_answers_on_every_wire() {
     assert_eq!(route["requests"], 12, "{route}");
     assert_eq!(route["bypass"], 12, "{route}");
     assert_eq!(status["routes"]["app"]["upstream"], "origin");
+    let metrics = calmcache_testkit::get(&wires.proxy.admin_url("/metrics")).await;
+    assert!(
+        metrics
+            .body
+            .contains("calmcache_route_requests_total{route=\"to-https\"} 12"),
+        "{}",
+        metrics.body
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
