@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use http::StatusCode;
 
 use super::key_template::{KeyTemplate, RequestView};
+use super::RouteConfig;
 
 /// What a route does with the requests it takes.
 #[derive(Debug, Clone)]
@@ -105,5 +106,46 @@ impl Template {
             Template::Literal(text) => text,
             Template::Vars(template) => template.as_str(),
         }
+    }
+}
+
+/// One `error_pages` entry: `"500 502 503 504" = "/50x.html"` (NGINX's
+/// `error_page`).
+#[derive(Debug, Clone)]
+pub struct ErrorPage {
+    /// The statuses it replaces (300-599).
+    pub statuses: Vec<u16>,
+    /// The status the client gets.
+    pub status: PageStatus,
+    /// Where the page comes from.
+    pub target: PageTarget,
+}
+
+/// The status of an error page's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageStatus {
+    /// The original answer's (NGINX's default).
+    Original,
+    /// `=` alone: the error page's own.
+    Target,
+    /// `=200`: this one.
+    Set(StatusCode),
+}
+
+/// Where an error page comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PageTarget {
+    /// A path, routed again as a GET (internal routes reachable).
+    Uri(String),
+    /// `@name`: the route of that name.
+    Named(String),
+}
+
+impl RouteConfig {
+    /// The error page for an answer with `status`, if the route has one.
+    pub fn error_page(&self, status: u16) -> Option<&ErrorPage> {
+        self.error_pages
+            .iter()
+            .find(|p| p.statuses.contains(&status))
     }
 }

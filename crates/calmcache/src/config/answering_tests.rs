@@ -174,3 +174,56 @@ fn a_catch_all_file_route_shadows_nothing_but_a_return_does() {
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert_eq!(warnings[0].path, "routes[1]");
 }
+
+#[test]
+fn error_pages_parse_as_nginx_error_page() {
+    use super::answering::{PageStatus, PageTarget};
+    let text = routes(
+        "[[routes]]\nname = \"errors\"\npath = '^/errors/'\nroot = \"/srv/errors\"\ninternal = true\n\
+         [[routes]]\nupstream = \"app\"\nintercept_errors = true\n\
+         error_pages = { \"404\" = \"/errors/404.html\", \"500 502 503 504\" = \"=503 /errors/50x.html\", \"403\" = \"= @errors\" }\n",
+    );
+    let config = Config::from_toml(&text, "t.toml").unwrap();
+    let route = &config.routes[1];
+    assert!(route.intercept_errors);
+    let page = route.error_page(502).unwrap();
+    assert_eq!(
+        page.status,
+        PageStatus::Set(http::StatusCode::SERVICE_UNAVAILABLE)
+    );
+    assert_eq!(page.target, PageTarget::Uri("/errors/50x.html".into()));
+    assert_eq!(route.error_page(404).unwrap().status, PageStatus::Original);
+    let named = route.error_page(403).unwrap();
+    assert_eq!(named.status, PageStatus::Target);
+    assert_eq!(named.target, PageTarget::Named("errors".into()));
+    assert!(route.error_page(500).is_some() && route.error_page(501).is_none());
+}
+
+#[test]
+fn bad_error_pages_name_their_entry() {
+    let at = |pages: &str| {
+        one(&format!(
+            "[[routes]]\nname = \"p\"\nreturn = {{ status = 204 }}\n[[routes]]\nupstream = \"app\"\nerror_pages = {{ {pages} }}\n"
+        ))
+    };
+    assert_eq!(at("\"200\" = \"/x\"").0, "routes[1].error_pages.200");
+    assert_eq!(
+        at("\"404 x\" = \"/x\"").0,
+        "routes[1].error_pages.\"404 x\""
+    );
+    assert_eq!(at("\"404\" = \"x.html\"").0, "routes[1].error_pages.404");
+    assert_eq!(at("\"404\" = \"=999 /x\"").0, "routes[1].error_pages.404");
+    assert_eq!(at("\"404\" = \"@\"").0, "routes[1].error_pages.404");
+    let missing = at("\"404\" = \"@nope\"");
+    assert_eq!(
+        missing,
+        (
+            "routes[1].error_pages".into(),
+            "no route named \"nope\"".into()
+        )
+    );
+    let proxied = one(
+        "[[routes]]\nname = \"app\"\nupstream = \"app\"\nerror_pages = { \"502\" = \"@app\" }\n",
+    );
+    assert!(proxied.1.contains("proxies"), "{}", proxied.1);
+}

@@ -190,6 +190,8 @@ pub(crate) mod route {
     pub(crate) const INDEX: &[&str] = &["index.html"];
     /// `return.content_type` of a body: NGINX's `default_type` out of the box.
     pub(crate) const RETURN_CONTENT_TYPE: &str = "text/plain";
+    /// `intercept_errors`: the origin's answers reach clients as they are.
+    pub(crate) const INTERCEPT_ERRORS: bool = false;
 
     /// `name`: `route<index>`.
     pub(crate) fn name(index: usize) -> String {
@@ -467,6 +469,11 @@ pub(crate) fn keys() -> Vec<(&'static str, Shown)> {
         ("routes.root", Shown::Example),
         ("routes.index", Shown::Texts(route::INDEX)),
         ("routes.internal", Shown::Bool(route::INTERNAL)),
+        ("routes.error_pages", Shown::Empty),
+        (
+            "routes.intercept_errors",
+            Shown::Bool(route::INTERCEPT_ERRORS),
+        ),
         ("access_log.path", Shown::Example),
         (
             "access_log.format",

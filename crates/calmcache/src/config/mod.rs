@@ -615,6 +615,13 @@ pub struct RouteConfig {
     /// `internal = true`: a client request this route takes gets 404
     /// (NGINX's `internal`); only the proxy's own requests reach it.
     pub internal: bool,
+    /// `error_pages`: answers replaced by a page from another route (NGINX's
+    /// `error_page`); empty by default.
+    pub error_pages: Vec<answering::ErrorPage>,
+    /// `intercept_errors`: a proxied route's origin answers get its
+    /// `error_pages` too, not only calmcache's own (NGINX's
+    /// `proxy_intercept_errors`; default false).
+    pub intercept_errors: bool,
     /// Index into [`Config::zones`]: the route's zone, or the first of its
     /// `zones`; `None` proxies without caching.
     pub zone: Option<usize>,

@@ -265,6 +265,9 @@ pub(crate) struct RawRoute {
     pub(crate) root: Option<String>,
     pub(crate) index: Option<Vec<String>>,
     pub(crate) internal: Option<bool>,
+    // Status list ("500 502") -> target ("/50x.html", "=200 /x", "@name").
+    pub(crate) error_pages: Option<BTreeMap<String, String>>,
+    pub(crate) intercept_errors: Option<bool>,
 }
 
 /// A route's `return = { status, location, body, content_type }`.

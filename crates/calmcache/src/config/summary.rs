@@ -72,13 +72,20 @@ fn answering_line(route: &RouteConfig) -> Option<String> {
     Some(format!("{what}{}", internal(route)))
 }
 
-/// `, internal` for a route clients cannot reach; empty for the others.
-fn internal(route: &RouteConfig) -> &'static str {
+/// `, internal` for a route clients cannot reach, `, error_pages 2`,
+/// `, intercept_errors`; empty for a route with none of them.
+fn internal(route: &RouteConfig) -> String {
+    let mut out = String::new();
     if route.internal {
-        ", internal"
-    } else {
-        ""
+        out.push_str(", internal");
     }
+    if !route.error_pages.is_empty() {
+        out.push_str(&format!(", error_pages {}", route.error_pages.len()));
+    }
+    if route.intercept_errors {
+        out.push_str(", intercept_errors");
+    }
+    out
 }
 
 /// The cache settings a route changes from their defaults, each after a

@@ -156,3 +156,8 @@ impl ProxyError {
         self.side == Side::Downstream && self.kind != ErrorKind::NoRoute
     }
 }
+
+/// Marks a response calmcache made itself (an error page of its own, not
+/// the origin's answer), for a route's `error_pages`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Made;

@@ -3,7 +3,11 @@
 //! every path returns one [`Answer`], which [`handle`] records once.
 //!
 //! ```text
-//! handle ─ admit ─ route_for ─┬─ Upgrade: websocket (route.websocket) ── tunnel::open (never cached)
+//! handle ─ admit ─ route_for ─┬─ internal route ─────────────── 404 (answering::internal)
+//!   │                         ├─ return / root ─────────────── answering::answer (no origin, no
+//!   │                         │                                zone); a file route without the
+//!   │                         │                                file: route_for from the next route
+//!   │                         ├─ Upgrade: websocket (route.websocket) ── tunnel::open (never cached)
 //!   │                         ├─ GET|HEAD with a body ──────── read whole (request_body.rs), pass with it
 //!   │                         ├─ QUERY, POST with cache_post ─ read whole, keyed by method + body digest
 //!   │                         │                                (body_key.rs), on as a GET; too large
@@ -19,6 +23,7 @@
 //!   │                                                                      │   leader fills, followers wait
 //!   │                                                                      ├─ Pass(fwd) ─────── pass (HEAD, no convert_head)
 //!   │                                                                      └─ OnlyIfCached ──── 504
+//!   ├─ error_pages (the route has some): error_pages::after (proxy/error_pages.rs)
 //!   └─ record(Answer): route + zone counters, latency histogram of its class, access log class
 //! ```
 //! Invariant: a plain hit takes no lock but one quick_cache shard read lock,
@@ -43,6 +48,7 @@ use crate::net::conn::Peer;
 use crate::proxy::answer::{Answer, Told};
 use crate::proxy::answering;
 use crate::proxy::body_key::KeyedBody;
+use crate::proxy::error_pages::{self, Pending};
 use crate::proxy::fetch::{self, fetch_request, refresh_in_background, Fetch};
 use crate::proxy::fill::FetchRequest;
 use crate::proxy::hints;
@@ -111,7 +117,10 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
         admission = match admission {
             Admission::Routed(route, client) => break (route, client),
             Admission::Refused(resp) => return Answer::refused(resp),
-            Admission::Answered(answer) => return answer,
+            Admission::Internal(entry) => {
+                let answer = answering::internal(entry.activity());
+                return pages(worker, entry.cfg(), &req, answer, client).await;
+            }
             Admission::Purge => {
                 let purged = Box::pin(crate::proxy::purge::purge_method(proxy, &req, client.addr));
                 return Answer::unclassed(purged.await);
@@ -120,14 +129,51 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
                 return Box::pin(crate::proxy::tunnel::open(worker, route, req, client)).await
             }
             Admission::Answering(route, prepared, onward) => {
-                match Box::pin(answering::answer(route, &req, prepared)).await {
-                    Some(answer) => return answer,
+                let asked = answering::Asked::of(&req);
+                match Box::pin(answering::answer(route, &asked, prepared)).await {
+                    Some(answer) => return pages(worker, &route.cfg, &req, answer, prepared).await,
                     // A file route without the file: on to the next route.
                     None => onward.next(worker, &mut req),
                 }
             }
         };
     };
+    // Copied only when the route has error pages (proxy/error_pages.rs).
+    let pending = Pending::of(&route.cfg, &req);
+    let answer = routed(worker, route, req, client).await;
+    match pending {
+        None => answer,
+        Some(pending) => {
+            let after = error_pages::after(worker, &route.cfg, &pending, answer, client);
+            Box::pin(after).await
+        }
+    }
+}
+
+/// `answer` after an answering route: its error page, if it has one.
+async fn pages<'w>(
+    worker: &'w Worker,
+    route: &crate::config::RouteConfig,
+    req: &Request<Incoming>,
+    answer: Answer<'w>,
+    client: Peer,
+) -> Answer<'w> {
+    match Pending::of(route, req) {
+        None => answer,
+        Some(pending) => {
+            Box::pin(error_pages::after(worker, route, &pending, answer, client)).await
+        }
+    }
+}
+
+/// A request on a proxied route, through the cache.
+async fn routed<'w>(
+    worker: &'w Worker,
+    route: &'w Arc<Route>,
+    req: Request<Incoming>,
+    client: Peer,
+) -> Answer<'w> {
+    let proxy = &worker.proxy;
     let (req, body) = match read_body(proxy, route, req, client).await {
         Ok(read) => read,
         Err(answer) => return answer,
@@ -372,8 +418,8 @@ enum Admission<'w> {
     /// A route that answers itself (proxy/answering/), with the client as
     /// prepared for it and where routing goes on if its file is absent.
     Answering(&'w Arc<AnsweringRoute>, Peer, Box<Onward>),
-    /// Answered already and counted on its route (an `internal` route's 404).
-    Answered(Answer<'w>),
+    /// An `internal` route: 404 (and its error page, if it has one).
+    Internal(&'w Entry),
     /// A `PURGE` request (purge.rs).
     Purge,
     /// Refused, or no route: answered already.
@@ -433,7 +479,7 @@ impl Onward {
             return Admission::Refused(error_response(&e, &CacheStatus::Bypass.report()));
         };
         if entry.cfg().internal {
-            return Admission::Answered(answering::internal(entry.activity()));
+            return Admission::Internal(entry);
         }
         // Rare: kept only when the route must be found again below.
         let routed_host = admitted.recheck().then(|| host.to_owned());

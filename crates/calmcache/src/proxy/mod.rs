@@ -16,6 +16,7 @@ pub(crate) mod background;
 pub(crate) mod body_key;
 pub(crate) mod carry;
 pub(crate) mod edge;
+pub(crate) mod error_pages;
 pub(crate) mod fetch;
 pub(crate) mod fill;
 pub(crate) mod growing;

@@ -277,6 +277,7 @@ pub(crate) fn error_response(e: &ProxyError, report: &Report) -> Response<Respon
         resp.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     }
+    resp.extensions_mut().insert(crate::http::error::Made);
     resp
 }
 

@@ -385,3 +385,83 @@ async fn file_routes_refuse_every_way_out_of_the_root() {
     let _ = std::fs::remove_dir_all(&root);
     let _ = std::fs::remove_file(root.with_extension("outside"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_pages_replace_answers_from_a_route_that_answers_itself() {
+    let origin = Origin::start().await;
+    let root = scratch("answering-error-pages");
+    std::fs::create_dir(root.join("errors")).unwrap();
+    std::fs::write(root.join("errors/404.html"), "<p>not here</p>").unwrap();
+    std::fs::write(root.join("errors/50x.html"), "<p>back soon</p>").unwrap();
+    let dead = crate::free_port();
+    let routes = format!(
+        "[[routes]]\nname = \"errors\"\npath = '^/errors/'\nroot = {root:?}\ninternal = true\n\n\
+         [[routes]]\nname = \"gone\"\npath = '^/gone'\nreturn = {{ status = 404 }}\n\
+         error_pages = {{ \"404\" = \"/errors/404.html\" }}\n\n\
+         [[routes]]\nname = \"backups\"\npath = '^/backups/'\nupstream = \"origin\"\ninternal = true\n\
+         error_pages = {{ \"404\" = \"=200 /errors/404.html\" }}\n\n\
+         [[routes]]\nname = \"down\"\npath = '^/down'\nupstream = \"dead\"\n\
+         error_pages = {{ \"502 504\" = \"/errors/50x.html\" }}\n\n\
+         [[routes]]\nname = \"intercepted\"\npath = '^/intercepted'\nupstream = \"origin\"\nzone = \"ram\"\n\
+         ttl = {{ 404 = \"60s\" }}\nintercept_errors = true\n\
+         error_pages = {{ \"404\" = \"@sorry\", \"500\" = \"/nowhere.html\" }}\n\n\
+         [[routes]]\nname = \"sorry\"\npath = '^/sorry$'\ninternal = true\n\
+         return = {{ status = 410, body = \"sorry, not $uri\\n\" }}\n\n\
+         [[routes]]\nname = \"app\"\nupstream = \"origin\"\nerror_pages = {{ \"404\" = \"/errors/404.html\" }}\n\n\
+         [upstreams.dead]\nservers = [\"127.0.0.1:{dead}\"]\nmax_fails = 0\n",
+        root = root.display().to_string()
+    );
+    let wires = Wires::start(with_routes(&origin, &routes), "").await;
+    let status_404: &[(&str, &str)] = &[("x-origin-status", "404")];
+    for wire in &wires.all {
+        let label = wire.label();
+        let send = |path: &'static str, headers: &'static [(&'static str, &'static str)]| {
+            wires.send(wire, Method::GET, "a.test", path, headers, "")
+        };
+        // A return's status, with the page's body.
+        let gone = send("/gone", &[]).await;
+        assert_eq!(gone.status, 404, "{label}");
+        assert_eq!(gone.body, "<p>not here</p>", "{label}");
+        assert_eq!(gone.header("content-type"), "text/html", "{label}");
+        assert_eq!(gone.cache_status(), "calmcache; detail=return", "{label}");
+        let head = wires
+            .send(wire, Method::HEAD, "a.test", "/gone", &[], "")
+            .await;
+        assert_eq!(head.status, 404, "{label}");
+        assert!(head.bytes.is_empty(), "{label}");
+        // Internal's 404 as =200; the internal errors route itself is 404
+        // for clients.
+        let backup = send("/backups/db.tar", &[]).await;
+        assert_eq!(backup.status, 200, "{label}");
+        assert_eq!(backup.body, "<p>not here</p>", "{label}");
+        assert_eq!(send("/errors/404.html", &[]).await.status, 404, "{label}");
+        // calmcache's own 502 (a dead upstream).
+        let down = send("/down", &[]).await;
+        assert_eq!(down.status, 502, "{label}");
+        assert_eq!(down.body, "<p>back soon</p>", "{label}");
+        // The origin's 404: replaced only where the route intercepts, and
+        // stored as the origin sent it (the second is a hit, replaced too).
+        for _ in 0..2 {
+            let caught = send("/intercepted/x", status_404).await;
+            assert_eq!(caught.status, 404, "{label}");
+            // @name: the named route answers the request's own path.
+            assert_eq!(caught.body, "sorry, not /intercepted/x\n", "{label}");
+            assert_eq!(caught.header("content-type"), "text/plain", "{label}");
+        }
+        let passed = send("/page", status_404).await;
+        assert_eq!(passed.status, 404, "{label}");
+        assert!(
+            passed.body.contains("path=/page"),
+            "{label}: {}",
+            passed.body
+        );
+        // A page that is not there: the answer as it was (one level only).
+        let plain = send("/intercepted/y", &[("x-origin-status", "500")]).await;
+        assert_eq!(plain.status, 500, "{label}");
+        assert!(plain.body.contains("path=/intercepted/y"), "{label}");
+    }
+    assert_eq!(origin.hits_for("/backups/db.tar"), 0);
+    // One fetch per scheme: the origin's 404 was stored, never the page.
+    assert_eq!(origin.hits_for("/intercepted/x"), 2);
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -8,10 +8,15 @@ use std::path::PathBuf;
 use http::StatusCode;
 
 use super::Checker;
-use crate::config::answering::{Files, Return, RouteKind, Template, REDIRECTS};
+use std::collections::BTreeMap;
+
+use crate::config::answering::{
+    ErrorPage, Files, PageStatus, PageTarget, Return, RouteKind, Template, REDIRECTS,
+};
 use crate::config::defaults::route;
 use crate::config::error::Problem;
 use crate::config::raw::{RawReturn, RawRoute};
+use crate::config::RouteConfig;
 
 /// The hint for a template that does not parse.
 const TEMPLATE_HINT: &str = "variables: $scheme, $host, $uri, $args, $is_args, $request_uri, \
@@ -247,4 +252,113 @@ impl Checker {
         }
         Files { root: dir, index }
     }
+}
+
+/// The hint for an `error_pages` entry.
+const PAGE_HINT: &str = r#"e.g. "404" = "/errors/404.html", "500 502 503 504" = "/50x.html", "404" = "=200 /empty.gif", "403" = "@login""#;
+
+impl Checker {
+    /// `error_pages`: status lists (300-599) to targets.
+    pub(super) fn error_pages(
+        &mut self,
+        path: &str,
+        raw: Option<&BTreeMap<String, String>>,
+    ) -> Vec<ErrorPage> {
+        let Some(raw) = raw else {
+            return Vec::new();
+        };
+        let mut pages = Vec::with_capacity(raw.len());
+        for (statuses, target) in raw {
+            let at = format!(
+                "{path}.error_pages.{}",
+                crate::config::error::toml_key(statuses)
+            );
+            let codes: Option<Vec<u16>> = statuses
+                .split_whitespace()
+                .map(|s| s.parse::<u16>().ok().filter(|c| (300..=599).contains(c)))
+                .collect();
+            let Some(codes) = codes.filter(|c| !c.is_empty()) else {
+                let problem = Problem::new(
+                    &at,
+                    format!("{statuses:?} is not a list of statuses 300-599"),
+                );
+                self.report(problem.hint(PAGE_HINT));
+                continue;
+            };
+            match page_target(target) {
+                Ok((status, target)) => pages.push(ErrorPage {
+                    statuses: codes,
+                    status,
+                    target,
+                }),
+                Err(why) => self.report(Problem::new(&at, why).hint(PAGE_HINT)),
+            }
+        }
+        pages
+    }
+
+    /// Every `@name` target names a route that answers itself (an error
+    /// page from the origin is not there yet).
+    pub(super) fn error_page_names(&mut self, routes: &[RouteConfig]) {
+        for (index, route) in routes.iter().enumerate() {
+            for page in &route.error_pages {
+                let PageTarget::Named(name) = &page.target else {
+                    continue;
+                };
+                let at = format!("routes[{index}].error_pages");
+                match routes.iter().find(|r| &r.name == name) {
+                    None => {
+                        let problem = Problem::new(at, format!("no route named {name:?}"));
+                        self.report(problem.hint("@name names a route by its name"));
+                    }
+                    Some(target) if target.upstream().is_some() => {
+                        let problem = Problem::new(
+                            at,
+                            format!("route {name:?} proxies; an error page comes from a route with return or root"),
+                        );
+                        self.report(problem.hint("point it at a file route or a return route"));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+}
+
+/// `"/50x.html"`, `"=200 /empty.gif"`, `"= /x"`, `"@name"`.
+fn page_target(text: &str) -> Result<(PageStatus, PageTarget), String> {
+    let (status, rest) = match text.strip_prefix('=') {
+        None => (PageStatus::Original, text),
+        Some(rest) => {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            let after = rest[digits.len()..].trim_start();
+            if digits.is_empty() {
+                (PageStatus::Target, after)
+            } else {
+                let code = digits
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|c| (200..=599).contains(c))
+                    .and_then(|c| StatusCode::from_u16(c).ok())
+                    .ok_or_else(|| format!("={digits} is not a status 200-599"))?;
+                (PageStatus::Set(code), after)
+            }
+        }
+    };
+    let target = if let Some(name) = rest.strip_prefix('@') {
+        if name.is_empty() {
+            return Err("@ names no route".to_owned());
+        }
+        PageTarget::Named(name.to_owned())
+    } else if rest.starts_with('/')
+        && !rest.contains('?')
+        && rest.parse::<http::uri::PathAndQuery>().is_ok()
+    {
+        PageTarget::Uri(rest.to_owned())
+    } else {
+        return Err(format!(
+            "{text:?} is not a path (\"/50x.html\") or a route (\"@name\")"
+        ));
+    };
+    Ok((status, target))
 }

@@ -66,6 +66,7 @@ impl Checker {
             .map(|(index, route)| self.route(index, route, &names))
             .collect();
         self.unique_names(&routes);
+        self.error_page_names(&routes);
         routes
     }
 
@@ -105,6 +106,8 @@ impl Checker {
             hosts,
             kind,
             internal: raw.internal.unwrap_or(route::INTERNAL),
+            error_pages: self.error_pages(&path, raw.error_pages.as_ref()),
+            intercept_errors: raw.intercept_errors.unwrap_or(route::INTERCEPT_ERRORS),
             zone,
             zones,
             memory,

@@ -13,8 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
-use hyper::body::Incoming;
+use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
@@ -25,6 +24,8 @@ use crate::http::body::ResponseBody;
 use crate::http::conditional::{self, Precondition};
 use crate::http::range::{self, RangePlan};
 use crate::http::static_file;
+
+use super::Asked;
 
 /// An open regular file and what its head says.
 struct Opened {
@@ -44,15 +45,12 @@ enum Found {
     Refused(StatusCode),
 }
 
-/// The answer for `req` from `files`, or `None` when there is no file.
-pub(super) async fn serve(
-    files: &Files,
-    req: &Request<Incoming>,
-) -> Option<Response<ResponseBody>> {
-    let below = match static_file::below(req.uri().path()) {
+/// The answer for `asked` from `files`, or `None` when there is no file.
+pub(super) async fn serve(files: &Files, asked: &Asked<'_>) -> Option<Response<ResponseBody>> {
+    let below = match static_file::below(asked.path()) {
         Ok(below) => below,
         Err(why) => {
-            tracing::debug!(path = req.uri().path(), why, "file path refused");
+            tracing::debug!(path = asked.path(), why, "file path refused");
             return Some(super::plain(StatusCode::BAD_REQUEST));
         }
     };
@@ -65,13 +63,13 @@ pub(super) async fn serve(
         Ok(Found::Refused(status)) => return Some(super::plain(status)),
         Err(_) => return Some(super::plain(StatusCode::INTERNAL_SERVER_ERROR)),
     };
-    if req.method() != Method::GET && req.method() != Method::HEAD {
+    if *asked.method != Method::GET && *asked.method != Method::HEAD {
         let mut resp = super::plain(StatusCode::METHOD_NOT_ALLOWED);
         resp.headers_mut()
             .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return Some(resp);
     }
-    Some(respond(opened, req))
+    Some(respond(opened, asked))
 }
 
 /// The file for `below` under `root` (a directory's first index file).
@@ -144,7 +142,7 @@ fn open_beneath(dir: &rustix::fd::OwnedFd, path: &Path) -> Found {
 
 /// The answer from an open file: 304 / 412 for preconditions, a single
 /// range as 206 (several: the whole file, as a 200), 416, or the file.
-fn respond(opened: Opened, req: &Request<Incoming>) -> Response<ResponseBody> {
+fn respond(opened: Opened, asked: &Asked<'_>) -> Response<ResponseBody> {
     let mut headers = HeaderMap::new();
     let content_type = static_file::content_type(&opened.name);
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -161,8 +159,8 @@ fn respond(opened: Opened, req: &Request<Incoming>) -> Response<ResponseBody> {
         }
     }
     headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    let asked = req.headers();
-    match conditional::evaluate(asked, &headers) {
+    let fields = asked.headers;
+    match conditional::evaluate(fields, &headers) {
         Precondition::Proceed => {}
         Precondition::NotModified => {
             conditional::not_modified_headers(&mut headers);
@@ -171,7 +169,7 @@ fn respond(opened: Opened, req: &Request<Incoming>) -> Response<ResponseBody> {
         Precondition::Failed => return super::plain(StatusCode::PRECONDITION_FAILED),
     }
     let len = opened.len;
-    let (status, start, count) = match range::plan(asked, &headers, len) {
+    let (status, start, count) = match range::plan(fields, &headers, len) {
         RangePlan::Single(r) => {
             let value = range::content_range_of(r, Some(len));
             if let Ok(value) = HeaderValue::from_str(&value) {
@@ -187,7 +185,7 @@ fn respond(opened: Opened, req: &Request<Incoming>) -> Response<ResponseBody> {
         RangePlan::Full | RangePlan::Multi(_) => (StatusCode::OK, 0, len),
     };
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(count));
-    let body = if req.method() == Method::HEAD || count == 0 {
+    let body = if *asked.method == Method::HEAD || count == 0 {
         ResponseBody::empty()
     } else {
         crate::http::file_body::open_file_body(Arc::new(opened.file), start, count)

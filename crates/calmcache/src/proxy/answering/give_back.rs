@@ -5,27 +5,26 @@
 //! Must not read anything but the admitted request: `$host` is the edge's
 //! checked Host (no CR/LF can reach it), without its port as NGINX's.
 
-use http::{header, HeaderValue, Method, Request, Response, StatusCode};
-use hyper::body::Incoming;
+use http::{header, HeaderValue, Method, Response, StatusCode};
 
+use super::Asked;
 use crate::config::answering::Return;
 use crate::config::key_template::RequestView;
 use crate::http::body::ResponseBody;
 use crate::net::conn::Peer;
 
-/// The answer `give_back` makes for `req`.
+/// The answer `give_back` makes for `asked`.
 pub(super) fn respond(
     give_back: &Return,
-    req: &Request<Incoming>,
+    asked: &Asked<'_>,
     client: Peer,
 ) -> Response<ResponseBody> {
-    let own = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
     let view = RequestView {
         scheme: client.scheme(),
-        method: req.method(),
-        host: without_port(crate::http::headers::host_of(req)),
-        path_and_query: own,
-        headers: req.headers(),
+        method: asked.method,
+        host: without_port(asked.host),
+        path_and_query: asked.path_and_query,
+        headers: asked.headers,
     };
     let mut text = String::new();
     let (body, content_type) = match &give_back.body {
@@ -49,7 +48,7 @@ pub(super) fn respond(
         None => None,
     };
     let len = body.len();
-    let body = if req.method() == Method::HEAD || give_back.status == StatusCode::NO_CONTENT {
+    let body = if *asked.method == Method::HEAD || give_back.status == StatusCode::NO_CONTENT {
         ResponseBody::empty()
     } else {
         ResponseBody::full(body)

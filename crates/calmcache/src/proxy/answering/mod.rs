@@ -15,8 +15,7 @@ mod files;
 mod give_back;
 
 use calmcache_core::{CacheStatus, Report};
-use http::{HeaderValue, Request, Response, StatusCode};
-use hyper::body::Incoming;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 
 use crate::config::answering::RouteKind;
 use crate::http::body::ResponseBody;
@@ -26,17 +25,50 @@ use crate::proxy::answer::Answer;
 use crate::proxy::state::AnsweringRoute;
 use crate::telemetry::stats::Activity;
 
-/// Answers `req` on `route` (admitted and prepared by the edge); `None`
-/// for a file route without the file: the next route that takes the
-/// request answers it (NGINX's `try_files $uri @next`).
+/// What a route that answers itself reads of a request: a client's
+/// (admitted and prepared by the edge), or an error page's GET
+/// (proxy/error_pages.rs).
+pub(crate) struct Asked<'a> {
+    /// The method.
+    pub method: &'a Method,
+    /// The normalised path and query.
+    pub path_and_query: &'a str,
+    /// The admitted Host (empty without one).
+    pub host: &'a str,
+    /// The request's fields.
+    pub headers: &'a HeaderMap,
+}
+
+impl<'a> Asked<'a> {
+    /// What `req` asks.
+    pub(crate) fn of<B>(req: &'a Request<B>) -> Self {
+        Asked {
+            method: req.method(),
+            path_and_query: req.uri().path_and_query().map_or("/", |pq| pq.as_str()),
+            host: crate::http::headers::host_of(req),
+            headers: req.headers(),
+        }
+    }
+
+    /// The path without the query.
+    pub(crate) fn path(&self) -> &'a str {
+        self.path_and_query
+            .split_once('?')
+            .map_or(self.path_and_query, |(path, _)| path)
+    }
+}
+
+/// Answers `asked` on `route`; `None` for a file route without the file:
+/// the next route that takes the request answers it (NGINX's `try_files
+/// $uri @next`).
 pub(crate) async fn answer<'w>(
     route: &'w AnsweringRoute,
-    req: &Request<Incoming>,
+    asked: &Asked<'_>,
     client: Peer,
 ) -> Option<Answer<'w>> {
     let (resp, how) = match &route.cfg.kind {
-        RouteKind::Return(give_back) => (give_back::respond(give_back, req, client), How::Return),
-        RouteKind::Files(files) => match files::serve(files, req).await {
+        RouteKind::Return(give_back) => (give_back::respond(give_back, asked, client), How::Return),
+        RouteKind::Files(files) => match files::serve(files, asked).await {
             Some(resp) => (resp, How::File),
             None => return None,
         },
@@ -85,6 +117,7 @@ pub(crate) fn plain(status: StatusCode) -> Response<ResponseBody> {
     let page = nginx_page(status);
     let mut resp = Response::new(ResponseBody::full(page));
     *resp.status_mut() = status;
+    resp.extensions_mut().insert(crate::http::error::Made);
     resp.headers_mut().insert(
         http::header::CONTENT_TYPE,
         HeaderValue::from_static("text/html"),
