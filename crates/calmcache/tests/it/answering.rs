@@ -465,3 +465,34 @@ async fn error_pages_replace_answers_from_a_route_that_answers_itself() {
     assert_eq!(origin.hits_for("/intercepted/x"), 2);
     let _ = std::fs::remove_dir_all(&root);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_an_answering_route_and_its_counters() {
+    let dir = scratch("answering-reload");
+    let path = dir.join("calmcache.toml");
+    let (port, admin) = (crate::free_port(), crate::free_port());
+    let config = |status: u16| {
+        format!(
+            "[server]\nlisten = [\"127.0.0.1:{port}\"]\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n\
+             [[routes]]\nname = \"ping\"\nreturn = {{ status = {status} }}\n"
+        )
+    };
+    std::fs::write(&path, config(204)).unwrap();
+    let running = calmcache::start_from(
+        &calmcache::Config::from_file(&path).unwrap(),
+        Some(path.clone()),
+    )
+    .await
+    .unwrap();
+    let url = format!("http://127.0.0.1:{port}/x");
+    for _ in 0..3 {
+        assert_eq!(calmcache_testkit::get(&url).await.status, 204);
+    }
+    std::fs::write(&path, config(200)).unwrap();
+    running.reloader().reload_file().await.unwrap();
+    assert_eq!(calmcache_testkit::get(&url).await.status, 200);
+    let status = calmcache_testkit::get(&format!("http://127.0.0.1:{admin}/status")).await;
+    let status: serde_json::Value = serde_json::from_str(&status.body).unwrap();
+    assert_eq!(status["routes"]["ping"]["requests"], 4, "{status}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
