@@ -19,6 +19,7 @@
 mod arity;
 mod cache;
 mod convert;
+mod ledger;
 mod lexer;
 mod pathre;
 mod server_names;

@@ -14,12 +14,14 @@
 use std::collections::HashSet;
 use std::path::Path;
 
+mod nesting;
 mod routes;
 mod servers;
 
 use super::cache;
+use super::ledger::{self, Census};
 use super::lexer::Pos;
-use super::pathre::{self, RouteRegex};
+use super::pathre::RouteRegex;
 use super::server_names::{self, Names};
 use super::settings::Settings;
 use super::toml_out::{Doc, Section, Value};
@@ -38,7 +40,11 @@ enum Modifier {
     Exact,
     NoRegex,
     Prefix,
-    Regex { case_insensitive: bool },
+    Regex {
+        case_insensitive: bool,
+    },
+    /// `location @name`: reached by `try_files`, never by a path.
+    Named,
 }
 
 struct Location {
@@ -46,8 +52,14 @@ struct Location {
     pattern: String,
     settings: Settings,
     pass: Option<Directive>,
+    /// `try_files ... @name`: requests go on to that named location.
+    try_named: Option<Directive>,
+    /// The `location` directive itself (None for a server without one).
+    directive: Option<Directive>,
     pos: Pos,
     notes: Notes,
+    /// The locations nested in this one, in file order.
+    nested: Vec<Location>,
 }
 
 struct Server {
@@ -85,6 +97,20 @@ struct Converter<'a> {
 /// The calmcache document for `tree` (`prefix`: the main file's directory,
 /// for relative certificate paths; `main`: its name, for the header).
 pub(crate) fn convert(tree: &[Directive], prefix: &Path, main: &str) -> Result<Doc, ImportError> {
+    counted(tree, prefix, main).map(|(doc, _)| doc)
+}
+
+/// [`convert`], with how its directives fared (see ledger): every one
+/// carried over or commented.
+pub(crate) fn counted(
+    tree: &[Directive],
+    prefix: &Path,
+    main: &str,
+) -> Result<(Doc, Census), ImportError> {
+    ledger::scope(tree, || convert_tree(tree, prefix, main))
+}
+
+fn convert_tree(tree: &[Directive], prefix: &Path, main: &str) -> Result<Doc, ImportError> {
     let mut c = Converter {
         prefix,
         top: Vec::new(),
@@ -105,7 +131,10 @@ pub(crate) fn convert(tree: &[Directive], prefix: &Path, main: &str) -> Result<D
     if tree.iter().any(|d| d.name == "http") {
         for d in tree {
             match d.name.as_str() {
-                "http" => c.http(d.children()),
+                "http" => {
+                    ledger::carried(d);
+                    c.http(d.children())
+                }
                 _ => c.main_directive(d),
             }
         }
@@ -124,6 +153,7 @@ impl Converter<'_> {
     fn main_directive(&mut self, d: &Directive) {
         match d.name.as_str() {
             "events" => {
+                ledger::carried(d);
                 for e in d.children() {
                     self.main_directive(e);
                 }
@@ -137,6 +167,7 @@ impl Converter<'_> {
                 )),
                 Some(n) => match n.parse::<i64>() {
                     Ok(n) => {
+                        ledger::carried(d);
                         self.worker_processes = Some(n);
                         self.server.set("threads", Value::Int(n)).note(format!(
                             "From `{}` ({}): worker threads in one process.",
@@ -175,6 +206,7 @@ impl Converter<'_> {
             self.top.push(note_skipped(d, "not a number"));
             return;
         };
+        ledger::carried(d);
         let total = n * self.worker_processes.unwrap_or(1);
         self.server
             .set("max_connections", Value::Int(total))
@@ -268,6 +300,7 @@ impl Converter<'_> {
                 Err(_) => self.top.push(note_skipped(d, "not a number")),
             },
             "http2" if arg == "on" => {
+                ledger::carried(d);
                 self.h2c = true;
             }
             "access_log" => self.access_log(d),
@@ -318,6 +351,7 @@ impl Converter<'_> {
     }
 
     fn server_set(&mut self, d: &Directive, key: &str, value: Value) {
+        ledger::carried(d);
         let mut notes = Vec::new();
         upstreams::set_once(&mut self.server, key, value, d, &mut notes);
         self.server.comments.extend(notes);
@@ -340,6 +374,7 @@ impl Converter<'_> {
             ));
             return;
         }
+        ledger::carried(d);
         let mut section = Section::new("[access_log]");
         section.note(format!(
             "From `{}` ({}): NGINX's combined format plus cache status and timings.",
