@@ -45,7 +45,7 @@ pub(crate) fn carried_tree(d: &Directive) {
 }
 
 /// How the directives of one conversion fared.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Census {
     /// Every directive of the tree (blocks and what is inside them).
     pub(crate) directives: usize,
@@ -54,6 +54,8 @@ pub(crate) struct Census {
     /// Named with its file:line in a comment (the ones no mapping claimed
     /// nor commented get one here).
     pub(crate) commented: usize,
+    /// Where the carried ones are (`file:line`), for tests.
+    pub(crate) carried_at: HashSet<String>,
 }
 
 impl std::fmt::Display for Census {
@@ -94,6 +96,7 @@ fn account(tree: &[Directive], carried: &HashSet<Key>, doc: &mut Doc) -> Census 
         census.directives += 1;
         if carried.contains(&key(d)) {
             census.carried += 1;
+            census.carried_at.insert(d.pos.to_string());
         } else {
             census.commented += 1;
             if !named(d) {

@@ -21,7 +21,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_calmcache");
 const NGINX: &str = "/usr/sbin/nginx";
 
 /// Every fixture: one NGINX config block of a seed post each.
-const FIXTURES: [&str; 11] = [
+const FIXTURES: [&str; 14] = [
     "seed000-map.conf",
     "seed000-content-generator.conf",
     "seed000-split-clients.conf",
@@ -33,6 +33,9 @@ const FIXTURES: [&str; 11] = [
     "seed003-proxy.conf",
     "seed003-microcache.conf",
     "seed003-lock-stale.conf",
+    "world-forum.conf",
+    "world-social.conf",
+    "world-microcache-unix.conf",
 ];
 
 fn fixture(name: &str) -> PathBuf {
