@@ -3,13 +3,12 @@
 //! Owns the contexts (main, `events`, `http`, `server`, `location`), the
 //! `[server]` keys (`listen`, TLS certificates, client timeouts,
 //! `worker_connections`), and NGINX's location selection turned into
-//! first-match routes: exact `=` locations first, then `^~` prefixes
-//! (longest first), then the regex locations in file order, then the other
-//! prefixes (longest first). That order picks the same location for every
-//! path unless a plain prefix extends a `^~` one, which gets a comment. The
-//! servers' routes come in the groups `server_names` plans (NGINX's choice
-//! of a server by Host), each restricted to its `hosts`. A fragment without
-//! `http { }` (as blog posts show them) is read as if it were inside one.
+//! first-match routes (nesting.rs says how, nested locations included;
+//! routes.rs writes them). The servers' routes come in the groups
+//! `server_names` plans (NGINX's choice of a server by Host), each
+//! restricted to its `hosts`. A fragment without `http { }` (as blog posts
+//! show them) is read as if it were inside one. Every directive it maps is
+//! marked in the ledger; [`counted`] comments the rest.
 
 use std::collections::HashSet;
 use std::path::Path;

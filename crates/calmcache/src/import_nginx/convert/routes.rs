@@ -1,6 +1,7 @@
-//! The document: NGINX's location selection turned into first-match routes
-//! (exact, `^~`, regex in file order, other prefixes longest first), in the
-//! groups `server_names` plans, and the upstream each route sends to.
+//! The document: the routes nesting.rs plans (NGINX's location selection as
+//! first-match routes), written with their keys, in the groups
+//! `server_names` plans; the upstream each route sends to, a `try_files
+//! ... @name` location's being the named location's.
 
 use super::*;
 
