@@ -51,11 +51,13 @@ const CONFIGS: [(&str, &str); 5] = [
          location / { proxy_pass http://{9}; }",
     ),
     (
-        "no location /, case-insensitive prefix regex, prefix regex nested in a regex",
+        "no location /, case-insensitive prefix regex, regexes nested in regexes",
         "location ~ \\.php$ { proxy_pass http://{0};
            location ~ ^/admin/ { proxy_pass http://{1}; } }
          location ~* ^/API/ { proxy_pass http://{2}; }
-         location /img/ { proxy_pass http://{3}; }",
+         location /img/ { proxy_pass http://{3}; }
+         location ~ /thumb/ { proxy_pass http://{4};
+           location ~ \\.jpg$ { proxy_pass http://{5}; } }",
     ),
     (
         "^~ nested in a plain prefix, plain nested in ^~",
@@ -70,7 +72,7 @@ const CONFIGS: [(&str, &str); 5] = [
 ];
 
 /// Path starts and ends, every start with every end.
-const STARTS: [&str; 22] = [
+const STARTS: [&str; 24] = [
     "/",
     "/exact",
     "/exactly",
@@ -93,6 +95,8 @@ const STARTS: [&str; 22] = [
     "/p/",
     "/p/q/",
     "/other/",
+    "/thumb/",
+    "/x/thumb/",
 ];
 const ENDS: [&str; 9] = [
     "", "f.css", "f.js", "f.png", "F.PNG", "f.jpg", "f.php", "x", "x.css",

@@ -336,6 +336,12 @@ impl Converter<'_> {
             "client_max_body_size" | "client_body_timeout" | "client_body_buffer_size" => {
                 self.top.push(note_skipped(d, "calmcache streams request bodies to the origin without a size limit"))
             }
+            "internal" => self.top.push(note_skipped(
+                d,
+                "NGINX answers requests from outside with 404 here; calmcache cannot refuse them \
+                 yet, so they go where this route sends them: never point it at an origin that \
+                 serves these paths, or delete the route",
+            )),
             "if" | "set" | "limit_req" | "limit_conn" | "limit_req_zone" | "limit_conn_zone" | "allow" | "deny"
             | "auth_basic" | "auth_request" => self.top.push(note_skipped(d, "calmcache has no equivalent")),
             _ => self.top.push(note_skipped(d, "calmcache has no equivalent")),
