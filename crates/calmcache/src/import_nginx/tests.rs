@@ -610,3 +610,33 @@ fn census_nodes<'a>(tree: &'a [super::tree::Directive], out: &mut Vec<&'a super:
         census_nodes(d.children(), out);
     }
 }
+
+/// Issue 28, importer mistake 4: http-level cache settings no location
+/// uses (an include's `proxy_cache_use_stale`, `proxy_ignore_headers`) are
+/// named with their file:line, not left out.
+#[test]
+fn settings_nothing_reads_are_commented() {
+    let out = import(
+        "http { proxy_cache_use_stale error timeout updating;
+         proxy_ignore_headers Set-Cookie;
+         server { location / { proxy_pass http://u:1; } } }",
+    );
+    for needle in [
+        "`proxy_cache_use_stale error timeout updating` (t.conf:1)",
+        "`proxy_ignore_headers Set-Cookie` (t.conf:2)",
+    ] {
+        assert!(out.contains(needle), "{needle} not in:\n{out}");
+    }
+    let tree = parse_text(
+        "proxy_buffers 8 16k; server { listen 8080; location / { proxy_pass http://u:1; } }",
+        "t.conf",
+        Path::new("/etc/nginx"),
+    )
+    .unwrap();
+    let (_, census) = super::convert::counted(&tree, Path::new("/etc/nginx"), "t.conf").unwrap();
+    assert_eq!(
+        (census.directives, census.carried, census.commented),
+        (5, 4, 1),
+        "{census}"
+    );
+}
