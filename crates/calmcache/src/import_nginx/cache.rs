@@ -321,26 +321,45 @@ pub(crate) fn condition(var: &str) -> Option<String> {
 
 /// `proxy_ignore_headers Cache-Control Expires` -> `override_origin = true`.
 fn ignore_headers(route: &mut Section, s: &Settings) {
-    let Some(d) = s.last("proxy_ignore_headers") else {
-        return;
+    // NGINX adds up the headers of every proxy_ignore_headers line of a level.
+    let all = s.all("proxy_ignore_headers");
+    let named = |hs: &[&str]| -> Vec<&Directive> {
+        all.iter()
+            .filter(|d| {
+                d.args
+                    .iter()
+                    .any(|a| hs.iter().any(|h| a.eq_ignore_ascii_case(h)))
+            })
+            .collect()
     };
-    let has = |h: &str| d.args.iter().any(|a| a.eq_ignore_ascii_case(h));
-    if has("Cache-Control") || has("Expires") || has("X-Accel-Expires") {
+    let shown = |ds: &[&Directive]| -> String {
+        let each: Vec<String> = ds
+            .iter()
+            .map(|d| format!("`{}` ({})", d.text(), d.pos))
+            .collect();
+        each.join(" and ")
+    };
+    let ttl = named(&["Cache-Control", "Expires", "X-Accel-Expires"]);
+    if !ttl.is_empty() {
         route
             .set("override_origin", Value::Bool(true))
             .note(format!(
-                "From `{}` ({}): the ttl table wins over the origin's Cache-Control and Expires.",
-                d.text(),
-                d.pos
+                "From {}: the ttl table wins over the origin's Cache-Control and Expires.",
+                shown(&ttl)
             ));
     }
-    if has("Set-Cookie") || has("Vary") {
+    let cookie = named(&["Set-Cookie", "Vary"]);
+    if !cookie.is_empty() {
         route.note(format!(
-            "not carried over from `{}` ({}): calmcache never stores a response with Set-Cookie \
+            "not carried over from {}: calmcache never stores a response with Set-Cookie \
              and always honours Vary.",
-            d.text(),
-            d.pos
+            shown(&cookie)
         ));
+    }
+    for d in all {
+        if !ttl.iter().chain(&cookie).any(|x| std::ptr::eq(*x, d)) {
+            route.note(note_skipped(d, "no header calmcache can ignore is named"));
+        }
     }
 }
 

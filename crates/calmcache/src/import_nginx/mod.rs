@@ -7,7 +7,8 @@
 //!
 //! Every directive is either carried over to a key (with a comment where
 //! behaviour differs) or named in a `#` comment saying why not: none is
-//! dropped silently. A config NGINX itself would refuse for its syntax
+//! dropped silently (ledger.rs checks it over the whole tree and comments
+//! what no mapping claimed). A config NGINX itself would refuse for its syntax
 //! (unbalanced braces, an unterminated quote, a missing `;`, a wrong
 //! argument count, an include that cannot be read, an include loop) is an
 //! [`ImportError`] naming the file and line. Of the rest of the crate it
@@ -19,6 +20,7 @@
 mod arity;
 mod cache;
 mod convert;
+mod ledger;
 mod lexer;
 mod pathre;
 mod server_names;

@@ -34,14 +34,32 @@ impl RouteRegex {
     }
 }
 
-/// `location /images/` -> `path = '^/images/'`.
-pub(crate) fn prefix(path: &str) -> RouteRegex {
-    RouteRegex::Path(format!("^{}", regex::escape(path)))
-}
-
 /// `location = /favicon.ico` -> `path = '^/favicon\.ico$'`.
 pub(crate) fn exact(path: &str) -> RouteRegex {
     RouteRegex::Path(format!("^{}$", regex::escape(path)))
+}
+
+/// A literal condition on the path (a prefix, or with `exact` the whole
+/// path; `ci`: any case), as `path`.
+pub(crate) fn literal_path(text: &str, exact: bool, ci: bool) -> RouteRegex {
+    let end = if exact { "$" } else { "" };
+    RouteRegex::Path(format!("{}^{}{end}", case(ci), regex::escape(text)))
+}
+
+/// The same condition as `match`, which sees the path and the query: the
+/// path never holds a `?`, so "the path is the text" is the text followed
+/// by the query or the end.
+pub(crate) fn literal_target(text: &str, exact: bool, ci: bool) -> RouteRegex {
+    let end = if exact { r"(\?|$)" } else { "" };
+    RouteRegex::Target(format!("{}^{}{end}", case(ci), regex::escape(text)))
+}
+
+fn case(ci: bool) -> &'static str {
+    if ci {
+        "(?i)"
+    } else {
+        ""
+    }
 }
 
 /// `location ~ \.php$` (or `~*` with `case_insensitive`) -> `path`, as
@@ -108,9 +126,14 @@ mod tests {
 
     #[test]
     fn prefixes_and_exact_paths() {
+        let prefix = |p| literal_path(p, false, false);
         assert_eq!(prefix("/a.b/"), RouteRegex::Path(r"^/a\.b/".into()));
         assert!(is(&prefix("/a.b/"), "/a.b/c"));
         assert!(!is(&prefix("/a.b/"), "/axb/c"));
+        let exact_target = literal_target("/a", true, true);
+        assert!(is(&exact_target, "/A?x=1"));
+        assert!(is(&exact_target, "/a"));
+        assert!(!is(&exact_target, "/ab"));
         let e = exact("/f.ico");
         assert_eq!(e.key(), "path");
         assert!(is(&e, "/f.ico"));

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use super::ledger;
 use super::tree::Directive;
 
 /// Inherited directives by name, in the order written at their level.
@@ -36,14 +37,20 @@ impl Settings {
         Settings { by_name }
     }
 
-    /// Every directive named `name` in effect.
+    /// Every directive named `name` in effect, each marked carried over
+    /// (ledger): the caller maps them all.
     pub(crate) fn all(&self, name: &str) -> &[Directive] {
-        self.by_name.get(name).map_or(&[], Vec::as_slice)
+        let all = self.by_name.get(name).map_or(&[][..], Vec::as_slice);
+        all.iter().for_each(ledger::carried);
+        all
     }
 
-    /// The last directive named `name` in effect.
+    /// The last directive named `name` in effect, marked carried over; the
+    /// ones before it stay unmarked (so a caller that reads one of several
+    /// leaves the others to a comment).
     pub(crate) fn last(&self, name: &str) -> Option<&Directive> {
-        self.all(name).last()
+        let last = self.by_name.get(name).and_then(|all| all.last());
+        last.inspect(|d| ledger::carried(d))
     }
 
     /// The first argument of the last `name`, e.g. `on` for `proxy_cache_lock on`.

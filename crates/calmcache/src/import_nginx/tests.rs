@@ -440,3 +440,203 @@ fn servers_on_different_ports_are_said_to_share_the_routes() {
     assert!(!two("listen *:80;").contains("listen on different addresses"));
     assert!(!two("").contains("listen on different addresses"));
 }
+
+/// Each route's `path`, `match` (`*` for none) and upstream, in order.
+fn conditions(v: &toml::Value) -> Vec<(String, String, String)> {
+    let s = |r: &toml::Value, k: &str| r.get(k).and_then(|x| x.as_str()).unwrap_or("*").to_owned();
+    v["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (s(r, "path"), s(r, "match"), s(r, "upstream")))
+        .collect()
+}
+
+/// Issue 28, importer mistake 1: the image rule nested in `~ ^/uploads/`
+/// keeps its parent's condition and stays after the avatar route's paths.
+#[test]
+fn a_regex_nested_in_a_regex_keeps_its_parents_condition() {
+    let v = parsed(
+        "upstream app { server 10.0.0.1:3000; } upstream img { server 10.0.0.2:3000; }
+         upstream av { server 10.0.0.3:3000; }
+         server {
+           location ~ ^/uploads/ { proxy_pass http://app;
+             location ~* \\.(png|jpg)$ { proxy_pass http://img; } }
+           location ~ ^/letter_avatar/ { proxy_pass http://av; }
+           location / { proxy_pass http://app; }
+         }",
+    );
+    let want = [
+        ("(?i)\\.(png|jpg)$", "^/uploads/", "img"),
+        ("^/uploads/", "*", "app"),
+        ("^/letter_avatar/", "*", "av"),
+        ("*", "*", "app"),
+    ];
+    let got = conditions(&v);
+    let got: Vec<(&str, &str, &str)> = got
+        .iter()
+        .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
+        .collect();
+    assert_eq!(got, want);
+}
+
+/// A prefix with a nested regex gets a block of its own: the nested regex,
+/// the server's regexes restricted to the prefix, then the prefix; a `^~`
+/// prefix keeps the server's regexes out.
+#[test]
+fn nested_prefix_blocks_in_nginx_order() {
+    let v = parsed(
+        "server {
+           location /a/ { proxy_pass http://u:1;
+             location ~ \\.css$ { proxy_pass http://u:2; }
+             location /a/b/ { proxy_pass http://u:3; } }
+           location ^~ /s/ { proxy_pass http://u:4; location ~ \\.js$ { proxy_pass http://u:5; } }
+           location ~ \\.js$ { proxy_pass http://u:6; }
+           location / { proxy_pass http://u:7; }
+         }",
+    );
+    let got: Vec<String> = conditions(&v)
+        .into_iter()
+        .map(|(p, m, u)| format!("{p} {m} {u}"))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            // /a/'s regexes then the server's (also for /a/b/, which has
+            // none of its own), then /a/b/, then /a/.
+            "\\.css$ ^/a/ u_2",
+            "\\.js$ ^/a/ u_6",
+            "^/a/b/ * u_3",
+            "^/a/ * u_1",
+            // ^~ /s/: its own regexes only.
+            "\\.js$ ^/s/ u_5",
+            "^/s/ * u_4",
+            "\\.js$ * u_6",
+            "* * u_7",
+        ]
+    );
+}
+
+/// Issue 28, importer mistake 3: `try_files $uri @app` sends the location's
+/// requests to `location @app`'s upstream and zone, not to a placeholder.
+#[test]
+fn try_files_follows_the_named_location() {
+    let text = format!(
+        "{ZONE}upstream backend {{ server 10.0.0.1:3000 fail_timeout=0; }}
+         server {{ root /srv/www;
+           location / {{ try_files $uri $uri/ @app; }}
+           location @app {{ proxy_pass http://backend; proxy_cache a; proxy_cache_valid 200 1m; }}
+         }}"
+    );
+    let out = import(&text);
+    let v: toml::Value = toml::from_str(&out).unwrap();
+    assert_eq!(
+        v["routes"][0]["upstream"].as_str(),
+        Some("backend"),
+        "{out}"
+    );
+    assert_eq!(v["routes"][0]["zone"].as_str(), Some("a"), "{out}");
+    assert!(v["upstreams"].get("origin").is_none(), "{out}");
+    assert!(!out.contains("PLACEHOLDER"), "{out}");
+    assert!(
+        out.contains("Not carried over yet: the files part ($uri $uri/)"),
+        "{out}"
+    );
+    assert!(out.contains("(t.conf:3)"), "{out}");
+}
+
+/// Issue 28, importer mistake 4: both proxy_ignore_headers lines count,
+/// and a directive nothing reads is named with its file:line.
+#[test]
+fn two_ignore_headers_lines_both_count() {
+    let text = format!(
+        "{ZONE}server {{ location / {{ proxy_pass http://u:1; proxy_cache a;
+           proxy_ignore_headers Cache-Control;
+           proxy_ignore_headers Set-Cookie; }}
+           proxy_cache_use_stale error; }}"
+    );
+    let out = import(&text);
+    assert!(
+        out.contains("`proxy_ignore_headers Cache-Control` (t.conf:3)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("`proxy_ignore_headers Set-Cookie` (t.conf:4)"),
+        "{out}"
+    );
+    assert!(out.contains("override_origin = true"), "{out}");
+}
+
+/// Every directive of every fixture (counted from the tree, apart from the
+/// converter) is carried over or named with its file:line in a comment.
+#[test]
+fn every_fixture_directive_is_carried_or_commented() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nginx");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "conf"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 14, "{files:?}");
+    for path in files {
+        let tree = super::tree::load(&path).unwrap();
+        let mut nodes = Vec::new();
+        census_nodes(&tree, &mut nodes);
+        let prefix = path.parent().unwrap();
+        let (doc, census) = super::convert::counted(&tree, prefix, "f.conf").unwrap();
+        let comments: Vec<&str> = doc.comments().collect();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        println!("{name}: {census}");
+        assert_eq!(census.directives, nodes.len(), "{name}");
+        for d in nodes {
+            let needle = format!("({})", d.pos);
+            assert!(
+                census.carried_at.contains(&d.pos.to_string())
+                    || comments.iter().any(|c| c.contains(&needle)),
+                "{name}: `{}` ({}) neither carried over nor commented",
+                d.text(),
+                d.pos
+            );
+        }
+    }
+}
+
+/// Every directive node of `tree`, depth first (the census, apart from
+/// the ledger).
+fn census_nodes<'a>(tree: &'a [super::tree::Directive], out: &mut Vec<&'a super::tree::Directive>) {
+    for d in tree {
+        out.push(d);
+        census_nodes(d.children(), out);
+    }
+}
+
+/// Issue 28, importer mistake 4: http-level cache settings no location
+/// uses (an include's `proxy_cache_use_stale`, `proxy_ignore_headers`) are
+/// named with their file:line, not left out.
+#[test]
+fn settings_nothing_reads_are_commented() {
+    let out = import(
+        "http { proxy_cache_use_stale error timeout updating;
+         proxy_ignore_headers Set-Cookie;
+         server { location / { proxy_pass http://u:1; } } }",
+    );
+    for needle in [
+        "`proxy_cache_use_stale error timeout updating` (t.conf:1)",
+        "`proxy_ignore_headers Set-Cookie` (t.conf:2)",
+    ] {
+        assert!(out.contains(needle), "{needle} not in:\n{out}");
+    }
+    let tree = parse_text(
+        "proxy_buffers 8 16k; server { listen 8080; location / { proxy_pass http://u:1; } }",
+        "t.conf",
+        Path::new("/etc/nginx"),
+    )
+    .unwrap();
+    let (_, census) = super::convert::counted(&tree, Path::new("/etc/nginx"), "t.conf").unwrap();
+    assert_eq!(
+        (census.directives, census.carried, census.commented),
+        (5, 4, 1),
+        "{census}"
+    );
+}

@@ -96,6 +96,18 @@ impl Entry {
 pub(crate) use crate::config::toml_key as key;
 use crate::config::toml_string;
 
+impl Doc {
+    /// Every comment line of the document, header, sections and keys.
+    pub(crate) fn comments(&self) -> impl Iterator<Item = &str> {
+        let sections = self.sections.iter().flat_map(|s| {
+            s.comments
+                .iter()
+                .chain(s.entries.iter().flat_map(|e| e.comments.iter()))
+        });
+        self.header.iter().chain(sections).map(String::as_str)
+    }
+}
+
 /// The document as text.
 pub(crate) fn render(doc: &Doc) -> String {
     let mut out = String::new();

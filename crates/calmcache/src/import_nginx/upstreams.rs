@@ -113,6 +113,7 @@ fn single_server_fails(section: &mut Section) {
 /// An `upstream NAME { ... }` block.
 pub(crate) fn block(block: &Directive, notes: &mut Notes) -> (String, Section) {
     let name = block.args.first().cloned().unwrap_or_default();
+    super::ledger::carried(block);
     let mut section = Section::new(format!("[upstreams.{}]", super::toml_out::key(&name)));
     section.note(format!("From `upstream {name}` ({}).", block.pos));
     let mut servers = Vec::new();
@@ -121,11 +122,13 @@ pub(crate) fn block(block: &Directive, notes: &mut Notes) -> (String, Section) {
         match d.name.as_str() {
             "server" => {
                 if let Some(server) = server(d, &mut section) {
+                    super::ledger::carried(d);
                     servers.push(server);
                 }
             }
             "keepalive" => match d.args.first().and_then(|n| n.parse::<i64>().ok()) {
                 Some(n) => {
+                    super::ledger::carried(d);
                     keepalive = true;
                     section.set("keepalive", Value::Int(n)).note(format!(
                         "`{}` ({}): NGINX keeps this many idle connections per worker \

@@ -106,6 +106,7 @@ impl Zones {
             notes.push(note_skipped(d, "no keys_zone=NAME:SIZE"));
             return;
         };
+        super::ledger::carried(d);
         section.title = format!("[zones.{}]", super::toml_out::key(&name));
         self.zones.push((name, section, inactive));
     }
@@ -171,6 +172,7 @@ impl Zones {
 
     /// `split_clients SOURCE $var { 50% a; * b; }` -> `zones` with weights.
     fn split(&mut self, split: &Directive, d: &Directive, notes: &mut Notes) -> Choice {
+        super::ledger::carried_tree(split);
         let mut shares: Vec<(String, f64)> = Vec::new();
         let mut rest: Option<String> = None;
         for entry in split.children() {
@@ -254,6 +256,7 @@ impl Zones {
 
     /// `map $request_uri $var { ~re zone; "exact" zone; default zone; }`.
     fn map(&mut self, map: &Directive, d: &Directive, notes: &mut Notes) -> Choice {
+        super::ledger::carried_tree(map);
         let source = map.args.first().map_or("", String::as_str);
         let path_only = source == "$uri" || source == "$document_uri";
         if source != "$request_uri" && !path_only {

@@ -39,6 +39,7 @@ mod get_bodies;
 mod health;
 mod hostile;
 mod import_nginx;
+mod import_nginx_locations;
 mod key_aliases;
 mod key_bypass;
 mod log_flood;

@@ -3,23 +3,24 @@
 //! Owns the contexts (main, `events`, `http`, `server`, `location`), the
 //! `[server]` keys (`listen`, TLS certificates, client timeouts,
 //! `worker_connections`), and NGINX's location selection turned into
-//! first-match routes: exact `=` locations first, then `^~` prefixes
-//! (longest first), then the regex locations in file order, then the other
-//! prefixes (longest first). That order picks the same location for every
-//! path unless a plain prefix extends a `^~` one, which gets a comment. The
-//! servers' routes come in the groups `server_names` plans (NGINX's choice
-//! of a server by Host), each restricted to its `hosts`. A fragment without
-//! `http { }` (as blog posts show them) is read as if it were inside one.
+//! first-match routes (nesting.rs says how, nested locations included;
+//! routes.rs writes them). The servers' routes come in the groups
+//! `server_names` plans (NGINX's choice of a server by Host), each
+//! restricted to its `hosts`. A fragment without `http { }` (as blog posts
+//! show them) is read as if it were inside one. Every directive it maps is
+//! marked in the ledger; [`counted`] comments the rest.
 
 use std::collections::HashSet;
 use std::path::Path;
 
+mod nesting;
 mod routes;
 mod servers;
 
 use super::cache;
+use super::ledger::{self, Census};
 use super::lexer::Pos;
-use super::pathre::{self, RouteRegex};
+use super::pathre::RouteRegex;
 use super::server_names::{self, Names};
 use super::settings::Settings;
 use super::toml_out::{Doc, Section, Value};
@@ -38,7 +39,11 @@ enum Modifier {
     Exact,
     NoRegex,
     Prefix,
-    Regex { case_insensitive: bool },
+    Regex {
+        case_insensitive: bool,
+    },
+    /// `location @name`: reached by `try_files`, never by a path.
+    Named,
 }
 
 struct Location {
@@ -46,8 +51,14 @@ struct Location {
     pattern: String,
     settings: Settings,
     pass: Option<Directive>,
+    /// `try_files ... @name`: requests go on to that named location.
+    try_named: Option<Directive>,
+    /// The `location` directive itself (None for a server without one).
+    directive: Option<Directive>,
     pos: Pos,
     notes: Notes,
+    /// The locations nested in this one, in file order.
+    nested: Vec<Location>,
 }
 
 struct Server {
@@ -85,6 +96,20 @@ struct Converter<'a> {
 /// The calmcache document for `tree` (`prefix`: the main file's directory,
 /// for relative certificate paths; `main`: its name, for the header).
 pub(crate) fn convert(tree: &[Directive], prefix: &Path, main: &str) -> Result<Doc, ImportError> {
+    counted(tree, prefix, main).map(|(doc, _)| doc)
+}
+
+/// [`convert`], with how its directives fared (see ledger): every one
+/// carried over or commented.
+pub(crate) fn counted(
+    tree: &[Directive],
+    prefix: &Path,
+    main: &str,
+) -> Result<(Doc, Census), ImportError> {
+    ledger::scope(tree, || convert_tree(tree, prefix, main))
+}
+
+fn convert_tree(tree: &[Directive], prefix: &Path, main: &str) -> Result<Doc, ImportError> {
     let mut c = Converter {
         prefix,
         top: Vec::new(),
@@ -105,7 +130,10 @@ pub(crate) fn convert(tree: &[Directive], prefix: &Path, main: &str) -> Result<D
     if tree.iter().any(|d| d.name == "http") {
         for d in tree {
             match d.name.as_str() {
-                "http" => c.http(d.children()),
+                "http" => {
+                    ledger::carried(d);
+                    c.http(d.children())
+                }
                 _ => c.main_directive(d),
             }
         }
@@ -124,6 +152,7 @@ impl Converter<'_> {
     fn main_directive(&mut self, d: &Directive) {
         match d.name.as_str() {
             "events" => {
+                ledger::carried(d);
                 for e in d.children() {
                     self.main_directive(e);
                 }
@@ -137,6 +166,7 @@ impl Converter<'_> {
                 )),
                 Some(n) => match n.parse::<i64>() {
                     Ok(n) => {
+                        ledger::carried(d);
                         self.worker_processes = Some(n);
                         self.server.set("threads", Value::Int(n)).note(format!(
                             "From `{}` ({}): worker threads in one process.",
@@ -175,6 +205,7 @@ impl Converter<'_> {
             self.top.push(note_skipped(d, "not a number"));
             return;
         };
+        ledger::carried(d);
         let total = n * self.worker_processes.unwrap_or(1);
         self.server
             .set("max_connections", Value::Int(total))
@@ -268,6 +299,7 @@ impl Converter<'_> {
                 Err(_) => self.top.push(note_skipped(d, "not a number")),
             },
             "http2" if arg == "on" => {
+                ledger::carried(d);
                 self.h2c = true;
             }
             "access_log" => self.access_log(d),
@@ -304,6 +336,12 @@ impl Converter<'_> {
             "client_max_body_size" | "client_body_timeout" | "client_body_buffer_size" => {
                 self.top.push(note_skipped(d, "calmcache streams request bodies to the origin without a size limit"))
             }
+            "internal" => self.top.push(note_skipped(
+                d,
+                "NGINX answers requests from outside with 404 here; calmcache cannot refuse them \
+                 yet, so they go where this route sends them: never point it at an origin that \
+                 serves these paths, or delete the route",
+            )),
             "if" | "set" | "limit_req" | "limit_conn" | "limit_req_zone" | "limit_conn_zone" | "allow" | "deny"
             | "auth_basic" | "auth_request" => self.top.push(note_skipped(d, "calmcache has no equivalent")),
             _ => self.top.push(note_skipped(d, "calmcache has no equivalent")),
@@ -318,6 +356,7 @@ impl Converter<'_> {
     }
 
     fn server_set(&mut self, d: &Directive, key: &str, value: Value) {
+        ledger::carried(d);
         let mut notes = Vec::new();
         upstreams::set_once(&mut self.server, key, value, d, &mut notes);
         self.server.comments.extend(notes);
@@ -340,6 +379,7 @@ impl Converter<'_> {
             ));
             return;
         }
+        ledger::carried(d);
         let mut section = Section::new("[access_log]");
         section.note(format!(
             "From `{}` ({}): NGINX's combined format plus cache status and timings.",

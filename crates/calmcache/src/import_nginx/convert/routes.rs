@@ -1,6 +1,7 @@
-//! The document: NGINX's location selection turned into first-match routes
-//! (exact, `^~`, regex in file order, other prefixes longest first), in the
-//! groups `server_names` plans, and the upstream each route sends to.
+//! The document: the routes nesting.rs plans (NGINX's location selection as
+//! first-match routes), written with their keys, in the groups
+//! `server_names` plans; the upstream each route sends to, a `try_files
+//! ... @name` location's being the named location's.
 
 use super::*;
 
@@ -129,41 +130,134 @@ impl Converter<'_> {
         }
     }
 
-    /// The routes of one server, in the order that picks NGINX's location.
+    /// The routes of one server, in the order that picks NGINX's location
+    /// (see nesting).
     pub(super) fn server_routes(&mut self, server: &Server, routes: &mut Vec<Section>) {
-        if server.locations.is_empty() {
+        if server
+            .locations
+            .iter()
+            .all(|l| l.modifier == Modifier::Named)
+        {
             let loc = Location {
                 modifier: Modifier::Prefix,
                 pattern: "/".into(),
                 settings: server.settings.clone(),
                 pass: None,
+                try_named: None,
+                directive: None,
                 pos: server.pos.clone().unwrap_or(Pos {
                     file: "-".into(),
                     line: 0,
                 }),
                 notes: vec!["This server has no location: one route for every path.".into()],
+                nested: Vec::new(),
             };
-            self.location_routes(&loc, None, routes);
+            self.location_routes(&loc, Vec::new(), Written::First, routes);
+            self.unused_named(server, &HashSet::new());
             return;
         }
-        let (order, notes) = order(&server.locations);
+        let (planned, notes) = nesting::plan(&server.locations);
         self.top.extend(notes);
-        for i in order {
-            let loc = &server.locations[i];
-            let m = match loc.modifier {
-                Modifier::Exact => Ok(Some(pathre::exact(&loc.pattern))),
-                Modifier::NoRegex | Modifier::Prefix if loc.pattern == "/" => Ok(None),
-                Modifier::NoRegex | Modifier::Prefix => Ok(Some(pathre::prefix(&loc.pattern))),
-                Modifier::Regex { case_insensitive } => {
-                    pathre::location(&loc.pattern, case_insensitive).map(Some)
+        let mut written = HashSet::new();
+        let mut used_named = HashSet::new();
+        for p in planned {
+            let mut notes = Vec::new();
+            let m = match nesting::keys(&p.conds, &mut notes) {
+                Ok(Some(m)) => m,
+                Ok(None) => continue, // conditions no path meets
+                Err(why) => {
+                    self.top.push(format!(
+                        "not carried over: location {} ({}): {why}",
+                        p.loc.pattern, p.loc.pos
+                    ));
+                    continue;
                 }
             };
-            match m {
-                Ok(m) => self.location_routes(loc, m, routes),
-                Err(why) => self.top.push(format!(
-                    "not carried over: location {} ({}): {why}",
-                    loc.pattern, loc.pos
-                )),
+            if let Some(d) = &p.loc.directive {
+                ledger::carried(d);
+            }
+            let first = written.insert(p.loc.pos.to_string());
+            let when = if first {
+                Written::First
+            } else {
+                Written::Again
+            };
+            let start = routes.len();
+            match self.via_named(server, p.loc, &mut used_named) {
+                Some(loc) => self.location_routes(&loc, m, when, routes),
+                None => self.location_routes(p.loc, m, when, routes),
+            }
+            if let Some(route) = routes.get_mut(start) {
+                route.comments.extend(notes);
+            }
+        }
+        self.unused_named(server, &used_named);
+    }
+
+    /// For a location with `try_files ... @name` and no proxy_pass: the
+    /// named location's upstream and settings under this location's
+    /// conditions, the files part left to a comment.
+    fn via_named(
+        &mut self,
+        server: &Server,
+        loc: &Location,
+        used: &mut HashSet<String>,
+    ) -> Option<Location> {
+        let try_files = loc.try_named.as_ref().filter(|_| loc.pass.is_none())?;
+        let name = try_files.args.last()?;
+        let mut notes = loc.notes.clone();
+        let Some(named) = server
+            .locations
+            .iter()
+            .find(|l| l.modifier == Modifier::Named && l.pattern == *name)
+        else {
+            notes.push(note_skipped(
+                try_files,
+                &format!("this server has no location {name}"),
+            ));
+            return None;
+        };
+        used.insert(name.clone());
+        ledger::carried(try_files);
+        if let Some(d) = &named.directive {
+            ledger::carried(d);
+        }
+        let files: Vec<&str> = try_files.args[..try_files.args.len() - 1]
+            .iter()
+            .map(String::as_str)
+            .collect();
+        notes.push(format!(
+            "From `{}` ({}): every request of this location goes to location {name} ({}), its              upstream and cache settings. Not carried over yet: the files part ({}) from `root`,              which NGINX serves when the file exists; a file route (route key `root`, falling              through to this route when the file is absent) will carry it.",
+            try_files.text(),
+            try_files.pos,
+            named.pos,
+            files.join(" ")
+        ));
+        notes.extend(named.notes.iter().cloned());
+        Some(Location {
+            modifier: loc.modifier,
+            pattern: loc.pattern.clone(),
+            settings: named.settings.clone(),
+            pass: named.pass.clone(),
+            try_named: None,
+            directive: loc.directive.clone(),
+            pos: loc.pos.clone(),
+            notes,
+            nested: Vec::new(),
+        })
+    }
+
+    /// Named locations no `try_files` reaches get a comment.
+    fn unused_named(&mut self, server: &Server, used: &HashSet<String>) {
+        for n in &server.locations {
+            if n.modifier == Modifier::Named && !used.contains(&n.pattern) {
+                if let Some(d) = &n.directive {
+                    self.top.push(note_skipped(
+                        d,
+                        "no try_files of a location sends requests to it (error_page and other \
+                         internal redirects are not carried over)",
+                    ));
+                }
             }
         }
     }
@@ -172,10 +266,19 @@ impl Converter<'_> {
     pub(super) fn location_routes(
         &mut self,
         loc: &Location,
-        m: Option<RouteRegex>,
+        m: Vec<RouteRegex>,
+        when: Written,
         routes: &mut Vec<Section>,
     ) {
-        let mut notes = loc.notes.clone();
+        let mut notes = match when {
+            Written::First => loc.notes.clone(),
+            Written::Again => vec![format!(
+                "Again location {} ({}), under the conditions NGINX tries it in here; the comments \
+                 of its first route apply.",
+                describe(loc),
+                loc.pos
+            )],
+        };
         let upstream = self.upstream_for(loc, &mut notes);
         let choice = match loc.settings.last("proxy_cache") {
             Some(d) => self.zones.choice(d, &mut notes),
@@ -227,7 +330,9 @@ impl Converter<'_> {
             routes.push(route);
         }
         let route = &mut routes[first];
-        cache::others(route, &loc.settings);
+        if when == Written::First {
+            cache::others(route, &loc.settings);
+        }
         route.comments.extend(notes);
     }
 
@@ -243,7 +348,10 @@ impl Converter<'_> {
             return PLACEHOLDER.into();
         };
         let target = match upstreams::target(pass) {
-            Ok(t) => t,
+            Ok(t) => {
+                ledger::carried(pass);
+                t
+            }
             Err(why) => {
                 notes.push(note_skipped(pass, &why));
                 self.placeholder = true;
@@ -306,11 +414,10 @@ pub(super) fn covers_every_path(server: &Server) -> bool {
 /// the entry's `match`; then the default zone. Two regexes for the same key
 /// (a location and a map on `$uri`) cannot share a route: the default only.
 pub(super) fn plan(
-    m: Option<RouteRegex>,
+    own: Vec<RouteRegex>,
     choice: Choice,
     notes: &mut Notes,
 ) -> Vec<(Vec<RouteRegex>, Choice)> {
-    let own: Vec<RouteRegex> = m.into_iter().collect();
     let Choice::ByMatch(entries, default) = choice else {
         return vec![(own, choice)];
     };
@@ -335,6 +442,14 @@ pub(super) fn plan(
     plan
 }
 
+/// Whether a location's routes are its first (with its comments) or a
+/// repeat under other conditions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Written {
+    First,
+    Again,
+}
+
 /// `= /x`, `^~ /x`, `~ re`, `/x`.
 pub(super) fn describe(loc: &Location) -> String {
     match loc.modifier {
@@ -347,51 +462,6 @@ pub(super) fn describe(loc: &Location) -> String {
         Modifier::Regex {
             case_insensitive: true,
         } => format!("~* {}", loc.pattern),
+        Modifier::Named => loc.pattern.clone(),
     }
-}
-
-/// Location indexes in first-match order (see the module doc), and notes
-/// where the order cannot be exact.
-pub(super) fn order(locs: &[Location]) -> (Vec<usize>, Notes) {
-    let mut notes = Vec::new();
-    let by = |m: fn(&Modifier) -> bool| -> Vec<usize> {
-        (0..locs.len()).filter(|&i| m(&locs[i].modifier)).collect()
-    };
-    let exact = by(|m| *m == Modifier::Exact);
-    let mut no_regex = by(|m| *m == Modifier::NoRegex);
-    let regex = by(|m| matches!(m, Modifier::Regex { .. }));
-    let mut prefix = by(|m| *m == Modifier::Prefix);
-    // A plain prefix that extends a ^~ one is the longest match for its paths,
-    // so regexes would come first there; it must also come before the ^~ route.
-    let extends: Vec<usize> = prefix
-        .iter()
-        .copied()
-        .filter(|&q| {
-            no_regex.iter().any(|&p| {
-                locs[q].pattern.len() > locs[p].pattern.len()
-                    && locs[q].pattern.starts_with(&locs[p].pattern)
-            })
-        })
-        .collect();
-    for &q in &extends {
-        if !regex.is_empty() {
-            notes.push(format!(
-                "location {} ({}) extends a ^~ location: it comes before the ^~ route, so the regex \
-                 locations are not tried for its paths as NGINX would (calmcache's regexes have no \
-                 look-ahead to express it).",
-                locs[q].pattern, locs[q].pos
-            ));
-        }
-    }
-    prefix.retain(|q| !extends.contains(q));
-    no_regex.extend(extends);
-    let longest_first =
-        |v: &mut Vec<usize>| v.sort_by_key(|&i| std::cmp::Reverse(locs[i].pattern.len()));
-    longest_first(&mut no_regex);
-    longest_first(&mut prefix);
-    let mut out = exact;
-    out.extend(no_regex);
-    out.extend(regex);
-    out.extend(prefix);
-    (out, notes)
 }

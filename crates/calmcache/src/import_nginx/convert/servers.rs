@@ -6,6 +6,7 @@ use super::*;
 impl Converter<'_> {
     pub(super) fn server_block(&mut self, d: &Directive, http: &Settings) {
         let dirs = d.children();
+        ledger::carried(d);
         let settings = http.child(dirs);
         let mut server = Server {
             default: false,
@@ -30,7 +31,10 @@ impl Converter<'_> {
                 "location" => self.location(c, &settings, &mut server.locations),
                 "ssl_certificate" => certs.push(c.clone()),
                 "ssl_certificate_key" => keys.push(c.clone()),
-                "server_name" => server.names.read(c, &mut self.top),
+                "server_name" => {
+                    ledger::carried(c);
+                    server.names.read(c, &mut self.top)
+                }
                 "ssl" if c.args.first().map(String::as_str) == Some("on") => {
                     self.top.push(note_skipped(
                         c,
@@ -44,6 +48,8 @@ impl Converter<'_> {
             (certs, keys) = self.http_certs.clone();
         }
         for (cert, key) in certs.iter().zip(keys.iter()) {
+            ledger::carried(cert);
+            ledger::carried(key);
             let cert_path = Value::Str(self.absolute(&cert.args[0]));
             if self.tls.iter().any(|t| t.get("cert") == Some(&cert_path)) {
                 continue;
@@ -115,6 +121,7 @@ impl Converter<'_> {
         }
         match listen_address(addr) {
             Ok((address, note)) => {
+                ledger::carried(d);
                 if let Some(note) = note {
                     self.top.push(format!("`{}` ({}): {note}", d.text(), d.pos));
                 }
@@ -132,7 +139,7 @@ impl Converter<'_> {
         default
     }
 
-    /// A `location` (and the ones nested in it, flattened).
+    /// A `location`, with the ones nested in it.
     pub(super) fn location(&mut self, d: &Directive, parent: &Settings, out: &mut Vec<Location>) {
         let settings = parent.child(d.children());
         let (modifier, pattern) = match d.args.as_slice() {
@@ -150,13 +157,7 @@ impl Converter<'_> {
                 },
                 p.clone(),
             ),
-            [p] if p.starts_with('@') => {
-                self.top.push(note_skipped(
-                    d,
-                    "named locations (error_page/try_files targets) have no calmcache equivalent",
-                ));
-                return;
-            }
+            [p] if p.starts_with('@') => (Modifier::Named, p.clone()),
             [p] => (Modifier::Prefix, p.clone()),
             _ => {
                 self.top
@@ -169,14 +170,22 @@ impl Converter<'_> {
             pattern,
             settings,
             pass: None,
+            try_named: None,
+            directive: Some(d.clone()),
             pos: d.pos.clone(),
             notes: Vec::new(),
+            nested: Vec::new(),
         };
-        let mut nested = Vec::new();
         for c in d.children() {
             match c.name.as_str() {
                 "proxy_pass" => loc.pass = Some(c.clone()),
-                "location" => nested.push(c.clone()),
+                "location" => {
+                    let settings = loc.settings.clone();
+                    self.location(c, &settings, &mut loc.nested);
+                }
+                "try_files" if c.args.last().is_some_and(|a| a.starts_with('@')) => {
+                    loc.try_named = Some(c.clone())
+                }
                 n if super::super::settings::inherited(n) => {}
                 _ => {
                     let before = self.top.len();
@@ -185,13 +194,6 @@ impl Converter<'_> {
                     loc.notes.extend(self.top.drain(before..));
                 }
             }
-        }
-        for n in &nested {
-            loc.notes.push(format!(
-                "The location at {} is nested in this one; it is written as a route of its own before it (NGINX matches nested locations within their parent only).",
-                n.pos
-            ));
-            self.location(n, &loc.settings.clone(), out);
         }
         out.push(loc);
     }
