@@ -259,6 +259,33 @@ pub(crate) struct RawRoute {
     pub(crate) early_hints_links: Vec<String>,
     #[serde(default)]
     pub(crate) early_hints_origins: Vec<String>,
+    // Listeners and header rules (issue 28).
+    pub(crate) listeners: Option<Vec<String>>,
+    pub(crate) request_headers: Option<RawRequestHeaders>,
+    pub(crate) response_headers: Option<RawResponseHeaders>,
+    pub(crate) expires: Option<Text>,
+}
+
+/// `routes.request_headers`: field name -> value, and names.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRequestHeaders {
+    #[serde(default)]
+    pub(crate) set: BTreeMap<String, String>,
+    #[serde(default)]
+    pub(crate) remove: Vec<String>,
+}
+
+/// `routes.response_headers`: field name -> value, and names.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawResponseHeaders {
+    #[serde(default)]
+    pub(crate) add: BTreeMap<String, String>,
+    #[serde(default)]
+    pub(crate) always: BTreeMap<String, String>,
+    #[serde(default)]
+    pub(crate) remove: Vec<String>,
 }
 
 /// A duration or size as written. A number is kept too (not refused by

@@ -44,6 +44,7 @@ use crate::proxy::answer::{Answer, Told};
 use crate::proxy::body_key::KeyedBody;
 use crate::proxy::fetch::{self, fetch_request, refresh_in_background, Fetch};
 use crate::proxy::fill::FetchRequest;
+use crate::proxy::header_rules;
 use crate::proxy::hints;
 use crate::proxy::lookup::{lookup, Found, PrimaryKey};
 use crate::proxy::pass::{pass, refused, with_body};
@@ -105,17 +106,37 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
     // Borrowed, not cloned: no reference count shared by all threads is
     // touched on a hit (the `worker` Arc is this thread's own).
     let proxy = &worker.proxy;
-    let (route, client) = match admit(worker, &mut req, client) {
-        Admission::Routed(route, client) => (route, client),
+    let (route, client, tunnel) = match admit(worker, &mut req, client) {
+        Admission::Routed(route, client) => (route, client, false),
         Admission::Refused(resp) => return Answer::refused(resp),
         Admission::Purge => {
             let purged = Box::pin(crate::proxy::purge::purge_method(proxy, &req, client.addr));
             return Answer::unclassed(purged.await);
         }
-        Admission::Tunnel(route, client) => {
-            return Box::pin(crate::proxy::tunnel::open(worker, route, req, client)).await
-        }
+        Admission::Tunnel(route, client) => (route, client, true),
     };
+    // The route's response rules: `None`, at no cost, for most routes.
+    let Some(kept) = header_rules::keep(route, &req, client) else {
+        return routed(worker, route, req, client, tunnel).await;
+    };
+    let mut answer = Box::pin(routed(worker, route, req, client, tunnel)).await;
+    header_rules::to_client(route, &mut answer, &kept);
+    answer
+}
+
+/// The answer of a routed request (`tunnel`: a WebSocket handshake the
+/// route tunnels).
+async fn routed<'w>(
+    worker: &'w Worker,
+    route: &'w Arc<Route>,
+    req: Request<Incoming>,
+    client: Peer,
+    tunnel: bool,
+) -> Answer<'w> {
+    let proxy = &worker.proxy;
+    if tunnel {
+        return Box::pin(crate::proxy::tunnel::open(worker, route, req, client)).await;
+    }
     let (req, body) = match read_body(proxy, route, req, client).await {
         Ok(read) => read,
         Err(answer) => return answer,
@@ -385,7 +406,7 @@ fn admit<'w>(worker: &'w Worker, req: &mut Request<Incoming>, client: Peer) -> A
     } else {
         ""
     };
-    let Some(route) = worker.route_for(host, admitted.match_target(own)) else {
+    let Some(route) = worker.route_for(client.listener, host, admitted.match_target(own)) else {
         let e = ProxyError::downstream(ErrorKind::NoRoute, own);
         return Admission::Refused(error_response(&e, &CacheStatus::Bypass.report()));
     };
@@ -395,7 +416,7 @@ fn admit<'w>(worker: &'w Worker, req: &mut Request<Incoming>, client: Peer) -> A
     if let Some(host) = routed_host {
         let own = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
         if !worker
-            .route_for(&host, own)
+            .route_for(client.listener, &host, own)
             .is_some_and(|r| Arc::ptr_eq(r, route))
         {
             let e = ProxyError::downstream(

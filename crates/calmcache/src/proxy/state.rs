@@ -11,6 +11,7 @@ use calmcache_core::{
 };
 
 use crate::config::{ClientCacheControl, Config, RouteConfig, RouteMatch};
+use crate::net::listener::ListenerId;
 use crate::net::upstream::Upstream;
 use crate::proxy::outcome::FillOutcome;
 use crate::proxy::setup::SetupError;
@@ -51,6 +52,9 @@ pub struct Route {
     pub(crate) fleet: Option<Arc<dyn crate::fleet::SharedTier>>,
     /// Early Hints links of the last answer stored per URL (proxy/hints.rs).
     pub(crate) hints: crate::proxy::hint_memory::HintMemory,
+    /// `listeners` as the ids connections carry (net/listener.rs); empty:
+    /// every listener.
+    pub(crate) listeners: Box<[crate::net::listener::ListenerId]>,
 }
 
 impl Route {
@@ -468,6 +472,11 @@ impl RouteParts<'_> {
                 .clone()
                 .map(|f| f as Arc<dyn crate::fleet::SharedTier>),
             hints: Default::default(),
+            listeners: r
+                .listeners
+                .iter()
+                .map(|&a| crate::net::listener::ListenerId::of(a))
+                .collect(),
         })
     }
 }
@@ -505,16 +514,22 @@ impl Worker {
         }
     }
 
-    /// The first route whose `hosts` take `host` (the admitted Host
-    /// value; empty without one) and whose `match` and `path` take
-    /// `path_and_query`.
-    pub(crate) fn route_for(&self, host: &str, path_and_query: &str) -> Option<&Arc<Route>> {
+    /// The first route that takes requests on `listener`, whose `hosts`
+    /// take `host` (the admitted Host value; empty without one) and whose
+    /// `match` and `path` take `path_and_query`.
+    pub(crate) fn route_for(
+        &self,
+        listener: ListenerId,
+        host: &str,
+        path_and_query: &str,
+    ) -> Option<&Arc<Route>> {
         self.proxy
             .routes
             .iter()
             .zip(&self.matchers)
             .find(|(route, (target, path))| {
-                crate::config::hosts::any_matches(&route.cfg.hosts, host)
+                (route.listeners.is_empty() || route.listeners.contains(&listener))
+                    && crate::config::hosts::any_matches(&route.cfg.hosts, host)
                     && RouteMatch::new(target.as_ref(), path.as_ref()).is_match(path_and_query)
             })
             .map(|(route, _)| route)
