@@ -182,6 +182,8 @@ pub(crate) mod route {
     /// over HTTP/1.1 only to `Sec-Fetch-Mode: navigate` (Python's
     /// `http.client` takes any 1xx but 100 for the final answer).
     pub(crate) const EARLY_HINTS: bool = true;
+    /// `expires`: the origin's Cache-Control and Expires pass as they are.
+    pub(crate) const EXPIRES: &str = "off";
 
     /// `name`: `route<index>`.
     pub(crate) fn name(index: usize) -> String {
@@ -454,6 +456,11 @@ pub(crate) fn keys() -> Vec<(&'static str, Shown)> {
         ("routes.early_hints", Shown::Bool(route::EARLY_HINTS)),
         ("routes.early_hints_links", Shown::Texts(&[])),
         ("routes.early_hints_origins", Shown::Texts(&[])),
+        // Listeners and header rules (issue 28).
+        ("routes.listeners", Shown::Example),
+        ("routes.request_headers", Shown::Empty),
+        ("routes.response_headers", Shown::Empty),
+        ("routes.expires", Shown::Text(route::EXPIRES)),
         ("access_log.path", Shown::Example),
         (
             "access_log.format",

@@ -184,3 +184,7 @@ pub(crate) enum Cached {
 pub(crate) fn may_remove(name: &HeaderName) -> bool {
     *name == http::header::SET_COOKIE
 }
+
+#[cfg(test)]
+#[path = "header_rules_tests.rs"]
+mod tests;
