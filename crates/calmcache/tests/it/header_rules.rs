@@ -47,7 +47,11 @@ async fn host_is_rewritten_for_the_origin_while_the_key_keeps_the_clients_host()
             let debug = [("x-debug", "1"), ("x-real-ip", "6.6.6.6")];
             let a = get(&wires, wire, "a.test", &path, &debug).await;
             let b = get(&wires, wire, "b.test", &path, &debug).await;
-            assert_eq!((a.status.as_u16(), b.status.as_u16()), (200, 200), "{label} {path}");
+            assert_eq!(
+                (a.status.as_u16(), b.status.as_u16()),
+                (200, 200),
+                "{label} {path}"
+            );
             let seen = origin.requests_for(&path);
             assert_eq!(seen.len(), 2, "{label} {path}: two client hosts, two keys");
             for (r, host) in seen.iter().zip(["a.test", "b.test"]) {

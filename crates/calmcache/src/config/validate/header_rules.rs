@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use http::HeaderName;
 
 use super::Checker;
+use crate::config::defaults::route;
 use crate::config::error::{toml_key, Problem};
 use crate::config::header_rules::{
     may_remove, request_refusal, response_refusal, Cached, Expires, HeaderRules, RequestRules,
@@ -263,7 +264,7 @@ impl Checker {
     /// `expires`: `"off"`, `"epoch"`, `"max"` or a duration.
     fn expires(&mut self, path: &str, raw: Option<&Text>) -> Expires {
         let text = match raw {
-            None => return Expires::Off,
+            None => route::EXPIRES,
             Some(Text::Str(text)) => text.trim(),
             Some(Text::Number(number)) => {
                 let problem = Problem::new(path, format!("{number} is not a duration"));
