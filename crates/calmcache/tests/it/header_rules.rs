@@ -230,6 +230,48 @@ async fn x_cache_status_goes_miss_hit_then_updating_and_bypass_on_a_passed_route
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revalidations_and_background_refreshes_carry_the_request_rules() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin).no_default_ttl().route(
+        "refresh = \"none\"\nrequest_headers = { set = { Host = \"app.internal\", \"X-Real-IP\" = \"$remote_addr\" } }",
+    );
+    let wires = Wires::start(proxy, "").await;
+    for wire in &wires.all {
+        let label = wire.label();
+        for (path, steer) in [
+            ("/reval", "max-age=1"),
+            ("/swr", "max-age=1, stale-while-revalidate=60"),
+        ] {
+            let path = format!("{path}/{}", label.replace(' ', "-"));
+            let headers = [
+                ("x-origin-cache-control", steer),
+                ("x-origin-header", "ETag: \"v1\""),
+            ];
+            get(&wires, wire, "a.test", &path, &headers).await;
+            // Time is the subject: the copy expires after a second, then
+            // is revalidated in the request's path or refreshed behind it.
+            let what = format!("{label} {path}: a second origin request");
+            wait_until(Duration::from_secs(10), &what, async || {
+                get(&wires, wire, "a.test", &path, &headers).await;
+                origin.hits_for(&path) >= 2
+            })
+            .await;
+            let seen = origin.requests_for(&path);
+            assert!(
+                seen[1..]
+                    .iter()
+                    .any(|r| r.headers.contains_key("if-none-match")),
+                "{label} {path}: a conditional request"
+            );
+            for r in &seen {
+                assert_eq!(r.headers["host"], "app.internal", "{label} {path}");
+                assert_eq!(r.headers["x-real-ip"], "127.0.0.1", "{label} {path}");
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_route_limited_to_the_plain_listener_and_one_to_the_tls_listener() {
     let (plain, tls) = (Origin::start().await, Origin::start().await);
     // The plain listener is 127.0.0.1:0, the TLS one 127.0.0.2:0.
