@@ -272,6 +272,32 @@ async fn revalidations_and_background_refreshes_carry_the_request_rules() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_fetch_of_an_object_too_large_to_store_carries_the_request_rules() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .zone("64MiB", "1KiB")
+        .route("request_headers = { set = { Host = \"app.internal\" } }");
+    let wires = Wires::start(proxy, "").await;
+    for wire in &wires.all {
+        let label = wire.label();
+        let path = format!("/big/{}", label.replace(' ', "-"));
+        let headers = [("x-origin-body-bytes", "4096"), ("range", "bytes=0-9")];
+        let r = get(&wires, wire, "a.test", &path, &headers).await;
+        // The test origin ignores Range: its 200 is relayed as it came.
+        assert_eq!(r.status, 200, "{label}");
+        let seen = origin.requests_for(&path);
+        let ranged: Vec<_> = seen
+            .iter()
+            .filter(|r| r.headers.contains_key("range"))
+            .collect();
+        assert_eq!(ranged.len(), 1, "{label}: sent again with its Range");
+        for r in &seen {
+            assert_eq!(r.headers["host"], "app.internal", "{label}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_route_limited_to_the_plain_listener_and_one_to_the_tls_listener() {
     let (plain, tls) = (Origin::start().await, Origin::start().await);
     // The plain listener is 127.0.0.1:0, the TLS one 127.0.0.2:0.
