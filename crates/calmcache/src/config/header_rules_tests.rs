@@ -248,3 +248,30 @@ fn bad_names_and_values_are_refused_with_their_path() {
         assert!(text.contains(why), "{route}: {text}");
     }
 }
+
+#[test]
+fn a_catch_all_on_one_listener_shadows_only_routes_on_it() {
+    let text = |later: &str| {
+        config(&format!(
+            "listeners = [\"127.0.0.1:8080\"]\n\n[[routes]]\nupstream = \"app\"\n{later}"
+        ))
+    };
+    let never = |later: &str| {
+        let c = Config::from_toml(&text(later), "t.toml").unwrap();
+        c.warnings()
+            .iter()
+            .any(|w| w.message.contains("never used"))
+    };
+    assert!(
+        !never("listeners = [\"127.0.0.2:8080\"]"),
+        "the other listener's route"
+    );
+    assert!(
+        never("listeners = [\"127.0.0.1:8080\"]"),
+        "the same listener's"
+    );
+    assert!(
+        !never(""),
+        "a route on every listener still takes the other one's requests"
+    );
+}
