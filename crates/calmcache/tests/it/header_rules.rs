@@ -4,7 +4,8 @@
 //! and uncached routes: Host rewritten for the origin while the key keeps
 //! the client's host, X-Real-IP from the trusted client address, `add` vs
 //! `always` on 200 and 404, a hidden field on a hit, X-Cache-Status through
-//! MISS, HIT, UPDATING and BYPASS, `expires`, and one route on the plain
+//! MISS, HIT, UPDATING, STALE, EXPIRED and BYPASS, request rules on
+//! revalidations, refreshes and range fetches, `expires`, and one route on the plain
 //! listener only and another on the TLS one only.
 
 use std::time::Duration;
@@ -293,6 +294,41 @@ async fn a_range_fetch_of_an_object_too_large_to_store_carries_the_request_rules
         assert_eq!(ranged.len(), 1, "{label}: sent again with its Range");
         for r in &seen {
             assert_eq!(r.headers["host"], "app.internal", "{label}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn x_cache_status_is_stale_when_a_failing_origin_is_stood_in_for_and_expired_after() {
+    let origin = Origin::start().await;
+    let rules =
+        "response_headers = { always = { \"X-Cache-Status\" = \"$upstream_cache_status\" } }";
+    let proxy = Proxy::new(&origin)
+        .no_default_ttl()
+        .route(&format!("refresh = \"none\"\n{rules}"));
+    let wires = Wires::start(proxy, "").await;
+    let failing = [
+        ("x-origin-cache-control", "max-age=1, stale-if-error=60"),
+        ("x-origin-status", "500"),
+    ];
+    for wire in &wires.all {
+        let label = wire.label();
+        let storable = [("x-origin-cache-control", "max-age=1")];
+        for (prefix, then, want) in [
+            ("/sie/", &failing[..], "STALE"),
+            ("/exp/", &storable[..], "EXPIRED"),
+        ] {
+            let path = format!("{prefix}{}", label.replace(' ', "-"));
+            let first = [("x-origin-cache-control", "max-age=1, stale-if-error=60")];
+            let r = get(&wires, wire, "a.test", &path, &first).await;
+            assert_eq!(r.header("x-cache-status"), "MISS", "{label}");
+            // Time is the subject: the copy expires after a second.
+            let what = format!("{label} {path}: X-Cache-Status {want}");
+            wait_until(Duration::from_secs(10), &what, async || {
+                let r = get(&wires, wire, "a.test", &path, then).await;
+                r.header("x-cache-status") == want
+            })
+            .await;
         }
     }
 }
