@@ -413,6 +413,12 @@ pub fn parse_date(bytes: &[u8]) -> Option<SystemTime> {
         .or_else(|| lenient_date(text))
 }
 
+/// `at` as an IMF-fixdate (RFC 9110 §5.6.7), the form a sender must use:
+/// the one date writer (`expires` on a route's answers).
+pub fn format_date(at: SystemTime) -> String {
+    httpdate::fmt_http_date(at)
+}
+
 fn lenient_date(text: &str) -> Option<SystemTime> {
     const WEEKDAYS: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
     const MONTHS: [&str; 12] = [

@@ -107,6 +107,31 @@ impl CacheStatus {
         }
     }
 
+    /// NGINX's `$upstream_cache_status` word for this answer (HIT, MISS,
+    /// EXPIRED, STALE, UPDATING, REVALIDATED, BYPASS), within the same
+    /// [`AnswerClass`] as [`CacheStatus::class`]: dashboards and scripts
+    /// written for NGINX's `X-Cache-Status` read calmcache's unchanged.
+    /// A stale copy served while its refresh runs is UPDATING (NGINX's
+    /// `proxy_cache_use_stale updating`), one served because the origin
+    /// failed is STALE; a fetch the client's directives forced, or an early
+    /// refresh, is a MISS or EXPIRED as NGINX has no word for them.
+    pub fn upstream_cache_status(self) -> &'static str {
+        match self {
+            CacheStatus::Hit | CacheStatus::HitRefreshEarly | CacheStatus::SharedHit => "HIT",
+            CacheStatus::StaleWhileRevalidate | CacheStatus::StaleRefreshInFlight => "UPDATING",
+            CacheStatus::StaleIfError => "STALE",
+            CacheStatus::MissStored
+            | CacheStatus::MissNotStored
+            | CacheStatus::MissCollapsed
+            | CacheStatus::RequestForced => "MISS",
+            CacheStatus::ExpiredStored
+            | CacheStatus::ExpiredCollapsed
+            | CacheStatus::RefreshedEarly => "EXPIRED",
+            CacheStatus::Revalidated => "REVALIDATED",
+            CacheStatus::Bypass => "BYPASS",
+        }
+    }
+
     /// The report this category implies; the caller fills in `fwd-status`,
     /// `ttl` and refines `fwd` (`uri-miss` or `vary-miss`).
     pub fn report(self) -> Report {
@@ -335,6 +360,22 @@ mod tests {
                 _ => AnswerClass::Miss,
             };
             assert_eq!(status.class(), want, "{status:?}");
+        }
+    }
+
+    #[test]
+    fn nginx_words_stay_within_the_answer_class() {
+        for status in CacheStatus::ALL {
+            let word = status.upstream_cache_status();
+            let class = match word {
+                "HIT" => AnswerClass::Hit,
+                "MISS" | "EXPIRED" => AnswerClass::Miss,
+                "STALE" | "UPDATING" => AnswerClass::Stale,
+                "REVALIDATED" => AnswerClass::Revalidated,
+                "BYPASS" => AnswerClass::Bypass,
+                other => panic!("{other} is not one of NGINX's words"),
+            };
+            assert_eq!(status.class(), class, "{status:?}");
         }
     }
 

@@ -66,6 +66,13 @@ impl Wires {
     /// Starts `proxy` with `h2c = true` and a TLS listener for [`TLS_NAME`]
     /// added to its `[server]` keys (`server` holds any others).
     pub async fn start(proxy: Proxy, server: &str) -> Wires {
+        Wires::start_with_tls_on(proxy, server, "127.0.0.1:0").await
+    }
+
+    /// [`Wires::start`] with the TLS listener on `tls_listen` (e.g.
+    /// `"127.0.0.2:0"`, so that it is named apart from the plain one,
+    /// `"127.0.0.1:0"`, in a route's `listeners`).
+    pub async fn start_with_tls_on(proxy: Proxy, server: &str, tls_listen: &str) -> Wires {
         let dir = std::env::temp_dir().join(format!(
             "calmcache-wires-{}-{:x}",
             std::process::id(),
@@ -76,7 +83,7 @@ impl Wires {
         let ca = TestCa::new(&dir);
         let leaf = ca.leaf("calm", &[TLS_NAME]);
         let keys = format!(
-            "h2c = true\ntls_listen = [\"127.0.0.1:0\"]\n{server}\n\
+            "h2c = true\ntls_listen = [\"{tls_listen}\"]\n{server}\n\
              [[server.tls]]\ncert = {:?}\nkey = {:?}\n",
             leaf.cert.display().to_string(),
             leaf.key.display().to_string(),

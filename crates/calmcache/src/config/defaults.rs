@@ -182,6 +182,8 @@ pub(crate) mod route {
     /// over HTTP/1.1 only to `Sec-Fetch-Mode: navigate` (Python's
     /// `http.client` takes any 1xx but 100 for the final answer).
     pub(crate) const EARLY_HINTS: bool = true;
+    /// `expires`: the origin's Cache-Control and Expires pass as they are.
+    pub(crate) const EXPIRES: &str = "off";
 
     /// `internal`: clients reach every route (NGINX's locations are not
     /// internal unless they say so).
@@ -474,6 +476,11 @@ pub(crate) fn keys() -> Vec<(&'static str, Shown)> {
             "routes.intercept_errors",
             Shown::Bool(route::INTERCEPT_ERRORS),
         ),
+        // Listeners and header rules (issue 28).
+        ("routes.listeners", Shown::Example),
+        ("routes.request_headers", Shown::Empty),
+        ("routes.response_headers", Shown::Empty),
+        ("routes.expires", Shown::Text(route::EXPIRES)),
         ("access_log.path", Shown::Example),
         (
             "access_log.format",

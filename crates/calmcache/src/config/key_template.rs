@@ -66,9 +66,10 @@ pub struct KeyTemplate {
     parts: Vec<Part>,
 }
 
-/// One piece of a template.
+/// One piece of a template (also of a header value template,
+/// `value_template.rs`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Part {
+pub(crate) enum Part {
     Literal(String),
     Scheme,
     Host,
@@ -173,11 +174,7 @@ impl KeyTemplate {
     /// `Cookie` for `$cookie_NAME`): such a field is keyed, so the edge
     /// may pass it to the origin and `Connection` may not remove it.
     pub fn reads_header(&self, name: &HeaderName) -> bool {
-        self.parts.iter().any(|part| match part {
-            Part::Http(read) => read == name,
-            Part::Cookie(_) => *name == http::header::COOKIE,
-            _ => false,
-        })
+        self.parts.iter().any(|part| part.reads_header(name))
     }
 
     /// True when a part the key reads may not be what the origin reads:
@@ -207,27 +204,83 @@ impl KeyTemplate {
     pub fn render(&self, req: &RequestView<'_>, out: &mut String) {
         out.clear();
         for part in &self.parts {
-            match part {
-                Part::Literal(text) => out.push_str(text),
-                Part::Scheme => out.push_str(req.scheme),
-                Part::Host => out.extend(req.host.chars().map(|c| c.to_ascii_lowercase())),
-                Part::Uri => out.push_str(req.path()),
-                Part::Args => out.push_str(req.query()),
-                Part::IsArgs => {
-                    if !req.query().is_empty() {
-                        out.push('?');
-                    }
-                }
-                Part::RequestUri => out.push_str(req.path_and_query),
-                Part::Method => out.push_str(req.method.as_str()),
-                Part::Arg(name) => out.push_str(arg_value(req.query(), name).unwrap_or("")),
-                Part::Http(name) => push_header(out, req.headers, name),
-                Part::Cookie(name) => {
-                    if let Some(value) = cookie_value(req.headers, name) {
-                        push_bytes(out, value);
-                    }
+            part.render(req, out);
+        }
+    }
+}
+
+/// Where a part is rendered: a key (a `String`, other bytes escaped so
+/// different values never render the same) or a header value (bytes as
+/// they are; `value_template.rs` checks the whole value).
+pub(crate) trait Out {
+    /// Text as it is.
+    fn text(&mut self, text: &str);
+    /// A request field's bytes.
+    fn bytes(&mut self, bytes: &[u8]);
+}
+
+impl Out for String {
+    fn text(&mut self, text: &str) {
+        self.push_str(text);
+    }
+
+    fn bytes(&mut self, bytes: &[u8]) {
+        push_bytes(self, bytes);
+    }
+}
+
+impl Out for Vec<u8> {
+    fn text(&mut self, text: &str) {
+        self.extend_from_slice(text.as_bytes());
+    }
+
+    fn bytes(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+impl Part {
+    /// Appends what this part reads of `req` to `out`: the one place that
+    /// says what each variable is worth.
+    pub(crate) fn render(&self, req: &RequestView<'_>, out: &mut impl Out) {
+        match self {
+            Part::Literal(text) => out.text(text),
+            Part::Scheme => out.text(req.scheme),
+            // The edge lower-cases the host it admits: as it is, mostly.
+            Part::Host if !req.host.bytes().any(|b| b.is_ascii_uppercase()) => out.text(req.host),
+            Part::Host => out.text(&req.host.to_ascii_lowercase()),
+            Part::Uri => out.text(req.path()),
+            Part::Args => out.text(req.query()),
+            Part::IsArgs => {
+                if !req.query().is_empty() {
+                    out.text("?");
                 }
             }
+            Part::RequestUri => out.text(req.path_and_query),
+            Part::Method => out.text(req.method.as_str()),
+            Part::Arg(name) => out.text(arg_value(req.query(), name).unwrap_or("")),
+            Part::Http(name) => {
+                for (i, value) in req.headers.get_all(name).iter().enumerate() {
+                    if i > 0 {
+                        out.text(", ");
+                    }
+                    out.bytes(value.as_bytes());
+                }
+            }
+            Part::Cookie(name) => {
+                if let Some(value) = cookie_value(req.headers, name) {
+                    out.bytes(value);
+                }
+            }
+        }
+    }
+
+    /// The header a part reads (`$http_NAME`; `Cookie` for `$cookie_NAME`).
+    pub(crate) fn reads_header(&self, name: &HeaderName) -> bool {
+        match self {
+            Part::Http(read) => read == name,
+            Part::Cookie(_) => *name == http::header::COOKIE,
+            _ => false,
         }
     }
 }
@@ -244,7 +297,7 @@ impl Default for KeyTemplate {
 
 /// Splits `$name...` or `${name}...` (`text` starts with `$`) into the name
 /// and the text after it.
-fn variable_name(text: &str) -> Result<(&str, &str), String> {
+pub(crate) fn variable_name(text: &str) -> Result<(&str, &str), String> {
     let body = text.get(1..).unwrap_or("");
     if let Some(braced) = body.strip_prefix('{') {
         let Some((name, after)) = braced.split_once('}') else {
@@ -279,7 +332,7 @@ fn is_name_byte(b: u8) -> bool {
 }
 
 /// The part for variable `name` (without `$`).
-fn variable(name: &str) -> Result<Part, String> {
+pub(crate) fn variable(name: &str) -> Result<Part, String> {
     let fixed = match name {
         "scheme" => Some(Part::Scheme),
         "host" => Some(Part::Host),
@@ -356,16 +409,6 @@ fn arg_value<'q>(query: &'q str, name: &str) -> Option<&'q str> {
             None if pair == name => Some(""),
             _ => None,
         })
-}
-
-/// Every field line of header `name`, joined with `, `.
-fn push_header(out: &mut String, headers: &HeaderMap, name: &HeaderName) {
-    for (i, value) in headers.get_all(name).iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        push_bytes(out, value.as_bytes());
-    }
 }
 
 /// The value of the first cookie called `name` in the Cookie header(s).

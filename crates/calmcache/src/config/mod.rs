@@ -53,6 +53,7 @@ pub(crate) mod conditions;
 mod defaults;
 pub(crate) mod early_hints;
 mod error;
+pub(crate) mod header_rules;
 pub(crate) mod hosts;
 pub(crate) mod key_template;
 mod parse;
@@ -65,6 +66,7 @@ mod summary;
 pub(crate) mod tls;
 mod units;
 mod validate;
+pub(crate) mod value_template;
 mod warnings;
 pub(crate) use crate::http::scheme::Scheme;
 pub(crate) use defaults::server::MAX_INFLIGHT_BODY as DEFAULT_MAX_INFLIGHT_BODY;
@@ -730,6 +732,13 @@ pub struct RouteConfig {
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// 103 Early Hints for navigations that wait for the origin.
     pub early_hints: early_hints::EarlyHintsConfig,
+    // Listeners and header rules (issue 28).
+    /// `listeners`: the route takes only requests that came in on one of
+    /// these `server.listen` / `server.tls_listen` addresses, as written
+    /// there; empty (the default): every listener.
+    pub listeners: Vec<std::net::SocketAddr>,
+    /// `request_headers`, `response_headers`, `expires`.
+    pub headers: header_rules::HeaderRules,
 }
 
 impl RouteConfig {

@@ -268,6 +268,11 @@ pub(crate) struct RawRoute {
     // Status list ("500 502") -> target ("/50x.html", "=200 /x", "@name").
     pub(crate) error_pages: Option<BTreeMap<String, String>>,
     pub(crate) intercept_errors: Option<bool>,
+    // Listeners and header rules (issue 28).
+    pub(crate) listeners: Option<Vec<String>>,
+    pub(crate) request_headers: Option<RawRequestHeaders>,
+    pub(crate) response_headers: Option<RawResponseHeaders>,
+    pub(crate) expires: Option<Text>,
 }
 
 /// A route's `return = { status, location, body, content_type }`.
@@ -278,6 +283,28 @@ pub(crate) struct RawReturn {
     pub(crate) location: Option<String>,
     pub(crate) body: Option<String>,
     pub(crate) content_type: Option<String>,
+}
+
+/// `routes.request_headers`: field name -> value, and names.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRequestHeaders {
+    #[serde(default)]
+    pub(crate) set: BTreeMap<String, String>,
+    #[serde(default)]
+    pub(crate) remove: Vec<String>,
+}
+
+/// `routes.response_headers`: field name -> value, and names.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawResponseHeaders {
+    #[serde(default)]
+    pub(crate) add: BTreeMap<String, String>,
+    #[serde(default)]
+    pub(crate) always: BTreeMap<String, String>,
+    #[serde(default)]
+    pub(crate) remove: Vec<String>,
 }
 
 /// A duration or size as written. A number is kept too (not refused by

@@ -40,15 +40,17 @@ impl Config {
             let hosts: Vec<String> = route.hosts.iter().map(ToString::to_string).collect();
             format!("{} for {}", route.name, hosts.join(" "))
         };
+        let name = format!("{name}{}", listener_names(route));
         if let Some(answers) = answering_line(route) {
             return format!("{name} {answers}");
         }
         let name = format!("{name}{}", internal(route));
+        let rules = header_features(route);
         if zones.is_empty() {
-            return format!("{name} -> {upstream}, no cache");
+            return format!("{name} -> {upstream}, no cache{rules}");
         }
         format!(
-            "{name} -> {upstream} via {}, refresh {}{}",
+            "{name} -> {upstream} via {}, refresh {}{}{rules}",
             zones.join("+"),
             route.refresh.as_str(),
             cache_features(route)
@@ -105,6 +107,35 @@ fn cache_features(route: &RouteConfig) -> String {
     if !route.compress.is_empty() {
         let codings: Vec<&str> = route.compress.iter().map(|c| c.as_str()).collect();
         out.push_str(&format!(", compress {}", codings.join("+")));
+    }
+    out
+}
+
+/// ` on 0.0.0.0:80` for a route limited to listeners; else empty.
+fn listener_names(route: &RouteConfig) -> String {
+    if route.listeners.is_empty() {
+        return String::new();
+    }
+    let names: Vec<String> = route.listeners.iter().map(ToString::to_string).collect();
+    format!(" on {}", names.join(" "))
+}
+
+/// The header rules a route has, e.g. `, request_headers 2, response_headers
+/// 1, expires 3600s`; empty without any.
+fn header_features(route: &RouteConfig) -> String {
+    let rules = &route.headers;
+    let mut out = String::new();
+    let request = rules.request.set.len() + rules.request.remove.len();
+    if request > 0 {
+        out.push_str(&format!(", request_headers {request}"));
+    }
+    let response = &rules.response;
+    let count = response.add.len() + response.always.len() + response.remove.len();
+    if count > 0 {
+        out.push_str(&format!(", response_headers {count}"));
+    }
+    if response.expires != super::header_rules::Expires::Off {
+        out.push_str(&format!(", expires {}", response.expires.describe()));
     }
     out
 }

@@ -20,6 +20,7 @@ mod early_hints;
 mod fleet;
 mod fleet_secret;
 mod fleet_tls;
+mod header_rules;
 mod health;
 mod routes;
 mod server;
@@ -57,6 +58,7 @@ pub(crate) fn validate(raw: RawConfig) -> Result<Config, Vec<Problem>> {
         .collect();
     check.shared_disk_paths(&zones);
     let routes = check.routes(raw.routes, &upstreams, &zones);
+    check.route_listeners_exist(&routes, &server);
     let access_log = raw.access_log.map(|log| check.access_log(log));
     let fleet = raw.fleet.map(|fleet| check.fleet(fleet));
     if !check.problems.is_empty() {

@@ -201,6 +201,10 @@ impl Config {
                     && (earlier.hosts.is_empty()
                         || (!later.hosts.is_empty()
                             && later.hosts.iter().all(|h| earlier.hosts.contains(h))))
+                    // A route limited to listeners shadows only routes on them.
+                    && (earlier.listeners.is_empty()
+                        || (!later.listeners.is_empty()
+                            && later.listeners.iter().all(|l| earlier.listeners.contains(l))))
             });
             if let Some((i, earlier)) = shadow {
                 let takes = if earlier.hosts.is_empty() {

@@ -43,6 +43,7 @@ use tokio::time::{Instant, Sleep};
 use crate::http::headers::has_token;
 use crate::http::scheme::Scheme;
 use crate::net::early_hints::{self, EarlyHints};
+use crate::net::listener::ListenerId;
 use crate::net::stream_clock::{self, StreamExec};
 use crate::net::write_clock::{Stall, WriteClock};
 use crate::net::zero_copy::{self, PlainSocket, Splicer};
@@ -55,14 +56,36 @@ pub(crate) struct Peer {
     pub addr: SocketAddr,
     /// `https` on a TLS listener (or from a trusted proxy that says so).
     pub scheme: Scheme,
+    /// The proxy listener the connection came in on: routes limited to
+    /// listeners (`routes.listeners`) compare it, a `u16`, per request.
+    pub listener: ListenerId,
+    /// The local port the connection came in on (`$server_port`).
+    pub port: u16,
 }
 
 impl Peer {
-    /// A plain-HTTP client.
+    /// A plain-HTTP client of no proxy listener (tests).
+    #[cfg(test)]
     pub(crate) fn plain(addr: SocketAddr) -> Peer {
         Peer {
             addr,
             scheme: Scheme::Http,
+            listener: ListenerId::NONE,
+            port: 0,
+        }
+    }
+
+    /// calmcache itself asking for `scheme` (`"https"` or else http), as a
+    /// warm-up fetch does: loopback, no listener.
+    pub(crate) fn internal(scheme: &str) -> Peer {
+        Peer {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            scheme: match scheme {
+                "https" => Scheme::Https,
+                _ => Scheme::Http,
+            },
+            listener: ListenerId::NONE,
+            port: 0,
         }
     }
 

@@ -37,6 +37,7 @@ pub(crate) fn activity(base: u64) -> ActivitySnapshot {
         revalidated: base + 17,
         early_hints: base + 18,
         body_key_passed: base + 19,
+        header_values_dropped: base + 20,
     }
 }
 

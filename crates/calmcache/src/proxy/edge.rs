@@ -707,6 +707,36 @@ pub(crate) fn ensure_host(headers: &mut HeaderMap, uri: &Uri) {
     }
 }
 
+/// The client's address as `$remote_addr` reads it: the peer's, or, when
+/// the peer is one of the route's `trusted_proxies`, the last address of
+/// `X-Forwarded-For` that is not one of them (NGINX's `real_ip_header
+/// X-Forwarded-For` with `real_ip_recursive on`); the peer's when the
+/// field is absent or names no address.
+pub(crate) fn client_ip(route: &RouteConfig, headers: &HeaderMap, peer: Peer) -> IpAddr {
+    let ip = peer.addr.ip();
+    if route.trusted_proxies.is_empty() || !trusts(route, ip) {
+        return ip;
+    }
+    let mut forwarded = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .collect::<Vec<_>>();
+    let mut last = ip;
+    while let Some(text) = forwarded.pop() {
+        let Ok(hop) = text.parse::<IpAddr>() else {
+            return last;
+        };
+        last = hop;
+        if !trusts(route, hop) {
+            return hop;
+        }
+    }
+    last
+}
+
 /// The client address is in one of the route's `trusted_proxies`.
 fn trusts(route: &RouteConfig, ip: IpAddr) -> bool {
     let ip = match ip {

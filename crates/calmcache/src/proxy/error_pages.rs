@@ -69,7 +69,9 @@ pub(crate) async fn after<'w>(
     }
     let (entry, path) = match &page.target {
         PageTarget::Uri(path) => (
-            worker.route_for(&pending.host, path, 0).map(|(_, e)| e),
+            worker
+                .route_for(client.listener, &pending.host, path, 0)
+                .map(|(_, e)| e),
             path.as_str(),
         ),
         PageTarget::Named(name) => (

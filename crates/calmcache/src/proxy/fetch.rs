@@ -641,6 +641,9 @@ pub(crate) fn fetch_request(
         headers.remove(header::ACCEPT_ENCODING);
     }
     add_forwarded(&mut headers, client.addr.ip(), client.scheme());
+    // Before `has_authorization` is read: credentials a rule sends make
+    // the answer an authorised one (RFC 9111 §3.5).
+    crate::proxy::header_rules::to_upstream(route, req.method(), req.uri(), &mut headers, client);
     let forbidden_by_request = rcc.is_some_and(|r| r.no_store);
     let forbidden_by_route = !route.cfg.no_store.is_empty()
         && any_match(&route.cfg.no_store, req.headers(), req.uri().query());

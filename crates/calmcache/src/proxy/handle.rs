@@ -51,6 +51,7 @@ use crate::proxy::body_key::KeyedBody;
 use crate::proxy::error_pages::{self, Pending};
 use crate::proxy::fetch::{self, fetch_request, refresh_in_background, Fetch};
 use crate::proxy::fill::FetchRequest;
+use crate::proxy::header_rules;
 use crate::proxy::hints;
 use crate::proxy::lookup::{lookup, Found, PrimaryKey};
 use crate::proxy::pass::{pass, refused, with_body};
@@ -113,9 +114,9 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
     // touched on a hit (the `worker` Arc is this thread's own).
     let proxy = &worker.proxy;
     let mut admission = admit(worker, &mut req, client);
-    let (route, client) = loop {
+    let (route, client, tunnel) = loop {
         admission = match admission {
-            Admission::Routed(route, client) => break (route, client),
+            Admission::Routed(route, client) => break (route, client, false),
             Admission::Refused(resp) => return Answer::refused(resp),
             Admission::Internal(entry) => {
                 let answer = answering::internal(entry.activity());
@@ -125,29 +126,49 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
                 let purged = Box::pin(crate::proxy::purge::purge_method(proxy, &req, client.addr));
                 return Answer::unclassed(purged.await);
             }
-            Admission::Tunnel(route, client) => {
-                return Box::pin(crate::proxy::tunnel::open(worker, route, req, client)).await
-            }
+            Admission::Tunnel(route, client) => break (route, client, true),
             Admission::Answering(route, prepared, onward) => {
+                let kept = header_rules::keep(&route.cfg, &req, prepared);
                 let asked = answering::Asked::of(&req);
                 match Box::pin(answering::answer(route, &asked, prepared)).await {
-                    Some(answer) => return pages(worker, &route.cfg, &req, answer, prepared).await,
+                    Some(answer) => {
+                        let answer = pages(worker, &route.cfg, &req, answer, prepared).await;
+                        return dressed(&route.cfg, &route.activity, answer, kept);
+                    }
                     // A file route without the file: on to the next route.
                     None => onward.next(worker, &mut req),
                 }
             }
         };
     };
-    // Copied only when the route has error pages (proxy/error_pages.rs).
-    let pending = Pending::of(&route.cfg, &req);
-    let answer = routed(worker, route, req, client).await;
-    match pending {
-        None => answer,
-        Some(pending) => {
+    // The route's response rules: `None`, at no cost, for most routes.
+    let kept = header_rules::keep(&route.cfg, &req, client);
+    // Copied only when the route has error pages (proxy/error_pages.rs);
+    // a WebSocket handshake has none.
+    let pending = (!tunnel).then(|| Pending::of(&route.cfg, &req)).flatten();
+    let answer = match (pending, &kept) {
+        (None, None) => return routed(worker, route, req, client, tunnel).await,
+        (None, Some(_)) => Box::pin(routed(worker, route, req, client, tunnel)).await,
+        (Some(pending), _) => {
+            let answer = Box::pin(routed(worker, route, req, client, tunnel)).await;
             let after = error_pages::after(worker, &route.cfg, &pending, answer, client);
             Box::pin(after).await
         }
+    };
+    dressed(&route.cfg, &route.activity, answer, kept)
+}
+
+/// `answer` with the route's response rules, when it has some.
+fn dressed<'w>(
+    route: &crate::config::RouteConfig,
+    activity: &crate::telemetry::stats::Activity,
+    mut answer: Answer<'w>,
+    kept: Option<Box<header_rules::Kept>>,
+) -> Answer<'w> {
+    if let Some(kept) = kept {
+        header_rules::to_client(route, activity, &mut answer, &kept);
     }
+    answer
 }
 
 /// `answer` after an answering route: its error page, if it has one.
@@ -166,14 +187,19 @@ async fn pages<'w>(
     }
 }
 
-/// A request on a proxied route, through the cache.
+/// The answer of a request on a proxied route, through the cache
+/// (`tunnel`: a WebSocket handshake the route tunnels).
 async fn routed<'w>(
     worker: &'w Worker,
     route: &'w Arc<Route>,
     req: Request<Incoming>,
     client: Peer,
+    tunnel: bool,
 ) -> Answer<'w> {
     let proxy = &worker.proxy;
+    if tunnel {
+        return Box::pin(crate::proxy::tunnel::open(worker, route, req, client)).await;
+    }
     let (req, body) = match read_body(proxy, route, req, client).await {
         Ok(read) => read,
         Err(answer) => return answer,
@@ -474,7 +500,9 @@ impl Onward {
         } else {
             ""
         };
-        let Some((at, entry)) = worker.route_for(host, admitted.match_target(own), from) else {
+        let Some((at, entry)) =
+            worker.route_for(client.listener, host, admitted.match_target(own), from)
+        else {
             let e = ProxyError::downstream(ErrorKind::NoRoute, own);
             return Admission::Refused(error_response(&e, &CacheStatus::Bypass.report()));
         };
@@ -486,7 +514,11 @@ impl Onward {
         let prepared = crate::proxy::edge::prepare(req, &mut admitted, entry.cfg(), client);
         if let Some(host) = routed_host {
             let own = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
-            if worker.route_for(&host, own, from).map(|(a, _)| a) != Some(at) {
+            if worker
+                .route_for(client.listener, &host, own, from)
+                .map(|(a, _)| a)
+                != Some(at)
+            {
                 let e = ProxyError::downstream(
                     ErrorKind::BadRequest,
                     "the path routes differently once its escapes are decoded",

@@ -22,6 +22,7 @@ pub(crate) mod fill;
 pub(crate) mod growing;
 pub(crate) mod growing_range;
 pub(crate) mod handle;
+pub(crate) mod header_rules;
 pub(crate) mod hint_memory;
 pub(crate) mod hints;
 pub(crate) mod invalidate;

@@ -124,6 +124,8 @@ async fn forward<'r>(
     let (mut parts, body) = req.into_parts();
     crate::proxy::edge::ensure_host(&mut parts.headers, &parts.uri);
     add_forwarded(&mut parts.headers, client.addr.ip(), client.scheme());
+    let (method, uri) = (&parts.method, &parts.uri);
+    crate::proxy::header_rules::to_upstream(route, method, uri, &mut parts.headers, client);
     let mut req = Request::from_parts(parts, body);
     crate::proxy::hints::relay_origin_hints(route, &mut req, client.scheme());
     // A pass has no copy to fall back on: it waits for an origin slot.

@@ -12,6 +12,7 @@ use calmcache_core::{
 
 use crate::config::answering::RouteKind;
 use crate::config::{ClientCacheControl, Config, RouteConfig, RouteMatch};
+use crate::net::listener::ListenerId;
 use crate::net::upstream::Upstream;
 use crate::proxy::outcome::FillOutcome;
 use crate::proxy::setup::SetupError;
@@ -553,8 +554,10 @@ impl RouteParts<'_> {
 pub(crate) struct Worker {
     /// The shared state.
     pub proxy: Arc<Proxy>,
-    /// Each route's `match` and `path` regexes, in route order.
-    matchers: Vec<(Option<regex::Regex>, Option<regex::Regex>)>,
+    /// Each route's `match` and `path` regexes and its `listeners` (as the
+    /// ids connections carry, net/listener.rs; empty: every listener), in
+    /// route order.
+    matchers: Vec<Matcher>,
     /// Some route has `hosts`: only then is the request's host looked up
     /// to route it.
     pub by_host: bool,
@@ -565,11 +568,7 @@ pub(crate) struct Worker {
 impl Worker {
     /// Clones the route regexes for one thread.
     pub(crate) fn new(proxy: Arc<Proxy>, tunnels: Arc<crate::net::shutdown::Tunnels>) -> Self {
-        let matchers = proxy
-            .table
-            .iter()
-            .map(|e| (e.cfg().matcher.clone(), e.cfg().path_matcher.clone()))
-            .collect();
+        let matchers = proxy.table.iter().map(|e| Matcher::of(e.cfg())).collect();
         let by_host = proxy.table.iter().any(|e| !e.cfg().hosts.is_empty());
         Worker {
             proxy,
@@ -579,12 +578,14 @@ impl Worker {
         }
     }
 
-    /// The first route from the table's entry `from` on whose `hosts`
-    /// take `host` (the admitted Host value; empty without one) and whose
-    /// `match` and `path` take `path_and_query`, with its place in the
-    /// table (a file route hands a request on from the next place).
+    /// The first route from the table's entry `from` on that takes
+    /// requests on `listener`, whose `hosts` take `host` (the admitted Host
+    /// value; empty without one) and whose `match` and `path` take
+    /// `path_and_query`, with its place in the table (a file route hands a
+    /// request on from the next place).
     pub(crate) fn route_for(
         &self,
+        listener: ListenerId,
         host: &str,
         path_and_query: &str,
         from: usize,
@@ -595,11 +596,32 @@ impl Worker {
             .zip(&self.matchers)
             .enumerate()
             .skip(from)
-            .find(|(_, (entry, (target, path)))| {
-                crate::config::hosts::any_matches(&entry.cfg().hosts, host)
-                    && RouteMatch::new(target.as_ref(), path.as_ref()).is_match(path_and_query)
+            .find(|(_, (entry, m))| {
+                (m.listeners.is_empty() || m.listeners.contains(&listener))
+                    && crate::config::hosts::any_matches(&entry.cfg().hosts, host)
+                    && RouteMatch::new(m.target.as_ref(), m.path.as_ref()).is_match(path_and_query)
             })
             .map(|(at, (entry, _))| (at, entry))
+    }
+}
+
+/// What a worker matches one route by.
+struct Matcher {
+    /// `match`, on path?query.
+    target: Option<regex::Regex>,
+    /// `path`, on the path alone.
+    path: Option<regex::Regex>,
+    /// `listeners` as ids; empty: every listener.
+    listeners: Box<[ListenerId]>,
+}
+
+impl Matcher {
+    fn of(cfg: &RouteConfig) -> Matcher {
+        Matcher {
+            target: cfg.matcher.clone(),
+            path: cfg.path_matcher.clone(),
+            listeners: cfg.listeners.iter().map(|&a| ListenerId::of(a)).collect(),
+        }
     }
 }
 

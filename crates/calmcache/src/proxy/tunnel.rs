@@ -133,6 +133,8 @@ pub(crate) async fn open<'r>(
     let (mut parts, body) = req.into_parts();
     set_upgrade(&mut parts.headers);
     add_forwarded(&mut parts.headers, client.addr.ip(), client.scheme());
+    let (method, uri) = (&parts.method, &parts.uri);
+    crate::proxy::header_rules::to_upstream(route, method, uri, &mut parts.headers, client);
     let body = TimeoutBody::new(body, upstream.send_timeout)
         .map_err(Into::into)
         .boxed();

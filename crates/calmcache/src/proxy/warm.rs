@@ -99,7 +99,19 @@ impl Warm {
     ) -> Result<Vec<Warm>, http::uri::InvalidUri> {
         let mut out: Vec<Warm> = Vec::new();
         for &scheme in schemes {
-            let request = warm_request(host, path, scheme)?;
+            let mut request = warm_request(host, path, scheme)?;
+            // As a client's request would be sent: the route's header rules,
+            // with calmcache itself (loopback, no listener) as the client.
+            let uri = http::Uri::from(request.path_and_query.clone());
+            let me = crate::net::conn::Peer::internal(scheme);
+            crate::proxy::header_rules::to_upstream(
+                route,
+                &http::Method::GET,
+                &uri,
+                &mut request.headers,
+                me,
+            );
+            request.has_authorization = request.headers.contains_key(http::header::AUTHORIZATION);
             // The key a client request for this path would have (key
             // template, host case, scheme).
             let key = PrimaryKey::of(

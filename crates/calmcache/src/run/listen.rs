@@ -22,6 +22,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::config::Config;
 use crate::net::conn::{self, Accepted, ConnSettings, Peer, Protocol};
+use crate::net::listener::ListenerId;
 use crate::net::shutdown::Tunnels;
 use crate::ops::admin::Reload;
 use crate::proxy::setup::SetupError;
@@ -236,16 +237,18 @@ impl WorkerSlot {
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = worker;
     }
 
-    /// Starts serving `socket` on this thread until `stop` says true.
+    /// Starts serving `socket` (the listener `listener`) on this thread
+    /// until `stop` says true.
     pub(crate) fn listen(
         &self,
         socket: std::net::TcpListener,
-        transport: Transport,
+        (transport, listener): (Transport, ListenerId),
         stop: watch::Receiver<bool>,
     ) {
         let _ = self.commands.send(Command::Listen {
             socket,
             transport,
+            listener,
             stop,
         });
     }
@@ -257,6 +260,8 @@ pub(crate) enum Command {
     Listen {
         socket: std::net::TcpListener,
         transport: Transport,
+        /// The listen address as configured, interned (net/listener.rs).
+        listener: ListenerId,
         stop: watch::Receiver<bool>,
     },
 }
@@ -301,8 +306,10 @@ pub(crate) fn bind_on_workers(
         sockets.push(bind_std(actual, Sharing::PerWorker, backlog)?);
     }
     let (stop, stopped) = watch::channel(false);
+    // Named as configured (port 0 too), as `routes.listeners` names it.
+    let listener = ListenerId::of(addr);
     for (slot, socket) in slots.iter().zip(sockets) {
-        slot.listen(socket, transport, stopped.clone());
+        slot.listen(socket, (transport, listener), stopped.clone());
     }
     Ok(Bound {
         asked: addr,
@@ -359,6 +366,7 @@ pub(crate) fn run_worker(
             let Some(Command::Listen {
                 socket,
                 transport,
+                listener: id,
                 stop,
             }) = command
             else {
@@ -372,6 +380,7 @@ pub(crate) fn run_worker(
                 live: Some(live.clone()),
                 transport,
                 counted: Some(slot.worker().proxy.metrics.clone()),
+                listener: id,
             };
             let (slot, stopped) = (slot.clone(), stopped.clone());
             // Two loops, not a branch per request: without an access log a
@@ -478,6 +487,9 @@ pub(crate) struct Listening {
     /// The proxy's metrics (connections, max_connections slots); `None`
     /// for the admin listener and the bundled origin.
     pub counted: Option<Arc<Metrics>>,
+    /// Which proxy listener this is, for its connections' [`Peer`];
+    /// [`ListenerId::NONE`] for the admin listener and the bundled origin.
+    pub listener: ListenerId,
 }
 
 impl Listening {
@@ -487,6 +499,7 @@ impl Listening {
             live: None,
             transport: Transport::Plain,
             counted: None,
+            listener: ListenerId::NONE,
         }
     }
 
@@ -600,6 +613,14 @@ pub(crate) async fn accept_loop<S, F, B>(
     if *own.borrow() {
         return;
     }
+    // `$server_port`: the port bound (the one asked unless it was 0).
+    let port = listener.local_addr().map_or(0, |a| a.port());
+    let arrived = |addr, scheme| Peer {
+        addr,
+        scheme,
+        listener: how.listener,
+        port,
+    };
     loop {
         // max_connections: take a slot before accepting, so connections past
         // it wait in the listen backlog, not in the process.
@@ -623,7 +644,7 @@ pub(crate) async fn accept_loop<S, F, B>(
                     Protocol::Http1
                 };
                 let accepted = Accepted {
-                    peer: Peer::plain(addr),
+                    peer: arrived(addr, crate::http::scheme::Scheme::Http),
                     protocol: plain,
                     at,
                 };
@@ -636,20 +657,14 @@ pub(crate) async fn accept_loop<S, F, B>(
             (Transport::Tls, None) => continue,
         };
         let serve = serve.clone();
+        let peer = arrived(addr, crate::http::scheme::Scheme::Https);
         tokio::spawn(async move {
             // The handshake is part of the first head's time.
             let deadline = at + settings.header_read_timeout;
             let Some((stream, protocol)) = tls_handshake(&tls, stream, addr, deadline).await else {
                 return;
             };
-            let accepted = Accepted {
-                peer: Peer {
-                    addr,
-                    scheme: crate::http::scheme::Scheme::Https,
-                },
-                protocol,
-                at,
-            };
+            let accepted = Accepted { peer, protocol, at };
             conn::spawn(stream, accepted, serve, drain, guard, settings);
         });
     }

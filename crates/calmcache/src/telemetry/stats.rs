@@ -103,6 +103,9 @@ route_counters! {
     /// over `max_body_key`, or not JSON with `body_key = "json"` (also
     /// counted in `bypass`).
     body_key_passed,
+    /// Header rule values dropped because a variable brought a byte no
+    /// field value may hold (`request_headers`, `response_headers`).
+    header_values_dropped,
 }
 
 impl Activity {

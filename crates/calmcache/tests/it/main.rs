@@ -36,6 +36,7 @@ mod fleet_protocols;
 mod fleet_signed;
 mod fleet_tls;
 mod get_bodies;
+mod header_rules;
 mod health;
 mod hostile;
 mod import_nginx;

@@ -917,3 +917,24 @@ async fn a_handshake_holds_an_origin_slot_until_its_101_only() {
     .await;
     proxy.stop().await;
 }
+
+/// Issue 28: a route's `request_headers` reach the upstream on a WebSocket
+/// handshake too (NGINX's proxy_set_header on an upgraded location).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_header_rules_reach_the_upstream_on_the_handshake() {
+    let (server, seen) = echo_server().await;
+    let rules =
+        "request_headers = { set = { Host = \"ws.internal\", \"X-Real-IP\" = \"$remote_addr\" } }";
+    let proxy = proxy_for(server, "", rules).await;
+    let mut ws = connect(&proxy, "/rules").await;
+    ws.send(Message::text("hi")).await.unwrap();
+    assert_eq!(next(&mut ws).await, Message::text("hi"));
+    let headers = seen.headers.lock().unwrap().clone().unwrap();
+    assert_eq!(headers["host"], "ws.internal", "{headers:?}");
+    assert_eq!(headers["x-real-ip"], "127.0.0.1", "{headers:?}");
+    assert_eq!(
+        headers["upgrade"], "websocket",
+        "the handshake itself untouched"
+    );
+    proxy.stop().await;
+}

@@ -70,8 +70,13 @@ impl Checker {
         routes
     }
 
-    fn route(&mut self, index: usize, raw: RawRoute, names: &Names<'_>) -> RouteConfig {
+    fn route(&mut self, index: usize, mut raw: RawRoute, names: &Names<'_>) -> RouteConfig {
         let path = format!("routes[{index}]");
+        let header_keys = super::header_rules::RawHeaderKeys {
+            request: raw.request_headers.take(),
+            response: raw.response_headers.take(),
+            expires: raw.expires.take(),
+        };
         let at = |key: &str| format!("{path}.{key}");
         // Checked in the order of the keys in the example file, so problems
         // come out in a predictable order.
@@ -99,6 +104,12 @@ impl Checker {
         let zone = zones.first().copied();
         let memory = self.route_memory(&at, &raw, names, &zones);
         let warm_host = self.warm_host(&at("warm_host"), raw.warm_host.clone(), &hosts);
+        let key = self.key(&at("key"), raw.key.as_deref());
+        let cached = match zone {
+            Some(_) => crate::config::header_rules::Cached::Yes,
+            None => crate::config::header_rules::Cached::No,
+        };
+        let headers = self.header_rules(&path, header_keys, &key, cached);
         RouteConfig {
             name,
             matcher,
@@ -111,7 +122,7 @@ impl Checker {
             zone,
             zones,
             memory,
-            key: self.key(&at("key"), raw.key.as_deref()),
+            key,
             bypass: self.conditions(&at("bypass"), &raw.bypass),
             no_store: self.conditions(&at("no_store"), &raw.no_store),
             ttl: self.ttl(&at("ttl"), &raw.ttl),
@@ -179,6 +190,8 @@ impl Checker {
                 &raw.early_hints_links,
                 &raw.early_hints_origins,
             ),
+            listeners: self.listener_names(&at("listeners"), raw.listeners.as_deref()),
+            headers,
         }
     }
 
