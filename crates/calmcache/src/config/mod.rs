@@ -52,6 +52,7 @@ pub(crate) mod early_hints;
 mod error;
 pub(crate) mod hosts;
 pub(crate) mod key_template;
+pub(crate) mod limits;
 mod parse;
 mod raw;
 mod request_names;
@@ -117,6 +118,9 @@ pub struct Config {
     /// `[fleet]`: a shared tier, leases and purges on Redis; `None` (no
     /// table) keeps the node on its own.
     pub fleet: Option<FleetConfig>,
+    /// `[limits.<name>]`: per-client limits, sorted by name; routes refer
+    /// to them by index.
+    pub limits: Vec<limits::LimitConfig>,
     /// Secrets written inline in the file and the file's mode, for the
     /// warning about a config every user can read (`secrets.rs`).
     pub secrets: InlineSecrets,
@@ -713,6 +717,9 @@ pub struct RouteConfig {
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// 103 Early Hints for navigations that wait for the origin.
     pub early_hints: early_hints::EarlyHintsConfig,
+    /// `limits`: indexes into [`Config::limits`], applied in this order
+    /// (default none: the route pays nothing).
+    pub limits: Vec<usize>,
 }
 
 impl RouteConfig {

@@ -26,6 +26,30 @@ pub(crate) struct RawConfig {
     pub(crate) routes: Vec<RawRoute>,
     pub(crate) access_log: Option<RawAccessLog>,
     pub(crate) fleet: Option<RawFleet>,
+    #[serde(default)]
+    pub(crate) limits: BTreeMap<String, RawLimit>,
+}
+
+/// `[limits.<name>]`: a per-client limit routes share (NGINX's
+/// limit_req_zone / limit_conn_zone).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLimit {
+    pub(crate) rate: Option<String>,
+    pub(crate) burst: Option<i64>,
+    pub(crate) delay: Option<RawDelay>,
+    pub(crate) connections: Option<i64>,
+    pub(crate) status: Option<i64>,
+    pub(crate) applies_to: Option<String>,
+    pub(crate) max_clients: Option<i64>,
+}
+
+/// `delay`: `"nodelay"` or a count.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawDelay {
+    Count(i64),
+    Text(String),
 }
 
 /// `[fleet]`
@@ -259,6 +283,8 @@ pub(crate) struct RawRoute {
     pub(crate) early_hints_links: Vec<String>,
     #[serde(default)]
     pub(crate) early_hints_origins: Vec<String>,
+    #[serde(default)]
+    pub(crate) limits: Vec<String>,
 }
 
 /// A duration or size as written. A number is kept too (not refused by

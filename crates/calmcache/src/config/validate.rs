@@ -19,6 +19,7 @@ mod fleet;
 mod fleet_secret;
 mod fleet_tls;
 mod health;
+mod limits;
 mod routes;
 mod server;
 mod upstream_tls;
@@ -53,7 +54,10 @@ pub(crate) fn validate(raw: RawConfig) -> Result<Config, Vec<Problem>> {
         .map(|(name, zone)| check.zone(name, zone))
         .collect();
     check.shared_disk_paths(&zones);
-    let routes = check.routes(raw.routes, &upstreams, &zones);
+    let limits = check.limits(raw.limits);
+    let route_limits: Vec<Vec<String>> = raw.routes.iter().map(|r| r.limits.clone()).collect();
+    let mut routes = check.routes(raw.routes, &upstreams, &zones);
+    check.route_limits(&mut routes, route_limits, &limits);
     let access_log = raw.access_log.map(|log| check.access_log(log));
     let fleet = raw.fleet.map(|fleet| check.fleet(fleet));
     if !check.problems.is_empty() {
@@ -67,6 +71,7 @@ pub(crate) fn validate(raw: RawConfig) -> Result<Config, Vec<Problem>> {
         routes,
         access_log,
         fleet,
+        limits,
         secrets: super::InlineSecrets::default(),
     })
 }

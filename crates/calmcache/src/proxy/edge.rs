@@ -728,6 +728,35 @@ fn remove_where(headers: &mut HeaderMap, drop: impl Fn(&HeaderName) -> bool) {
     }
 }
 
+/// The client a request comes from, as limits see it (NGINX's realip with
+/// `real_ip_recursive on`): `peer` itself, unless it is one of the route's
+/// `trusted_proxies`; then `X-Forwarded-For` is read from the right, past
+/// every trusted address, and the first one not trusted is the client. An
+/// entry that is not an address ends the walk at the last address known
+/// (a trusted proxy's), so a client behind one cannot pick its own key by
+/// writing garbage to the left.
+pub(crate) fn client_ip(route: &Route, headers: &HeaderMap, peer: IpAddr) -> IpAddr {
+    if !trusts(route, peer) {
+        return peer;
+    }
+    let hops = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .rev()
+        .flat_map(|v| v.to_str().unwrap_or("").rsplit(','));
+    let mut client = peer;
+    for hop in hops {
+        let Ok(ip) = hop.trim().parse::<IpAddr>() else {
+            break;
+        };
+        client = ip;
+        if !trusts(route, ip) {
+            break;
+        }
+    }
+    client
+}
+
 #[cfg(test)]
 #[path = "edge_tests.rs"]
 mod tests;

@@ -45,6 +45,7 @@ use crate::proxy::body_key::KeyedBody;
 use crate::proxy::fetch::{self, fetch_request, refresh_in_background, Fetch};
 use crate::proxy::fill::FetchRequest;
 use crate::proxy::hints;
+use crate::proxy::limit::{self, Held};
 use crate::proxy::lookup::{lookup, Found, PrimaryKey};
 use crate::proxy::pass::{pass, refused, with_body};
 use crate::proxy::plan::{self, Asked, Plan, Stored, Why};
@@ -91,6 +92,7 @@ fn record(
             }
         }
         Told::Refused(Some((route, report))) => route.activity.record(&report),
+        Told::Limited(route) => route.activity.limited.inc(),
         Told::Refused(None) | Told::Unclassed => {}
     }
     if let Some(slot) = slot {
@@ -113,9 +115,57 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
             return Answer::unclassed(purged.await);
         }
         Admission::Tunnel(route, client) => {
-            return Box::pin(crate::proxy::tunnel::open(worker, route, req, client)).await
+            return Box::pin(tunnel(worker, route, req, client)).await
         }
     };
+    // The route's limits (proxy/limit.rs): nothing held, no allocation,
+    // for a route without them.
+    let mut held = Held::default();
+    if let Err(refused) = limit::admit(route, &req, client, &mut held).await {
+        return refused;
+    }
+    let answer = routed(proxy, route, req, client, &mut held).await;
+    Answer {
+        resp: held.attach(answer.resp),
+        ..answer
+    }
+}
+
+/// A WebSocket upgrade: origin-bound by nature, so every limit of the route
+/// applies. A connections limit counts it until its handshake is answered.
+async fn tunnel<'w>(
+    worker: &'w Worker,
+    route: &'w Arc<Route>,
+    req: Request<Incoming>,
+    client: Peer,
+) -> Answer<'w> {
+    let mut held = Held::default();
+    if let Err(refused) = limit::admit(route, &req, client, &mut held).await {
+        return refused;
+    }
+    if let Err(refused) = limit::to_origin(route, &req, client, &mut held).await {
+        return refused;
+    }
+    crate::proxy::tunnel::open(worker, route, req, client).await
+}
+
+/// A routed request, admitted by its limits: read, look up, plan, act.
+/// Each step that finds the request bound for the origin passes it through
+/// the route's origin limits first (`limit::to_origin`, once per request).
+async fn routed<'w>(
+    proxy: &'w Arc<Proxy>,
+    route: &'w Arc<Route>,
+    req: Request<Incoming>,
+    client: Peer,
+    held: &mut Held,
+) -> Answer<'w> {
+    // A body read before the lookup goes to the origin, or may (a QUERY
+    // too large to key): limited as origin-bound before it is read.
+    if crate::proxy::request_body::announced(&req) || route.keyed_by_body(req.method()) {
+        if let Err(refused) = limit::to_origin(route, &req, client, held).await {
+            return refused;
+        }
+    }
     let (req, body) = match read_body(proxy, route, req, client).await {
         Ok(read) => read,
         Err(answer) => return answer,
@@ -123,7 +173,12 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
     let body = body.as_deref();
     let (zone, asked) = match cacheable(route, &req, body) {
         Ok(cacheable) => cacheable,
-        Err(fwd) => return Box::pin(pass(proxy, route, req, client, fwd)).await,
+        Err(fwd) => {
+            if let Err(refused) = limit::to_origin(route, &req, client, held).await {
+                return refused;
+            }
+            return Box::pin(pass(proxy, route, req, client, fwd)).await;
+        }
     };
     let (primary, ask) = key_and_ask(route, &req, client, asked, body);
     let key = primary.key_ref();
@@ -132,6 +187,9 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
     let placed = placed(route, zone);
     let headers = req.headers();
     if !route.cfg.bypass.is_empty() && any_match(&route.cfg.bypass, headers, req.uri().query()) {
+        if let Err(refused) = limit::to_origin(route, &req, client, held).await {
+            return refused;
+        }
         let mut request = fetch_request(route, &req, client, None);
         request.body = body.map(|b| b.fetch.clone());
         let answer = Box::pin(fetch::bypass(route, key.to_owned_key(), request, &ask)).await;
@@ -141,6 +199,11 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
     let found = lookup(route, zone, &key, headers).await;
     let now = Instant::now();
     let plan = plan::plan(asked, &rcc, stored(route, &found, now), now);
+    if plan.reaches_origin() {
+        if let Err(refused) = limit::to_origin(route, &req, client, held).await {
+            return refused;
+        }
+    }
     let exec = Exec {
         proxy,
         route,

@@ -22,6 +22,7 @@ pub(crate) mod handle;
 pub(crate) mod hint_memory;
 pub(crate) mod hints;
 pub(crate) mod invalidate;
+pub(crate) mod limit;
 pub(crate) mod lookup;
 pub(crate) mod orphan;
 pub(crate) mod outcome;

@@ -103,6 +103,9 @@ route_counters! {
     /// over `max_body_key`, or not JSON with `body_key = "json"` (also
     /// counted in `bypass`).
     body_key_passed,
+    /// Requests refused by one of the route's `limits` (never sent to the
+    /// origin; the limit counts them too, by name).
+    limited,
 }
 
 impl Activity {

@@ -166,6 +166,9 @@ impl Checker {
                 &raw.early_hints_links,
                 &raw.early_hints_origins,
             ),
+            // Resolved by route_limits (validate/limits.rs) once every
+            // route is read.
+            limits: Vec::new(),
         }
     }
 

@@ -1,0 +1,196 @@
+//! Limit checks: `[limits.<name>]` -> [`LimitConfig`], and each route's
+//! `limits` -> indexes into [`Config::limits`](crate::config::Config::limits).
+//! Like the rest of validation it reports and carries on.
+
+use std::collections::BTreeMap;
+
+use super::Checker;
+use crate::config::defaults::limit;
+use crate::config::error::{toml_key, Problem};
+use crate::config::limits::{AppliesTo, Delay, LimitConfig, LimitKind, RateLimit};
+use crate::config::raw::{RawDelay, RawLimit};
+use crate::config::{suggest, RouteConfig};
+
+/// The hint for a `rate` that does not parse.
+const RATE_HINT: &str = r#"requests per second or per minute, e.g. "10r/s" or "30r/m""#;
+/// The hint for a table that is neither kind.
+const KIND_HINT: &str = r#"rate = "10r/s" (NGINX limit_req) or connections = 10 (limit_conn)"#;
+/// The largest `burst`, `delay`, `connections`: far past any real use, low
+/// enough that the arithmetic in milli-requests never overflows.
+const MAX_COUNT: i64 = 1_000_000;
+/// The largest `max_clients` (about 100 MB of table).
+const MAX_CLIENTS: i64 = 1_000_000;
+
+impl Checker {
+    /// `[limits.*]`, sorted by name.
+    pub(super) fn limits(&mut self, raw: BTreeMap<String, RawLimit>) -> Vec<LimitConfig> {
+        raw.into_iter()
+            .map(|(name, limit)| self.limit(name, limit))
+            .collect()
+    }
+
+    fn limit(&mut self, name: String, raw: RawLimit) -> LimitConfig {
+        let path = format!("limits.{}", toml_key(&name));
+        let at = |key: &str| format!("{path}.{key}");
+        let kind = match (&raw.rate, raw.connections) {
+            (Some(rate), None) => LimitKind::Rate(self.rate_limit(&path, rate, &raw)),
+            (None, Some(count)) => {
+                self.not_for_connections(&path, &raw);
+                let count = self.bounded(&at("connections"), count, 1, MAX_COUNT);
+                LimitKind::Connections(count)
+            }
+            (Some(_), Some(_)) => {
+                let problem = Problem::new(path.clone(), "sets both `rate` and `connections`");
+                self.report(problem.hint("one limit is one kind: define two and list both"));
+                LimitKind::Connections(1)
+            }
+            (None, None) => {
+                let problem = Problem::new(path.clone(), "sets neither `rate` nor `connections`");
+                self.report(problem.hint(KIND_HINT));
+                LimitKind::Connections(1)
+            }
+        };
+        LimitConfig {
+            name,
+            kind,
+            status: self.limit_status(&at("status"), raw.status),
+            applies_to: self.applies_to(&at("applies_to"), raw.applies_to.as_deref()),
+            max_clients: raw.max_clients.map_or(limit::MAX_CLIENTS, |n| {
+                self.bounded(&at("max_clients"), n, 1, MAX_CLIENTS) as usize
+            }),
+        }
+    }
+
+    fn rate_limit(&mut self, path: &str, rate: &str, raw: &RawLimit) -> RateLimit {
+        let at = |key: &str| format!("{path}.{key}");
+        let milli_per_second = parse_rate(rate).unwrap_or_else(|| {
+            let problem = Problem::new(at("rate"), format!("{rate:?} is not a rate"));
+            self.report(problem.hint(RATE_HINT));
+            1000
+        });
+        let burst = raw.burst.map_or(limit::BURST, |n| {
+            self.bounded(&at("burst"), n, 0, MAX_COUNT)
+        });
+        let delay = match &raw.delay {
+            None => limit::DELAY,
+            Some(RawDelay::Text(text)) if text == "nodelay" => Delay::NoDelay,
+            Some(RawDelay::Count(n)) => Delay::After(self.bounded(&at("delay"), *n, 0, MAX_COUNT)),
+            Some(RawDelay::Text(text)) => {
+                let problem = Problem::new(at("delay"), format!("{text:?} is not a delay"));
+                self.report(
+                    problem.hint(r#""nodelay", or how many excess requests go at once, e.g. 8"#),
+                );
+                limit::DELAY
+            }
+        };
+        RateLimit {
+            milli_per_second,
+            burst,
+            delay,
+        }
+    }
+
+    /// A `connections` limit has no `burst` nor `delay`: said, not ignored.
+    fn not_for_connections(&mut self, path: &str, raw: &RawLimit) {
+        let set = [
+            ("burst", raw.burst.is_some()),
+            ("delay", raw.delay.is_some()),
+        ];
+        for (key, _) in set.iter().filter(|(_, set)| *set) {
+            let problem = Problem::new(format!("{path}.{key}"), "applies to `rate` limits only");
+            self.report(problem.hint("a `connections` limit refuses at once; remove it"));
+        }
+    }
+
+    fn limit_status(&mut self, path: &str, raw: Option<i64>) -> u16 {
+        match raw {
+            None => limit::STATUS,
+            Some(status @ 400..=599) => status as u16,
+            Some(other) => {
+                let problem = Problem::new(path, format!("{other} is not a 4xx or 5xx status"));
+                self.report(problem.hint("e.g. 429 (the default) or 503 (NGINX's)"));
+                limit::STATUS
+            }
+        }
+    }
+
+    fn applies_to(&mut self, path: &str, raw: Option<&str>) -> AppliesTo {
+        let Some(text) = raw else {
+            return limit::APPLIES_TO;
+        };
+        match AppliesTo::ALL.iter().find(|a| a.as_str() == text) {
+            Some(applies) => *applies,
+            None => {
+                let values: Vec<&str> = AppliesTo::ALL.iter().map(|a| a.as_str()).collect();
+                let problem = Problem::new(path, format!("{text:?} is not a value"));
+                self.report(problem.hint(suggest::names_hint("values", text, &values)));
+                limit::APPLIES_TO
+            }
+        }
+    }
+
+    /// `value` within `min..=max`, or `min` after reporting it.
+    fn bounded(&mut self, path: &str, value: i64, min: i64, max: i64) -> u32 {
+        if (min..=max).contains(&value) {
+            return value as u32;
+        }
+        let message = format!("must be within {min}..={max}, got {value}");
+        self.report(Problem::new(path, message));
+        min as u32
+    }
+
+    /// Each route's `limits` (`raw`, in route order) resolved by name.
+    pub(super) fn route_limits(
+        &mut self,
+        routes: &mut [RouteConfig],
+        raw: Vec<Vec<String>>,
+        limits: &[LimitConfig],
+    ) {
+        let names: Vec<&str> = limits.iter().map(|l| l.name.as_str()).collect();
+        for (index, (route, listed)) in routes.iter_mut().zip(raw).enumerate() {
+            for (i, name) in listed.iter().enumerate() {
+                let path = format!("routes[{index}].limits[{i}]");
+                match names.iter().position(|n| n == name) {
+                    Some(at) if route.limits.contains(&at) => {
+                        self.report(Problem::new(path, format!("{name:?} is listed twice")));
+                    }
+                    Some(at) => route.limits.push(at),
+                    None => {
+                        let hint = suggest::names_hint("limits", name, &names);
+                        let problem = Problem::new(path, format!("no limit named {name:?}"));
+                        self.report(problem.hint(hint));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `"10r/s"` -> 10 000, `"30r/m"` -> 500 (requests per second times 1000,
+/// NGINX's unit); `None` for anything else, or a rate of 0.
+pub(crate) fn parse_rate(text: &str) -> Option<u64> {
+    let (count, per) = text.split_once("r/")?;
+    let count: u64 = count.parse().ok().filter(|n| (1..=1_000_000).contains(n))?;
+    match per {
+        "s" => Some(count * 1000),
+        "m" => Some((count * 1000 / 60).max(1)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_rate;
+
+    #[test]
+    fn rates_read_as_nginx_writes_them() {
+        assert_eq!(parse_rate("10r/s"), Some(10_000));
+        assert_eq!(parse_rate("30r/m"), Some(500));
+        assert_eq!(parse_rate("1r/m"), Some(16));
+        for bad in [
+            "10/s", "10r/h", "0r/s", "r/s", "-1r/s", "10 r/s", "10r/S", "",
+        ] {
+            assert_eq!(parse_rate(bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! The request path's limit step: a route's `limits` (net/limit/ keeps the
+//! tables) applied to the client a request comes from, before anything
+//! reaches the origin.
+//!
+//! Two gates, each a small step of handle.rs: [`admit`] right after the
+//! route is found (limits with `applies_to = "all"`, NGINX's meaning), and
+//! [`to_origin`] once the request is known to go to the origin (a miss, a
+//! pass, a bypass, a tunnel; `applies_to = "origin"`), so an answer from the
+//! cache is never limited. A refusal never touches the origin: the limit's
+//! status with `Retry-After`. A request within a burst waits here, in its
+//! own future, until the rate lets it through. A connections limit's place
+//! is held until the answer's body ends ([`Held::attach`]).
+//!
+//! Must not decide what a request is (edge.rs) nor count answers (handle's
+//! `record` does, from [`Told::Limited`]).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Request, Response, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use tokio::time::Instant;
+
+use crate::config::limits::AppliesTo;
+use crate::config::RouteConfig;
+use crate::http::body::{BoxError, ResponseBody};
+use crate::net::conn::Peer;
+use crate::net::limit::{ClientKey, Entered, Limit, Verdict};
+use crate::proxy::answer::{Answer, Told};
+use crate::proxy::state::Route;
+
+/// A route's limits by the gate that applies them.
+#[derive(Default)]
+pub(crate) struct RouteLimits {
+    /// `applies_to = "all"`: at admission.
+    all: Box<[Arc<Limit>]>,
+    /// `applies_to = "origin"`: once the request goes to the origin.
+    origin: Box<[Arc<Limit>]>,
+}
+
+impl RouteLimits {
+    /// `cfg`'s `limits`, from the generation's `limits` (config order).
+    pub(crate) fn new(cfg: &RouteConfig, limits: &[Arc<Limit>]) -> Self {
+        let listed = || cfg.limits.iter().filter_map(|&i| limits.get(i));
+        let of = |applies: AppliesTo| {
+            let picked = listed().filter(|l| l.cfg.applies_to == applies);
+            picked.cloned().collect()
+        };
+        RouteLimits {
+            all: of(AppliesTo::All),
+            origin: of(AppliesTo::Origin),
+        }
+    }
+}
+
+/// What a request holds of its limits until its answer ends, and whether
+/// its origin gate was passed (a request passes it once, whichever step of
+/// the path finds it origin-bound first).
+#[derive(Default)]
+pub(crate) struct Held {
+    entered: Vec<Entered>,
+    origin: Gate,
+}
+
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    #[default]
+    Ahead,
+    Passed,
+}
+
+impl Held {
+    /// `resp` with the places held moved into its body, left when the body
+    /// ends or is dropped; `resp` as it was when nothing is held.
+    pub(crate) fn attach(self, resp: Response<ResponseBody>) -> Response<ResponseBody> {
+        if self.entered.is_empty() {
+            return resp;
+        }
+        resp.map(|body| {
+            ResponseBody::stream(HeldBody {
+                body,
+                _held: self.entered,
+            })
+        })
+    }
+}
+
+/// The route's `applies_to = "all"` limits, for a request just routed.
+pub(crate) async fn admit<'w, B>(
+    route: &'w Route,
+    req: &Request<B>,
+    client: Peer,
+    held: &mut Held,
+) -> Result<(), Answer<'w>> {
+    if route.limits.all.is_empty() {
+        return Ok(());
+    }
+    let key = client_key(route, req, client);
+    Box::pin(apply(route, &route.limits.all, key, held)).await
+}
+
+/// The route's `applies_to = "origin"` limits, for a request about to go to
+/// the origin (once per request).
+pub(crate) async fn to_origin<'w, B>(
+    route: &'w Route,
+    req: &Request<B>,
+    client: Peer,
+    held: &mut Held,
+) -> Result<(), Answer<'w>> {
+    if route.limits.origin.is_empty() || held.origin == Gate::Passed {
+        return Ok(());
+    }
+    held.origin = Gate::Passed;
+    let key = client_key(route, req, client);
+    Box::pin(apply(route, &route.limits.origin, key, held)).await
+}
+
+/// The client `req` is limited as: the address behind the route's
+/// trusted proxies (edge.rs).
+fn client_key<B>(route: &Route, req: &Request<B>, client: Peer) -> ClientKey {
+    ClientKey::of(crate::proxy::edge::client_ip(
+        route,
+        req.headers(),
+        client.addr.ip(),
+    ))
+}
+
+/// `limits` in order for `key`: a refusal answers at once; a wait sleeps
+/// here; a connections place is kept in `held`.
+async fn apply<'w>(
+    route: &'w Route,
+    limits: &[Arc<Limit>],
+    key: ClientKey,
+    held: &mut Held,
+) -> Result<(), Answer<'w>> {
+    for limit in limits {
+        match limit.take(key, Instant::now()) {
+            Verdict::Go => {}
+            Verdict::Wait(delay) => {
+                limit.stats.delayed.inc();
+                tokio::time::sleep(delay).await;
+            }
+            Verdict::Refuse(room_in) => return Err(refusal(route, limit, room_in)),
+        }
+        match limit.enter(key) {
+            Some(entered) if entered.holds() => held.entered.push(entered),
+            Some(_) => {}
+            None => return Err(refusal(route, limit, std::time::Duration::from_secs(1))),
+        }
+    }
+    Ok(())
+}
+
+/// The limit's status with `Retry-After` (RFC 9110 §10.2.3: whole seconds,
+/// at least 1), counted by the limit here and by the route where it leaves.
+fn refusal<'w>(route: &'w Route, limit: &Limit, room_in: std::time::Duration) -> Answer<'w> {
+    limit.stats.rejected.inc();
+    let status = StatusCode::from_u16(limit.cfg.status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
+    let mut resp = crate::http::reply::plain(status, "too many requests\n".to_owned());
+    let secs = room_in.as_secs() + u64::from(room_in.subsec_nanos() > 0);
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+    Answer {
+        resp,
+        told: Told::Limited(route),
+        placed: None,
+    }
+}
+
+/// A response body that keeps its request's connection places until it
+/// ends or is dropped.
+struct HeldBody {
+    body: ResponseBody,
+    _held: Vec<Entered>,
+}
+
+impl Body for HeldBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
