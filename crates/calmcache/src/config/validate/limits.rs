@@ -180,7 +180,102 @@ pub(crate) fn parse_rate(text: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::parse_rate;
+    use crate::config::limits::{AppliesTo, Delay, LimitKind, RateLimit};
+    use crate::config::{Config, ConfigError, Problem};
+
+    fn config(limits: &str, route: &str) -> String {
+        format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\n\n[upstreams.app]\nservers = [\"127.0.0.1:8081\"]\n\n\
+             [[routes]]\nupstream = \"app\"\n{route}\n\n{limits}\n"
+        )
+    }
+
+    fn problems(text: &str) -> Vec<Problem> {
+        match Config::from_toml(text, "test.toml") {
+            Err(ConfigError::Invalid { problems, .. }) => problems,
+            other => panic!("expected an invalid config, got {other:?}"),
+        }
+    }
+
+    /// Each problem as `path: message (hint)`.
+    fn said(text: &str) -> Vec<String> {
+        let each = problems(text).into_iter();
+        each.map(|p| format!("{}: {} ({})", p.path, p.message, p.hint.unwrap_or_default()))
+            .collect()
+    }
+
+    #[test]
+    fn limits_read_with_their_defaults_and_routes_name_them() {
+        let text = config(
+            "[limits.api]\nrate = \"10r/s\"\nburst = 20\ndelay = \"nodelay\"\n\
+             applies_to = \"origin\"\n\n[limits.conns]\nconnections = 3\nstatus = 503",
+            "limits = [\"conns\", \"api\"]",
+        );
+        let config = Config::from_toml(&text, "t").unwrap();
+        let api = &config.limits[0];
+        assert_eq!(api.name, "api");
+        let rate = RateLimit {
+            milli_per_second: 10_000,
+            burst: 20,
+            delay: Delay::NoDelay,
+        };
+        assert_eq!(api.kind, LimitKind::Rate(rate));
+        assert_eq!((api.status, api.applies_to), (429, AppliesTo::Origin));
+        assert_eq!(api.max_clients, 100_000);
+        let conns = &config.limits[1];
+        assert_eq!(conns.kind, LimitKind::Connections(3));
+        assert_eq!((conns.status, conns.applies_to), (503, AppliesTo::All));
+        assert_eq!(config.routes[0].limits, vec![1, 0]);
+        let summary = config.summary();
+        assert!(
+            summary.ends_with(
+                "route0 limited by conns+api -> app, no cache); \
+                 2 limits (api: 10r/s burst 20 nodelay, origin only; conns: 3 connections, status 503)"
+            ),
+            "{summary}"
+        );
+        let plain = Config::from_toml(&config_without_limits(), "t").unwrap();
+        assert!(plain.limits.is_empty() && plain.routes[0].limits.is_empty());
+    }
+
+    fn config_without_limits() -> String {
+        config("", "")
+    }
+
+    #[test]
+    fn check_explains_every_bad_value_with_its_path() {
+        let text = config(
+            "[limits.api]\nrate = \"10/s\"\nburst = -1\ndelay = \"later\"\n\
+             applies_to = \"hits\"\nstatus = 200\nmax_clients = 0\n\n\
+             [limits.b]\nconnections = 0\nburst = 2\n\n[limits.c]\n\n\
+             [limits.d]\nrate = \"1r/s\"\nconnections = 1",
+            "limits = [\"apj\", \"b\", \"b\"]",
+        );
+        let said = said(&text);
+        let expect = [
+            r#"limits.api.rate: "10/s" is not a rate (requests per second or per minute, e.g. "10r/s" or "30r/m")"#,
+            "limits.api.burst: must be within 0..=1000000, got -1 ()",
+            r#"limits.api.delay: "later" is not a delay ("nodelay", or how many excess requests go at once, e.g. 8)"#,
+            "limits.api.status: 200 is not a 4xx or 5xx status (e.g. 429 (the default) or 503 (NGINX's))",
+            r#"limits.api.applies_to: "hits" is not a value (values: all, origin)"#,
+            "limits.api.max_clients: must be within 1..=1000000, got 0 ()",
+            "limits.b.burst: applies to `rate` limits only (a `connections` limit refuses at once; remove it)",
+            "limits.b.connections: must be within 1..=1000000, got 0 ()",
+            "limits.c: sets neither `rate` nor `connections`",
+            "limits.d: sets both `rate` and `connections`",
+            r#"routes[0].limits[0]: no limit named "apj" (did you mean "api"? limits: api, b, c, d)"#,
+            r#"routes[0].limits[2]: "b" is listed twice ()"#,
+        ];
+        for want in expect {
+            assert!(
+                said.iter().any(|s| s.starts_with(want)),
+                "{want}\nnot in {said:#?}"
+            );
+        }
+        assert_eq!(said.len(), expect.len(), "{said:#?}");
+    }
 
     #[test]
     fn rates_read_as_nginx_writes_them() {
