@@ -40,6 +40,7 @@ mod hostile;
 mod import_nginx;
 mod key_aliases;
 mod key_bypass;
+mod limits;
 mod log_flood;
 mod logs;
 mod monitoring;
