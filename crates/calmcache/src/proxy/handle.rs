@@ -3,7 +3,10 @@
 //! every path returns one [`Answer`], which [`handle`] records once.
 //!
 //! ```text
-//! handle ─ admit ─ route_for ─┬─ Upgrade: websocket (route.websocket) ── tunnel::open (never cached)
+//! handle ─ admit ─ route_for ─ limit::admit (limits.rs: applies_to "all"; refused: 429)
+//!   │                         │   every branch to the origin below passes limit::to_origin
+//!   │                         │   first (applies_to "origin"), once; a hit never does
+//!   │                         ├─ Upgrade: websocket (route.websocket) ── tunnel::open (never cached)
 //!   │                         ├─ GET|HEAD with a body ──────── read whole (request_body.rs), pass with it
 //!   │                         ├─ QUERY, POST with cache_post ─ read whole, keyed by method + body digest
 //!   │                         │                                (body_key.rs), on as a GET; too large

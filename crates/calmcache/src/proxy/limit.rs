@@ -23,37 +23,11 @@ use http::{header, HeaderValue, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use tokio::time::Instant;
 
-use crate::config::limits::AppliesTo;
-use crate::config::RouteConfig;
 use crate::http::body::{BoxError, ResponseBody};
 use crate::net::conn::Peer;
 use crate::net::limit::{ClientKey, Entered, Limit, Verdict};
 use crate::proxy::answer::{Answer, Told};
 use crate::proxy::state::Route;
-
-/// A route's limits by the gate that applies them.
-#[derive(Default)]
-pub(crate) struct RouteLimits {
-    /// `applies_to = "all"`: at admission.
-    all: Box<[Arc<Limit>]>,
-    /// `applies_to = "origin"`: once the request goes to the origin.
-    origin: Box<[Arc<Limit>]>,
-}
-
-impl RouteLimits {
-    /// `cfg`'s `limits`, from the generation's `limits` (config order).
-    pub(crate) fn new(cfg: &RouteConfig, limits: &[Arc<Limit>]) -> Self {
-        let listed = || cfg.limits.iter().filter_map(|&i| limits.get(i));
-        let of = |applies: AppliesTo| {
-            let picked = listed().filter(|l| l.cfg.applies_to == applies);
-            picked.cloned().collect()
-        };
-        RouteLimits {
-            all: of(AppliesTo::All),
-            origin: of(AppliesTo::Origin),
-        }
-    }
-}
 
 /// What a request holds of its limits until its answer ends, and whether
 /// its origin gate was passed (a request passes it once, whichever step of

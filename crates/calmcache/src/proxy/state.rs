@@ -52,7 +52,7 @@ pub struct Route {
     /// Early Hints links of the last answer stored per URL (proxy/hints.rs).
     pub(crate) hints: crate::proxy::hint_memory::HintMemory,
     /// The route's `limits`, by the gate that applies them (proxy/limit.rs).
-    pub(crate) limits: crate::proxy::limit::RouteLimits,
+    pub(crate) limits: crate::net::limit::RouteLimits,
 }
 
 impl Route {
@@ -485,7 +485,7 @@ impl RouteParts<'_> {
                 .clone()
                 .map(|f| f as Arc<dyn crate::fleet::SharedTier>),
             hints: Default::default(),
-            limits: crate::proxy::limit::RouteLimits::new(r, self.limits),
+            limits: crate::net::limit::RouteLimits::new(r, self.limits),
         })
     }
 }

@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::config::limits::{Delay, LimitConfig, LimitKind, RateLimit};
+use crate::config::limits::{AppliesTo, Delay, LimitConfig, LimitKind, RateLimit};
+use crate::config::RouteConfig;
 use crate::telemetry::counter::Counter;
 use table::{lock, shape, Key, Spread, Table};
 
@@ -40,6 +41,30 @@ impl ClientKey {
                 Some(v4) => ClientKey(u128::from(v4.to_ipv6_mapped())),
                 None => ClientKey(u128::from(v6) & !u128::from(u64::MAX)),
             },
+        }
+    }
+}
+
+/// A route's limits by the gate that applies them (proxy/limit.rs).
+#[derive(Default)]
+pub(crate) struct RouteLimits {
+    /// `applies_to = "all"`: at admission.
+    pub(crate) all: Box<[Arc<Limit>]>,
+    /// `applies_to = "origin"`: once the request goes to the origin.
+    pub(crate) origin: Box<[Arc<Limit>]>,
+}
+
+impl RouteLimits {
+    /// `cfg`'s `limits`, from the generation's `limits` (config order).
+    pub(crate) fn new(cfg: &RouteConfig, limits: &[Arc<Limit>]) -> Self {
+        let listed = || cfg.limits.iter().filter_map(|&i| limits.get(i));
+        let of = |applies: AppliesTo| {
+            let picked = listed().filter(|l| l.cfg.applies_to == applies);
+            picked.cloned().collect()
+        };
+        RouteLimits {
+            all: of(AppliesTo::All),
+            origin: of(AppliesTo::Origin),
         }
     }
 }

@@ -67,7 +67,7 @@ impl<V: Default> Table<V> {
     pub(crate) fn with<R>(&self, key: Key, f: impl FnOnce(&mut V, bool) -> R) -> R {
         let mut shard = self.shard(key);
         let (at, fresh) = shard.find_or_make(key);
-        shard.to_front(at);
+        shard.move_to_front(at);
         f(&mut shard.nodes[at as usize].value, fresh)
     }
 
@@ -143,7 +143,7 @@ impl<V: Default> Shard<V> {
         (at, true)
     }
 
-    fn to_front(&mut self, at: u32) {
+    fn move_to_front(&mut self, at: u32) {
         if self.head == at {
             return;
         }
