@@ -169,3 +169,77 @@ impl Body for HeldBody {
         self.body.size_hint()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::net::IpAddr;
+    use std::sync::Arc;
+
+    use http::{HeaderMap, HeaderValue, Response};
+
+    use super::Held;
+    use crate::config::Config;
+    use crate::http::body::ResponseBody;
+    use crate::proxy::edge::client_ip;
+    use crate::proxy::state::{Proxy, Route};
+
+    fn route(trusted: &str) -> Arc<Route> {
+        let text = format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\n[upstreams.app]\nservers = [\"127.0.0.1:9\"]\n\
+             [[routes]]\nupstream = \"app\"\ntrusted_proxies = [{trusted}]\n"
+        );
+        let config = Config::from_toml(&text, "t").unwrap();
+        let proxy = Proxy::new(&config, None, &mut Vec::new()).unwrap();
+        proxy.routes[0].clone()
+    }
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    fn xff(values: &[&str]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for v in values {
+            headers.append("x-forwarded-for", HeaderValue::from_str(v).unwrap());
+        }
+        headers
+    }
+
+    #[test]
+    fn the_client_is_the_first_untrusted_address_from_the_right() {
+        let route = route("\"10.0.0.0/8\", \"127.0.0.1\"");
+        let proxy = ip("10.1.1.1");
+        let cases: [(&[&str], &str); 8] = [
+            (&[], "10.1.1.1"),
+            (&["192.0.2.7"], "192.0.2.7"),
+            (&["6.6.6.6, 192.0.2.7"], "192.0.2.7"),
+            (&["192.0.2.7, 10.2.2.2"], "192.0.2.7"),
+            (&["192.0.2.7", "10.2.2.2, 127.0.0.1"], "192.0.2.7"),
+            (&["10.3.3.3, 10.2.2.2"], "10.3.3.3"),
+            (&["6.6.6.6, garbage, 10.2.2.2"], "10.2.2.2"),
+            (&["2001:db8::1"], "2001:db8::1"),
+        ];
+        for (values, want) in cases {
+            let got = client_ip(&route, &xff(values), proxy);
+            assert_eq!(got, ip(want), "{values:?}");
+        }
+        // From an untrusted peer, X-Forwarded-For is the client's own claim.
+        let peer = ip("192.0.2.99");
+        assert_eq!(client_ip(&route, &xff(&["192.0.2.7"]), peer), peer);
+        // A route that trusts nobody.
+        let none = route_without_trust();
+        assert_eq!(client_ip(&none, &xff(&["192.0.2.7"]), proxy), proxy);
+    }
+
+    fn route_without_trust() -> Arc<Route> {
+        route("")
+    }
+
+    #[test]
+    fn nothing_held_leaves_the_answer_as_it_was() {
+        let resp = Response::new(ResponseBody::full("x"));
+        let resp = Held::default().attach(resp);
+        assert!(matches!(resp.body(), ResponseBody::Full(Some(_))));
+    }
+}
