@@ -236,12 +236,23 @@ mod tests {
             ),
             "{summary}"
         );
+        assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+        let unused = config_with("[limits.spare]\nrate = \"1r/s\"", "");
+        let warned = Config::from_toml(&unused, "t").unwrap().warnings();
+        assert_eq!(warned.len(), 1);
+        assert_eq!(warned[0].path, "limits.spare");
+        assert!(warned[0].message.contains("no route lists this limit"));
         let plain = Config::from_toml(&config_without_limits(), "t").unwrap();
         assert!(plain.limits.is_empty() && plain.routes[0].limits.is_empty());
     }
 
     fn config_without_limits() -> String {
         config("", "")
+    }
+
+    /// [`config`], for tests where a local `config` hides it.
+    fn config_with(limits: &str, route: &str) -> String {
+        config(limits, route)
     }
 
     #[test]
