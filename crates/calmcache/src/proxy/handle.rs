@@ -135,7 +135,7 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
 }
 
 /// A WebSocket upgrade: origin-bound by nature, so every limit of the route
-/// applies. A connections limit counts it until its handshake is answered.
+/// applies. A connections limit counts it for the life of the tunnel.
 async fn tunnel<'w>(
     worker: &'w Worker,
     route: &'w Arc<Route>,
@@ -149,7 +149,7 @@ async fn tunnel<'w>(
     if let Err(refused) = limit::to_origin(route, &req, client, &mut held).await {
         return refused;
     }
-    crate::proxy::tunnel::open(worker, route, req, client).await
+    crate::proxy::tunnel::open(worker, route, req, client, held).await
 }
 
 /// A routed request, admitted by its limits: read, look up, plan, act.

@@ -269,3 +269,29 @@ async fn only_a_trusted_proxy_names_the_client() {
         assert_eq!(first_garbage.status, if w == 0 { 200 } else { 429 });
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_tunnel_holds_its_connections_place_while_it_is_open() {
+    let (server, _seen) = crate::websocket::echo_server().await;
+    let proxy = Proxy::with_upstream(server)
+        .route("limits = [\"ws\"]")
+        .tables("[limits.ws]\nconnections = 1")
+        .start()
+        .await;
+    let first = crate::websocket::connect(&proxy, "/chat").await;
+    let url = format!("ws://{}/chat", proxy.host());
+    let second = tokio_tungstenite::connect_async(url.as_str()).await;
+    match second {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+            assert_eq!(resp.status(), 429, "a second tunnel from the same client");
+        }
+        other => panic!("expected a 429 handshake, got {:?}", other.map(|(_, r)| r)),
+    }
+    drop(first);
+    wait_until(
+        Duration::from_secs(10),
+        "the place left with the tunnel",
+        async || tokio_tungstenite::connect_async(url.as_str()).await.is_ok(),
+    )
+    .await;
+}
