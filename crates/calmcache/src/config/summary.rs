@@ -94,7 +94,8 @@ fn limit_line(limit: &LimitConfig) -> String {
             out.push_str(&format!("{}r/s", rate.milli_per_second / 1000));
         }
         LimitKind::Rate(rate) => {
-            out.push_str(&format!("{}r/m", rate.milli_per_second * 60 / 1000));
+            // Rounded: "1r/m" is kept as 16 milli-requests a second.
+            out.push_str(&format!("{}r/m", (rate.milli_per_second * 60 + 500) / 1000));
         }
         LimitKind::Connections(n) => out.push_str(&format!("{n} connections")),
     }

@@ -210,8 +210,9 @@ mod tests {
     fn limits_read_with_their_defaults_and_routes_name_them() {
         let text = config(
             "[limits.api]\nrate = \"10r/s\"\nburst = 20\ndelay = \"nodelay\"\n\
-             applies_to = \"origin\"\n\n[limits.conns]\nconnections = 3\nstatus = 503",
-            "limits = [\"conns\", \"api\"]",
+             applies_to = \"origin\"\n\n[limits.conns]\nconnections = 3\nstatus = 503\n\n\
+             [limits.slow]\nrate = \"1r/m\"",
+            "limits = [\"conns\", \"api\", \"slow\"]",
         );
         let config = Config::from_toml(&text, "t").unwrap();
         let api = &config.limits[0];
@@ -227,12 +228,12 @@ mod tests {
         let conns = &config.limits[1];
         assert_eq!(conns.kind, LimitKind::Connections(3));
         assert_eq!((conns.status, conns.applies_to), (503, AppliesTo::All));
-        assert_eq!(config.routes[0].limits, vec![1, 0]);
+        assert_eq!(config.routes[0].limits, vec![1, 0, 2]);
         let summary = config.summary();
         assert!(
             summary.ends_with(
-                "route0 limited by conns+api -> app, no cache); \
-                 2 limits (api: 10r/s burst 20 nodelay, origin only; conns: 3 connections, status 503)"
+                "route0 limited by conns+api+slow -> app, no cache); 3 limits (api: 10r/s \
+                 burst 20 nodelay, origin only; conns: 3 connections, status 503; slow: 1r/m)"
             ),
             "{summary}"
         );
