@@ -101,27 +101,37 @@ fn client_key<B>(route: &Route, req: &Request<B>, client: Peer) -> ClientKey {
     ))
 }
 
-/// `limits` in order for `key`: a refusal answers at once; a wait sleeps
-/// here; a connections place is kept in `held`.
+/// `limits` in order for `key`: a refusal answers at once (and gives back
+/// what the limits before it took); a wait sleeps here; a connections
+/// place is kept in `held`.
 async fn apply<'w>(
     route: &'w Route,
     limits: &[Arc<Limit>],
     key: ClientKey,
     held: &mut Held,
 ) -> Result<(), Answer<'w>> {
-    for limit in limits {
-        match limit.take(key, Instant::now()) {
-            Verdict::Go => {}
+    for (at, limit) in limits.iter().enumerate() {
+        let room_in = match limit.take(key, Instant::now()) {
+            Verdict::Go => None,
             Verdict::Wait(delay) => {
                 limit.stats.delayed.inc();
                 tokio::time::sleep(delay).await;
+                None
             }
-            Verdict::Refuse(room_in) => return Err(refusal(route, limit, room_in)),
-        }
-        match limit.enter(key) {
-            Some(entered) if entered.holds() => held.entered.push(entered),
-            Some(_) => {}
-            None => return Err(refusal(route, limit, std::time::Duration::from_secs(1))),
+            Verdict::Refuse(room_in) => Some(room_in),
+        };
+        let room_in = room_in.or_else(|| match limit.enter(key) {
+            Some(entered) if entered.holds() => {
+                held.entered.push(entered);
+                None
+            }
+            Some(_) => None,
+            None => Some(std::time::Duration::from_secs(1)),
+        });
+        if let Some(room_in) = room_in {
+            // Places held are left as `held` drops with the refusal.
+            limits[..at].iter().for_each(|before| before.give_back(key));
+            return Err(refusal(route, limit, room_in));
         }
     }
     Ok(())

@@ -144,6 +144,17 @@ impl Limit {
         table.with(client.0, |bucket, fresh| leak(rate, bucket, fresh, ms))
     }
 
+    /// Takes back a request [`Limit::take`] let through, for one another
+    /// limit then refused (NGINX's ngx_http_limit_req_account): the refused
+    /// request must not cost the client its place in this bucket.
+    pub(crate) fn give_back(&self, client: ClientKey) {
+        if let State::Rate(_, table) = &self.state {
+            table.with(client.0, |bucket, _| {
+                bucket.excess = bucket.excess.saturating_sub(1000);
+            });
+        }
+    }
+
     /// Enters a request of `client` into a connections limit: `None` when
     /// the client has as many in progress (or the table is full, as NGINX
     /// refuses then too). A rate limit lets every request in.

@@ -75,6 +75,22 @@ fn a_burst_is_delayed_to_the_rate_unless_nodelay() {
 }
 
 #[test]
+fn a_request_given_back_leaves_the_bucket_as_before() {
+    let limit = rate(10, 1, Delay::NoDelay);
+    let t0 = Instant::now();
+    let a = key("192.0.2.1");
+    assert_eq!(limit.take(a, t0), Verdict::Go);
+    assert_eq!(limit.take(a, t0), Verdict::Go);
+    limit.give_back(a);
+    assert_eq!(
+        limit.take(a, t0),
+        Verdict::Go,
+        "the burst's place is free again"
+    );
+    assert_eq!(limit.take(a, t0), Verdict::Refuse(ms(100)));
+}
+
+#[test]
 fn a_rate_per_minute_leaks_by_the_millisecond() {
     // 30r/m: 500 milli-requests a second, one request per 2 s.
     let limit = limit(LimitKind::Rate(RateLimit {
