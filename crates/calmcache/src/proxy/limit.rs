@@ -38,6 +38,7 @@ pub(crate) struct Held {
     origin: Gate,
 }
 
+/// Whether a request went through its route's origin limits yet.
 #[derive(Default, Clone, Copy, PartialEq, Eq)]
 enum Gate {
     #[default]
