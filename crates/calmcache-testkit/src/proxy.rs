@@ -30,6 +30,7 @@ pub struct Proxy {
     fleet: String,
     admin: String,
     server: String,
+    tables: String,
     tiers: calmcache::ZoneTiers,
 }
 
@@ -57,6 +58,7 @@ impl Proxy {
             fleet: String::new(),
             admin: "listen = \"127.0.0.1:0\"\n".into(),
             server: String::new(),
+            tables: String::new(),
             tiers: calmcache::ZoneTiers::new(),
         }
     }
@@ -161,6 +163,14 @@ impl Proxy {
         self
     }
 
+    /// Top-level tables after the rest, e.g. `[limits.api]` and its keys.
+    pub fn tables(mut self, toml: &str) -> Proxy {
+        self.tables.push('\n');
+        self.tables.push_str(toml);
+        self.tables.push('\n');
+        self
+    }
+
     /// The config this builder produces.
     pub fn toml(&self) -> String {
         let ttl = if !self.default_ttl || self.route.contains("ttl") {
@@ -182,7 +192,7 @@ impl Proxy {
             "[server]\nlisten = [\"127.0.0.1:0\"]\nthreads = 2\n{}\n[admin]\n{}\n\
              [upstreams.origin]\nservers = {}\n{}\n\
              [zones.ram]\n{kind}max_size = \"{}\"\nmax_object_size = \"{}\"\n\n\
-             [[routes]]\nname = \"test\"\nupstream = \"origin\"\n{zone}{ttl}{}{}{}",
+             [[routes]]\nname = \"test\"\nupstream = \"origin\"\n{zone}{ttl}{}{}{}{}",
             self.server,
             self.admin,
             servers,
@@ -191,7 +201,8 @@ impl Proxy {
             self.max_object_size,
             self.route,
             self.access_log,
-            self.fleet
+            self.fleet,
+            self.tables
         )
     }
 

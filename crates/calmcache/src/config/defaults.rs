@@ -201,6 +201,24 @@ pub(crate) mod route {
     }
 }
 
+/// `[limits.<name>]`
+pub(crate) mod limit {
+    use crate::config::limits::{AppliesTo, Delay};
+
+    /// `burst`: NGINX's (none: every request above the rate is refused).
+    pub(crate) const BURST: u32 = 0;
+    /// `delay`: NGINX's without `nodelay` (every excess request waits).
+    pub(crate) const DELAY: Delay = Delay::After(0);
+    /// `status`: 429 Too Many Requests (RFC 6585 §4), which clients and
+    /// crawlers read as "slow down"; NGINX's 503 reads as an outage.
+    pub(crate) const STATUS: u16 = 429;
+    /// `applies_to`: NGINX's meaning, every request counts.
+    pub(crate) const APPLIES_TO: AppliesTo = AppliesTo::All;
+    /// `max_clients`: about what a 10 MB NGINX zone holds (NGINX: 16 000
+    /// per MB for limit_req), at ~100 bytes a client here.
+    pub(crate) const MAX_CLIENTS: usize = 100_000;
+}
+
 /// `[access_log]`
 pub(crate) mod access_log {
     use super::LogFormat;
@@ -261,6 +279,7 @@ pub(crate) const SECTIONS: &[&str] = &[
     "routes",
     "access_log",
     "fleet",
+    "limits.*",
 ];
 
 /// Every key of every section (its section's name first, inline tables'
@@ -481,6 +500,20 @@ pub(crate) fn keys() -> Vec<(&'static str, Shown)> {
         ("routes.request_headers", Shown::Empty),
         ("routes.response_headers", Shown::Empty),
         ("routes.expires", Shown::Text(route::EXPIRES)),
+        ("routes.limits", Shown::Texts(&[])),
+        ("limits.*.rate", Shown::Example),
+        ("limits.*.burst", Shown::Count(limit::BURST as u64)),
+        ("limits.*.delay", Shown::Count(0)),
+        ("limits.*.connections", Shown::Example),
+        ("limits.*.status", Shown::Count(limit::STATUS as u64)),
+        (
+            "limits.*.applies_to",
+            Shown::Text(limit::APPLIES_TO.as_str()),
+        ),
+        (
+            "limits.*.max_clients",
+            Shown::Count(limit::MAX_CLIENTS as u64),
+        ),
         ("access_log.path", Shown::Example),
         (
             "access_log.format",

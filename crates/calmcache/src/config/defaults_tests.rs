@@ -39,7 +39,7 @@ fn section(header: &str) -> Option<String> {
     let mut parts = name.split('.');
     let first = parts.next()?;
     Some(match first {
-        "upstreams" | "zones" => format!("{first}.*"),
+        "upstreams" | "zones" | "limits" => format!("{first}.*"),
         _ => name.to_owned(),
     })
 }

@@ -56,6 +56,7 @@ mod error;
 pub(crate) mod header_rules;
 pub(crate) mod hosts;
 pub(crate) mod key_template;
+pub(crate) mod limits;
 mod parse;
 mod raw;
 mod request_names;
@@ -125,6 +126,9 @@ pub struct Config {
     /// `[fleet]`: a shared tier, leases and purges on Redis; `None` (no
     /// table) keeps the node on its own.
     pub fleet: Option<FleetConfig>,
+    /// `[limits.<name>]`: per-client limits, sorted by name; routes refer
+    /// to them by index.
+    pub limits: Vec<limits::LimitConfig>,
     /// Secrets written inline in the file and the file's mode, for the
     /// warning about a config every user can read (`secrets.rs`).
     pub secrets: InlineSecrets,
@@ -739,6 +743,9 @@ pub struct RouteConfig {
     pub listeners: Vec<std::net::SocketAddr>,
     /// `request_headers`, `response_headers`, `expires`.
     pub headers: header_rules::HeaderRules,
+    /// `limits`: indexes into [`Config::limits`], applied in this order
+    /// (default none: the route pays nothing).
+    pub limits: Vec<usize>,
 }
 
 impl RouteConfig {

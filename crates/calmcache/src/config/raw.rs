@@ -26,6 +26,30 @@ pub(crate) struct RawConfig {
     pub(crate) routes: Vec<RawRoute>,
     pub(crate) access_log: Option<RawAccessLog>,
     pub(crate) fleet: Option<RawFleet>,
+    #[serde(default)]
+    pub(crate) limits: BTreeMap<String, RawLimit>,
+}
+
+/// `[limits.<name>]`: a per-client limit routes share (NGINX's
+/// limit_req_zone / limit_conn_zone).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLimit {
+    pub(crate) rate: Option<String>,
+    pub(crate) burst: Option<i64>,
+    pub(crate) delay: Option<RawDelay>,
+    pub(crate) connections: Option<i64>,
+    pub(crate) status: Option<i64>,
+    pub(crate) applies_to: Option<String>,
+    pub(crate) max_clients: Option<i64>,
+}
+
+/// `delay`: `"nodelay"` or a count.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawDelay {
+    Count(i64),
+    Text(String),
 }
 
 /// `[fleet]`
@@ -273,6 +297,8 @@ pub(crate) struct RawRoute {
     pub(crate) request_headers: Option<RawRequestHeaders>,
     pub(crate) response_headers: Option<RawResponseHeaders>,
     pub(crate) expires: Option<Text>,
+    #[serde(default)]
+    pub(crate) limits: Vec<String>,
 }
 
 /// A route's `return = { status, location, body, content_type }`.

@@ -2,6 +2,7 @@
 //! (`calmcache check`, start-up log), so a user can see what the proxy
 //! understood without reading the file again.
 
+use super::limits::LimitConfig;
 use super::units::format_size;
 use super::{Config, RouteConfig, UpstreamConfig, ZoneConfig};
 
@@ -20,6 +21,9 @@ impl Config {
         parts.push(counted(&self.upstreams, "upstream", ", ", upstream_line));
         parts.push(counted(&self.zones, "zone", ", ", zone_line));
         parts.push(counted(&self.routes, "route", "; ", |r| self.route_line(r)));
+        if !self.limits.is_empty() {
+            parts.push(counted(&self.limits, "limit", "; ", limit_line));
+        }
         format!("ok: {}", parts.join("; "))
     }
 
@@ -39,6 +43,13 @@ impl Config {
         } else {
             let hosts: Vec<String> = route.hosts.iter().map(ToString::to_string).collect();
             format!("{} for {}", route.name, hosts.join(" "))
+        };
+        let name = if route.limits.is_empty() {
+            name
+        } else {
+            let limits = route.limits.iter().filter_map(|&l| self.limits.get(l));
+            let names: Vec<&str> = limits.map(|l| l.name.as_str()).collect();
+            format!("{name} limited by {}", names.join("+"))
         };
         let name = format!("{name}{}", listener_names(route));
         if let Some(answers) = answering_line(route) {
@@ -136,6 +147,40 @@ fn header_features(route: &RouteConfig) -> String {
     }
     if response.expires != super::header_rules::Expires::Off {
         out.push_str(&format!(", expires {}", response.expires.describe()));
+    }
+    out
+}
+
+/// `api: 10r/s burst 20 nodelay, origin, used by api` (`rate` as NGINX
+/// writes it, per second or per minute), `conns: 3 connections`.
+fn limit_line(limit: &LimitConfig) -> String {
+    use super::limits::{AppliesTo, Delay, LimitKind};
+    let mut out = format!("{}: ", limit.name);
+    match limit.kind {
+        LimitKind::Rate(rate) if rate.milli_per_second % 1000 == 0 => {
+            out.push_str(&format!("{}r/s", rate.milli_per_second / 1000));
+        }
+        LimitKind::Rate(rate) => {
+            // Rounded: "1r/m" is kept as 16 milli-requests a second.
+            out.push_str(&format!("{}r/m", (rate.milli_per_second * 60 + 500) / 1000));
+        }
+        LimitKind::Connections(n) => out.push_str(&format!("{n} connections")),
+    }
+    if let LimitKind::Rate(rate) = limit.kind {
+        if rate.burst > 0 {
+            out.push_str(&format!(" burst {}", rate.burst));
+        }
+        match rate.delay {
+            Delay::NoDelay => out.push_str(" nodelay"),
+            Delay::After(0) => {}
+            Delay::After(n) => out.push_str(&format!(" delay {n}")),
+        }
+    }
+    if limit.applies_to == AppliesTo::Origin {
+        out.push_str(", origin only");
+    }
+    if limit.status != 429 {
+        out.push_str(&format!(", status {}", limit.status));
     }
     out
 }

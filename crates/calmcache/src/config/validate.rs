@@ -22,6 +22,7 @@ mod fleet_secret;
 mod fleet_tls;
 mod header_rules;
 mod health;
+mod limits;
 mod routes;
 mod server;
 mod upstream_tls;
@@ -57,7 +58,10 @@ pub(crate) fn validate(raw: RawConfig) -> Result<Config, Vec<Problem>> {
         .map(|(name, zone)| check.zone(name, zone))
         .collect();
     check.shared_disk_paths(&zones);
-    let routes = check.routes(raw.routes, &upstreams, &zones);
+    let limits = check.limits(raw.limits);
+    let route_limits: Vec<Vec<String>> = raw.routes.iter().map(|r| r.limits.clone()).collect();
+    let mut routes = check.routes(raw.routes, &upstreams, &zones);
+    check.route_limits(&mut routes, route_limits, &limits);
     check.route_listeners_exist(&routes, &server);
     let access_log = raw.access_log.map(|log| check.access_log(log));
     let fleet = raw.fleet.map(|fleet| check.fleet(fleet));
@@ -72,6 +76,7 @@ pub(crate) fn validate(raw: RawConfig) -> Result<Config, Vec<Problem>> {
         routes,
         access_log,
         fleet,
+        limits,
         secrets: super::InlineSecrets::default(),
     })
 }

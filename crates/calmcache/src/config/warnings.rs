@@ -2,7 +2,8 @@
 //! expect (a default certificate without names, an upstream with
 //! `tls_verify = false`, a route no request reaches, fleet mode without a
 //! secret, a `match` anchored at the end that a query can satisfy, a token
-//! or password inline in a file every user can read). Never a refusal:
+//! or password inline in a file every user can read, a limit no route
+//! lists). Never a refusal:
 //! `calmcache check` prints them (exit 0), the
 //! proxy logs them when it starts and at each reload.
 //!
@@ -62,7 +63,25 @@ impl Config {
         warnings.extend(self.matches_reached_by_a_query());
         warnings.extend(self.posts_cached_by_ttl());
         warnings.extend(self.secrets_readable());
+        warnings.extend(self.unused_limits());
         warnings
+    }
+
+    /// A `[limits.NAME]` no route lists limits nothing (a route applies a
+    /// limit only by naming it in its `limits`).
+    fn unused_limits(&self) -> Vec<Problem> {
+        let used = |at: usize| self.routes.iter().any(|r| r.limits.contains(&at));
+        let unused = self.limits.iter().enumerate().filter(|(at, _)| !used(*at));
+        unused
+            .map(|(_, limit)| {
+                let path = format!("limits.{}", super::toml_key(&limit.name));
+                let problem = Problem::new(path, "no route lists this limit: it limits nothing");
+                problem.hint(format!(
+                    "add limits = [{:?}] to the routes it is for",
+                    limit.name
+                ))
+            })
+            .collect()
     }
 
     /// `fleet_max_inflight` without `[fleet]`: no other node shares the

@@ -11,6 +11,7 @@ pub(crate) mod budget;
 pub(crate) mod conn;
 pub(crate) mod early_hints;
 pub(crate) mod health;
+pub(crate) mod limit;
 pub(crate) mod listener;
 pub(crate) mod origin_body;
 pub(crate) mod origin_tls;

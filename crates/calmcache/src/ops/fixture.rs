@@ -9,8 +9,8 @@ use crate::net::health::{ServerState, ServerStatus};
 use calmcache_core::TierDetail;
 
 use crate::ops::status::{
-    AccessLogStatus, BudgetStatus, Connections, DetailBlock, FleetStatus, Latency, Purges, Reloads,
-    RouteStatus, Status, UpstreamStatus, Websockets, ZoneStatus,
+    AccessLogStatus, BudgetStatus, Connections, DetailBlock, FleetStatus, Latency, LimitStatus,
+    Purges, Reloads, RouteStatus, Status, UpstreamStatus, Websockets, ZoneStatus,
 };
 use crate::telemetry::metrics::{HistogramSnapshot, BOUNDS};
 use crate::telemetry::stats::ActivitySnapshot;
@@ -38,6 +38,7 @@ pub(crate) fn activity(base: u64) -> ActivitySnapshot {
         early_hints: base + 18,
         body_key_passed: base + 19,
         header_values_dropped: base + 20,
+        limited: base + 21,
     }
 }
 
@@ -302,15 +303,39 @@ pub(crate) fn status() -> Status {
         zones: zones(),
         fetches_in_flight: 30,
         fleet: Some(fleet()),
+        limits: limits(),
     }
 }
 
-/// The same without the optional parts (no access log, no fleet, no routes).
+/// Two limits, one of each kind.
+fn limits() -> BTreeMap<String, LimitStatus> {
+    let api = LimitStatus {
+        kind: "rate",
+        applies_to: "origin",
+        rejected: 41,
+        delayed: 42,
+        clients: 43,
+        max_clients: 100_000,
+    };
+    let conns = LimitStatus {
+        kind: "connections",
+        applies_to: "all",
+        rejected: 44,
+        delayed: 0,
+        clients: 45,
+        max_clients: 1000,
+    };
+    BTreeMap::from([("api".to_owned(), api), ("conns".to_owned(), conns)])
+}
+
+/// The same without the optional parts (no access log, no fleet, no
+/// routes, no limits).
 pub(crate) fn bare_status() -> Status {
     Status {
         access_log: None,
         fleet: None,
         routes: BTreeMap::new(),
+        limits: BTreeMap::new(),
         ..status()
     }
 }

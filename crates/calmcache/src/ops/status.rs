@@ -59,6 +59,26 @@ pub(crate) struct Status {
     /// Fleet mode (`[fleet]`), when on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fleet: Option<FleetStatus>,
+    /// Per limit (`[limits.*]`), by name; absent when there are none.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub limits: BTreeMap<String, LimitStatus>,
+}
+
+/// One per-client limit (net/limit/).
+#[derive(Serialize, Debug)]
+pub(crate) struct LimitStatus {
+    /// `rate` or `connections`.
+    pub kind: &'static str,
+    /// `all` or `origin`: which requests it counts.
+    pub applies_to: &'static str,
+    /// Requests refused.
+    pub rejected: u64,
+    /// Requests delayed to the rate (within the burst).
+    pub delayed: u64,
+    /// Clients tracked now.
+    pub clients: u64,
+    /// `max_clients`.
+    pub max_clients: u64,
 }
 
 /// This node's part in the fleet.
@@ -407,6 +427,26 @@ pub(crate) fn status(proxy: &Proxy) -> Status {
         zones,
         fetches_in_flight: proxy.flights.in_flight(),
         fleet: proxy.fleet.as_ref().map(|f| fleet_status(f)),
+        limits: proxy
+            .limits
+            .iter()
+            .map(|l| (l.cfg.name.clone(), limit_status(l)))
+            .collect(),
+    }
+}
+
+fn limit_status(l: &crate::net::limit::Limit) -> LimitStatus {
+    use crate::config::limits::LimitKind;
+    LimitStatus {
+        kind: match l.cfg.kind {
+            LimitKind::Rate(_) => "rate",
+            LimitKind::Connections(_) => "connections",
+        },
+        applies_to: l.cfg.applies_to.as_str(),
+        rejected: l.stats.rejected.get(),
+        delayed: l.stats.delayed.get(),
+        clients: l.clients() as u64,
+        max_clients: l.cfg.max_clients as u64,
     }
 }
 

@@ -38,6 +38,10 @@ pub(crate) enum Told<'r> {
     Refused(Option<(&'r Activity, Report)>),
     /// Not an answer of the cache (a `PURGE`): no class.
     Unclassed,
+    /// Refused by one of the route's `limits` (proxy/limit.rs), the origin
+    /// untouched: counted in the route's `limited`; the access log shows
+    /// `bypass`, the histograms nothing.
+    Limited(&'r Activity),
 }
 
 impl<'r> Answer<'r> {
@@ -92,7 +96,7 @@ impl Told<'_> {
     pub(crate) fn class(&self) -> Option<AnswerClass> {
         match self {
             Told::Answered(_, report) => Some(report.status.class()),
-            Told::Refused(_) => Some(CacheStatus::Bypass.class()),
+            Told::Refused(_) | Told::Limited(_) => Some(CacheStatus::Bypass.class()),
             Told::Unclassed => None,
         }
     }

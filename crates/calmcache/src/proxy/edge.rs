@@ -707,36 +707,6 @@ pub(crate) fn ensure_host(headers: &mut HeaderMap, uri: &Uri) {
     }
 }
 
-/// The client's address as `$remote_addr` reads it: the peer's, or, when
-/// the peer is one of the route's `trusted_proxies`, the last address of
-/// `X-Forwarded-For` that is not one of them (NGINX's `real_ip_header
-/// X-Forwarded-For` with `real_ip_recursive on`); the peer's when the
-/// field is absent or names no address.
-pub(crate) fn client_ip(route: &RouteConfig, headers: &HeaderMap, peer: Peer) -> IpAddr {
-    let ip = peer.addr.ip();
-    if route.trusted_proxies.is_empty() || !trusts(route, ip) {
-        return ip;
-    }
-    let mut forwarded = headers
-        .get_all("x-forwarded-for")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .collect::<Vec<_>>();
-    let mut last = ip;
-    while let Some(text) = forwarded.pop() {
-        let Ok(hop) = text.parse::<IpAddr>() else {
-            return last;
-        };
-        last = hop;
-        if !trusts(route, hop) {
-            return hop;
-        }
-    }
-    last
-}
-
 /// The client address is in one of the route's `trusted_proxies`.
 fn trusts(route: &RouteConfig, ip: IpAddr) -> bool {
     let ip = match ip {
@@ -752,6 +722,35 @@ fn remove_where(headers: &mut HeaderMap, drop: impl Fn(&HeaderName) -> bool) {
     for name in doomed {
         headers.remove(name);
     }
+}
+
+/// The client a request comes from, as limits and `$remote_addr` see it
+/// (NGINX's realip with `real_ip_recursive on`): `peer` itself, unless it is one of the route's
+/// `trusted_proxies`; then `X-Forwarded-For` is read from the right, past
+/// every trusted address, and the first one not trusted is the client. An
+/// entry that is not an address ends the walk at the last address known
+/// (a trusted proxy's), so a client behind one cannot pick its own key by
+/// writing garbage to the left.
+pub(crate) fn client_ip(route: &RouteConfig, headers: &HeaderMap, peer: IpAddr) -> IpAddr {
+    if !trusts(route, peer) {
+        return peer;
+    }
+    let hops = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .rev()
+        .flat_map(|v| v.to_str().unwrap_or("").rsplit(','));
+    let mut client = peer;
+    for hop in hops {
+        let Ok(ip) = hop.trim().parse::<IpAddr>() else {
+            break;
+        };
+        client = ip;
+        if !trusts(route, ip) {
+            break;
+        }
+    }
+    client
 }
 
 #[cfg(test)]

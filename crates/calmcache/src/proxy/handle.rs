@@ -7,6 +7,9 @@
 //!   │                         ├─ return / root ─────────────── answering::answer (no origin, no
 //!   │                         │                                zone); a file route without the
 //!   │                         │                                file: route_for from the next route
+//!   │                         ├─ limit::admit (limits.rs: applies_to "all"; refused: 429);
+//!   │                         │   every branch to the origin below passes limit::to_origin
+//!   │                         │   first (applies_to "origin"), once; a hit never does
 //!   │                         ├─ Upgrade: websocket (route.websocket) ── tunnel::open (never cached)
 //!   │                         ├─ GET|HEAD with a body ──────── read whole (request_body.rs), pass with it
 //!   │                         ├─ QUERY, POST with cache_post ─ read whole, keyed by method + body digest
@@ -53,6 +56,7 @@ use crate::proxy::fetch::{self, fetch_request, refresh_in_background, Fetch};
 use crate::proxy::fill::FetchRequest;
 use crate::proxy::header_rules;
 use crate::proxy::hints;
+use crate::proxy::limit::{self, Held};
 use crate::proxy::lookup::{lookup, Found, PrimaryKey};
 use crate::proxy::pass::{pass, refused, with_body};
 use crate::proxy::plan::{self, Asked, Plan, Stored, Why};
@@ -99,6 +103,7 @@ fn record(
             }
         }
         Told::Refused(Some((activity, report))) => activity.record(&report),
+        Told::Limited(activity) => activity.limited.inc(),
         Told::Refused(None) | Told::Unclassed => {}
     }
     if let Some(slot) = slot {
@@ -120,7 +125,7 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
             Admission::Refused(resp) => return Answer::refused(resp),
             Admission::Internal(entry) => {
                 let answer = answering::internal(entry.activity());
-                return pages(worker, entry.cfg(), &req, answer, client).await;
+                return Box::pin(pages(worker, entry.cfg(), &req, answer, client)).await;
             }
             Admission::Purge => {
                 let purged = Box::pin(crate::proxy::purge::purge_method(proxy, &req, client.addr));
@@ -128,13 +133,8 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
             }
             Admission::Tunnel(route, client) => break (route, client, true),
             Admission::Answering(route, prepared, onward) => {
-                let kept = header_rules::keep(&route.cfg, &req, prepared);
-                let asked = answering::Asked::of(&req);
-                match Box::pin(answering::answer(route, &asked, prepared)).await {
-                    Some(answer) => {
-                        let answer = pages(worker, &route.cfg, &req, answer, prepared).await;
-                        return dressed(&route.cfg, &route.activity, answer, kept);
-                    }
+                match Box::pin(answer_itself(worker, route, &req, prepared)).await {
+                    Some(answer) => return answer,
                     // A file route without the file: on to the next route.
                     None => onward.next(worker, &mut req),
                 }
@@ -143,19 +143,45 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
     };
     // The route's response rules: `None`, at no cost, for most routes.
     let kept = header_rules::keep(&route.cfg, &req, client);
-    // Copied only when the route has error pages (proxy/error_pages.rs);
-    // a WebSocket handshake has none.
-    let pending = (!tunnel).then(|| Pending::of(&route.cfg, &req)).flatten();
-    let answer = match (pending, &kept) {
-        (None, None) => return routed(worker, route, req, client, tunnel).await,
-        (None, Some(_)) => Box::pin(routed(worker, route, req, client, tunnel)).await,
+    if tunnel {
+        let answer = Box::pin(self::tunnel(worker, route, req, client)).await;
+        return dressed(&route.cfg, &route.activity, answer, kept);
+    }
+    // The route's limits (proxy/limit.rs): nothing held, no allocation,
+    // for a route without them.
+    let mut held = Held::default();
+    if let Err(refused) = limit::admit(route, &req, client, &mut held).await {
+        return dressed(&route.cfg, &route.activity, refused, kept);
+    }
+    // Copied only when the route has error pages (proxy/error_pages.rs).
+    let answer = match (Pending::of(&route.cfg, &req), &kept) {
+        (None, None) => {
+            let answer = routed(proxy, route, req, client, &mut held).await;
+            return held.answer(answer);
+        }
+        (None, Some(_)) => Box::pin(routed(proxy, route, req, client, &mut held)).await,
         (Some(pending), _) => {
-            let answer = Box::pin(routed(worker, route, req, client, tunnel)).await;
+            let answer = Box::pin(routed(proxy, route, req, client, &mut held)).await;
             let after = error_pages::after(worker, &route.cfg, &pending, answer, client);
             Box::pin(after).await
         }
     };
-    dressed(&route.cfg, &route.activity, answer, kept)
+    dressed(&route.cfg, &route.activity, held.answer(answer), kept)
+}
+
+/// The answer of a route that answers itself, with its error page and
+/// response rules; `None` for a file route without the file.
+async fn answer_itself<'w>(
+    worker: &'w Worker,
+    route: &'w Arc<crate::proxy::state::AnsweringRoute>,
+    req: &Request<Incoming>,
+    prepared: Peer,
+) -> Option<Answer<'w>> {
+    let kept = header_rules::keep(&route.cfg, req, prepared);
+    let asked = answering::Asked::of(req);
+    let answer = answering::answer(route, &asked, prepared).await?;
+    let answer = pages(worker, &route.cfg, req, answer, prepared).await;
+    Some(dressed(&route.cfg, &route.activity, answer, kept))
 }
 
 /// `answer` with the route's response rules, when it has some.
@@ -187,18 +213,40 @@ async fn pages<'w>(
     }
 }
 
-/// The answer of a request on a proxied route, through the cache
-/// (`tunnel`: a WebSocket handshake the route tunnels).
-async fn routed<'w>(
+/// A WebSocket upgrade: origin-bound by nature, so every limit of the route
+/// applies. A connections limit counts it for the life of the tunnel.
+async fn tunnel<'w>(
     worker: &'w Worker,
     route: &'w Arc<Route>,
     req: Request<Incoming>,
     client: Peer,
-    tunnel: bool,
 ) -> Answer<'w> {
-    let proxy = &worker.proxy;
-    if tunnel {
-        return Box::pin(crate::proxy::tunnel::open(worker, route, req, client)).await;
+    let mut held = Held::default();
+    if let Err(refused) = limit::admit(route, &req, client, &mut held).await {
+        return refused;
+    }
+    if let Err(refused) = limit::to_origin(route, &req, client, &mut held).await {
+        return refused;
+    }
+    crate::proxy::tunnel::open(worker, route, req, client, held).await
+}
+
+/// A routed request, admitted by its limits: read, look up, plan, act.
+/// Each step that finds the request bound for the origin passes it through
+/// the route's origin limits first (`limit::to_origin`, once per request).
+async fn routed<'w>(
+    proxy: &'w Arc<Proxy>,
+    route: &'w Arc<Route>,
+    req: Request<Incoming>,
+    client: Peer,
+    held: &mut Held,
+) -> Answer<'w> {
+    // A body read before the lookup goes to the origin, or may (a QUERY
+    // too large to key): limited as origin-bound before it is read.
+    if crate::proxy::request_body::announced(&req) || route.keyed_by_body(req.method()) {
+        if let Err(refused) = limit::to_origin(route, &req, client, held).await {
+            return refused;
+        }
     }
     let (req, body) = match read_body(proxy, route, req, client).await {
         Ok(read) => read,
@@ -207,7 +255,12 @@ async fn routed<'w>(
     let body = body.as_deref();
     let (zone, asked) = match cacheable(route, &req, body) {
         Ok(cacheable) => cacheable,
-        Err(fwd) => return Box::pin(pass(proxy, route, req, client, fwd)).await,
+        Err(fwd) => {
+            if let Err(refused) = limit::to_origin(route, &req, client, held).await {
+                return refused;
+            }
+            return Box::pin(pass(proxy, route, req, client, fwd)).await;
+        }
     };
     let (primary, ask) = key_and_ask(route, &req, client, asked, body);
     let key = primary.key_ref();
@@ -216,6 +269,9 @@ async fn routed<'w>(
     let placed = placed(route, zone);
     let headers = req.headers();
     if !route.cfg.bypass.is_empty() && any_match(&route.cfg.bypass, headers, req.uri().query()) {
+        if let Err(refused) = limit::to_origin(route, &req, client, held).await {
+            return refused;
+        }
         let mut request = fetch_request(route, &req, client, None);
         request.body = body.map(|b| b.fetch.clone());
         let answer = Box::pin(fetch::bypass(route, key.to_owned_key(), request, &ask)).await;
@@ -225,6 +281,11 @@ async fn routed<'w>(
     let found = lookup(route, zone, &key, headers).await;
     let now = Instant::now();
     let plan = plan::plan(asked, &rcc, stored(route, &found, now), now);
+    if plan.reaches_origin() {
+        if let Err(refused) = limit::to_origin(route, &req, client, held).await {
+            return refused;
+        }
+    }
     let exec = Exec {
         proxy,
         route,

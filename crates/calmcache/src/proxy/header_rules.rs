@@ -63,7 +63,7 @@ pub(crate) fn to_upstream(
             path_and_query: uri.path_and_query().map_or("/", |pq| pq.as_str()),
             headers,
         },
-        remote_addr: crate::proxy::edge::client_ip(&route.cfg, headers, client),
+        remote_addr: crate::proxy::edge::client_ip(&route.cfg, headers, client.addr.ip()),
         server_port: client.port,
         cache_status: "",
     };
@@ -142,7 +142,7 @@ pub(crate) fn keep<B>(
         } else {
             HeaderMap::new()
         },
-        remote_addr: crate::proxy::edge::client_ip(route, req.headers(), client),
+        remote_addr: crate::proxy::edge::client_ip(route, req.headers(), client.addr.ip()),
         server_port: client.port,
     }))
 }
@@ -161,7 +161,7 @@ pub(crate) fn to_client(
         Told::Answered(_, report) | Told::Refused(Some((_, report))) => {
             report.status.upstream_cache_status()
         }
-        Told::Refused(None) | Told::Unclassed => "",
+        Told::Refused(None) | Told::Limited(_) | Told::Unclassed => "",
     };
     let vars = Vars {
         request: RequestView {

@@ -26,6 +26,7 @@ pub(crate) mod header_rules;
 pub(crate) mod hint_memory;
 pub(crate) mod hints;
 pub(crate) mod invalidate;
+pub(crate) mod limit;
 pub(crate) mod lookup;
 pub(crate) mod orphan;
 pub(crate) mod outcome;

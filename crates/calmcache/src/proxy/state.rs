@@ -53,6 +53,8 @@ pub struct Route {
     pub(crate) fleet: Option<Arc<dyn crate::fleet::SharedTier>>,
     /// Early Hints links of the last answer stored per URL (proxy/hints.rs).
     pub(crate) hints: crate::proxy::hint_memory::HintMemory,
+    /// The route's `limits`, by the gate that applies them (proxy/limit.rs).
+    pub(crate) limits: crate::net::limit::RouteLimits,
 }
 
 impl Route {
@@ -292,6 +294,10 @@ pub struct Proxy {
     /// `[fleet]`: the shared tier, leases and purge bus on Redis (kept
     /// across reloads while its settings are the same).
     pub(crate) fleet: Option<Arc<crate::fleet::Fleet>>,
+    /// `[limits.*]` in config order (a limit of the same name and settings
+    /// as the previous generation's keeps its clients; its counts are kept
+    /// by name whatever changed).
+    pub(crate) limits: Vec<Arc<crate::net::limit::Limit>>,
 }
 
 impl Proxy {
@@ -398,7 +404,16 @@ impl Proxy {
                 upstream.set_shared_budget(shared.clone());
             }
         }
+        let limits: Vec<_> = config
+            .limits
+            .iter()
+            .map(|l| {
+                let old = previous.and_then(|p| p.limits.iter().find(|o| o.cfg.name == l.name));
+                crate::net::limit::Limit::new(l, old)
+            })
+            .collect();
         let parts = RouteParts {
+            limits: &limits,
             config,
             previous,
             upstreams: &upstreams,
@@ -442,6 +457,7 @@ impl Proxy {
             admin: config.admin.clone(),
             access_log,
             fleet,
+            limits,
         }))
     }
 }
@@ -494,6 +510,7 @@ struct RouteParts<'a> {
     zones: &'a [Arc<Zone>],
     inflight: &'a Arc<crate::telemetry::inflight::Inflight>,
     fleet: &'a Option<Arc<crate::fleet::Fleet>>,
+    limits: &'a [Arc<crate::net::limit::Limit>],
 }
 
 impl RouteParts<'_> {
@@ -543,6 +560,7 @@ impl RouteParts<'_> {
                 .clone()
                 .map(|f| f as Arc<dyn crate::fleet::SharedTier>),
             hints: Default::default(),
+            limits: crate::net::limit::RouteLimits::new(r, self.limits),
         })
     }
 }

@@ -122,6 +122,7 @@ pub(crate) async fn open<'r>(
     route: &'r Route,
     mut req: Request<Incoming>,
     client: crate::net::conn::Peer,
+    held: crate::proxy::limit::Held,
 ) -> Answer<'r> {
     let report = CacheStatus::Bypass.report();
     let Some(key) = req.headers().get(header::SEC_WEBSOCKET_KEY).cloned() else {
@@ -194,7 +195,9 @@ pub(crate) async fn open<'r>(
     let guard = worker.proxy.metrics.tunnel();
     let stop = worker.tunnels.enter();
     let name = upstream.name.clone();
-    tokio::spawn(run(client_side, upstream_side, limits, stop, guard, name));
+    // The tunnel's connections places (limits) are left when it ends.
+    let open = (guard, held);
+    tokio::spawn(run(client_side, upstream_side, limits, stop, open, name));
     Answer::answered(
         route,
         &report,
@@ -228,7 +231,7 @@ async fn run(
     upstream: Switched,
     limits: Limits,
     mut stop: watch::Receiver<bool>,
-    _open: TunnelGuard,
+    _open: (TunnelGuard, crate::proxy::limit::Held),
     name: String,
 ) {
     let upgraded = tokio::select! {

@@ -106,6 +106,9 @@ route_counters! {
     /// Header rule values dropped because a variable brought a byte no
     /// field value may hold (`request_headers`, `response_headers`).
     header_values_dropped,
+    /// Requests refused by one of the route's `limits` (never sent to the
+    /// origin; the limit counts them too, by name).
+    limited,
 }
 
 impl Activity {

@@ -43,6 +43,7 @@ mod import_nginx;
 mod import_nginx_locations;
 mod key_aliases;
 mod key_bypass;
+mod limits;
 mod log_flood;
 mod logs;
 mod monitoring;

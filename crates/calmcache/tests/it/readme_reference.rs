@@ -44,7 +44,7 @@ fn section_of(line: &str) -> Option<String> {
         return None;
     }
     let name = match inner.split_once('.') {
-        Some((table @ ("upstreams" | "zones"), _)) => format!("{table}.NAME"),
+        Some((table @ ("upstreams" | "zones" | "limits"), _)) => format!("{table}.NAME"),
         _ => inner.to_owned(),
     };
     Some(if array { format!("{name}[]") } else { name })

@@ -26,11 +26,11 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-type Client = WebSocketStream<MaybeTlsStream<TcpStream>>;
+pub(crate) type Client = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// What the echo server saw.
 #[derive(Default)]
-struct Seen {
+pub(crate) struct Seen {
     /// Handshakes accepted.
     accepted: AtomicUsize,
     /// Handshakes refused (path `/refuse`).
@@ -51,7 +51,7 @@ fn ws_config() -> WebSocketConfig {
 /// A WebSocket echo server on 127.0.0.1:0: echoes text and binary, answers
 /// pings (tungstenite does), answers "close-me" with a close of its own
 /// (4000 "done"), and refuses `/refuse` with a 403 and a body.
-async fn echo_server() -> (SocketAddr, Arc<Seen>) {
+pub(crate) async fn echo_server() -> (SocketAddr, Arc<Seen>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Seen::default());
@@ -124,7 +124,7 @@ async fn proxy_for(server: SocketAddr, upstream_keys: &str, route_keys: &str) ->
         .await
 }
 
-async fn connect(proxy: &RunningProxy, path: &str) -> Client {
+pub(crate) async fn connect(proxy: &RunningProxy, path: &str) -> Client {
     let url = format!("ws://{}{path}", proxy.host());
     let connecting = tokio_tungstenite::connect_async_with_config(url, Some(ws_config()), true);
     let (ws, resp) = tokio::time::timeout(Duration::from_secs(10), connecting)

@@ -192,6 +192,9 @@ impl Checker {
             ),
             listeners: self.listener_names(&at("listeners"), raw.listeners.as_deref()),
             headers,
+            // Resolved by route_limits (validate/limits.rs) once every
+            // route is read.
+            limits: Vec::new(),
         }
     }
 

@@ -5,7 +5,7 @@
 
 use super::{counter, gauge, histograms, Family, Kind, Row, Samples};
 use crate::net::health::{ServerState, ServerStatus};
-use crate::ops::status::{FleetStatus, Status, UpstreamStatus, ZoneStatus};
+use crate::ops::status::{FleetStatus, LimitStatus, Status, UpstreamStatus, ZoneStatus};
 use Samples::{Histograms, IfAny, One, Rows, Summary};
 
 /// One label's rows: `(label, value)` for each `(name, value)` of `items`.
@@ -392,7 +392,30 @@ pub(super) static PARTS: &[Family<Status>] = &[
         "Fills that streamed through uncached because max_inflight_body was spent.",
         One(|s| s.fills_over_budget as f64),
     ),
+    counter(
+        "calmcache_limit_rejected_total",
+        "Requests refused by a per-client limit ([limits.*]), never sent to the origin.",
+        Rows(|s| per_limit(s, |l| l.rejected)),
+    ),
+    counter(
+        "calmcache_limit_delayed_total",
+        "Requests within a rate limit's burst delayed to its rate.",
+        Rows(|s| per_limit(s, |l| l.delayed)),
+    ),
+    gauge(
+        "calmcache_limit_clients",
+        "Clients a per-client limit tracks now (at most its max_clients).",
+        Rows(|s| per_limit(s, |l| l.clients)),
+    ),
 ];
+
+/// Per limit, by name.
+fn per_limit(s: &Status, value: fn(&LimitStatus) -> u64) -> Vec<Row<'_>> {
+    labelled(
+        "limit",
+        s.limits.iter().map(|(n, l)| (n.as_str(), value(l))),
+    )
+}
 
 /// Fleet mode: the breaker, Redis calls, leases, commits, purges, the
 /// fleet secret (fleet/sign.rs) and the objects fetched most.
