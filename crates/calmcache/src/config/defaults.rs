@@ -454,6 +454,7 @@ pub(crate) fn keys() -> Vec<(&'static str, Shown)> {
         ("routes.early_hints", Shown::Bool(route::EARLY_HINTS)),
         ("routes.early_hints_links", Shown::Texts(&[])),
         ("routes.early_hints_origins", Shown::Texts(&[])),
+        ("routes.ignore_headers", Shown::Texts(&[])),
         ("access_log.path", Shown::Example),
         (
             "access_log.format",

@@ -713,6 +713,9 @@ pub struct RouteConfig {
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// 103 Early Hints for navigations that wait for the origin.
     pub early_hints: early_hints::EarlyHintsConfig,
+    /// `ignore_headers`: response fields that do not decide storing and
+    /// lifetime (NGINX's `proxy_ignore_headers`; default none).
+    pub ignore_headers: calmcache_core::IgnoredFields,
 }
 
 impl RouteConfig {

@@ -259,6 +259,9 @@ pub(crate) struct RawRoute {
     pub(crate) early_hints_links: Vec<String>,
     #[serde(default)]
     pub(crate) early_hints_origins: Vec<String>,
+    // Issue 28: NGINX's proxy_ignore_headers.
+    #[serde(default)]
+    pub(crate) ignore_headers: Vec<String>,
 }
 
 /// A duration or size as written. A number is kept too (not refused by

@@ -70,6 +70,10 @@ fn cache_features(route: &RouteConfig) -> String {
         let codings: Vec<&str> = route.compress.iter().map(|c| c.as_str()).collect();
         out.push_str(&format!(", compress {}", codings.join("+")));
     }
+    if !route.ignore_headers.is_empty() {
+        let names: Vec<&str> = route.ignore_headers.iter().map(|f| f.name()).collect();
+        out.push_str(&format!(", ignore_headers {}", names.join("+")));
+    }
     out
 }
 
