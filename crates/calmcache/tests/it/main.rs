@@ -37,6 +37,7 @@ mod fleet_tls;
 mod get_bodies;
 mod health;
 mod hostile;
+mod ignore_headers;
 mod import_nginx;
 mod key_aliases;
 mod key_bypass;
