@@ -61,6 +61,7 @@ pub(crate) mod suggest;
 mod summary;
 pub(crate) mod tls;
 mod units;
+pub(crate) mod unix_socket;
 mod validate;
 mod warnings;
 pub(crate) use crate::http::scheme::Scheme;
@@ -413,6 +414,21 @@ pub struct UpstreamServer {
     /// The upstream's `max_fails` / `fail_timeout` unless its table form
     /// gives its own.
     pub health: PassiveHealth,
+    /// `unix:/path` (issue 28): the server listens on this unix socket;
+    /// `address` is then a name of calmcache's own making that keys its
+    /// pooled connections and never resolves ([`unix_socket::pool_authority`]).
+    pub unix: Option<std::path::PathBuf>,
+}
+
+impl UpstreamServer {
+    /// The server as `/status`, metrics, logs and errors name it: its
+    /// `host:port`, or `unix:/path`.
+    pub fn label(&self) -> String {
+        match &self.unix {
+            Some(path) => unix_socket::label(path),
+            None => self.address.to_string(),
+        }
+    }
 }
 
 /// The TLS keys of `[upstreams.<name>]`: how calmcache checks an origin
