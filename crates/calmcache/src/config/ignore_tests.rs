@@ -8,7 +8,7 @@ use calmcache_core::{IgnorableField, IgnoredFields};
 
 use super::{Config, ConfigError, Problem};
 
-fn config(servers: &str, upstream: &str, route: &str) -> String {
+fn text(servers: &str, upstream: &str, route: &str) -> String {
     format!(
         "[server]\nlisten = [\"127.0.0.1:0\"]\n\n[upstreams.app]\nservers = {servers}\n\
          {upstream}\n\n[zones.ram]\nkind = \"memory\"\nmax_size = \"1MiB\"\n\n\
@@ -17,7 +17,7 @@ fn config(servers: &str, upstream: &str, route: &str) -> String {
 }
 
 fn route(keys: &str) -> String {
-    config(r#"["127.0.0.1:8081"]"#, "", keys)
+    text(r#"["127.0.0.1:8081"]"#, "", keys)
 }
 
 fn load(text: &str) -> Config {
@@ -99,4 +99,77 @@ fn an_ignored_vary_is_warned_of_and_louder_without_compress() {
     // Nothing else ignored is warned of.
     let quiet = route(r#"ignore_headers = ["Set-Cookie", "Cache-Control", "Expires"]"#);
     assert!(load(&quiet).warnings().is_empty());
+}
+
+#[test]
+fn unix_servers_are_read_in_both_forms() {
+    let servers =
+        r#"["unix:/run/app.sock", { address = "unix:/run/b.sock", weight = 2 }, "127.0.0.1:8081"]"#;
+    let config = load(&text(servers, "", ""));
+    let read = &config.upstreams[0].servers;
+    assert_eq!(
+        read[0].unix.as_deref(),
+        Some(std::path::Path::new("/run/app.sock"))
+    );
+    assert_eq!(read[0].label(), "unix:/run/app.sock");
+    assert_eq!(
+        (read[1].label(), read[1].weight),
+        ("unix:/run/b.sock".to_owned(), 2)
+    );
+    assert_eq!(read[2].unix, None);
+    assert_eq!(read[2].label(), "127.0.0.1:8081");
+    assert_ne!(read[0].address, read[1].address, "one pool name per socket");
+    // A socket absent at start is no config error: the app may start later.
+    load(&text(
+        r#"["unix:/nonexistent/calmcache-test.sock"]"#,
+        "",
+        "",
+    ));
+}
+
+#[test]
+fn bad_unix_servers_are_refused_with_their_toml_path() {
+    let long = format!("unix:/{}", "s".repeat(107));
+    let servers = format!(
+        r#"["unix:", "unix:run/app.sock", {{ address = "unix:relative.sock", max_fails = 2 }}, "{long}"]"#
+    );
+    let found = problems(&text(&servers, "", ""));
+    let paths: Vec<&str> = found
+        .iter()
+        .map(|p| p.split(": ").next().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "upstreams.app.servers[0]",
+            "upstreams.app.servers[1]",
+            "upstreams.app.servers[2].address",
+            "upstreams.app.servers[3]",
+        ],
+        "{found:#?}"
+    );
+    assert!(found[0].contains("names no socket"), "{}", found[0]);
+    assert!(found[1].contains("must be absolute"), "{}", found[1]);
+    assert!(
+        found[3].contains("108 bytes, more than a unix socket address holds (107)"),
+        "{}",
+        found[3]
+    );
+}
+
+#[test]
+fn tls_over_a_unix_socket_is_refused_with_the_reason() {
+    let found = problems(&text(r#"["unix:/run/app.sock"]"#, "tls = true", ""));
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0].starts_with("upstreams.app.tls: true, but unix:/run/app.sock is a unix socket"),
+        "{}",
+        found[0]
+    );
+    // An https:// server beside a unix one is fine: TLS is per server.
+    load(&text(
+        r#"["unix:/run/app.sock", "https://127.0.0.1:8443"]"#,
+        "",
+        "",
+    ));
 }

@@ -74,6 +74,7 @@ mod shared_answers;
 mod slow_readers;
 mod third_tier;
 mod tls_files;
+mod unix_upstream;
 mod upstream_blame;
 mod upstream_tls;
 mod virtual_hosts;
