@@ -173,3 +173,17 @@ fn tls_over_a_unix_socket_is_refused_with_the_reason() {
         "",
     ));
 }
+
+#[test]
+fn check_summary_shows_ignored_fields_and_unix_servers() {
+    let one = load(&text(
+        r#"["unix:/run/app.sock", "127.0.0.1:8081"]"#,
+        "",
+        r#"ignore_headers = ["Set-Cookie", "Vary"]"#,
+    ))
+    .summary();
+    assert!(one.contains("(app: 2 servers, 1 on unix sockets)"), "{one}");
+    assert!(one.contains("ignore_headers Set-Cookie+Vary"), "{one}");
+    let all = load(&text(r#"["unix:/run/app.sock"]"#, "", "")).summary();
+    assert!(all.contains("(app: 1 server, unix sockets)"), "{all}");
+}

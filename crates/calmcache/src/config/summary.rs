@@ -89,8 +89,13 @@ fn upstream_line(upstream: &UpstreamConfig) -> String {
         n if n == count => ", tls",
         _ => ", some tls",
     };
+    let unix = match upstream.servers.iter().filter(|s| s.unix.is_some()).count() {
+        0 => String::new(),
+        n if n == count => ", unix sockets".to_owned(),
+        n => format!(", {n} on unix sockets"),
+    };
     format!(
-        "{}: {count} {}{tls}",
+        "{}: {count} {}{tls}{unix}",
         upstream.name,
         plural(count, "server")
     )

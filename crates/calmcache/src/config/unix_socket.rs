@@ -96,6 +96,7 @@ pub(crate) fn pool_authority(path: &Path) -> Authority {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -172,10 +172,10 @@ async fn an_ignored_set_cookie_never_reaches_the_fleets_redis_copy() {
     .await;
     for w in 0..a.all.len() {
         let path = format!("/fleet/{w}");
-        let commits = crate::fleet_harness::total(&[a.clone()], &["commits"]).await;
+        let commits = crate::fleet_harness::total(std::slice::from_ref(&a), &["commits"]).await;
         leader_and_followers(&origin, &a, &a.all[w], &path, false).await;
         wait_until(Duration::from_secs(10), "the copy in redis", async || {
-            crate::fleet_harness::total(&[a.clone()], &["commits"]).await > commits
+            crate::fleet_harness::total(std::slice::from_ref(&a), &["commits"]).await > commits
         })
         .await;
         // The other node takes the copy from Redis: no cookie, no fetch.
