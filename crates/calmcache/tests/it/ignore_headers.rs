@@ -311,3 +311,50 @@ fn redis_values(redis: &Redis) -> String {
     }
     all
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revalidation_hands_its_set_cookie_to_its_own_client_alone() {
+    // Stale on arrival (no-cache) with a validator: every use revalidates,
+    // and a 304's ignored Set-Cookie goes to the client that asked.
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .no_default_ttl()
+        .route("ignore_headers = [\"Set-Cookie\"]");
+    let node = Wires::start(proxy, "").await;
+    for wire in &node.all {
+        let label = wire.label();
+        let path = format!("/revalidated/{}", label.replace(' ', "-"));
+        let validated = [
+            ("x-origin-cache-control", "no-cache"),
+            ("x-origin-header", "ETag: \"v1\""),
+        ];
+        let with_cookie = [validated[0], validated[1], ("x-origin-set-cookie", COOKIE)];
+        let send =
+            async |h: &[(&str, &str)]| node.send(wire, Method::GET, HOST, &path, h, "").await;
+        let first = send(&with_cookie).await;
+        assert!(
+            first.cache_status_params().has("stored"),
+            "{label}: {}",
+            first.cache_status()
+        );
+        assert_eq!(cookies(&first), [COOKIE], "{label}");
+        // The origin's 304 sets no cookie: the stored copy gives none.
+        let plain = send(&validated).await;
+        assert_eq!(
+            plain.cache_status_params().param("fwd-status"),
+            Some("304"),
+            "{label}: {}",
+            plain.cache_status()
+        );
+        assert!(cookies(&plain).is_empty(), "{label}: {:?}", cookies(&plain));
+        // A 304 that sets one: this client gets it, once.
+        let again = send(&with_cookie).await;
+        assert_eq!(
+            cookies(&again),
+            [COOKIE],
+            "{label}: {}",
+            again.cache_status()
+        );
+        assert_eq!(origin.hits_for(&path), 3, "{label}");
+    }
+}
