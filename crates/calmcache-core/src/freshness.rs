@@ -11,6 +11,7 @@ use http::header::{AGE, DATE, ETAG, EXPIRES, LAST_MODIFIED, SET_COOKIE, VARY};
 use http::HeaderMap;
 
 use crate::cache_control::CacheControl;
+use crate::ignored::{IgnorableField, IgnoredFields};
 
 /// What the route says about storing, for one response.
 #[derive(Clone, Copy, Debug, Default)]
@@ -28,6 +29,9 @@ pub struct StoreRules {
     pub heuristic_fraction: f64,
     /// The cap on heuristic freshness.
     pub heuristic_max: Duration,
+    /// The route's `ignore_headers`: response fields that do not count here
+    /// (NGINX's `proxy_ignore_headers`); see [`IgnorableField`].
+    pub ignored: IgnoredFields,
 }
 
 /// One request/response exchange with the origin, as the cache sees it.
@@ -171,12 +175,18 @@ impl Freshness {
 /// Decides whether `exchange` may be stored by a shared cache and, if so, its freshness.
 pub fn evaluate(exchange: &Exchange<'_>, rules: &StoreRules) -> Result<Storable, NotStorable> {
     let headers = exchange.headers;
-    let (cc, targeted) = CacheControl::for_response(headers);
-    let strip_fields = check_storable(exchange, &cc)?;
+    let (cc, targeted) = response_policy(headers, rules.ignored);
+    let strip_fields = check_storable(exchange, &cc, rules.ignored)?;
     let explicit = if rules.override_origin {
         None
     } else {
-        explicit_lifetime(headers, &cc, targeted, exchange.response_time)
+        // RFC 9213 §2.1: a targeted field replaces Cache-Control and Expires.
+        let expires = if targeted || rules.ignored.contains(IgnorableField::Expires) {
+            ExpiresField::Skipped
+        } else {
+            ExpiresField::Read
+        };
+        explicit_lifetime(headers, &cc, expires, exchange.response_time)
     };
     let status = exchange.status;
     let (lifetime, initial_age, source) = match explicit {
@@ -234,9 +244,28 @@ pub fn evaluate(exchange: &Exchange<'_>, rules: &StoreRules) -> Result<Storable,
     })
 }
 
+/// The origin's caching directives for this response (RFC 9213 §2.1: a
+/// targeted field first) and whether a targeted field gave them. With
+/// `Cache-Control` ignored, the field of that name says nothing: the
+/// directives are a targeted field's or none.
+fn response_policy(headers: &HeaderMap, ignored: IgnoredFields) -> (CacheControl, bool) {
+    let (cc, targeted) = CacheControl::for_response(headers);
+    if targeted || !ignored.contains(IgnorableField::CacheControl) {
+        return (cc, targeted);
+    }
+    (CacheControl::default(), false)
+}
+
 /// RFC 9111 §3: what a shared cache must not store. Returns the fields that
-/// may not be kept with the stored response.
-fn check_storable(exchange: &Exchange<'_>, cc: &CacheControl) -> Result<Vec<String>, NotStorable> {
+/// may not be kept with the stored response: the ones the origin named
+/// (`private="..."`, `no-cache="..."`) and, when the route ignores them,
+/// `Set-Cookie` (stored despite it, never kept) and `Vary` (one answer for
+/// every client, which no longer says it varies).
+fn check_storable(
+    exchange: &Exchange<'_>,
+    cc: &CacheControl,
+    ignored: IgnoredFields,
+) -> Result<Vec<String>, NotStorable> {
     let status = exchange.status;
     // 206 needs range-aware storage, 304 only updates a stored response (§4.3.4),
     // 1xx are not final responses.
@@ -261,7 +290,10 @@ fn check_storable(exchange: &Exchange<'_>, cc: &CacheControl) -> Result<Vec<Stri
     let mut strip: Vec<String> = cc.private_fields.clone();
     strip.extend(cc.no_cache_fields.iter().cloned());
     if exchange.headers.contains_key(SET_COOKIE) && !strip.iter().any(|f| f == "set-cookie") {
-        return Err(NotStorable::SetCookie);
+        if !ignored.contains(IgnorableField::SetCookie) {
+            return Err(NotStorable::SetCookie);
+        }
+        strip.push("set-cookie".to_owned());
     }
     // §3.5: a shared cache may reuse an answer to an authorised request only when
     // the response explicitly allows it.
@@ -269,6 +301,12 @@ fn check_storable(exchange: &Exchange<'_>, cc: &CacheControl) -> Result<Vec<Stri
         && !(cc.public || cc.s_maxage.is_some() || cc.must_revalidate)
     {
         return Err(NotStorable::Authorization);
+    }
+    if ignored.contains(IgnorableField::Vary) {
+        if exchange.headers.contains_key(VARY) {
+            strip.push("vary".to_owned());
+        }
+        return Ok(strip);
     }
     // §4.1: "Vary: *" always fails to match.
     if exchange
@@ -309,18 +347,26 @@ fn heuristic_lifetime(
     Some(lifetime.min(rules.heuristic_max))
 }
 
+/// Whether `Expires` may give a lifetime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ExpiresField {
+    /// Read it (RFC 9111 §4.2.1).
+    Read,
+    /// A targeted field replaced it (RFC 9213 §2.1), or the route ignores it.
+    Skipped,
+}
+
 /// RFC 9111 §4.2.1: s-maxage, then max-age, then Expires minus Date.
 fn explicit_lifetime(
     headers: &HeaderMap,
     cc: &CacheControl,
-    targeted: bool,
+    expires: ExpiresField,
     response_time: SystemTime,
 ) -> Option<Duration> {
     if let Some(d) = cc.s_maxage.or(cc.max_age) {
         return Some(d);
     }
-    // RFC 9213 §2.1: a targeted field replaces Cache-Control and Expires.
-    if targeted {
+    if expires == ExpiresField::Skipped {
         return None;
     }
     let mut lines = headers.get_all(EXPIRES).iter();

@@ -603,3 +603,118 @@ fn stale_use_is_granted_by_the_route_ttl_or_the_origin_only() {
         assert_eq!(f.stale_use_granted(), granted, "{name}");
     }
 }
+
+fn ignoring(fields: &[IgnorableField], ttl_secs: u64) -> StoreRules {
+    StoreRules {
+        ignored: fields.iter().copied().collect(),
+        ..ttl(ttl_secs)
+    }
+}
+
+fn strip_of(h: &HeaderMap, rules: StoreRules) -> Result<Vec<String>, NotStorable> {
+    let ex = Exchange {
+        request_has_authorization: false,
+        status: 200,
+        headers: h,
+        request_time: t(0),
+        response_time: t(0),
+    };
+    evaluate(&ex, &rules).map(|s| s.strip_fields)
+}
+
+#[test]
+fn ignored_fields_do_not_decide_storability_or_lifetime() {
+    // NGINX's proxy_ignore_headers, a route's ignore_headers (issue 28).
+    use IgnorableField::*;
+    let date = httpdate::fmt_http_date(t(0));
+    let expires = httpdate::fmt_http_date(t(30));
+    let lifetime = |pairs: &[(&'static str, &str)], fields: &[IgnorableField]| {
+        eval(&headers(pairs), ignoring(fields, 7)).map(|f| (f.lifetime, f.source))
+    };
+    let secs = Duration::from_secs;
+    let cc = [("cache-control", "max-age=60")];
+    assert_eq!(lifetime(&cc, &[]), Ok((secs(60), LifetimeSource::Origin)));
+    assert_eq!(
+        lifetime(&cc, &[CacheControl]),
+        Ok((secs(7), LifetimeSource::Route))
+    );
+    let private = [("cache-control", "private, no-store")];
+    assert_eq!(lifetime(&private, &[]), Err(NotStorable::NoStore));
+    assert_eq!(
+        lifetime(&private, &[CacheControl]),
+        Ok((secs(7), LifetimeSource::Route))
+    );
+    let both = [("date", date.as_str()), ("expires", expires.as_str())];
+    assert_eq!(lifetime(&both, &[]), Ok((secs(30), LifetimeSource::Origin)));
+    assert_eq!(
+        lifetime(&both, &[Expires]),
+        Ok((secs(7), LifetimeSource::Route))
+    );
+    // Cache-Control ignored does not ignore Expires, nor the reverse.
+    assert_eq!(
+        lifetime(&both, &[CacheControl]),
+        Ok((secs(30), LifetimeSource::Origin))
+    );
+    let cc_and_exp = [("cache-control", "max-age=60"), ("expires", "0")];
+    assert_eq!(
+        lifetime(&cc_and_exp, &[Expires]),
+        Ok((secs(60), LifetimeSource::Origin))
+    );
+    // A targeted field is still obeyed with Cache-Control ignored.
+    let targeted = [
+        ("cache-control", "no-store"),
+        ("cdn-cache-control", "max-age=90"),
+    ];
+    assert_eq!(
+        lifetime(&targeted, &[CacheControl]),
+        Ok((secs(90), LifetimeSource::Origin))
+    );
+    // X-Accel-Expires is not read: ignoring it changes nothing.
+    assert_eq!(
+        lifetime(&cc, &[XAccelExpires]),
+        Ok((secs(60), LifetimeSource::Origin))
+    );
+}
+
+#[test]
+fn an_ignored_set_cookie_is_stored_without_it() {
+    use IgnorableField::*;
+    let h = headers(&[("set-cookie", "session=1"), ("cache-control", "max-age=60")]);
+    assert_eq!(strip_of(&h, ignoring(&[], 7)), Err(NotStorable::SetCookie));
+    assert_eq!(
+        strip_of(&h, ignoring(&[SetCookie], 7)),
+        Ok(vec!["set-cookie".to_owned()])
+    );
+    // Not named twice when the origin also says private="set-cookie".
+    let named = headers(&[
+        ("set-cookie", "a=1"),
+        ("cache-control", "max-age=6, private=\"set-cookie\""),
+    ]);
+    assert_eq!(
+        strip_of(&named, ignoring(&[SetCookie], 7)),
+        Ok(vec!["set-cookie".to_owned()])
+    );
+    // Nothing to strip without one.
+    let plain = headers(&[("cache-control", "max-age=60")]);
+    assert_eq!(strip_of(&plain, ignoring(&[SetCookie], 7)), Ok(vec![]));
+}
+
+#[test]
+fn an_ignored_vary_stores_one_answer_without_it() {
+    use IgnorableField::*;
+    let star = headers(&[("vary", "*"), ("cache-control", "max-age=60")]);
+    assert_eq!(
+        strip_of(&star, ignoring(&[], 7)),
+        Err(NotStorable::VaryStar)
+    );
+    assert_eq!(
+        strip_of(&star, ignoring(&[Vary], 7)),
+        Ok(vec!["vary".to_owned()])
+    );
+    let lang = headers(&[("vary", "accept-language")]);
+    assert_eq!(strip_of(&lang, ignoring(&[], 7)), Ok(vec![]));
+    assert_eq!(
+        strip_of(&lang, ignoring(&[Vary], 7)),
+        Ok(vec!["vary".to_owned()])
+    );
+}

@@ -60,6 +60,10 @@
 //! arrival to the end of their body) and [`Origin::peak_in_progress`] the
 //! most at once, for tests of an origin concurrency budget.
 //!
+//! [`Origin::start_unix`] serves the same on a unix socket (issue 28:
+//! `servers = ["unix:/path"]`), counting the connections it accepted
+//! ([`Origin::connections`]) so a test can see them pooled.
+//!
 //! Every request is recorded: [`Origin::requests_for`] returns method, path
 //! and query, and headers, so a test can assert what the proxy sent (a
 //! validator, no `Range`, a GET for a HEAD...).
@@ -125,6 +129,8 @@ struct Counts {
     tls_connections: AtomicU64,
     tls_alpn_http11: AtomicU64,
     tls_failures: AtomicU64,
+    /// Unix-socket origins: connections accepted.
+    connections: AtomicU64,
     trickled: AtomicU64,
     streamed: AtomicU64,
     /// Requests being answered now, and the most there were at once.
@@ -209,6 +215,43 @@ impl Origin {
             counts,
             server: Some(server),
         }
+    }
+
+    /// Starts an origin listening on a unix socket at `path` (which must
+    /// not exist), speaking HTTP/1.1 as [`Origin::start`]'s does; its
+    /// [`Origin::addr`] is `0.0.0.0:0`, meaning nothing. Stopping it
+    /// closes the listener but leaves the socket file (a test removes it).
+    pub async fn start_unix(path: &std::path::Path) -> Origin {
+        let listener = tokio::net::UnixListener::bind(path).expect("bind unix origin");
+        let counts = Arc::new(Counts::default());
+        let c = counts.clone();
+        let server = tokio::spawn(async move {
+            // Connections live in this set: aborting the server task closes them all.
+            let mut conns = JoinSet::new();
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                c.connections.fetch_add(1, Ordering::SeqCst);
+                let c = c.clone();
+                conns.spawn(async move {
+                    let svc = service_fn(move |req| respond(c.clone(), req));
+                    let http1 = hyper::server::conn::http1::Builder::new();
+                    let _ = http1.serve_connection(TokioIo::new(stream), svc).await;
+                });
+            }
+        });
+        Origin {
+            addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+            counts,
+            server: Some(server),
+        }
+    }
+
+    /// Unix-socket origins: connections accepted so far (the proxy's pool
+    /// reuses them; each new one counts).
+    pub fn connections(&self) -> u64 {
+        self.counts.connections.load(Ordering::SeqCst)
     }
 
     /// `host:port`, for the proxy's `servers`.

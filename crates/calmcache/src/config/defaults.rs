@@ -514,6 +514,7 @@ pub(crate) fn keys() -> Vec<(&'static str, Shown)> {
             "limits.*.max_clients",
             Shown::Count(limit::MAX_CLIENTS as u64),
         ),
+        ("routes.ignore_headers", Shown::Texts(&[])),
         ("access_log.path", Shown::Example),
         (
             "access_log.format",

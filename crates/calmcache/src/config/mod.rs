@@ -66,6 +66,7 @@ pub(crate) mod suggest;
 mod summary;
 pub(crate) mod tls;
 mod units;
+pub(crate) mod unix_socket;
 mod validate;
 pub(crate) mod value_template;
 mod warnings;
@@ -86,6 +87,9 @@ mod health_tests;
 
 #[cfg(test)]
 mod upstream_tls_tests;
+
+#[cfg(test)]
+mod ignore_tests;
 
 #[cfg(test)]
 mod props;
@@ -422,6 +426,21 @@ pub struct UpstreamServer {
     /// The upstream's `max_fails` / `fail_timeout` unless its table form
     /// gives its own.
     pub health: PassiveHealth,
+    /// `unix:/path` (issue 28): the server listens on this unix socket;
+    /// `address` is then a name of calmcache's own making that keys its
+    /// pooled connections and never resolves ([`unix_socket::pool_authority`]).
+    pub unix: Option<std::path::PathBuf>,
+}
+
+impl UpstreamServer {
+    /// The server as `/status`, metrics, logs and errors name it: its
+    /// `host:port`, or `unix:/path`.
+    pub fn label(&self) -> String {
+        match &self.unix {
+            Some(path) => unix_socket::label(path),
+            None => self.address.to_string(),
+        }
+    }
 }
 
 /// The TLS keys of `[upstreams.<name>]`: how calmcache checks an origin
@@ -746,6 +765,9 @@ pub struct RouteConfig {
     /// `limits`: indexes into [`Config::limits`], applied in this order
     /// (default none: the route pays nothing).
     pub limits: Vec<usize>,
+    /// `ignore_headers`: response fields that do not decide storing and
+    /// lifetime (NGINX's `proxy_ignore_headers`; default none).
+    pub ignore_headers: calmcache_core::IgnoredFields,
 }
 
 impl RouteConfig {

@@ -106,7 +106,7 @@ fn value_for(key: &str) -> BoxedStrategy<String> {
     };
     let typed: BoxedStrategy<String> = match key {
         "listen" | "tls_listen" | "purge_allow" | "servers" | "zones" | "bypass" | "no_store"
-        | "warm" | "compress" => strings(3).boxed(),
+        | "warm" | "compress" | "ignore_headers" => strings(3).boxed(),
         "threads"
         | "max_connections"
         | "backlog"
@@ -223,6 +223,7 @@ const ROUTE: &[&str] = &[
     "cache_status_key",
     "expose_cache_tags",
     "websocket",
+    "ignore_headers",
 ];
 const ACCESS_LOG: &[&str] = &["path", "format"];
 

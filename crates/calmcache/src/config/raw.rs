@@ -299,6 +299,9 @@ pub(crate) struct RawRoute {
     pub(crate) expires: Option<Text>,
     #[serde(default)]
     pub(crate) limits: Vec<String>,
+    // Issue 28: NGINX's proxy_ignore_headers.
+    #[serde(default)]
+    pub(crate) ignore_headers: Vec<String>,
 }
 
 /// A route's `return = { status, location, body, content_type }`.

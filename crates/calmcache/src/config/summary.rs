@@ -119,6 +119,10 @@ fn cache_features(route: &RouteConfig) -> String {
         let codings: Vec<&str> = route.compress.iter().map(|c| c.as_str()).collect();
         out.push_str(&format!(", compress {}", codings.join("+")));
     }
+    if !route.ignore_headers.is_empty() {
+        let names: Vec<&str> = route.ignore_headers.iter().map(|f| f.name()).collect();
+        out.push_str(&format!(", ignore_headers {}", names.join("+")));
+    }
     out
 }
 
@@ -197,8 +201,13 @@ fn upstream_line(upstream: &UpstreamConfig) -> String {
         n if n == count => ", tls",
         _ => ", some tls",
     };
+    let unix = match upstream.servers.iter().filter(|s| s.unix.is_some()).count() {
+        0 => String::new(),
+        n if n == count => ", unix sockets".to_owned(),
+        n => format!(", {n} on unix sockets"),
+    };
     format!(
-        "{}: {count} {}{tls}",
+        "{}: {count} {}{tls}{unix}",
         upstream.name,
         plural(count, "server")
     )

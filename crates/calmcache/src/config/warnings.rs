@@ -64,7 +64,44 @@ impl Config {
         warnings.extend(self.posts_cached_by_ttl());
         warnings.extend(self.secrets_readable());
         warnings.extend(self.unused_limits());
+        warnings.extend(self.ignored_vary());
         warnings
+    }
+
+    /// `ignore_headers` naming `Vary` on a caching route: one stored answer
+    /// serves every client, whatever the headers the origin varied on
+    /// (language, cookies, device). Without `compress` the client's
+    /// Accept-Encoding reaches the origin, so a compressed answer stored for
+    /// one client goes to clients that cannot read it.
+    fn ignored_vary(&self) -> Vec<Problem> {
+        let routes = self.routes.iter().enumerate();
+        routes
+            .filter(|(_, route)| {
+                route.zone.is_some()
+                    && route
+                        .ignore_headers
+                        .contains(calmcache_core::IgnorableField::Vary)
+            })
+            .map(|(i, route)| {
+                let mut message = String::from(
+                    "\"Vary\" is ignored: one stored answer goes to every client, whatever \
+                     the request headers the origin varied it on (language, cookies, device)",
+                );
+                if route.compress.is_empty() {
+                    message.push_str(
+                        "; and without compress the client's Accept-Encoding reaches the \
+                         origin, so an answer compressed for one client is served to clients \
+                         that did not accept it",
+                    );
+                }
+                let problem = Problem::new(format!("routes[{i}].ignore_headers"), message);
+                problem.hint(
+                    "ignore Vary only when the origin's answer is the same for every client; \
+                     set compress = [\"gzip\"] so the origin is asked for identity bodies and \
+                     calmcache negotiates the coding itself",
+                )
+            })
+            .collect()
     }
 
     /// A `[limits.NAME]` no route lists limits nothing (a route applies a

@@ -5,7 +5,8 @@
 //! ```text
 //! UpstreamTls (config) ─ OriginTls::new ─> rustls ClientConfig: roots (tls_ca_file, else the
 //!   system's: rustls-native-certs, Debian's /etc/ssl/certs), client certificate, ALPN http/1.1
-//! Connector::call(uri) ─ HttpConnector (connect_timeout, TCP_NODELAY)
+//! Connector::call(uri) ─ a unix server's pool name: its socket (unix_origin.rs)
+//!   └─ else HttpConnector (connect_timeout, TCP_NODELAY)
 //!   └─ https: OriginTls::handshake(SNI: tls_server_name, else the URI's host; an IP
 //!      literal sends none and is verified as an IP) within connect_timeout
 //! ```
@@ -37,6 +38,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::config::UpstreamTls;
+use crate::net::unix_origin::{self, UnixSockets};
 
 /// An upstream's TLS client: its rustls config and the SNI name it sends.
 pub(crate) struct OriginTls {
@@ -209,20 +211,28 @@ impl ServerCertVerifier for AnyCertificate {
     }
 }
 
-/// The keepalive pool's connector: TCP by hyper-util's connector, then
-/// TLS when the URI is `https` (the upstream has a TLS client then).
+/// The keepalive pool's connector: a unix server's socket, or TCP by
+/// hyper-util's connector, then TLS when the URI is `https` (the upstream
+/// has a TLS client then).
 #[derive(Clone)]
 pub(crate) struct Connector {
     tcp: HttpConnector,
     tls: Option<Arc<OriginTls>>,
+    /// The upstream's unix servers, by pool name (empty for TCP only).
+    unix: UnixSockets,
     /// The TLS handshake's own limit (the TCP connect has its copy in `tcp`).
     connect_timeout: Duration,
 }
 
 impl Connector {
     /// `TCP_NODELAY`, `connect_timeout` for the connect and again for the
-    /// handshake; `tls` for `https` URIs.
-    pub(crate) fn new(connect_timeout: Duration, tls: Option<Arc<OriginTls>>) -> Connector {
+    /// handshake; `tls` for `https` URIs; `unix` servers' sockets dialed
+    /// for their pool names.
+    pub(crate) fn new(
+        connect_timeout: Duration,
+        tls: Option<Arc<OriginTls>>,
+        unix: UnixSockets,
+    ) -> Connector {
         let mut tcp = HttpConnector::new();
         tcp.set_connect_timeout(Some(connect_timeout));
         tcp.set_nodelay(true);
@@ -231,6 +241,7 @@ impl Connector {
         Connector {
             tcp,
             tls,
+            unix,
             connect_timeout,
         }
     }
@@ -249,6 +260,14 @@ impl tower_service::Service<Uri> for Connector {
     }
 
     fn call(&mut self, uri: Uri) -> Self::Future {
+        if let Some(path) = self.unix.path_of(uri.authority()) {
+            // Plain HTTP: config refuses TLS with a unix server.
+            let (path, limit) = (path.to_owned(), self.connect_timeout);
+            return Box::pin(async move {
+                let stream = unix_origin::connect(&path, limit).await?;
+                Ok(OriginIo(TokioIo::new(OriginStream::Unix(stream))))
+            });
+        }
         let tls = if uri.scheme() == Some(&Scheme::HTTPS) {
             match &self.tls {
                 Some(tls) => Some(tls.clone()),
@@ -281,6 +300,8 @@ pub(crate) enum OriginStream {
     Plain(TcpStream),
     /// `https` servers (and `tls = true`).
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    /// `unix:/path` servers.
+    Unix(tokio::net::UnixStream),
 }
 
 impl AsyncRead for OriginStream {
@@ -292,6 +313,7 @@ impl AsyncRead for OriginStream {
         match self.get_mut() {
             OriginStream::Plain(io) => Pin::new(io).poll_read(cx, buf),
             OriginStream::Tls(io) => Pin::new(io).poll_read(cx, buf),
+            OriginStream::Unix(io) => Pin::new(io).poll_read(cx, buf),
         }
     }
 }
@@ -305,6 +327,7 @@ impl AsyncWrite for OriginStream {
         match self.get_mut() {
             OriginStream::Plain(io) => Pin::new(io).poll_write(cx, buf),
             OriginStream::Tls(io) => Pin::new(io).poll_write(cx, buf),
+            OriginStream::Unix(io) => Pin::new(io).poll_write(cx, buf),
         }
     }
 
@@ -316,6 +339,7 @@ impl AsyncWrite for OriginStream {
         match self.get_mut() {
             OriginStream::Plain(io) => Pin::new(io).poll_write_vectored(cx, bufs),
             OriginStream::Tls(io) => Pin::new(io).poll_write_vectored(cx, bufs),
+            OriginStream::Unix(io) => Pin::new(io).poll_write_vectored(cx, bufs),
         }
     }
 
@@ -323,6 +347,7 @@ impl AsyncWrite for OriginStream {
         match self {
             OriginStream::Plain(io) => io.is_write_vectored(),
             OriginStream::Tls(io) => io.is_write_vectored(),
+            OriginStream::Unix(io) => io.is_write_vectored(),
         }
     }
 
@@ -330,6 +355,7 @@ impl AsyncWrite for OriginStream {
         match self.get_mut() {
             OriginStream::Plain(io) => Pin::new(io).poll_flush(cx),
             OriginStream::Tls(io) => Pin::new(io).poll_flush(cx),
+            OriginStream::Unix(io) => Pin::new(io).poll_flush(cx),
         }
     }
 
@@ -337,6 +363,7 @@ impl AsyncWrite for OriginStream {
         match self.get_mut() {
             OriginStream::Plain(io) => Pin::new(io).poll_shutdown(cx),
             OriginStream::Tls(io) => Pin::new(io).poll_shutdown(cx),
+            OriginStream::Unix(io) => Pin::new(io).poll_shutdown(cx),
         }
     }
 }

@@ -57,6 +57,7 @@ use crate::net::health::{self, Admit, Attempt, ServerHealth, Verdict};
 use crate::net::origin_body::{Held, OriginBody};
 use crate::net::origin_tls::{Connector, OriginStream, OriginTls};
 use crate::net::shared_budget::{SharedBudget, SharedTake};
+use crate::net::unix_origin::UnixSockets;
 
 /// One named upstream: its servers and the shared connection pool.
 pub struct Upstream {
@@ -108,7 +109,18 @@ pub enum UpstreamError {
 
 /// One configured server and its health.
 struct Server {
+    /// Its `host:port`, or a unix server's pool name (never resolved):
+    /// the authority of the URIs sent to it, which keys its connections.
     authority: Authority,
+    /// As `/status`, metrics, logs and errors show it: `host:port` or
+    /// `unix:/path`.
+    label: Arc<str>,
+    /// The `Host` of requests of calmcache's own making (health checks):
+    /// its `host:port`, or `localhost` for a unix server, as NGINX sends
+    /// for a unix socket it is given directly.
+    host: http::HeaderValue,
+    /// A unix server's socket (the pool's connector has the same table).
+    unix: Option<std::path::PathBuf>,
     /// `https` (TLS) or `http`.
     scheme: Scheme,
     /// Its share of round robin (`weight`).
@@ -140,10 +152,18 @@ impl Server {
             .filter(|h| *h.settings() == settings);
         let health = match kept {
             Some(h) => h.clone(),
-            None => ServerHealth::new(server.address.to_string(), settings),
+            None => ServerHealth::new(server.label(), settings),
+        };
+        let host = match server.unix {
+            Some(_) => http::HeaderValue::from_static("localhost"),
+            None => http::HeaderValue::from_str(server.address.as_str())
+                .unwrap_or_else(|_| http::HeaderValue::from_static("localhost")),
         };
         Server {
             authority: server.address.clone(),
+            label: server.label().into(),
+            host,
+            unix: server.unix.clone(),
             scheme: server.scheme,
             weight: i64::from(server.weight.max(1)),
             current: AtomicI64::new(0),
@@ -187,7 +207,11 @@ impl Upstream {
             .pool_max_idle_per_host(cfg.keepalive)
             .pool_idle_timeout(Duration::from_secs(60))
             .set_host(false)
-            .build(Connector::new(cfg.connect_timeout, tls.clone()));
+            .build(Connector::new(
+                cfg.connect_timeout,
+                tls.clone(),
+                UnixSockets::of(&cfg.servers),
+            ));
         let stats: Arc<crate::telemetry::metrics::UpstreamStats> =
             previous.map_or_else(Arc::default, |p| p.stats.clone());
         let budget = budget(cfg, &servers, &stats);
@@ -423,7 +447,7 @@ impl Upstream {
             return with_body(result, held);
         };
         if let Err(e) = &result {
-            tracing::debug!(upstream = %self.name, error = %e, next = %next.authority, "trying the next server");
+            tracing::debug!(upstream = %self.name, error = %e, next = %next.label, "trying the next server");
         }
         // The first answer is dropped for the retry: its slot with it.
         drop(result);
@@ -532,7 +556,7 @@ impl Upstream {
         if self.fleet_limit == 0 {
             return Ok(None);
         }
-        let name = server.authority.as_str();
+        let name = &*server.label;
         loop {
             match shared.take(&self.name, name, self.fleet_limit).await {
                 SharedTake::Granted(slot) => return Ok(Some(slot)),
@@ -607,14 +631,14 @@ impl Upstream {
         let path = PathKey::of(&req);
         let scheme = server.scheme;
         let tls = scheme.is_tls().then_some(self.tls.as_deref()).flatten();
-        let server = &server.authority;
+        let target = server;
+        let (server, name) = (&target.authority, &*target.label);
         *req.version_mut() = http::Version::HTTP_11;
         if !req.headers().contains_key(http::header::HOST) {
             // The edge gives every client request its Host; this covers
             // requests of our own making.
-            if let Ok(host) = http::HeaderValue::from_str(server.as_str()) {
-                req.headers_mut().insert(http::header::HOST, host);
-            }
+            req.headers_mut()
+                .insert(http::header::HOST, target.host.clone());
         }
         *req.uri_mut() = match origin_uri(scheme, server, req.uri()) {
             Ok(uri) => uri,
@@ -635,14 +659,14 @@ impl Upstream {
                     .client
                     .request(req)
                     .await
-                    .map_err(|e| (classify(&e, server.as_str()), is_parse_error(&e))),
-                Expect::Upgrade => upgrade(server, tls, self.connect_timeout, req, switched).await,
+                    .map_err(|e| (classify(&e, name), is_parse_error(&e))),
+                Expect::Upgrade => upgrade(target, tls, self.connect_timeout, req, switched).await,
             }
         };
         let mut result = match tokio::time::timeout(self.read_timeout, sent).await {
             Err(_) => Err(ProxyError::upstream(
                 ErrorKind::ReadTimeout,
-                server.as_str(),
+                name,
                 format!("no response within read_timeout {:?}", self.read_timeout),
             )),
             Ok(Err((e, parse))) => {
@@ -661,11 +685,7 @@ impl Upstream {
                         resp.status()
                     );
                     invalid_head = true;
-                    result = Err(ProxyError::upstream(
-                        ErrorKind::Broken,
-                        server.as_str(),
-                        why,
-                    ));
+                    result = Err(ProxyError::upstream(ErrorKind::Broken, name, why));
                 }
             }
         }
@@ -702,10 +722,7 @@ impl Upstream {
 
     /// The servers, as configured.
     pub fn servers(&self) -> Vec<String> {
-        self.servers
-            .iter()
-            .map(|s| s.authority.to_string())
-            .collect()
+        self.servers.iter().map(|s| s.label.to_string()).collect()
     }
 
     /// Each server's health, for `/status`.
@@ -733,7 +750,7 @@ impl Upstream {
     }
 
     /// One active check of server `i`: `GET <path>` with `Host` the
-    /// server's `host:port`; `Ok` for a 2xx or 3xx within the check's timeout.
+    /// server's `host:port` (`localhost` for a unix server); `Ok` for a 2xx or 3xx within the check's timeout.
     async fn check(&self, i: usize) -> Result<String, String> {
         let server = &self.servers[i];
         let Some(check) = server.health.settings().check.as_ref() else {
@@ -743,7 +760,7 @@ impl Upstream {
         let uri =
             origin_uri(server.scheme, &server.authority, &Uri::from(pq)).map_err(|e| e.cause)?;
         let req = Request::get(uri)
-            .header(http::header::HOST, server.authority.as_str())
+            .header(http::header::HOST, server.host.clone())
             .header(http::header::USER_AGENT, "calmcache-health-check")
             .body(
                 Empty::<Bytes>::new()
@@ -832,7 +849,7 @@ type Failed = (ProxyError, bool);
 /// (into `switched`). Any other answer's body still needs the connection
 /// driven: it gets a task, as a pooled connection would.
 async fn upgrade(
-    server: &Authority,
+    target: &Server,
     tls: Option<&OriginTls>,
     connect_timeout: Duration,
     mut req: Request<StreamBody>,
@@ -842,23 +859,13 @@ async fn upgrade(
         let parse = is_head_parse_error(&e);
         let cause = format!("websocket handshake: {}", cause_chain(&e));
         (
-            ProxyError::upstream(ErrorKind::Broken, server.as_str(), cause),
+            ProxyError::upstream(ErrorKind::Broken, &target.label, cause),
             parse,
         )
     };
-    let tcp = connect(server, connect_timeout)
+    let io = origin_stream(target, tls, connect_timeout)
         .await
         .map_err(|e| (e, false))?;
-    let io = match tls {
-        None => OriginStream::Plain(tcp),
-        Some(tls) => match tls.handshake(tcp, server.host(), connect_timeout).await {
-            Ok(stream) => OriginStream::Tls(Box::new(stream)),
-            Err(e) => {
-                let kind = connect_kind(Some(e.kind()));
-                return Err((ProxyError::upstream(kind, server.as_str(), e), false));
-            }
-        },
-    };
     // Origin form, as the pooled client sends it.
     let pq = req.uri().path_and_query().cloned();
     *req.uri_mut() = pq.map_or_else(Uri::default, Uri::from);
@@ -903,6 +910,32 @@ async fn upgrade(
         read_buf: parts.read_buf,
     });
     Ok(resp)
+}
+
+/// A connection of its own to `target` within `limit`: its unix socket,
+/// or TCP (and TLS with `tls`), as the pool's connector makes them.
+async fn origin_stream(
+    target: &Server,
+    tls: Option<&OriginTls>,
+    limit: Duration,
+) -> Result<OriginStream, ProxyError> {
+    let failed = |e: std::io::Error| {
+        let kind = connect_kind(Some(e.kind()));
+        ProxyError::upstream(kind, &target.label, e)
+    };
+    if let Some(path) = &target.unix {
+        let stream = crate::net::unix_origin::connect(path, limit).await;
+        return stream.map(OriginStream::Unix).map_err(failed);
+    }
+    let server = &target.authority;
+    let tcp = connect(server, limit).await?;
+    match tls {
+        None => Ok(OriginStream::Plain(tcp)),
+        Some(tls) => match tls.handshake(tcp, server.host(), limit).await {
+            Ok(stream) => Ok(OriginStream::Tls(Box::new(stream))),
+            Err(e) => Err(failed(e)),
+        },
+    }
 }
 
 /// A TCP connection to `server` (`TCP_NODELAY`, as the pool's), within

@@ -445,14 +445,20 @@ impl<'r, F: std::future::Future<Output = FillReply> + Send + 'static> Filling<'r
         // request's access log line.
         let task = metrics::with_call_slot(metrics::call_slot(), self.task);
         let running = Orphaned::new(crate::proxy::background::spawn(task), self.interest, route);
-        let got = match (running.await, self.ranged) {
+        let mut reply = running.await;
+        // Fields only this client gets (an ignored Set-Cookie), added to
+        // whatever answer it gets from the stored copy.
+        let own = reply.as_mut().map(FillReply::take_own).unwrap_or_default();
+        let got = match (reply, self.ranged) {
             (Ok(FillReply::Relay(resp, NotStored::TooLarge)), Some(request)) => {
                 drop(resp);
                 self.why.ranged(route, &request, ask).await
             }
             (reply, _) => got(route, self.why, self.hfm, reply),
         };
-        respond(route, ask, got).await
+        let mut answer = respond(route, ask, got).await;
+        own.add_to(answer.resp.headers_mut());
+        answer
     }
 }
 
@@ -488,7 +494,7 @@ fn got(
             origin_status,
             ..
         }) => Got::Object(object, why.stored(origin_status)),
-        Ok(FillReply::Streaming(head)) => {
+        Ok(FillReply::Streaming(head, _)) => {
             let report = why.stored(head.origin_status);
             Got::Streaming(head, report)
         }

@@ -1,13 +1,14 @@
 //! What a fetch in flight tells the requests that waited for it: the
 //! object stored, a body still arriving, an error, or the origin's error
-//! answer shared with every follower.
+//! answer shared with every follower; and what only the request that
+//! started it gets ([`OwnFields`]).
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use calmcache_core::CachedObject;
 use http::header::VARY;
-use http::{HeaderMap, HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
 use crate::http::error::ProxyError;
 use crate::http::headers::detach_headers;
@@ -108,6 +109,42 @@ impl ErrorAnswer {
                     body: Bytes::from(text),
                 }
             }
+        }
+    }
+}
+
+/// Fields of the origin's answer that the stored copy may not keep but the
+/// client whose request fetched it still gets: the origin's `Set-Cookie`
+/// on a route that ignores it (`ignore_headers`), and the fields it named
+/// in `private="..."` or `no-cache="..."` (RFC 9111 §5.2.2.7, §5.2.2.4
+/// restrict storing and reuse, not the answer to the request that asked).
+/// Never `Vary`: an ignored Vary is gone for every client alike. Followers
+/// and later hits are served from the stored copy, so they never get these.
+#[derive(Debug, Default)]
+pub(crate) struct OwnFields(Vec<(HeaderName, HeaderValue)>);
+
+impl OwnFields {
+    /// The fields of `headers` named in `stripped` (lower-cased, as
+    /// [`calmcache_core::Storable::strip_fields`] has them), Vary aside.
+    /// Empty (no allocation) when nothing was stripped.
+    pub(crate) fn of(headers: &HeaderMap, stripped: &[String]) -> Self {
+        let mut own = Vec::new();
+        for name in stripped.iter().filter(|name| *name != "vary") {
+            let Ok(name) = HeaderName::from_bytes(name.as_bytes()) else {
+                continue;
+            };
+            for value in headers.get_all(&name) {
+                own.push((name.clone(), value.clone()));
+            }
+        }
+        OwnFields(own)
+    }
+
+    /// Appends the fields to the answer's `headers`, after whatever the
+    /// stored copy gave it.
+    pub(crate) fn add_to(self, headers: &mut HeaderMap) {
+        for (name, value) in self.0 {
+            headers.append(name, value);
         }
     }
 }

@@ -67,6 +67,7 @@ impl Route {
             stale_if_error: self.cfg.stale_if_error,
             heuristic_fraction: self.cfg.heuristic_fraction,
             heuristic_max: self.cfg.heuristic_max,
+            ignored: self.cfg.ignore_headers,
         }
     }
 

@@ -223,7 +223,7 @@ fn wait_after(
     let fresh_for = match &reply {
         FillReply::Stored { object, .. } => Some(fresh_for(object)),
         // A large object being stored as it streams.
-        FillReply::Streaming(head) => {
+        FillReply::Streaming(head, _) => {
             Some(Duration::try_from_secs_f64(head.ttl).unwrap_or_default())
         }
         _ => None,

@@ -23,6 +23,7 @@ use crate::config::{
     suggest, BodyKey, ClientCacheControl, RouteConfig, TtlTable, UpstreamConfig, ZoneConfig,
 };
 use crate::http::compress::Coding;
+use calmcache_core::{IgnorableField, IgnoredFields};
 
 /// The hint for a `key` template that does not compile.
 const KEY_HINT: &str = "variables: $scheme, $host, $uri, $args, $is_args, $request_uri, \
@@ -195,7 +196,32 @@ impl Checker {
             // Resolved by route_limits (validate/limits.rs) once every
             // route is read.
             limits: Vec::new(),
+            ignore_headers: self.ignore_headers(&at("ignore_headers"), &raw.ignore_headers),
         }
+    }
+
+    /// `ignore_headers`: the fields NGINX's `proxy_ignore_headers` may name
+    /// that calmcache reads, none listed twice.
+    fn ignore_headers(&mut self, path: &str, raw: &[String]) -> IgnoredFields {
+        let mut fields = IgnoredFields::NONE;
+        for (i, text) in raw.iter().enumerate() {
+            let at = format!("{path}[{i}]");
+            match IgnorableField::from_name(text) {
+                Some(field) if fields.contains(field) => {
+                    self.report(Problem::new(at, format!("{text:?} is listed twice")));
+                }
+                Some(field) => fields = fields.with(field),
+                None => {
+                    let names: Vec<&str> = IgnorableField::ALL.iter().map(|f| f.name()).collect();
+                    let message = format!(
+                        "{text:?} is not a field a route can ignore (fields: {})",
+                        names.join(", ")
+                    );
+                    self.report(Problem::new(at, message));
+                }
+            }
+        }
+        fields
     }
 
     /// `trusted_proxies`: CIDR networks (`10.0.0.0/8`, `::1/128`) or single

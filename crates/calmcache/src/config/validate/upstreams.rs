@@ -39,6 +39,7 @@ impl Checker {
         let health = self.health(&path, &raw);
         let (mut servers, written) = self.servers(&at("servers"), raw.servers.take(), &health);
         let tls = self.upstream_tls(&path, &at("servers"), &mut servers, &written, &raw);
+        self.unix_without_tls(&at("tls"), &mut servers);
         UpstreamConfig {
             servers,
             tls,
@@ -163,6 +164,16 @@ impl Checker {
                     (address, passive, weight)
                 }
             };
+            if let Some(unix) = crate::config::unix_socket::parse(&address) {
+                let at = if health.passive() == passive {
+                    at
+                } else {
+                    format!("{at}.address")
+                };
+                out.0.push(self.unix_server(at, unix, weight, passive));
+                out.1.push(None);
+                continue;
+            }
             let (address, written) = parse_server(&address);
             let address = match address {
                 Ok(address) => address,
@@ -182,10 +193,63 @@ impl Checker {
                 scheme: Scheme::Http,
                 weight,
                 health: passive,
+                unix: None,
             });
             out.1.push(written);
         }
         out
+    }
+}
+
+impl Checker {
+    /// A `unix:/path` server (issue 28): plain HTTP over the socket, keyed
+    /// in the pool by a name of its own.
+    fn unix_server(
+        &mut self,
+        at: String,
+        parsed: Result<std::path::PathBuf, BadValue>,
+        weight: u32,
+        health: crate::config::PassiveHealth,
+    ) -> UpstreamServer {
+        let path = parsed.unwrap_or_else(|bad| {
+            self.bad_value(at, bad);
+            // A placeholder: the problem makes the config an `Err`.
+            std::path::PathBuf::from("/invalid")
+        });
+        UpstreamServer {
+            address: crate::config::unix_socket::pool_authority(&path),
+            scheme: Scheme::Http,
+            weight,
+            health,
+            unix: Some(path),
+        }
+    }
+
+    /// `tls = true` with a unix server: refused (the socket is on this
+    /// machine, readable by whom its file mode allows; TLS over it would
+    /// protect nothing and no origin expects it).
+    fn unix_without_tls(&mut self, at_tls: &str, servers: &mut [UpstreamServer]) {
+        let mut refused = false;
+        for server in servers.iter_mut().filter(|s| s.unix.is_some()) {
+            if server.scheme.is_tls() && !refused {
+                let problem = Problem::new(
+                    at_tls,
+                    format!(
+                        "true, but {} is a unix socket: calmcache speaks plain HTTP over \
+                         unix sockets (the socket never leaves this machine; its file mode \
+                         says who may connect)",
+                        server.label()
+                    ),
+                );
+                self.report(
+                    problem.hint(
+                        "remove tls = true, or put the unix server in an upstream of its own",
+                    ),
+                );
+                refused = true;
+            }
+            server.scheme = Scheme::Http;
+        }
     }
 }
 

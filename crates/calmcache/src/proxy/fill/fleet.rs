@@ -15,7 +15,7 @@ use super::store::{after_store, marker_for, request_host};
 use super::{alive_for, FetchRequest, FillReply, BOUND_SLACK};
 use crate::fleet::{Before, Lease};
 use crate::http::vary;
-use crate::proxy::outcome::FillOutcome;
+use crate::proxy::outcome::{FillOutcome, OwnFields};
 use crate::proxy::state::Route;
 
 /// Asks the fleet before the origin (`None` outside fleet mode, or when
@@ -93,5 +93,6 @@ pub(super) async fn take_shared(
         object,
         origin_status,
         shared: true,
+        own: OwnFields::default(),
     }
 }

@@ -52,7 +52,7 @@ use crate::http::body::{ResponseBody, TimeoutBody};
 use crate::http::error::{ErrorKind, ProxyError};
 use crate::net::budget::Admission;
 use crate::proxy::growing::StreamingHead;
-use crate::proxy::outcome::{FillOutcome, Requester};
+use crate::proxy::outcome::{FillOutcome, OwnFields, Requester};
 use crate::proxy::state::Route;
 
 mod collect;
@@ -155,6 +155,8 @@ pub(crate) enum FillReply {
         /// Taken from the fleet's shared tier (another node's fetch), not
         /// from the origin.
         shared: bool,
+        /// What this client gets that the stored copy does not hold.
+        own: OwnFields,
     },
     /// Not stored: relay this response (hop-by-hop removed).
     Relay(Response<ResponseBody>, NotStored),
@@ -167,8 +169,20 @@ pub(crate) enum FillReply {
     /// route's `stale_if_busy` or stale-if-error): served at once.
     Busy(Arc<CachedObject>),
     /// Storable and large: answer from the head now; the body streams to
-    /// every reader while it is stored.
-    Streaming(Arc<StreamingHead>),
+    /// every reader while it is stored. With what this client gets that
+    /// the stored copy does not hold.
+    Streaming(Arc<StreamingHead>, OwnFields),
+}
+
+impl FillReply {
+    /// What the request that ran the fill gets besides the stored copy
+    /// (taken out: the reply then carries none).
+    pub(crate) fn take_own(&mut self) -> OwnFields {
+        match self {
+            FillReply::Stored { own, .. } | FillReply::Streaming(_, own) => std::mem::take(own),
+            _ => OwnFields::default(),
+        }
+    }
 }
 
 /// What a fill is asked for: built with [`FillArgs::new`], then
@@ -317,6 +331,7 @@ pub(crate) async fn fill(args: FillArgs) -> FillReply {
         origin_status: parts.status.as_u16(),
         started,
         lease,
+        own: OwnFields::default(),
     };
     // RFC 9111 §4.3.4: a 304 freshens the stored response it validates.
     match revalidating {
@@ -334,7 +349,7 @@ pub(crate) async fn fill(args: FillArgs) -> FillReply {
 /// shared with the followers as an error, streamed to its readers while
 /// stored, or collected and stored.
 async fn keep(
-    ctx: StoreCtx,
+    mut ctx: StoreCtx,
     parts: http::response::Parts,
     body: TimeoutBody<OriginBody>,
     usable_stale: Option<Arc<CachedObject>>,
@@ -351,6 +366,7 @@ async fn keep(
         }
         Err(why) => return relay(ctx.permit, parts, body, NotStored::Response(why)),
     };
+    ctx.own = OwnFields::of(&parts.headers, &storable.strip_fields);
     let declared = content_length(&parts.headers);
     if declared.is_some_and(|n| n > ctx.zone.tier.max_object_size()) {
         return relay(ctx.permit, parts, body, NotStored::TooLarge);

@@ -19,7 +19,7 @@ use super::{fill, finish, FillArgs, FillReply, NotStored};
 use crate::http::body::ResponseBody;
 use crate::http::conditional;
 use crate::http::headers::detach_headers;
-use crate::proxy::outcome::FillOutcome;
+use crate::proxy::outcome::{FillOutcome, OwnFields};
 
 /// Freshens `old` with the 304's `fresh` headers and stores it (or, when
 /// the origin now forbids storing, drops it and relays the merged copy).
@@ -52,6 +52,8 @@ pub(super) async fn merge(
     let status = old.status.as_u16();
     match times.evaluate(&ctx.fetch, status, &merged, &ctx.route) {
         Ok(storable) => {
+            // A Set-Cookie on the 304 (an ignored one) is this client's alone.
+            ctx.own = OwnFields::of(fresh, &storable.strip_fields);
             let stored = Stored {
                 status: old.status,
                 headers: detach_headers(&merged, &storable.strip_fields),

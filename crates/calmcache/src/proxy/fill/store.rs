@@ -23,7 +23,7 @@ use super::{finish, FetchRequest, FillReply, NotStored};
 use crate::fleet::Lease;
 use crate::http::body::ResponseBody;
 use crate::http::vary;
-use crate::proxy::outcome::FillOutcome;
+use crate::proxy::outcome::{FillOutcome, OwnFields};
 use crate::proxy::state::Route;
 use calmcache_core::Zone;
 
@@ -108,6 +108,9 @@ pub(super) struct StoreCtx {
     pub(super) started: Instant,
     /// The fleet's lease on this fetch: the object goes to Redis too.
     pub(super) lease: Option<Lease>,
+    /// The fields the stored copy may not hold that this fetch's own
+    /// client gets (an ignored `Set-Cookie`).
+    pub(super) own: OwnFields,
 }
 
 impl StoreCtx {
@@ -182,17 +185,20 @@ pub(super) async fn store(mut ctx: StoreCtx, mut stored: Stored, storable: Stora
         let mut resp = Response::new(ResponseBody::full(object.body.clone()));
         *resp.status_mut() = object.status;
         *resp.headers_mut() = object.headers();
+        std::mem::take(&mut ctx.own).add_to(resp.headers_mut());
         return FillReply::Relay(resp, why);
     }
     // Off the request path; a variant under the URI's variants there.
     let varies = (!names.is_empty()).then_some(&names[..]);
     super::fleet::commit(route, ctx.lease.take(), primary, &object, varies);
     let origin_status = ctx.origin_status;
+    let own = std::mem::take(&mut ctx.own);
     ctx.stored(&key, &object).await;
     FillReply::Stored {
         object,
         origin_status,
         shared: false,
+        own,
     }
 }
 

@@ -90,6 +90,7 @@ pub(super) fn stream_fill(
         .take()
         .filter(|_| len.is_none_or(|n| n <= fleet_limit));
     let limit = ctx.zone.tier.max_object_size();
+    let own = std::mem::take(&mut ctx.own);
     let mut pump = Pump {
         ctx,
         growing,
@@ -108,7 +109,7 @@ pub(super) fn stream_fill(
             Pumped::Abandoned => {}
         }
     });
-    FillReply::Streaming(head)
+    FillReply::Streaming(head, own)
 }
 
 /// The zone's file write for the body, when it goes into a file as it
