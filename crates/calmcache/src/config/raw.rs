@@ -130,6 +130,9 @@ pub(crate) struct RawUpstream {
     pub(crate) tls_verify: Option<bool>,
     pub(crate) tls_client_cert: Option<String>,
     pub(crate) tls_client_key: Option<String>,
+    // Server selection (issue 28).
+    pub(crate) balance: Option<String>,
+    pub(crate) hash_key: Option<String>,
 }
 
 /// One entry of `servers`: `"host:port"` (or `"https://host:port"`), or a
@@ -259,6 +262,11 @@ pub(crate) struct RawRoute {
     pub(crate) early_hints_links: Vec<String>,
     #[serde(default)]
     pub(crate) early_hints_origins: Vec<String>,
+    // Compression of answers the cache does not store (issue 28).
+    #[serde(default)]
+    pub(crate) compress_passed: Vec<String>,
+    pub(crate) compress_passed_types: Option<Vec<String>>,
+    pub(crate) compress_passed_min_length: Option<i64>,
 }
 
 /// A duration or size as written. A number is kept too (not refused by

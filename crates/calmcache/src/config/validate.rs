@@ -14,6 +14,8 @@
 //! `fleet_tls.rs` and `fleet_secret.rs`).
 
 mod admin;
+mod balance;
+mod compress_passed;
 mod early_hints;
 mod fleet;
 mod fleet_secret;

@@ -166,6 +166,7 @@ impl Checker {
                 &raw.early_hints_links,
                 &raw.early_hints_origins,
             ),
+            compress_passed: self.compress_passed(&path, &raw),
         }
     }
 
