@@ -79,6 +79,9 @@ mod health_tests;
 mod upstream_tls_tests;
 
 #[cfg(test)]
+mod compress_balance_tests;
+
+#[cfg(test)]
 mod props;
 
 use std::collections::BTreeMap;

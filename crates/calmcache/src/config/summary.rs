@@ -40,11 +40,12 @@ impl Config {
             let hosts: Vec<String> = route.hosts.iter().map(ToString::to_string).collect();
             format!("{} for {}", route.name, hosts.join(" "))
         };
+        let passed = passed_features(route);
         if zones.is_empty() {
-            return format!("{name} -> {upstream}, no cache");
+            return format!("{name} -> {upstream}, no cache{passed}");
         }
         format!(
-            "{name} -> {upstream} via {}, refresh {}{}",
+            "{name} -> {upstream} via {}, refresh {}{}{passed}",
             zones.join("+"),
             route.refresh.as_str(),
             cache_features(route)
@@ -73,6 +74,25 @@ fn cache_features(route: &RouteConfig) -> String {
     out
 }
 
+/// `, compress_passed gzip` when the route compresses passed answers.
+fn passed_features(route: &RouteConfig) -> String {
+    let codings = &route.compress_passed.codings;
+    if codings.is_empty() {
+        return String::new();
+    }
+    let names: Vec<&str> = codings.iter().map(|c| c.as_str()).collect();
+    format!(", compress_passed {}", names.join("+"))
+}
+
+/// `, least_conn` or `, hash "$request_uri"`; empty for round robin.
+fn balance_feature(upstream: &UpstreamConfig) -> String {
+    match &upstream.balance {
+        super::Balance::RoundRobin => String::new(),
+        super::Balance::LeastConn => ", least_conn".to_owned(),
+        super::Balance::Hash(key) => format!(", hash {:?}", key.as_str()),
+    }
+}
+
 fn upstream_line(upstream: &UpstreamConfig) -> String {
     let count = upstream.servers.len();
     let tls = match upstream
@@ -86,9 +106,10 @@ fn upstream_line(upstream: &UpstreamConfig) -> String {
         _ => ", some tls",
     };
     format!(
-        "{}: {count} {}{tls}",
+        "{}: {count} {}{tls}{}",
         upstream.name,
-        plural(count, "server")
+        plural(count, "server"),
+        balance_feature(upstream)
     )
 }
 
