@@ -16,6 +16,7 @@ mod caching;
 mod cases;
 mod cli;
 mod compress;
+mod compress_passed;
 mod connections;
 mod dashboard;
 mod disk_full;
