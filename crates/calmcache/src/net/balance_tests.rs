@@ -37,7 +37,13 @@ fn keys_spread_evenly_over_the_servers() {
 #[test]
 fn adding_a_server_moves_about_one_nth_of_the_keys() {
     let four = ["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80", "10.0.0.4:80"];
-    let five = ["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80", "10.0.0.4:80", "10.0.0.5:80"];
+    let five = [
+        "10.0.0.1:80",
+        "10.0.0.2:80",
+        "10.0.0.3:80",
+        "10.0.0.4:80",
+        "10.0.0.5:80",
+    ];
     let (before, after) = (ring(&four), ring(&five));
     let keys = keys();
     let mut moved = 0;
@@ -49,7 +55,11 @@ fn adding_a_server_moves_about_one_nth_of_the_keys() {
         }
     }
     let share = moved as f64 / keys.len() as f64;
-    println!("adding a 5th server moved {:.1} % of {} keys", share * 100.0, keys.len());
+    println!(
+        "adding a 5th server moved {:.1} % of {} keys",
+        share * 100.0,
+        keys.len()
+    );
     assert!((0.14..=0.26).contains(&share), "{share}");
 }
 
@@ -122,7 +132,12 @@ fn least_conn_takes_the_lightest_for_its_weight_ties_in_turn() {
     assert_eq!(least_conn(3, 1, load(&[(0, 1), (0, 1), (0, 1)])), Some(1));
     assert_eq!(least_conn(3, 5, load(&[(0, 1), (0, 1), (0, 1)])), Some(2));
     // Not candidates (down): skipped; none: None.
-    let some = |i: usize| (i == 2).then_some(Load { active: 9, weight: 1 });
+    let some = |i: usize| {
+        (i == 2).then_some(Load {
+            active: 9,
+            weight: 1,
+        })
+    };
     assert_eq!(least_conn(3, 0, some), Some(2));
     assert_eq!(least_conn(3, 0, |_| None), None);
 }
