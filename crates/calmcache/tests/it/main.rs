@@ -10,6 +10,7 @@
 
 mod access_log;
 mod admin_security;
+mod balance;
 mod body_key;
 mod bounded_memory;
 mod caching;
