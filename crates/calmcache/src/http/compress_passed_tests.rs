@@ -1,3 +1,5 @@
+#![allow(clippy::unwrap_used)]
+
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode};
 
@@ -62,7 +64,8 @@ fn the_answer_side_follows_nginx_and_rfc_9110() {
     let gzip = Client::Takes(Coding::Gzip);
     let html = ("content-type", "text/html; charset=utf-8");
     let encode = Passed::Encode(Coding::Gzip);
-    let table: &[(u16, &[(&str, &str)], Passed)] = &[
+    type Row<'a> = (u16, &'a [(&'a str, &'a str)], Passed);
+    let table: &[Row<'_>] = &[
         (200, &[html], encode),
         (404, &[html], encode),
         (403, &[("content-type", "application/json")], encode),

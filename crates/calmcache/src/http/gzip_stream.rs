@@ -38,6 +38,9 @@ pub(crate) const PIECE: usize = 16 * 1024;
 /// objects are encoded once, at level 6, by `compress.rs`).
 pub(crate) const LEVEL: u32 = 1;
 
+/// What one poll of the body answers.
+type Polled = Poll<Option<Result<Frame<Bytes>, BoxError>>>;
+
 /// Where the encoder is.
 enum State {
     /// Taking input from the origin's body.
@@ -100,10 +103,7 @@ where
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Polled {
         let this = self.get_mut();
         loop {
             match std::mem::replace(&mut this.state, State::Done) {
@@ -142,10 +142,7 @@ where
 {
     /// One step while reading: compress a piece of pending input, or take
     /// the next frame of `inner`. None: go round again (the state moved on).
-    fn read_step(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Option<Poll<Option<Result<Frame<Bytes>, BoxError>>>> {
+    fn read_step(&mut self, cx: &mut Context<'_>) -> Option<Polled> {
         if !self.input.is_empty() {
             if let Err(e) = self.compress_piece() {
                 return Some(Poll::Ready(Some(Err(e.into()))));
@@ -177,7 +174,7 @@ where
     /// The origin has nothing ready: flush what was compressed since the
     /// last flush and hand it on (the origin's waker is registered, so the
     /// body is polled again when it has more).
-    fn flush_while_waiting(&mut self) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn flush_while_waiting(&mut self) -> Polled {
         if !self.unflushed {
             return Poll::Pending;
         }
