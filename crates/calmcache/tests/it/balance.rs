@@ -142,3 +142,48 @@ async fn least_conn_sends_requests_past_a_server_busy_with_a_slow_one() {
         assert!(after[busy] >= 2, "{what}: {after:?}");
     }
 }
+
+/// The origin budget holds under `"hash"`: with one slot per server, a
+/// request whose ring server is busy takes a free slot at another server
+/// at once (as with round robin) instead of a second one at its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hash_keeps_to_the_origin_budget() {
+    let origins = [Origin::start().await, Origin::start().await];
+    let proxy = Proxy::new(&origins[0])
+        .also_server(origins[1].addr())
+        .no_zone()
+        .upstream(
+            "balance = \"hash\"\nhash_key = \"$uri\"\nmax_inflight = 1\nqueue_timeout = \"10s\"",
+        );
+    let wires = std::sync::Arc::new(Wires::start(proxy, "").await);
+    for (w, wire) in wires.all.iter().enumerate() {
+        let what = wire.label();
+        let path = format!("/budget/{w}");
+        // Where the key lives.
+        get(&wires, wire, &path, &[]).await;
+        let home = owner(&origins, &path);
+        let slow = {
+            let (wires, wire, path) = (wires.clone(), wire.clone(), path.clone());
+            tokio::spawn(async move {
+                get(&wires, &wire, &path, &[("x-origin-delay-ms", "3000")]).await
+            })
+        };
+        wait_until(LIMIT, "the slow request at the key's server", async || {
+            Some(()).filter(|_| origins[home].in_progress() == 1)
+        })
+        .await;
+        let reply = get(&wires, wire, &path, &[]).await;
+        assert_eq!(reply.status, 200, "{what}");
+        assert_eq!(
+            origins[1 - home].hits_for(&path),
+            1,
+            "{what}: not at the free server"
+        );
+        assert_eq!(
+            origins[home].peak_in_progress(),
+            1,
+            "{what}: two at once at the key's server"
+        );
+        assert_eq!(slow.await.unwrap().status, 200, "{what}");
+    }
+}
