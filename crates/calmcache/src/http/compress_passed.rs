@@ -199,16 +199,16 @@ impl PassedCompression {
         }
         let (mut parts, body) = resp.into_parts();
         add_vary(&mut parts.headers);
-        let Passed::Encode(coding) = passed else {
-            return Response::from_parts(parts, body);
-        };
-        encoded_headers(&mut parts.headers, coding);
-        let body = match coding {
-            Coding::Gzip => ResponseBody::stream(GzipBody::new(body)),
-            // Refused by validation: br is not made on the fly.
-            Coding::Br => body,
-        };
-        Response::from_parts(parts, body)
+        match passed {
+            Passed::Encode(Coding::Gzip) => {
+                encoded_headers(&mut parts.headers, Coding::Gzip);
+                Response::from_parts(parts, ResponseBody::stream(GzipBody::new(body)))
+            }
+            // br is refused by validation (not made on the fly): identity.
+            Passed::Encode(Coding::Br) | Passed::Varies | Passed::Untouched => {
+                Response::from_parts(parts, body)
+            }
+        }
     }
 }
 
