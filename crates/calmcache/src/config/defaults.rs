@@ -195,6 +195,21 @@ pub(crate) mod route {
     /// `intercept_errors`: the origin's answers reach clients as they are.
     pub(crate) const INTERCEPT_ERRORS: bool = false;
 
+    /// `compress_passed_types`: the text types NGINX users list in
+    /// `gzip_types` (its own default is text/html alone, which is why
+    /// almost every `gzip on` comes with a `gzip_types` line).
+    pub(crate) const COMPRESS_PASSED_TYPES: [&str; 7] = [
+        "text/*",
+        "application/javascript",
+        "application/json",
+        "application/xml",
+        "application/rss+xml",
+        "application/atom+xml",
+        "image/svg+xml",
+    ];
+    /// `compress_passed_min_length`: NGINX's `gzip_min_length`.
+    pub(crate) const COMPRESS_PASSED_MIN_LENGTH: u64 = 20;
+
     /// `name`: `route<index>`.
     pub(crate) fn name(index: usize) -> String {
         format!("route{index}")
@@ -515,6 +530,17 @@ pub(crate) fn keys() -> Vec<(&'static str, Shown)> {
             Shown::Count(limit::MAX_CLIENTS as u64),
         ),
         ("routes.ignore_headers", Shown::Texts(&[])),
+        ("routes.compress_passed", Shown::Texts(&[])),
+        (
+            "routes.compress_passed_types",
+            Shown::Texts(&route::COMPRESS_PASSED_TYPES),
+        ),
+        (
+            "routes.compress_passed_min_length",
+            Shown::Count(route::COMPRESS_PASSED_MIN_LENGTH),
+        ),
+        ("upstreams.*.balance", Shown::Text("round_robin")),
+        ("upstreams.*.hash_key", Shown::Example),
         ("access_log.path", Shown::Example),
         (
             "access_log.format",

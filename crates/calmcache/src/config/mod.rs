@@ -92,6 +92,9 @@ mod upstream_tls_tests;
 mod ignore_tests;
 
 #[cfg(test)]
+mod compress_balance_tests;
+
+#[cfg(test)]
 mod props;
 
 use std::collections::BTreeMap;
@@ -410,6 +413,35 @@ pub struct UpstreamConfig {
     pub fail_statuses: Vec<u16>,
     /// Active checks (`health_check = { path, interval }`); `None`: off.
     pub health_check: Option<HealthCheckConfig>,
+    /// How a request's server is chosen (`balance`, `hash_key`; default
+    /// round robin).
+    pub balance: Balance,
+}
+
+/// An upstream's `balance`: how each request's server is chosen among
+/// those that are up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Balance {
+    /// `"round_robin"`: in turn (smooth weighted with weights), NGINX's default.
+    RoundRobin,
+    /// `"least_conn"`: the server with the fewest requests in flight for
+    /// its weight, ties in turn (NGINX's `least_conn`).
+    LeastConn,
+    /// `"hash"`: the server on a consistent hash ring (160 points per
+    /// weight unit) at the hash of `hash_key` rendered for the request
+    /// (NGINX's `hash KEY consistent`).
+    Hash(KeyTemplate),
+}
+
+impl Balance {
+    /// The config spelling.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Balance::RoundRobin => "round_robin",
+            Balance::LeastConn => "least_conn",
+            Balance::Hash(_) => "hash",
+        }
+    }
 }
 
 /// One entry of an upstream's `servers`, checked and parsed once.
@@ -768,6 +800,10 @@ pub struct RouteConfig {
     /// `ignore_headers`: response fields that do not decide storing and
     /// lifetime (NGINX's `proxy_ignore_headers`; default none).
     pub ignore_headers: calmcache_core::IgnoredFields,
+    /// Compression of answers the cache does not store, on the fly
+    /// (`compress_passed`, `compress_passed_types`,
+    /// `compress_passed_min_length`; default off).
+    pub compress_passed: crate::http::compress_passed::PassedCompression,
 }
 
 impl RouteConfig {

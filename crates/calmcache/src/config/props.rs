@@ -105,8 +105,18 @@ fn value_for(key: &str) -> BoxedStrategy<String> {
         proptest::collection::vec(string(), 0..max).prop_map(|v| format!("[{}]", v.join(", ")))
     };
     let typed: BoxedStrategy<String> = match key {
-        "listen" | "tls_listen" | "purge_allow" | "servers" | "zones" | "bypass" | "no_store"
-        | "warm" | "compress" | "ignore_headers" => strings(3).boxed(),
+        "listen"
+        | "tls_listen"
+        | "purge_allow"
+        | "servers"
+        | "zones"
+        | "bypass"
+        | "no_store"
+        | "warm"
+        | "compress"
+        | "compress_passed"
+        | "compress_passed_types"
+        | "ignore_headers" => strings(3).boxed(),
         "threads"
         | "max_connections"
         | "backlog"
@@ -115,6 +125,7 @@ fn value_for(key: &str) -> BoxedStrategy<String> {
         | "refresh_concurrency"
         | "max_inflight"
         | "fleet_max_inflight"
+        | "compress_passed_min_length"
         | "weight" => (-2..2_000i64).prop_map(|n| n.to_string()).boxed(),
         "h2c"
         | "override_origin"
@@ -178,6 +189,8 @@ const UPSTREAM: &[&str] = &[
     "max_inflight",
     "queue_timeout",
     "fleet_max_inflight",
+    "balance",
+    "hash_key",
 ];
 const ZONE: &[&str] = &[
     "kind",
@@ -224,6 +237,9 @@ const ROUTE: &[&str] = &[
     "expose_cache_tags",
     "websocket",
     "ignore_headers",
+    "compress_passed",
+    "compress_passed_types",
+    "compress_passed_min_length",
 ];
 const ACCESS_LOG: &[&str] = &["path", "format"];
 

@@ -154,6 +154,9 @@ pub(crate) struct RawUpstream {
     pub(crate) tls_verify: Option<bool>,
     pub(crate) tls_client_cert: Option<String>,
     pub(crate) tls_client_key: Option<String>,
+    // Server selection (issue 28).
+    pub(crate) balance: Option<String>,
+    pub(crate) hash_key: Option<String>,
 }
 
 /// One entry of `servers`: `"host:port"` (or `"https://host:port"`), or a
@@ -302,6 +305,11 @@ pub(crate) struct RawRoute {
     // Issue 28: NGINX's proxy_ignore_headers.
     #[serde(default)]
     pub(crate) ignore_headers: Vec<String>,
+    // Compression of answers the cache does not store (issue 28).
+    #[serde(default)]
+    pub(crate) compress_passed: Vec<String>,
+    pub(crate) compress_passed_types: Option<Vec<String>>,
+    pub(crate) compress_passed_min_length: Option<i64>,
 }
 
 /// A route's `return = { status, location, body, content_type }`.

@@ -57,6 +57,7 @@ impl Config {
         }
         let name = format!("{name}{}", internal(route));
         let rules = header_features(route);
+        let rules = format!("{rules}{}", passed_features(route));
         if zones.is_empty() {
             return format!("{name} -> {upstream}, no cache{rules}");
         }
@@ -189,6 +190,25 @@ fn limit_line(limit: &LimitConfig) -> String {
     out
 }
 
+/// `, compress_passed gzip` when the route compresses passed answers.
+fn passed_features(route: &RouteConfig) -> String {
+    let codings = &route.compress_passed.codings;
+    if codings.is_empty() {
+        return String::new();
+    }
+    let names: Vec<&str> = codings.iter().map(|c| c.as_str()).collect();
+    format!(", compress_passed {}", names.join("+"))
+}
+
+/// `, least_conn` or `, hash "$request_uri"`; empty for round robin.
+fn balance_feature(upstream: &UpstreamConfig) -> String {
+    match &upstream.balance {
+        super::Balance::RoundRobin => String::new(),
+        super::Balance::LeastConn => ", least_conn".to_owned(),
+        super::Balance::Hash(key) => format!(", hash {:?}", key.as_str()),
+    }
+}
+
 fn upstream_line(upstream: &UpstreamConfig) -> String {
     let count = upstream.servers.len();
     let tls = match upstream
@@ -207,9 +227,10 @@ fn upstream_line(upstream: &UpstreamConfig) -> String {
         n => format!(", {n} on unix sockets"),
     };
     format!(
-        "{}: {count} {}{tls}{unix}",
+        "{}: {count} {}{tls}{unix}{}",
         upstream.name,
-        plural(count, "server")
+        plural(count, "server"),
+        balance_feature(upstream)
     )
 }
 

@@ -16,6 +16,8 @@
 
 mod admin;
 mod answering;
+mod balance;
+mod compress_passed;
 mod early_hints;
 mod fleet;
 mod fleet_secret;

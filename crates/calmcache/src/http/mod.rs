@@ -10,9 +10,11 @@
 pub(crate) mod body;
 pub(crate) mod canonical_json;
 pub(crate) mod compress;
+pub(crate) mod compress_passed;
 pub(crate) mod conditional;
 pub(crate) mod error;
 pub(crate) mod file_body;
+pub(crate) mod gzip_stream;
 pub(crate) mod headers;
 pub(crate) mod link;
 pub(crate) mod paged;

@@ -6,6 +6,7 @@
 //! Imports: [`crate::http`], [`crate::config`], [`crate::telemetry`]; never
 //! the request path ([`crate::proxy`]), ops or run.
 
+pub(crate) mod balance;
 pub(crate) mod blame;
 pub(crate) mod budget;
 pub(crate) mod conn;

@@ -3,6 +3,9 @@
 //! slot is held until the origin's answer is over: the body's end, its
 //! error, or its drop (a client gone mid-body), not just its head.
 //!
+//! It also ends the request's count in flight at its server
+//! ([`InFlight`], `balance = "least_conn"`) at the same moment.
+//!
 //! Owns: that release only. Without an origin budget it holds nothing and
 //! passes frames through.
 
@@ -12,6 +15,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 
+use crate::net::balance::InFlight;
 use crate::net::budget::Slot;
 
 /// The slots one request to the origin holds, released by their drop.
@@ -36,18 +40,32 @@ impl Held {
 pub(crate) struct OriginBody {
     inner: Incoming,
     held: Option<Held>,
+    /// The request's count in its server's requests in flight
+    /// (`balance = "least_conn"`), ended with the slots.
+    in_flight: Option<InFlight>,
 }
 
 impl OriginBody {
     /// `inner`, holding `held` until it ends or is dropped.
     pub(crate) fn new(inner: Incoming, held: Option<Held>) -> OriginBody {
-        OriginBody { inner, held }
+        OriginBody {
+            inner,
+            held,
+            in_flight: None,
+        }
+    }
+
+    /// This body, counted in flight at its server until it ends.
+    pub(crate) fn counted(mut self, in_flight: Option<InFlight>) -> OriginBody {
+        self.in_flight = in_flight;
+        self
     }
 
     /// Releases the slots now (a WebSocket handshake switched: the tunnel
     /// that follows is not an origin request in flight).
     pub(crate) fn release(&mut self) {
         self.held = None;
+        self.in_flight = None;
     }
 }
 
@@ -71,6 +89,7 @@ impl Body for OriginBody {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
             self.held = None;
+            self.in_flight = None;
         }
         polled
     }

@@ -26,10 +26,16 @@
 //! until it ends. Health checks take none. Without a budget nothing of
 //! this runs.
 //!
-//! Choosing a server: plain round robin (one relaxed atomic) while every
-//! weight is 1; with weights, NGINX's smooth weighted round robin over the
-//! servers that are up (a relaxed add per server, O(servers), no lock), so
-//! a heavy server's requests are interleaved with the others', not bunched.
+//! Choosing a server (`balance`): plain round robin (one relaxed atomic)
+//! while every weight is 1; with weights, NGINX's smooth weighted round
+//! robin over the servers that are up (a relaxed add per server,
+//! O(servers), no lock), so a heavy server's requests are interleaved with
+//! the others', not bunched. `"least_conn"` and `"hash"` ask
+//! [`crate::net::balance`]: the fewest requests in flight for the weight
+//! (counted by an [`InFlight`] riding on the answer's body), or the
+//! consistent hash ring at the request's `hash_key` (a server down, or the
+//! one that failed a retried request, passed over for the next along the
+//! ring). Health, the retry rules and the origin budget apply alike to all.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -48,9 +54,11 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
-use crate::config::{Scheme, UpstreamConfig, UpstreamServer};
+use crate::config::key_template::KeyTemplate;
+use crate::config::{Balance, Scheme, UpstreamConfig, UpstreamServer};
 use crate::http::body::StreamBody;
 use crate::http::error::{ErrorKind, ProxyError};
+use crate::net::balance::{self, InFlight, Load, Ring};
 use crate::net::blame::PathKey;
 use crate::net::budget::{Admission, Budget, Taken};
 use crate::net::health::{self, Admit, Attempt, ServerHealth, Verdict};
@@ -67,6 +75,8 @@ pub struct Upstream {
     next: AtomicUsize,
     /// Some server's weight is not 1: smooth weighted round robin.
     weighted: bool,
+    /// `balance`: how a server is chosen.
+    selection: Selection,
     client: Client<Connector, StreamBody>,
     /// The TLS client of `https` servers (the pool's connector has a copy).
     tls: Option<Arc<OriginTls>>,
@@ -129,6 +139,36 @@ struct Server {
     /// `current_weight`); only used when the upstream is weighted.
     current: AtomicI64,
     health: Arc<ServerHealth>,
+    /// Requests in flight here (head to the body's end); counted only
+    /// with `balance = "least_conn"`, which reads it.
+    active: Arc<AtomicUsize>,
+}
+
+/// An upstream's `balance`, built for its servers.
+enum Selection {
+    /// Round robin (smooth weighted when `weighted`).
+    RoundRobin,
+    /// Fewest requests in flight for the weight.
+    LeastConn,
+    /// The ring at the hash of `key` rendered for the request.
+    Hash { key: KeyTemplate, ring: Ring },
+}
+
+impl Selection {
+    fn new(balance: &Balance, servers: &[Server]) -> Selection {
+        match balance {
+            Balance::RoundRobin => Selection::RoundRobin,
+            Balance::LeastConn => Selection::LeastConn,
+            Balance::Hash(key) => {
+                let weight = |s: &Server| u32::try_from(s.weight).unwrap_or(u32::MAX);
+                let ring = Ring::new(servers.iter().map(|s| (s.authority.as_str(), weight(s))));
+                Selection::Hash {
+                    key: key.clone(),
+                    ring,
+                }
+            }
+        }
+    }
 }
 
 impl Server {
@@ -168,6 +208,7 @@ impl Server {
             weight: i64::from(server.weight.max(1)),
             current: AtomicI64::new(0),
             health,
+            active: Arc::default(),
         }
     }
 }
@@ -222,6 +263,7 @@ impl Upstream {
             shared: std::sync::OnceLock::new(),
             name: cfg.name.clone(),
             weighted: servers.iter().any(|s| s.weight != 1),
+            selection: Selection::new(&cfg.balance, &servers),
             servers,
             next: AtomicUsize::new(0),
             client,
@@ -276,11 +318,12 @@ impl Upstream {
         self.fleet_limit
     }
 
-    /// The next server in round robin that its health lets through; the
-    /// all-down error when none does (no connection is attempted).
-    fn pick(&self) -> Result<(&Server, Attempt), ProxyError> {
+    /// The server `balance` chooses that its health lets through (`point`:
+    /// the request's hash, with `balance = "hash"`); the all-down error
+    /// when none does (no connection is attempted).
+    fn pick(&self, point: Option<u64>) -> Result<(&Server, Attempt), ProxyError> {
         let now = Instant::now();
-        self.choose(now).ok_or_else(|| {
+        self.choose(now, point).ok_or_else(|| {
             self.stats.all_down.inc();
             let e = self.all_down(now);
             // Once per request: warn would flood the log (health.rs warns
@@ -290,8 +333,107 @@ impl Upstream {
         })
     }
 
-    /// The next server in round robin that is up (counting the ones skipped).
-    fn choose(&self, now: Instant) -> Option<(&Server, Attempt)> {
+    /// The server `balance` chooses among those up (counting the ones
+    /// skipped).
+    fn choose(&self, now: Instant, point: Option<u64>) -> Option<(&Server, Attempt)> {
+        match (&self.selection, point) {
+            (Selection::Hash { ring, .. }, Some(point)) => self.on_ring(now, ring, point, None),
+            (Selection::LeastConn, _) => self.least_conn(now, None),
+            _ => self.in_turn(now),
+        }
+    }
+
+    /// The server a retry goes to: another than `failed`, up.
+    fn choose_next(
+        &self,
+        now: Instant,
+        point: Option<u64>,
+        failed: &Server,
+    ) -> Option<(&Server, Attempt)> {
+        match (&self.selection, point) {
+            (Selection::Hash { ring, .. }, Some(point)) => {
+                self.on_ring(now, ring, point, Some(failed))
+            }
+            (Selection::LeastConn, _) => self.least_conn(now, Some(failed)),
+            _ => self
+                .in_turn(now)
+                .filter(|(next, _)| !std::ptr::eq(*next, failed)),
+        }
+    }
+
+    /// `balance = "hash"`: the first server up along the ring from
+    /// `point`, other than `except`.
+    fn on_ring(
+        &self,
+        now: Instant,
+        ring: &Ring,
+        point: u64,
+        except: Option<&Server>,
+    ) -> Option<(&Server, Attempt)> {
+        for (k, i) in ring.order(point).enumerate() {
+            let Some(server) = self.servers.get(i) else {
+                continue;
+            };
+            if except.is_some_and(|e| std::ptr::eq(e, server)) {
+                continue;
+            }
+            if let Some(attempt) = server.health.admit(now) {
+                if k > 0 {
+                    self.stats.skipped.inc();
+                }
+                return Some((server, attempt));
+            }
+        }
+        None
+    }
+
+    /// `balance = "least_conn"`: a down server's one trial (after its
+    /// fail_timeout) first, as with weights; else the server up with the
+    /// fewest requests in flight for its weight, ties in turn.
+    fn least_conn(&self, now: Instant, except: Option<&Server>) -> Option<(&Server, Attempt)> {
+        let excluded = |s: &Server| except.is_some_and(|e| std::ptr::eq(e, s));
+        let mut skipped = false;
+        for server in self.servers.iter().filter(|s| !excluded(s)) {
+            if !server.health.is_up() {
+                if let Some(attempt) = server.health.admit(now) {
+                    return Some((server, attempt));
+                }
+                skipped = true;
+            }
+        }
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let i = balance::least_conn(self.servers.len(), start, |i| {
+            let s = self
+                .servers
+                .get(i)
+                .filter(|s| !excluded(s) && s.health.is_up())?;
+            Some(Load {
+                active: s.active.load(Ordering::Relaxed),
+                weight: u32::try_from(s.weight).unwrap_or(u32::MAX),
+            })
+        })?;
+        if skipped {
+            self.stats.skipped.inc();
+        }
+        let server = &self.servers[i];
+        server.health.admit(now).map(|attempt| (server, attempt))
+    }
+
+    /// The request's point on the ring (`balance = "hash"` only).
+    fn point<B>(&self, req: &Request<B>) -> Option<u64> {
+        match &self.selection {
+            Selection::Hash { key, .. } => Some(balance::request_hash(key, req)),
+            _ => None,
+        }
+    }
+
+    /// The count of one request in flight at `server` (least_conn only).
+    fn enter(&self, server: &Server) -> Option<InFlight> {
+        matches!(self.selection, Selection::LeastConn).then(|| InFlight::enter(&server.active))
+    }
+
+    /// Round robin: the next server that is up (counting the ones skipped).
+    fn in_turn(&self, now: Instant) -> Option<(&Server, Attempt)> {
         if self.weighted {
             if let Some(chosen) = self.choose_weighted(now) {
                 return Some(chosen);
@@ -413,12 +555,14 @@ impl Upstream {
         admission: Admission,
         switched: &mut Option<Switched>,
     ) -> Result<Response<OriginBody>, ProxyError> {
+        let point = self.point(&req);
         let Admitted {
             server,
             attempt,
             held,
             waited,
-        } = self.admit(admission).await?;
+        } = self.admit(admission, point).await?;
+        let in_flight = self.enter(server);
         let mut copy = retry_copy(&req, expect);
         let (mut result, mut verdict) = self.once(server, req, expect, switched, waited).await;
         if verdict.counts()
@@ -434,17 +578,14 @@ impl Upstream {
         let retry = verdict.counts() && !is_kind(&result, ErrorKind::ReadTimeout);
         attempt.report(verdict);
         let (Some(copy), true) = (copy.filter(|_| self.servers.len() > 1), retry) else {
-            return with_body(result, held);
+            return with_body(result, held, in_flight);
         };
-        let Some((next, attempt)) = self
-            .choose(Instant::now())
-            .filter(|(next, _)| !std::ptr::eq(*next, server))
-        else {
-            return with_body(result, held);
+        let Some((next, attempt)) = self.choose_next(Instant::now(), point, server) else {
+            return with_body(result, held, in_flight);
         };
         // The next server only with a free slot now: a retry never queues.
         let Some(next_held) = self.retry_slot(next).await else {
-            return with_body(result, held);
+            return with_body(result, held, in_flight);
         };
         if let Err(e) = &result {
             tracing::debug!(upstream = %self.name, error = %e, next = %next.label, "trying the next server");
@@ -452,17 +593,23 @@ impl Upstream {
         // The first answer is dropped for the retry: its slot with it.
         drop(result);
         drop(held);
+        drop(in_flight);
         let held = next_held;
+        let in_flight = self.enter(next);
         let (result, verdict) = self.once(next, copy, expect, switched, waited).await;
         attempt.report(verdict);
-        with_body(result, held)
+        with_body(result, held, in_flight)
     }
 
     /// A server to send to, its health attempt and, with an origin budget,
     /// the slots the request holds there (and how long it waited for them).
-    async fn admit(&self, admission: Admission) -> Result<Admitted<'_>, ProxyError> {
+    async fn admit(
+        &self,
+        admission: Admission,
+        point: Option<u64>,
+    ) -> Result<Admitted<'_>, ProxyError> {
         let Some(budget) = &self.budget else {
-            let (server, attempt) = self.pick()?;
+            let (server, attempt) = self.pick(point)?;
             return Ok(Admitted {
                 server,
                 attempt,
@@ -476,7 +623,7 @@ impl Upstream {
             .checked_add(budget.queue_timeout)
             .unwrap_or(started + Duration::from_secs(86_400));
         loop {
-            let (picked, attempt) = self.pick()?;
+            let (picked, attempt) = self.pick(point)?;
             let mut attempt = Some(attempt);
             let first = self.index(picked);
             let n = self.servers.len();
@@ -608,7 +755,7 @@ impl Upstream {
     /// skipped), or the all-down error when no server is up any more.
     fn shed(&self, budget: &Budget, admission: Admission) -> ProxyError {
         if !self.servers.iter().any(|s| s.health.is_up()) {
-            if let Err(e) = self.pick() {
+            if let Err(e) = self.pick(None) {
                 return e;
             }
         }
@@ -823,12 +970,14 @@ fn budget(
     ))
 }
 
-/// An exchange's answer with its body carrying the request's slots.
+/// An exchange's answer with its body carrying the request's slots and
+/// its count in flight.
 fn with_body(
     result: Result<Response<Incoming>, ProxyError>,
     held: Option<Held>,
+    in_flight: Option<InFlight>,
 ) -> Result<Response<OriginBody>, ProxyError> {
-    result.map(|resp| resp.map(|body| OriginBody::new(body, held)))
+    result.map(|resp| resp.map(|body| OriginBody::new(body, held).counted(in_flight)))
 }
 
 /// The upstream connection of a WebSocket handshake the server switched

@@ -3,6 +3,10 @@
 //! GET/HEAD, ambiguous keys, keyed bodies too large or not JSON), and
 //! refusals from the edge.
 //!
+//! An answer relayed here is compressed on the fly when the route says so
+//! (`compress_passed`, http/compress_passed.rs), as `respond::relay` does
+//! for the uncached answers of fetches.
+//!
 //! Must not look up, coalesce or store.
 
 use calmcache_core::{CacheStatus, Fwd, Report};
@@ -11,6 +15,7 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 
 use crate::http::body::{ResponseBody, TimeoutBody};
+use crate::http::compress_passed::ClientAsk;
 use crate::http::error::ProxyError;
 use crate::http::headers::{add_forwarded, set_cache_status, strip_hop_by_hop};
 use crate::net::budget::Admission;
@@ -121,6 +126,12 @@ async fn forward<'r>(
     let invalidation = crate::proxy::invalidate::Target::of(&req, client.scheme())
         .filter(|_| !route.keyed_by_body(req.method()));
     let version = req.version();
+    // Read now: the request is gone when the answer comes.
+    let compression = &route.cfg.compress_passed;
+    let client_takes = compression.client(ClientAsk {
+        headers: req.headers(),
+        head_only: req.method() == http::Method::HEAD,
+    });
     let (mut parts, body) = req.into_parts();
     crate::proxy::edge::ensure_host(&mut parts.headers, &parts.uri);
     add_forwarded(&mut parts.headers, client.addr.ip(), client.scheme());
@@ -142,7 +153,8 @@ async fn forward<'r>(
             let report = report.fwd_status(parts.status.as_u16());
             set_cache_status(&mut parts.headers, &report, None);
             let body = ResponseBody::stream(TimeoutBody::new(body, upstream.read_timeout));
-            Answer::answered(route, &report, Response::from_parts(parts, body))
+            let resp = compression.apply(client_takes, Response::from_parts(parts, body));
+            Answer::answered(route, &report, resp)
         }
         Err(e) => {
             // The client's body broke off or was malformed: its fault, not the origin's.

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use crate::http::body::ResponseBody;
 use crate::http::compress::{self, Coding};
+use crate::http::compress_passed::ClientAsk;
 use crate::http::conditional::{self, Precondition};
 use crate::http::error::{ErrorKind, ProxyError};
 use crate::http::headers::{set_age, set_cache_status};
@@ -243,7 +244,8 @@ fn pick_encoding(object: &CachedObject, request: &HeaderMap) -> Option<(Coding, 
 }
 
 /// Relays an origin response that was not stored, answering the client's
-/// preconditions from it when they match (the upstream request carried none).
+/// preconditions from it when they match (the upstream request carried none),
+/// compressed on the fly when the route's `compress_passed` says so.
 pub(crate) fn relay<'r>(
     route: &'r Route,
     mut resp: Response<ResponseBody>,
@@ -259,6 +261,14 @@ pub(crate) fn relay<'r>(
     }
     if ask.head_only {
         *resp.body_mut() = ResponseBody::empty();
+    }
+    let compression = &route.cfg.compress_passed;
+    if !compression.is_off() {
+        let client = compression.client(ClientAsk {
+            headers: ask.headers,
+            head_only: ask.head_only,
+        });
+        resp = compression.apply(client, resp);
     }
     route.strip_targeted(resp.headers_mut());
     set_cache_status(resp.headers_mut(), &report, ask.key.as_deref());

@@ -11,12 +11,14 @@
 mod access_log;
 mod admin_security;
 mod answering;
+mod balance;
 mod body_key;
 mod bounded_memory;
 mod caching;
 mod cases;
 mod cli;
 mod compress;
+mod compress_passed;
 mod connections;
 mod dashboard;
 mod disk_full;

@@ -197,6 +197,7 @@ impl Checker {
             // route is read.
             limits: Vec::new(),
             ignore_headers: self.ignore_headers(&at("ignore_headers"), &raw.ignore_headers),
+            compress_passed: self.compress_passed(&path, &raw),
         }
     }
 

@@ -82,6 +82,7 @@ impl Checker {
             fail_timeout: health.fail_timeout,
             fail_statuses: health.fail_statuses,
             health_check: health.health_check,
+            balance: self.balance(&path, &raw),
             name,
         }
     }
