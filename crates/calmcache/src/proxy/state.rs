@@ -395,24 +395,8 @@ impl Proxy {
         );
         metrics.inflight.set_limit(config.server.max_inflight_body);
         let fleet = build_fleet(config, previous)?;
-        // The fleet-wide origin budget (`fleet_max_inflight`): the fleet's
-        // leases on Redis (an upstream without the key never asks).
-        let shared_budget = fleet.as_ref().map(|f| {
-            Arc::new(f.origin_budget()) as Arc<dyn crate::net::shared_budget::SharedBudget>
-        });
-        if let Some(shared) = shared_budget {
-            for upstream in &upstreams {
-                upstream.set_shared_budget(shared.clone());
-            }
-        }
-        let limits: Vec<_> = config
-            .limits
-            .iter()
-            .map(|l| {
-                let old = previous.and_then(|p| p.limits.iter().find(|o| o.cfg.name == l.name));
-                crate::net::limit::Limit::new(l, old)
-            })
-            .collect();
+        share_budget(&fleet, &upstreams);
+        let limits = build_limits(config, previous);
         let parts = RouteParts {
             limits: &limits,
             config,
@@ -423,20 +407,7 @@ impl Proxy {
             fleet: &fleet,
         };
         let table: Vec<Entry> = config.routes.iter().map(|r| parts.entry(r)).collect();
-        let routes = table
-            .iter()
-            .filter_map(|e| match e {
-                Entry::Proxied(route) => Some(route.clone()),
-                Entry::Answering(_) => None,
-            })
-            .collect();
-        let answering = table
-            .iter()
-            .filter_map(|e| match e {
-                Entry::Answering(route) => Some(route.clone()),
-                Entry::Proxied(_) => None,
-            })
-            .collect();
+        let (routes, answering) = split_table(&table);
         let zone_activity = super::carry::zone_activity(&zones, previous);
         let access_log = std::sync::OnceLock::new();
         if let Some(log) = previous.and_then(|p| p.access_log.get()) {
@@ -461,6 +432,43 @@ impl Proxy {
             limits,
         }))
     }
+}
+
+/// The fleet-wide origin budget (`fleet_max_inflight`): the fleet's leases
+/// on Redis, handed to every upstream (one without the key never asks).
+fn share_budget(fleet: &Option<Arc<crate::fleet::Fleet>>, upstreams: &[Arc<Upstream>]) {
+    let Some(fleet) = fleet else {
+        return;
+    };
+    let shared =
+        Arc::new(fleet.origin_budget()) as Arc<dyn crate::net::shared_budget::SharedBudget>;
+    for upstream in upstreams {
+        upstream.set_shared_budget(shared.clone());
+    }
+}
+
+/// The `[limits.NAME]` tables, each keeping its previous generation's
+/// clients where one of the same name and settings ran.
+fn build_limits(config: &Config, previous: Option<&Proxy>) -> Vec<Arc<crate::net::limit::Limit>> {
+    let old = |name: &str| previous.and_then(|p| p.limits.iter().find(|o| o.cfg.name == name));
+    config
+        .limits
+        .iter()
+        .map(|l| crate::net::limit::Limit::new(l, old(&l.name)))
+        .collect()
+}
+
+/// The table's proxied routes and its answering routes, each in order.
+fn split_table(table: &[Entry]) -> (Vec<Arc<Route>>, Vec<Arc<AnsweringRoute>>) {
+    let mut routes = Vec::new();
+    let mut answering = Vec::new();
+    for entry in table {
+        match entry {
+            Entry::Proxied(route) => routes.push(route.clone()),
+            Entry::Answering(route) => answering.push(route.clone()),
+        }
+    }
+    (routes, answering)
 }
 
 /// The upstreams of `config`, each keeping its previous generation's pool
