@@ -150,6 +150,23 @@ fn files_and_answering_routes_have_no_zone() {
     );
 }
 
+/// A `limits` on a file route was accepted and limited nothing (the review
+/// of issue 28): refused, with where limits apply.
+#[test]
+fn limits_on_a_route_that_answers_itself_are_refused() {
+    let text = routes(
+        "[limits.perip]\nrate = \"1r/s\"\n[[routes]]\nroot = \"/srv\"\nlimits = [\"perip\"]\n",
+    );
+    let found = problems(&text);
+    assert!(
+        found
+            .iter()
+            .any(|(path, message)| path == "routes[0].limits"
+                && message.contains("routes with an upstream")),
+        "{found:#?}"
+    );
+}
+
 #[test]
 fn a_proxied_route_still_needs_upstreams() {
     let text = format!(

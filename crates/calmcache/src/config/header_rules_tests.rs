@@ -275,3 +275,28 @@ fn a_catch_all_on_one_listener_shadows_only_routes_on_it() {
         "a route on every listener still takes the other one's requests"
     );
 }
+
+/// The review of issue 28: a request rule sending a client's own field or
+/// cookie to the origin on a caching route, with a key that does not read
+/// it, lets one client's answer (its tenant, its session) be stored for
+/// every client. `check` warns, naming the rule and the variable.
+#[test]
+fn a_request_rule_reading_what_the_key_does_not_is_warned_about() {
+    let warned = |route: &str| -> Vec<(String, String)> {
+        valid(route)
+            .warnings()
+            .into_iter()
+            .filter(|w| w.path.contains("request_headers"))
+            .map(|w| (w.path, w.message))
+            .collect()
+    };
+    let rule = r#"request_headers = { set = { "X-Org" = "$http_x_tenant", "X-Real-IP" = "$remote_addr" } }"#;
+    let found = warned(&format!("zone = \"ram\"\n{rule}"));
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0].0, "routes[0].request_headers.set.x-org");
+    assert!(found[0].1.contains("$http_x_tenant"), "{}", found[0].1);
+    // Keyed, or on a route that stores nothing: no warning.
+    let keyed = format!("zone = \"ram\"\nkey = \"$scheme$host$request_uri$http_x_tenant\"\n{rule}");
+    assert!(warned(&keyed).is_empty());
+    assert!(warned(rule).is_empty());
+}

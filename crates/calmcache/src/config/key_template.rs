@@ -170,9 +170,13 @@ impl KeyTemplate {
         self.parts == DEFAULT_PARTS
     }
 
-    /// True when the key reads request field `name` (`$http_NAME`, or
-    /// `Cookie` for `$cookie_NAME`): such a field is keyed, so the edge
-    /// may pass it to the origin and `Connection` may not remove it.
+    /// True when the key renders `part` (a variable the key reads).
+    pub(crate) fn has_part(&self, part: &Part) -> bool {
+        self.parts.contains(part)
+    }
+
+    /// True when the key reads request header `name` (`$http_NAME`, or
+    /// `Cookie` for `$cookie_NAME`).
     pub fn reads_header(&self, name: &HeaderName) -> bool {
         self.parts.iter().any(|part| part.reads_header(name))
     }

@@ -113,6 +113,26 @@ impl ValueTemplate {
             .any(|p| matches!(p, Piece::Key(part) if !matches!(part, Part::Literal(_))))
     }
 
+    /// The variables this value reads that a client chooses freely
+    /// (`$http_`, `$cookie_`, `$arg_`) and `key` does not read, as written:
+    /// sent upstream on a caching route, the origin may answer by them while
+    /// the answer is stored for every client of the key.
+    pub(crate) fn unkeyed(&self, key: &key_template::KeyTemplate) -> Vec<String> {
+        let chosen = |part: &Part| match part {
+            Part::Http(name) => Some(format!("$http_{}", name.as_str().replace('-', "_"))),
+            Part::Cookie(name) => Some(format!("$cookie_{name}")),
+            Part::Arg(name) => Some(format!("$arg_{name}")),
+            _ => None,
+        };
+        self.pieces
+            .iter()
+            .filter_map(|piece| match piece {
+                Piece::Key(part) if !key.has_part(part) => chosen(part),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The value for `vars`; `None` when what a variable brought makes it
     /// no valid field value (the caller drops the field and counts it).
     /// A literal value costs no allocation.

@@ -65,7 +65,38 @@ impl Config {
         warnings.extend(self.secrets_readable());
         warnings.extend(self.unused_limits());
         warnings.extend(self.ignored_vary());
+        warnings.extend(self.unkeyed_request_rules());
         warnings
+    }
+
+    /// A request rule on a caching route whose value reads what a client
+    /// chooses (`$http_`, `$cookie_`, `$arg_`) and the key does not: the
+    /// origin may answer by that value, and the answer is stored for every
+    /// client of the key (one client's tenant or session served to all).
+    fn unkeyed_request_rules(&self) -> Vec<Problem> {
+        let mut found = Vec::new();
+        for (i, route) in self.routes.iter().enumerate() {
+            if route.zone.is_none() {
+                continue;
+            }
+            for (name, value) in &route.headers.request.set {
+                let unkeyed = value.unkeyed(&route.key);
+                if unkeyed.is_empty() {
+                    continue;
+                }
+                let path = format!("routes[{i}].request_headers.set.{}", name.as_str());
+                let message = format!(
+                    "sends {} to the origin, which the key does not read: an answer the origin \
+                     makes by it is stored for every client of the key",
+                    unkeyed.join(", ")
+                );
+                found.push(Problem::new(path, message).hint(
+                    "add the variable to the route's key, or keep such requests out of the \
+                     cache (no_store, or a route without a zone)",
+                ));
+            }
+        }
+        found
     }
 
     /// `ignore_headers` naming `Vary` on a caching route: one stored answer

@@ -120,8 +120,14 @@ pub(crate) fn etag(modified: SystemTime, len: u64) -> String {
 
 /// The `Last-Modified` value of a file modified at `modified`.
 pub(crate) fn last_modified(modified: SystemTime) -> String {
-    httpdate::fmt_http_date(UNIX_EPOCH + std::time::Duration::from_secs(seconds(modified)))
+    // An HTTP date ends with year 9999 (httpdate panics past it); a file's
+    // mtime may say later (touch -d, some file systems).
+    let seconds = seconds(modified).min(LAST_HTTP_DATE);
+    httpdate::fmt_http_date(UNIX_EPOCH + std::time::Duration::from_secs(seconds))
 }
+
+/// 9999-12-31T23:59:59Z, the last time an HTTP date can say.
+const LAST_HTTP_DATE: u64 = 253_402_300_799;
 
 fn seconds(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
@@ -130,6 +136,13 @@ fn seconds(t: SystemTime) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file touched to year 10000 panicked in httpdate on every request.
+    #[test]
+    fn an_mtime_past_year_9999_is_the_last_http_date() {
+        let far = UNIX_EPOCH + std::time::Duration::from_secs(LAST_HTTP_DATE + 86_400 * 400);
+        assert_eq!(last_modified(far), "Fri, 31 Dec 9999 23:59:59 GMT");
+    }
 
     #[test]
     fn paths_below_a_root() {

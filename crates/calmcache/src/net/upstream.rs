@@ -627,9 +627,19 @@ impl Upstream {
             let mut attempt = Some(attempt);
             let first = self.index(picked);
             let n = self.servers.len();
-            // The server round robin chose first, then any other that is up.
-            let order = (0..n)
-                .map(|k| (first + k) % n)
+            // The server `balance` chose first, then any other that is up:
+            // in turn, or, hashed, along the ring from the key's point (as
+            // NGINX's consistent hash passes over a server at max_conns), so
+            // a busy key spills to the same next server every time.
+            let along = match (&self.selection, point) {
+                (Selection::Hash { ring, .. }, Some(point)) => Some(ring.order(point)),
+                _ => None,
+            };
+            let in_turn = along.is_none().then(|| (0..n).map(|k| (first + k) % n));
+            let order = along
+                .into_iter()
+                .flatten()
+                .chain(in_turn.into_iter().flatten())
                 .filter(|&i| i == first || self.servers[i].health.is_up());
             // A server's one trial after its fail_timeout takes a free slot
             // there even while others wait: waiters never get a slot at a

@@ -681,9 +681,22 @@ pub(crate) fn prepare<B>(
             is_forwarding(&dashed) && !passes
         });
     }
+    peer_of(req, route, peer)
+}
+
+/// The client as `route` sees it: its scheme is `https` when a trusted
+/// proxy says so in `X-Forwarded-Proto`. Reads the request and leaves it as
+/// it came: a route that answers itself takes this instead of [`prepare`]
+/// (a file route without the file hands the request on to the next route,
+/// which prepares it for itself, its own trusted proxies and fields).
+pub(crate) fn peer_of<B>(req: &Request<B>, route: &RouteConfig, peer: Peer) -> Peer {
     let mut peer = peer;
-    if trusted {
-        match headers.get("x-forwarded-proto").map(HeaderValue::as_bytes) {
+    if trusts(route, peer.addr.ip()) {
+        match req
+            .headers()
+            .get("x-forwarded-proto")
+            .map(HeaderValue::as_bytes)
+        {
             Some(b"https") => peer.scheme = crate::http::scheme::Scheme::Https,
             Some(b"http") => peer.scheme = crate::http::scheme::Scheme::Http,
             _ => {}

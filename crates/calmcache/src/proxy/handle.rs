@@ -572,7 +572,13 @@ impl Onward {
         }
         // Rare: kept only when the route must be found again below.
         let routed_host = admitted.recheck().then(|| host.to_owned());
-        let prepared = crate::proxy::edge::prepare(req, &mut admitted, entry.cfg(), client);
+        let prepared = match entry {
+            // Read, not rewritten: the next route may get the request.
+            Entry::Answering(_) => crate::proxy::edge::peer_of(req, entry.cfg(), client),
+            Entry::Proxied(_) => {
+                crate::proxy::edge::prepare(req, &mut admitted, entry.cfg(), client)
+            }
+        };
         if let Some(host) = routed_host {
             let own = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
             if worker

@@ -228,6 +228,9 @@ fn expires(headers: &mut HeaderMap, expires: Expires, now: SystemTime) {
             HeaderValue::from_static("max-age=315360000"),
         ),
         Expires::After(after) => {
+            // Past ten years, "max"'s: an HTTP date cannot say a year past
+            // 9999 (httpdate panics), and no cache keeps an answer longer.
+            let after = after.min(Duration::from_secs(MAX_AGE_MAX));
             let at = now
                 .checked_add(after)
                 .unwrap_or(now + Duration::from_secs(MAX_AGE_MAX));
@@ -245,6 +248,16 @@ fn expires(headers: &mut HeaderMap, expires: Expires, now: SystemTime) {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// A config's `expires = "3000000d"` (year 10000 and later) panicked in
+    /// httpdate on every answer of the route.
+    #[test]
+    fn an_expires_past_year_9999_is_max() {
+        let mut headers = HeaderMap::new();
+        let after = Duration::from_secs(3_000_000 * 86_400);
+        expires(&mut headers, Expires::After(after), SystemTime::now());
+        assert_eq!(headers[header::CACHE_CONTROL], "max-age=315360000");
+    }
 
     #[test]
     fn expires_writes_both_fields_as_nginx() {

@@ -496,3 +496,41 @@ async fn a_reload_keeps_an_answering_route_and_its_counters() {
     assert_eq!(status["routes"]["ping"]["requests"], 4, "{status}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The review of issue 28: a file route without the file prepared the
+/// request for itself (its own trusted_proxies: none, so the forwarding
+/// fields were stripped) before handing it on, and the next route, which
+/// trusts the proxy, saw no `X-Forwarded-Proto`: https requests were keyed
+/// and forwarded as http. A route that answers itself now only reads the
+/// request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_route_hands_on_the_request_as_it_came() {
+    let origin = Origin::start().await;
+    let root = scratch("answering-hand-on");
+    let proxy = with_routes(
+        &origin,
+        &format!(
+            "[[routes]]\nname = \"static\"\nroot = {:?}\n\n\
+             [[routes]]\nname = \"app\"\nupstream = \"origin\"\n\
+             trusted_proxies = [\"127.0.0.0/8\", \"::1/128\"]\n",
+            root.display().to_string()
+        ),
+    );
+    let wires = Wires::start(proxy, "").await;
+    for (n, wire) in wires.all.iter().enumerate() {
+        let label = wire.label();
+        let path: &'static str = Box::leak(format!("/app/{n}").into_boxed_str());
+        let forwarded = [("x-forwarded-proto", "https")];
+        let resp = wires
+            .send(wire, Method::GET, "a.test", path, &forwarded, "")
+            .await;
+        assert_eq!(resp.status, 200, "{label}");
+        let seen = origin.requests_for(path);
+        assert_eq!(seen.len(), 1, "{label}");
+        assert_eq!(
+            seen[0].header("x-forwarded-proto"),
+            Some("https"),
+            "{label}"
+        );
+    }
+}

@@ -88,6 +88,16 @@ impl Checker {
                  page cache",
             ));
         }
+        // Limits are applied on the proxied path only (proxy/limit.rs):
+        // accepted here, they would limit nothing without a word.
+        if !raw.limits.is_empty() {
+            let problem = Problem::new(
+                format!("{path}.limits"),
+                "limits apply to routes with an upstream; a route that answers itself \
+                 (return, root) is not limited",
+            );
+            self.report(problem.hint("remove it, or limit the proxied routes"));
+        }
     }
 
     /// `return = { status, location, body, content_type }`.

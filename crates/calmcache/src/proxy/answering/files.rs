@@ -114,7 +114,15 @@ fn open_beneath(dir: &rustix::fd::OwnedFd, path: &Path) -> Found {
         Err(Errno::NOENT | Errno::NOTDIR | Errno::NAMETOOLONG) => return Found::Absent,
         // Out of the root (a symlink, `..`), or a symlink loop.
         Err(Errno::XDEV | Errno::LOOP) => return Found::Refused(StatusCode::NOT_FOUND),
-        Err(Errno::ACCESS | Errno::PERM) => return Found::Refused(StatusCode::FORBIDDEN),
+        Err(Errno::ACCESS) => return Found::Refused(StatusCode::FORBIDDEN),
+        // A file's mode gives EACCES; EPERM is mostly a seccomp profile
+        // that refuses openat2 itself (every file then answers 403): said.
+        Err(Errno::PERM) => {
+            static PERM: WarnLimit = WarnLimit::new();
+            calmcache_core::warn_limited!(PERM, "file route open refused (EPERM: a seccomp \
+                profile that refuses openat2 refuses every file)", path = %path.display());
+            return Found::Refused(StatusCode::FORBIDDEN);
+        }
         Err(e) => {
             static OPEN: WarnLimit = WarnLimit::new();
             calmcache_core::warn_limited!(OPEN, "file route open failed",
