@@ -640,3 +640,95 @@ fn settings_nothing_reads_are_commented() {
         "{census}"
     );
 }
+
+/// Issue 28: an `internal` location must not be fetchable from outside.
+#[test]
+fn internal_locations_become_internal_routes() {
+    let v = parsed(
+        "server { listen 80;
+           location /backups/ { internal; proxy_pass http://127.0.0.1:9000; }
+           location /files/ { internal; }
+           location / { proxy_pass http://127.0.0.1:9000; } }",
+    );
+    assert_eq!(v["routes"][0]["internal"].as_bool(), Some(true));
+    assert_eq!(v["routes"][0]["upstream"].as_str(), Some("127_0_0_1_9000"));
+    assert_eq!(v["routes"][1]["internal"].as_bool(), Some(true));
+    assert!(v["routes"][2].get("internal").is_none());
+}
+
+#[test]
+fn return_locations_answer_themselves() {
+    let out = import(
+        "server { listen 80;
+           location = /healthz { return 204; }
+           location /old/ { return 301 https://$host/new$request_uri; proxy_pass http://127.0.0.1:9000; }
+           location /gone/ { return 410 \"gone $request_method\"; }
+           location /odd/ { return 301 https://$server_name/; }
+           location / { proxy_pass http://127.0.0.1:9000; } }",
+    );
+    let v: toml::Value = toml::from_str(&out).unwrap();
+    let route = |path: &str| {
+        v["routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r.get("path").and_then(|p| p.as_str()) == Some(path))
+            .unwrap_or_else(|| panic!("no route {path}\n{out}"))
+            .clone()
+    };
+    let ret = |path: &str, key: &str| route(path).get("return").and_then(|r| r.get(key)).cloned();
+    assert_eq!(
+        ret("^/healthz$", "status").and_then(|s| s.as_integer()),
+        Some(204)
+    );
+    assert!(route("^/healthz$").get("upstream").is_none());
+    assert_eq!(
+        ret("^/old/", "location")
+            .and_then(|s| s.as_str().map(str::to_owned))
+            .as_deref(),
+        Some("https://$host/new$request_uri")
+    );
+    assert!(route("^/old/").get("upstream").is_none());
+    assert!(
+        out.contains("`proxy_pass http://127.0.0.1:9000` (t.conf:3): never"),
+        "{out}"
+    );
+    assert_eq!(
+        ret("^/gone/", "body")
+            .and_then(|s| s.as_str().map(str::to_owned))
+            .as_deref(),
+        Some("gone $method")
+    );
+    // A variable calmcache does not know: commented, the route proxies.
+    assert!(route("^/odd/").get("return").is_none());
+    assert!(out.contains("(t.conf:5): $server_name"), "{out}");
+}
+
+#[test]
+fn a_redirect_server_answers_only_on_its_own_listeners() {
+    let out = import(
+        "server { listen 80; server_name example.com; return 301 https://$host$request_uri; }
+         server { listen 443 ssl; server_name example.com; ssl_certificate /c.pem; ssl_certificate_key /k.pem;
+           location / { proxy_pass http://127.0.0.1:9000; } }",
+    );
+    let v: toml::Value = toml::from_str(&out).unwrap();
+    let r = v["routes"].as_array().unwrap();
+    let redirect = r.iter().find(|r| r.get("return").is_some()).unwrap();
+    assert_eq!(redirect["return"]["status"].as_integer(), Some(301));
+    assert_eq!(redirect["listeners"][0].as_str(), Some("0.0.0.0:80"));
+    let app = r.iter().find(|r| r.get("upstream").is_some()).unwrap();
+    assert_eq!(app["listeners"][0].as_str(), Some("0.0.0.0:443"));
+    assert!(!out.contains("PLACEHOLDER"), "{out}");
+}
+
+#[test]
+fn a_server_return_wins_over_its_locations() {
+    let out = import(
+        "server { listen 80; return 301 https://$host$request_uri;
+           location / { proxy_pass http://127.0.0.1:9000; } }",
+    );
+    let v: toml::Value = toml::from_str(&out).unwrap();
+    assert_eq!(v["routes"].as_array().unwrap().len(), 1);
+    assert_eq!(v["routes"][0]["return"]["status"].as_integer(), Some(301));
+    assert!(out.contains("none of its locations is reached"), "{out}");
+}

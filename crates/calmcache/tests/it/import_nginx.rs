@@ -237,6 +237,34 @@ fn fail_timeout_zero_imports_to_a_config_check_passes() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Issue 28: `internal`, `return` and a port-80 server that only
+/// redirects import to routes that answer themselves, which `check` passes.
+#[test]
+fn answering_locations_and_a_redirect_server_pass_check() {
+    let dir = scratch("import-answers");
+    let conf = dir.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        "server { listen 127.0.0.1:8080; server_name example.com; return 301 https://$host$request_uri; }
+         server { listen 127.0.0.1:8081; server_name example.com;
+           location = /healthz { return 204; }
+           location /backups/ { internal; proxy_pass http://127.0.0.1:3000; }
+           location /gone/ { return 410 \"gone\"; }
+           location / { proxy_pass http://127.0.0.1:3000; } }",
+    )
+    .unwrap();
+    let toml = imported(&conf);
+    assert!(toml.contains("internal = true"), "{toml}");
+    assert!(toml.contains("listeners = [\"127.0.0.1:8080\"]"), "{toml}");
+    let out = check(&toml, &dir);
+    assert!(
+        out.status.success(),
+        "{}\n{toml}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 // ---- side by side with NGINX ----
 
 /// Whether the nginx binary is here; under CI=true its absence fails.

@@ -13,6 +13,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
+mod answers;
 mod nesting;
 mod routes;
 mod servers;
@@ -53,6 +54,10 @@ struct Location {
     pass: Option<Directive>,
     /// `try_files ... @name`: requests go on to that named location.
     try_named: Option<Directive>,
+    /// `return ...`: NGINX answers before proxying.
+    ret: Option<Directive>,
+    /// `internal`: requests from clients get 404.
+    internal: Option<Directive>,
     /// The `location` directive itself (None for a server without one).
     directive: Option<Directive>,
     pos: Pos,
@@ -70,6 +75,8 @@ struct Server {
     locations: Vec<Location>,
     /// The server's own settings, for a server without locations.
     settings: Settings,
+    /// A server-level `return`: it answers every request of the server.
+    ret: Option<Directive>,
     pos: Option<Pos>,
 }
 
@@ -261,6 +268,7 @@ impl Converter<'_> {
                 listens: Vec::new(),
                 locations: Vec::new(),
                 settings: settings.clone(),
+                ret: None,
                 pos: None,
             };
             for d in &loose {
@@ -338,9 +346,7 @@ impl Converter<'_> {
             }
             "internal" => self.top.push(note_skipped(
                 d,
-                "NGINX answers requests from outside with 404 here; calmcache cannot refuse them \
-                 yet, so they go where this route sends them: never point it at an origin that \
-                 serves these paths, or delete the route",
+                "NGINX takes internal only in a location (there it becomes the route's internal = true)",
             )),
             "if" | "set" | "limit_req" | "limit_conn" | "limit_req_zone" | "limit_conn_zone" | "allow" | "deny"
             | "auth_basic" | "auth_request" => self.top.push(note_skipped(d, "calmcache has no equivalent")),

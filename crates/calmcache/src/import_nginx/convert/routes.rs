@@ -19,6 +19,7 @@ impl Converter<'_> {
         doc.header.push(String::new());
         doc.header.extend(std::mem::take(&mut self.top));
         self.finish_server();
+        self.known_listeners(&mut routes);
         doc.sections
             .push(std::mem::replace(&mut self.server, Section::new("")));
         doc.sections.append(&mut self.tls);
@@ -60,6 +61,37 @@ impl Converter<'_> {
         doc
     }
 
+    /// Keeps in each route's `listeners` the addresses `[server]` listens
+    /// on (a `listen` not carried over is none), dropping the key where
+    /// none is left.
+    fn known_listeners(&self, routes: &mut [Section]) {
+        let mut known: Vec<Value> = Vec::new();
+        for key in ["listen", "tls_listen"] {
+            if let Some(Value::List(l)) = self.server.get(key) {
+                known.extend(l.iter().cloned());
+            }
+        }
+        for route in routes {
+            let Some(entry) = route.entries.iter_mut().find(|e| e.key == "listeners") else {
+                continue;
+            };
+            let Value::List(l) = &mut entry.value else {
+                continue;
+            };
+            let before = l.len();
+            l.retain(|a| known.contains(a));
+            if l.is_empty() {
+                route.entries.retain(|e| e.key != "listeners");
+                route.note(
+                    "None of this server's listen addresses is carried over: its routes serve \
+                     every listener.",
+                );
+            } else if l.len() < before {
+                route.note("Listen addresses not carried over are left out of listeners.");
+            }
+        }
+    }
+
     /// Every server's routes in the groups that pick NGINX's server by Host
     /// (see server_names), each group's routes restricted to its hosts.
     pub(super) fn host_groups(&mut self, servers: &[Server], routes: &mut Vec<Section>) {
@@ -81,10 +113,14 @@ impl Converter<'_> {
                     .into(),
             );
         }
-        if servers.windows(2).any(|w| w[0].listens != w[1].listens) {
+        let by_listener = servers.windows(2).any(|w| w[0].listens != w[1].listens);
+        if by_listener {
             self.top.push(
                 "The server blocks listen on different addresses: NGINX chooses among the servers \
-                 of the address a request came in on, calmcache's routes serve every listener."
+                 of the address a request came in on, so each server's routes carry its listen \
+                 addresses as listeners. A Host no server of an address names goes to the default \
+                 server's routes, which serve only its own addresses (NGINX has a default server \
+                 per address)."
                     .into(),
             );
         }
@@ -105,6 +141,12 @@ impl Converter<'_> {
                 }
             };
             routes.extend(own);
+            if by_listener {
+                let list = Value::List(server.listens.iter().cloned().map(Value::Str).collect());
+                for route in &mut routes[first..] {
+                    route.set_first("listeners", list.clone());
+                }
+            }
             let Some(hosts) = group.hosts else {
                 if let Some(route) = routes.get_mut(first).filter(|_| !group.note.is_empty()) {
                     route.comments.insert(0, group.note);
@@ -133,17 +175,29 @@ impl Converter<'_> {
     /// The routes of one server, in the order that picks NGINX's location
     /// (see nesting).
     pub(super) fn server_routes(&mut self, server: &Server, routes: &mut Vec<Section>) {
-        if server
-            .locations
-            .iter()
-            .all(|l| l.modifier == Modifier::Named)
+        if server.ret.is_some()
+            || server
+                .locations
+                .iter()
+                .all(|l| l.modifier == Modifier::Named)
         {
+            if let (Some(ret), false) = (&server.ret, server.locations.is_empty()) {
+                self.top.push(format!(
+                    "`{}` ({}) is in the server's rewrite phase: it answers every request of \
+                     server ({}) before a location is chosen, so none of its locations is reached.",
+                    ret.text(),
+                    ret.pos,
+                    server.pos.as_ref().map_or("-".to_owned(), Pos::to_string)
+                ));
+            }
             let loc = Location {
                 modifier: Modifier::Prefix,
                 pattern: "/".into(),
                 settings: server.settings.clone(),
                 pass: None,
                 try_named: None,
+                ret: server.ret.clone(),
+                internal: None,
                 directive: None,
                 pos: server.pos.clone().unwrap_or(Pos {
                     file: "-".into(),
@@ -203,7 +257,10 @@ impl Converter<'_> {
         loc: &Location,
         used: &mut HashSet<String>,
     ) -> Option<Location> {
-        let try_files = loc.try_named.as_ref().filter(|_| loc.pass.is_none())?;
+        let try_files = loc
+            .try_named
+            .as_ref()
+            .filter(|_| loc.pass.is_none() && loc.ret.is_none())?;
         let name = try_files.args.last()?;
         let mut notes = loc.notes.clone();
         let Some(named) = server
@@ -240,6 +297,8 @@ impl Converter<'_> {
             settings: named.settings.clone(),
             pass: named.pass.clone(),
             try_named: None,
+            ret: named.ret.clone(),
+            internal: loc.internal.clone(),
             directive: loc.directive.clone(),
             pos: loc.pos.clone(),
             notes,
@@ -279,6 +338,18 @@ impl Converter<'_> {
                 loc.pos
             )],
         };
+        if let Some(ret) = self.answers_itself(loc, &mut notes) {
+            let mut route = Section::new("[[routes]]");
+            route.note(format!("location {} ({})", describe(loc), loc.pos));
+            for m in m {
+                route.set(m.key(), Value::Str(m.regex().to_owned()));
+            }
+            route.set("return", ret);
+            internal(loc, &mut route);
+            route.comments.extend(notes);
+            routes.push(route);
+            return;
+        }
         let upstream = self.upstream_for(loc, &mut notes);
         let choice = match loc.settings.last("proxy_cache") {
             Some(d) => self.zones.choice(d, &mut notes),
@@ -318,6 +389,7 @@ impl Converter<'_> {
             if let Some(inactive) = inactive {
                 cache::caching_keys(&mut route, &loc.settings, &upstream, inactive);
             }
+            internal(loc, &mut route);
             if let Some((ws, why)) = cache::websocket(&loc.settings) {
                 route.set("websocket", Value::Bool(ws)).note(why);
             }
@@ -334,6 +406,29 @@ impl Converter<'_> {
             cache::others(route, &loc.settings);
         }
         route.comments.extend(notes);
+    }
+
+    /// A location's `return`, when calmcache can say it: then the route
+    /// answers itself and its `proxy_pass` is never reached.
+    fn answers_itself(&mut self, loc: &Location, notes: &mut Notes) -> Option<Value> {
+        let ret = loc.ret.as_ref()?;
+        match answers::return_table(ret) {
+            Ok(table) => {
+                ledger::carried(ret);
+                notes.push(format!("From `{}` ({}).", ret.text(), ret.pos));
+                if let Some(pass) = &loc.pass {
+                    notes.push(note_skipped(
+                        pass,
+                        "never reached: NGINX's return answers first (rewrite phase)",
+                    ));
+                }
+                Some(table)
+            }
+            Err(why) => {
+                notes.push(note_skipped(ret, &why));
+                None
+            }
+        }
     }
 
     /// The upstream a location sends to (a placeholder without proxy_pass).
@@ -397,6 +492,18 @@ impl Converter<'_> {
             section.entries.retain(|e| e.key != "tls");
         }
         name
+    }
+}
+
+/// `internal` on every route of an internal location: clients get 404.
+fn internal(loc: &Location, route: &mut Section) {
+    if let Some(d) = &loc.internal {
+        ledger::carried(d);
+        route.set("internal", Value::Bool(true)).note(format!(
+            "From `{}` ({}): a client's request gets 404; error_pages reach it.",
+            d.text(),
+            d.pos
+        ));
     }
 }
 
