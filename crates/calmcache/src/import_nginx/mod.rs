@@ -30,6 +30,7 @@ mod toml_out;
 mod tree;
 mod units;
 mod upstreams;
+mod variables;
 mod zones;
 
 use std::path::Path;

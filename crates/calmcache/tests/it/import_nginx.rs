@@ -265,6 +265,36 @@ fn answering_locations_and_a_redirect_server_pass_check() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Issue 28: unix-socket servers, `least_conn` and `hash ... consistent`
+/// import to keys `check` passes.
+#[test]
+fn unix_servers_and_balance_pass_check() {
+    let dir = scratch("import-balance");
+    let conf = dir.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        "upstream app { server unix:/run/app/puma.sock fail_timeout=0; server 127.0.0.1:3000; hash $request_uri consistent; }
+         upstream api { least_conn; server 127.0.0.1:4000; server 127.0.0.1:4001; }
+         server { listen 127.0.0.1:8080;
+           location /api/ { proxy_pass http://api; }
+           location /sock/ { proxy_pass http://unix:/run/other.sock:; }
+           location / { proxy_pass http://app; } }",
+    )
+    .unwrap();
+    let toml = imported(&conf);
+    assert!(toml.contains("unix:/run/app/puma.sock"), "{toml}");
+    assert!(toml.contains("\"unix:/run/other.sock\""), "{toml}");
+    assert!(toml.contains("balance = \"least_conn\""), "{toml}");
+    assert!(toml.contains("hash_key = \"$request_uri\""), "{toml}");
+    let out = check(&toml, &dir);
+    assert!(
+        out.status.success(),
+        "{}\n{toml}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 // ---- side by side with NGINX ----
 
 /// Whether the nginx binary is here; under CI=true its absence fails.

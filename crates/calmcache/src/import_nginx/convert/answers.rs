@@ -7,10 +7,9 @@
 //! its `$method`); the rest is left to a comment by the caller. It must
 //! not decide where the route goes.
 
-use crate::config::key_template;
-
 use super::super::toml_out::Value;
 use super::super::tree::Directive;
+use super::super::variables::variables;
 
 /// The statuses NGINX's `return CODE URL` redirects with.
 const REDIRECTS: [i64; 5] = [301, 302, 303, 307, 308];
@@ -58,40 +57,6 @@ fn is_url(arg: &str) -> bool {
 fn code_of(code: &str) -> Result<i64, String> {
     code.parse::<i64>()
         .map_err(|_| format!("{code:?} is not a status"))
-}
-
-/// `text` with NGINX's variables as calmcache writes them, or the first one
-/// calmcache does not know.
-fn variables(text: &str) -> Result<String, String> {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find('$') {
-        out.push_str(&rest[..at]);
-        let after = &rest[at + 1..];
-        if after.starts_with('{') {
-            return Err("a variable in braces (${name}): write it without them".into());
-        }
-        let len = after
-            .bytes()
-            .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
-            .count();
-        let name = match &after[..len] {
-            "request_method" => "method",
-            n => n,
-        };
-        if key_template::variable(name).is_err() {
-            return Err(format!(
-                "${} is not a variable calmcache's return knows ($scheme, $host, $uri, $args, \
-                 $is_args, $request_uri, $request_method, $arg_NAME, $http_NAME, $cookie_NAME)",
-                &after[..len]
-            ));
-        }
-        out.push('$');
-        out.push_str(name);
-        rest = &after[len..];
-    }
-    out.push_str(rest);
-    Ok(out)
 }
 
 #[cfg(test)]
