@@ -564,7 +564,27 @@ fn two_ignore_headers_lines_both_count() {
         out.contains("`proxy_ignore_headers Set-Cookie` (t.conf:4)"),
         "{out}"
     );
-    assert!(out.contains("override_origin = true"), "{out}");
+    assert!(
+        out.contains("ignore_headers = [\"Cache-Control\", \"Set-Cookie\"]"),
+        "{out}"
+    );
+    assert!(!out.contains("override_origin = true"), "{out}");
+}
+
+/// NGINX's `proxy_ignore_headers Cache-Control` leaves Expires in force;
+/// X-Accel-Redirect is a field calmcache does not act on.
+#[test]
+fn ignore_headers_keep_nginxs_meaning_field_by_field() {
+    let out = import(&format!(
+        "{ZONE}server {{ location / {{ proxy_pass http://u:1; proxy_cache a;
+           proxy_ignore_headers cache-control X-Accel-Redirect Vary; }} }}"
+    ));
+    assert!(
+        out.contains("ignore_headers = [\"Cache-Control\", \"Vary\"]"),
+        "{out}"
+    );
+    assert!(out.contains("`X-Accel-Redirect` of"), "{out}");
+    assert!(!out.contains("override_origin = true"), "{out}");
 }
 
 /// Every directive of every fixture (counted from the tree, apart from the
@@ -731,4 +751,33 @@ fn a_server_return_wins_over_its_locations() {
     assert_eq!(v["routes"].as_array().unwrap().len(), 1);
     assert_eq!(v["routes"][0]["return"]["status"].as_integer(), Some(301));
     assert!(out.contains("none of its locations is reached"), "{out}");
+}
+
+/// `gzip on` in effect where a location proxies: its passed answers are
+/// gzipped on the fly, with NGINX's types (text/html always) and length.
+#[test]
+fn gzip_becomes_compress_passed() {
+    let v = parsed(
+        "http { gzip on; gzip_types text/css application/json; gzip_min_length 1k;
+           server { location / { proxy_pass http://u:1; }
+                    location /raw/ { gzip off; proxy_pass http://u:1; } } }",
+    );
+    let routes = v["routes"].as_array().unwrap();
+    let all = routes.iter().find(|r| r.get("path").is_none()).unwrap();
+    assert_eq!(all["compress_passed"][0].as_str(), Some("gzip"));
+    let types: Vec<&str> = all["compress_passed_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t.as_str())
+        .collect();
+    assert_eq!(types, ["text/html", "text/css", "application/json"]);
+    assert_eq!(all["compress_passed_min_length"].as_integer(), Some(1024));
+    let raw = routes.iter().find(|r| r.get("path").is_some()).unwrap();
+    assert!(raw.get("compress_passed").is_none());
+    let plain = parsed("gzip on; server { location / { proxy_pass http://u:1; } }");
+    assert_eq!(
+        plain["routes"][0]["compress_passed_types"][0].as_str(),
+        Some("text/html")
+    );
 }

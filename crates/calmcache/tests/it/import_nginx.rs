@@ -273,7 +273,8 @@ fn unix_servers_and_balance_pass_check() {
     let conf = dir.join("nginx.conf");
     std::fs::write(
         &conf,
-        "upstream app { server unix:/run/app/puma.sock fail_timeout=0; server 127.0.0.1:3000; hash $request_uri consistent; }
+        "gzip on; gzip_types text/css; gzip_min_length 256;
+         upstream app { server unix:/run/app/puma.sock fail_timeout=0; server 127.0.0.1:3000; hash $request_uri consistent; }
          upstream api { least_conn; server 127.0.0.1:4000; server 127.0.0.1:4001; }
          server { listen 127.0.0.1:8080;
            location /api/ { proxy_pass http://api; }
@@ -286,6 +287,7 @@ fn unix_servers_and_balance_pass_check() {
     assert!(toml.contains("\"unix:/run/other.sock\""), "{toml}");
     assert!(toml.contains("balance = \"least_conn\""), "{toml}");
     assert!(toml.contains("hash_key = \"$request_uri\""), "{toml}");
+    assert!(toml.contains("compress_passed = [\"gzip\"]"), "{toml}");
     let out = check(&toml, &dir);
     assert!(
         out.status.success(),

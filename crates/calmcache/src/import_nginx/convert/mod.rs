@@ -315,10 +315,6 @@ impl Converter<'_> {
             "listen" | "server_name" => {
                 self.top.push(note_skipped(d, "only meaningful inside a server block"))
             }
-            "gzip" => self.top.push(note_skipped(
-                d,
-                "calmcache compresses only with the route key compress = [\"gzip\"] (or \"br\"), once per stored object",
-            )),
             "expires" | "add_header" => self.top.push(note_skipped(
                 d,
                 "calmcache does not change response headers; set them at the origin",

@@ -390,6 +390,7 @@ impl Converter<'_> {
                 cache::caching_keys(&mut route, &loc.settings, &upstream, inactive);
             }
             internal(loc, &mut route);
+            cache::gzip(&mut route, &loc.settings);
             if let Some((ws, why)) = cache::websocket(&loc.settings) {
                 route.set("websocket", Value::Bool(ws)).note(why);
             }
