@@ -12,7 +12,6 @@
 use super::note_skipped;
 use super::settings::Settings;
 use super::toml_out::{Section, Value};
-use super::tree::Directive;
 use super::units;
 
 /// NGINX's `proxy_cache_key` default.
@@ -493,13 +492,12 @@ pub(crate) fn others(route: &mut Section, s: &Settings) {
             | "proxy_ssl_server_name"
             | "gzip"
             | "gzip_types"
-            | "gzip_min_length" => continue,
-            "proxy_set_header" => match set_header_note(d) {
-                Some(why) => why,
-                None => continue,
-            },
+            | "gzip_min_length"
+            | "add_header"
+            | "expires"
+            | "proxy_set_header"
+            | "proxy_hide_header" => continue,
             "proxy_http_version" => "calmcache always speaks HTTP/1.1 to upstreams, with keepalive",
-            "proxy_hide_header" => "calmcache relays the origin's headers (hop-by-hop ones aside)",
             "proxy_pass_header" => "calmcache relays the origin's headers",
             "proxy_buffering"
             | "proxy_buffers"
@@ -529,24 +527,6 @@ pub(crate) fn others(route: &mut Section, s: &Settings) {
         };
         route.note(note_skipped(d, why));
     }
-}
-
-fn set_header_note(d: &Directive) -> Option<&'static str> {
-    let name = d.args.first()?.to_ascii_lowercase();
-    let value = d.args.get(1).map(String::as_str).unwrap_or("");
-    Some(match name.as_str() {
-        "upgrade" if value == "$http_upgrade" => return None,
-        "connection" if value.eq_ignore_ascii_case("upgrade") || value == "$connection_upgrade" => return None,
-        "connection" | "upgrade" => {
-            "calmcache keeps upstream connections alive itself (Connection and Upgrade are hop-by-hop)"
-        }
-        "host" => "calmcache sends the client's Host to the origin (NGINX's default is the proxy_pass host)",
-        "x-forwarded-for" | "x-real-ip" | "x-forwarded-proto" => {
-            "calmcache appends X-Forwarded-For and sets X-Forwarded-Proto itself (see trusted_proxies)"
-        }
-        "accept-encoding" => "calmcache forwards the client's Accept-Encoding (see compress)",
-        _ => "calmcache does not add request headers",
-    })
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@
 mod arity;
 mod cache;
 mod convert;
+mod headers;
 mod ledger;
 mod lexer;
 mod pathre;

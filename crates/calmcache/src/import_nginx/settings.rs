@@ -20,7 +20,10 @@ pub(crate) struct Settings {
 /// Whether `name` is inherited down the levels (and read per location).
 pub(crate) fn inherited(name: &str) -> bool {
     (name.starts_with("proxy_") && !matches!(name, "proxy_pass" | "proxy_cache_path"))
-        || matches!(name, "gzip" | "gzip_types" | "gzip_min_length")
+        || matches!(
+            name,
+            "gzip" | "gzip_types" | "gzip_min_length" | "add_header" | "expires"
+        )
 }
 
 impl Settings {

@@ -781,3 +781,49 @@ fn gzip_becomes_compress_passed() {
         Some("text/html")
     );
 }
+
+/// proxy_set_header, add_header, proxy_hide_header and expires become the
+/// route's header rules; what calmcache does itself or check refuses is
+/// commented.
+#[test]
+fn header_directives_become_header_rules() {
+    let out = import(&format!(
+        "{ZONE}server {{
+           proxy_set_header Host $host;
+           proxy_set_header X-Real-IP $remote_addr;
+           proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+           proxy_set_header Accept-Encoding \"\";
+           proxy_set_header X-Bad $proxy_host;
+           add_header X-Cache-Status $upstream_cache_status always;
+           add_header X-Frame-Options SAMEORIGIN;
+           add_header X-Frame-Options DENY;
+           add_header ETag x;
+           proxy_hide_header X-Powered-By;
+           expires 1h;
+           location / {{ proxy_pass http://u:1; proxy_cache a; }} }}"
+    ));
+    let v: toml::Value = toml::from_str(&out).unwrap();
+    let r = &v["routes"][0];
+    let set = r["request_headers"]["set"].as_table().unwrap();
+    assert_eq!(set.len(), 1, "{out}");
+    assert_eq!(set["X-Real-IP"].as_str(), Some("$remote_addr"));
+    let resp = &r["response_headers"];
+    assert_eq!(
+        resp["always"]["X-Cache-Status"].as_str(),
+        Some("$upstream_cache_status")
+    );
+    assert_eq!(resp["add"]["X-Frame-Options"].as_str(), Some("SAMEORIGIN"));
+    assert!(resp["add"].get("ETag").is_none());
+    assert_eq!(resp["remove"][0].as_str(), Some("X-Powered-By"));
+    assert_eq!(r["expires"].as_str(), Some("1h"));
+    for commented in [
+        "`proxy_set_header Host $host` (t.conf:3)",
+        "`proxy_set_header Accept-Encoding \"\"` (t.conf:6)",
+        "`proxy_set_header X-Bad $proxy_host` (t.conf:7)",
+        "`add_header X-Frame-Options DENY` (t.conf:10)",
+        "`add_header ETag x` (t.conf:11)",
+    ] {
+        let joined = out.replace("\n# ", " ");
+        assert!(joined.contains(commented), "{commented}\n{out}");
+    }
+}

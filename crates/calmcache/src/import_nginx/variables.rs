@@ -8,6 +8,12 @@ use crate::config::key_template;
 /// `text` with NGINX's variables as calmcache writes them, or the first one
 /// calmcache does not know.
 pub(crate) fn variables(text: &str) -> Result<String, String> {
+    variables_with(text, &[])
+}
+
+/// [`variables`], with `extra` names known too (a header value's
+/// `$remote_addr`, ...).
+pub(crate) fn variables_with(text: &str, extra: &[&str]) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find('$') {
@@ -24,7 +30,7 @@ pub(crate) fn variables(text: &str) -> Result<String, String> {
             "request_method" => "method",
             n => n,
         };
-        if key_template::variable(name).is_err() {
+        if key_template::variable(name).is_err() && !extra.contains(&name) {
             return Err(format!(
                 "${} is not a variable calmcache knows ($scheme, $host, $uri, $args, \
                  $is_args, $request_uri, $request_method, $arg_NAME, $http_NAME, $cookie_NAME)",

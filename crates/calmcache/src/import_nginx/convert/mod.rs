@@ -19,6 +19,7 @@ mod routes;
 mod servers;
 
 use super::cache;
+use super::headers;
 use super::ledger::{self, Census};
 use super::lexer::Pos;
 use super::pathre::RouteRegex;
@@ -315,10 +316,6 @@ impl Converter<'_> {
             "listen" | "server_name" => {
                 self.top.push(note_skipped(d, "only meaningful inside a server block"))
             }
-            "expires" | "add_header" => self.top.push(note_skipped(
-                d,
-                "calmcache does not change response headers; set them at the origin",
-            )),
             "root" | "index" | "try_files" | "return" | "rewrite" | "alias" | "autoindex" | "error_page"
             | "types" | "default_type" => self.top.push(note_skipped(
                 d,

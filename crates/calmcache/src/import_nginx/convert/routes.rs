@@ -391,6 +391,7 @@ impl Converter<'_> {
             }
             internal(loc, &mut route);
             cache::gzip(&mut route, &loc.settings);
+            headers::rules(&mut route, &loc.settings, inactive.is_some());
             if let Some((ws, why)) = cache::websocket(&loc.settings) {
                 route.set("websocket", Value::Bool(ws)).note(why);
             }
