@@ -496,7 +496,9 @@ pub(crate) fn others(route: &mut Section, s: &Settings) {
             | "add_header"
             | "expires"
             | "proxy_set_header"
-            | "proxy_hide_header" => continue,
+            | "proxy_hide_header"
+            | "root"
+            | "index" => continue,
             "proxy_http_version" => "calmcache always speaks HTTP/1.1 to upstreams, with keepalive",
             "proxy_pass_header" => "calmcache relays the origin's headers",
             "proxy_buffering"

@@ -530,18 +530,15 @@ fn try_files_follows_the_named_location() {
     );
     let out = import(&text);
     let v: toml::Value = toml::from_str(&out).unwrap();
+    assert_eq!(v["routes"][0]["root"].as_str(), Some("/srv/www"), "{out}");
     assert_eq!(
-        v["routes"][0]["upstream"].as_str(),
+        v["routes"][1]["upstream"].as_str(),
         Some("backend"),
         "{out}"
     );
-    assert_eq!(v["routes"][0]["zone"].as_str(), Some("a"), "{out}");
+    assert_eq!(v["routes"][1]["zone"].as_str(), Some("a"), "{out}");
     assert!(v["upstreams"].get("origin").is_none(), "{out}");
     assert!(!out.contains("PLACEHOLDER"), "{out}");
-    assert!(
-        out.contains("Not carried over yet: the files part ($uri $uri/)"),
-        "{out}"
-    );
     assert!(out.contains("(t.conf:3)"), "{out}");
 }
 
@@ -826,4 +823,27 @@ fn header_directives_become_header_rules() {
         let joined = out.replace("\n# ", " ");
         assert!(joined.contains(commented), "{commented}\n{out}");
     }
+}
+
+/// Issue 28, importer mistake 3: `try_files $uri @app` with a `root` is a
+/// file route, then the named location's route.
+#[test]
+fn try_files_with_a_root_serves_files_first() {
+    let v = parsed(
+        "server { root /srv/www/public; index index.html;
+           location / { try_files $uri $uri/ @app; }
+           location @app { proxy_pass http://127.0.0.1:3000; } }",
+    );
+    let r = v["routes"].as_array().unwrap();
+    assert_eq!(r.len(), 2, "{v:?}");
+    assert_eq!(r[0]["root"].as_str(), Some("/srv/www/public"));
+    assert_eq!(r[0]["index"][0].as_str(), Some("index.html"));
+    assert!(r[0].get("upstream").is_none());
+    assert_eq!(r[1]["upstream"].as_str(), Some("127_0_0_1_3000"));
+    // Without a root: the named location only.
+    let v = parsed(
+        "server { location / { try_files $uri @app; }
+           location @app { proxy_pass http://127.0.0.1:3000; } }",
+    );
+    assert_eq!(v["routes"].as_array().unwrap().len(), 1);
 }

@@ -316,7 +316,7 @@ impl Converter<'_> {
             "listen" | "server_name" => {
                 self.top.push(note_skipped(d, "only meaningful inside a server block"))
             }
-            "root" | "index" | "try_files" | "return" | "rewrite" | "alias" | "autoindex" | "error_page"
+            "try_files" | "return" | "rewrite" | "alias" | "autoindex" | "error_page"
             | "types" | "default_type" => self.top.push(note_skipped(
                 d,
                 "calmcache does not serve files or write answers itself: the origin does",

@@ -238,7 +238,10 @@ impl Converter<'_> {
             };
             let start = routes.len();
             match self.via_named(server, p.loc, &mut used_named) {
-                Some(loc) => self.location_routes(&loc, m, when, routes),
+                Some(loc) => {
+                    self.file_route(p.loc, &m, routes);
+                    self.location_routes(&loc, m, when, routes)
+                }
                 None => self.location_routes(p.loc, m, when, routes),
             }
             if let Some(route) = routes.get_mut(start) {
@@ -284,7 +287,9 @@ impl Converter<'_> {
             .map(String::as_str)
             .collect();
         notes.push(format!(
-            "From `{}` ({}): every request of this location goes to location {name} ({}), its              upstream and cache settings. Not carried over yet: the files part ({}) from `root`,              which NGINX serves when the file exists; a file route (route key `root`, falling              through to this route when the file is absent) will carry it.",
+            "From `{}` ({}): every request of this location goes to location {name} ({}), its              upstream and cache settings. The files part ({}) is the file route before this one \
+             when a `root` is in effect and it is `$uri` (or `$uri $uri/`); otherwise it is not \
+             carried over.",
             try_files.text(),
             try_files.pos,
             named.pos,
@@ -304,6 +309,50 @@ impl Converter<'_> {
             notes,
             nested: Vec::new(),
         })
+    }
+
+    /// `try_files $uri [$uri/] @name` with a `root` in effect: a file
+    /// route under the location's conditions, falling through to the
+    /// named location's route written after it.
+    fn file_route(&mut self, loc: &Location, m: &[RouteRegex], routes: &mut Vec<Section>) {
+        let Some(try_files) = &loc.try_named else {
+            return;
+        };
+        let files = &try_files.args[..try_files.args.len().saturating_sub(1)];
+        if !matches!(files, [a] if a == "$uri")
+            && !matches!(files, [a, b] if a == "$uri" && b == "$uri/")
+        {
+            return;
+        }
+        let Some(root) = loc.settings.last("root") else {
+            return;
+        };
+        let Some(dir) = root.args.first().filter(|d| !d.contains('$')) else {
+            return self.top.push(note_skipped(root, "a root with variables"));
+        };
+        let mut route = Section::new("[[routes]]");
+        route.note(format!(
+            "location {} ({}): the files of `{}` ({}) from `{}` ({}); a path with no file goes on \
+             to the next route.",
+            describe(loc),
+            loc.pos,
+            try_files.text(),
+            try_files.pos,
+            root.text(),
+            root.pos
+        ));
+        for m in m {
+            route.set(m.key(), Value::Str(m.regex().to_owned()));
+        }
+        route.set("root", Value::Str(self.absolute(dir)));
+        if let Some(index) = loc.settings.last("index") {
+            route.set(
+                "index",
+                Value::List(index.args.iter().cloned().map(Value::Str).collect()),
+            );
+        }
+        internal(loc, &mut route);
+        routes.push(route);
     }
 
     /// Named locations no `try_files` reaches get a comment.
