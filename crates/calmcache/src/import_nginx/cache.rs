@@ -498,7 +498,11 @@ pub(crate) fn others(route: &mut Section, s: &Settings) {
             | "proxy_set_header"
             | "proxy_hide_header"
             | "root"
-            | "index" => continue,
+            | "index"
+            | "limit_req"
+            | "limit_conn"
+            | "limit_req_status"
+            | "limit_conn_status" => continue,
             "proxy_http_version" => "calmcache always speaks HTTP/1.1 to upstreams, with keepalive",
             "proxy_pass_header" => "calmcache relays the origin's headers",
             "proxy_buffering"

@@ -24,6 +24,7 @@ mod convert;
 mod headers;
 mod ledger;
 mod lexer;
+mod limits;
 mod pathre;
 mod server_names;
 mod settings;

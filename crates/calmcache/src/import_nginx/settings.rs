@@ -22,7 +22,17 @@ pub(crate) fn inherited(name: &str) -> bool {
     (name.starts_with("proxy_") && !matches!(name, "proxy_pass" | "proxy_cache_path"))
         || matches!(
             name,
-            "gzip" | "gzip_types" | "gzip_min_length" | "add_header" | "expires" | "root" | "index"
+            "gzip"
+                | "gzip_types"
+                | "gzip_min_length"
+                | "add_header"
+                | "expires"
+                | "root"
+                | "index"
+                | "limit_req"
+                | "limit_conn"
+                | "limit_req_status"
+                | "limit_conn_status"
         )
 }
 

@@ -847,3 +847,31 @@ fn try_files_with_a_root_serves_files_first() {
     );
     assert_eq!(v["routes"].as_array().unwrap().len(), 1);
 }
+
+/// limit_req_zone / limit_conn_zone and the locations' limit_req /
+/// limit_conn: [limits.NAME] with NGINX's 503, and route limits.
+#[test]
+fn limits_become_limit_tables_and_route_limits() {
+    let v = parsed(
+        "limit_req_zone $binary_remote_addr zone=api:10m rate=10r/s;
+         limit_conn_zone $binary_remote_addr zone=addr:10m;
+         limit_req_zone $server_name zone=host:10m rate=1r/s;
+         server { location / { limit_req zone=api burst=20 nodelay; limit_conn addr 4;
+                               limit_conn_status 429; limit_req zone=host; proxy_pass http://u:1; } }",
+    );
+    let api = &v["limits"]["api"];
+    assert_eq!(api["rate"].as_str(), Some("10r/s"));
+    assert_eq!(api["burst"].as_integer(), Some(20));
+    assert_eq!(api["delay"].as_str(), Some("nodelay"));
+    assert_eq!(api["status"].as_integer(), Some(503));
+    assert_eq!(v["limits"]["addr"]["connections"].as_integer(), Some(4));
+    assert_eq!(v["limits"]["addr"]["status"].as_integer(), Some(429));
+    assert!(v["limits"].get("host").is_none());
+    let limits: Vec<&str> = v["routes"][0]["limits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.as_str())
+        .collect();
+    assert_eq!(limits, ["api", "addr"]);
+}

@@ -245,13 +245,16 @@ fn answering_locations_and_a_redirect_server_pass_check() {
     let conf = dir.join("nginx.conf");
     std::fs::write(
         &conf,
-        "server { listen 127.0.0.1:8080; server_name example.com; return 301 https://$host$request_uri; }
+        "limit_req_zone $binary_remote_addr zone=api:10m rate=10r/s;
+         limit_conn_zone $binary_remote_addr zone=addr:10m;
+         server { listen 127.0.0.1:8080; server_name example.com; return 301 https://$host$request_uri; }
          server { listen 127.0.0.1:8081; server_name example.com;
            proxy_set_header Host $host; proxy_set_header X-Real-IP $remote_addr;
            add_header X-Cache-Status $upstream_cache_status always; proxy_hide_header X-Powered-By; expires 1h;
            location = /healthz { return 204; }
            location /backups/ { internal; proxy_pass http://127.0.0.1:3000; }
            location /gone/ { return 410 \"gone\"; }
+           location /dl/ { limit_req zone=api burst=20 nodelay; limit_conn addr 4; proxy_pass http://127.0.0.1:3000; }
            location / { proxy_pass http://127.0.0.1:3000; } }",
     )
     .unwrap();
@@ -259,6 +262,7 @@ fn answering_locations_and_a_redirect_server_pass_check() {
     assert!(toml.contains("internal = true"), "{toml}");
     assert!(toml.contains("listeners = [\"127.0.0.1:8080\"]"), "{toml}");
     assert!(toml.contains("X-Real-IP = \"$remote_addr\""), "{toml}");
+    assert!(toml.contains("limits = [\"api\", \"addr\"]"), "{toml}");
     let out = check(&toml, &dir);
     assert!(
         out.status.success(),

@@ -92,6 +92,7 @@ struct Converter<'a> {
     upstream_blocks: Vec<(String, Section)>,
     direct: Vec<(String, Section)>,
     zones: Zones,
+    limits: super::limits::Limits,
     servers: Vec<Server>,
     worker_processes: Option<i64>,
     access_log: Option<Section>,
@@ -129,6 +130,7 @@ fn convert_tree(tree: &[Directive], prefix: &Path, main: &str) -> Result<Doc, Im
         upstream_blocks: Vec::new(),
         direct: Vec::new(),
         zones: Zones::default(),
+        limits: Default::default(),
         servers: Vec::new(),
         worker_processes: None,
         access_log: None,
@@ -234,6 +236,7 @@ impl Converter<'_> {
             match d.name.as_str() {
                 "proxy_cache_path" => self.zones.path(d, &mut self.top),
                 "map" | "split_clients" if d.block.is_some() => self.zones.variable(d),
+                "limit_req_zone" | "limit_conn_zone" => self.limits.zone(d, &mut self.top),
                 "upstream" if d.block.is_some() => {
                     let block = upstreams::block(d, &mut self.top);
                     self.upstream_blocks.push(block);
@@ -244,7 +247,8 @@ impl Converter<'_> {
         let mut loose = Vec::new();
         for d in dirs {
             match d.name.as_str() {
-                "proxy_cache_path" | "map" | "split_clients" | "upstream" => {}
+                "proxy_cache_path" | "map" | "split_clients" | "upstream" | "limit_req_zone"
+                | "limit_conn_zone" => {}
                 "ssl_certificate" => self.http_certs.0.push(d.clone()),
                 "ssl_certificate_key" => self.http_certs.1.push(d.clone()),
                 "server" if d.block.is_some() => self.server_block(d, &settings),
@@ -341,7 +345,7 @@ impl Converter<'_> {
                 d,
                 "NGINX takes internal only in a location (there it becomes the route's internal = true)",
             )),
-            "if" | "set" | "limit_req" | "limit_conn" | "limit_req_zone" | "limit_conn_zone" | "allow" | "deny"
+            "if" | "set" | "allow" | "deny"
             | "auth_basic" | "auth_request" => self.top.push(note_skipped(d, "calmcache has no equivalent")),
             _ => self.top.push(note_skipped(d, "calmcache has no equivalent")),
         }

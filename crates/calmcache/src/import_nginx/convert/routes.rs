@@ -54,6 +54,9 @@ impl Converter<'_> {
         for (_, section, _) in self.zones.zones.drain(..) {
             doc.sections.push(section);
         }
+        for (_, section) in self.limits.sections.drain(..) {
+            doc.sections.push(section);
+        }
         doc.sections.extend(routes);
         if let Some(log) = self.access_log.take() {
             doc.sections.push(log);
@@ -441,6 +444,7 @@ impl Converter<'_> {
             internal(loc, &mut route);
             cache::gzip(&mut route, &loc.settings);
             headers::rules(&mut route, &loc.settings, inactive.is_some());
+            self.limits.route(&mut route, &loc.settings);
             if let Some((ws, why)) = cache::websocket(&loc.settings) {
                 route.set("websocket", Value::Bool(ws)).note(why);
             }
