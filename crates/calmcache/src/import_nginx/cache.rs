@@ -4,14 +4,14 @@
 //! `proxy_cache_lock`, `proxy_cache_use_stale`,
 //! `proxy_cache_background_update` (-> `refresh`, `lock_timeout`,
 //! `stale_while_revalidate`, `stale_if_error`), `proxy_cache_bypass` /
-//! `proxy_no_cache` (-> `bypass` / `no_store`), `proxy_ignore_headers`, the
+//! `proxy_no_cache` (-> `bypass` / `no_store`), `proxy_ignore_headers`
+//! (-> `ignore_headers`), `gzip` (-> `compress_passed*`), the
 //! WebSocket `proxy_set_header` pair (-> `websocket`) and a comment for every
 //! other `proxy_*` directive. The zone itself is chosen in `zones.rs`.
 
 use super::note_skipped;
 use super::settings::Settings;
 use super::toml_out::{Section, Value};
-use super::tree::Directive;
 use super::units;
 
 /// NGINX's `proxy_cache_key` default.
@@ -319,48 +319,125 @@ pub(crate) fn condition(var: &str) -> Option<String> {
     None
 }
 
-/// `proxy_ignore_headers Cache-Control Expires` -> `override_origin = true`.
+/// The response fields calmcache's route `ignore_headers` takes, as written.
+const IGNORABLE: [&str; 5] = [
+    "Set-Cookie",
+    "Cache-Control",
+    "Expires",
+    "Vary",
+    "X-Accel-Expires",
+];
+
+/// `proxy_ignore_headers ...` (every line of the level: NGINX adds them up)
+/// -> route `ignore_headers`, with NGINX's meaning field by field
+/// (`Cache-Control` alone leaves `Expires` in force, unlike
+/// `override_origin`). The `X-Accel-*` fields calmcache does not act on
+/// are commented.
 fn ignore_headers(route: &mut Section, s: &Settings) {
-    // NGINX adds up the headers of every proxy_ignore_headers line of a level.
     let all = s.all("proxy_ignore_headers");
-    let named = |hs: &[&str]| -> Vec<&Directive> {
-        all.iter()
-            .filter(|d| {
-                d.args
-                    .iter()
-                    .any(|a| hs.iter().any(|h| a.eq_ignore_ascii_case(h)))
-            })
-            .collect()
-    };
-    let shown = |ds: &[&Directive]| -> String {
-        let each: Vec<String> = ds
-            .iter()
-            .map(|d| format!("`{}` ({})", d.text(), d.pos))
-            .collect();
-        each.join(" and ")
-    };
-    let ttl = named(&["Cache-Control", "Expires", "X-Accel-Expires"]);
-    if !ttl.is_empty() {
-        route
-            .set("override_origin", Value::Bool(true))
-            .note(format!(
-                "From {}: the ttl table wins over the origin's Cache-Control and Expires.",
-                shown(&ttl)
-            ));
-    }
-    let cookie = named(&["Set-Cookie", "Vary"]);
-    if !cookie.is_empty() {
-        route.note(format!(
-            "not carried over from {}: calmcache never stores a response with Set-Cookie \
-             and always honours Vary.",
-            shown(&cookie)
-        ));
-    }
+    let mut names: Vec<Value> = Vec::new();
+    let mut from = Vec::new();
     for d in all {
-        if !ttl.iter().chain(&cookie).any(|x| std::ptr::eq(*x, d)) {
-            route.note(note_skipped(d, "no header calmcache can ignore is named"));
+        let mut took = false;
+        for arg in &d.args {
+            match IGNORABLE.iter().find(|h| arg.eq_ignore_ascii_case(h)) {
+                Some(h) => {
+                    took = true;
+                    let v = Value::Str((*h).to_owned());
+                    if !names.contains(&v) {
+                        names.push(v);
+                    }
+                }
+                None => route.note(format!(
+                    "not carried over: `{arg}` of `{}` ({}): calmcache does not act on this \
+                     field, so there is nothing to ignore",
+                    d.text(),
+                    d.pos
+                )),
+            }
+        }
+        if took {
+            from.push(format!("`{}` ({})", d.text(), d.pos));
         }
     }
+    if names.is_empty() {
+        return;
+    }
+    let vary = names.contains(&Value::Str("Vary".into()));
+    let entry = route.set("ignore_headers", Value::List(names));
+    for f in from {
+        entry.note(format!("From {f}."));
+    }
+    entry.note(
+        "These origin fields do not decide storing and lifetime, as in NGINX; an ignored \
+         Set-Cookie is removed from the stored copy (the client that fetched it still gets it).",
+    );
+    if vary {
+        entry.note(
+            "Ignoring Vary serves one stored answer to every client: check warns; keep the \
+             origin from varying on Cookie or Accept-Language here.",
+        );
+    }
+}
+
+/// `gzip on` (with `gzip_types`, `gzip_min_length`) -> `compress_passed =
+/// ["gzip"]` and its types (NGINX always includes text/html) and minimum
+/// length, on a route that proxies.
+pub(crate) fn gzip(route: &mut Section, s: &Settings) {
+    let Some(on) = s.last("gzip") else {
+        return;
+    };
+    if on.args.first().map(String::as_str) != Some("on") {
+        return;
+    }
+    route
+        .set(
+            "compress_passed",
+            Value::List(vec![Value::Str("gzip".into())]),
+        )
+        .note(format!(
+            "From `{}` ({}): answers calmcache does not store are gzipped on the fly for \
+             clients that take gzip. NGINX gzips cache hits too; calmcache compresses stored \
+             answers with the route key compress = [\"gzip\"], once per stored object.",
+            on.text(),
+            on.pos
+        ));
+    let mut types = vec![Value::Str("text/html".into())];
+    let mut from = None;
+    for d in s.all("gzip_types") {
+        from = Some(format!("From `{}` ({}).", d.text(), d.pos));
+        for t in &d.args {
+            let v = Value::Str(t.clone());
+            if !types.contains(&v) {
+                types.push(v);
+            }
+        }
+    }
+    let entry = route.set("compress_passed_types", Value::List(types));
+    entry.note(from.unwrap_or_else(|| "NGINX's gzip_types default: text/html alone.".into()));
+    let length = s.last("gzip_min_length");
+    let n = length
+        .and_then(|d| d.args.first())
+        .and_then(|n| nginx_bytes(n));
+    match (length, n) {
+        (Some(d), Some(n)) => {
+            route
+                .set("compress_passed_min_length", Value::Int(n))
+                .note(format!("From `{}` ({}).", d.text(), d.pos));
+        }
+        (Some(d), None) => route.note(note_skipped(d, "not a number of bytes")),
+        (None, _) => {}
+    }
+}
+
+/// An NGINX size (`1024`, `1k`, `1m`) in bytes.
+fn nginx_bytes(text: &str) -> Option<i64> {
+    let (digits, unit) = match text.char_indices().last()? {
+        (i, 'k' | 'K') => (&text[..i], 1024),
+        (i, 'm' | 'M') => (&text[..i], 1024 * 1024),
+        _ => (text, 1),
+    };
+    digits.parse::<i64>().ok()?.checked_mul(unit)
 }
 
 /// Whether this location passes WebSocket upgrades: NGINX does only with
@@ -412,13 +489,21 @@ pub(crate) fn others(route: &mut Section, s: &Settings) {
             | "proxy_ssl_certificate"
             | "proxy_ssl_certificate_key"
             | "proxy_ssl_verify"
-            | "proxy_ssl_server_name" => continue,
-            "proxy_set_header" => match set_header_note(d) {
-                Some(why) => why,
-                None => continue,
-            },
+            | "proxy_ssl_server_name"
+            | "gzip"
+            | "gzip_types"
+            | "gzip_min_length"
+            | "add_header"
+            | "expires"
+            | "proxy_set_header"
+            | "proxy_hide_header"
+            | "root"
+            | "index"
+            | "limit_req"
+            | "limit_conn"
+            | "limit_req_status"
+            | "limit_conn_status" => continue,
             "proxy_http_version" => "calmcache always speaks HTTP/1.1 to upstreams, with keepalive",
-            "proxy_hide_header" => "calmcache relays the origin's headers (hop-by-hop ones aside)",
             "proxy_pass_header" => "calmcache relays the origin's headers",
             "proxy_buffering"
             | "proxy_buffers"
@@ -448,24 +533,6 @@ pub(crate) fn others(route: &mut Section, s: &Settings) {
         };
         route.note(note_skipped(d, why));
     }
-}
-
-fn set_header_note(d: &Directive) -> Option<&'static str> {
-    let name = d.args.first()?.to_ascii_lowercase();
-    let value = d.args.get(1).map(String::as_str).unwrap_or("");
-    Some(match name.as_str() {
-        "upgrade" if value == "$http_upgrade" => return None,
-        "connection" if value.eq_ignore_ascii_case("upgrade") || value == "$connection_upgrade" => return None,
-        "connection" | "upgrade" => {
-            "calmcache keeps upstream connections alive itself (Connection and Upgrade are hop-by-hop)"
-        }
-        "host" => "calmcache sends the client's Host to the origin (NGINX's default is the proxy_pass host)",
-        "x-forwarded-for" | "x-real-ip" | "x-forwarded-proto" => {
-            "calmcache appends X-Forwarded-For and sets X-Forwarded-Proto itself (see trusted_proxies)"
-        }
-        "accept-encoding" => "calmcache forwards the client's Accept-Encoding (see compress)",
-        _ => "calmcache does not add request headers",
-    })
 }
 
 #[cfg(test)]

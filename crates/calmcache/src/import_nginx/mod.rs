@@ -13,15 +13,18 @@
 //! argument count, an include that cannot be read, an include loop) is an
 //! [`ImportError`] naming the file and line. Of the rest of the crate it
 //! uses only config's TOML quoting and size units (`toml_key`,
-//! `toml_string`, `largest_unit`) and its host name forms (`HostPattern`,
-//! for `server_name`): its output is checked like any other config, by
+//! `toml_string`, `largest_unit`), its host name forms (`HostPattern`,
+//! for `server_name`) and its variable names (`key_template::variable`,
+//! for `return`): its output is checked like any other config, by
 //! `calmcache check`.
 
 mod arity;
 mod cache;
 mod convert;
+mod headers;
 mod ledger;
 mod lexer;
+mod limits;
 mod pathre;
 mod server_names;
 mod settings;
@@ -29,6 +32,7 @@ mod toml_out;
 mod tree;
 mod units;
 mod upstreams;
+mod variables;
 mod zones;
 
 use std::path::Path;

@@ -1,4 +1,5 @@
-//! The `proxy_*` directives a location inherits from its server and `http`.
+//! The `proxy_*` (and `gzip`, `gzip_types`, `gzip_min_length`) directives
+//! a location inherits from its server and `http`.
 //!
 //! Owns NGINX's inheritance rule: a directive written at a level replaces
 //! every directive of the same name inherited from above (so one
@@ -18,7 +19,21 @@ pub(crate) struct Settings {
 
 /// Whether `name` is inherited down the levels (and read per location).
 pub(crate) fn inherited(name: &str) -> bool {
-    name.starts_with("proxy_") && !matches!(name, "proxy_pass" | "proxy_cache_path")
+    (name.starts_with("proxy_") && !matches!(name, "proxy_pass" | "proxy_cache_path"))
+        || matches!(
+            name,
+            "gzip"
+                | "gzip_types"
+                | "gzip_min_length"
+                | "add_header"
+                | "expires"
+                | "root"
+                | "index"
+                | "limit_req"
+                | "limit_conn"
+                | "limit_req_status"
+                | "limit_conn_status"
+        )
 }
 
 impl Settings {

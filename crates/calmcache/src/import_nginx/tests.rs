@@ -530,18 +530,15 @@ fn try_files_follows_the_named_location() {
     );
     let out = import(&text);
     let v: toml::Value = toml::from_str(&out).unwrap();
+    assert_eq!(v["routes"][0]["root"].as_str(), Some("/srv/www"), "{out}");
     assert_eq!(
-        v["routes"][0]["upstream"].as_str(),
+        v["routes"][1]["upstream"].as_str(),
         Some("backend"),
         "{out}"
     );
-    assert_eq!(v["routes"][0]["zone"].as_str(), Some("a"), "{out}");
+    assert_eq!(v["routes"][1]["zone"].as_str(), Some("a"), "{out}");
     assert!(v["upstreams"].get("origin").is_none(), "{out}");
     assert!(!out.contains("PLACEHOLDER"), "{out}");
-    assert!(
-        out.contains("Not carried over yet: the files part ($uri $uri/)"),
-        "{out}"
-    );
     assert!(out.contains("(t.conf:3)"), "{out}");
 }
 
@@ -564,7 +561,27 @@ fn two_ignore_headers_lines_both_count() {
         out.contains("`proxy_ignore_headers Set-Cookie` (t.conf:4)"),
         "{out}"
     );
-    assert!(out.contains("override_origin = true"), "{out}");
+    assert!(
+        out.contains("ignore_headers = [\"Cache-Control\", \"Set-Cookie\"]"),
+        "{out}"
+    );
+    assert!(!out.contains("override_origin = true"), "{out}");
+}
+
+/// NGINX's `proxy_ignore_headers Cache-Control` leaves Expires in force;
+/// X-Accel-Redirect is a field calmcache does not act on.
+#[test]
+fn ignore_headers_keep_nginxs_meaning_field_by_field() {
+    let out = import(&format!(
+        "{ZONE}server {{ location / {{ proxy_pass http://u:1; proxy_cache a;
+           proxy_ignore_headers cache-control X-Accel-Redirect Vary; }} }}"
+    ));
+    assert!(
+        out.contains("ignore_headers = [\"Cache-Control\", \"Vary\"]"),
+        "{out}"
+    );
+    assert!(out.contains("`X-Accel-Redirect` of"), "{out}");
+    assert!(!out.contains("override_origin = true"), "{out}");
 }
 
 /// Every directive of every fixture (counted from the tree, apart from the
@@ -639,4 +656,222 @@ fn settings_nothing_reads_are_commented() {
         (5, 4, 1),
         "{census}"
     );
+}
+
+/// Issue 28: an `internal` location must not be fetchable from outside.
+#[test]
+fn internal_locations_become_internal_routes() {
+    let v = parsed(
+        "server { listen 80;
+           location /backups/ { internal; proxy_pass http://127.0.0.1:9000; }
+           location /files/ { internal; }
+           location / { proxy_pass http://127.0.0.1:9000; } }",
+    );
+    assert_eq!(v["routes"][0]["internal"].as_bool(), Some(true));
+    assert_eq!(v["routes"][0]["upstream"].as_str(), Some("127_0_0_1_9000"));
+    assert_eq!(v["routes"][1]["internal"].as_bool(), Some(true));
+    assert!(v["routes"][2].get("internal").is_none());
+}
+
+#[test]
+fn return_locations_answer_themselves() {
+    let out = import(
+        "server { listen 80;
+           location = /healthz { return 204; }
+           location /old/ { return 301 https://$host/new$request_uri; proxy_pass http://127.0.0.1:9000; }
+           location /gone/ { return 410 \"gone $request_method\"; }
+           location /odd/ { return 301 https://$server_name/; }
+           location / { proxy_pass http://127.0.0.1:9000; } }",
+    );
+    let v: toml::Value = toml::from_str(&out).unwrap();
+    let route = |path: &str| {
+        v["routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r.get("path").and_then(|p| p.as_str()) == Some(path))
+            .unwrap_or_else(|| panic!("no route {path}\n{out}"))
+            .clone()
+    };
+    let ret = |path: &str, key: &str| route(path).get("return").and_then(|r| r.get(key)).cloned();
+    assert_eq!(
+        ret("^/healthz$", "status").and_then(|s| s.as_integer()),
+        Some(204)
+    );
+    assert!(route("^/healthz$").get("upstream").is_none());
+    assert_eq!(
+        ret("^/old/", "location")
+            .and_then(|s| s.as_str().map(str::to_owned))
+            .as_deref(),
+        Some("https://$host/new$request_uri")
+    );
+    assert!(route("^/old/").get("upstream").is_none());
+    assert!(
+        out.contains("`proxy_pass http://127.0.0.1:9000` (t.conf:3): never"),
+        "{out}"
+    );
+    assert_eq!(
+        ret("^/gone/", "body")
+            .and_then(|s| s.as_str().map(str::to_owned))
+            .as_deref(),
+        Some("gone $method")
+    );
+    // A variable calmcache does not know: commented, the route proxies.
+    assert!(route("^/odd/").get("return").is_none());
+    assert!(out.contains("(t.conf:5): $server_name"), "{out}");
+}
+
+#[test]
+fn a_redirect_server_answers_only_on_its_own_listeners() {
+    let out = import(
+        "server { listen 80; server_name example.com; return 301 https://$host$request_uri; }
+         server { listen 443 ssl; server_name example.com; ssl_certificate /c.pem; ssl_certificate_key /k.pem;
+           location / { proxy_pass http://127.0.0.1:9000; } }",
+    );
+    let v: toml::Value = toml::from_str(&out).unwrap();
+    let r = v["routes"].as_array().unwrap();
+    let redirect = r.iter().find(|r| r.get("return").is_some()).unwrap();
+    assert_eq!(redirect["return"]["status"].as_integer(), Some(301));
+    assert_eq!(redirect["listeners"][0].as_str(), Some("0.0.0.0:80"));
+    let app = r.iter().find(|r| r.get("upstream").is_some()).unwrap();
+    assert_eq!(app["listeners"][0].as_str(), Some("0.0.0.0:443"));
+    assert!(!out.contains("PLACEHOLDER"), "{out}");
+}
+
+#[test]
+fn a_server_return_wins_over_its_locations() {
+    let out = import(
+        "server { listen 80; return 301 https://$host$request_uri;
+           location / { proxy_pass http://127.0.0.1:9000; } }",
+    );
+    let v: toml::Value = toml::from_str(&out).unwrap();
+    assert_eq!(v["routes"].as_array().unwrap().len(), 1);
+    assert_eq!(v["routes"][0]["return"]["status"].as_integer(), Some(301));
+    assert!(out.contains("none of its locations is reached"), "{out}");
+}
+
+/// `gzip on` in effect where a location proxies: its passed answers are
+/// gzipped on the fly, with NGINX's types (text/html always) and length.
+#[test]
+fn gzip_becomes_compress_passed() {
+    let v = parsed(
+        "http { gzip on; gzip_types text/css application/json; gzip_min_length 1k;
+           server { location / { proxy_pass http://u:1; }
+                    location /raw/ { gzip off; proxy_pass http://u:1; } } }",
+    );
+    let routes = v["routes"].as_array().unwrap();
+    let all = routes.iter().find(|r| r.get("path").is_none()).unwrap();
+    assert_eq!(all["compress_passed"][0].as_str(), Some("gzip"));
+    let types: Vec<&str> = all["compress_passed_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t.as_str())
+        .collect();
+    assert_eq!(types, ["text/html", "text/css", "application/json"]);
+    assert_eq!(all["compress_passed_min_length"].as_integer(), Some(1024));
+    let raw = routes.iter().find(|r| r.get("path").is_some()).unwrap();
+    assert!(raw.get("compress_passed").is_none());
+    let plain = parsed("gzip on; server { location / { proxy_pass http://u:1; } }");
+    assert_eq!(
+        plain["routes"][0]["compress_passed_types"][0].as_str(),
+        Some("text/html")
+    );
+}
+
+/// proxy_set_header, add_header, proxy_hide_header and expires become the
+/// route's header rules; what calmcache does itself or check refuses is
+/// commented.
+#[test]
+fn header_directives_become_header_rules() {
+    let out = import(&format!(
+        "{ZONE}server {{
+           proxy_set_header Host $host;
+           proxy_set_header X-Real-IP $remote_addr;
+           proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+           proxy_set_header Accept-Encoding \"\";
+           proxy_set_header X-Bad $proxy_host;
+           add_header X-Cache-Status $upstream_cache_status always;
+           add_header X-Frame-Options SAMEORIGIN;
+           add_header X-Frame-Options DENY;
+           add_header ETag x;
+           proxy_hide_header X-Powered-By;
+           expires 1h;
+           location / {{ proxy_pass http://u:1; proxy_cache a; }} }}"
+    ));
+    let v: toml::Value = toml::from_str(&out).unwrap();
+    let r = &v["routes"][0];
+    let set = r["request_headers"]["set"].as_table().unwrap();
+    assert_eq!(set.len(), 1, "{out}");
+    assert_eq!(set["X-Real-IP"].as_str(), Some("$remote_addr"));
+    let resp = &r["response_headers"];
+    assert_eq!(
+        resp["always"]["X-Cache-Status"].as_str(),
+        Some("$upstream_cache_status")
+    );
+    assert_eq!(resp["add"]["X-Frame-Options"].as_str(), Some("SAMEORIGIN"));
+    assert!(resp["add"].get("ETag").is_none());
+    assert_eq!(resp["remove"][0].as_str(), Some("X-Powered-By"));
+    assert_eq!(r["expires"].as_str(), Some("1h"));
+    for commented in [
+        "`proxy_set_header Host $host` (t.conf:3)",
+        "`proxy_set_header Accept-Encoding \"\"` (t.conf:6)",
+        "`proxy_set_header X-Bad $proxy_host` (t.conf:7)",
+        "`add_header X-Frame-Options DENY` (t.conf:10)",
+        "`add_header ETag x` (t.conf:11)",
+    ] {
+        let joined = out.replace("\n# ", " ");
+        assert!(joined.contains(commented), "{commented}\n{out}");
+    }
+}
+
+/// Issue 28, importer mistake 3: `try_files $uri @app` with a `root` is a
+/// file route, then the named location's route.
+#[test]
+fn try_files_with_a_root_serves_files_first() {
+    let v = parsed(
+        "server { root /srv/www/public; index index.html;
+           location / { try_files $uri $uri/ @app; }
+           location @app { proxy_pass http://127.0.0.1:3000; } }",
+    );
+    let r = v["routes"].as_array().unwrap();
+    assert_eq!(r.len(), 2, "{v:?}");
+    assert_eq!(r[0]["root"].as_str(), Some("/srv/www/public"));
+    assert_eq!(r[0]["index"][0].as_str(), Some("index.html"));
+    assert!(r[0].get("upstream").is_none());
+    assert_eq!(r[1]["upstream"].as_str(), Some("127_0_0_1_3000"));
+    // Without a root: the named location only.
+    let v = parsed(
+        "server { location / { try_files $uri @app; }
+           location @app { proxy_pass http://127.0.0.1:3000; } }",
+    );
+    assert_eq!(v["routes"].as_array().unwrap().len(), 1);
+}
+
+/// limit_req_zone / limit_conn_zone and the locations' limit_req /
+/// limit_conn: [limits.NAME] with NGINX's 503, and route limits.
+#[test]
+fn limits_become_limit_tables_and_route_limits() {
+    let v = parsed(
+        "limit_req_zone $binary_remote_addr zone=api:10m rate=10r/s;
+         limit_conn_zone $binary_remote_addr zone=addr:10m;
+         limit_req_zone $server_name zone=host:10m rate=1r/s;
+         server { location / { limit_req zone=api burst=20 nodelay; limit_conn addr 4;
+                               limit_conn_status 429; limit_req zone=host; proxy_pass http://u:1; } }",
+    );
+    let api = &v["limits"]["api"];
+    assert_eq!(api["rate"].as_str(), Some("10r/s"));
+    assert_eq!(api["burst"].as_integer(), Some(20));
+    assert_eq!(api["delay"].as_str(), Some("nodelay"));
+    assert_eq!(api["status"].as_integer(), Some(503));
+    assert_eq!(v["limits"]["addr"]["connections"].as_integer(), Some(4));
+    assert_eq!(v["limits"]["addr"]["status"].as_integer(), Some(429));
+    assert!(v["limits"].get("host").is_none());
+    let limits: Vec<&str> = v["routes"][0]["limits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.as_str())
+        .collect();
+    assert_eq!(limits, ["api", "addr"]);
 }

@@ -40,8 +40,18 @@ pub(crate) fn target(pass: &Directive) -> Result<Target, String> {
     } else {
         return Err("only http:// and https:// URLs can be carried over".to_owned());
     };
-    if rest.starts_with("unix:") {
-        return Err("calmcache connects to origins over TCP only, not UNIX sockets".to_owned());
+    if let Some(socket) = rest.strip_prefix("unix:") {
+        // NGINX: http://unix:/path:/uri, the path ended by ':'.
+        let (path, uri) = socket.split_once(':').unwrap_or((socket, ""));
+        unix_path_ok(path)?;
+        if tls {
+            return Err("calmcache speaks plain HTTP over a unix socket".to_owned());
+        }
+        return Ok(Target {
+            host: format!("unix:{path}"),
+            tls,
+            uri: Some(uri.to_owned()).filter(|u| !u.is_empty()),
+        });
     }
     let (host, uri) = match rest.find('/') {
         Some(i) => (&rest[..i], Some(rest[i..].to_owned())),
@@ -91,7 +101,11 @@ pub(crate) fn direct(target: &Target, pass: &Directive) -> Section {
         pass.text(),
         pass.pos
     ));
-    let address = with_port(&target.host, target.tls);
+    let address = if target.host.starts_with("unix:") {
+        target.host.clone()
+    } else {
+        with_port(&target.host, target.tls)
+    };
     let server = if target.tls {
         format!("https://{address}")
     } else {
@@ -143,9 +157,18 @@ pub(crate) fn block(block: &Directive, notes: &mut Notes) -> (String, Section) {
                 d,
                 "calmcache's upstream state is shared by its worker threads without a zone",
             )),
-            "least_conn" | "ip_hash" | "hash" | "random" | "least_time" => section.note(
-                note_skipped(d, "calmcache balances by round robin over healthy servers"),
-            ),
+            "least_conn" => {
+                super::ledger::carried(d);
+                section
+                    .set("balance", Value::Str("least_conn".into()))
+                    .note(format!("From `{}` ({}).", d.text(), d.pos));
+            }
+            "hash" => hash(d, &mut section),
+            "ip_hash" | "random" | "least_time" => section.note(note_skipped(
+                d,
+                "calmcache balances by round robin, least_conn or a hash of a key template \
+                 (balance = \"hash\"; a key cannot read the client address)",
+            )),
             "keepalive_timeout" | "keepalive_requests" | "keepalive_time" => {
                 section.note(note_skipped(
                     d,
@@ -184,20 +207,71 @@ pub(crate) fn block(block: &Directive, notes: &mut Notes) -> (String, Section) {
     (name, section)
 }
 
+/// `hash KEY [consistent]`: balance = "hash" with KEY as hash_key.
+fn hash(d: &Directive, section: &mut Section) {
+    let Some(key) = d.args.first() else {
+        return section.note(note_skipped(d, "hash needs a key"));
+    };
+    let key = match super::variables::variables(key) {
+        Ok(key) if key.contains('$') => key,
+        Ok(_) => {
+            return section.note(note_skipped(
+                d,
+                "a key without variables sends every request to one server",
+            ))
+        }
+        Err(why) => return section.note(note_skipped(d, &why)),
+    };
+    super::ledger::carried(d);
+    let consistent = d.args.get(1).is_some_and(|a| a == "consistent");
+    let why = if consistent {
+        format!(
+            "From `{}` ({}): a consistent hash ring, as NGINX's ketama.",
+            d.text(),
+            d.pos
+        )
+    } else {
+        format!(
+            "From `{}` ({}): calmcache's hash is always consistent (a ring), so which server \
+             a key goes to differs from NGINX's plain hash, and adding a server moves about 1/n \
+             of the keys instead of most.",
+            d.text(),
+            d.pos
+        )
+    };
+    section.set("balance", Value::Str("hash".into())).note(why);
+    section.set("hash_key", Value::Str(key));
+}
+
+/// Whether `path` is a socket path calmcache takes: absolute, at most 107
+/// bytes (sun_path).
+fn unix_path_ok(path: &str) -> Result<(), String> {
+    if !path.starts_with('/') {
+        return Err("calmcache takes an absolute unix socket path".into());
+    }
+    if path.len() > 107 {
+        return Err("a unix socket path is at most 107 bytes".into());
+    }
+    Ok(())
+}
+
 /// One `server ADDRESS [weight=N] [max_fails=N] [fail_timeout=T] ...;`.
 fn server(d: &Directive, section: &mut Section) -> Option<Value> {
     let Some(address) = d.args.first() else {
         section.note(note_skipped(d, "a server needs an address"));
         return None;
     };
-    if address.starts_with("unix:") {
-        section.note(note_skipped(
-            d,
-            "calmcache connects to origins over TCP only",
-        ));
-        return None;
-    }
-    let mut table = vec![("address".to_owned(), Value::Str(with_port(address, false)))];
+    let address = match address.strip_prefix("unix:") {
+        Some(path) => {
+            if let Err(why) = unix_path_ok(path) {
+                section.note(note_skipped(d, &why));
+                return None;
+            }
+            address.clone()
+        }
+        None => with_port(address, false),
+    };
+    let mut table = vec![("address".to_owned(), Value::Str(address))];
     let mut never_down = false;
     for param in &d.args[1..] {
         let (key, value) = param.split_once('=').unwrap_or((param, ""));
@@ -390,7 +464,11 @@ mod tests {
             }
         );
         assert!(target(&first("proxy_pass http://$host;")).is_err());
-        assert!(target(&first("proxy_pass http://unix:/tmp/s:;")).is_err());
+        let t = target(&first("proxy_pass http://unix:/run/app.sock:/x/;")).unwrap();
+        assert_eq!(t.host, "unix:/run/app.sock");
+        assert_eq!(t.uri.as_deref(), Some("/x/"));
+        assert!(target(&first("proxy_pass http://unix:tmp/s:;")).is_err());
+        assert!(target(&first("proxy_pass https://unix:/tmp/s:;")).is_err());
         assert_eq!(with_port("example.com", true), "example.com:443");
         assert_eq!(with_port("[::1]", false), "[::1]:80");
     }
@@ -410,7 +488,41 @@ mod tests {
         );
         assert_eq!(section.get("keepalive"), Some(&Value::Int(16)));
         assert!(section.comments.iter().any(|c| c.contains("backup")));
-        assert!(section.comments.iter().any(|c| c.contains("least_conn")));
+        assert_eq!(
+            section.get("balance"),
+            Some(&Value::Str("least_conn".into()))
+        );
+    }
+
+    #[test]
+    fn unix_servers_and_hash_balance() {
+        let mut notes = Vec::new();
+        let (_, section) = block(
+            &first("upstream app { server unix:/run/app.sock weight=2; server unix:rel.sock; hash $request_uri consistent; }"),
+            &mut notes,
+        );
+        let text = crate::import_nginx::toml_out::value(section.get("servers").unwrap());
+        assert_eq!(text, r#"[{ address = "unix:/run/app.sock", weight = 2 }]"#);
+        assert!(section.comments.iter().any(|c| c.contains("unix:rel.sock")));
+        assert_eq!(section.get("balance"), Some(&Value::Str("hash".into())));
+        assert_eq!(
+            section.get("hash_key"),
+            Some(&Value::Str("$request_uri".into()))
+        );
+        let (_, plain) = block(
+            &first("upstream b { server a:1; hash $arg_id; }"),
+            &mut notes,
+        );
+        assert_eq!(plain.get("hash_key"), Some(&Value::Str("$arg_id".into())));
+        assert!(plain
+            .entries
+            .iter()
+            .any(|e| e.comments.iter().any(|c| c.contains("differs"))));
+        let (_, odd) = block(
+            &first("upstream c { server a:1; hash $remote_addr; }"),
+            &mut notes,
+        );
+        assert!(odd.get("balance").is_none());
     }
 
     /// Mastodon's `server 127.0.0.1:3000 fail_timeout=0;`: calmcache's

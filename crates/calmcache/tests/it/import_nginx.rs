@@ -237,6 +237,73 @@ fn fail_timeout_zero_imports_to_a_config_check_passes() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Issue 28: `internal`, `return` and a port-80 server that only
+/// redirects import to routes that answer themselves, which `check` passes.
+#[test]
+fn answering_locations_and_a_redirect_server_pass_check() {
+    let dir = scratch("import-answers");
+    let conf = dir.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        "limit_req_zone $binary_remote_addr zone=api:10m rate=10r/s;
+         limit_conn_zone $binary_remote_addr zone=addr:10m;
+         server { listen 127.0.0.1:8080; server_name example.com; return 301 https://$host$request_uri; }
+         server { listen 127.0.0.1:8081; server_name example.com;
+           proxy_set_header Host $host; proxy_set_header X-Real-IP $remote_addr;
+           add_header X-Cache-Status $upstream_cache_status always; proxy_hide_header X-Powered-By; expires 1h;
+           location = /healthz { return 204; }
+           location /backups/ { internal; proxy_pass http://127.0.0.1:3000; }
+           location /gone/ { return 410 \"gone\"; }
+           location /dl/ { limit_req zone=api burst=20 nodelay; limit_conn addr 4; proxy_pass http://127.0.0.1:3000; }
+           location / { proxy_pass http://127.0.0.1:3000; } }",
+    )
+    .unwrap();
+    let toml = imported(&conf);
+    assert!(toml.contains("internal = true"), "{toml}");
+    assert!(toml.contains("listeners = [\"127.0.0.1:8080\"]"), "{toml}");
+    assert!(toml.contains("X-Real-IP = \"$remote_addr\""), "{toml}");
+    assert!(toml.contains("limits = [\"api\", \"addr\"]"), "{toml}");
+    let out = check(&toml, &dir);
+    assert!(
+        out.status.success(),
+        "{}\n{toml}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 28: unix-socket servers, `least_conn` and `hash ... consistent`
+/// import to keys `check` passes.
+#[test]
+fn unix_servers_and_balance_pass_check() {
+    let dir = scratch("import-balance");
+    let conf = dir.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        "gzip on; gzip_types text/css; gzip_min_length 256;
+         upstream app { server unix:/run/app/puma.sock fail_timeout=0; server 127.0.0.1:3000; hash $request_uri consistent; }
+         upstream api { least_conn; server 127.0.0.1:4000; server 127.0.0.1:4001; }
+         server { listen 127.0.0.1:8080;
+           location /api/ { proxy_pass http://api; }
+           location /sock/ { proxy_pass http://unix:/run/other.sock:; }
+           location / { proxy_pass http://app; } }",
+    )
+    .unwrap();
+    let toml = imported(&conf);
+    assert!(toml.contains("unix:/run/app/puma.sock"), "{toml}");
+    assert!(toml.contains("\"unix:/run/other.sock\""), "{toml}");
+    assert!(toml.contains("balance = \"least_conn\""), "{toml}");
+    assert!(toml.contains("hash_key = \"$request_uri\""), "{toml}");
+    assert!(toml.contains("compress_passed = [\"gzip\"]"), "{toml}");
+    let out = check(&toml, &dir);
+    assert!(
+        out.status.success(),
+        "{}\n{toml}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 // ---- side by side with NGINX ----
 
 /// Whether the nginx binary is here; under CI=true its absence fails.

@@ -13,11 +13,13 @@
 use std::collections::HashSet;
 use std::path::Path;
 
+mod answers;
 mod nesting;
 mod routes;
 mod servers;
 
 use super::cache;
+use super::headers;
 use super::ledger::{self, Census};
 use super::lexer::Pos;
 use super::pathre::RouteRegex;
@@ -53,6 +55,10 @@ struct Location {
     pass: Option<Directive>,
     /// `try_files ... @name`: requests go on to that named location.
     try_named: Option<Directive>,
+    /// `return ...`: NGINX answers before proxying.
+    ret: Option<Directive>,
+    /// `internal`: requests from clients get 404.
+    internal: Option<Directive>,
     /// The `location` directive itself (None for a server without one).
     directive: Option<Directive>,
     pos: Pos,
@@ -70,6 +76,8 @@ struct Server {
     locations: Vec<Location>,
     /// The server's own settings, for a server without locations.
     settings: Settings,
+    /// A server-level `return`: it answers every request of the server.
+    ret: Option<Directive>,
     pos: Option<Pos>,
 }
 
@@ -84,6 +92,7 @@ struct Converter<'a> {
     upstream_blocks: Vec<(String, Section)>,
     direct: Vec<(String, Section)>,
     zones: Zones,
+    limits: super::limits::Limits,
     servers: Vec<Server>,
     worker_processes: Option<i64>,
     access_log: Option<Section>,
@@ -121,6 +130,7 @@ fn convert_tree(tree: &[Directive], prefix: &Path, main: &str) -> Result<Doc, Im
         upstream_blocks: Vec::new(),
         direct: Vec::new(),
         zones: Zones::default(),
+        limits: Default::default(),
         servers: Vec::new(),
         worker_processes: None,
         access_log: None,
@@ -226,6 +236,7 @@ impl Converter<'_> {
             match d.name.as_str() {
                 "proxy_cache_path" => self.zones.path(d, &mut self.top),
                 "map" | "split_clients" if d.block.is_some() => self.zones.variable(d),
+                "limit_req_zone" | "limit_conn_zone" => self.limits.zone(d, &mut self.top),
                 "upstream" if d.block.is_some() => {
                     let block = upstreams::block(d, &mut self.top);
                     self.upstream_blocks.push(block);
@@ -236,7 +247,8 @@ impl Converter<'_> {
         let mut loose = Vec::new();
         for d in dirs {
             match d.name.as_str() {
-                "proxy_cache_path" | "map" | "split_clients" | "upstream" => {}
+                "proxy_cache_path" | "map" | "split_clients" | "upstream" | "limit_req_zone"
+                | "limit_conn_zone" => {}
                 "ssl_certificate" => self.http_certs.0.push(d.clone()),
                 "ssl_certificate_key" => self.http_certs.1.push(d.clone()),
                 "server" if d.block.is_some() => self.server_block(d, &settings),
@@ -261,6 +273,7 @@ impl Converter<'_> {
                 listens: Vec::new(),
                 locations: Vec::new(),
                 settings: settings.clone(),
+                ret: None,
                 pos: None,
             };
             for d in &loose {
@@ -307,15 +320,7 @@ impl Converter<'_> {
             "listen" | "server_name" => {
                 self.top.push(note_skipped(d, "only meaningful inside a server block"))
             }
-            "gzip" => self.top.push(note_skipped(
-                d,
-                "calmcache compresses only with the route key compress = [\"gzip\"] (or \"br\"), once per stored object",
-            )),
-            "expires" | "add_header" => self.top.push(note_skipped(
-                d,
-                "calmcache does not change response headers; set them at the origin",
-            )),
-            "root" | "index" | "try_files" | "return" | "rewrite" | "alias" | "autoindex" | "error_page"
+            "try_files" | "return" | "rewrite" | "alias" | "autoindex" | "error_page"
             | "types" | "default_type" => self.top.push(note_skipped(
                 d,
                 "calmcache does not serve files or write answers itself: the origin does",
@@ -338,11 +343,9 @@ impl Converter<'_> {
             }
             "internal" => self.top.push(note_skipped(
                 d,
-                "NGINX answers requests from outside with 404 here; calmcache cannot refuse them \
-                 yet, so they go where this route sends them: never point it at an origin that \
-                 serves these paths, or delete the route",
+                "NGINX takes internal only in a location (there it becomes the route's internal = true)",
             )),
-            "if" | "set" | "limit_req" | "limit_conn" | "limit_req_zone" | "limit_conn_zone" | "allow" | "deny"
+            "if" | "set" | "allow" | "deny"
             | "auth_basic" | "auth_request" => self.top.push(note_skipped(d, "calmcache has no equivalent")),
             _ => self.top.push(note_skipped(d, "calmcache has no equivalent")),
         }

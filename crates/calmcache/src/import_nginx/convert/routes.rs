@@ -19,6 +19,7 @@ impl Converter<'_> {
         doc.header.push(String::new());
         doc.header.extend(std::mem::take(&mut self.top));
         self.finish_server();
+        self.known_listeners(&mut routes);
         doc.sections
             .push(std::mem::replace(&mut self.server, Section::new("")));
         doc.sections.append(&mut self.tls);
@@ -53,11 +54,45 @@ impl Converter<'_> {
         for (_, section, _) in self.zones.zones.drain(..) {
             doc.sections.push(section);
         }
+        for (_, section) in self.limits.sections.drain(..) {
+            doc.sections.push(section);
+        }
         doc.sections.extend(routes);
         if let Some(log) = self.access_log.take() {
             doc.sections.push(log);
         }
         doc
+    }
+
+    /// Keeps in each route's `listeners` the addresses `[server]` listens
+    /// on (a `listen` not carried over is none), dropping the key where
+    /// none is left.
+    fn known_listeners(&self, routes: &mut [Section]) {
+        let mut known: Vec<Value> = Vec::new();
+        for key in ["listen", "tls_listen"] {
+            if let Some(Value::List(l)) = self.server.get(key) {
+                known.extend(l.iter().cloned());
+            }
+        }
+        for route in routes {
+            let Some(entry) = route.entries.iter_mut().find(|e| e.key == "listeners") else {
+                continue;
+            };
+            let Value::List(l) = &mut entry.value else {
+                continue;
+            };
+            let before = l.len();
+            l.retain(|a| known.contains(a));
+            if l.is_empty() {
+                route.entries.retain(|e| e.key != "listeners");
+                route.note(
+                    "None of this server's listen addresses is carried over: its routes serve \
+                     every listener.",
+                );
+            } else if l.len() < before {
+                route.note("Listen addresses not carried over are left out of listeners.");
+            }
+        }
     }
 
     /// Every server's routes in the groups that pick NGINX's server by Host
@@ -81,10 +116,14 @@ impl Converter<'_> {
                     .into(),
             );
         }
-        if servers.windows(2).any(|w| w[0].listens != w[1].listens) {
+        let by_listener = servers.windows(2).any(|w| w[0].listens != w[1].listens);
+        if by_listener {
             self.top.push(
                 "The server blocks listen on different addresses: NGINX chooses among the servers \
-                 of the address a request came in on, calmcache's routes serve every listener."
+                 of the address a request came in on, so each server's routes carry its listen \
+                 addresses as listeners. A Host no server of an address names goes to the default \
+                 server's routes, which serve only its own addresses (NGINX has a default server \
+                 per address)."
                     .into(),
             );
         }
@@ -105,6 +144,12 @@ impl Converter<'_> {
                 }
             };
             routes.extend(own);
+            if by_listener {
+                let list = Value::List(server.listens.iter().cloned().map(Value::Str).collect());
+                for route in &mut routes[first..] {
+                    route.set_first("listeners", list.clone());
+                }
+            }
             let Some(hosts) = group.hosts else {
                 if let Some(route) = routes.get_mut(first).filter(|_| !group.note.is_empty()) {
                     route.comments.insert(0, group.note);
@@ -133,17 +178,29 @@ impl Converter<'_> {
     /// The routes of one server, in the order that picks NGINX's location
     /// (see nesting).
     pub(super) fn server_routes(&mut self, server: &Server, routes: &mut Vec<Section>) {
-        if server
-            .locations
-            .iter()
-            .all(|l| l.modifier == Modifier::Named)
+        if server.ret.is_some()
+            || server
+                .locations
+                .iter()
+                .all(|l| l.modifier == Modifier::Named)
         {
+            if let (Some(ret), false) = (&server.ret, server.locations.is_empty()) {
+                self.top.push(format!(
+                    "`{}` ({}) is in the server's rewrite phase: it answers every request of \
+                     server ({}) before a location is chosen, so none of its locations is reached.",
+                    ret.text(),
+                    ret.pos,
+                    server.pos.as_ref().map_or("-".to_owned(), Pos::to_string)
+                ));
+            }
             let loc = Location {
                 modifier: Modifier::Prefix,
                 pattern: "/".into(),
                 settings: server.settings.clone(),
                 pass: None,
                 try_named: None,
+                ret: server.ret.clone(),
+                internal: None,
                 directive: None,
                 pos: server.pos.clone().unwrap_or(Pos {
                     file: "-".into(),
@@ -184,7 +241,10 @@ impl Converter<'_> {
             };
             let start = routes.len();
             match self.via_named(server, p.loc, &mut used_named) {
-                Some(loc) => self.location_routes(&loc, m, when, routes),
+                Some(loc) => {
+                    self.file_route(p.loc, &m, routes);
+                    self.location_routes(&loc, m, when, routes)
+                }
                 None => self.location_routes(p.loc, m, when, routes),
             }
             if let Some(route) = routes.get_mut(start) {
@@ -203,7 +263,10 @@ impl Converter<'_> {
         loc: &Location,
         used: &mut HashSet<String>,
     ) -> Option<Location> {
-        let try_files = loc.try_named.as_ref().filter(|_| loc.pass.is_none())?;
+        let try_files = loc
+            .try_named
+            .as_ref()
+            .filter(|_| loc.pass.is_none() && loc.ret.is_none())?;
         let name = try_files.args.last()?;
         let mut notes = loc.notes.clone();
         let Some(named) = server
@@ -227,7 +290,9 @@ impl Converter<'_> {
             .map(String::as_str)
             .collect();
         notes.push(format!(
-            "From `{}` ({}): every request of this location goes to location {name} ({}), its              upstream and cache settings. Not carried over yet: the files part ({}) from `root`,              which NGINX serves when the file exists; a file route (route key `root`, falling              through to this route when the file is absent) will carry it.",
+            "From `{}` ({}): every request of this location goes to location {name} ({}), its              upstream and cache settings. The files part ({}) is the file route before this one \
+             when a `root` is in effect and it is `$uri` (or `$uri $uri/`); otherwise it is not \
+             carried over.",
             try_files.text(),
             try_files.pos,
             named.pos,
@@ -240,11 +305,57 @@ impl Converter<'_> {
             settings: named.settings.clone(),
             pass: named.pass.clone(),
             try_named: None,
+            ret: named.ret.clone(),
+            internal: loc.internal.clone(),
             directive: loc.directive.clone(),
             pos: loc.pos.clone(),
             notes,
             nested: Vec::new(),
         })
+    }
+
+    /// `try_files $uri [$uri/] @name` with a `root` in effect: a file
+    /// route under the location's conditions, falling through to the
+    /// named location's route written after it.
+    fn file_route(&mut self, loc: &Location, m: &[RouteRegex], routes: &mut Vec<Section>) {
+        let Some(try_files) = &loc.try_named else {
+            return;
+        };
+        let files = &try_files.args[..try_files.args.len().saturating_sub(1)];
+        if !matches!(files, [a] if a == "$uri")
+            && !matches!(files, [a, b] if a == "$uri" && b == "$uri/")
+        {
+            return;
+        }
+        let Some(root) = loc.settings.last("root") else {
+            return;
+        };
+        let Some(dir) = root.args.first().filter(|d| !d.contains('$')) else {
+            return self.top.push(note_skipped(root, "a root with variables"));
+        };
+        let mut route = Section::new("[[routes]]");
+        route.note(format!(
+            "location {} ({}): the files of `{}` ({}) from `{}` ({}); a path with no file goes on \
+             to the next route.",
+            describe(loc),
+            loc.pos,
+            try_files.text(),
+            try_files.pos,
+            root.text(),
+            root.pos
+        ));
+        for m in m {
+            route.set(m.key(), Value::Str(m.regex().to_owned()));
+        }
+        route.set("root", Value::Str(self.absolute(dir)));
+        if let Some(index) = loc.settings.last("index") {
+            route.set(
+                "index",
+                Value::List(index.args.iter().cloned().map(Value::Str).collect()),
+            );
+        }
+        internal(loc, &mut route);
+        routes.push(route);
     }
 
     /// Named locations no `try_files` reaches get a comment.
@@ -279,6 +390,18 @@ impl Converter<'_> {
                 loc.pos
             )],
         };
+        if let Some(ret) = self.answers_itself(loc, &mut notes) {
+            let mut route = Section::new("[[routes]]");
+            route.note(format!("location {} ({})", describe(loc), loc.pos));
+            for m in m {
+                route.set(m.key(), Value::Str(m.regex().to_owned()));
+            }
+            route.set("return", ret);
+            internal(loc, &mut route);
+            route.comments.extend(notes);
+            routes.push(route);
+            return;
+        }
         let upstream = self.upstream_for(loc, &mut notes);
         let choice = match loc.settings.last("proxy_cache") {
             Some(d) => self.zones.choice(d, &mut notes),
@@ -318,6 +441,10 @@ impl Converter<'_> {
             if let Some(inactive) = inactive {
                 cache::caching_keys(&mut route, &loc.settings, &upstream, inactive);
             }
+            internal(loc, &mut route);
+            cache::gzip(&mut route, &loc.settings);
+            headers::rules(&mut route, &loc.settings, inactive.is_some());
+            self.limits.route(&mut route, &loc.settings);
             if let Some((ws, why)) = cache::websocket(&loc.settings) {
                 route.set("websocket", Value::Bool(ws)).note(why);
             }
@@ -334,6 +461,29 @@ impl Converter<'_> {
             cache::others(route, &loc.settings);
         }
         route.comments.extend(notes);
+    }
+
+    /// A location's `return`, when calmcache can say it: then the route
+    /// answers itself and its `proxy_pass` is never reached.
+    fn answers_itself(&mut self, loc: &Location, notes: &mut Notes) -> Option<Value> {
+        let ret = loc.ret.as_ref()?;
+        match answers::return_table(ret) {
+            Ok(table) => {
+                ledger::carried(ret);
+                notes.push(format!("From `{}` ({}).", ret.text(), ret.pos));
+                if let Some(pass) = &loc.pass {
+                    notes.push(note_skipped(
+                        pass,
+                        "never reached: NGINX's return answers first (rewrite phase)",
+                    ));
+                }
+                Some(table)
+            }
+            Err(why) => {
+                notes.push(note_skipped(ret, &why));
+                None
+            }
+        }
     }
 
     /// The upstream a location sends to (a placeholder without proxy_pass).
@@ -397,6 +547,18 @@ impl Converter<'_> {
             section.entries.retain(|e| e.key != "tls");
         }
         name
+    }
+}
+
+/// `internal` on every route of an internal location: clients get 404.
+fn internal(loc: &Location, route: &mut Section) {
+    if let Some(d) = &loc.internal {
+        ledger::carried(d);
+        route.set("internal", Value::Bool(true)).note(format!(
+            "From `{}` ({}): a client's request gets 404; error_pages reach it.",
+            d.text(),
+            d.pos
+        ));
     }
 }
 

@@ -14,6 +14,7 @@ impl Converter<'_> {
             listens: Vec::new(),
             locations: Vec::new(),
             settings: settings.clone(),
+            ret: None,
             pos: Some(d.pos.clone()),
         };
         let mut certs = Vec::new();
@@ -29,6 +30,7 @@ impl Converter<'_> {
                         .push(listen_address(addr).map_or(addr.to_owned(), |(a, _)| a));
                 }
                 "location" => self.location(c, &settings, &mut server.locations),
+                "return" => server.ret = Some(c.clone()),
                 "ssl_certificate" => certs.push(c.clone()),
                 "ssl_certificate_key" => keys.push(c.clone()),
                 "server_name" => {
@@ -171,6 +173,8 @@ impl Converter<'_> {
             settings,
             pass: None,
             try_named: None,
+            ret: None,
+            internal: None,
             directive: Some(d.clone()),
             pos: d.pos.clone(),
             notes: Vec::new(),
@@ -186,6 +190,8 @@ impl Converter<'_> {
                 "try_files" if c.args.last().is_some_and(|a| a.starts_with('@')) => {
                     loc.try_named = Some(c.clone())
                 }
+                "return" => loc.ret = Some(c.clone()),
+                "internal" => loc.internal = Some(c.clone()),
                 n if super::super::settings::inherited(n) => {}
                 _ => {
                     let before = self.top.len();
