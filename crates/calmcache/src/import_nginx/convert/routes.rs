@@ -424,20 +424,7 @@ impl Converter<'_> {
                 route.set(m.key(), Value::Str(m.regex().to_owned()));
             }
             route.set("upstream", Value::Str(upstream.clone()));
-            let inactive = match &choice {
-                Choice::One(z) => {
-                    route.set("zone", Value::Str(z.clone()));
-                    Some(self.zones.inactive(z))
-                }
-                Choice::Hash(zs) => {
-                    route.set(
-                        "zones",
-                        Value::List(zs.iter().cloned().map(Value::Str).collect()),
-                    );
-                    zs.iter().map(|z| self.zones.inactive(z)).max()
-                }
-                Choice::Off | Choice::ByMatch(..) => None,
-            };
+            let inactive = self.zone_keys(&mut route, &choice);
             if let Some(inactive) = inactive {
                 cache::caching_keys(&mut route, &loc.settings, &upstream, inactive);
             }
@@ -461,6 +448,25 @@ impl Converter<'_> {
             cache::others(route, &loc.settings);
         }
         route.comments.extend(notes);
+    }
+
+    /// The route's `zone` or `zones` for `choice`, and the longest
+    /// `inactive` of them (`None`: the route does not cache).
+    fn zone_keys(&self, route: &mut Section, choice: &Choice) -> Option<u64> {
+        match choice {
+            Choice::One(z) => {
+                route.set("zone", Value::Str(z.clone()));
+                Some(self.zones.inactive(z))
+            }
+            Choice::Hash(zs) => {
+                route.set(
+                    "zones",
+                    Value::List(zs.iter().cloned().map(Value::Str).collect()),
+                );
+                zs.iter().map(|z| self.zones.inactive(z)).max()
+            }
+            Choice::Off | Choice::ByMatch(..) => None,
+        }
     }
 
     /// A location's `return`, when calmcache can say it: then the route
