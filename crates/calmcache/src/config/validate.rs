@@ -90,6 +90,30 @@ struct Checker {
 }
 
 impl Checker {
+    /// A list of names or values (`compress`, `compress_passed_types`):
+    /// each parsed by `parse`, in config order; one listed twice is
+    /// reported, one `parse` refuses is reported as `refused` says.
+    fn distinct<T: PartialEq>(
+        &mut self,
+        path: &str,
+        raw: &[String],
+        parse: impl Fn(&str) -> Option<T>,
+        refused: impl Fn(String, &str) -> Problem,
+    ) -> Vec<T> {
+        let mut out: Vec<T> = Vec::with_capacity(raw.len());
+        for (i, text) in raw.iter().enumerate() {
+            let at = format!("{path}[{i}]");
+            match parse(text) {
+                Some(item) if out.contains(&item) => {
+                    self.report(Problem::new(at, format!("{text:?} is listed twice")));
+                }
+                Some(item) => out.push(item),
+                None => self.report(refused(at, text)),
+            }
+        }
+        out
+    }
+
     fn report(&mut self, problem: Problem) {
         self.problems.push(problem);
     }

@@ -63,21 +63,9 @@ impl Checker {
 
     /// `compress_passed_types`: `type/subtype`, `type/*` or `*`, none twice.
     fn media_ranges(&mut self, path: &str, raw: &[String]) -> Vec<MediaRange> {
-        let mut out: Vec<MediaRange> = Vec::with_capacity(raw.len());
-        for (i, text) in raw.iter().enumerate() {
-            let at = format!("{path}[{i}]");
-            match MediaRange::parse(text) {
-                Some(range) if out.contains(&range) => {
-                    self.report(Problem::new(at, format!("{text:?} is listed twice")));
-                }
-                Some(range) => out.push(range),
-                None => {
-                    let problem = Problem::new(at, format!("{text:?} is not a media type"));
-                    let hint = r#"write e.g. "text/html", "text/*" or "*" (no parameters)"#;
-                    self.report(problem.hint(hint));
-                }
-            }
-        }
-        out
+        self.distinct(path, raw, MediaRange::parse, |at, text| {
+            let problem = Problem::new(at, format!("{text:?} is not a media type"));
+            problem.hint(r#"write e.g. "text/html", "text/*" or "*" (no parameters)"#)
+        })
     }
 }

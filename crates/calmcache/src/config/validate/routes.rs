@@ -494,24 +494,13 @@ impl Checker {
 
     /// `compress`: known codings, none listed twice, in config order.
     fn compress(&mut self, path: &str, raw: &[String]) -> Vec<Coding> {
-        let mut codings: Vec<Coding> = Vec::new();
-        for (i, text) in raw.iter().enumerate() {
-            let at = format!("{path}[{i}]");
-            match Coding::parse(text) {
-                Some(coding) if codings.contains(&coding) => {
-                    self.report(Problem::new(at, format!("{text:?} is listed twice")));
-                }
-                Some(coding) => codings.push(coding),
-                None => {
-                    let message = format!(
-                        "{text:?} is not a coding calmcache can make ({})",
-                        expected_codings()
-                    );
-                    self.report(Problem::new(at, message));
-                }
-            }
-        }
-        codings
+        self.distinct(path, raw, Coding::parse, |at, text| {
+            let message = format!(
+                "{text:?} is not a coding calmcache can make ({})",
+                expected_codings()
+            );
+            Problem::new(at, message)
+        })
     }
 
     fn refresh(&mut self, path: &str, raw: Option<&str>) -> RefreshMode {
