@@ -4,27 +4,24 @@
 //! which become indexes into [`Config::upstreams`](crate::config::Config::upstreams) and
 //! `zones`. Like the rest of validation it reports and carries on.
 
-use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
+use std::collections::HashMap;
 
-use calmcache_core::RefreshMode;
 use regex::Regex;
 
 use super::Checker;
 use crate::config::answering::RouteKind;
 use crate::config::conditions::Condition;
 use crate::config::defaults::route;
-use crate::config::error::{toml_key, Problem};
+use crate::config::error::Problem;
 use crate::config::hosts::HostPattern;
 use crate::config::key_template::KeyTemplate;
 use crate::config::raw::{RawRoute, Text};
 use crate::config::ZoneKind;
 use crate::config::{
-    suggest, BodyKey, ClientCacheControl, RouteAnswers, RouteConfig, RouteFreshness, RouteMatching,
-    RouteRefresh, RouteRequests, RouteStorage, RouteWarm, TtlTable, UpstreamConfig, ZoneConfig,
+    suggest, BodyKey, ClientCacheControl, RouteAnswers, RouteConfig, RouteMatching, RouteRequests,
+    RouteStorage, RouteWarm, UpstreamConfig, ZoneConfig,
 };
 use crate::http::compress::Coding;
-use calmcache_core::{IgnorableField, IgnoredFields};
 
 /// The hint for a `key` template that does not compile.
 const KEY_HINT: &str = "variables: $scheme, $host, $uri, $args, $is_args, $request_uri, \
@@ -32,12 +29,6 @@ const KEY_HINT: &str = "variables: $scheme, $host, $uri, $args, $is_args, $reque
 /// The hint for a `bypass` / `no_store` entry that does not parse.
 const CONDITION_HINT: &str =
     r#"e.g. "cookie:wordpress_logged_in" (a name prefix), "header:Authorization", "arg:preview""#;
-const REFRESH_MODES: [RefreshMode; 4] = [
-    RefreshMode::None,
-    RefreshMode::Lock,
-    RefreshMode::Per,
-    RefreshMode::Sus,
-];
 
 /// The names routes may refer to, in index order.
 struct Names<'a> {
@@ -172,63 +163,6 @@ impl Checker {
         }
     }
 
-    /// `ttl`, `override_origin`, `heuristic_*`, `stale_*`, `ignore_headers`.
-    fn route_freshness(&mut self, path: &str, raw: &RawRoute) -> RouteFreshness {
-        let at = |key: &str| format!("{path}.{key}");
-        let ttl = self.ttl(&at("ttl"), &raw.ttl);
-        let fraction = self.heuristic_fraction(&at("heuristic_fraction"), raw.heuristic_fraction);
-        let heuristic_max = at("heuristic_max");
-        let while_revalidate = at("stale_while_revalidate");
-        let if_error = at("stale_if_error");
-        let if_busy = at("stale_if_busy");
-        RouteFreshness {
-            ttl,
-            override_origin: raw.override_origin.unwrap_or(route::OVERRIDE_ORIGIN),
-            heuristic_fraction: fraction,
-            heuristic_max: self.duration(
-                &heuristic_max,
-                raw.heuristic_max.as_ref(),
-                route::HEURISTIC_MAX,
-            ),
-            stale_while_revalidate: self.duration(
-                &while_revalidate,
-                raw.stale_while_revalidate.as_ref(),
-                route::STALE_WHILE_REVALIDATE,
-            ),
-            stale_if_error: self.duration(
-                &if_error,
-                raw.stale_if_error.as_ref(),
-                route::STALE_IF_ERROR,
-            ),
-            stale_if_busy: self.duration(
-                &if_busy,
-                raw.stale_if_busy.as_ref(),
-                route::STALE_IF_BUSY,
-            ),
-            ignore_headers: self.ignore_headers(&at("ignore_headers"), &raw.ignore_headers),
-        }
-    }
-
-    /// `refresh`, `per_beta`, `lock_timeout`, `sus_stale`, `hit_for_miss`.
-    fn route_refresh(&mut self, path: &str, raw: &RawRoute) -> RouteRefresh {
-        let at = |key: &str| format!("{path}.{key}");
-        RouteRefresh {
-            mode: self.refresh(&at("refresh"), raw.refresh.as_deref()),
-            per_beta: self.per_beta(&at("per_beta"), raw.per_beta),
-            lock_timeout: self.duration(
-                &at("lock_timeout"),
-                raw.lock_timeout.as_ref(),
-                route::LOCK_TIMEOUT,
-            ),
-            sus_stale: self.duration(&at("sus_stale"), raw.sus_stale.as_ref(), route::SUS_STALE),
-            hit_for_miss: self.duration(
-                &at("hit_for_miss"),
-                raw.hit_for_miss.as_ref(),
-                route::HIT_FOR_MISS,
-            ),
-        }
-    }
-
     /// `client_cache_control`, `convert_head`, `cache_post`, `body_key`,
     /// `max_body_key`, `websocket`, `merge_slashes`,
     /// `underscores_in_headers`, `trusted_proxies`.
@@ -270,30 +204,6 @@ impl Checker {
             ),
             compress_passed: self.compress_passed(path, raw),
         }
-    }
-
-    /// `ignore_headers`: the fields NGINX's `proxy_ignore_headers` may name
-    /// that calmcache reads, none listed twice.
-    fn ignore_headers(&mut self, path: &str, raw: &[String]) -> IgnoredFields {
-        let mut fields = IgnoredFields::NONE;
-        for (i, text) in raw.iter().enumerate() {
-            let at = format!("{path}[{i}]");
-            match IgnorableField::from_name(text) {
-                Some(field) if fields.contains(field) => {
-                    self.report(Problem::new(at, format!("{text:?} is listed twice")));
-                }
-                Some(field) => fields = fields.with(field),
-                None => {
-                    let names: Vec<&str> = IgnorableField::ALL.iter().map(|f| f.name()).collect();
-                    let message = format!(
-                        "{text:?} is not a field a route can ignore (fields: {})",
-                        names.join(", ")
-                    );
-                    self.report(Problem::new(at, message));
-                }
-            }
-        }
-        fields
     }
 
     /// `trusted_proxies`: CIDR networks (`10.0.0.0/8`, `::1/128`) or single
@@ -451,28 +361,6 @@ impl Checker {
         }
     }
 
-    fn ttl(&mut self, path: &str, raw: &BTreeMap<String, Text>) -> TtlTable {
-        let mut table = TtlTable::default();
-        for (key, value) in raw {
-            let at = format!("{path}.{}", toml_key(key));
-            let ttl = self.duration(&at, Some(value), Duration::ZERO);
-            if key == "any" {
-                table.any = Some(ttl);
-                continue;
-            }
-            match key.parse::<u16>() {
-                Ok(status @ 100..=599) => {
-                    table.by_status.insert(status, ttl);
-                }
-                _ => {
-                    let problem = Problem::new(at, format!("{key:?} is not a status code"));
-                    self.report(problem.hint(r#"keys are status codes 100 to 599, or "any""#));
-                }
-            }
-        }
-        table
-    }
-
     fn key(&mut self, path: &str, raw: Option<&str>) -> KeyTemplate {
         let Some(text) = raw else {
             return KeyTemplate::default();
@@ -502,17 +390,6 @@ impl Checker {
             }
         }
         conditions
-    }
-
-    fn heuristic_fraction(&mut self, path: &str, raw: Option<f64>) -> f64 {
-        let fraction = raw.unwrap_or(route::HEURISTIC_FRACTION);
-        if (0.0..=1.0).contains(&fraction) {
-            // `abs` turns -0.0 into 0.0, so no caller sees a negative zero.
-            return fraction.abs();
-        }
-        let problem = Problem::new(path, format!("{fraction} is outside 0..=1"));
-        self.report(problem.hint("0.1 is the usual fraction; 0 turns heuristic freshness off"));
-        route::HEURISTIC_FRACTION
     }
 
     fn client_cache_control(&mut self, path: &str, raw: Option<&str>) -> ClientCacheControl {
@@ -572,29 +449,6 @@ impl Checker {
             );
             Problem::new(at, message)
         })
-    }
-
-    fn refresh(&mut self, path: &str, raw: Option<&str>) -> RefreshMode {
-        let Some(text) = raw else {
-            return route::REFRESH;
-        };
-        if let Some(mode) = REFRESH_MODES.iter().find(|mode| mode.as_str() == text) {
-            return *mode;
-        }
-        let modes: Vec<&str> = REFRESH_MODES.iter().map(|mode| mode.as_str()).collect();
-        let problem = Problem::new(path, format!("unknown refresh mode {text:?}"));
-        self.report(problem.hint(suggest::names_hint("modes", text, &modes)));
-        route::REFRESH
-    }
-
-    fn per_beta(&mut self, path: &str, raw: Option<f64>) -> f64 {
-        let beta = raw.unwrap_or(route::PER_BETA);
-        if beta.is_finite() && beta > 0.0 {
-            return beta;
-        }
-        let problem = Problem::new(path, format!("must be a finite number above 0, got {beta}"));
-        self.report(problem.hint("1.0 is the XFetch default; above 1 refreshes earlier"));
-        route::PER_BETA
     }
 
     /// Warm paths must be origin-form (`/...`) and need a zone to fill.
