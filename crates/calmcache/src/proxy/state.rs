@@ -60,14 +60,15 @@ pub struct Route {
 impl Route {
     /// The storing rules for a response with `status`.
     pub fn store_rules(&self, status: u16) -> StoreRules {
+        let freshness = &self.cfg.freshness;
         StoreRules {
-            ttl: self.cfg.freshness.ttl.get(status),
-            override_origin: self.cfg.freshness.override_origin,
-            stale_while_revalidate: self.cfg.freshness.stale_while_revalidate,
-            stale_if_error: self.cfg.freshness.stale_if_error,
-            heuristic_fraction: self.cfg.freshness.heuristic_fraction,
-            heuristic_max: self.cfg.freshness.heuristic_max,
-            ignored: self.cfg.freshness.ignore_headers,
+            ttl: freshness.ttl.get(status),
+            override_origin: freshness.override_origin,
+            stale_while_revalidate: freshness.stale_while_revalidate,
+            stale_if_error: freshness.stale_if_error,
+            heuristic_fraction: freshness.heuristic_fraction,
+            heuristic_max: freshness.heuristic_max,
+            ignored: freshness.ignore_headers,
         }
     }
 
@@ -648,11 +649,11 @@ struct Matcher {
 
 impl Matcher {
     fn of(cfg: &RouteConfig) -> Matcher {
+        let matching = &cfg.matching;
         Matcher {
-            target: cfg.matching.matcher.clone(),
-            path: cfg.matching.path_matcher.clone(),
-            listeners: cfg
-                .matching
+            target: matching.matcher.clone(),
+            path: matching.path_matcher.clone(),
+            listeners: matching
                 .listeners
                 .iter()
                 .map(|&a| ListenerId::of(a))
