@@ -284,15 +284,12 @@ impl Config {
             let shadow = self.routes[..j].iter().enumerate().find(|(_, earlier)| {
                 // A file route hands on what it has no file for.
                 let falls_through = matches!(earlier.kind, super::answering::RouteKind::Files(_));
+                let (first, then) = (&earlier.matching, &later.matching);
                 earlier.matches_all()
                     && !falls_through
-                    && (earlier.matching.hosts.is_empty()
-                        || (!later.matching.hosts.is_empty()
-                            && later.matching.hosts.iter().all(|h| earlier.matching.hosts.contains(h))))
+                    && covers(&first.hosts, &then.hosts)
                     // A route limited to listeners shadows only routes on them.
-                    && (earlier.matching.listeners.is_empty()
-                        || (!later.matching.listeners.is_empty()
-                            && later.matching.listeners.iter().all(|l| earlier.matching.listeners.contains(l))))
+                    && covers(&first.listeners, &then.listeners)
             });
             if let Some((i, earlier)) = shadow {
                 let takes = if earlier.matching.hosts.is_empty() {
@@ -314,6 +311,13 @@ impl Config {
         }
         out
     }
+}
+
+/// Whether an earlier route's `hosts` or `listeners` (empty: every one)
+/// take everything a later route's do: every one, or a non-empty list all
+/// among them.
+fn covers<T: PartialEq>(earlier: &[T], later: &[T]) -> bool {
+    earlier.is_empty() || (!later.is_empty() && later.iter().all(|x| earlier.contains(x)))
 }
 
 /// A regex as a TOML value the user can paste: a literal string (`'...'`,
