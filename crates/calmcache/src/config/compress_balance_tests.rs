@@ -28,7 +28,7 @@ fn problems(text: &str) -> Vec<(String, String)> {
 #[test]
 fn defaults_change_nothing() {
     let config = Config::from_toml(&toml("", ""), "test.toml").unwrap();
-    let passed = &config.routes[0].compress_passed;
+    let passed = &config.routes[0].answers.compress_passed;
     assert!(passed.codings.is_empty());
     assert_eq!(passed.min_length, 20);
     assert!(passed.types.contains(&MediaRange::Type("text".into())));
@@ -44,7 +44,7 @@ fn good_values_are_typed() {
                  compress_passed_min_length = 1000";
     let upstream = "balance = \"hash\"\nhash_key = \"$request_uri\"";
     let config = Config::from_toml(&toml(upstream, route), "test.toml").unwrap();
-    let passed = &config.routes[0].compress_passed;
+    let passed = &config.routes[0].answers.compress_passed;
     assert_eq!(passed.codings, [Coding::Gzip]);
     assert_eq!(
         passed.types,

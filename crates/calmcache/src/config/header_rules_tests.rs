@@ -61,7 +61,10 @@ response_headers = { add = { "X-Frame-Options" = "DENY" }, always = { "X-Cache-S
 expires = "1h""#,
     );
     let route = &c.routes[0];
-    assert_eq!(route.listeners, ["127.0.0.2:8080".parse().unwrap()]);
+    assert_eq!(
+        route.matching.listeners,
+        ["127.0.0.2:8080".parse().unwrap()]
+    );
     let set: Vec<&str> = route
         .headers
         .request
@@ -102,7 +105,7 @@ expires = "1h""#,
 fn defaults_touch_nothing() {
     let c = valid("");
     let route = &c.routes[0];
-    assert!(route.listeners.is_empty(), "every listener");
+    assert!(route.matching.listeners.is_empty(), "every listener");
     assert!(route.headers.request.is_empty());
     assert!(route.headers.response.is_empty());
     assert_eq!(

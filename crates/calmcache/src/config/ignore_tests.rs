@@ -39,7 +39,10 @@ fn problems(text: &str) -> Vec<String> {
 #[test]
 fn ignore_headers_default_to_none() {
     let config = load(&route(""));
-    assert_eq!(config.routes[0].ignore_headers, IgnoredFields::NONE);
+    assert_eq!(
+        config.routes[0].freshness.ignore_headers,
+        IgnoredFields::NONE
+    );
 }
 
 #[test]
@@ -47,7 +50,7 @@ fn ignore_headers_read_nginx_names_in_any_case() {
     let config = load(&route(
         r#"ignore_headers = ["Set-Cookie", "cache-control", "EXPIRES", "Vary", "X-Accel-Expires"]"#,
     ));
-    let ignored = config.routes[0].ignore_headers;
+    let ignored = config.routes[0].freshness.ignore_headers;
     for field in IgnorableField::ALL {
         assert!(ignored.contains(field), "{field:?}");
     }

@@ -46,6 +46,8 @@
 //! - `access_log.rs`: the `[access_log]` table's types.
 //! - `answering.rs`: what a route does ([`answering::RouteKind`]: proxy,
 //!   `return`, files from `root`), checked in `validate/answering.rs`.
+//! - `route.rs`: the parts a [`RouteConfig`] groups its settings in
+//!   (matching, storage, freshness, refresh, requests, answers, warm).
 
 pub(crate) mod access_log;
 pub(crate) mod answering;
@@ -60,6 +62,7 @@ pub(crate) mod limits;
 mod parse;
 mod raw;
 mod request_names;
+mod route;
 mod route_regex;
 mod secrets;
 pub(crate) mod suggest;
@@ -102,16 +105,16 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use calmcache_core::RefreshMode;
-
-use crate::config::conditions::Condition;
 use crate::config::key_template::KeyTemplate;
-use crate::http::compress::Coding;
 
 pub(crate) use access_log::{AccessLogConfig, LogTarget};
 pub use error::ConfigError;
 pub(crate) use error::Problem;
 pub(crate) use error::{toml_key, toml_string};
+pub(crate) use route::{
+    RouteAnswers, RouteFreshness, RouteMatching, RouteRefresh, RouteRequests, RouteStorage,
+    RouteWarm,
+};
 pub use secrets::InlineSecrets;
 pub(crate) use units::largest_unit;
 
@@ -651,21 +654,13 @@ impl BodyKey {
 }
 
 /// `[[routes]]`: which requests go to which upstream, and how they are cached.
+///
+/// Its settings are grouped in parts that each say one thing (route.rs),
+/// held inline: the TOML keys stay flat.
 #[derive(Debug, Clone)]
 pub struct RouteConfig {
     /// Label for metrics and logs; `route<index>` when not set; unique.
     pub name: String,
-    /// `match`: regex on the path and query (`/a/b?c=d`); `None` matches
-    /// every request.
-    pub matcher: Option<regex::Regex>,
-    /// `path`: regex on the path alone, as NGINX's `location` sees it (a
-    /// static-files rule on the path and query would also take
-    /// `/account.php?x.css`); `None` matches every path. With `match` too,
-    /// a request must satisfy both.
-    pub path_matcher: Option<regex::Regex>,
-    /// The host names the route answers for; empty: every host (and
-    /// requests without one).
-    pub hosts: Vec<hosts::HostPattern>,
     /// What the route does: proxy to its upstream, `return`, or serve
     /// files from `root` (config/answering.rs).
     pub kind: answering::RouteKind,
@@ -679,131 +674,28 @@ pub struct RouteConfig {
     /// `error_pages` too, not only calmcache's own (NGINX's
     /// `proxy_intercept_errors`; default false).
     pub intercept_errors: bool,
-    /// Index into [`Config::zones`]: the route's zone, or the first of its
-    /// `zones`; `None` proxies without caching.
-    pub zone: Option<usize>,
-    /// Every zone the route stores in (`zone = "x"` gives one; `zones = [..]`
-    /// several, each key placed in one of them by a weighted rendezvous hash).
-    pub zones: Vec<usize>,
-    /// A memory zone in front of the route's disk zones: objects hit twice
-    /// are promoted into it and served from RAM.
-    pub memory: Option<usize>,
-    /// The cache key template (default [`KeyTemplate::DEFAULT`]).
-    pub key: KeyTemplate,
-    /// Requests matching any of these skip the cache lookup and go to the
-    /// origin; the response is still stored if storable (NGINX
-    /// `proxy_cache_bypass`). Default empty.
-    pub bypass: Vec<Condition>,
-    /// Responses to requests matching any of these are not stored (NGINX
-    /// `proxy_no_cache`). Default empty.
-    pub no_store: Vec<Condition>,
-    /// TTLs set by the route, per status.
-    pub ttl: TtlTable,
-    /// When true, `ttl` wins over the origin's Cache-Control; otherwise it
-    /// only applies when the origin gives no freshness information.
-    pub override_origin: bool,
-    /// RFC 9111 §4.2.2 heuristic freshness for responses without explicit
-    /// freshness: this fraction of (Date - Last-Modified), within 0..=1;
-    /// 0 turns heuristics off (default 0.1).
-    pub heuristic_fraction: f64,
-    /// Cap on heuristic freshness (default 1 day).
-    pub heuristic_max: Duration,
-    /// Whether request Cache-Control / Pragma directives from clients are
-    /// obeyed (default honor).
-    pub client_cache_control: ClientCacheControl,
-    /// When true (the default), a HEAD miss is fetched as GET and stored
-    /// (NGINX `proxy_cache_convert_head`); when false HEAD passes through.
-    pub convert_head: bool,
-    /// POST is looked up and stored like QUERY, keyed by its body (default
-    /// false: POST passes and invalidates, RFC 9111 §4.4). For routes whose
-    /// POSTs are reads (GraphQL queries, JSON-RPC).
-    pub cache_post: bool,
-    /// How a cacheable body enters the key (default bytes).
-    pub body_key: BodyKey,
-    /// The largest body keyed (default 64 KiB); a larger one passes
-    /// uncached, streamed on.
-    pub max_body_key: usize,
-    /// How objects about to expire are refreshed (default SUS).
-    pub refresh: RefreshMode,
-    /// The XFetch beta for PER and SUS: above 1 refreshes earlier (default 1.0).
-    pub per_beta: f64,
-    /// How long past expiry a stale object may be served while it is
-    /// refreshed (RFC 5861 `stale-while-revalidate`; default 0s).
-    pub stale_while_revalidate: Duration,
-    /// How long past expiry a stale object may be served when the origin
-    /// fails (RFC 5861 `stale-if-error`; default 0s).
-    pub stale_if_error: Duration,
-    /// How long past expiry a stored copy may be served at once when the
-    /// upstream's origin budget is full (default 0s; a copy inside
-    /// stale-if-error is served then too, whatever this says).
-    pub stale_if_busy: Duration,
-    /// How long a request waits for another request's fetch of the same
-    /// key when that fetch makes no progress (default 5s). A fetch inside
-    /// its upstream's connect and read timeouts is waited for however long.
-    pub lock_timeout: Duration,
-    /// `refresh = "sus"`: how long past expiry a copy is still served while
-    /// it is refreshed in the background, raised to one SUS delta (default
-    /// 2s; 0s turns the window off).
-    pub sus_stale: Duration,
-    /// How long a key whose answer could never be stored (`private`,
-    /// `no-store`, `Set-Cookie`, too large...) is remembered, so that its
-    /// requests go to the origin in parallel instead of queueing behind a
-    /// lock (Varnish's hit-for-miss; default 120s, 0s turns it off).
-    pub hit_for_miss: Duration,
-    /// Paths (each starting with `/`) fetched at start-up to fill the zone.
-    pub warm: Vec<String>,
-    /// Host header for warm fetches; `None` means the first exact name of
-    /// `hosts`, else the first `server.listen` address.
-    pub warm_host: Option<String>,
-    /// Codings calmcache makes itself for stored objects, in config order,
-    /// without duplicates (default none).
-    pub compress: Vec<Coding>,
-    /// RFC 9213: when true, `CDN-Cache-Control` and `Calmcache-Cache-Control`
-    /// from the origin are passed on to clients (default false: they are
-    /// meant for this cache only).
-    pub forward_targeted_cache_control: bool,
-    /// Add `key="..."` to the Cache-Status header (RFC 9211 §2.7). Default
-    /// false, because keys can reveal cookies and headers.
-    pub cache_status_key: bool,
-    /// Pass the origin's `Cache-Tag` / `Surrogate-Key` on to clients
-    /// (default false: tags are for purging).
-    pub expose_cache_tags: bool,
-    /// Tunnel `Upgrade: websocket` requests to the upstream (default true);
-    /// false sends them as plain requests, the upgrade headers stripped.
-    pub websocket: bool,
-    /// Repeated slashes in the path are merged (`//a///b` is `/a/b`) for
-    /// the key and the upstream request (default true, as NGINX's
-    /// `merge_slashes`). Route matching always sees them merged, so a
-    /// doubled slash never steers a request to another route.
-    pub merge_slashes: bool,
-    /// Request header names with `_` are forwarded and keyed (default
-    /// false: they are dropped, as NGINX's `underscores_in_headers off`,
-    /// since servers that fold `_` into `-` read `X_Forwarded_For` as a
-    /// header the proxy thinks it controls).
-    pub underscores_in_headers: bool,
-    /// Clients from these networks may send `X-Forwarded-Host`,
-    /// `X-Forwarded-Proto`, `Forwarded` and the like, which then reach the
-    /// origin; from any other client they are dropped (default none).
-    pub trusted_proxies: Vec<ipnet::IpNet>,
-    /// 103 Early Hints for navigations that wait for the origin.
-    pub early_hints: early_hints::EarlyHintsConfig,
-    // Listeners and header rules (issue 28).
-    /// `listeners`: the route takes only requests that came in on one of
-    /// these `server.listen` / `server.tls_listen` addresses, as written
-    /// there; empty (the default): every listener.
-    pub listeners: Vec<std::net::SocketAddr>,
+    /// `match`, `path`, `hosts`, `listeners`.
+    pub matching: RouteMatching,
+    /// `zone`/`zones`, `memory`, `key`, `bypass`, `no_store`.
+    pub storage: RouteStorage,
+    /// `ttl`, `override_origin`, `heuristic_*`, `stale_*`, `ignore_headers`.
+    pub freshness: RouteFreshness,
+    /// `refresh`, `per_beta`, `sus_stale`, `lock_timeout`, `hit_for_miss`.
+    pub refresh: RouteRefresh,
+    /// `client_cache_control`, `convert_head`, `cache_post`, `body_key`,
+    /// `max_body_key`, `websocket`, `merge_slashes`,
+    /// `underscores_in_headers`, `trusted_proxies`.
+    pub requests: RouteRequests,
+    /// `compress*`, `forward_targeted_cache_control`, `cache_status_key`,
+    /// `expose_cache_tags`, `early_hints*`.
+    pub answers: RouteAnswers,
+    /// `warm`, `warm_host`.
+    pub warm: RouteWarm,
     /// `request_headers`, `response_headers`, `expires`.
     pub headers: header_rules::HeaderRules,
     /// `limits`: indexes into [`Config::limits`], applied in this order
     /// (default none: the route pays nothing).
     pub limits: Vec<usize>,
-    /// `ignore_headers`: response fields that do not decide storing and
-    /// lifetime (NGINX's `proxy_ignore_headers`; default none).
-    pub ignore_headers: calmcache_core::IgnoredFields,
-    /// Compression of answers the cache does not store, on the fly
-    /// (`compress_passed`, `compress_passed_types`,
-    /// `compress_passed_min_length`; default off).
-    pub compress_passed: crate::http::compress_passed::PassedCompression,
 }
 
 impl RouteConfig {
@@ -819,12 +711,16 @@ impl RouteConfig {
     /// Whether this route's `match` and `path` take a request for
     /// `path_and_query` (hosts aside).
     pub fn matches(&self, path_and_query: &str) -> bool {
-        RouteMatch::new(self.matcher.as_ref(), self.path_matcher.as_ref()).is_match(path_and_query)
+        RouteMatch::new(
+            self.matching.matcher.as_ref(),
+            self.matching.path_matcher.as_ref(),
+        )
+        .is_match(path_and_query)
     }
 
     /// True when the route takes every path and query: no `match`, no `path`.
     pub fn matches_all(&self) -> bool {
-        self.matcher.is_none() && self.path_matcher.is_none()
+        self.matching.matcher.is_none() && self.matching.path_matcher.is_none()
     }
 }
 

@@ -33,15 +33,21 @@ impl Config {
             .and_then(|u| self.upstreams.get(u))
             .map_or("?", |u| u.name.as_str());
         let zones: Vec<&str> = route
+            .storage
             .zones
             .iter()
             .filter_map(|&z| self.zones.get(z))
             .map(|z| z.name.as_str())
             .collect();
-        let name = if route.hosts.is_empty() {
+        let name = if route.matching.hosts.is_empty() {
             route.name.clone()
         } else {
-            let hosts: Vec<String> = route.hosts.iter().map(ToString::to_string).collect();
+            let hosts: Vec<String> = route
+                .matching
+                .hosts
+                .iter()
+                .map(ToString::to_string)
+                .collect();
             format!("{} for {}", route.name, hosts.join(" "))
         };
         let name = if route.limits.is_empty() {
@@ -64,7 +70,7 @@ impl Config {
         format!(
             "{name} -> {upstream} via {}, refresh {}{}{rules}",
             zones.join("+"),
-            route.refresh.as_str(),
+            route.refresh.mode.as_str(),
             cache_features(route)
         )
     }
@@ -107,21 +113,26 @@ fn internal(route: &RouteConfig) -> String {
 /// empty for a route with the defaults, to keep the line short.
 fn cache_features(route: &RouteConfig) -> String {
     let mut out = String::new();
-    if !route.key.is_default() {
-        out.push_str(&format!(", key {:?}", route.key.as_str()));
+    if !route.storage.key.is_default() {
+        out.push_str(&format!(", key {:?}", route.storage.key.as_str()));
     }
-    if !route.bypass.is_empty() {
-        out.push_str(&format!(", bypass {}", route.bypass.len()));
+    if !route.storage.bypass.is_empty() {
+        out.push_str(&format!(", bypass {}", route.storage.bypass.len()));
     }
-    if !route.no_store.is_empty() {
-        out.push_str(&format!(", no_store {}", route.no_store.len()));
+    if !route.storage.no_store.is_empty() {
+        out.push_str(&format!(", no_store {}", route.storage.no_store.len()));
     }
-    if !route.compress.is_empty() {
-        let codings: Vec<&str> = route.compress.iter().map(|c| c.as_str()).collect();
+    if !route.answers.compress.is_empty() {
+        let codings: Vec<&str> = route.answers.compress.iter().map(|c| c.as_str()).collect();
         out.push_str(&format!(", compress {}", codings.join("+")));
     }
-    if !route.ignore_headers.is_empty() {
-        let names: Vec<&str> = route.ignore_headers.iter().map(|f| f.name()).collect();
+    if !route.freshness.ignore_headers.is_empty() {
+        let names: Vec<&str> = route
+            .freshness
+            .ignore_headers
+            .iter()
+            .map(|f| f.name())
+            .collect();
         out.push_str(&format!(", ignore_headers {}", names.join("+")));
     }
     out
@@ -129,10 +140,15 @@ fn cache_features(route: &RouteConfig) -> String {
 
 /// ` on 0.0.0.0:80` for a route limited to listeners; else empty.
 fn listener_names(route: &RouteConfig) -> String {
-    if route.listeners.is_empty() {
+    if route.matching.listeners.is_empty() {
         return String::new();
     }
-    let names: Vec<String> = route.listeners.iter().map(ToString::to_string).collect();
+    let names: Vec<String> = route
+        .matching
+        .listeners
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     format!(" on {}", names.join(" "))
 }
 
@@ -192,7 +208,7 @@ fn limit_line(limit: &LimitConfig) -> String {
 
 /// `, compress_passed gzip` when the route compresses passed answers.
 fn passed_features(route: &RouteConfig) -> String {
-    let codings = &route.compress_passed.codings;
+    let codings = &route.answers.compress_passed.codings;
     if codings.is_empty() {
         return String::new();
     }

@@ -257,29 +257,32 @@ cache_status_key = true
         "app"
     );
     assert_eq!(
-        route.zone.map(|z| config.zones[z].name.as_str()),
+        route.storage.zone.map(|z| config.zones[z].name.as_str()),
         Some("ssd")
     );
-    assert_eq!(route.ttl.get(200), Some(Duration::from_secs(1)));
-    assert_eq!(route.ttl.get(404), Some(Duration::from_secs(10)));
-    assert_eq!(route.ttl.get(500), Some(Duration::from_secs(5)));
-    assert!(route.override_origin);
-    assert_eq!(route.refresh, RefreshMode::Per);
-    assert_eq!(route.per_beta, 2.5);
-    assert_eq!(route.stale_while_revalidate, Duration::from_secs(10));
-    assert_eq!(route.stale_if_error, Duration::from_secs(3600));
-    assert_eq!(route.lock_timeout, Duration::from_millis(250));
-    assert_eq!(route.sus_stale, Duration::ZERO);
-    assert_eq!(route.hit_for_miss, Duration::from_secs(5));
-    assert_eq!(route.warm, ["/", "/feed/"]);
-    assert_eq!(route.warm_host.as_deref(), Some("example.com"));
+    assert_eq!(route.freshness.ttl.get(200), Some(Duration::from_secs(1)));
+    assert_eq!(route.freshness.ttl.get(404), Some(Duration::from_secs(10)));
+    assert_eq!(route.freshness.ttl.get(500), Some(Duration::from_secs(5)));
+    assert!(route.freshness.override_origin);
+    assert_eq!(route.refresh.mode, RefreshMode::Per);
+    assert_eq!(route.refresh.per_beta, 2.5);
     assert_eq!(
-        route.key.as_str(),
+        route.freshness.stale_while_revalidate,
+        Duration::from_secs(10)
+    );
+    assert_eq!(route.freshness.stale_if_error, Duration::from_secs(3600));
+    assert_eq!(route.refresh.lock_timeout, Duration::from_millis(250));
+    assert_eq!(route.refresh.sus_stale, Duration::ZERO);
+    assert_eq!(route.refresh.hit_for_miss, Duration::from_secs(5));
+    assert_eq!(route.warm.paths, ["/", "/feed/"]);
+    assert_eq!(route.warm.host.as_deref(), Some("example.com"));
+    assert_eq!(
+        route.storage.key.as_str(),
         "$scheme$host$uri$is_args$args|${cookie_lang}"
     );
-    assert!(!route.key.is_default());
+    assert!(!route.storage.key.is_default());
     assert_eq!(
-        route.bypass,
+        route.storage.bypass,
         [
             Condition::Cookie("wordpress_logged_in".into()),
             Condition::Header(http::header::AUTHORIZATION),
@@ -287,16 +290,22 @@ cache_status_key = true
         ]
     );
     assert_eq!(
-        route.no_store,
+        route.storage.no_store,
         [Condition::Cookie("wordpress_logged_in".into())]
     );
-    assert_eq!(route.client_cache_control, ClientCacheControl::Ignore);
-    assert!(!route.convert_head);
-    assert_eq!(route.compress, [Coding::Gzip, Coding::Br]);
-    assert_eq!(route.heuristic_fraction, 0.25);
-    assert_eq!(route.heuristic_max, Duration::from_secs(12 * 3600));
-    assert!(route.forward_targeted_cache_control);
-    assert!(route.cache_status_key);
+    assert_eq!(
+        route.requests.client_cache_control,
+        ClientCacheControl::Ignore
+    );
+    assert!(!route.requests.convert_head);
+    assert_eq!(route.answers.compress, [Coding::Gzip, Coding::Br]);
+    assert_eq!(route.freshness.heuristic_fraction, 0.25);
+    assert_eq!(
+        route.freshness.heuristic_max,
+        Duration::from_secs(12 * 3600)
+    );
+    assert!(route.answers.forward_targeted_cache_control);
+    assert!(route.answers.cache_status_key);
 }
 
 #[test]
@@ -316,33 +325,36 @@ fn defaults_are_applied() {
 
     let route = &config.routes[0];
     assert_eq!(route.name, "route0");
-    assert!(route.matcher.is_none());
+    assert!(route.matching.matcher.is_none());
     assert!(route.matches("/anything?at=all"));
-    assert_eq!(route.zone, None);
-    assert!(route.ttl.is_empty());
-    assert_eq!(route.ttl.get(200), None);
-    assert!(!route.override_origin);
-    assert_eq!(route.refresh, RefreshMode::Sus);
-    assert_eq!(route.per_beta, 1.0);
-    assert_eq!(route.stale_while_revalidate, Duration::ZERO);
-    assert_eq!(route.stale_if_error, Duration::ZERO);
-    assert_eq!(route.lock_timeout, Duration::from_secs(5));
-    assert_eq!(route.sus_stale, Duration::from_secs(2));
-    assert_eq!(route.hit_for_miss, Duration::from_secs(120));
-    assert!(route.warm.is_empty());
-    assert_eq!(route.warm_host, None);
-    assert_eq!(route.key, KeyTemplate::default());
-    assert!(route.key.is_default());
-    assert_eq!(route.key.as_str(), "$scheme$host$uri$is_args$args");
-    assert!(route.bypass.is_empty());
-    assert!(route.no_store.is_empty());
-    assert_eq!(route.client_cache_control, ClientCacheControl::Honor);
-    assert!(route.convert_head);
-    assert!(route.compress.is_empty());
-    assert_eq!(route.heuristic_fraction, 0.1);
-    assert_eq!(route.heuristic_max, Duration::from_secs(86_400));
-    assert!(!route.forward_targeted_cache_control);
-    assert!(!route.cache_status_key);
+    assert_eq!(route.storage.zone, None);
+    assert!(route.freshness.ttl.is_empty());
+    assert_eq!(route.freshness.ttl.get(200), None);
+    assert!(!route.freshness.override_origin);
+    assert_eq!(route.refresh.mode, RefreshMode::Sus);
+    assert_eq!(route.refresh.per_beta, 1.0);
+    assert_eq!(route.freshness.stale_while_revalidate, Duration::ZERO);
+    assert_eq!(route.freshness.stale_if_error, Duration::ZERO);
+    assert_eq!(route.refresh.lock_timeout, Duration::from_secs(5));
+    assert_eq!(route.refresh.sus_stale, Duration::from_secs(2));
+    assert_eq!(route.refresh.hit_for_miss, Duration::from_secs(120));
+    assert!(route.warm.paths.is_empty());
+    assert_eq!(route.warm.host, None);
+    assert_eq!(route.storage.key, KeyTemplate::default());
+    assert!(route.storage.key.is_default());
+    assert_eq!(route.storage.key.as_str(), "$scheme$host$uri$is_args$args");
+    assert!(route.storage.bypass.is_empty());
+    assert!(route.storage.no_store.is_empty());
+    assert_eq!(
+        route.requests.client_cache_control,
+        ClientCacheControl::Honor
+    );
+    assert!(route.requests.convert_head);
+    assert!(route.answers.compress.is_empty());
+    assert_eq!(route.freshness.heuristic_fraction, 0.1);
+    assert_eq!(route.freshness.heuristic_max, Duration::from_secs(86_400));
+    assert!(!route.answers.forward_targeted_cache_control);
+    assert!(!route.answers.cache_status_key);
 }
 
 #[test]
@@ -439,43 +451,76 @@ fn example_file_parses_and_shows_the_defaults() {
     let zone = &example.zones[0];
     assert_eq!((zone.max_size, zone.max_object_size), (256 * MIB, 32 * MIB));
     let (documented, default) = (&example.routes[0], &minimal.routes[0]);
-    assert_eq!(documented.refresh, default.refresh);
-    assert_eq!(documented.override_origin, default.override_origin);
-    assert_eq!(documented.per_beta, default.per_beta);
+    assert_eq!(documented.refresh.mode, default.refresh.mode);
     assert_eq!(
-        documented.stale_while_revalidate,
-        default.stale_while_revalidate
+        documented.freshness.override_origin,
+        default.freshness.override_origin
     );
-    assert_eq!(documented.stale_if_error, default.stale_if_error);
-    assert_eq!(documented.lock_timeout, default.lock_timeout);
-    assert_eq!(documented.sus_stale, default.sus_stale);
-    assert_eq!(documented.hit_for_miss, default.hit_for_miss);
-    assert_eq!(documented.warm, default.warm);
-    assert_eq!(documented.key, default.key);
-    assert_eq!(documented.bypass, default.bypass);
-    assert_eq!(documented.no_store, default.no_store);
+    assert_eq!(documented.refresh.per_beta, default.refresh.per_beta);
     assert_eq!(
-        documented.client_cache_control,
-        default.client_cache_control
+        documented.freshness.stale_while_revalidate,
+        default.freshness.stale_while_revalidate
     );
-    assert_eq!(documented.convert_head, default.convert_head);
-    assert_eq!(documented.compress, default.compress);
-    assert_eq!(documented.heuristic_fraction, default.heuristic_fraction);
-    assert_eq!(documented.heuristic_max, default.heuristic_max);
     assert_eq!(
-        documented.forward_targeted_cache_control,
-        default.forward_targeted_cache_control
+        documented.freshness.stale_if_error,
+        default.freshness.stale_if_error
     );
-    assert_eq!(documented.cache_status_key, default.cache_status_key);
-    assert_eq!(documented.expose_cache_tags, default.expose_cache_tags);
-    assert_eq!(documented.websocket, default.websocket);
-    assert_eq!(documented.merge_slashes, default.merge_slashes);
     assert_eq!(
-        documented.underscores_in_headers,
-        default.underscores_in_headers
+        documented.refresh.lock_timeout,
+        default.refresh.lock_timeout
     );
-    assert_eq!(documented.trusted_proxies, default.trusted_proxies);
-    assert_eq!(documented.early_hints, default.early_hints);
+    assert_eq!(documented.refresh.sus_stale, default.refresh.sus_stale);
+    assert_eq!(
+        documented.refresh.hit_for_miss,
+        default.refresh.hit_for_miss
+    );
+    assert_eq!(documented.warm.paths, default.warm.paths);
+    assert_eq!(documented.storage.key, default.storage.key);
+    assert_eq!(documented.storage.bypass, default.storage.bypass);
+    assert_eq!(documented.storage.no_store, default.storage.no_store);
+    assert_eq!(
+        documented.requests.client_cache_control,
+        default.requests.client_cache_control
+    );
+    assert_eq!(
+        documented.requests.convert_head,
+        default.requests.convert_head
+    );
+    assert_eq!(documented.answers.compress, default.answers.compress);
+    assert_eq!(
+        documented.freshness.heuristic_fraction,
+        default.freshness.heuristic_fraction
+    );
+    assert_eq!(
+        documented.freshness.heuristic_max,
+        default.freshness.heuristic_max
+    );
+    assert_eq!(
+        documented.answers.forward_targeted_cache_control,
+        default.answers.forward_targeted_cache_control
+    );
+    assert_eq!(
+        documented.answers.cache_status_key,
+        default.answers.cache_status_key
+    );
+    assert_eq!(
+        documented.answers.expose_cache_tags,
+        default.answers.expose_cache_tags
+    );
+    assert_eq!(documented.requests.websocket, default.requests.websocket);
+    assert_eq!(
+        documented.requests.merge_slashes,
+        default.requests.merge_slashes
+    );
+    assert_eq!(
+        documented.requests.underscores_in_headers,
+        default.requests.underscores_in_headers
+    );
+    assert_eq!(
+        documented.requests.trusted_proxies,
+        default.requests.trusted_proxies
+    );
+    assert_eq!(documented.answers.early_hints, default.answers.early_hints);
     assert_eq!(example.routes[1].name, "route1");
 }
 
@@ -513,10 +558,11 @@ fn example_wordpress_lines_are_valid() {
         lines.join("\n")
     )));
     let route = &config.routes[0];
-    assert!(route.key.is_default());
-    assert_eq!(route.bypass.len(), 5);
-    assert_eq!(route.bypass, route.no_store);
+    assert!(route.storage.key.is_default());
+    assert_eq!(route.storage.bypass.len(), 5);
+    assert_eq!(route.storage.bypass, route.storage.no_store);
     assert!(route
+        .storage
         .bypass
         .contains(&Condition::Cookie("wp-postpass".into())));
 }
@@ -524,12 +570,12 @@ fn example_wordpress_lines_are_valid() {
 #[test]
 fn ttl_prefers_the_exact_status() {
     let config = load(&with_route(r#"ttl = { 200 = "1s", any = "5s" }"#));
-    let ttl = &config.routes[0].ttl;
+    let ttl = &config.routes[0].freshness.ttl;
     assert!(!ttl.is_empty());
     assert_eq!(ttl.get(200), Some(Duration::from_secs(1)));
     assert_eq!(ttl.get(301), Some(Duration::from_secs(5)));
     let only_status = load(&with_route(r#"ttl = { 200 = "1s" }"#));
-    assert_eq!(only_status.routes[0].ttl.get(404), None);
+    assert_eq!(only_status.routes[0].freshness.ttl.get(404), None);
 }
 
 // ---- parse errors: each with its path ----
@@ -1007,8 +1053,8 @@ fn zone_problems() {
         "[zones.a]\nkind = \"memory\"\nmax_size = \"1MiB\"\n[zones.b]\nkind = \"memory\"\nmax_size = \"1MiB\"\nweight = 3\n[[routes]]\nzones = [\"a\", \"b\"]",
     );
     let c = load(&spread);
-    assert_eq!(c.routes[0].zones, [0, 1]);
-    assert_eq!(c.routes[0].zone, Some(0));
+    assert_eq!(c.routes[0].storage.zones, [0, 1]);
+    assert_eq!(c.routes[0].storage.zone, Some(0));
     assert_eq!(c.zones[1].weight, 3);
     let twice = only_problem(&spread.replace("zones = [\"a\", \"b\"]", "zones = [\"a\", \"a\"]"));
     assert_eq!(twice.path, "routes[0].zones[1]");
@@ -1023,7 +1069,7 @@ fn zone_problems() {
         "[zones.ram]\nkind = \"memory\"\nmax_size = \"1MiB\"\n[zones.d]\nkind = \"disk\"\nmax_size = \"1MiB\"\npath = \"/c\"\n[[routes]]\nzone = \"d\"\nmemory = \"ram\"",
     );
     // Zones are sorted by name: d, ram.
-    assert_eq!(load(&front).routes[0].memory, Some(1));
+    assert_eq!(load(&front).routes[0].storage.memory, Some(1));
     let not_memory = only_problem(&front.replace("memory = \"ram\"", "memory = \"d\""));
     assert_eq!(not_memory.message, r#"zone "d" is not a memory zone"#);
     let not_disk = only_problem(&front.replace("zone = \"d\"", "zone = \"ram\""));
@@ -1135,7 +1181,10 @@ fn refresh_and_per_beta() {
         let problem = only_problem(&with_route(&format!("per_beta = {beta}")));
         assert_eq!(problem.path, "routes[0].per_beta", "{beta}");
     }
-    assert_eq!(load(&with_route("per_beta = 2")).routes[0].per_beta, 2.0);
+    assert_eq!(
+        load(&with_route("per_beta = 2")).routes[0].refresh.per_beta,
+        2.0
+    );
 }
 
 #[test]
@@ -1262,7 +1311,7 @@ fn bad_client_cache_control() {
     );
     let honor = load(&with_route(r#"client_cache_control = "honor""#));
     assert_eq!(
-        honor.routes[0].client_cache_control,
+        honor.routes[0].requests.client_cache_control,
         ClientCacheControl::Honor
     );
     assert_eq!(ClientCacheControl::Ignore.as_str(), "ignore");
@@ -1304,8 +1353,11 @@ fn heuristic_fraction_and_max() {
     }
     for (value, want) in [("0", 0.0), ("0.0", 0.0), ("-0.0", 0.0), ("1", 1.0)] {
         let route = &load(&with_route(&format!("heuristic_fraction = {value}"))).routes[0];
-        assert_eq!(route.heuristic_fraction, want, "{value}");
-        assert!(route.heuristic_fraction.is_sign_positive(), "{value}");
+        assert_eq!(route.freshness.heuristic_fraction, want, "{value}");
+        assert!(
+            route.freshness.heuristic_fraction.is_sign_positive(),
+            "{value}"
+        );
     }
 
     let max = only_problem(&with_route(r#"heuristic_max = "1 week""#));
@@ -1314,20 +1366,20 @@ fn heuristic_fraction_and_max() {
     let bare = only_problem(&with_route("heuristic_max = 86400"));
     assert_eq!(bare.message, "86400 is not a duration");
     let route = &load(&with_route(r#"heuristic_max = "0s""#)).routes[0];
-    assert_eq!(route.heuristic_max, Duration::ZERO);
+    assert_eq!(route.freshness.heuristic_max, Duration::ZERO);
 }
 
 #[test]
 fn body_keys_are_checked() {
     let route = &load(&with_route("")).routes[0];
-    assert!(!route.cache_post);
-    assert_eq!(route.body_key, crate::config::BodyKey::Bytes);
-    assert_eq!(route.max_body_key, 64 * 1024);
+    assert!(!route.requests.cache_post);
+    assert_eq!(route.requests.body_key, crate::config::BodyKey::Bytes);
+    assert_eq!(route.requests.max_body_key, 64 * 1024);
     let set = with_route("cache_post = true\nbody_key = \"json\"\nmax_body_key = \"1MiB\"");
     let route = &load(&set).routes[0];
-    assert!(route.cache_post);
-    assert_eq!(route.body_key, crate::config::BodyKey::Json);
-    assert_eq!(route.max_body_key, 1024 * 1024);
+    assert!(route.requests.cache_post);
+    assert_eq!(route.requests.body_key, crate::config::BodyKey::Json);
+    assert_eq!(route.requests.max_body_key, 1024 * 1024);
     let how = only_problem(&with_route(r#"body_key = "jsn""#));
     assert_eq!(how.path, "routes[0].body_key");
     assert_eq!(how.message, r#"unknown body_key "jsn""#);
@@ -1363,6 +1415,7 @@ fn trusted_proxies_take_networks_and_addresses() {
     ))
     .routes[0];
     let shown: Vec<String> = route
+        .requests
         .trusted_proxies
         .iter()
         .map(|n| n.to_string())
@@ -1387,11 +1440,12 @@ fn early_hints_keys_take_hint_links_and_origins() {
 early_hints_origins = ["HTTPS://CDN.example/"]"#,
     ))
     .routes[0];
-    assert!(route.early_hints.on);
-    assert_eq!(route.early_hints.links.len(), 2);
-    assert_eq!(route.early_hints.origins, ["https://cdn.example"]);
+    assert!(route.answers.early_hints.on);
+    assert_eq!(route.answers.early_hints.links.len(), 2);
+    assert_eq!(route.answers.early_hints.origins, ["https://cdn.example"]);
     assert!(
         !load(&with_route("early_hints = false")).routes[0]
+            .answers
             .early_hints
             .on
     );
@@ -1424,11 +1478,11 @@ fn ttl_any_never_covers_request_caused_statuses() {
     // X-Forwarded-SSL) was stored for everyone through `any`.
     let route = &load(&with_route(r#"ttl = { any = "5s", 405 = "1s" }"#)).routes[0];
     for status in [400, 413, 414, 431, 501] {
-        assert_eq!(route.ttl.get(status), None, "{status}");
+        assert_eq!(route.freshness.ttl.get(status), None, "{status}");
     }
-    assert_eq!(route.ttl.get(405), Some(Duration::from_secs(1)));
-    assert_eq!(route.ttl.get(404), Some(Duration::from_secs(5)));
-    assert_eq!(route.ttl.get(200), Some(Duration::from_secs(5)));
+    assert_eq!(route.freshness.ttl.get(405), Some(Duration::from_secs(1)));
+    assert_eq!(route.freshness.ttl.get(404), Some(Duration::from_secs(5)));
+    assert_eq!(route.freshness.ttl.get(200), Some(Duration::from_secs(5)));
 }
 
 #[test]
@@ -1868,7 +1922,12 @@ fn hosts_take_nginx_server_name_forms_and_default_the_warm_host() {
         "hosts = [\"Example.com\", \"*.example.org\", \".example.net\"]\nzone = \"ssd\"\nwarm = [\"/\"]",
     ));
     let route = &config.routes[0];
-    let shown: Vec<String> = route.hosts.iter().map(ToString::to_string).collect();
+    let shown: Vec<String> = route
+        .matching
+        .hosts
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     assert_eq!(shown, ["example.com", "*.example.org", ".example.net"]);
     assert!(
         config
@@ -1877,12 +1936,12 @@ fn hosts_take_nginx_server_name_forms_and_default_the_warm_host() {
         "{}",
         config.summary()
     );
-    assert_eq!(route.warm_host.as_deref(), Some("example.com"));
+    assert_eq!(route.warm.host.as_deref(), Some("example.com"));
     // Without an exact name: no default (the listen address, as before).
     let config = load(&with_route("hosts = [\"*.example.org\"]"));
-    assert_eq!(config.routes[0].warm_host, None);
+    assert_eq!(config.routes[0].warm.host, None);
     assert!(
-        load(MINIMAL).routes[0].hosts.is_empty(),
+        load(MINIMAL).routes[0].matching.hosts.is_empty(),
         "no key: every host"
     );
 }
@@ -2014,7 +2073,7 @@ fn the_origin_budget_keys_are_read_and_checked() {
         (u.max_inflight, u.queue_timeout, u.fleet_max_inflight),
         (0, Duration::from_secs(5), 0)
     );
-    assert_eq!(config.routes[0].stale_if_busy, Duration::ZERO);
+    assert_eq!(config.routes[0].freshness.stale_if_busy, Duration::ZERO);
     let set = load(&format!(
         "{}stale_if_busy = \"10m\"\n",
         upstream("max_inflight = 8\nqueue_timeout = \"2s\"\nfleet_max_inflight = 20")
@@ -2024,7 +2083,10 @@ fn the_origin_budget_keys_are_read_and_checked() {
         (u.max_inflight, u.queue_timeout, u.fleet_max_inflight),
         (8, Duration::from_secs(2), 20)
     );
-    assert_eq!(set.routes[0].stale_if_busy, Duration::from_secs(600));
+    assert_eq!(
+        set.routes[0].freshness.stale_if_busy,
+        Duration::from_secs(600)
+    );
     // A queue no request may wait in: refused, naming the key.
     let zero = only_problem(&upstream("max_inflight = 4\nqueue_timeout = \"0s\""));
     assert_eq!(zero.path, "upstreams.app.queue_timeout");

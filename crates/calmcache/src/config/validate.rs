@@ -11,8 +11,8 @@
 //! counts) and `[access_log]`. One file per section in `validate/`:
 //! `server.rs`, `admin.rs`, `upstreams.rs` (with `health.rs` and
 //! `upstream_tls.rs`), `zones.rs`, `routes.rs` (with `answering.rs`: what
-//! a route does), `fleet.rs` (with
-//! `fleet_tls.rs` and `fleet_secret.rs`).
+//! a route does; `freshness.rs`: its freshness and refresh keys),
+//! `fleet.rs` (with `fleet_tls.rs` and `fleet_secret.rs`).
 
 mod admin;
 mod answering;
@@ -22,6 +22,7 @@ mod early_hints;
 mod fleet;
 mod fleet_secret;
 mod fleet_tls;
+mod freshness;
 mod header_rules;
 mod health;
 mod limits;

@@ -76,11 +76,11 @@ impl Config {
     fn unkeyed_request_rules(&self) -> Vec<Problem> {
         let mut found = Vec::new();
         for (i, route) in self.routes.iter().enumerate() {
-            if route.zone.is_none() {
+            if route.storage.zone.is_none() {
                 continue;
             }
             for (name, value) in &route.headers.request.set {
-                let unkeyed = value.unkeyed(&route.key);
+                let unkeyed = value.unkeyed(&route.storage.key);
                 if unkeyed.is_empty() {
                     continue;
                 }
@@ -108,8 +108,9 @@ impl Config {
         let routes = self.routes.iter().enumerate();
         routes
             .filter(|(_, route)| {
-                route.zone.is_some()
+                route.storage.zone.is_some()
                     && route
+                        .freshness
                         .ignore_headers
                         .contains(calmcache_core::IgnorableField::Vary)
             })
@@ -118,7 +119,7 @@ impl Config {
                     "\"Vary\" is ignored: one stored answer goes to every client, whatever \
                      the request headers the origin varied it on (language, cookies, device)",
                 );
-                if route.compress.is_empty() {
+                if route.answers.compress.is_empty() {
                     message.push_str(
                         "; and without compress the client's Accept-Encoding reaches the \
                          origin, so an answer compressed for one client is served to clients \
@@ -203,7 +204,7 @@ impl Config {
     fn posts_cached_by_ttl(&self) -> Vec<Problem> {
         let routes = self.routes.iter().enumerate();
         routes
-            .filter(|(_, route)| route.cache_post && !route.ttl.is_empty())
+            .filter(|(_, route)| route.requests.cache_post && !route.freshness.ttl.is_empty())
             .map(|(i, _)| {
                 Problem::new(
                     format!("routes[{i}].cache_post"),
@@ -227,10 +228,10 @@ impl Config {
     /// query from choosing it.
     fn matches_reached_by_a_query(&self) -> Vec<Problem> {
         let reached = self.routes.iter().enumerate().filter_map(|(i, route)| {
-            if route.path_matcher.is_some() {
+            if route.matching.path_matcher.is_some() {
                 return None;
             }
-            let pattern = route.matcher.as_ref()?.as_str();
+            let pattern = route.matching.matcher.as_ref()?.as_str();
             super::route_regex::query_reaches_end_anchor(pattern).then_some((i, pattern))
         });
         reached
@@ -283,18 +284,15 @@ impl Config {
             let shadow = self.routes[..j].iter().enumerate().find(|(_, earlier)| {
                 // A file route hands on what it has no file for.
                 let falls_through = matches!(earlier.kind, super::answering::RouteKind::Files(_));
+                let (first, then) = (&earlier.matching, &later.matching);
                 earlier.matches_all()
                     && !falls_through
-                    && (earlier.hosts.is_empty()
-                        || (!later.hosts.is_empty()
-                            && later.hosts.iter().all(|h| earlier.hosts.contains(h))))
+                    && covers(&first.hosts, &then.hosts)
                     // A route limited to listeners shadows only routes on them.
-                    && (earlier.listeners.is_empty()
-                        || (!later.listeners.is_empty()
-                            && later.listeners.iter().all(|l| earlier.listeners.contains(l))))
+                    && covers(&first.listeners, &then.listeners)
             });
             if let Some((i, earlier)) = shadow {
-                let takes = if earlier.hosts.is_empty() {
+                let takes = if earlier.matching.hosts.is_empty() {
                     "every request"
                 } else {
                     "every request for its hosts"
@@ -313,6 +311,13 @@ impl Config {
         }
         out
     }
+}
+
+/// Whether an earlier route's `hosts` or `listeners` (empty: every one)
+/// take everything a later route's do: every one, or a non-empty list all
+/// among them.
+fn covers<T: PartialEq>(earlier: &[T], later: &[T]) -> bool {
+    earlier.is_empty() || (!later.is_empty() && later.iter().all(|x| earlier.contains(x)))
 }
 
 /// A regex as a TOML value the user can paste: a literal string (`'...'`,

@@ -385,7 +385,7 @@ mod tests {
         let fleet = config.fleet.expect("[fleet]");
         assert_eq!(fleet.secret, Some(secret), "signed");
         assert_eq!(fleet.nodes, vec!["redis://127.0.0.1:7000".to_string()]);
-        assert_eq!(config.routes[0].warm_host.as_deref(), Some(HOST));
-        assert_eq!(config.routes[0].warm, vec!["/".to_string()]);
+        assert_eq!(config.routes[0].warm.host.as_deref(), Some(HOST));
+        assert_eq!(config.routes[0].warm.paths, vec!["/".to_string()]);
     }
 }

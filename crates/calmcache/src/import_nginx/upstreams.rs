@@ -124,58 +124,20 @@ fn single_server_fails(section: &mut Section) {
     );
 }
 
-/// An `upstream NAME { ... }` block.
+/// An `upstream NAME { ... }` block: its `server` lines, then the
+/// upstream-level directives, each turned into keys or a note.
 pub(crate) fn block(block: &Directive, notes: &mut Notes) -> (String, Section) {
     let name = block.args.first().cloned().unwrap_or_default();
     super::ledger::carried(block);
     let mut section = Section::new(format!("[upstreams.{}]", super::toml_out::key(&name)));
     section.note(format!("From `upstream {name}` ({}).", block.pos));
     let mut servers = Vec::new();
-    let mut keepalive = false;
     for d in block.children() {
-        match d.name.as_str() {
-            "server" => {
-                if let Some(server) = server(d, &mut section) {
-                    super::ledger::carried(d);
-                    servers.push(server);
-                }
-            }
-            "keepalive" => match d.args.first().and_then(|n| n.parse::<i64>().ok()) {
-                Some(n) => {
-                    super::ledger::carried(d);
-                    keepalive = true;
-                    section.set("keepalive", Value::Int(n)).note(format!(
-                        "`{}` ({}): NGINX keeps this many idle connections per worker \
-                         process for the whole upstream, calmcache per server.",
-                        d.text(),
-                        d.pos
-                    ));
-                }
-                None => section.note(note_skipped(d, "not a number")),
-            },
-            "zone" => section.note(note_skipped(
-                d,
-                "calmcache's upstream state is shared by its worker threads without a zone",
-            )),
-            "least_conn" => {
-                super::ledger::carried(d);
-                section
-                    .set("balance", Value::Str("least_conn".into()))
-                    .note(format!("From `{}` ({}).", d.text(), d.pos));
-            }
-            "hash" => hash(d, &mut section),
-            "ip_hash" | "random" | "least_time" => section.note(note_skipped(
-                d,
-                "calmcache balances by round robin, least_conn or a hash of a key template \
-                 (balance = \"hash\"; a key cannot read the client address)",
-            )),
-            "keepalive_timeout" | "keepalive_requests" | "keepalive_time" => {
-                section.note(note_skipped(
-                    d,
-                    "calmcache keeps idle upstream connections until the server closes them",
-                ))
-            }
-            _ => section.note(note_skipped(d, "calmcache has no equivalent")),
+        if d.name != "server" {
+            upstream_directive(d, &mut section);
+        } else if let Some(server) = server(d, &mut section) {
+            super::ledger::carried(d);
+            servers.push(server);
         }
     }
     if servers.is_empty() {
@@ -186,25 +148,59 @@ pub(crate) fn block(block: &Directive, notes: &mut Notes) -> (String, Section) {
         servers.push(Value::Str("127.0.0.1:8080".to_owned()));
     }
     let single = servers.len() == 1;
-    section.entries.retain(|e| e.key != "servers");
-    section.entries.insert(
-        0,
-        super::toml_out::Entry {
-            key: "servers".to_owned(),
-            value: Value::List(servers),
-            comments: Vec::new(),
-        },
-    );
+    section.set_first("servers", Value::List(servers));
     if single {
         single_server_fails(&mut section);
     }
-    if !keepalive {
+    if section.get("keepalive").is_none() {
         section.note(
             "NGINX opens a new connection per request without `keepalive`; calmcache keeps \
              up to 32 idle connections per server (keepalive = 32).",
         );
     }
     (name, section)
+}
+
+/// One directive of an `upstream` block other than `server`: `keepalive`
+/// and the balancing ones become keys; the rest get a note saying why not.
+fn upstream_directive(d: &Directive, section: &mut Section) {
+    match d.name.as_str() {
+        "keepalive" => match d.args.first().and_then(|n| n.parse::<i64>().ok()) {
+            Some(n) => {
+                super::ledger::carried(d);
+                section.set("keepalive", Value::Int(n)).note(format!(
+                    "`{}` ({}): NGINX keeps this many idle connections per worker \
+                     process for the whole upstream, calmcache per server.",
+                    d.text(),
+                    d.pos
+                ));
+            }
+            None => section.note(note_skipped(d, "not a number")),
+        },
+        "zone" => section.note(note_skipped(
+            d,
+            "calmcache's upstream state is shared by its worker threads without a zone",
+        )),
+        "least_conn" => {
+            super::ledger::carried(d);
+            section
+                .set("balance", Value::Str("least_conn".into()))
+                .note(format!("From `{}` ({}).", d.text(), d.pos));
+        }
+        "hash" => hash(d, section),
+        "ip_hash" | "random" | "least_time" => section.note(note_skipped(
+            d,
+            "calmcache balances by round robin, least_conn or a hash of a key template \
+             (balance = \"hash\"; a key cannot read the client address)",
+        )),
+        "keepalive_timeout" | "keepalive_requests" | "keepalive_time" => {
+            section.note(note_skipped(
+                d,
+                "calmcache keeps idle upstream connections until the server closes them",
+            ))
+        }
+        _ => section.note(note_skipped(d, "calmcache has no equivalent")),
+    }
 }
 
 /// `hash KEY [consistent]`: balance = "hash" with KEY as hash_key.

@@ -499,7 +499,13 @@ fn route_status(route: &Route) -> RouteStatus {
     RouteStatus {
         upstream: Some(route.upstream.name.clone()),
         answers: None,
-        hosts: route.cfg.hosts.iter().map(ToString::to_string).collect(),
+        hosts: route
+            .cfg
+            .matching
+            .hosts
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
         zone: route.zone.as_ref().map(|z| z.name.clone()),
         zones: if single {
             Vec::new()
@@ -516,7 +522,13 @@ fn answering_status(route: &AnsweringRoute) -> RouteStatus {
     RouteStatus {
         upstream: None,
         answers: route.cfg.kind.answers(),
-        hosts: route.cfg.hosts.iter().map(ToString::to_string).collect(),
+        hosts: route
+            .cfg
+            .matching
+            .hosts
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
         zone: None,
         zones: Vec::new(),
         refresh: "none",

@@ -72,7 +72,7 @@ pub(crate) async fn read<'r>(
     client: Peer,
 ) -> Result<(Request<Incoming>, KeyedBody), Answer<'r>> {
     let limit = route.upstream.send_timeout;
-    let max = route.cfg.max_body_key;
+    let max = route.cfg.requests.max_body_key;
     let bytes = match read_up_to(req.body_mut(), limit, max).await {
         Ok(Read::Whole(bytes)) => bytes,
         Ok(Read::Over(prefix)) => {
@@ -86,7 +86,7 @@ pub(crate) async fn read<'r>(
         }
     };
     let framing = Framing::of(req.headers());
-    let Some(digest) = digest(route.cfg.body_key, &framing, &bytes) else {
+    let Some(digest) = digest(route.cfg.requests.body_key, &framing, &bytes) else {
         route.activity.body_key_passed.inc();
         let report = CacheStatus::Bypass.report().detail("body-not-json");
         return Err(pass_read(proxy, route, req, bytes, client, report).await);

@@ -647,7 +647,7 @@ pub(crate) fn prepare<B>(
     route: &RouteConfig,
     peer: Peer,
 ) -> Peer {
-    if !route.merge_slashes {
+    if !route.requests.merge_slashes {
         if let Some(unmerged) = admitted.unmerged.take() {
             *req.uri_mut() = Uri::from(unmerged);
             admitted.forms_differ = true;
@@ -659,10 +659,10 @@ pub(crate) fn prepare<B>(
         // RFC 9110 §7.6.1, except that `Connection` cannot remove Host or a
         // field the key reads: the origin must see the request keyed.
         strip_hop_by_hop_keeping(headers, |name| {
-            *name == header::HOST || route.key.reads_header(name)
+            *name == header::HOST || route.storage.key.reads_header(name)
         });
     }
-    if seen.underscore && !route.underscores_in_headers {
+    if seen.underscore && !route.requests.underscores_in_headers {
         remove_where(headers, |name| name.as_str().contains('_'));
     }
     let trusted = trusts(route, peer.addr.ip());
@@ -677,7 +677,7 @@ pub(crate) fn prepare<B>(
             // A trusted proxy's forwarding fields pass; requests to serve
             // another URL or method never do (a proxy in front passes
             // its clients' ones on untouched).
-            let passes = (trusted && !is_override(&dashed)) || route.key.reads_header(name);
+            let passes = (trusted && !is_override(&dashed)) || route.storage.key.reads_header(name);
             is_forwarding(&dashed) && !passes
         });
     }
@@ -726,7 +726,11 @@ fn trusts(route: &RouteConfig, ip: IpAddr) -> bool {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
     };
-    route.trusted_proxies.iter().any(|net| net.contains(&ip))
+    route
+        .requests
+        .trusted_proxies
+        .iter()
+        .any(|net| net.contains(&ip))
 }
 
 /// Removes every field whose name `drop` picks.

@@ -641,7 +641,7 @@ pub(crate) fn fetch_request(
     let accept = crate::http::compress::normalise_accept_encoding(
         req.headers().get_all(header::ACCEPT_ENCODING).iter(),
     );
-    if route.cfg.compress.is_empty() && !accept.is_empty() {
+    if route.cfg.answers.compress.is_empty() && !accept.is_empty() {
         headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static(accept));
     } else {
         headers.remove(header::ACCEPT_ENCODING);
@@ -651,8 +651,12 @@ pub(crate) fn fetch_request(
     // the answer an authorised one (RFC 9111 §3.5).
     crate::proxy::header_rules::to_upstream(route, req.method(), req.uri(), &mut headers, client);
     let forbidden_by_request = rcc.is_some_and(|r| r.no_store);
-    let forbidden_by_route = !route.cfg.no_store.is_empty()
-        && any_match(&route.cfg.no_store, req.headers(), req.uri().query());
+    let forbidden_by_route = !route.cfg.storage.no_store.is_empty()
+        && any_match(
+            &route.cfg.storage.no_store,
+            req.headers(),
+            req.uri().query(),
+        );
     let store = !forbidden_by_request && !forbidden_by_route;
     FetchRequest {
         path_and_query: req

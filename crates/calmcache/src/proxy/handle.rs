@@ -268,7 +268,9 @@ async fn routed<'w>(
     let zone = route.zone_for(&key).unwrap_or(zone);
     let placed = placed(route, zone);
     let headers = req.headers();
-    if !route.cfg.bypass.is_empty() && any_match(&route.cfg.bypass, headers, req.uri().query()) {
+    if !route.cfg.storage.bypass.is_empty()
+        && any_match(&route.cfg.storage.bypass, headers, req.uri().query())
+    {
         if let Err(refused) = limit::to_origin(route, &req, client, held).await {
             return refused;
         }
@@ -351,7 +353,11 @@ fn key_and_ask<'q>(
     let ask = Ask {
         head_only: asked != Asked::Get,
         headers,
-        key: route.cfg.cache_status_key.then(|| primary.to_string()),
+        key: route
+            .cfg
+            .answers
+            .cache_status_key
+            .then(|| primary.to_string()),
     };
     (primary, ask)
 }
@@ -489,7 +495,7 @@ impl<'w> Exec<'_, 'w> {
     /// Keeps the hint links of an answer this request's fetch stored.
     fn remember_hints(&self, answer: &Answer<'_>) {
         if let Told::Answered(_, report) = &answer.told {
-            if report.stored && self.route.cfg.early_hints.on {
+            if report.stored && self.route.cfg.answers.early_hints.on {
                 hints::remember(self.route, &self.asking(), answer.resp.headers());
             }
         }
@@ -595,7 +601,7 @@ impl Onward {
             }
         }
         match entry {
-            Entry::Proxied(route) if admitted.websocket && route.cfg.websocket => {
+            Entry::Proxied(route) if admitted.websocket && route.cfg.requests.websocket => {
                 Admission::Tunnel(route, prepared)
             }
             Entry::Proxied(route) => Admission::Routed(route, prepared),
@@ -628,6 +634,7 @@ fn cacheable<'r>(
     if !route.key_is_default
         && route
             .cfg
+            .storage
             .key
             .is_ambiguous(req.uri().query().unwrap_or(""), req.headers())
     {
@@ -637,7 +644,7 @@ fn cacheable<'r>(
     }
     let asked = match req.method() == Method::HEAD {
         false => Asked::Get,
-        true if route.cfg.convert_head => Asked::HeadConverted,
+        true if route.cfg.requests.convert_head => Asked::HeadConverted,
         true => Asked::HeadPassed,
     };
     Ok((zone, asked))
@@ -650,7 +657,7 @@ fn placed(route: &Route, zone: &Arc<Zone>) -> Option<usize> {
         return None;
     }
     let at = route.zones.iter().position(|(z, _)| Arc::ptr_eq(z, zone))?;
-    route.cfg.zones.get(at).copied()
+    route.cfg.storage.zones.get(at).copied()
 }
 
 #[cfg(test)]

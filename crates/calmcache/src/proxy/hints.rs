@@ -57,7 +57,7 @@ fn is_navigation(headers: &HeaderMap, version: Option<Version>) -> bool {
 /// Offers a 103 to a request about to wait for the origin, with the
 /// waiting `stale` copy if any. Counted when it is sent.
 pub(crate) fn before_wait(route: &Route, asking: &Asking<'_>, stale: Option<&CachedObject>) {
-    let cfg = &route.cfg.early_hints;
+    let cfg = &route.cfg.answers.early_hints;
     if !cfg.on || !is_navigation(asking.headers, early_hints::version()) {
         return;
     }
@@ -84,7 +84,7 @@ pub(crate) fn before_wait(route: &Route, asking: &Asking<'_>, stale: Option<&Cac
 
 /// Remembers the hint links of an answer just stored for the request.
 pub(crate) fn remember(route: &Route, asking: &Asking<'_>, stored: &HeaderMap) {
-    let cfg = &route.cfg.early_hints;
+    let cfg = &route.cfg.answers.early_hints;
     if !cfg.on {
         return;
     }
@@ -102,7 +102,7 @@ pub(crate) fn remember(route: &Route, asking: &Asking<'_>, stored: &HeaderMap) {
 /// links filtered as the stored ones are (hyper's client sees the 1xx on
 /// the upstream connection's task: the request's hint handle goes along).
 pub(crate) fn relay_origin_hints<B>(route: &Route, req: &mut http::Request<B>, scheme: &str) {
-    let cfg = &route.cfg.early_hints;
+    let cfg = &route.cfg.answers.early_hints;
     if !cfg.on {
         return;
     }

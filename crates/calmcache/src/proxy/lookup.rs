@@ -62,7 +62,7 @@ impl<'a> PrimaryKey<'a> {
             headers,
         };
         let mut out = String::new();
-        route.cfg.key.render(&view, &mut out);
+        route.cfg.storage.key.render(&view, &mut out);
         PrimaryKey::Rendered(out)
     }
 

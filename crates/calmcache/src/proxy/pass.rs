@@ -127,7 +127,7 @@ async fn forward<'r>(
         .filter(|_| !route.keyed_by_body(req.method()));
     let version = req.version();
     // Read now: the request is gone when the answer comes.
-    let compression = &route.cfg.compress_passed;
+    let compression = &route.cfg.answers.compress_passed;
     let client_takes = compression.client(ClientAsk {
         headers: req.headers(),
         head_only: req.method() == http::Method::HEAD,

@@ -262,7 +262,7 @@ pub(crate) fn relay<'r>(
     if ask.head_only {
         *resp.body_mut() = ResponseBody::empty();
     }
-    let compression = &route.cfg.compress_passed;
+    let compression = &route.cfg.answers.compress_passed;
     if !compression.is_off() {
         let client = compression.client(ClientAsk {
             headers: ask.headers,

@@ -60,14 +60,15 @@ pub struct Route {
 impl Route {
     /// The storing rules for a response with `status`.
     pub fn store_rules(&self, status: u16) -> StoreRules {
+        let freshness = &self.cfg.freshness;
         StoreRules {
-            ttl: self.cfg.ttl.get(status),
-            override_origin: self.cfg.override_origin,
-            stale_while_revalidate: self.cfg.stale_while_revalidate,
-            stale_if_error: self.cfg.stale_if_error,
-            heuristic_fraction: self.cfg.heuristic_fraction,
-            heuristic_max: self.cfg.heuristic_max,
-            ignored: self.cfg.ignore_headers,
+            ttl: freshness.ttl.get(status),
+            override_origin: freshness.override_origin,
+            stale_while_revalidate: freshness.stale_while_revalidate,
+            stale_if_error: freshness.stale_if_error,
+            heuristic_fraction: freshness.heuristic_fraction,
+            heuristic_max: freshness.heuristic_max,
+            ignored: freshness.ignore_headers,
         }
     }
 
@@ -77,8 +78,8 @@ impl Route {
     /// the route supplies its settings.
     pub fn strip_targeted(&self, headers: &mut http::HeaderMap) {
         let shown = crate::http::headers::Shown {
-            targeted_cache_control: self.cfg.forward_targeted_cache_control,
-            cache_tags: self.cfg.expose_cache_tags,
+            targeted_cache_control: self.cfg.answers.forward_targeted_cache_control,
+            cache_tags: self.cfg.answers.expose_cache_tags,
         };
         crate::http::headers::strip_targeted(headers, shown);
     }
@@ -88,14 +89,14 @@ impl Route {
     pub fn keyed_by_body(&self, method: &http::Method) -> bool {
         match *method {
             http::Method::GET | http::Method::HEAD => false,
-            http::Method::POST => self.zone.is_some() && self.cfg.cache_post,
+            http::Method::POST => self.zone.is_some() && self.cfg.requests.cache_post,
             _ => self.zone.is_some() && *method == *crate::http::QUERY,
         }
     }
 
     /// Whether clients' request directives are obeyed.
     pub fn honors_client_cache_control(&self) -> bool {
-        self.cfg.client_cache_control == ClientCacheControl::Honor
+        self.cfg.requests.client_cache_control == ClientCacheControl::Honor
     }
 
     /// The zone that holds `key`: the route's only zone, or among several the
@@ -166,7 +167,7 @@ impl Route {
 
     /// How long a follower waits for a fetch in flight.
     pub fn lock_timeout(&self) -> Duration {
-        self.cfg.lock_timeout
+        self.cfg.refresh.lock_timeout
     }
 }
 
@@ -547,21 +548,22 @@ impl RouteParts<'_> {
         Arc::new(Route {
             cfg: r.clone(),
             upstream: self.upstreams[upstream].clone(),
-            zone: r.zone.map(|z| zones[z].clone()),
+            zone: r.storage.zone.map(|z| zones[z].clone()),
             zones: r
+                .storage
                 .zones
                 .iter()
                 .map(|&z| (zones[z].clone(), self.config.zones[z].weight))
                 .collect(),
-            front: r.memory.map(|z| MemoryFront::new(zones[z].clone())),
+            front: r.storage.memory.map(|z| MemoryFront::new(zones[z].clone())),
             hosts: Mutex::new(old.map(|old| old.known_hosts().clone()).unwrap_or_default()),
             policy: RefreshPolicy {
-                mode: r.refresh,
-                beta: r.per_beta,
-                sus_stale: r.sus_stale,
+                mode: r.refresh.mode,
+                beta: r.refresh.per_beta,
+                sus_stale: r.refresh.sus_stale,
             },
-            hit_for_miss: HitForMiss::new(r.hit_for_miss),
-            key_is_default: r.key.is_default(),
+            hit_for_miss: HitForMiss::new(r.refresh.hit_for_miss),
+            key_is_default: r.storage.key.is_default(),
             activity: super::carry::route_activity(self.previous, &r.name),
             inflight: self.inflight.clone(),
             fleet: self
@@ -596,7 +598,10 @@ impl Worker {
     /// Clones the route regexes for one thread.
     pub(crate) fn new(proxy: Arc<Proxy>, tunnels: Arc<crate::net::shutdown::Tunnels>) -> Self {
         let matchers = proxy.table.iter().map(|e| Matcher::of(e.cfg())).collect();
-        let by_host = proxy.table.iter().any(|e| !e.cfg().hosts.is_empty());
+        let by_host = proxy
+            .table
+            .iter()
+            .any(|e| !e.cfg().matching.hosts.is_empty());
         Worker {
             proxy,
             matchers,
@@ -625,7 +630,7 @@ impl Worker {
             .skip(from)
             .find(|(_, (entry, m))| {
                 (m.listeners.is_empty() || m.listeners.contains(&listener))
-                    && crate::config::hosts::any_matches(&entry.cfg().hosts, host)
+                    && crate::config::hosts::any_matches(&entry.cfg().matching.hosts, host)
                     && RouteMatch::new(m.target.as_ref(), m.path.as_ref()).is_match(path_and_query)
             })
             .map(|(at, (entry, _))| (at, entry))
@@ -644,10 +649,15 @@ struct Matcher {
 
 impl Matcher {
     fn of(cfg: &RouteConfig) -> Matcher {
+        let matching = &cfg.matching;
         Matcher {
-            target: cfg.matcher.clone(),
-            path: cfg.path_matcher.clone(),
-            listeners: cfg.listeners.iter().map(|&a| ListenerId::of(a)).collect(),
+            target: matching.matcher.clone(),
+            path: matching.path_matcher.clone(),
+            listeners: matching
+                .listeners
+                .iter()
+                .map(|&a| ListenerId::of(a))
+                .collect(),
         }
     }
 }

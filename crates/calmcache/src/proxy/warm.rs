@@ -51,7 +51,8 @@ pub(crate) fn start(proxy: &Arc<Proxy>, listeners: Listeners, stopped: watch::Re
     for route in proxy.routes.iter().filter(|r| r.zone.is_some()) {
         // Behind a TLS terminator among its trusted_proxies, a plain
         // listener serves https requests too (edge::prepare).
-        let behind_tls = listeners.plain.is_some() && !route.cfg.trusted_proxies.is_empty();
+        let behind_tls =
+            listeners.plain.is_some() && !route.cfg.requests.trusted_proxies.is_empty();
         let schemes: Vec<&'static str> = [
             listeners.plain.map(|_| "http"),
             (listeners.tls.is_some() || behind_tls).then_some("https"),
@@ -61,10 +62,11 @@ pub(crate) fn start(proxy: &Arc<Proxy>, listeners: Listeners, stopped: watch::Re
         .collect();
         let host = route
             .cfg
-            .warm_host
+            .warm
+            .host
             .clone()
             .unwrap_or_else(|| first.to_string());
-        for path in &route.cfg.warm {
+        for path in &route.cfg.warm.paths {
             let warm = match Warm::for_schemes(route, &host, path, &schemes) {
                 Ok(warm) => warm,
                 Err(e) => {

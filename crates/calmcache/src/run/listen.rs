@@ -120,7 +120,7 @@ impl ListenConf {
     pub(crate) fn of(config: &Config) -> ListenConf {
         let mut settings = ConnSettings::of(&config.server);
         // Connections carry a hint injector only when some route can hint.
-        if !config.routes.iter().any(|r| r.early_hints.on) {
+        if !config.routes.iter().any(|r| r.answers.early_hints.on) {
             settings.early_hints = crate::net::conn::Hints::Off;
         }
         ListenConf {

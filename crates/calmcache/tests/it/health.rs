@@ -613,7 +613,7 @@ async fn a_reload_keeps_health_of_unchanged_servers_and_stops_old_checks() {
     let reloader = proxy.running().reloader().clone();
     // The same upstream settings (a route changed): still down, no attempt.
     let mut same = reload(passive);
-    same.routes[0].ttl = Default::default();
+    same.routes[0].freshness.ttl = Default::default();
     reloader.apply(same).await.unwrap();
     let attempts = origin.accepted();
     let r = get(&proxy.url("/k")).await;

@@ -75,7 +75,7 @@ impl Checker {
             .map(|a| format!("{a:?}"))
             .collect();
         for (r, route) in routes.iter().enumerate() {
-            for (i, addr) in route.listeners.iter().enumerate() {
+            for (i, addr) in route.matching.listeners.iter().enumerate() {
                 let plain = server.listen.contains(addr);
                 let tls = server.tls_listen.contains(addr);
                 let path = format!("routes[{r}].listeners[{i}]");

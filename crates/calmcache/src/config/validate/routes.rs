@@ -4,26 +4,24 @@
 //! which become indexes into [`Config::upstreams`](crate::config::Config::upstreams) and
 //! `zones`. Like the rest of validation it reports and carries on.
 
-use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
+use std::collections::HashMap;
 
-use calmcache_core::RefreshMode;
 use regex::Regex;
 
 use super::Checker;
 use crate::config::answering::RouteKind;
 use crate::config::conditions::Condition;
 use crate::config::defaults::route;
-use crate::config::error::{toml_key, Problem};
+use crate::config::error::Problem;
 use crate::config::hosts::HostPattern;
 use crate::config::key_template::KeyTemplate;
 use crate::config::raw::{RawRoute, Text};
 use crate::config::ZoneKind;
 use crate::config::{
-    suggest, BodyKey, ClientCacheControl, RouteConfig, TtlTable, UpstreamConfig, ZoneConfig,
+    suggest, BodyKey, ClientCacheControl, RouteAnswers, RouteConfig, RouteMatching, RouteRequests,
+    RouteStorage, RouteWarm, UpstreamConfig, ZoneConfig,
 };
 use crate::http::compress::Coding;
-use calmcache_core::{IgnorableField, IgnoredFields};
 
 /// The hint for a `key` template that does not compile.
 const KEY_HINT: &str = "variables: $scheme, $host, $uri, $args, $is_args, $request_uri, \
@@ -31,12 +29,6 @@ const KEY_HINT: &str = "variables: $scheme, $host, $uri, $args, $is_args, $reque
 /// The hint for a `bypass` / `no_store` entry that does not parse.
 const CONDITION_HINT: &str =
     r#"e.g. "cookie:wordpress_logged_in" (a name prefix), "header:Authorization", "arg:preview""#;
-const REFRESH_MODES: [RefreshMode; 4] = [
-    RefreshMode::None,
-    RefreshMode::Lock,
-    RefreshMode::Per,
-    RefreshMode::Sus,
-];
 
 /// The names routes may refer to, in index order.
 struct Names<'a> {
@@ -71,6 +63,9 @@ impl Checker {
         routes
     }
 
+    /// One route, each part of it built by its own function below; the
+    /// parts are checked in the order of the example file's keys as far as
+    /// they allow, so problems come out in a predictable order.
     fn route(&mut self, index: usize, mut raw: RawRoute, names: &Names<'_>) -> RouteConfig {
         let path = format!("routes[{index}]");
         let header_keys = super::header_rules::RawHeaderKeys {
@@ -78,63 +73,102 @@ impl Checker {
             response: raw.response_headers.take(),
             expires: raw.expires.take(),
         };
-        let at = |key: &str| format!("{path}.{key}");
-        // Checked in the order of the keys in the example file, so problems
-        // come out in a predictable order.
-        let name = self.route_name(&at("name"), index, raw.name.clone());
-        let matcher = raw
-            .pattern
-            .as_ref()
-            .and_then(|pattern| self.regex(&at("match"), pattern));
-        let path_matcher = raw
-            .path
-            .as_ref()
-            .and_then(|pattern| self.regex(&at("path"), pattern));
-        let hosts = self.hosts(&at("hosts"), raw.hosts.as_deref());
-        let kind = match self.answering(&path, &raw) {
-            Some(kind) => kind,
-            None => {
-                let upstream = self.route_upstream(&at("upstream"), raw.upstream.as_deref(), names);
-                // 0 is a placeholder: a missing upstream was reported.
-                RouteKind::Proxy {
-                    upstream: upstream.unwrap_or(0),
-                }
-            }
-        };
-        let zones = self.route_zones(&at, &raw, names);
-        let zone = zones.first().copied();
-        let memory = self.route_memory(&at, &raw, names, &zones);
-        let warm_host = self.warm_host(&at("warm_host"), raw.warm_host.clone(), &hosts);
-        let key = self.key(&at("key"), raw.key.as_deref());
-        let cached = match zone {
+        let name = self.route_name(&format!("{path}.name"), index, raw.name.clone());
+        let matching = self.route_matching(&path, &raw);
+        let kind = self.route_kind(&path, &raw, names);
+        let storage = self.route_storage(&path, &raw, names);
+        let warm = self.route_warm(&path, &raw, names, &matching.hosts);
+        let cached = match storage.zone {
             Some(_) => crate::config::header_rules::Cached::Yes,
             None => crate::config::header_rules::Cached::No,
         };
-        let headers = self.header_rules(&path, header_keys, &key, cached);
+        let headers = self.header_rules(&path, header_keys, &storage.key, cached);
         RouteConfig {
             name,
-            matcher,
-            path_matcher,
-            hosts,
             kind,
             internal: raw.internal.unwrap_or(route::INTERNAL),
             error_pages: self.error_pages(&path, raw.error_pages.as_ref()),
             intercept_errors: raw.intercept_errors.unwrap_or(route::INTERCEPT_ERRORS),
-            zone,
+            matching,
+            storage,
+            freshness: self.route_freshness(&path, &raw),
+            refresh: self.route_refresh(&path, &raw),
+            requests: self.route_requests(&path, &raw),
+            answers: self.route_answers(&path, &raw),
+            warm,
+            headers,
+            // Resolved by route_limits (validate/limits.rs) once every
+            // route is read.
+            limits: Vec::new(),
+        }
+    }
+
+    /// `match`, `path`, `hosts`, `listeners`.
+    fn route_matching(&mut self, path: &str, raw: &RawRoute) -> RouteMatching {
+        let at = |key: &str| format!("{path}.{key}");
+        RouteMatching {
+            matcher: raw
+                .pattern
+                .as_ref()
+                .and_then(|pattern| self.regex(&at("match"), pattern)),
+            path_matcher: raw
+                .path
+                .as_ref()
+                .and_then(|pattern| self.regex(&at("path"), pattern)),
+            hosts: self.hosts(&at("hosts"), raw.hosts.as_deref()),
+            listeners: self.listener_names(&at("listeners"), raw.listeners.as_deref()),
+        }
+    }
+
+    /// What the route does: `return`, `root`, or (neither) proxy to its
+    /// `upstream`.
+    fn route_kind(&mut self, path: &str, raw: &RawRoute, names: &Names<'_>) -> RouteKind {
+        if let Some(kind) = self.answering(path, raw) {
+            return kind;
+        }
+        let at = format!("{path}.upstream");
+        let upstream = self.route_upstream(&at, raw.upstream.as_deref(), names);
+        // 0 is a placeholder: a missing upstream was reported.
+        RouteKind::Proxy {
+            upstream: upstream.unwrap_or(0),
+        }
+    }
+
+    /// `zone`/`zones`, `memory`, `key`, `bypass`, `no_store`.
+    fn route_storage(&mut self, path: &str, raw: &RawRoute, names: &Names<'_>) -> RouteStorage {
+        let at = |key: &str| format!("{path}.{key}");
+        let zones = self.route_zones(&at, raw, names);
+        RouteStorage {
+            zone: zones.first().copied(),
+            memory: self.route_memory(&at, raw, names, &zones),
             zones,
-            memory,
-            key,
+            key: self.key(&at("key"), raw.key.as_deref()),
             bypass: self.conditions(&at("bypass"), &raw.bypass),
             no_store: self.conditions(&at("no_store"), &raw.no_store),
-            ttl: self.ttl(&at("ttl"), &raw.ttl),
-            override_origin: raw.override_origin.unwrap_or(route::OVERRIDE_ORIGIN),
-            heuristic_fraction: self
-                .heuristic_fraction(&at("heuristic_fraction"), raw.heuristic_fraction),
-            heuristic_max: self.duration(
-                &at("heuristic_max"),
-                raw.heuristic_max.as_ref(),
-                route::HEURISTIC_MAX,
-            ),
+        }
+    }
+
+    /// `warm` and `warm_host` (checked against the route's `hosts`).
+    fn route_warm(
+        &mut self,
+        path: &str,
+        raw: &RawRoute,
+        names: &Names<'_>,
+        hosts: &[HostPattern],
+    ) -> RouteWarm {
+        let at = format!("{path}.warm_host");
+        RouteWarm {
+            host: self.warm_host(&at, raw.warm_host.clone(), hosts),
+            paths: self.warm(path, raw, names),
+        }
+    }
+
+    /// `client_cache_control`, `convert_head`, `cache_post`, `body_key`,
+    /// `max_body_key`, `websocket`, `merge_slashes`,
+    /// `underscores_in_headers`, `trusted_proxies`.
+    fn route_requests(&mut self, path: &str, raw: &RawRoute) -> RouteRequests {
+        let at = |key: &str| format!("{path}.{key}");
+        RouteRequests {
             client_cache_control: self.client_cache_control(
                 &at("client_cache_control"),
                 raw.client_cache_control.as_deref(),
@@ -143,86 +177,33 @@ impl Checker {
             cache_post: raw.cache_post.unwrap_or(route::CACHE_POST),
             body_key: self.body_key(&at("body_key"), raw.body_key.as_deref()),
             max_body_key: self.max_body_key(&at("max_body_key"), raw.max_body_key.as_ref()),
-            refresh: self.refresh(&at("refresh"), raw.refresh.as_deref()),
-            per_beta: self.per_beta(&at("per_beta"), raw.per_beta),
-            stale_while_revalidate: self.duration(
-                &at("stale_while_revalidate"),
-                raw.stale_while_revalidate.as_ref(),
-                route::STALE_WHILE_REVALIDATE,
-            ),
-            stale_if_error: self.duration(
-                &at("stale_if_error"),
-                raw.stale_if_error.as_ref(),
-                route::STALE_IF_ERROR,
-            ),
-            stale_if_busy: self.duration(
-                &at("stale_if_busy"),
-                raw.stale_if_busy.as_ref(),
-                route::STALE_IF_BUSY,
-            ),
-            lock_timeout: self.duration(
-                &at("lock_timeout"),
-                raw.lock_timeout.as_ref(),
-                route::LOCK_TIMEOUT,
-            ),
-            sus_stale: self.duration(&at("sus_stale"), raw.sus_stale.as_ref(), route::SUS_STALE),
-            hit_for_miss: self.duration(
-                &at("hit_for_miss"),
-                raw.hit_for_miss.as_ref(),
-                route::HIT_FOR_MISS,
-            ),
-            warm: self.warm(&path, &raw, names),
-            warm_host,
-            compress: self.compress(&at("compress"), &raw.compress),
-            forward_targeted_cache_control: raw
-                .forward_targeted_cache_control
-                .unwrap_or(route::FORWARD_TARGETED_CACHE_CONTROL),
-            cache_status_key: raw.cache_status_key.unwrap_or(route::CACHE_STATUS_KEY),
-            expose_cache_tags: raw.expose_cache_tags.unwrap_or(route::EXPOSE_CACHE_TAGS),
             websocket: raw.websocket.unwrap_or(route::WEBSOCKET),
             merge_slashes: raw.merge_slashes.unwrap_or(route::MERGE_SLASHES),
             underscores_in_headers: raw
                 .underscores_in_headers
                 .unwrap_or(route::UNDERSCORES_IN_HEADERS),
             trusted_proxies: self.networks(&at("trusted_proxies"), &raw.trusted_proxies),
+        }
+    }
+
+    /// `compress`, `forward_targeted_cache_control`, `cache_status_key`,
+    /// `expose_cache_tags`, `early_hints*`, `compress_passed*`.
+    fn route_answers(&mut self, path: &str, raw: &RawRoute) -> RouteAnswers {
+        RouteAnswers {
+            compress: self.compress(&format!("{path}.compress"), &raw.compress),
+            forward_targeted_cache_control: raw
+                .forward_targeted_cache_control
+                .unwrap_or(route::FORWARD_TARGETED_CACHE_CONTROL),
+            cache_status_key: raw.cache_status_key.unwrap_or(route::CACHE_STATUS_KEY),
+            expose_cache_tags: raw.expose_cache_tags.unwrap_or(route::EXPOSE_CACHE_TAGS),
             early_hints: self.early_hints(
-                &path,
+                path,
                 raw.early_hints,
                 &raw.early_hints_links,
                 &raw.early_hints_origins,
             ),
-            listeners: self.listener_names(&at("listeners"), raw.listeners.as_deref()),
-            headers,
-            // Resolved by route_limits (validate/limits.rs) once every
-            // route is read.
-            limits: Vec::new(),
-            ignore_headers: self.ignore_headers(&at("ignore_headers"), &raw.ignore_headers),
-            compress_passed: self.compress_passed(&path, &raw),
+            compress_passed: self.compress_passed(path, raw),
         }
-    }
-
-    /// `ignore_headers`: the fields NGINX's `proxy_ignore_headers` may name
-    /// that calmcache reads, none listed twice.
-    fn ignore_headers(&mut self, path: &str, raw: &[String]) -> IgnoredFields {
-        let mut fields = IgnoredFields::NONE;
-        for (i, text) in raw.iter().enumerate() {
-            let at = format!("{path}[{i}]");
-            match IgnorableField::from_name(text) {
-                Some(field) if fields.contains(field) => {
-                    self.report(Problem::new(at, format!("{text:?} is listed twice")));
-                }
-                Some(field) => fields = fields.with(field),
-                None => {
-                    let names: Vec<&str> = IgnorableField::ALL.iter().map(|f| f.name()).collect();
-                    let message = format!(
-                        "{text:?} is not a field a route can ignore (fields: {})",
-                        names.join(", ")
-                    );
-                    self.report(Problem::new(at, message));
-                }
-            }
-        }
-        fields
     }
 
     /// `trusted_proxies`: CIDR networks (`10.0.0.0/8`, `::1/128`) or single
@@ -380,28 +361,6 @@ impl Checker {
         }
     }
 
-    fn ttl(&mut self, path: &str, raw: &BTreeMap<String, Text>) -> TtlTable {
-        let mut table = TtlTable::default();
-        for (key, value) in raw {
-            let at = format!("{path}.{}", toml_key(key));
-            let ttl = self.duration(&at, Some(value), Duration::ZERO);
-            if key == "any" {
-                table.any = Some(ttl);
-                continue;
-            }
-            match key.parse::<u16>() {
-                Ok(status @ 100..=599) => {
-                    table.by_status.insert(status, ttl);
-                }
-                _ => {
-                    let problem = Problem::new(at, format!("{key:?} is not a status code"));
-                    self.report(problem.hint(r#"keys are status codes 100 to 599, or "any""#));
-                }
-            }
-        }
-        table
-    }
-
     fn key(&mut self, path: &str, raw: Option<&str>) -> KeyTemplate {
         let Some(text) = raw else {
             return KeyTemplate::default();
@@ -431,17 +390,6 @@ impl Checker {
             }
         }
         conditions
-    }
-
-    fn heuristic_fraction(&mut self, path: &str, raw: Option<f64>) -> f64 {
-        let fraction = raw.unwrap_or(route::HEURISTIC_FRACTION);
-        if (0.0..=1.0).contains(&fraction) {
-            // `abs` turns -0.0 into 0.0, so no caller sees a negative zero.
-            return fraction.abs();
-        }
-        let problem = Problem::new(path, format!("{fraction} is outside 0..=1"));
-        self.report(problem.hint("0.1 is the usual fraction; 0 turns heuristic freshness off"));
-        route::HEURISTIC_FRACTION
     }
 
     fn client_cache_control(&mut self, path: &str, raw: Option<&str>) -> ClientCacheControl {
@@ -501,29 +449,6 @@ impl Checker {
             );
             Problem::new(at, message)
         })
-    }
-
-    fn refresh(&mut self, path: &str, raw: Option<&str>) -> RefreshMode {
-        let Some(text) = raw else {
-            return route::REFRESH;
-        };
-        if let Some(mode) = REFRESH_MODES.iter().find(|mode| mode.as_str() == text) {
-            return *mode;
-        }
-        let modes: Vec<&str> = REFRESH_MODES.iter().map(|mode| mode.as_str()).collect();
-        let problem = Problem::new(path, format!("unknown refresh mode {text:?}"));
-        self.report(problem.hint(suggest::names_hint("modes", text, &modes)));
-        route::REFRESH
-    }
-
-    fn per_beta(&mut self, path: &str, raw: Option<f64>) -> f64 {
-        let beta = raw.unwrap_or(route::PER_BETA);
-        if beta.is_finite() && beta > 0.0 {
-            return beta;
-        }
-        let problem = Problem::new(path, format!("must be a finite number above 0, got {beta}"));
-        self.report(problem.hint("1.0 is the XFetch default; above 1 refreshes earlier"));
-        route::PER_BETA
     }
 
     /// Warm paths must be origin-form (`/...`) and need a zone to fill.

@@ -425,7 +425,7 @@ pub(crate) fn busy_copy(
         stand_in == StandIn::Busy
             && (s.meta.is_fresh(now)
                 || (s.meta.freshness.stale_use_granted()
-                    && s.meta.within(now, route.cfg.stale_if_busy)))
+                    && s.meta.within(now, route.cfg.freshness.stale_if_busy)))
     };
     stale
         .filter(|s| s.vary_index().is_none() && (busy(s) || s.meta.within_stale_if_error(now)))

@@ -30,7 +30,7 @@ use calmcache_core::Zone;
 /// True when storing a response with `headers` adds compressed encodings
 /// (a body of at least `compress::MIN_SIZE` is assumed).
 pub(super) fn will_compress(route: &Route, headers: &HeaderMap) -> bool {
-    !route.cfg.compress.is_empty() && crate::http::compress::compressible(headers)
+    !route.cfg.answers.compress.is_empty() && crate::http::compress::compressible(headers)
 }
 
 /// The metadata of an object stored now, fetched since `started`.
@@ -136,7 +136,7 @@ impl StoreCtx {
 pub(super) async fn store(mut ctx: StoreCtx, mut stored: Stored, storable: Storable) -> FillReply {
     let route = &ctx.route;
     let (zone, primary) = (&ctx.zone, &ctx.primary);
-    let compresses = !route.cfg.compress.is_empty();
+    let compresses = !route.cfg.answers.compress.is_empty();
     let encodings = match stored.encodings.take() {
         Some(encodings) => encodings,
         None => encode(route, &stored.headers, &mut stored.body).await,
@@ -268,7 +268,7 @@ pub(super) async fn encode(
     headers: &HeaderMap,
     body: &mut StoredBody,
 ) -> Vec<Encoded> {
-    let codings = route.cfg.compress.clone();
+    let codings = route.cfg.answers.compress.clone();
     if codings.is_empty()
         || body.len() < crate::http::compress::MIN_SIZE
         || !crate::http::compress::compressible(headers)

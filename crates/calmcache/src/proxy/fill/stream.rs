@@ -70,7 +70,7 @@ pub(super) fn stream_fill(
     } = start;
     let status = parts.status;
     let headers = detach_headers(&parts.headers, &storable.strip_fields);
-    let names = vary::names(&headers, !ctx.route.cfg.compress.is_empty());
+    let names = vary::names(&headers, !ctx.route.cfg.answers.compress.is_empty());
     let file = begin_file(&ctx, status, &headers, &storable, &names, len);
     // Into a file: a window in memory, readers behind it read the file.
     // Otherwise the body is stored whole (bounded by max_object_size).
