@@ -487,3 +487,70 @@ async fn an_origin_that_is_no_websocket_server_or_is_down_gets_502() {
     proxy.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The page Chromium loads: it opens `wss://<same origin>/ws`, sends a
+/// message, logs the echo and closes. One line (a TOML inline table), no
+/// `$` (route bodies expand variables).
+const PAGE: &str = "<!doctype html><title>ws</title><script>\
+    const ws = new WebSocket('wss://' + location.host + '/ws');\
+    ws.onopen = () => ws.send('hello over h2');\
+    ws.onmessage = (e) => { console.log('WSECHO ' + e.data); ws.close(1000, 'bye'); };\
+    ws.onerror = () => console.log('WSERROR');\
+    ws.onclose = (e) => console.log('WSCLOSE ' + e.code);\
+    </script>";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chromium_opens_a_websocket_over_http2_through_the_proxy() {
+    let (server, seen) = echo_server().await;
+    let dir = std::env::temp_dir().join(format!(
+        "calmcache-it-ws-h2-chromium-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = calmcache_testkit::tls::TestCa::new(&dir);
+    let leaf = ca.leaf("ws", &["localhost"]);
+    let server_keys = format!(
+        "tls_listen = [\"127.0.0.1:0\"]\n[[server.tls]]\ncert = {:?}\nkey = {:?}\n",
+        leaf.cert.display().to_string(),
+        leaf.key.display().to_string()
+    );
+    // The page answers itself; /ws goes to the echo server.
+    let page = format!(
+        "[[routes]]\nname = \"page\"\n\
+         return = {{ status = 200, content_type = \"text/html\", body = \"{PAGE}\" }}\n"
+    );
+    let proxy = Proxy::with_upstream(server)
+        .route("path = \"^/ws$\"")
+        .server(&server_keys)
+        .access_log(&dir.join("access.log"), "json")
+        .tables(&page)
+        .start()
+        .await;
+    let url = format!("https://localhost:{}/", proxy.tls_addr().port());
+    let spki = crate::early_hints::spki_hash(&leaf);
+    let extra = [format!("--ignore-certificate-errors-spki-list={spki}")];
+    let run = crate::dashboard::chromium(&url, 5_000, &extra).await;
+    let console = run.console.join("\n");
+    assert!(
+        console.contains("WSECHO hello over h2"),
+        "{console}\n{}",
+        run.stderr
+    );
+    // The origin got the message and the page's close.
+    assert_eq!(seen.accepted.load(Ordering::SeqCst), 1);
+    wait_until(Duration::from_secs(5), "the page's close", async || {
+        seen.closes
+            .lock()
+            .unwrap()
+            .contains(&(1000, "bye".to_owned()))
+    })
+    .await;
+    // Over HTTP/2: an extended CONNECT answered 200, not an HTTP/1.1 101.
+    let line = &logged(&dir, "/ws", 1).await[0];
+    assert_eq!(line["protocol"], "HTTP/2.0", "{line}");
+    assert_eq!(line["method"], "CONNECT", "{line}");
+    assert_eq!(line["status"], 200, "{line}");
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
