@@ -37,6 +37,17 @@
 //! send_timeout` (the pump writes through `conn::Clocked`): a client that
 //! stops reading is cut by whichever limit comes first.
 //!
+//! Over HTTP/2 (RFC 8441, extended CONNECT; the listeners' SETTINGS enable
+//! it, net/conn.rs) the handshake is a `CONNECT` with `:protocol =
+//! websocket` ([`Handshake::Connect`], found by the edge): the upstream gets
+//! the HTTP/1.1 handshake ([`Asked::of`]: a `GET`, a key of calmcache's,
+//! the client's `Sec-WebSocket-Version`/`-Protocol`/`-Extensions`), and the
+//! client a `200` on its stream for the upstream's 101 (RFC 8441 §5: no
+//! `Sec-WebSocket-Accept`). The stream is hyper's `Upgraded` (its own
+//! flow control per stream: a stalled tunnel holds only its window), pumped
+//! as any other. An upstream that does not switch is relayed as on
+//! HTTP/1.1, except a 2xx, which would open the stream: 502.
+//!
 //! A tunnel never looks up, stores or joins a flight: nothing of it is
 //! cached. As in NGINX, an end of stream from either side ends the tunnel:
 //! what was read before it is written on, the other side gets a FIN, and
