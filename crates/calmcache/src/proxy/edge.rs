@@ -227,10 +227,13 @@ pub(crate) fn admit<B>(req: &mut Request<B>, peer: Peer) -> Result<Admitted, Pro
 /// a transfer coding it does not know is. A `CONNECT` without `:protocol`
 /// is no handshake: its authority-form target is refused below (400).
 fn handshake<B>(req: &Request<B>, hop_by_hop: bool) -> Result<Handshake, ProxyError> {
-    if let Some(protocol) = req.extensions().get::<hyper::ext::Protocol>() {
-        if req.method() != http::Method::CONNECT {
-            return Err(refuse(":protocol on a request other than CONNECT"));
-        }
+    // The method first: a request that is no CONNECT costs one comparison
+    // (h2 refuses `:protocol` on any other method as malformed).
+    let protocol = match req.method() == http::Method::CONNECT {
+        true => req.extensions().get::<hyper::ext::Protocol>(),
+        false => None,
+    };
+    if let Some(protocol) = protocol {
         // Upgrade tokens are case-insensitive (RFC 9110 §7.8).
         if !protocol.as_str().eq_ignore_ascii_case("websocket") {
             return Err(ProxyError::downstream(

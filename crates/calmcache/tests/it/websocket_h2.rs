@@ -407,21 +407,21 @@ async fn refused_handshakes_get_their_status_on_both_h2_listeners() {
     let (proxy, ca, dir) = start(server, "", "").await;
     for over in [Over::H2c, Over::Tls] {
         let client = h2_to(&proxy, &ca, over).await;
-        let version = [("sec-websocket-version", "13")];
+        let version: &'static [(&str, &str)] = &[("sec-websocket-version", "13")];
         // The origin refuses: its status, fields and body, never cached.
         for _ in 0..2 {
-            let (head, mut io) = connect_h2(&client, "/refuse", Some("websocket"), &version).await;
+            let (head, mut io) = connect_h2(&client, "/refuse", Some("websocket"), version).await;
             assert_eq!(head.status, StatusCode::FORBIDDEN, "{over:?}");
             assert_eq!(head.headers["x-refused-by"], "echo");
             assert_eq!(body(&mut io).await, "no websockets here\n");
         }
-        let refusals: [(Option<&'static str>, &[(&str, &str)], StatusCode); 3] = [
+        let refusals: [Refusal; 3] = [
             // RFC 8441 §4: calmcache tunnels websocket only.
-            (Some("webtransport"), &version, StatusCode::NOT_IMPLEMENTED),
+            (Some("webtransport"), version, StatusCode::NOT_IMPLEMENTED),
             // RFC 6455 §4.1: the version is required.
             (Some("websocket"), &[], StatusCode::BAD_REQUEST),
             // A plain CONNECT keeps its answer (not a path).
-            (None, &version, StatusCode::BAD_REQUEST),
+            (None, version, StatusCode::BAD_REQUEST),
         ];
         for (protocol, fields, want) in refusals {
             let (head, _) = connect_h2(&client, "/ws", protocol, fields).await;
@@ -437,6 +437,13 @@ async fn refused_handshakes_get_their_status_on_both_h2_listeners() {
     proxy.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A handshake calmcache refuses: its `:protocol`, fields, and status.
+type Refusal = (
+    Option<&'static str>,
+    &'static [(&'static str, &'static str)],
+    StatusCode,
+);
 
 /// The body of a refusal, read whole.
 async fn body(io: &mut H2Io) -> String {
