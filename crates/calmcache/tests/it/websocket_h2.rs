@@ -561,3 +561,30 @@ async fn chromium_opens_a_websocket_over_http2_through_the_proxy() {
     proxy.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_the_proxy_gives_h2_tunnels_the_shutdown_timeout_then_closes_them() {
+    let (server, _seen) = echo_server().await;
+    let (proxy, ca, dir) = start(server, "", "").await;
+    let client = h2_to(&proxy, &ca, Over::Tls).await;
+    let mut ws = open(&client, "/stopping").await;
+    ws.send(Message::text("x")).await.unwrap();
+    assert_eq!(next(&mut ws).await, Message::text("x"));
+    let started = std::time::Instant::now();
+    let stopping = tokio::spawn(proxy.stop_within(Duration::from_millis(1500)));
+    // Within the grace the tunnel still carries messages both ways (time
+    // is the subject here).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    ws.send(Message::text("during")).await.unwrap();
+    assert_eq!(next(&mut ws).await, Message::text("during"));
+    // At the deadline it is closed, and the stop returns.
+    let end = tokio::time::timeout(Duration::from_secs(5), ws.next()).await;
+    assert!(matches!(end, Ok(None | Some(Err(_)))), "{end:?}");
+    let closed = started.elapsed();
+    assert!(closed >= Duration::from_millis(1400), "{closed:?}");
+    tokio::time::timeout(Duration::from_secs(5), stopping)
+        .await
+        .expect("stop returns after the deadline")
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
