@@ -4,8 +4,10 @@
 //! The same transparency checks as the HTTP/1.1 tunnels (websocket.rs):
 //! text, binary and large messages, the close handshake both ways, the idle
 //! timeout, many tunnels on one connection, a tunnel whose client stops
-//! reading not stalling the others (flow control); the handshake's fields
-//! end to end; every refusal's status; the access log's protocol.
+//! reading not stalling the others (flow control), the shutdown deadline;
+//! the handshake's fields end to end and the route's request header rules;
+//! every refusal's status; the access log's protocol. And headless
+//! Chromium opening `wss://` on its page's HTTP/2 connection.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -586,5 +588,25 @@ async fn stopping_the_proxy_gives_h2_tunnels_the_shutdown_timeout_then_closes_th
         .await
         .expect("stop returns after the deadline")
         .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_header_rules_reach_the_upstream_on_an_h2_handshake() {
+    let (server, seen) = echo_server().await;
+    let rules =
+        "request_headers = { set = { Host = \"ws.internal\", \"X-Real-IP\" = \"$remote_addr\" } }";
+    let (proxy, ca, dir) = start(server, "", rules).await;
+    for over in [Over::H2c, Over::Tls] {
+        let client = h2_to(&proxy, &ca, over).await;
+        let mut ws = open(&client, "/rules").await;
+        ws.send(Message::text("hi")).await.unwrap();
+        assert_eq!(next(&mut ws).await, Message::text("hi"));
+        let headers = seen.headers.lock().unwrap().clone().unwrap();
+        assert_eq!(headers["host"], "ws.internal", "{over:?} {headers:?}");
+        assert_eq!(headers["x-real-ip"], "127.0.0.1", "{over:?} {headers:?}");
+        assert_eq!(headers["upgrade"], "websocket", "the handshake untouched");
+    }
+    proxy.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
