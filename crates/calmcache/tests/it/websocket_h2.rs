@@ -539,15 +539,20 @@ async fn chromium_opens_a_websocket_over_http2_through_the_proxy() {
     let url = format!("https://localhost:{}/", proxy.tls_addr().port());
     let spki = crate::early_hints::spki_hash(&leaf);
     let extra = [format!("--ignore-certificate-errors-spki-list={spki}")];
-    let run = crate::dashboard::chromium(&url, 5_000, &extra).await;
-    let console = run.console.join("\n");
-    assert!(
-        console.contains("WSECHO hello over h2"),
-        "{console}\n{}",
-        run.stderr
-    );
+    // Headless Chromium's virtual time may run out before the socket opens
+    // on a loaded machine: up to 3 loads (a broken tunnel fails them all).
+    let mut failures = Vec::new();
+    for _ in 0..3 {
+        let run = crate::dashboard::chromium(&url, 10_000, &extra).await;
+        let console = run.console.join("\n");
+        if console.contains("WSECHO hello over h2") {
+            break;
+        }
+        failures.push(format!("{console}\n{}", run.stderr));
+    }
+    assert!(failures.len() < 3, "{failures:#?}");
     // The origin got the message and the page's close.
-    assert_eq!(seen.accepted.load(Ordering::SeqCst), 1);
+    assert!(seen.accepted.load(Ordering::SeqCst) >= 1);
     wait_until(Duration::from_secs(5), "the page's close", async || {
         seen.closes
             .lock()
