@@ -41,6 +41,13 @@ pub enum ErrorKind {
     NotImplemented,
     /// An `Expect` other than `100-continue` (RFC 9110 §10.1.1).
     ExpectationFailed,
+    /// An HTTP/2 extended CONNECT for a protocol other than `websocket`
+    /// (RFC 8441 §4): calmcache tunnels WebSockets only.
+    UnknownProtocol,
+    /// An HTTP/2 WebSocket (extended CONNECT) on a route without
+    /// `websocket = true`: unlike an HTTP/1.1 handshake, a CONNECT has no
+    /// meaning to the origin as a plain request, so it is refused.
+    TunnelOff,
     /// Every server of the upstream is down (failed requests or health
     /// checks): refused at once, no connection attempted.
     AllServersDown,
@@ -100,7 +107,8 @@ impl ProxyError {
             ErrorKind::NoRoute => StatusCode::NOT_FOUND,
             ErrorKind::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorKind::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ErrorKind::NotImplemented => StatusCode::NOT_IMPLEMENTED,
+            ErrorKind::NotImplemented | ErrorKind::UnknownProtocol => StatusCode::NOT_IMPLEMENTED,
+            ErrorKind::TunnelOff => StatusCode::FORBIDDEN,
             ErrorKind::ExpectationFailed => StatusCode::EXPECTATION_FAILED,
             ErrorKind::OriginBusy { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -121,6 +129,10 @@ impl ProxyError {
             ErrorKind::BodyTooLarge => "413 Content Too Large: the request body is too large\n",
             ErrorKind::NotImplemented => "501 Not Implemented: unsupported transfer coding\n",
             ErrorKind::ExpectationFailed => "417 Expectation Failed\n",
+            ErrorKind::UnknownProtocol => {
+                "501 Not Implemented: calmcache tunnels no :protocol but websocket\n"
+            }
+            ErrorKind::TunnelOff => "403 Forbidden: this route does not open WebSockets\n",
             ErrorKind::AllServersDown => {
                 "502 Bad Gateway: every origin server is down; calmcache retries it later\n"
             }
@@ -153,7 +165,12 @@ impl ProxyError {
     /// True when the client connection should close after this answer: the
     /// request's framing can no longer be trusted (RFC 9112 §6.3, §9.6).
     pub fn closes_connection(&self) -> bool {
-        self.side == Side::Downstream && self.kind != ErrorKind::NoRoute
+        // A handshake refused for what it asks, not for its framing.
+        self.side == Side::Downstream
+            && !matches!(
+                self.kind,
+                ErrorKind::NoRoute | ErrorKind::UnknownProtocol | ErrorKind::TunnelOff
+            )
     }
 }
 

@@ -322,6 +322,9 @@ pub(crate) fn spawn<IO, S, F, B>(
                 .keep_alive_interval(settings.http2_keepalive_interval)
                 .keep_alive_timeout(settings.http2_keepalive_timeout)
                 .max_header_list_size(u32::try_from(settings.max_header_size).unwrap_or(u32::MAX))
+                // RFC 8441 §3: SETTINGS_ENABLE_CONNECT_PROTOCOL, so browsers
+                // open WebSockets on this connection (tunnel.rs).
+                .enable_connect_protocol()
                 .serve_connection(io, service);
             tokio::spawn(drive!(conn, peer, drain));
         }
@@ -338,7 +341,8 @@ pub(crate) fn spawn<IO, S, F, B>(
                 .timer(TokioTimer::new())
                 .keep_alive_interval(settings.http2_keepalive_interval)
                 .keep_alive_timeout(settings.http2_keepalive_timeout)
-                .max_header_list_size(u32::try_from(settings.max_header_size).unwrap_or(u32::MAX));
+                .max_header_list_size(u32::try_from(settings.max_header_size).unwrap_or(u32::MAX))
+                .enable_connect_protocol();
             tokio::spawn(async move {
                 let conn = builder.serve_connection_with_upgrades(io, service);
                 drive!(conn, peer, drain).await;

@@ -62,8 +62,20 @@ pub(crate) struct Admitted {
     /// The target routes are matched against differs from the one keyed and
     /// forwarded: the route must be the same for both (see [`Admitted::recheck`]).
     forms_differ: bool,
-    /// An HTTP/1.1 WebSocket handshake (`Connection: upgrade`, `Upgrade: websocket`).
-    pub websocket: bool,
+    /// A WebSocket handshake, and which kind.
+    pub websocket: Handshake,
+}
+
+/// How a request asks to open a WebSocket, if it does.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Handshake {
+    /// Not a WebSocket handshake: an ordinary request.
+    #[default]
+    None,
+    /// HTTP/1.1: `Connection: upgrade`, `Upgrade: websocket` (RFC 6455 §4.1).
+    Upgrade,
+    /// HTTP/2: `CONNECT` with `:protocol = websocket` (RFC 8441 §4).
+    Connect,
 }
 
 /// Fields that make [`prepare`] do work; all false for most requests.
@@ -203,11 +215,42 @@ pub(crate) fn admit<B>(req: &mut Request<B>, peer: Peer) -> Result<Admitted, Pro
     if let Some(host) = authority(req, hosts, scheme)? {
         req.headers_mut().insert(header::HOST, host);
     }
-    admitted.websocket = req.version() == Version::HTTP_11
-        && admitted.seen.hop_by_hop
-        && crate::http::headers::is_websocket_upgrade(req.headers());
+    admitted.websocket = handshake(req, admitted.seen.hop_by_hop)?;
     target(req, &mut admitted)?;
     Ok(admitted)
+}
+
+/// Whether `req` opens a WebSocket. RFC 8441 §4: an HTTP/2 `CONNECT` with
+/// a `:protocol` (hyper hands it over only when the connection's SETTINGS
+/// enabled the extended CONNECT) names the protocol the stream will carry;
+/// calmcache tunnels `websocket` only, so another is refused with 501, as
+/// a transfer coding it does not know is. A `CONNECT` without `:protocol`
+/// is no handshake: its authority-form target is refused below (400).
+fn handshake<B>(req: &Request<B>, hop_by_hop: bool) -> Result<Handshake, ProxyError> {
+    // The method first: a request that is no CONNECT costs one comparison
+    // (h2 refuses `:protocol` on any other method as malformed).
+    let protocol = match req.method() == http::Method::CONNECT {
+        true => req.extensions().get::<hyper::ext::Protocol>(),
+        false => None,
+    };
+    if let Some(protocol) = protocol {
+        // Upgrade tokens are case-insensitive (RFC 9110 §7.8).
+        if !protocol.as_str().eq_ignore_ascii_case("websocket") {
+            return Err(ProxyError::downstream(
+                ErrorKind::UnknownProtocol,
+                "an extended CONNECT for a protocol other than websocket",
+            ));
+        }
+        return Ok(Handshake::Connect);
+    }
+    let upgrade = req.version() == Version::HTTP_11
+        && hop_by_hop
+        && crate::http::headers::is_websocket_upgrade(req.headers());
+    Ok(if upgrade {
+        Handshake::Upgrade
+    } else {
+        Handshake::None
+    })
 }
 
 /// RFC 9112 §6.1: `chunked` is the only coding calmcache decodes, and it

@@ -312,9 +312,45 @@ fn websocket_handshakes_are_noticed() {
         ("connection", "Upgrade"),
         ("upgrade", "websocket"),
     ]);
-    assert!(admit(&mut ws.clone_parts(), peer()).unwrap().websocket);
+    let seen = |req: &Request<()>| admit(&mut req.clone_parts(), peer()).unwrap().websocket;
+    assert_eq!(seen(&ws), Handshake::Upgrade);
     let h2c = h1(&[("host", "a"), ("connection", "Upgrade"), ("upgrade", "h2c")]);
-    assert!(!admit(&mut h2c.clone_parts(), peer()).unwrap().websocket);
+    assert_eq!(seen(&h2c), Handshake::None);
+}
+
+/// An HTTP/2 `CONNECT` to `uri`, with `:protocol` when given.
+fn connect(uri: &str, protocol: Option<&'static str>) -> Request<()> {
+    let mut req = Request::builder()
+        .method(http::Method::CONNECT)
+        .uri(uri)
+        .version(Version::HTTP_2)
+        .body(())
+        .unwrap();
+    if let Some(p) = protocol {
+        req.extensions_mut()
+            .insert(hyper::ext::Protocol::from_static(p));
+    }
+    req
+}
+
+#[test]
+fn extended_connect_is_a_websocket_handshake_for_websocket_only() {
+    let mut ws = connect("https://a/chat?room=1", Some("websocket"));
+    assert_eq!(
+        admit(&mut ws, peer()).unwrap().websocket,
+        Handshake::Connect
+    );
+    assert_eq!(ws.uri().path(), "/chat");
+    let mut upper = connect("https://a/chat", Some("WebSocket"));
+    assert_eq!(
+        admit(&mut upper, peer()).unwrap().websocket,
+        Handshake::Connect
+    );
+    let other = admit(&mut connect("https://a/x", Some("webtransport")), peer()).unwrap_err();
+    assert_eq!(other.status(), StatusCode::NOT_IMPLEMENTED);
+    // A plain CONNECT keeps its answer: its target is not a path.
+    let plain = admit(&mut connect("a:443", None), peer()).unwrap_err();
+    assert_eq!(plain.status(), StatusCode::BAD_REQUEST);
 }
 
 trait CloneParts {

@@ -10,7 +10,9 @@
 //!   │                         ├─ limit::admit (limits.rs: applies_to "all"; refused: 429);
 //!   │                         │   every branch to the origin below passes limit::to_origin
 //!   │                         │   first (applies_to "origin"), once; a hit never does
-//!   │                         ├─ Upgrade: websocket (route.websocket) ── tunnel::open (never cached)
+//!   │                         ├─ Upgrade: websocket, or an HTTP/2 CONNECT with :protocol websocket
+//!   │                         │   (route.websocket) ── tunnel::open (never cached); such a
+//!   │                         │   CONNECT on another route: 403 (TunnelOff)
 //!   │                         ├─ GET|HEAD with a body ──────── read whole (request_body.rs), pass with it
 //!   │                         ├─ QUERY, POST with cache_post ─ read whole, keyed by method + body digest
 //!   │                         │                                (body_key.rs), on as a GET; too large
@@ -51,6 +53,7 @@ use crate::net::conn::Peer;
 use crate::proxy::answer::{Answer, Told};
 use crate::proxy::answering;
 use crate::proxy::body_key::KeyedBody;
+use crate::proxy::edge::Handshake;
 use crate::proxy::error_pages::{self, Pending};
 use crate::proxy::fetch::{self, fetch_request, refresh_in_background, Fetch};
 use crate::proxy::fill::FetchRequest;
@@ -121,7 +124,7 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
     let mut admission = admit(worker, &mut req, client);
     let (route, client, tunnel) = loop {
         admission = match admission {
-            Admission::Routed(route, client) => break (route, client, false),
+            Admission::Routed(route, client) => break (route, client, None),
             Admission::Refused(resp) => return Answer::refused(resp),
             Admission::Internal(entry) => {
                 let answer = answering::internal(entry.activity());
@@ -131,7 +134,7 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
                 let purged = Box::pin(crate::proxy::purge::purge_method(proxy, &req, client.addr));
                 return Answer::unclassed(purged.await);
             }
-            Admission::Tunnel(route, client) => break (route, client, true),
+            Admission::Tunnel(route, client, handshake) => break (route, client, Some(handshake)),
             Admission::Answering(route, prepared, onward) => {
                 match Box::pin(answer_itself(worker, route, &req, prepared)).await {
                     Some(answer) => return answer,
@@ -143,8 +146,8 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
     };
     // The route's response rules: `None`, at no cost, for most routes.
     let kept = header_rules::keep(&route.cfg, &req, client);
-    if tunnel {
-        let answer = Box::pin(self::tunnel(worker, route, req, client)).await;
+    if let Some(handshake) = tunnel {
+        let answer = Box::pin(self::tunnel(worker, route, req, (client, handshake))).await;
         return dressed(&route.cfg, &route.activity, answer, kept);
     }
     // The route's limits (proxy/limit.rs): nothing held, no allocation,
@@ -219,8 +222,9 @@ async fn tunnel<'w>(
     worker: &'w Worker,
     route: &'w Arc<Route>,
     req: Request<Incoming>,
-    client: Peer,
+    asked: (Peer, Handshake),
 ) -> Answer<'w> {
+    let client = asked.0;
     let mut held = Held::default();
     if let Err(refused) = limit::admit(route, &req, client, &mut held).await {
         return refused;
@@ -228,7 +232,7 @@ async fn tunnel<'w>(
     if let Err(refused) = limit::to_origin(route, &req, client, &mut held).await {
         return refused;
     }
-    crate::proxy::tunnel::open(worker, route, req, client, held).await
+    crate::proxy::tunnel::open(worker, route, req, asked, held).await
 }
 
 /// A routed request, admitted by its limits: read, look up, plan, act.
@@ -506,8 +510,8 @@ impl<'w> Exec<'_, 'w> {
 enum Admission<'w> {
     /// Routed: on to the cache.
     Routed(&'w Arc<Route>, Peer),
-    /// A WebSocket upgrade on a route that tunnels them.
-    Tunnel(&'w Arc<Route>, Peer),
+    /// A WebSocket handshake (of either kind) on a route that tunnels them.
+    Tunnel(&'w Arc<Route>, Peer, Handshake),
     /// A route that answers itself (proxy/answering/), with the client as
     /// prepared for it and where routing goes on if its file is absent.
     Answering(&'w Arc<AnsweringRoute>, Peer, Box<Onward>),
@@ -600,9 +604,16 @@ impl Onward {
                 return Admission::Refused(refused(&e, req.version()));
             }
         }
+        let websocket = admitted.websocket;
         match entry {
-            Entry::Proxied(route) if admitted.websocket && route.cfg.requests.websocket => {
-                Admission::Tunnel(route, prepared)
+            Entry::Proxied(route) if websocket != Handshake::None && route.cfg.requests.websocket => {
+                Admission::Tunnel(route, prepared, websocket)
+            }
+            // RFC 8441: an HTTP/1.1 handshake on such a route passes as a
+            // plain request; a CONNECT cannot (ErrorKind::TunnelOff).
+            _ if websocket == Handshake::Connect => {
+                let e = ProxyError::downstream(ErrorKind::TunnelOff, own_target(req));
+                Admission::Refused(refused(&e, req.version()))
             }
             Entry::Proxied(route) => Admission::Routed(route, prepared),
             Entry::Answering(route) => {
@@ -615,6 +626,13 @@ impl Onward {
             }
         }
     }
+}
+
+/// The request's path and query, for a refusal's log line.
+fn own_target(req: &Request<Incoming>) -> String {
+    req.uri()
+        .path_and_query()
+        .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned())
 }
 
 /// The zone a request on `route` is looked up in (the route's first) and

@@ -37,6 +37,17 @@
 //! send_timeout` (the pump writes through `conn::Clocked`): a client that
 //! stops reading is cut by whichever limit comes first.
 //!
+//! Over HTTP/2 (RFC 8441, extended CONNECT; the listeners' SETTINGS enable
+//! it, net/conn.rs) the handshake is a `CONNECT` with `:protocol =
+//! websocket` ([`Handshake::Connect`], found by the edge): the upstream gets
+//! the HTTP/1.1 handshake ([`Asked::of`]: a `GET`, a key of calmcache's,
+//! the client's `Sec-WebSocket-Version`/`-Protocol`/`-Extensions`), and the
+//! client a `200` on its stream for the upstream's 101 (RFC 8441 §5: no
+//! `Sec-WebSocket-Accept`). The stream is hyper's `Upgraded` (its own
+//! flow control per stream: a stalled tunnel holds only its window), pumped
+//! as any other. An upstream that does not switch is relayed as on
+//! HTTP/1.1, except a 2xx, which would open the stream: 502.
+//!
 //! A tunnel never looks up, stores or joins a flight: nothing of it is
 //! cached. As in NGINX, an end of stream from either side ends the tunnel:
 //! what was read before it is written on, the other side gets a FIN, and
@@ -56,7 +67,7 @@ use bytes::Bytes;
 
 use calmcache_core::CacheStatus;
 use http::header::{self, HeaderMap, HeaderValue};
-use http::{Request, Response, StatusCode};
+use http::{Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::upgrade::{OnUpgrade, Upgraded};
@@ -72,6 +83,7 @@ use crate::http::headers::{add_forwarded, has_token, set_cache_status, strip_hop
 use crate::net::conn::{Clocked, PlainIo, TlsIo};
 use crate::net::upstream::Switched;
 use crate::proxy::answer::Answer;
+use crate::proxy::edge::Handshake;
 use crate::proxy::respond::error_response;
 use crate::proxy::state::{Route, Worker};
 use crate::telemetry::metrics::TunnelGuard;
@@ -115,23 +127,71 @@ fn bad_switch(headers: &HeaderMap, key: &HeaderValue) -> Option<&'static str> {
     }
 }
 
-/// Sends the handshake to the upstream and answers the client: the 101
-/// (the tunnel then runs in a task of its own) or whatever else came.
+/// The client's side of a handshake: what it asked in, and the key the
+/// upstream's `Sec-WebSocket-Accept` must answer.
+struct Asked {
+    handshake: Handshake,
+    key: HeaderValue,
+}
+
+impl Asked {
+    /// Rewrites `parts` into the HTTP/1.1 handshake the upstream gets, or
+    /// says why the client's handshake is refused (400).
+    ///
+    /// RFC 8441 §5: an HTTP/2 `CONNECT` with `:protocol = websocket` becomes
+    /// a `GET` with `Upgrade: websocket`; it carries no `Sec-WebSocket-Key`
+    /// (the `:protocol` replaced it), so calmcache makes one, and checks the
+    /// upstream's Accept against it. `Sec-WebSocket-Version`, `-Protocol`
+    /// and `-Extensions` go end to end, as on HTTP/1.1 (RFC 6455 §4.1 makes
+    /// the version required).
+    fn of(parts: &mut http::request::Parts, handshake: Handshake) -> Result<Asked, &'static str> {
+        if handshake != Handshake::Connect {
+            let key = parts.headers.get(header::SEC_WEBSOCKET_KEY).cloned();
+            let key = key.ok_or("no Sec-WebSocket-Key")?;
+            return Ok(Asked { handshake, key });
+        }
+        if !parts.headers.contains_key(header::SEC_WEBSOCKET_VERSION) {
+            return Err("no Sec-WebSocket-Version");
+        }
+        parts.method = Method::GET;
+        parts.extensions.remove::<hyper::ext::Protocol>();
+        crate::proxy::edge::ensure_host(&mut parts.headers, &parts.uri);
+        let key = new_key();
+        parts.headers.insert(header::SEC_WEBSOCKET_KEY, key.clone());
+        Ok(Asked { handshake, key })
+    }
+}
+
+/// A fresh `Sec-WebSocket-Key`: 16 random bytes in base64 (RFC 6455 §4.1).
+fn new_key() -> HeaderValue {
+    use base64::Engine as _;
+    let nonce: [u8; 16] = rand::random();
+    let key = base64::engine::general_purpose::STANDARD.encode(nonce);
+    // Invariant: base64 is visible ASCII.
+    HeaderValue::from_str(&key).unwrap_or(HeaderValue::from_static("dGhlIHNhbXBsZSBub25jZQ=="))
+}
+
+/// Sends the handshake to the upstream and answers the client: the 101 (or,
+/// to an HTTP/2 client, the 200 that opens its stream; the tunnel then runs
+/// in a task of its own) or whatever else came.
 pub(crate) async fn open<'r>(
     worker: &Worker,
     route: &'r Route,
     mut req: Request<Incoming>,
-    client: crate::net::conn::Peer,
+    (client, handshake): (crate::net::conn::Peer, Handshake),
     held: crate::proxy::limit::Held,
 ) -> Answer<'r> {
     let report = CacheStatus::Bypass.report();
-    let Some(key) = req.headers().get(header::SEC_WEBSOCKET_KEY).cloned() else {
-        let e = ProxyError::downstream(ErrorKind::BadRequest, "no Sec-WebSocket-Key");
-        return Answer::answered(route, &report, error_response(&e, &report));
-    };
     let upstream = &route.upstream;
     let client_side = hyper::upgrade::on(&mut req);
     let (mut parts, body) = req.into_parts();
+    let asked = match Asked::of(&mut parts, handshake) {
+        Ok(asked) => asked,
+        Err(why) => {
+            let e = ProxyError::downstream(ErrorKind::BadRequest, why);
+            return Answer::answered(route, &report, error_response(&e, &report));
+        }
+    };
     set_upgrade(&mut parts.headers);
     add_forwarded(&mut parts.headers, client.addr.ip(), client.scheme());
     let (method, uri) = (&parts.method, &parts.uri);
@@ -158,36 +218,19 @@ pub(crate) async fn open<'r>(
     };
     let report = report.fwd_status(resp.status().as_u16());
     if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
-        // Refused (or not understood): passed back as the upstream sent it.
-        let (mut parts, body) = resp.into_parts();
-        strip_hop_by_hop(&mut parts.headers);
-        route.strip_targeted(&mut parts.headers);
-        set_cache_status(&mut parts.headers, &report, None);
-        let body = ResponseBody::stream(TimeoutBody::new(body, upstream.read_timeout));
-        return Answer::answered(route, &report, Response::from_parts(parts, body));
+        return not_switched(route, &asked, resp, report);
     }
-    if let Some(why) = bad_switch(resp.headers(), &key) {
-        route.activity.upstream_errors.inc();
-        static REFUSED: calmcache_core::warn_limit::WarnLimit =
-            calmcache_core::warn_limit::WarnLimit::new();
-        calmcache_core::warn_limited!(REFUSED, "websocket handshake refused",
-            upstream = %upstream.name, why);
-        let report = CacheStatus::Bypass.report();
+    if let Some(why) = bad_switch(resp.headers(), &asked.key) {
         // Dropping `resp` closes the upstream connection: it was switched.
-        let e = ProxyError::upstream(ErrorKind::Broken, &upstream.name, why);
-        return Answer::answered(route, &report, error_response(&e, &report));
+        return broken(route, why);
     }
     let Some(upstream_side) = switched else {
         // send_upgrade gives every 101 its connection: not reached.
-        route.activity.upstream_errors.inc();
-        let report = CacheStatus::Bypass.report();
-        let why = "a 101 without its connection";
-        let e = ProxyError::upstream(ErrorKind::Broken, &upstream.name, why);
-        return Answer::answered(route, &report, error_response(&e, &report));
+        return broken(route, "a 101 without its connection");
     };
     let (mut parts, _empty) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
-    set_upgrade(&mut parts.headers);
+    switched_head(&mut parts, asked.handshake);
     let limits = Limits {
         idle: upstream.read_timeout,
         write: upstream.send_timeout,
@@ -203,6 +246,53 @@ pub(crate) async fn open<'r>(
         &report,
         Response::from_parts(parts, ResponseBody::empty()),
     )
+}
+
+/// The head the client gets for the upstream's 101 (its hop-by-hop fields
+/// gone). HTTP/1.1: the 101 with exactly `Upgrade: websocket`,
+/// `Connection: upgrade`. HTTP/2 (RFC 8441 §5): a 200 opens the stream,
+/// and `Sec-WebSocket-Accept` is not used (the key was calmcache's).
+fn switched_head(parts: &mut http::response::Parts, handshake: Handshake) {
+    if handshake == Handshake::Connect {
+        parts.status = StatusCode::OK;
+        parts.headers.remove(header::SEC_WEBSOCKET_ACCEPT);
+    } else {
+        set_upgrade(&mut parts.headers);
+    }
+}
+
+/// An upstream that did not switch: its answer passed back as it came
+/// (status, headers, body), except that an HTTP/2 client never gets a 2xx
+/// for it: RFC 9113 §8.5, a 2xx to a CONNECT opens the stream as a tunnel,
+/// and this upstream has not opened one (502).
+fn not_switched<'r>(
+    route: &'r Route,
+    asked: &Asked,
+    resp: Response<crate::net::origin_body::OriginBody>,
+    report: calmcache_core::Report,
+) -> Answer<'r> {
+    if asked.handshake == Handshake::Connect && resp.status().is_success() {
+        return broken(route, "a 2xx instead of 101 to a websocket handshake");
+    }
+    let (mut parts, body) = resp.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    route.strip_targeted(&mut parts.headers);
+    set_cache_status(&mut parts.headers, &report, None);
+    let read_timeout = route.upstream.read_timeout;
+    let body = ResponseBody::stream(TimeoutBody::new(body, read_timeout));
+    Answer::answered(route, &report, Response::from_parts(parts, body))
+}
+
+/// A 502 for an upstream answer that is not a handshake we may tunnel.
+fn broken<'r>(route: &'r Route, why: &'static str) -> Answer<'r> {
+    route.activity.upstream_errors.inc();
+    static REFUSED: calmcache_core::warn_limit::WarnLimit =
+        calmcache_core::warn_limit::WarnLimit::new();
+    calmcache_core::warn_limited!(REFUSED, "websocket handshake refused",
+        upstream = %route.upstream.name, why);
+    let report = CacheStatus::Bypass.report();
+    let e = ProxyError::upstream(ErrorKind::Broken, &route.upstream.name, why);
+    Answer::answered(route, &report, error_response(&e, &report))
 }
 
 /// A tunnel's time limits.

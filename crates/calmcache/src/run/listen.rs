@@ -397,7 +397,12 @@ pub(crate) fn run_worker(
                 move |req: Request<Incoming>, peer: Peer| handle::handle(slot.worker(), req, peer);
             loops.spawn(accept_loop(listener, stopped, Some(stop), serve, how));
         }
-        while loops.join_next().await.is_some() {}
+        // An HTTP/2 connection drains only once its streams end, and a
+        // tunnel's stream (RFC 8441) ends when its tunnel is closed: the
+        // tunnels get until the deadline whether the connections drained or
+        // not, or each would wait for the other.
+        let drained = async { while loops.join_next().await.is_some() {} };
+        tokio::join!(drained, slot.tunnels.close_by(live.deadline()));
         wind_down(&slot, &live, &background).await;
     });
 }

@@ -425,7 +425,7 @@ struct Timing {
 /// `--ignore-certificate-errors` it makes the certificate valid, and
 /// chromium stores nothing of a connection with certificate errors in its
 /// HTTP cache, which is how a hinted preload reaches the page.
-fn spki_hash(leaf: &Leaf) -> String {
+pub(crate) fn spki_hash(leaf: &Leaf) -> String {
     let script = format!(
         "openssl x509 -in {:?} -pubkey -noout | openssl pkey -pubin -outform der \
          | openssl dgst -sha256 -binary | base64",

@@ -86,6 +86,7 @@ mod upstream_tls;
 mod virtual_hosts;
 mod warm;
 mod websocket;
+mod websocket_h2;
 mod zero_copy;
 mod zone;
 

@@ -32,17 +32,17 @@ pub(crate) type Client = WebSocketStream<MaybeTlsStream<TcpStream>>;
 #[derive(Default)]
 pub(crate) struct Seen {
     /// Handshakes accepted.
-    accepted: AtomicUsize,
+    pub(crate) accepted: AtomicUsize,
     /// Handshakes refused (path `/refuse`).
-    refused: AtomicUsize,
+    pub(crate) refused: AtomicUsize,
     /// The last accepted handshake's request headers.
-    headers: Mutex<Option<http::HeaderMap>>,
+    pub(crate) headers: Mutex<Option<http::HeaderMap>>,
     /// Close frames received: (code, reason).
-    closes: Mutex<Vec<(u16, String)>>,
+    pub(crate) closes: Mutex<Vec<(u16, String)>>,
 }
 
 /// Small buffers: thousands of sockets in one test process.
-fn ws_config() -> WebSocketConfig {
+pub(crate) fn ws_config() -> WebSocketConfig {
     WebSocketConfig::default()
         .read_buffer_size(4096)
         .write_buffer_size(0)
@@ -136,7 +136,7 @@ pub(crate) async fn connect(proxy: &RunningProxy, path: &str) -> Client {
 }
 
 /// The next message that is not a ping or pong, within 5 s.
-async fn next<S>(ws: &mut WebSocketStream<S>) -> Message
+pub(crate) async fn next<S>(ws: &mut WebSocketStream<S>) -> Message
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
@@ -152,7 +152,7 @@ where
     }
 }
 
-async fn websockets(proxy: &RunningProxy) -> (u64, u64) {
+pub(crate) async fn websockets(proxy: &RunningProxy) -> (u64, u64) {
     let status = proxy.status().await;
     let ws = &status["websockets"];
     (
@@ -162,7 +162,7 @@ async fn websockets(proxy: &RunningProxy) -> (u64, u64) {
 }
 
 /// Polls `/status` until `websockets.active` is `want` (10 s at most).
-async fn wait_active(proxy: &RunningProxy, want: u64) {
+pub(crate) async fn wait_active(proxy: &RunningProxy, want: u64) {
     let what = format!("websockets.active at {want}");
     wait_until(Duration::from_secs(10), &what, async || {
         websockets(proxy).await.0 == want
@@ -583,7 +583,7 @@ where
 
 /// A proxy for `server` with an h2c plain listener and a TLS listener
 /// (`localhost`, ALPN up to the client), its CA, and the temp dir to remove.
-async fn tls_and_h2c_proxy(
+pub(crate) async fn tls_and_h2c_proxy(
     server: SocketAddr,
     upstream_keys: &str,
 ) -> (
