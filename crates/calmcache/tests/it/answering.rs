@@ -534,3 +534,73 @@ async fn a_file_route_hands_on_the_request_as_it_came() {
         );
     }
 }
+
+/// `absent = "404"`: NGINX's bare `root` (a location with only root). No
+/// file: 404, through the route's error page; a directory without an index
+/// file: 403; a directory without its slash: 301 to it with the slash; a
+/// traversal still refused; HEAD the head alone; never the origin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_route_that_answers_404_when_absent_never_falls_through() {
+    let origin = Origin::start().await;
+    let root = site("answering-absent-404");
+    std::fs::create_dir(root.join("errors")).unwrap();
+    std::fs::write(root.join("errors/404.html"), "<p>no such page</p>").unwrap();
+    let routes = format!(
+        "[[routes]]\nname = \"errors\"\npath = '^/errors/'\nroot = {root:?}\nabsent = \"404\"\n\
+         internal = true\n\n\
+         [[routes]]\nname = \"plain\"\npath = '^/plain/'\nroot = {root:?}\nabsent = \"404\"\n\n\
+         [[routes]]\nname = \"static\"\nroot = {root:?}\nabsent = \"404\"\n\
+         error_pages = {{ \"404\" = \"/errors/404.html\", \"403\" = \"/errors/403.html\" }}\n\n\
+         [[routes]]\nname = \"app\"\nupstream = \"origin\"\n",
+        root = root.display().to_string()
+    );
+    let wires = Wires::start(with_routes(&origin, &routes), "").await;
+    for wire in &wires.all {
+        let label = wire.label();
+        let get = |path: &'static str| wires.send(wire, Method::GET, "a.test", path, &[], "");
+        assert_eq!(get("/a.css").await.body, "body{color:red}", "{label}");
+        assert_eq!(get("/").await.body, "<p>home</p>", "{label}");
+        // No file: 404 with the error page's body.
+        let missing = get("/missing.html").await;
+        assert_eq!(missing.status, 404, "{label}");
+        assert_eq!(missing.body, "<p>no such page</p>", "{label}");
+        assert_eq!(missing.cache_status(), "calmcache; detail=file", "{label}");
+        let head = wires
+            .send(wire, Method::HEAD, "a.test", "/missing.html", &[], "")
+            .await;
+        assert_eq!(head.status, 404, "{label}");
+        assert!(head.bytes.is_empty(), "{label}");
+        // A directory without an index file: 403 (its page is not there:
+        // NGINX's own 403 stays).
+        let sub = get("/sub/").await;
+        assert_eq!(sub.status, 403, "{label}: {}", sub.body);
+        assert!(sub.body.contains("403 Forbidden"), "{label}");
+        // A directory without its slash: 301 to it with the slash.
+        let moved = get("/sub?a=1").await;
+        assert_eq!(moved.status, 301, "{label}");
+        assert_eq!(moved.header("location"), "/sub/?a=1", "{label}");
+        // Under a file of that name: absent.
+        assert_eq!(get("/a.css/").await.status, 404, "{label}");
+        // No error pages on this route: NGINX's own 404 page.
+        let plain = get("/plain/nothing").await;
+        assert_eq!(plain.status, 404, "{label}");
+        assert!(plain.body.contains("404 Not Found"), "{label}");
+        // Bad input: out of the root, escaped slashes, dot-segments.
+        let out = get("/out.txt").await;
+        assert_eq!(out.status, 404, "{label}");
+        assert!(!out.body.contains("outside the root"), "{label}");
+        assert_eq!(
+            get("/sub%2F..%2F..%2Fetc%2Fpasswd").await.status,
+            400,
+            "{label}"
+        );
+        let dots = get("/sub/../../etc/passwd").await;
+        assert_eq!(dots.status, 404, "{label}");
+        assert!(!dots.body.contains("root:"), "{label}");
+        // The internal errors route: 404 for clients.
+        assert_eq!(get("/errors/404.html").await.status, 404, "{label}");
+    }
+    assert_eq!(origin.hits(), 0, "the origin is never asked");
+    let _ = std::fs::remove_dir_all(&root);
+    let _ = std::fs::remove_file(root.with_extension("outside"));
+}
