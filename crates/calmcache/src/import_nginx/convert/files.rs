@@ -1,0 +1,184 @@
+//! A location that serves files and nothing else: `root` (or the `alias`
+//! of a prefix location that ends as the location does), optionally
+//! `try_files $uri [$uri/] =404`, and no `proxy_pass`, `return`,
+//! `try_files ... @name` or other content handler. NGINX answers the file
+//! or 404 and never hands the request on: a file route with
+//! `absent = "404"`.
+//!
+//! Owns which locations become such routes and which do not (a location
+//! under an access rule calmcache cannot say, a handler such as
+//! `fastcgi_pass`, a root with variables, no root at all); it must not
+//! write the route's other keys (routes.rs does).
+
+use super::routes::describe;
+use super::*;
+
+/// Directives that may stand beside a file location's `root` without
+/// changing what NGINX serves from it (logging, socket tuning, types).
+const BESIDE: [&str; 26] = [
+    "access_log",
+    "error_log",
+    "log_not_found",
+    "log_subrequest",
+    "sendfile",
+    "sendfile_max_chunk",
+    "tcp_nopush",
+    "tcp_nodelay",
+    "aio",
+    "directio",
+    "output_buffers",
+    "allow",
+    "etag",
+    "charset",
+    "types",
+    "default_type",
+    "open_file_cache",
+    "open_file_cache_valid",
+    "open_file_cache_errors",
+    "client_max_body_size",
+    "keepalive_timeout",
+    "send_timeout",
+    "gzip_vary",
+    "gzip_comp_level",
+    "gzip_proxied",
+    "gzip_static",
+];
+
+/// Whether `name` leaves a file location a file location.
+pub(super) fn beside(name: &str) -> bool {
+    BESIDE.contains(&name) || super::super::settings::GUARDS.contains(&name)
+}
+
+/// `alias DIR`, or `try_files` with `$uri` (and `$uri/`) then `=404`.
+pub(super) fn shape(d: &Directive) -> bool {
+    match (d.name.as_str(), d.args.as_slice()) {
+        ("alias", [_]) => true,
+        ("try_files", [files @ .., last]) if last == "=404" => {
+            matches!(files, [a] if a == "$uri")
+                || matches!(files, [a, b] if a == "$uri" && b == "$uri/")
+        }
+        _ => false,
+    }
+}
+
+impl Converter<'_> {
+    /// The file route of a location that only serves files, its keys
+    /// `path`/`match`, `root`, `index` and `absent = "404"`; `None` (with
+    /// the reason in `notes` where there is one) for any other location.
+    pub(super) fn bare_files(
+        &mut self,
+        loc: &Location,
+        m: &[RouteRegex],
+        notes: &mut Notes,
+    ) -> Option<Section> {
+        if loc.pass.is_some()
+            || loc.ret.is_some()
+            || loc.try_named.is_some()
+            || loc.handler.is_some()
+        {
+            return None;
+        }
+        if let Some(guard) = loc.settings.guard() {
+            notes.push(format!(
+                "`{}` ({}) guards this location, which calmcache cannot say: its files are not \
+                 served by a file route.",
+                guard.text(),
+                guard.pos
+            ));
+            return None;
+        }
+        let (dir, from) = match loc.files.as_ref().filter(|d| d.name == "alias") {
+            Some(alias) => (self.alias_root(loc, alias, notes)?, alias),
+            None => {
+                let Some(root) = loc.settings.unmarked("root").last() else {
+                    notes.push(
+                        "No root in effect: NGINX serves these paths from its default root \
+                         (html under its prefix), which the config does not name."
+                            .into(),
+                    );
+                    return None;
+                };
+                if root.args.first().is_none_or(|d| d.contains('$')) {
+                    notes.push(note_skipped(root, "a root with variables"));
+                    return None;
+                }
+                (self.absolute(&root.args[0]), root)
+            }
+        };
+        ledger::carried(from);
+        let mut route = Section::new("[[routes]]");
+        route.note(format!(
+            "location {} ({}): the files of `{}` ({}); NGINX answers 404 for a path without a \
+             file (403 for a directory without an index file, 301 for a directory without its \
+             slash), and so does this route (absent = \"404\").",
+            describe(loc),
+            loc.pos,
+            from.text(),
+            from.pos
+        ));
+        for m in m {
+            route.set(m.key(), Value::Str(m.regex().to_owned()));
+        }
+        route.set("root", Value::Str(dir));
+        self.index(loc, &mut route);
+        route.set("absent", Value::Str("404".into()));
+        if let Some(try_files) = loc.files.as_ref().filter(|d| d.name == "try_files") {
+            ledger::carried(try_files);
+            route.note(format!(
+                "From `{}` ({}): the file or 404, as this route does; a directory asked \
+                 without its slash gets 301 here, 404 from NGINX's try_files $uri.",
+                try_files.text(),
+                try_files.pos
+            ));
+        }
+        Some(route)
+    }
+
+    /// The root that makes `alias` serve the same files: the alias less
+    /// the location's prefix, when it ends with it.
+    fn alias_root(&self, loc: &Location, alias: &Directive, notes: &mut Notes) -> Option<String> {
+        let dir = &alias.args[0];
+        let prefix = matches!(
+            loc.modifier,
+            Modifier::Prefix | Modifier::NoRegex | Modifier::Exact
+        );
+        let root = dir
+            .strip_suffix(loc.pattern.as_str())
+            .filter(|r| prefix && !dir.contains('$') && !r.is_empty() && !r.ends_with('/'));
+        match root {
+            Some(root) => Some(self.absolute(root)),
+            None => {
+                notes.push(note_skipped(
+                    alias,
+                    "calmcache serves root + the request's path: an alias is carried over when \
+                     it ends as its (prefix) location does, e.g. location /static/ { alias \
+                     /srv/app/static/; } is root /srv/app",
+                ));
+                None
+            }
+        }
+    }
+
+    /// `index` in effect, the names a file route takes (plain names).
+    fn index(&mut self, loc: &Location, route: &mut Section) {
+        let Some(index) = loc.settings.unmarked("index").last() else {
+            return;
+        };
+        let plain: Vec<Value> = index
+            .args
+            .iter()
+            .filter(|n| !n.contains(['/', '$', '\\']) && *n != "." && *n != "..")
+            .cloned()
+            .map(Value::Str)
+            .collect();
+        if plain.len() < index.args.len() || plain.is_empty() {
+            route.note(note_skipped(
+                index,
+                "index names with a path or a variable: calmcache's index takes file names",
+            ));
+            return;
+        }
+        ledger::carried(index);
+        route.set("index", Value::List(plain));
+    }
+}
