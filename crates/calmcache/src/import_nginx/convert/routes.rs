@@ -369,7 +369,7 @@ impl Converter<'_> {
                 if let Some(d) = &n.directive {
                     self.top.push(note_skipped(
                         d,
-                        "no try_files of a location sends requests to it (error_page and other \
+                        "no try_files of a location sends requests to it (an error_page to @name and other \
                          internal redirects are not carried over)",
                     ));
                 }
