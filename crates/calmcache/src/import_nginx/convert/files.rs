@@ -182,3 +182,101 @@ impl Converter<'_> {
         route.set("index", Value::List(plain));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use crate::import_nginx::convert::convert;
+    use crate::import_nginx::toml_out::render;
+    use crate::import_nginx::tree::parse_text;
+    use std::path::Path;
+
+    /// The routes of `server { ... }` as TOML, and the text.
+    fn routes(server: &str) -> (Vec<toml::Value>, String) {
+        let text =
+            format!("upstream app {{ server 10.0.0.1:8081; }}\nserver {{ listen 8080; {server} }}");
+        let tree = parse_text(&text, "t.conf", Path::new("/etc/nginx")).unwrap();
+        let out = render(&convert(&tree, Path::new("/etc/nginx"), "t.conf").unwrap());
+        let v: toml::Value = toml::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+        let routes = v["routes"].as_array().unwrap().clone();
+        (routes, out)
+    }
+
+    fn files_route<'a>(routes: &'a [toml::Value], path: &str) -> &'a toml::Value {
+        routes
+            .iter()
+            .find(|r| r.get("path").and_then(|p| p.as_str()) == Some(path))
+            .unwrap_or_else(|| panic!("no route for {path}: {routes:#?}"))
+    }
+
+    #[test]
+    fn a_location_with_only_root_answers_404_when_absent() {
+        let (routes, out) = routes(
+            "root /srv/www; index index.html index.htm;\n\
+             location /static/ { expires 7d; add_header X-Static yes; gzip on; }\n\
+             location = /robots.txt { try_files $uri =404; }\n\
+             location /assets/ { alias /srv/app/assets/; }\n\
+             location / { proxy_pass http://app; }",
+        );
+        let stat = files_route(&routes, "^/static/");
+        assert_eq!(stat["root"].as_str(), Some("/srv/www"));
+        assert_eq!(stat["absent"].as_str(), Some("404"));
+        assert_eq!(stat["index"][1].as_str(), Some("index.htm"));
+        assert_eq!(stat["expires"].as_str(), Some("7d"), "{out}");
+        assert_eq!(
+            stat["response_headers"]["add"]["X-Static"].as_str(),
+            Some("yes")
+        );
+        assert_eq!(stat["compress_passed"][0].as_str(), Some("gzip"));
+        assert!(stat.get("upstream").is_none() && stat.get("request_headers").is_none());
+        let robots = files_route(&routes, "^/robots\\.txt$");
+        assert_eq!(robots["absent"].as_str(), Some("404"));
+        let assets = files_route(&routes, "^/assets/");
+        assert_eq!(assets["root"].as_str(), Some("/srv/app"));
+        assert!(!out.contains("PLACEHOLDER"), "{out}");
+    }
+
+    #[test]
+    fn locations_that_are_not_only_files_are_not_file_routes() {
+        let (routes, out) = routes(
+            "root /srv/www;\n\
+             location ~ \\.php$ { fastcgi_pass unix:/run/php.sock; }\n\
+             location /private/ { auth_basic \"staff\"; }\n\
+             location /closed/ { deny all; }\n\
+             location /media/ { alias /data/uploads/; }\n\
+             location /spa/ { try_files $uri /index.html; }\n\
+             location /vars/ { root /srv/$host; }",
+        );
+        for r in &routes {
+            assert!(r.get("root").is_none(), "{r:#?}\n{out}");
+        }
+        assert!(out.contains("guards this location"), "{out}");
+        assert!(out.contains("`alias /data/uploads/`"), "{out}");
+        assert!(out.contains("`try_files $uri /index.html`"), "{out}");
+        assert!(out.contains("a root with variables"), "{out}");
+    }
+
+    #[test]
+    fn error_pages_are_inherited_as_nginx_and_pages_are_file_routes() {
+        let (routes, out) = routes(
+            "root /srv/www; error_page 404 /404.html; error_page 500 502 /50x.html;\n\
+             location / { proxy_pass http://app; proxy_intercept_errors on; }\n\
+             location /api/ { proxy_pass http://app; error_page 502 =503 /50x.html; }\n\
+             location = /50x.html { internal; }\n\
+             location /gone { return 410; }",
+        );
+        let all = files_route(&routes, "^/api/");
+        assert_eq!(all["error_pages"]["502"].as_str(), Some("=503 /50x.html"));
+        assert!(all["error_pages"].get("404").is_none(), "{out}");
+        assert!(all.get("intercept_errors").is_none());
+        let page = files_route(&routes, "^/50x\\.html$");
+        assert_eq!(page["internal"].as_bool(), Some(true));
+        assert_eq!(page["absent"].as_str(), Some("404"));
+        let gone = files_route(&routes, "^/gone");
+        assert_eq!(gone["error_pages"]["404"].as_str(), Some("/404.html"));
+        let root = routes.iter().find(|r| r.get("path").is_none()).unwrap();
+        assert_eq!(root["intercept_errors"].as_bool(), Some(true));
+        assert_eq!(root["error_pages"]["500 502"].as_str(), Some("/50x.html"));
+    }
+}
