@@ -510,7 +510,9 @@ pub(crate) fn others(route: &mut Section, s: &Settings) {
             | "auth_request"
             | "deny"
             | "satisfy"
-            | "limit_except" => continue,
+            | "limit_except"
+            | "rewrite"
+            | "if" => continue,
             "proxy_http_version" => "calmcache always speaks HTTP/1.1 to upstreams, with keepalive",
             "proxy_pass_header" => "calmcache relays the origin's headers",
             "proxy_buffering"

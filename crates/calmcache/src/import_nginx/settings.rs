@@ -1,5 +1,6 @@
-//! The `proxy_*` (and `gzip`, `gzip_types`, `gzip_min_length`) directives
-//! a location inherits from its server and `http`.
+//! The `proxy_*` (and `gzip*`, `add_header`, `expires`, `root`, `index`,
+//! `limit_*`, `error_page`) directives a location inherits from its server
+//! and `http`, and the access rules and rewrites in effect ([`GUARDS`]).
 //!
 //! Owns NGINX's inheritance rule: a directive written at a level replaces
 //! every directive of the same name inherited from above (so one
@@ -37,16 +38,18 @@ pub(crate) fn inherited(name: &str) -> bool {
         )
 }
 
-/// Access rules calmcache cannot say (commented where they are written),
-/// kept down the levels so that no file route serves what one of them
-/// guards: a location under `auth_basic` or `deny` must not become a
-/// public file route.
-pub(crate) const GUARDS: [&str; 5] = [
+/// Access rules and rewrites calmcache cannot say (commented where they
+/// are written), kept down the levels so that no file route serves what
+/// one of them guards or sends elsewhere: a location under `auth_basic`,
+/// `deny` or a server's `rewrite` must not become a public file route.
+pub(crate) const GUARDS: [&str; 7] = [
     "auth_basic",
     "auth_request",
     "deny",
     "satisfy",
     "limit_except",
+    "rewrite",
+    "if",
 ];
 
 impl Settings {
@@ -57,7 +60,7 @@ impl Settings {
         for d in level
             .iter()
             .filter(|d| inherited(&d.name) || GUARDS.contains(&d.name.as_str()))
-            .filter(|d| d.block.is_none() || d.name == "limit_except")
+            .filter(|d| d.block.is_none() || matches!(d.name.as_str(), "limit_except" | "if"))
         {
             own.entry(d.name.clone()).or_default().push(d.clone());
         }

@@ -80,8 +80,8 @@ impl Converter<'_> {
         }
         if let Some(guard) = loc.settings.guard() {
             notes.push(format!(
-                "`{}` ({}) guards this location, which calmcache cannot say: its files are not \
-                 served by a file route.",
+                "`{}` ({}) guards or rewrites this location, which calmcache cannot say: \
+                 its files are not served by a file route.",
                 guard.text(),
                 guard.pos
             ));
@@ -246,15 +246,31 @@ mod tests {
              location /closed/ { deny all; }\n\
              location /media/ { alias /data/uploads/; }\n\
              location /spa/ { try_files $uri /index.html; }\n\
-             location /vars/ { root /srv/$host; }",
+             location /vars/ { root /srv/$host; }\n\
+             location /moved/ { rewrite ^ /new/ permanent; }",
         );
         for r in &routes {
             assert!(r.get("root").is_none(), "{r:#?}\n{out}");
         }
-        assert!(out.contains("guards this location"), "{out}");
+        assert!(out.contains("guards or rewrites this location"), "{out}");
         assert!(out.contains("`alias /data/uploads/`"), "{out}");
         assert!(out.contains("`try_files $uri /index.html`"), "{out}");
         assert!(out.contains("a root with variables"), "{out}");
+    }
+
+    /// A server-level rewrite or if runs before any location: none of its
+    /// locations serves files.
+    #[test]
+    fn a_servers_rewrite_keeps_its_locations_from_serving_files() {
+        let (got, out) = routes(
+            "root /srv/www; rewrite ^/old/(.*)$ /new/$1 permanent;\n\
+             location /static/ { }",
+        );
+        assert!(got.iter().all(|r| r.get("root").is_none()), "{out}");
+        let (got, out) = routes("root /srv/www; if ($host = a) { return 404; }");
+        assert!(got.iter().all(|r| r.get("root").is_none()), "{out}");
+        let (got, out) = routes("root /srv/www;");
+        assert_eq!(got[0]["absent"].as_str(), Some("404"), "{out}");
     }
 
     #[test]
