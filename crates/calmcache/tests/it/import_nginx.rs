@@ -842,10 +842,13 @@ fn static_site(dir: &Path) {
     std::fs::write(www.join("robots.txt"), "User-agent: *\n").unwrap();
     std::fs::write(www.join("static/a.css"), "body{color:red}\n").unwrap();
     std::fs::write(www.join("assets/app.js"), "run();\n").unwrap();
+    std::fs::create_dir_all(www.join("app")).unwrap();
+    std::fs::write(www.join("app/index.html"), "<div id=app></div>\n").unwrap();
+    std::fs::write(www.join("app/main.js"), "mount();\n").unwrap();
 }
 
 /// Issue 28: a location with only `root`, an `alias`, `try_files $uri
-/// =404`, `error_page` at server and location level, internal page
+/// =404`, `try_files $uri /app/index.html`, `error_page` at server and location level, internal page
 /// locations and `proxy_intercept_errors`, side by side: the same statuses
 /// and bodies (the error pages' files), the same origin requests.
 #[tokio::test]
@@ -871,6 +874,10 @@ async fn side_by_side_static_files_and_error_pages() {
         // No file: 404 with the server's error page.
         step("/static/missing.css", &[]),
         step("/assets/missing.js", &[]),
+        // A single-page app: its files, else its index.html with 200.
+        step("/app/main.js", &[]),
+        step("/app/", &[]),
+        step("/app/users/7", &[]),
         // The page locations are internal: 404, with the 404 page.
         step("/50x.html", &[]),
         step("/404.html", &[]),
@@ -878,8 +885,8 @@ async fn side_by_side_static_files_and_error_pages() {
         differ("/static/sub/"),
         differ("/static/sub"),
         // The app's answers; its 404 intercepted.
-        step("/app", &[]),
-        step("/app/gone", page_404),
+        step("/shop", &[]),
+        step("/shop/gone", page_404),
         // A dead upstream: the location's own error_page, as 503.
         step("/dead/x", &[]),
     ])

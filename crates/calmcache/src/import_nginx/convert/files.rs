@@ -49,16 +49,22 @@ pub(super) fn beside(name: &str) -> bool {
     BESIDE.contains(&name) || super::super::settings::GUARDS.contains(&name)
 }
 
-/// `alias DIR`, or `try_files` with `$uri` (and `$uri/`) then `=404`.
+/// `alias DIR`, or `try_files` with `$uri` (and `$uri/`) then `=404` or
+/// a fallback path (`/index.html`, a single-page app's).
 pub(super) fn shape(d: &Directive) -> bool {
     match (d.name.as_str(), d.args.as_slice()) {
         ("alias", [_]) => true,
-        ("try_files", [files @ .., last]) if last == "=404" => {
+        ("try_files", [files @ .., last]) if last == "=404" || fallback(last).is_some() => {
             matches!(files, [a] if a == "$uri")
                 || matches!(files, [a, b] if a == "$uri" && b == "$uri/")
         }
         _ => false,
     }
+}
+
+/// The plain path a `try_files ... /index.html` falls back to.
+fn fallback(last: &str) -> Option<&str> {
+    Some(last).filter(|l| l.starts_with('/') && !l.contains(['$', '?', '#']) && l.len() > 1)
 }
 
 impl Converter<'_> {
@@ -125,11 +131,22 @@ impl Converter<'_> {
         if let Some(try_files) = loc.files.as_ref().filter(|d| d.name == "try_files") {
             ledger::carried(try_files);
             route.note(format!(
-                "From `{}` ({}): the file or 404, as this route does; a directory asked \
-                 without its slash gets 301 here, 404 from NGINX's try_files $uri.",
+                "From `{}` ({}): the file, else {}; a directory asked without its slash gets \
+                 301 here, where NGINX's try_files $uri goes on.",
                 try_files.text(),
-                try_files.pos
+                try_files.pos,
+                match try_files.args.last().and_then(|l| fallback(l)) {
+                    Some(path) => format!(
+                        "{path} with 200 (the error page below: it must be a file this route \
+                         or another file route serves)"
+                    ),
+                    None => "404".to_owned(),
+                }
             ));
+            if let Some(path) = try_files.args.last().and_then(|l| fallback(l)) {
+                let page = vec![("404".to_owned(), Value::Str(format!("=200 {path}")))];
+                route.set("error_pages", Value::Table(page));
+            }
         }
         Some(route)
     }
@@ -245,7 +262,7 @@ mod tests {
              location /private/ { auth_basic \"staff\"; }\n\
              location /closed/ { deny all; }\n\
              location /media/ { alias /data/uploads/; }\n\
-             location /spa/ { try_files $uri /index.html; }\n\
+             location /spa/ { try_files $uri /index.html?x; }\n\
              location /vars/ { root /srv/$host; }\n\
              location /moved/ { rewrite ^ /new/ permanent; }",
         );
@@ -254,7 +271,7 @@ mod tests {
         }
         assert!(out.contains("guards or rewrites this location"), "{out}");
         assert!(out.contains("`alias /data/uploads/`"), "{out}");
-        assert!(out.contains("`try_files $uri /index.html`"), "{out}");
+        assert!(out.contains("`try_files $uri /index.html?x`"), "{out}");
         assert!(out.contains("a root with variables"), "{out}");
     }
 
@@ -271,6 +288,28 @@ mod tests {
         assert!(got.iter().all(|r| r.get("root").is_none()), "{out}");
         let (got, out) = routes("root /srv/www;");
         assert_eq!(got[0]["absent"].as_str(), Some("404"), "{out}");
+    }
+
+    /// A single-page app's `try_files $uri /index.html`: the file, else the
+    /// fallback with 200 (an error page), before the server's own 404 page.
+    #[test]
+    fn a_fallback_path_is_a_404_page_with_200() {
+        let (got, out) = routes(
+            "root /srv/www; error_page 404 500 /oops.html;\n\
+             location /app/ { try_files $uri $uri/ /app/index.html; }",
+        );
+        let app = files_route(&got, "^/app/");
+        assert_eq!(app["absent"].as_str(), Some("404"));
+        assert_eq!(
+            app["error_pages"]["404"].as_str(),
+            Some("=200 /app/index.html"),
+            "{out}"
+        );
+        assert_eq!(
+            app["error_pages"]["500"].as_str(),
+            Some("/oops.html"),
+            "{out}"
+        );
     }
 
     #[test]

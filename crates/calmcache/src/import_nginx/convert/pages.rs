@@ -25,8 +25,15 @@ pub(super) enum Serves {
 /// Writes the route's `error_pages` (and `intercept_errors` on a proxied
 /// route) from the `error_page` lines in effect.
 pub(super) fn error_pages(route: &mut Section, s: &Settings, serves: Serves) {
-    let mut table: Vec<(String, Value)> = Vec::new();
-    let mut seen: Vec<u16> = Vec::new();
+    // A try_files fallback (files.rs) is the route's first page.
+    let mut table: Vec<(String, Value)> = match route.get("error_pages") {
+        Some(Value::Table(fallback)) => fallback.clone(),
+        _ => Vec::new(),
+    };
+    let mut seen: Vec<u16> = table
+        .iter()
+        .flat_map(|(codes, _)| codes.split(' ').filter_map(|c| c.parse().ok()))
+        .collect();
     for d in s.unmarked("error_page") {
         match page(d, &seen) {
             Ok((codes, target)) => {
