@@ -62,9 +62,15 @@ pub(super) fn shape(d: &Directive) -> bool {
     }
 }
 
-/// The plain path a `try_files ... /index.html` falls back to.
+/// The plain HTML page a `try_files ... /index.html` falls back to (a
+/// single-page app's). Not a script (`/index.php`): that one is the
+/// origin's front controller, which an error page cannot reach.
 fn fallback(last: &str) -> Option<&str> {
-    Some(last).filter(|l| l.starts_with('/') && !l.contains(['$', '?', '#']) && l.len() > 1)
+    Some(last).filter(|l| {
+        l.starts_with('/')
+            && !l.contains(['$', '?', '#'])
+            && (l.ends_with(".html") || l.ends_with(".htm"))
+    })
 }
 
 impl Converter<'_> {
@@ -264,7 +270,8 @@ mod tests {
              location /media/ { alias /data/uploads/; }\n\
              location /spa/ { try_files $uri /index.html?x; }\n\
              location /vars/ { root /srv/$host; }\n\
-             location /moved/ { rewrite ^ /new/ permanent; }",
+             location /moved/ { rewrite ^ /new/ permanent; }\n\
+             location /php/ { try_files $uri /index.php; }",
         );
         for r in &routes {
             assert!(r.get("root").is_none(), "{r:#?}\n{out}");
@@ -273,6 +280,7 @@ mod tests {
         assert!(out.contains("`alias /data/uploads/`"), "{out}");
         assert!(out.contains("`try_files $uri /index.html?x`"), "{out}");
         assert!(out.contains("a root with variables"), "{out}");
+        assert!(out.contains("`try_files $uri /index.php`"), "{out}");
     }
 
     /// A server-level rewrite or if runs before any location: none of its
