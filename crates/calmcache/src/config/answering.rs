@@ -26,7 +26,8 @@ pub enum RouteKind {
     /// Answer with a fixed status, and a `Location` or a body (`return`).
     Return(Return),
     /// Serve the file under `root` (`root`, `index`); an absent file falls
-    /// through to the next route that takes the request.
+    /// through to the next route that takes the request, or is a 404
+    /// (`absent`).
     Files(Files),
 }
 
@@ -66,6 +67,40 @@ pub struct Files {
     pub root: PathBuf,
     /// File names tried, in order, for a path ending in `/`.
     pub index: Vec<String>,
+    /// What a request whose file is not there gets.
+    pub absent: Absent,
+}
+
+/// `absent`: what a file route does when the request's file is not there
+/// (no file, or a directory without an index file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Absent {
+    /// `"next"`: on to the next route that takes the request (NGINX's
+    /// `try_files $uri @next`).
+    Next,
+    /// `"404"`: answered here as NGINX's bare `root` does: 404 for no file,
+    /// 403 for a directory without an index file, 301 to `path/` for a
+    /// directory asked without its slash. Error pages apply.
+    NotFound,
+}
+
+impl Absent {
+    /// Parses `"next"` or `"404"`.
+    pub fn parse(text: &str) -> Option<Absent> {
+        match text {
+            "next" => Some(Absent::Next),
+            "404" => Some(Absent::NotFound),
+            _ => None,
+        }
+    }
+
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Absent::Next => "next",
+            Absent::NotFound => "404",
+        }
+    }
 }
 
 /// A `location` or `body`: text with the variables key templates know

@@ -185,11 +185,51 @@ fn a_catch_all_file_route_shadows_nothing_but_a_return_does() {
     );
     let config = Config::from_toml(&text, "t.toml").unwrap();
     assert!(config.warnings().is_empty(), "{:?}", config.warnings());
-    let shadowed = text.replace("root = \"/srv/www\"", "return = { status = 204 }");
-    let config = Config::from_toml(&shadowed, "t.toml").unwrap();
-    let warnings = config.warnings();
-    assert_eq!(warnings.len(), 1, "{warnings:?}");
-    assert_eq!(warnings[0].path, "routes[1]");
+    for answers in [
+        "return = { status = 204 }",
+        "root = \"/srv/www\"\nabsent = \"404\"",
+    ] {
+        let shadowed = text.replace("root = \"/srv/www\"", answers);
+        let config = Config::from_toml(&shadowed, "t.toml").unwrap();
+        let warnings = config.warnings();
+        assert_eq!(warnings.len(), 1, "{answers}: {warnings:?}");
+        assert_eq!(warnings[0].path, "routes[1]");
+    }
+}
+
+/// `absent`: "next" (the default) or "404", only with root; anything else
+/// named at its path, with the two spellings.
+#[test]
+fn absent_says_what_a_file_route_does_without_the_file() {
+    use super::answering::Absent;
+    let text = routes(
+        "[[routes]]\nroot = \"/srv\"\n[[routes]]\nroot = \"/srv\"\nabsent = \"next\"\n\
+         [[routes]]\nroot = \"/srv\"\nabsent = \"404\"\n[[routes]]\nupstream = \"app\"\n",
+    );
+    let config = Config::from_toml(&text, "t.toml").unwrap();
+    let absent: Vec<Absent> = config.routes[..3]
+        .iter()
+        .map(|r| match &r.kind {
+            RouteKind::Files(f) => f.absent,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(absent, [Absent::Next, Absent::Next, Absent::NotFound]);
+    let summary = config.summary();
+    assert!(summary.contains("files /srv, absent 404"), "{summary}");
+    let bad = one("[[routes]]\nroot = \"/srv\"\nabsent = \"403\"\n");
+    assert_eq!(bad.0, "routes[0].absent");
+    assert!(bad.1.contains("\"403\""), "{}", bad.1);
+    let proxied = one("[[routes]]\nupstream = \"app\"\nabsent = \"404\"\n");
+    assert_eq!(
+        proxied,
+        (
+            "routes[0].absent".into(),
+            "absent is for a route with root".into()
+        )
+    );
+    let returns = one("[[routes]]\nreturn = { status = 204 }\nabsent = \"404\"\n");
+    assert_eq!(returns.0, "routes[0].absent");
 }
 
 #[test]

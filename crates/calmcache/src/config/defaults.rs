@@ -194,6 +194,9 @@ pub(crate) mod route {
     pub(crate) const RETURN_CONTENT_TYPE: &str = "text/plain";
     /// `intercept_errors`: the origin's answers reach clients as they are.
     pub(crate) const INTERCEPT_ERRORS: bool = false;
+    /// `absent`: a file route without the file hands the request on, as
+    /// every file route did before the key (`try_files $uri @next`).
+    pub(crate) const ABSENT: &str = "next";
 
     /// `compress_passed_types`: the text types NGINX users list in
     /// `gzip_types` (its own default is text/html alone, which is why
@@ -510,6 +513,7 @@ pub(crate) fn keys() -> Vec<(&'static str, Shown)> {
             "routes.intercept_errors",
             Shown::Bool(route::INTERCEPT_ERRORS),
         ),
+        ("routes.absent", Shown::Text(route::ABSENT)),
         // Listeners and header rules (issue 28).
         ("routes.listeners", Shown::Example),
         ("routes.request_headers", Shown::Empty),

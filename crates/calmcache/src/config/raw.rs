@@ -295,6 +295,8 @@ pub(crate) struct RawRoute {
     // Status list ("500 502") -> target ("/50x.html", "=200 /x", "@name").
     pub(crate) error_pages: Option<BTreeMap<String, String>>,
     pub(crate) intercept_errors: Option<bool>,
+    // A file route's absent file: "next" | "404" (config/answering.rs).
+    pub(crate) absent: Option<String>,
     // Listeners and header rules (issue 28).
     pub(crate) listeners: Option<Vec<String>>,
     pub(crate) request_headers: Option<RawRequestHeaders>,

@@ -87,7 +87,10 @@ fn answering_line(route: &RouteConfig) -> Option<String> {
             Some(location) => format!("return {} -> {}", r.status.as_u16(), location.as_str()),
             None => format!("return {}", r.status.as_u16()),
         },
-        RouteKind::Files(f) => format!("files {}", f.root.display()),
+        RouteKind::Files(f) => match f.absent {
+            super::answering::Absent::Next => format!("files {}", f.root.display()),
+            absent => format!("files {}, absent {}", f.root.display(), absent.as_str()),
+        },
     };
     Some(format!("{what}{}", internal(route)))
 }

@@ -282,8 +282,10 @@ impl Config {
         let mut out = Vec::new();
         for (j, later) in self.routes.iter().enumerate() {
             let shadow = self.routes[..j].iter().enumerate().find(|(_, earlier)| {
-                // A file route hands on what it has no file for.
-                let falls_through = matches!(earlier.kind, super::answering::RouteKind::Files(_));
+                // A file route hands on what it has no file for (unless
+                // its absent file is a 404).
+                let falls_through = matches!(&earlier.kind,
+                    super::answering::RouteKind::Files(f) if f.absent == super::answering::Absent::Next);
                 let (first, then) = (&earlier.matching, &later.matching);
                 earlier.matches_all()
                     && !falls_through

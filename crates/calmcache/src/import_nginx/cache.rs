@@ -502,7 +502,17 @@ pub(crate) fn others(route: &mut Section, s: &Settings) {
             | "limit_req"
             | "limit_conn"
             | "limit_req_status"
-            | "limit_conn_status" => continue,
+            | "limit_conn_status"
+            // Error pages: pages.rs; access rules: commented where written.
+            | "error_page"
+            | "proxy_intercept_errors"
+            | "auth_basic"
+            | "auth_request"
+            | "deny"
+            | "satisfy"
+            | "limit_except"
+            | "rewrite"
+            | "if" => continue,
             "proxy_http_version" => "calmcache always speaks HTTP/1.1 to upstreams, with keepalive",
             "proxy_pass_header" => "calmcache relays the origin's headers",
             "proxy_buffering"
@@ -525,7 +535,6 @@ pub(crate) fn others(route: &mut Section, s: &Settings) {
             "proxy_redirect" | "proxy_cookie_domain" | "proxy_cookie_path" => {
                 "calmcache does not rewrite answers"
             }
-            "proxy_intercept_errors" => "calmcache relays the origin's error pages",
             "proxy_ssl_protocols" | "proxy_ssl_ciphers" | "proxy_ssl_session_reuse" => {
                 "calmcache's TLS client (rustls) speaks TLS 1.2 and 1.3 with its own cipher suites"
             }

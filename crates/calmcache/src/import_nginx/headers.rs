@@ -64,6 +64,19 @@ pub(crate) fn rules(route: &mut Section, s: &Settings, caching: bool) {
     for d in s.all("proxy_set_header") {
         request_rule(d, &key, &mut request, route);
     }
+    if !request.0.is_empty() {
+        route.set(
+            "request_headers",
+            Value::Table(vec![("set".into(), Value::Table(request.0))]),
+        );
+    }
+    response_rules(route, s, caching);
+}
+
+/// Writes the response header rules alone (`add_header`,
+/// `proxy_hide_header`, `expires`): a route that answers itself sends no
+/// request upstream.
+pub(crate) fn response_rules(route: &mut Section, s: &Settings, caching: bool) {
     let expires = expires(route, s);
     let (mut add, mut always, mut remove) = (Table::default(), Table::default(), Vec::new());
     for d in s.all("add_header") {
@@ -92,12 +105,6 @@ pub(crate) fn rules(route: &mut Section, s: &Settings, caching: bool) {
                 remove.push(Value::Str(name.clone()))
             }
         }
-    }
-    if !request.0.is_empty() {
-        route.set(
-            "request_headers",
-            Value::Table(vec![("set".into(), Value::Table(request.0))]),
-        );
     }
     let mut response = Vec::new();
     for (k, t) in [("add", add), ("always", always)] {

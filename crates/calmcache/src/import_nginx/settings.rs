@@ -1,5 +1,6 @@
-//! The `proxy_*` (and `gzip`, `gzip_types`, `gzip_min_length`) directives
-//! a location inherits from its server and `http`.
+//! The `proxy_*` (and `gzip*`, `add_header`, `expires`, `root`, `index`,
+//! `limit_*`, `error_page`) directives a location inherits from its server
+//! and `http`, and the access rules and rewrites in effect ([`GUARDS`]).
 //!
 //! Owns NGINX's inheritance rule: a directive written at a level replaces
 //! every directive of the same name inherited from above (so one
@@ -33,8 +34,23 @@ pub(crate) fn inherited(name: &str) -> bool {
                 | "limit_conn"
                 | "limit_req_status"
                 | "limit_conn_status"
+                | "error_page"
         )
 }
+
+/// Access rules and rewrites calmcache cannot say (commented where they
+/// are written), kept down the levels so that no file route serves what
+/// one of them guards or sends elsewhere: a location under `auth_basic`,
+/// `deny` or a server's `rewrite` must not become a public file route.
+pub(crate) const GUARDS: [&str; 7] = [
+    "auth_basic",
+    "auth_request",
+    "deny",
+    "satisfy",
+    "limit_except",
+    "rewrite",
+    "if",
+];
 
 impl Settings {
     /// This level's settings: the parent's, with every name `level` writes
@@ -43,7 +59,8 @@ impl Settings {
         let mut own: BTreeMap<String, Vec<Directive>> = BTreeMap::new();
         for d in level
             .iter()
-            .filter(|d| d.block.is_none() && inherited(&d.name))
+            .filter(|d| inherited(&d.name) || GUARDS.contains(&d.name.as_str()))
+            .filter(|d| d.block.is_none() || matches!(d.name.as_str(), "limit_except" | "if"))
         {
             own.entry(d.name.clone()).or_default().push(d.clone());
         }
@@ -78,6 +95,22 @@ impl Settings {
     /// Whether `name` is set to `on`.
     pub(crate) fn on(&self, name: &str) -> bool {
         self.arg(name) == Some("on")
+    }
+
+    /// Every directive named `name` in effect, not marked: the caller
+    /// marks the ones it carries over.
+    pub(crate) fn unmarked(&self, name: &str) -> &[Directive] {
+        self.by_name.get(name).map_or(&[][..], Vec::as_slice)
+    }
+
+    /// The first access rule ([`GUARDS`]) in effect: `auth_basic off` is
+    /// none.
+    pub(crate) fn guard(&self) -> Option<&Directive> {
+        GUARDS.iter().find_map(|name| {
+            self.unmarked(name)
+                .iter()
+                .find(|d| !(d.name == "auth_basic" && d.args.first().is_some_and(|a| a == "off")))
+        })
     }
 
     /// Every directive in effect, for the ones nobody read.

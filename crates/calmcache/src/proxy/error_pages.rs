@@ -94,6 +94,16 @@ pub(crate) async fn after<'w>(
     let Some(shown) = Box::pin(answering::answer(target, &asked, client)).await else {
         return answer;
     };
+    // The page route's own refusal (a file route with `absent = "404"`
+    // and no such file): the page is not there either.
+    if shown
+        .resp
+        .extensions()
+        .get::<crate::http::error::Made>()
+        .is_some()
+    {
+        return answer;
+    }
     replace(answer, shown.resp, page.status, status, pending.head)
 }
 

@@ -184,7 +184,28 @@ async fn answer_itself<'w>(
     let asked = answering::Asked::of(req);
     let answer = answering::answer(route, &asked, prepared).await?;
     let answer = pages(worker, &route.cfg, req, answer, prepared).await;
+    let answer = compressed(&route.cfg, req, answer);
     Some(dressed(&route.cfg, &route.activity, answer, kept))
+}
+
+/// `answer` of a route that answers itself, gzipped on the fly when the
+/// route's `compress_passed` says so (NGINX's gzip on a file or a return):
+/// nothing such a route answers is stored, so every answer is a passed one.
+fn compressed<'w>(
+    route: &crate::config::RouteConfig,
+    req: &Request<Incoming>,
+    answer: Answer<'w>,
+) -> Answer<'w> {
+    let compression = &route.answers.compress_passed;
+    if compression.is_off() {
+        return answer;
+    }
+    let client = compression.client(crate::http::compress_passed::ClientAsk {
+        headers: req.headers(),
+        head_only: *req.method() == Method::HEAD,
+    });
+    let resp = compression.apply(client, answer.resp);
+    Answer { resp, ..answer }
 }
 
 /// `answer` with the route's response rules, when it has some.
@@ -606,7 +627,9 @@ impl Onward {
         }
         let websocket = admitted.websocket;
         match entry {
-            Entry::Proxied(route) if websocket != Handshake::None && route.cfg.requests.websocket => {
+            Entry::Proxied(route)
+                if websocket != Handshake::None && route.cfg.requests.websocket =>
+            {
                 Admission::Tunnel(route, prepared, websocket)
             }
             // RFC 8441: an HTTP/1.1 handshake on such a route passes as a

@@ -534,3 +534,146 @@ async fn a_file_route_hands_on_the_request_as_it_came() {
         );
     }
 }
+
+/// `absent = "404"`: NGINX's bare `root` (a location with only root). No
+/// file: 404, through the route's error page; a directory without an index
+/// file: 403; a directory without its slash: 301 to it with the slash; a
+/// traversal still refused; HEAD the head alone; never the origin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_route_that_answers_404_when_absent_never_falls_through() {
+    let origin = Origin::start().await;
+    let root = site("answering-absent-404");
+    std::fs::create_dir(root.join("errors")).unwrap();
+    std::fs::write(root.join("errors/404.html"), "<p>no such page</p>").unwrap();
+    let routes = format!(
+        "[[routes]]\nname = \"errors\"\npath = '^/errors/'\nroot = {root:?}\nabsent = \"404\"\n\
+         internal = true\n\n\
+         [[routes]]\nname = \"plain\"\npath = '^/plain/'\nroot = {root:?}\nabsent = \"404\"\n\n\
+         [[routes]]\nname = \"static\"\nroot = {root:?}\nabsent = \"404\"\n\
+         error_pages = {{ \"404\" = \"/errors/404.html\", \"403\" = \"/errors/403.html\" }}\n\n\
+         [[routes]]\nname = \"app\"\nupstream = \"origin\"\n",
+        root = root.display().to_string()
+    );
+    let wires = Wires::start(with_routes(&origin, &routes), "").await;
+    for wire in &wires.all {
+        let label = wire.label();
+        let get = |path: &'static str| wires.send(wire, Method::GET, "a.test", path, &[], "");
+        assert_eq!(get("/a.css").await.body, "body{color:red}", "{label}");
+        assert_eq!(get("/").await.body, "<p>home</p>", "{label}");
+        // No file: 404 with the error page's body.
+        let missing = get("/missing.html").await;
+        assert_eq!(missing.status, 404, "{label}");
+        assert_eq!(missing.body, "<p>no such page</p>", "{label}");
+        assert_eq!(missing.cache_status(), "calmcache; detail=file", "{label}");
+        let head = wires
+            .send(wire, Method::HEAD, "a.test", "/missing.html", &[], "")
+            .await;
+        assert_eq!(head.status, 404, "{label}");
+        assert!(head.bytes.is_empty(), "{label}");
+        // A directory without an index file: 403 (its page is not there:
+        // NGINX's own 403 stays).
+        let sub = get("/sub/").await;
+        assert_eq!(sub.status, 403, "{label}: {}", sub.body);
+        assert!(sub.body.contains("403 Forbidden"), "{label}");
+        // A directory without its slash: 301 to it with the slash.
+        let moved = get("/sub?a=1").await;
+        assert_eq!(moved.status, 301, "{label}");
+        assert_eq!(moved.header("location"), "/sub/?a=1", "{label}");
+        // Under a file of that name: absent.
+        assert_eq!(get("/a.css/").await.status, 404, "{label}");
+        // No error pages on this route: NGINX's own 404 page.
+        let plain = get("/plain/nothing").await;
+        assert_eq!(plain.status, 404, "{label}");
+        assert!(plain.body.contains("404 Not Found"), "{label}");
+        // Bad input: out of the root, escaped slashes, dot-segments.
+        let out = get("/out.txt").await;
+        assert_eq!(out.status, 404, "{label}");
+        assert!(!out.body.contains("outside the root"), "{label}");
+        assert_eq!(
+            get("/sub%2F..%2F..%2Fetc%2Fpasswd").await.status,
+            400,
+            "{label}"
+        );
+        let dots = get("/sub/../../etc/passwd").await;
+        assert_eq!(dots.status, 404, "{label}");
+        assert!(!dots.body.contains("root:"), "{label}");
+        // The internal errors route: 404 for clients.
+        assert_eq!(get("/errors/404.html").await.status, 404, "{label}");
+    }
+    assert_eq!(origin.hits(), 0, "the origin is never asked");
+    let _ = std::fs::remove_dir_all(&root);
+    let _ = std::fs::remove_file(root.with_extension("outside"));
+}
+
+fn gunzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut decoder = flate2::write::GzDecoder::new(Vec::new());
+    decoder.write_all(bytes).unwrap();
+    decoder.finish().unwrap()
+}
+
+/// NGINX's `gzip on` in front of files and returns: `compress_passed` on a
+/// route that answers itself gzips its answers on the fly for a client that
+/// takes gzip (ETag weakened, no Content-Length), never a range, a HEAD or
+/// a type it does not list; response header rules and error pages apply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answering_routes_gzip_and_take_header_rules_on_every_wire() {
+    let origin = Origin::start().await;
+    let root = scratch("answering-gzip");
+    let page = "<p>".to_owned() + &"hello calmcache ".repeat(200) + "</p>";
+    std::fs::create_dir(root.join("s")).unwrap();
+    std::fs::write(root.join("s/page.html"), &page).unwrap();
+    std::fs::write(root.join("s/pic.png"), vec![7u8; 2000]).unwrap();
+    let routes = format!(
+        "[[routes]]\nname = \"static\"\npath = '^/s/'\nroot = {root:?}\nabsent = \"404\"\n\
+         compress_passed = [\"gzip\"]\ncompress_passed_types = [\"text/html\"]\n\
+         response_headers = {{ add = {{ X-Static = \"yes\" }}, always = {{ X-Always = \"$host\" }} }}\n\n\
+         [[routes]]\nname = \"teapot\"\npath = '^/teapot$'\n\
+         return = {{ status = 200, body = \"{body}\", content_type = \"text/html\" }}\n\
+         compress_passed = [\"gzip\"]\n\n\
+         [[routes]]\nname = \"app\"\nupstream = \"origin\"\n",
+        root = root.display().to_string(),
+        body = "tea ".repeat(100),
+    );
+    let wires = Wires::start(with_routes(&origin, &routes), "").await;
+    const AE: (&str, &str) = ("accept-encoding", "gzip");
+    for wire in &wires.all {
+        let label = wire.label();
+        let send = |path: &'static str, headers: &'static [(&'static str, &'static str)]| {
+            wires.send(wire, Method::GET, "a.test", path, headers, "")
+        };
+        let zipped = send("/s/page.html", &[AE]).await;
+        assert_eq!(zipped.status, 200, "{label}");
+        assert_eq!(zipped.header("content-encoding"), "gzip", "{label}");
+        assert!(zipped.header("etag").starts_with("W/"), "{label}");
+        assert_eq!(gunzip(&zipped.bytes), page.as_bytes(), "{label}");
+        assert_eq!(zipped.header("x-static"), "yes", "{label}");
+        assert_eq!(zipped.header("x-always"), "a.test", "{label}");
+        // Not for a client that does not take it, a range, a HEAD, a type
+        // not listed.
+        let plain = send("/s/page.html", &[]).await;
+        assert_eq!(plain.body, page, "{label}");
+        assert!(plain.header("content-encoding").is_empty(), "{label}");
+        let part = send("/s/page.html", &[AE, ("range", "bytes=0-2")]).await;
+        assert_eq!(part.status, 206, "{label}");
+        assert_eq!(part.body, "<p>", "{label}");
+        let head = wires
+            .send(wire, Method::HEAD, "a.test", "/s/page.html", &[AE], "")
+            .await;
+        assert!(head.bytes.is_empty(), "{label}");
+        assert!(head.header("content-encoding").is_empty(), "{label}");
+        let png = send("/s/pic.png", &[AE]).await;
+        assert_eq!(png.bytes.len(), 2000, "{label}");
+        // NGINX's add_header without always: not on a 404; always: on it.
+        let missing = send("/s/missing.html", &[AE]).await;
+        assert_eq!(missing.status, 404, "{label}");
+        assert!(missing.header("x-static").is_empty(), "{label}");
+        assert_eq!(missing.header("x-always"), "a.test", "{label}");
+        // A return's body, gzipped.
+        let tea = send("/teapot", &[AE]).await;
+        assert_eq!(tea.header("content-encoding"), "gzip", "{label}");
+        assert_eq!(gunzip(&tea.bytes), "tea ".repeat(100).as_bytes(), "{label}");
+    }
+    assert_eq!(origin.hits(), 0);
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -355,6 +355,12 @@ struct SideBySide {
 impl SideBySide {
     async fn start(name: &str) -> SideBySide {
         let dir = scratch(&format!("side-{}", name.trim_end_matches(".conf")));
+        SideBySide::start_in(dir, name).await
+    }
+
+    /// [`SideBySide::start`] in `dir` (files the fixture serves put there
+    /// first, under `nginx/` and `calmcache/`).
+    async fn start_in(dir: PathBuf, name: &str) -> SideBySide {
         let nginx_origin = Origin::start().await;
         let calm_origin = Origin::start().await;
         let nginx_port = free_port();
@@ -824,4 +830,67 @@ async fn side_by_side_nested_regex_leaves_the_avatar_route_cached() {
         .await;
     side.origin_requests(3).await;
     side.stop().await;
+}
+
+/// The files both serve from their own copy of the fixture's root.
+fn static_site(dir: &Path) {
+    let www = dir.join("mnt/www");
+    std::fs::create_dir_all(www.join("static/sub")).unwrap();
+    std::fs::create_dir_all(www.join("assets")).unwrap();
+    std::fs::write(www.join("404.html"), "<p>not found here</p>\n").unwrap();
+    std::fs::write(www.join("50x.html"), "<p>back soon</p>\n").unwrap();
+    std::fs::write(www.join("robots.txt"), "User-agent: *\n").unwrap();
+    std::fs::write(www.join("static/a.css"), "body{color:red}\n").unwrap();
+    std::fs::write(www.join("assets/app.js"), "run();\n").unwrap();
+    std::fs::create_dir_all(www.join("app")).unwrap();
+    std::fs::write(www.join("app/index.html"), "<div id=app></div>\n").unwrap();
+    std::fs::write(www.join("app/main.js"), "mount();\n").unwrap();
+}
+
+/// Issue 28: a location with only `root`, an `alias`, `try_files $uri
+/// =404`, `try_files $uri /app/index.html`, `error_page` at server and location level, internal page
+/// locations and `proxy_intercept_errors`, side by side: the same statuses
+/// and bodies (the error pages' files), the same origin requests.
+#[tokio::test]
+async fn side_by_side_static_files_and_error_pages() {
+    if !nginx_available() {
+        return;
+    }
+    let dir = scratch("side-static-pages");
+    static_site(&dir.join("nginx"));
+    static_site(&dir.join("calmcache"));
+    // SideBySide::start builds its own dirs: give it this fixture's.
+    let both = SideBySide::start_in(dir, "issue28-static-error-pages.conf").await;
+    let page_404: &[(&str, &str)] = &[("x-origin-status", "404")];
+    let differ = |path: &'static str| Step {
+        same: false,
+        ..step(path, &[])
+    };
+    both.run(&[
+        // Files, by root, alias and try_files.
+        step("/static/a.css", &[]),
+        step("/assets/app.js", &[]),
+        step("/robots.txt", &[]),
+        // No file: 404 with the server's error page.
+        step("/static/missing.css", &[]),
+        step("/assets/missing.js", &[]),
+        // A single-page app: its files, else its index.html with 200.
+        step("/app/main.js", &[]),
+        step("/app/", &[]),
+        step("/app/users/7", &[]),
+        // The page locations are internal: 404, with the 404 page.
+        step("/50x.html", &[]),
+        step("/404.html", &[]),
+        // NGINX's own pages (their signature differs): statuses only.
+        differ("/static/sub/"),
+        differ("/static/sub"),
+        // The app's answers; its 404 intercepted.
+        step("/shop", &[]),
+        step("/shop/gone", page_404),
+        // A dead upstream: the location's own error_page, as 503.
+        step("/dead/x", &[]),
+    ])
+    .await;
+    both.origin_requests(2).await;
+    both.stop().await;
 }

@@ -11,7 +11,7 @@ use super::Checker;
 use std::collections::BTreeMap;
 
 use crate::config::answering::{
-    ErrorPage, Files, PageStatus, PageTarget, Return, RouteKind, Template, REDIRECTS,
+    Absent, ErrorPage, Files, PageStatus, PageTarget, Return, RouteKind, Template, REDIRECTS,
 };
 use crate::config::defaults::route;
 use crate::config::error::Problem;
@@ -57,13 +57,21 @@ impl Checker {
             ));
             return None;
         }
-        if raw.index.is_some() && raw.root.is_none() {
-            let problem = Problem::new(format!("{path}.index"), "index is for a route with root");
-            self.report(problem.hint(r#"add root = "/srv/www", or remove index"#));
+        for (key, set) in [
+            ("index", raw.index.is_some()),
+            ("absent", raw.absent.is_some()),
+        ] {
+            if set && raw.root.is_none() {
+                let problem = Problem::new(
+                    format!("{path}.{key}"),
+                    format!("{key} is for a route with root"),
+                );
+                self.report(problem.hint(format!(r#"add root = "/srv/www", or remove {key}"#)));
+            }
         }
         let kind = match (&raw.give_back, &raw.root) {
             (Some(give_back), _) => RouteKind::Return(self.give_back(path, give_back)),
-            (None, Some(root)) => RouteKind::Files(self.files(path, root, raw.index.as_deref())),
+            (None, Some(root)) => RouteKind::Files(self.files(path, root, raw)),
             (None, None) => return None,
         };
         self.no_zone(path, raw);
@@ -233,8 +241,10 @@ impl Checker {
     }
 
     /// `root` (an absolute directory; whether it exists is the server's
-    /// business at request time, as NGINX's) and `index` (plain names).
-    fn files(&mut self, path: &str, root: &str, index: Option<&[String]>) -> Files {
+    /// business at request time, as NGINX's), `index` (plain names) and
+    /// `absent`.
+    fn files(&mut self, path: &str, root: &str, raw: &RawRoute) -> Files {
+        let index = raw.index.as_deref();
         let dir = PathBuf::from(root);
         if !dir.is_absolute() || root.contains('\0') {
             let problem = Problem::new(
@@ -260,7 +270,27 @@ impl Checker {
                 self.report(problem.hint(r#"a name in the directory, e.g. "index.html""#));
             }
         }
-        Files { root: dir, index }
+        let absent = self.absent(path, raw.absent.as_deref());
+        Files {
+            root: dir,
+            index,
+            absent,
+        }
+    }
+
+    /// `absent = "next" | "404"`.
+    fn absent(&mut self, path: &str, text: Option<&str>) -> Absent {
+        let text = text.unwrap_or(route::ABSENT);
+        Absent::parse(text).unwrap_or_else(|| {
+            let problem = Problem::new(
+                format!("{path}.absent"),
+                format!("{text:?} is not what a file route does without the file"),
+            );
+            self.report(problem.hint(
+                r#""next" (on to the next route, try_files $uri @next) or "404" (NGINX's bare root)"#,
+            ));
+            Absent::Next
+        })
     }
 }
 

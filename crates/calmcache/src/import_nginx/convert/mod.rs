@@ -14,7 +14,9 @@ use std::collections::HashSet;
 use std::path::Path;
 
 mod answers;
+mod files;
 mod nesting;
+mod pages;
 mod routes;
 mod servers;
 
@@ -59,6 +61,13 @@ struct Location {
     ret: Option<Directive>,
     /// `internal`: requests from clients get 404.
     internal: Option<Directive>,
+    /// `alias DIR` or `try_files $uri [$uri/] =404`: how a location that
+    /// serves files says so (files.rs).
+    files: Option<Directive>,
+    /// The first directive that makes NGINX answer otherwise than with a
+    /// file (`fastcgi_pass`, `rewrite`, a `try_files` shape not carried,
+    /// ...): such a location never becomes a file route.
+    handler: Option<Directive>,
     /// The `location` directive itself (None for a server without one).
     directive: Option<Directive>,
     pos: Pos,
@@ -320,10 +329,14 @@ impl Converter<'_> {
             "listen" | "server_name" => {
                 self.top.push(note_skipped(d, "only meaningful inside a server block"))
             }
-            "try_files" | "return" | "rewrite" | "alias" | "autoindex" | "error_page"
-            | "types" | "default_type" => self.top.push(note_skipped(
+            "try_files" | "alias" => self.top.push(note_skipped(
                 d,
-                "calmcache does not serve files or write answers itself: the origin does",
+                "calmcache's file routes take `root`, the `alias` of a prefix location that \
+                 ends as the location does, and try_files $uri [$uri/] followed by @name or =404",
+            )),
+            "return" | "rewrite" | "autoindex" | "types" | "default_type" => self.top.push(note_skipped(
+                d,
+                "calmcache does not rewrite requests, list directories or retype files",
             )),
             "sendfile" | "tcp_nopush" | "tcp_nodelay" | "aio" | "directio" | "output_buffers" => self
                 .top

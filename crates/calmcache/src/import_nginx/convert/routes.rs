@@ -201,6 +201,8 @@ impl Converter<'_> {
                 try_named: None,
                 ret: server.ret.clone(),
                 internal: None,
+                files: None,
+                handler: None,
                 directive: None,
                 pos: server.pos.clone().unwrap_or(Pos {
                     file: "-".into(),
@@ -307,6 +309,8 @@ impl Converter<'_> {
             try_named: None,
             ret: named.ret.clone(),
             internal: loc.internal.clone(),
+            files: None,
+            handler: named.handler.clone(),
             directive: loc.directive.clone(),
             pos: loc.pos.clone(),
             notes,
@@ -365,7 +369,7 @@ impl Converter<'_> {
                 if let Some(d) = &n.directive {
                     self.top.push(note_skipped(
                         d,
-                        "no try_files of a location sends requests to it (error_page and other \
+                        "no try_files of a location sends requests to it (an error_page to @name and other \
                          internal redirects are not carried over)",
                     ));
                 }
@@ -397,7 +401,13 @@ impl Converter<'_> {
                 route.set(m.key(), Value::Str(m.regex().to_owned()));
             }
             route.set("return", ret);
-            internal(loc, &mut route);
+            self.answering_keys(loc, when, &mut route);
+            route.comments.extend(notes);
+            routes.push(route);
+            return;
+        }
+        if let Some(mut route) = self.bare_files(loc, &m, &mut notes) {
+            self.answering_keys(loc, when, &mut route);
             route.comments.extend(notes);
             routes.push(route);
             return;
@@ -431,6 +441,7 @@ impl Converter<'_> {
             internal(loc, &mut route);
             cache::gzip(&mut route, &loc.settings);
             headers::rules(&mut route, &loc.settings, inactive.is_some());
+            pages::error_pages(&mut route, &loc.settings, pages::Serves::Proxied);
             self.limits.route(&mut route, &loc.settings);
             if let Some((ws, why)) = cache::websocket(&loc.settings) {
                 route.set("websocket", Value::Bool(ws)).note(why);
@@ -448,6 +459,27 @@ impl Converter<'_> {
             cache::others(route, &loc.settings);
         }
         route.comments.extend(notes);
+    }
+
+    /// The keys of a route that answers itself (a `return`, a file route)
+    /// from its location: `internal`, response header rules, gzip, error
+    /// pages; limits are commented (calmcache limits routes that proxy).
+    fn answering_keys(&mut self, loc: &Location, when: Written, route: &mut Section) {
+        internal(loc, route);
+        headers::response_rules(route, &loc.settings, false);
+        cache::gzip(route, &loc.settings);
+        pages::error_pages(route, &loc.settings, pages::Serves::Itself);
+        if when == Written::First {
+            for d in ["limit_req", "limit_conn"]
+                .iter()
+                .flat_map(|n| loc.settings.unmarked(n))
+            {
+                route.note(note_skipped(
+                    d,
+                    "calmcache limits the routes that proxy; this one answers itself",
+                ));
+            }
+        }
     }
 
     /// The route's `zone` or `zones` for `choice`, and the longest

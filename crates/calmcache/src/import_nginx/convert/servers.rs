@@ -175,6 +175,8 @@ impl Converter<'_> {
             try_named: None,
             ret: None,
             internal: None,
+            files: None,
+            handler: None,
             directive: Some(d.clone()),
             pos: d.pos.clone(),
             notes: Vec::new(),
@@ -192,8 +194,12 @@ impl Converter<'_> {
                 }
                 "return" => loc.ret = Some(c.clone()),
                 "internal" => loc.internal = Some(c.clone()),
+                "try_files" | "alias" if files::shape(c) => loc.files = Some(c.clone()),
                 n if super::super::settings::inherited(n) => {}
-                _ => {
+                n => {
+                    if !files::beside(n) && loc.handler.is_none() {
+                        loc.handler = Some(c.clone());
+                    }
                     let before = self.top.len();
                     self.http_directive(c);
                     // Comments about this location's own directives go on its route.

@@ -3,7 +3,10 @@
 //! absolute symlink or symlink that leads out of the root is followed),
 //! served with NGINX's validators, preconditions and a single range,
 //! streamed in bounded memory. An absent file, or a directory without an
-//! index file, is `None`: the request goes on to the next route.
+//! index file, is `None`: the request goes on to the next route; with
+//! `absent = "404"` it is answered here as NGINX's bare `root` does (404;
+//! 403 for a directory without an index file; 301 to `path/` for a
+//! directory asked without its slash).
 //!
 //! Never a directory listing; never a file outside the root; never a read
 //! on an async worker.
@@ -19,7 +22,7 @@ use rustix::io::Errno;
 
 use calmcache_core::warn_limit::WarnLimit;
 
-use crate::config::answering::Files;
+use crate::config::answering::{Absent, Files};
 use crate::http::body::ResponseBody;
 use crate::http::conditional::{self, Precondition};
 use crate::http::range::{self, RangePlan};
@@ -39,8 +42,12 @@ struct Opened {
 /// What looking for a request's file found.
 enum Found {
     File(Opened),
-    /// Nothing to serve: on to the next route.
+    /// No file (nor directory) of that name.
     Absent,
+    /// A directory, asked without its trailing slash.
+    Directory,
+    /// A directory asked with its slash, none of whose index files is there.
+    NoIndex,
     /// A path that must not be served (or could not be): this status.
     Refused(StatusCode),
 }
@@ -59,7 +66,12 @@ pub(super) async fn serve(files: &Files, asked: &Asked<'_>) -> Option<Response<R
     let found = tokio::task::spawn_blocking(move || find(&root, &below, &index)).await;
     let opened = match found {
         Ok(Found::File(opened)) => opened,
-        Ok(Found::Absent) => return None,
+        Ok(Found::Absent | Found::Directory | Found::NoIndex) if files.absent == Absent::Next => {
+            return None
+        }
+        Ok(Found::Absent) => return Some(super::plain(StatusCode::NOT_FOUND)),
+        Ok(Found::NoIndex) => return Some(super::plain(StatusCode::FORBIDDEN)),
+        Ok(Found::Directory) => return Some(with_slash(asked)),
         Ok(Found::Refused(status)) => return Some(super::plain(status)),
         Err(_) => return Some(super::plain(StatusCode::INTERNAL_SERVER_ERROR)),
     };
@@ -92,11 +104,38 @@ fn find(root: &Path, below: &static_file::Below, index: &[String]) -> Found {
     }
     for name in index {
         match open_beneath(&dir, &below.path.join(name)) {
-            Found::Absent => continue,
+            Found::Absent | Found::Directory | Found::NoIndex => continue,
             found => return found,
         }
     }
-    Found::Absent
+    // No index file: is the directory itself there (NGINX's 403) or not (404)?
+    match open_beneath(&dir, &below.path) {
+        Found::Directory => Found::NoIndex,
+        Found::File(_) | Found::Absent | Found::NoIndex => Found::Absent,
+        refused @ Found::Refused(_) => refused,
+    }
+}
+
+/// NGINX's answer to a directory asked without its slash: 301 to the path
+/// with it (relative, with the query), NGINX's page as the body.
+fn with_slash(asked: &Asked<'_>) -> Response<ResponseBody> {
+    let mut resp = super::plain(StatusCode::MOVED_PERMANENTLY);
+    // One leading slash: `//host/dir` (merge_slashes = false) would send
+    // the client to another host.
+    let (path, query) = match asked.path_and_query.split_once('?') {
+        Some((path, query)) => (path.trim_start_matches('/'), Some(query)),
+        None => (asked.path_and_query.trim_start_matches('/'), None),
+    };
+    let location = match query {
+        Some(query) => format!("/{path}/?{query}"),
+        None => format!("/{path}/"),
+    };
+    // The path was admitted by the edge (no byte a field cannot carry);
+    // without a Location the 301 still says what happened.
+    if let Ok(value) = HeaderValue::from_str(&location) {
+        resp.headers_mut().insert(header::LOCATION, value);
+    }
+    resp
 }
 
 /// Opens `path` beneath `dir`; a directory or a missing file is absent.
@@ -135,7 +174,7 @@ fn open_beneath(dir: &rustix::fd::OwnedFd, path: &Path) -> Found {
         return Found::Refused(StatusCode::INTERNAL_SERVER_ERROR);
     };
     if meta.is_dir() {
-        return Found::Absent;
+        return Found::Directory;
     }
     if !meta.is_file() {
         return Found::Refused(StatusCode::NOT_FOUND);
