@@ -211,7 +211,11 @@ fn refusal<'w>(route: &'w Route, limit: &Limit, room_in: std::time::Duration) ->
 }
 
 /// A response body that keeps its request's connection places until it
-/// ends or is dropped.
+/// ends or is dropped. It hands on each frame of the body it wraps as that
+/// body makes it, so a paged hit still offers its pages for the zero-copy
+/// send (http/paged.rs: the offer is made in `ResponseBody::poll_frame`,
+/// on the thread that writes it; tests/it/zero_copy.rs checks the splice
+/// with a connections limit on the route).
 struct HeldBody {
     body: ResponseBody,
     _held: Vec<Entered>,
