@@ -869,8 +869,9 @@ impl Upstream {
         {
             self.stats.errors.inc();
         }
-        crate::telemetry::metrics::note_call(crate::telemetry::metrics::UpstreamCall {
-            addr: server.as_str().parse().ok(),
+        crate::telemetry::metrics::note_call(|| crate::telemetry::metrics::UpstreamCall {
+            // NGINX's $upstream_addr: `unix:/path` for a unix server.
+            addr: Some(target.label.clone()),
             elapsed,
             waited,
         });

@@ -108,7 +108,7 @@ fn record(
         Told::Refused(None) | Told::Unclassed => {}
     }
     if let Some(slot) = slot {
-        let upstream = *slot.lock().unwrap_or_else(|p| p.into_inner());
+        let upstream = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
         let class = told.class();
         resp.extensions_mut().insert(Served { class, upstream });
     }
