@@ -878,6 +878,16 @@ impl Upstream {
         (result, verdict)
     }
 
+    /// Its `balance` as the config spells it (`Balance::as_str`) and, for
+    /// `hash`, the `hash_key` template: for `/status`.
+    pub fn balance(&self) -> (&'static str, Option<&str>) {
+        match &self.selection {
+            Selection::RoundRobin => ("round_robin", None),
+            Selection::LeastConn => ("least_conn", None),
+            Selection::Hash { key, .. } => ("hash", Some(key.as_str())),
+        }
+    }
+
     /// The servers, as configured.
     pub fn servers(&self) -> Vec<String> {
         self.servers.iter().map(|s| s.label.to_string()).collect()
