@@ -39,8 +39,6 @@ use crate::proxy::state::Route;
 pub(crate) struct Held {
     entered: Vec<Entered>,
     origin: Gate,
-    /// The client as its limits key it, once a gate worked it out.
-    client: Option<ClientKey>,
 }
 
 /// Whether a request went through its route's origin limits yet.
@@ -74,13 +72,6 @@ impl Held {
         })
     }
 
-    /// The client's key for `route`'s limits: worked out once per request.
-    fn client<B>(&mut self, route: &Route, req: &Request<B>, peer: Peer) -> ClientKey {
-        *self
-            .client
-            .get_or_insert_with(|| client_key(route, req, peer))
-    }
-
     /// Gives back what the `all` gate took, for a request a later gate
     /// refused: NGINX accounts a request in its limit_req zones only when
     /// all of them let it through (ngx_http_limit_req_account), and a
@@ -101,7 +92,7 @@ pub(crate) async fn admit<'w, B>(
     if route.limits.all.is_empty() {
         return Ok(());
     }
-    let key = held.client(route, req, client);
+    let key = client_key(route, req, client);
     Box::pin(apply(route, &route.limits.all, key, held)).await
 }
 
@@ -118,12 +109,16 @@ pub(crate) async fn to_origin<'w, B>(
         return Ok(());
     }
     held.origin = Gate::Passed;
-    let key = held.client(route, req, client);
-    let passed = Box::pin(apply(route, &route.limits.origin, key, held)).await;
-    if passed.is_err() {
-        held.give_back(route, key);
-    }
-    passed
+    let key = client_key(route, req, client);
+    // Boxed whole: the request's future (handle.rs) holds only a pointer.
+    Box::pin(async move {
+        let passed = apply(route, &route.limits.origin, key, held).await;
+        if passed.is_err() {
+            held.give_back(route, key);
+        }
+        passed
+    })
+    .await
 }
 
 /// A request's way through its route's origin limits, handed to the step
