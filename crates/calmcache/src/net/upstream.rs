@@ -869,12 +869,23 @@ impl Upstream {
         {
             self.stats.errors.inc();
         }
-        crate::telemetry::metrics::note_call(crate::telemetry::metrics::UpstreamCall {
-            addr: server.as_str().parse().ok(),
+        crate::telemetry::metrics::note_call(|| crate::telemetry::metrics::UpstreamCall {
+            // NGINX's $upstream_addr: `unix:/path` for a unix server.
+            addr: Some(target.label.clone()),
             elapsed,
             waited,
         });
         (result, verdict)
+    }
+
+    /// Its `balance` as the config spells it (`Balance::as_str`) and, for
+    /// `hash`, the `hash_key` template: for `/status`.
+    pub fn balance(&self) -> (&'static str, Option<&str>) {
+        match &self.selection {
+            Selection::RoundRobin => ("round_robin", None),
+            Selection::LeastConn => ("least_conn", None),
+            Selection::Hash { key, .. } => ("hash", Some(key.as_str())),
+        }
     }
 
     /// The servers, as configured.

@@ -72,6 +72,8 @@ fn upstreams() -> BTreeMap<String, UpstreamStatus> {
         requests: 100,
         errors: 4,
         servers: vec!["127.0.0.1:8001".to_owned(), "127.0.0.1:8002".to_owned()],
+        balance: "hash",
+        hash_key: Some("$request_uri".to_owned()),
         skipped: 2,
         all_down: 1,
         health: vec![
@@ -96,6 +98,8 @@ fn upstreams() -> BTreeMap<String, UpstreamStatus> {
         requests: 9,
         errors: 0,
         servers: vec!["[::1]:9000".to_owned()],
+        balance: "round_robin",
+        hash_key: None,
         skipped: 0,
         all_down: 0,
         health: vec![server("[::1]:9000", ServerState::Trial, None)],

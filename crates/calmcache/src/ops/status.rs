@@ -233,6 +233,10 @@ pub(crate) struct UpstreamStatus {
     pub errors: u64,
     /// Its servers.
     pub servers: Vec<String>,
+    /// How a server is chosen (`balance`, as configured).
+    pub balance: &'static str,
+    /// With `balance = "hash"`, the `hash_key` template (else null).
+    pub hash_key: Option<String>,
     /// Requests sent to another server because the one round robin chose
     /// was down.
     pub skipped: u64,
@@ -573,6 +577,8 @@ fn upstream_status(u: &Upstream) -> UpstreamStatus {
         requests: u.stats.requests.get(),
         errors: u.stats.errors.get(),
         servers: u.servers(),
+        balance: u.balance().0,
+        hash_key: u.balance().1.map(str::to_owned),
         skipped: u.stats.skipped.get(),
         all_down: u.stats.all_down.get(),
         health: u.server_status(),

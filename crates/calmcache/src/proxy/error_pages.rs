@@ -14,6 +14,7 @@
 //! Costs a request nothing when its route has no `error_pages`: [`Pending::of`]
 //! is `None` then, before anything is allocated.
 
+use http::header::RETRY_AFTER;
 use http::{HeaderMap, Method, Request, StatusCode};
 
 use crate::config::answering::{PageStatus, PageTarget};
@@ -125,6 +126,13 @@ fn replace<'w>(
     parts.headers.remove(&CACHE_STATUS);
     for value in answer.resp.headers().get_all(&CACHE_STATUS) {
         parts.headers.append(CACHE_STATUS.clone(), value.clone());
+    }
+    // A limit's refusal keeps saying when to come back, while its status
+    // is the one the client gets.
+    if let Some(retry) = answer.resp.headers().get(RETRY_AFTER) {
+        if parts.status == original {
+            parts.headers.insert(RETRY_AFTER, retry.clone());
+        }
     }
     let body = if head { ResponseBody::empty() } else { body };
     Answer {

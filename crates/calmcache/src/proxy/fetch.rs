@@ -25,6 +25,7 @@ use crate::http::headers::add_forwarded;
 use crate::net::conn::Peer;
 use crate::proxy::answer::Answer;
 use crate::proxy::fill::{busy_copy, fill, FetchRequest, FillArgs, FillReply, NotStored, StandIn};
+use crate::proxy::limit::ToOrigin;
 use crate::proxy::lookup::lookup;
 use crate::proxy::orphan::Orphaned;
 use crate::proxy::outcome::{ErrorAnswer, FillOutcome, Requester};
@@ -69,15 +70,21 @@ enum Followed {
 impl Fetch {
     /// Fetches, coalescing with other requests for the same key unless the
     /// policy is `none` or this request may not store what it fetches (its
-    /// followers could not use it).
+    /// followers could not use it). The request passes the route's origin
+    /// limits (`gate`) where it really goes to the origin: leading its
+    /// flight or alone, never as a follower the leader's fetch serves.
     pub(crate) async fn run<'r>(
         mut self,
         proxy: &Proxy,
         route: &'r Arc<Route>,
         zone: &Zone,
         ask: &Ask<'_>,
+        mut gate: ToOrigin<'_, 'r, Incoming>,
     ) -> Answer<'r> {
         if !route.policy.mode.coalesces() || !self.request.store {
+            if let Err(refused) = gate.pass().await {
+                return refused;
+            }
             return self.fetch(route, None, None, ask).await;
         }
         // An answer to a request with credentials may be personal because
@@ -87,6 +94,9 @@ impl Fetch {
         // Hit-for-miss: this key's last answer could not be stored, so
         // nobody could use ours either; fetch side by side.
         if route.hit_for_miss.active(&self.flight) {
+            if let Err(refused) = gate.pass().await {
+                return refused;
+            }
             route.activity.hit_for_miss.inc();
             let hfm = Hfm {
                 key: self.flight.clone(),
@@ -102,6 +112,11 @@ impl Fetch {
                     Ok(got) => return respond(route, ask, got).await,
                     Err(permit) => permit,
                 };
+                // Refused: the permit drops with it, and each follower
+                // fetches for itself (through the gate).
+                if let Err(refused) = gate.pass().await {
+                    return refused;
+                }
                 let hfm = Hfm {
                     key: self.flight.clone(),
                     marked: false,
@@ -109,7 +124,12 @@ impl Fetch {
                 };
                 self.fetch(route, Some(permit), Some(hfm), ask).await
             }
-            Turn::Alone => self.fetch(route, None, None, ask).await,
+            Turn::Alone => {
+                if let Err(refused) = gate.pass().await {
+                    return refused;
+                }
+                self.fetch(route, None, None, ask).await
+            }
         }
     }
 

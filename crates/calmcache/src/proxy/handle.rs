@@ -9,7 +9,8 @@
 //!   │                         │                                file: route_for from the next route
 //!   │                         ├─ limit::admit (limits.rs: applies_to "all"; refused: 429);
 //!   │                         │   every branch to the origin below passes limit::to_origin
-//!   │                         │   first (applies_to "origin"), once; a hit never does
+//!   │                         │   first (applies_to "origin"), once; a hit never does, nor
+//!   │                         │   a follower of a flight (a fetch passes it as the leader)
 //!   │                         ├─ Upgrade: websocket, or an HTTP/2 CONNECT with :protocol websocket
 //!   │                         │   (route.websocket) ── tunnel::open (never cached); such a
 //!   │                         │   CONNECT on another route: 403 (TunnelOff)
@@ -110,7 +111,7 @@ fn record(
         Told::Refused(None) | Told::Unclassed => {}
     }
     if let Some(slot) = slot {
-        let upstream = *slot.lock().unwrap_or_else(|p| p.into_inner());
+        let upstream = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
         let class = told.class();
         resp.extensions_mut().insert(Served { class, upstream });
     }
@@ -127,8 +128,7 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
             Admission::Routed(route, client) => break (route, client, None),
             Admission::Refused(resp) => return Answer::refused(resp),
             Admission::Internal(entry) => {
-                let answer = answering::internal(entry.activity());
-                return Box::pin(pages(worker, entry.cfg(), &req, answer, client)).await;
+                return Box::pin(internal(worker, entry, &req, client)).await;
             }
             Admission::Purge => {
                 let purged = Box::pin(crate::proxy::purge::purge_method(proxy, &req, client.addr));
@@ -151,25 +151,43 @@ async fn answer(worker: &Worker, mut req: Request<Incoming>, client: Peer) -> An
         return dressed(&route.cfg, &route.activity, answer, kept);
     }
     // The route's limits (proxy/limit.rs): nothing held, no allocation,
-    // for a route without them.
+    // for a route without them. A refusal, by either gate, is an answer
+    // like any other: error pages and response rules apply to it (NGINX's
+    // limit_req 503 goes through `error_page 503`).
     let mut held = Held::default();
-    if let Err(refused) = limit::admit(route, &req, client, &mut held).await {
-        return dressed(&route.cfg, &route.activity, refused, kept);
-    }
     // Copied only when the route has error pages (proxy/error_pages.rs).
     let answer = match (Pending::of(&route.cfg, &req), &kept) {
         (None, None) => {
+            // Not through `limited`: one async layer less on the hit path
+            // (the request future's size, below).
+            if let Err(refused) = limit::admit(route, &req, client, &mut held).await {
+                return refused;
+            }
             let answer = routed(proxy, route, req, client, &mut held).await;
             return held.answer(answer);
         }
-        (None, Some(_)) => Box::pin(routed(proxy, route, req, client, &mut held)).await,
+        (None, Some(_)) => Box::pin(limited(proxy, route, req, client, &mut held)).await,
         (Some(pending), _) => {
-            let answer = Box::pin(routed(proxy, route, req, client, &mut held)).await;
+            let answer = Box::pin(limited(proxy, route, req, client, &mut held)).await;
             let after = error_pages::after(worker, &route.cfg, &pending, answer, client);
             Box::pin(after).await
         }
     };
     dressed(&route.cfg, &route.activity, held.answer(answer), kept)
+}
+
+/// A routed request through its route's `all` limits, then on.
+async fn limited<'w>(
+    proxy: &'w Arc<Proxy>,
+    route: &'w Arc<Route>,
+    req: Request<Incoming>,
+    client: Peer,
+    held: &mut Held,
+) -> Answer<'w> {
+    match limit::admit(route, &req, client, held).await {
+        Ok(()) => routed(proxy, route, req, client, held).await,
+        Err(refused) => refused,
+    }
 }
 
 /// The answer of a route that answers itself, with its error page and
@@ -206,6 +224,21 @@ fn compressed<'w>(
     });
     let resp = compression.apply(client, answer.resp);
     Answer { resp, ..answer }
+}
+
+/// An `internal` route's 404, with its error page and its response rules
+/// (NGINX's `add_header ... always` reaches its 404 too: to_client applies
+/// the `always` ones on any status).
+async fn internal<'w>(
+    worker: &'w Worker,
+    entry: &'w Entry,
+    req: &Request<Incoming>,
+    client: Peer,
+) -> Answer<'w> {
+    let kept = header_rules::keep(entry.cfg(), req, client);
+    let answer = answering::internal(entry.activity());
+    let answer = pages(worker, entry.cfg(), req, answer, client).await;
+    dressed(entry.cfg(), entry.activity(), answer, kept)
 }
 
 /// `answer` with the route's response rules, when it has some.
@@ -247,13 +280,14 @@ async fn tunnel<'w>(
 ) -> Answer<'w> {
     let client = asked.0;
     let mut held = Held::default();
-    if let Err(refused) = limit::admit(route, &req, client, &mut held).await {
-        return refused;
+    let mut passed = limit::admit(route, &req, client, &mut held).await;
+    if passed.is_ok() {
+        passed = limit::to_origin(route, &req, client, &mut held).await;
     }
-    if let Err(refused) = limit::to_origin(route, &req, client, &mut held).await {
-        return refused;
+    match passed {
+        Ok(()) => crate::proxy::tunnel::open(worker, route, req, asked, held).await,
+        Err(refused) => pages(worker, &route.cfg, &req, refused, client).await,
     }
-    crate::proxy::tunnel::open(worker, route, req, asked, held).await
 }
 
 /// A routed request, admitted by its limits: read, look up, plan, act.
@@ -308,11 +342,6 @@ async fn routed<'w>(
     let found = lookup(route, zone, &key, headers).await;
     let now = Instant::now();
     let plan = plan::plan(asked, &rcc, stored(route, &found, now), now);
-    if plan.reaches_origin() {
-        if let Err(refused) = limit::to_origin(route, &req, client, held).await {
-            return refused;
-        }
-    }
     let exec = Exec {
         proxy,
         route,
@@ -331,11 +360,36 @@ async fn routed<'w>(
         Plan::RefreshBehind(copy) => exec.refresh_behind(copy),
         Plan::ServeStale(copy) => exec.serve_stale(copy),
         Plan::RefreshInPath(copy) => Box::pin(exec.refresh_in_path(copy)).await,
-        Plan::Fetch(why, stale) => Box::pin(exec.fetch(why, stale)).await,
-        Plan::Pass(fwd) => Box::pin(pass(proxy, route, req, client, fwd)).await,
+        Plan::Fetch(why, stale) => {
+            // Passed by the flight's leader only (fetch.rs): a follower
+            // served by the leader's fetch never reaches the origin.
+            let gate = limit::ToOrigin {
+                route,
+                req: &req,
+                client,
+                held,
+            };
+            Box::pin(exec.fetch(why, stale, gate)).await
+        }
+        Plan::Pass(fwd) => Box::pin(gated_pass(proxy, route, req, client, fwd, held)).await,
         Plan::OnlyIfCached(fwd) => only_if_cached(route, fwd),
     };
     Answer { placed, ..answer }
+}
+
+/// A pass, through the route's origin limits first.
+async fn gated_pass<'w>(
+    proxy: &'w Arc<Proxy>,
+    route: &'w Arc<Route>,
+    req: Request<Incoming>,
+    client: Peer,
+    fwd: Fwd,
+    held: &mut Held,
+) -> Answer<'w> {
+    if let Err(refused) = limit::to_origin(route, &req, client, held).await {
+        return refused;
+    }
+    pass(proxy, route, req, client, fwd).await
 }
 
 /// The request's body where it must be read before the lookup: a GET or
@@ -490,8 +544,14 @@ impl<'w> Exec<'_, 'w> {
         answer
     }
 
-    /// Fetches for `why`, replacing `stale` if any (fetch.rs).
-    async fn fetch(&self, why: Why, stale: Option<&Arc<CachedObject>>) -> Answer<'w> {
+    /// Fetches for `why`, replacing `stale` if any (fetch.rs), through
+    /// `gate` if it goes to the origin itself.
+    async fn fetch(
+        &self,
+        why: Why,
+        stale: Option<&Arc<CachedObject>>,
+        gate: limit::ToOrigin<'_, 'w, Incoming>,
+    ) -> Answer<'w> {
         let fetch = Fetch {
             primary: self.key.to_owned_key(),
             flight: self.flight(),
@@ -502,7 +562,9 @@ impl<'w> Exec<'_, 'w> {
             since: (why == Why::Request).then_some(self.now),
         };
         hints::before_wait(self.route, &self.asking(), stale.map(|s| &**s));
-        let answer = fetch.run(self.proxy, self.route, self.zone, self.ask).await;
+        let answer = fetch
+            .run(self.proxy, self.route, self.zone, self.ask, gate)
+            .await;
         self.remember_hints(&answer);
         answer
     }

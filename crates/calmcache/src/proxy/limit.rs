@@ -4,10 +4,13 @@
 //!
 //! Two gates, each a small step of handle.rs: [`admit`] right after the
 //! route is found (limits with `applies_to = "all"`, NGINX's meaning), and
-//! [`to_origin`] once the request is known to go to the origin (a miss, a
-//! pass, a bypass, a tunnel; `applies_to = "origin"`), so an answer from the
-//! cache is never limited. A refusal never touches the origin: the limit's
-//! status with `Retry-After`. A request within a burst waits here, in its
+//! [`to_origin`] where the request really goes to the origin (a pass, a
+//! bypass, a tunnel, a fetch as its flight's leader through [`ToOrigin`];
+//! `applies_to = "origin"`), so an answer from the cache, or from another
+//! request's fetch, is never limited. A refusal never touches the origin:
+//! the limit's status with `Retry-After`, marked as calmcache's own so the
+//! route's error pages apply; a refusal by the origin gate gives back what
+//! the `all` gate took. A request within a burst waits here, in its
 //! own future, until the rate lets it through. A connections limit's place
 //! is held until the answer's body ends ([`Held::attach`]).
 //!
@@ -68,6 +71,15 @@ impl Held {
             })
         })
     }
+
+    /// Gives back what the `all` gate took, for a request a later gate
+    /// refused: NGINX accounts a request in its limit_req zones only when
+    /// all of them let it through (ngx_http_limit_req_account), and a
+    /// refused request is not in progress.
+    fn give_back(&mut self, route: &Route, key: ClientKey) {
+        route.limits.all.iter().for_each(|l| l.give_back(key));
+        self.entered.clear();
+    }
 }
 
 /// The route's `applies_to = "all"` limits, for a request just routed.
@@ -85,7 +97,8 @@ pub(crate) async fn admit<'w, B>(
 }
 
 /// The route's `applies_to = "origin"` limits, for a request about to go to
-/// the origin (once per request).
+/// the origin (once per request). A refusal gives back what the `all`
+/// gate took ([`Held::give_back`]).
 pub(crate) async fn to_origin<'w, B>(
     route: &'w Route,
     req: &Request<B>,
@@ -97,7 +110,33 @@ pub(crate) async fn to_origin<'w, B>(
     }
     held.origin = Gate::Passed;
     let key = client_key(route, req, client);
-    Box::pin(apply(route, &route.limits.origin, key, held)).await
+    // Boxed whole: the request's future (handle.rs) holds only a pointer.
+    Box::pin(async move {
+        let passed = apply(route, &route.limits.origin, key, held).await;
+        if passed.is_err() {
+            held.give_back(route, key);
+        }
+        passed
+    })
+    .await
+}
+
+/// A request's way through its route's origin limits, handed to the step
+/// that learns whether it really goes to the origin: a fetch passes it
+/// only as the flight's leader (or alone), never as a follower that the
+/// leader's answer serves (fetch.rs).
+pub(crate) struct ToOrigin<'q, 'w, B> {
+    pub(crate) route: &'w Route,
+    pub(crate) req: &'q Request<B>,
+    pub(crate) client: Peer,
+    pub(crate) held: &'q mut Held,
+}
+
+impl<'w, B> ToOrigin<'_, 'w, B> {
+    /// [`to_origin`] for this request.
+    pub(crate) async fn pass(&mut self) -> Result<(), Answer<'w>> {
+        to_origin(self.route, self.req, self.client, self.held).await
+    }
 }
 
 /// The client `req` is limited as: the address behind the route's
@@ -138,8 +177,10 @@ async fn apply<'w>(
             None => Some(std::time::Duration::from_secs(1)),
         });
         if let Some(room_in) = room_in {
-            // Places held are left as `held` drops with the refusal.
+            // A refused request is in progress nowhere (to_origin gives
+            // back the `all` gate's tokens too).
             limits[..at].iter().for_each(|before| before.give_back(key));
+            held.entered.clear();
             return Err(refusal(route, limit, room_in));
         }
     }
@@ -155,6 +196,8 @@ fn refusal<'w>(route: &'w Route, limit: &Limit, room_in: std::time::Duration) ->
     let secs = room_in.as_secs() + u64::from(room_in.subsec_nanos() > 0);
     resp.headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+    // calmcache's own answer: the route's `error_pages` may replace it.
+    resp.extensions_mut().insert(crate::http::error::Made);
     Answer {
         resp,
         told: Told::Limited(&route.activity),
@@ -163,7 +206,11 @@ fn refusal<'w>(route: &'w Route, limit: &Limit, room_in: std::time::Duration) ->
 }
 
 /// A response body that keeps its request's connection places until it
-/// ends or is dropped.
+/// ends or is dropped. It hands on each frame of the body it wraps as that
+/// body makes it, so a paged hit still offers its pages for the zero-copy
+/// send (http/paged.rs: the offer is made in `ResponseBody::poll_frame`,
+/// on the thread that writes it; tests/it/zero_copy.rs checks the splice
+/// with a connections limit on the route).
 struct HeldBody {
     body: ResponseBody,
     _held: Vec<Entered>,

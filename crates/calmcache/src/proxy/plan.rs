@@ -69,17 +69,6 @@ pub(crate) enum Plan<C> {
     OnlyIfCached(Fwd),
 }
 
-impl<C> Plan<C> {
-    /// Whether carrying out this plan makes the request wait for the
-    /// origin (a fetch or a pass), as `applies_to = "origin"` limits ask
-    /// (proxy/limit.rs). A copy served, even one refreshed behind or in
-    /// the path (the refresh is single-flight per key and the copy is
-    /// still fresh), is an answer from the cache.
-    pub(crate) fn reaches_origin(&self) -> bool {
-        matches!(self, Plan::Fetch(..) | Plan::Pass(_))
-    }
-}
-
 /// Decides what to do with a request `asked` with directives `rcc`, given
 /// what the lookup found, at `now`.
 pub(crate) fn plan<C: Copy>(

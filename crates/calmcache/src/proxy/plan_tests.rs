@@ -153,19 +153,3 @@ fn request_directives_come_before_the_policy() {
         assert_eq!(got, want, "{asked:?} {rcc:?} {decision:?}");
     }
 }
-
-#[test]
-fn only_fetches_and_passes_reach_the_origin() {
-    // What `applies_to = "origin"` limits (proxy/limit.rs) ask of a plan.
-    let report = calmcache_core::CacheStatus::Hit.report();
-    let cache: [Plan<()>; 5] = [
-        Plan::Serve((), report),
-        Plan::RefreshBehind(()),
-        Plan::ServeStale(()),
-        Plan::RefreshInPath(()),
-        Plan::OnlyIfCached(calmcache_core::Fwd::Miss),
-    ];
-    assert!(cache.iter().all(|p| !p.reaches_origin()));
-    assert!(Plan::<()>::Fetch(Why::Miss(calmcache_core::Fwd::Miss), None).reaches_origin());
-    assert!(Plan::<()>::Pass(calmcache_core::Fwd::Method).reaches_origin());
-}

@@ -9,7 +9,6 @@
 //! times the whole answer; the upstream call a request made is noted in a
 //! task-local slot ([`note_call`]), since a spawned fetch makes it.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -272,10 +271,11 @@ impl Gauge {
 }
 
 /// One call to an upstream server, for the access log.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct UpstreamCall {
-    /// The server's address, when it was a socket address.
-    pub addr: Option<SocketAddr>,
+    /// The server as `/status` shows it (`host:port`, `unix:/path`): its
+    /// label, shared, not copied.
+    pub addr: Option<Arc<str>>,
     /// Time to its response head (or its failure).
     pub elapsed: Duration,
     /// Time the request waited for an origin slot (`max_inflight`) first.
@@ -284,7 +284,7 @@ pub(crate) struct UpstreamCall {
 
 /// What an answered request learned, attached to the response as an
 /// extension when the access log is on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Served {
     /// The class of the answer (`None`: nothing noted, e.g. a client gone).
     pub class: Option<AnswerClass>,
@@ -319,11 +319,12 @@ pub(crate) fn with_call_slot<F: std::future::Future>(
     CALL.scope(slot, fut)
 }
 
-/// Notes an upstream call for the access log (no-op unless one is on).
-pub(crate) fn note_call(call: UpstreamCall) {
+/// Notes an upstream call for the access log (no-op, `call` not made,
+/// unless one is on).
+pub(crate) fn note_call(call: impl FnOnce() -> UpstreamCall) {
     let _ = CALL.try_with(|slot| {
         if let Some(slot) = slot {
-            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(call);
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(call());
         }
     });
 }
@@ -357,7 +358,7 @@ mod tests {
         with_call_slot(Some(slot.clone()), async {
             let handed = call_slot();
             tokio::spawn(with_call_slot(handed, async {
-                note_call(UpstreamCall {
+                note_call(|| UpstreamCall {
                     addr: None,
                     elapsed: Duration::from_millis(7),
                     waited: Duration::ZERO,
@@ -368,7 +369,7 @@ mod tests {
         })
         .await;
         assert_eq!(
-            slot.lock().unwrap().unwrap().elapsed,
+            slot.lock().unwrap().clone().unwrap().elapsed,
             Duration::from_millis(7)
         );
     }

@@ -58,6 +58,11 @@ async fn hash_keeps_each_uri_on_one_server_and_moves_only_a_down_server_s_keys()
     for i in 0..3 {
         assert!(owners.contains(&i), "origin {i} got no keys: {owners:?}");
     }
+    // /status says how servers are chosen.
+    let status = wires.proxy.status().await;
+    let upstream = &status["upstreams"]["origin"];
+    assert_eq!(upstream["balance"], "hash", "{upstream}");
+    assert_eq!(upstream["hash_key"], "$request_uri", "{upstream}");
     // Origin 1 goes away: its keys go elsewhere, every other key stays.
     let addr = origins[1].addr();
     origins[1].stop();
@@ -107,6 +112,9 @@ async fn least_conn_sends_requests_past_a_server_busy_with_a_slow_one() {
         .no_zone()
         .upstream("balance = \"least_conn\"");
     let wires = std::sync::Arc::new(Wires::start(proxy, "").await);
+    let status = wires.proxy.status().await;
+    assert_eq!(status["upstreams"]["origin"]["balance"], "least_conn");
+    assert!(status["upstreams"]["origin"]["hash_key"].is_null());
     for (w, wire) in wires.all.iter().enumerate() {
         let what = wire.label();
         let busy_before: Vec<u64> = origins.iter().map(Origin::hits).collect();

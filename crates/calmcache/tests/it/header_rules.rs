@@ -408,3 +408,35 @@ fn check_refuses_rules_that_would_touch_what_the_cache_reads() {
         assert!(e.contains(want), "{want}:\n{e}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_internal_routes_404_carries_its_always_rules_not_its_add_rules() {
+    // NGINX: `internal; add_header X-A a; add_header X-B b always;` answers
+    // a client's request 404 with X-B only.
+    let origin = Origin::start().await;
+    let rules = "response_headers = { add = { \"X-Frame-Options\" = \"DENY\" }, \
+                 always = { \"X-Served-By\" = \"edge $server_port\" } }";
+    let routes = format!(
+        "path = \"^/private/\"\ninternal = true\n{rules}\n\n\
+         [[routes]]\nname = \"hidden\"\npath = \"^/hidden$\"\ninternal = true\n\
+         return = {{ status = 200, body = \"hidden\" }}\n{rules}\n\n\
+         [[routes]]\nname = \"pass\"\nupstream = \"origin\"\n"
+    );
+    let wires = Wires::start(Proxy::new(&origin).route(&routes), "").await;
+    for wire in &wires.all {
+        let label = wire.label();
+        for path in ["/private/x", "/hidden"] {
+            let reply = get(&wires, wire, "a.test", path, &[]).await;
+            assert_eq!(reply.status, 404, "{label} {path}");
+            assert!(
+                reply.header("x-served-by").starts_with("edge "),
+                "{label} {path}: always"
+            );
+            assert!(
+                !reply.has_header("x-frame-options"),
+                "{label} {path}: add skips a 404"
+            );
+        }
+    }
+    assert_eq!(origin.hits(), 0);
+}

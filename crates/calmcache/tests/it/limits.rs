@@ -22,13 +22,24 @@ use crate::wait_until;
 /// limited by `[limits.lim]` (`limit` holds its keys) and trusting
 /// 127.0.0.1 as a proxy, so each test picks its clients by X-Forwarded-For.
 async fn start(origin: &Origin, limit: &str) -> Wires {
-    let routes = "path = \"^/c/\"\nlimits = [\"lim\"]\ntrusted_proxies = [\"127.0.0.1\"]\n\
-                  ttl = { 200 = \"60s\" }\n\n\
-                  [[routes]]\nname = \"passed\"\nupstream = \"origin\"\npath = \"^/p/\"\n\
-                  limits = [\"lim\"]\ntrusted_proxies = [\"127.0.0.1\"]\n";
-    let builder = Proxy::new(origin)
-        .route(routes)
-        .tables(&format!("[limits.lim]\n{limit}"));
+    start_with(
+        origin,
+        "limits = [\"lim\"]",
+        &format!("[limits.lim]\n{limit}"),
+    )
+    .await
+}
+
+/// As [`start`], with both routes' keys `keys` (their `limits`, and any
+/// more) and the tables `tables` (the limits, any more routes).
+async fn start_with(origin: &Origin, keys: &str, tables: &str) -> Wires {
+    let routes = format!(
+        "path = \"^/c/\"\n{keys}\ntrusted_proxies = [\"127.0.0.1\"]\n\
+         ttl = {{ 200 = \"60s\" }}\n\n\
+         [[routes]]\nname = \"passed\"\nupstream = \"origin\"\npath = \"^/p/\"\n\
+         {keys}\ntrusted_proxies = [\"127.0.0.1\"]\n"
+    );
+    let builder = Proxy::new(origin).route(&routes).tables(tables);
     Wires::start(builder, "").await
 }
 
@@ -294,4 +305,126 @@ async fn a_websocket_tunnel_holds_its_connections_place_while_it_is_open() {
         async || tokio_tungstenite::connect_async(url.as_str()).await.is_ok(),
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flight_takes_one_origin_token_however_many_requests_join_it() {
+    // burst 0: one request a minute may reach the origin from a client.
+    let origin = Origin::start().await;
+    let limit = "rate = \"1r/m\"\nburst = 0\napplies_to = \"origin\"";
+    let wires = start(&origin, limit).await;
+    for (w, wire) in wires.all.iter().enumerate() {
+        let client = format!("198.51.100.{}", 110 + w);
+        // The origin takes its time: the others join the first's flight.
+        let path = format!("/c/{w}/flight?x-origin-delay-ms=400");
+        let asks = (0..6).map(|_| get(&wires, wire, &path, &client));
+        let replies = futures_util::future::join_all(asks).await;
+        for reply in &replies {
+            assert_eq!(
+                reply.status,
+                200,
+                "{}: a follower took no token",
+                wire.label()
+            );
+        }
+        assert_eq!(
+            origin.hits_for(&format!("/c/{w}/flight")),
+            1,
+            "{}",
+            wire.label()
+        );
+        // The leader took the minute's token: the next miss is refused.
+        let next = get(&wires, wire, &format!("/c/{w}/next"), &client).await;
+        assert_eq!(next.status, 429, "{}", wire.label());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_by_the_origin_gate_gives_back_what_the_all_gate_took() {
+    // `all`: 1r/m with a burst of 3 (4 at once), refusing with 429;
+    // `origin`: 1r/m, no burst, refusing with 503; `conns`: one in progress.
+    let origin = Origin::start().await;
+    let tables = "[limits.all]\nrate = \"1r/m\"\nburst = 3\ndelay = \"nodelay\"\n\
+                  [limits.origin]\nrate = \"1r/m\"\nburst = 0\napplies_to = \"origin\"\nstatus = 503\n\
+                  [limits.conns]\nconnections = 1\n";
+    let keys = "limits = [\"all\", \"conns\", \"origin\"]";
+    let wires = start_with(&origin, keys, tables).await;
+    for (w, wire) in wires.all.iter().enumerate() {
+        let client = format!("198.51.100.{}", 120 + w);
+        let page = format!("/c/{w}/page");
+        assert_eq!(get(&wires, wire, &page, &client).await.status, 200);
+        // Misses and passes past the origin's rate: each refused by the
+        // origin gate, none costing the `all` gate a token.
+        for i in 0..8 {
+            let path = format!("/{}/{w}/{i}", if i % 2 == 0 { "c" } else { "p" });
+            let reply = get(&wires, wire, &path, &client).await;
+            assert_eq!(reply.status, 503, "{} {path}", wire.label());
+        }
+        // The `all` gate still has its burst: three hits go.
+        for _ in 0..3 {
+            let hit = get(&wires, wire, &page, &client).await;
+            assert_eq!(
+                hit.status,
+                200,
+                "{}: a refused request took a token",
+                wire.label()
+            );
+            assert!(hit.is_hit());
+        }
+        assert_eq!(get(&wires, wire, &page, &client).await.status, 429);
+    }
+    assert_eq!(origin.hits(), 3, "one request per wire reached the origin");
+    // No refused request is in progress.
+    wait_until(Duration::from_secs(10), "no client tracked", async || {
+        wires.proxy.status().await["limits"]["conns"]["clients"].as_u64() == Some(0)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_of_either_gate_and_of_connections_go_through_error_pages() {
+    let origin = Origin::start().await;
+    let tables = "[limits.all]\nrate = \"1r/m\"\nburst = 2\ndelay = \"nodelay\"\nstatus = 503\n\
+                  [limits.origin]\nrate = \"1r/m\"\nburst = 0\napplies_to = \"origin\"\n\
+                  [limits.conns]\nconnections = 1\nstatus = 503\n\n\
+                  [[routes]]\nname = \"busy\"\npath = \"^/busy$\"\ninternal = true\n\
+                  return = { status = 200, body = \"busy, come back later\\n\" }\n";
+    let keys = "limits = [\"all\", \"conns\", \"origin\"]\n\
+                error_pages = { \"429 503\" = \"/busy\" }";
+    let wires = start_with(&origin, keys, tables).await;
+    for (w, wire) in wires.all.iter().enumerate() {
+        let client = format!("198.51.100.{}", 130 + w);
+        assert_eq!(
+            get(&wires, wire, &format!("/p/{w}/a"), &client)
+                .await
+                .status,
+            200
+        );
+        // The origin gate's 429, as its page.
+        let origin_gate = get(&wires, wire, &format!("/p/{w}/b"), &client).await;
+        assert_eq!(origin_gate.status, 429, "{}", wire.label());
+        assert_eq!(origin_gate.body, "busy, come back later\n");
+        assert!(origin_gate.has_header("retry-after"), "{}", wire.label());
+        // A connections refusal, as its page, while a body is in progress.
+        let other = format!("203.0.113.{}", 130 + w);
+        let xff = [("x-forwarded-for", other.as_str())];
+        let slow = format!("/p/{w}/slow?x-origin-trickle-ms=500");
+        let open = wires.open(wire, TLS_NAME, &slow, &xff).await;
+        assert_eq!(open.status(), 200);
+        let conns = get(&wires, wire, &format!("/p/{w}/c"), &other).await;
+        assert_eq!(conns.status, 503, "{}", wire.label());
+        assert_eq!(conns.body, "busy, come back later\n");
+        drop(open);
+        // The `all` gate's 503 (a third client: a miss, then hits until
+        // its burst of 2 is spent), as its page.
+        let third = format!("192.0.2.{}", 130 + w);
+        let cached = format!("/c/{w}/cached");
+        for _ in 0..3 {
+            assert_eq!(get(&wires, wire, &cached, &third).await.status, 200);
+        }
+        let all_gate = get(&wires, wire, &cached, &third).await;
+        assert_eq!(all_gate.status, 503, "{}", wire.label());
+        assert_eq!(all_gate.body, "busy, come back later\n");
+        assert!(all_gate.has_header("retry-after"), "{}", wire.label());
+    }
 }

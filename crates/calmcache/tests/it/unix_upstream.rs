@@ -246,3 +246,40 @@ async fn a_websocket_tunnels_through_a_unix_upstream() {
     ws.close(None).await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_access_log_names_a_unix_server_by_its_path() {
+    // NGINX's $upstream_addr for `server unix:/path;` is `unix:/path`.
+    let (dir, path) = socket_in("unix-log");
+    let origin = Origin::start_unix(&path).await;
+    let log = dir.join("access.json");
+    let builder = unix_proxy(&path, Some(&origin)).access_log(&log, "json");
+    let node = Wires::start(builder, "").await;
+    for wire in &node.all {
+        let page = format!("/logged/{}", wire.label().replace(' ', "-"));
+        for _ in 0..2 {
+            let r = node.send(wire, Method::GET, HOST, &page, &[], "").await;
+            assert_eq!(r.status, 200, "{}", wire.label());
+        }
+    }
+    let label = format!("unix:{}", path.display());
+    let lines = wait_until(Duration::from_secs(10), "six log lines", async || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        (lines.len() >= 6).then_some(lines)
+    })
+    .await;
+    for v in &lines {
+        match v["cache_status"].as_str() {
+            Some("MISS") => assert_eq!(v["upstream_addr"], label.as_str(), "{v}"),
+            Some("HIT") => assert_eq!(v["upstream_addr"], serde_json::Value::Null, "{v}"),
+            _ => panic!("a miss or a hit: {v}"),
+        }
+    }
+    let misses = lines.iter().filter(|v| v["cache_status"] == "MISS");
+    assert_eq!(misses.count(), 3, "one miss per wire");
+    let _ = std::fs::remove_dir_all(&dir);
+}

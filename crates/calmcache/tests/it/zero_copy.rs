@@ -3,7 +3,8 @@
 //! `splice`. Every wire gets the exact bytes (whole, ranges, HEAD, pipelined
 //! requests), `/status` counts the spliced bytes on plain HTTP/1.1 only, and
 //! a slow reader still gets the body it asked for while that object is
-//! purged, refilled with other bytes and evicted under it.
+//! purged, refilled with other bytes and evicted under it. A connections
+//! limit, which holds its place in the body until it ends, keeps the splice.
 
 use std::time::Duration;
 
@@ -295,4 +296,54 @@ async fn a_slow_reader_gets_its_body_while_the_object_is_purged_refilled_and_evi
         spliced(&proxy.status().await) > 0,
         "the readers' bodies were spliced"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connections_limit_holds_its_place_without_losing_the_splice() {
+    // The place is held until the body ends, in the body itself: a paged
+    // body must still be offered for the splice.
+    let origin = Origin::start().await;
+    let builder = Proxy::new(&origin)
+        .zone("64MiB", "4MiB")
+        .admin(&admin())
+        .route("ttl = { 200 = \"600s\" }\nlimits = [\"conns\"]")
+        .tables("[limits.conns]\nconnections = 2");
+    let wires = Wires::start(builder, "").await;
+    let proxy = &wires.proxy;
+    const LEN: usize = 300_000;
+    let size = LEN.to_string();
+    let ask = [("x-origin-body-bytes", size.as_str())];
+    for wire in &wires.all {
+        let path = format!("/held-{}", wire.label().replace(' ', "-"));
+        let first = wires
+            .send(wire, Method::GET, "zc.test", &path, &ask, "")
+            .await;
+        assert_eq!(first.bytes.len(), LEN, "{}", wire.label());
+        for _ in 0..3 {
+            let before = spliced(&proxy.status().await);
+            let hit = wires
+                .send(wire, Method::GET, "zc.test", &path, &ask, "")
+                .await;
+            assert!(hit.cache_status_params().has("hit"), "{}", wire.label());
+            assert!(
+                hit.bytes == first.bytes,
+                "{}: the hit's bytes",
+                wire.label()
+            );
+            let after = spliced(&proxy.status().await);
+            match wire {
+                Wire::Http1 => assert!(
+                    after - before >= LEN as u64 / 2,
+                    "a held place lost the splice: {} bytes spliced",
+                    after - before
+                ),
+                _ => assert_eq!(after, before, "{}: never spliced", wire.label()),
+            }
+        }
+    }
+    // Every place was left as its body ended.
+    calmcache_testkit::wait_until(Duration::from_secs(10), "no client tracked", async || {
+        proxy.status().await["limits"]["conns"]["clients"].as_u64() == Some(0)
+    })
+    .await;
 }

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::{Uri, Version};
@@ -24,7 +24,8 @@ pub(super) struct Entry<'a> {
     pub(super) user_agent: Option<&'a [u8]>,
     pub(super) host: Option<&'a [u8]>,
     pub(super) cache_status: &'a str,
-    pub(super) upstream_addr: Option<SocketAddr>,
+    /// The server as configured (`host:port`, `unix:/path`).
+    pub(super) upstream_addr: Option<&'a str>,
     pub(super) upstream_time: Option<Duration>,
     /// Time waited for an origin slot (json only; absent when none).
     pub(super) origin_wait: Option<Duration>,
@@ -44,7 +45,7 @@ pub(super) struct JsonLine<'a> {
     referer: Option<Cow<'a, str>>,
     user_agent: Option<Cow<'a, str>>,
     cache_status: &'a str,
-    upstream_addr: Option<SocketAddr>,
+    upstream_addr: Option<&'a str>,
     upstream_time: Option<f64>,
     request_time: f64,
     host: Option<Cow<'a, str>>,

@@ -159,7 +159,7 @@ pub(crate) struct Pending {
 struct Outcome {
     status: u16,
     cache_status: &'static str,
-    upstream_addr: Option<SocketAddr>,
+    upstream_addr: Option<Arc<str>>,
     upstream_time: Option<Duration>,
     /// Time waited for an origin slot (`max_inflight`), when any.
     origin_wait: Option<Duration>,
@@ -180,7 +180,7 @@ impl Pending {
             user_agent: self.user_agent.as_ref().map(HeaderValue::as_bytes),
             host: self.host.as_ref().map(HeaderValue::as_bytes),
             cache_status: outcome.cache_status,
-            upstream_addr: outcome.upstream_addr,
+            upstream_addr: outcome.upstream_addr.as_deref(),
             upstream_time: outcome.upstream_time,
             origin_wait: outcome.origin_wait,
             request_time: self.start.elapsed(),
@@ -210,9 +210,9 @@ where
     let outcome = Outcome {
         status: resp.status().as_u16(),
         cache_status,
+        upstream_time: call.as_ref().map(|c| c.elapsed),
+        origin_wait: call.as_ref().map(|c| c.waited).filter(|w| !w.is_zero()),
         upstream_addr: call.and_then(|c| c.addr),
-        upstream_time: call.map(|c| c.elapsed),
-        origin_wait: call.map(|c| c.waited).filter(|w| !w.is_zero()),
     };
     let pending = guard.0.take();
     Ok(resp.map(|inner| LoggedBody {
@@ -246,7 +246,7 @@ impl Drop for Unanswered {
 /// counts, refused or unrouted, has its class too). Without a class: `-`.
 fn served_of<B>(resp: &Response<B>) -> (&'static str, Option<UpstreamCall>) {
     match resp.extensions().get::<Served>() {
-        Some(served) => (served.class.map_or("-", label_of), served.upstream),
+        Some(served) => (served.class.map_or("-", label_of), served.upstream.clone()),
         None => ("-", None),
     }
 }
