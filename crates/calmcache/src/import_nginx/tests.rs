@@ -875,3 +875,24 @@ fn limits_become_limit_tables_and_route_limits() {
         .collect();
     assert_eq!(limits, ["api", "addr"]);
 }
+
+/// NGINX has a default server per address: with a redirect server on :80
+/// and the app on :443 both named example.com, a Host neither names on
+/// :443 goes to the app's server (it went nowhere: 404 "no route").
+#[test]
+fn each_address_has_its_own_default_server() {
+    let v = parsed(
+        "server { listen 80; server_name example.com; return 301 https://$host$request_uri; }
+         server { listen 443 ssl; server_name example.com; ssl_certificate /c.pem; ssl_certificate_key /k.pem;
+           location / { proxy_pass http://127.0.0.1:9000; } }",
+    );
+    let routes = v["routes"].as_array().unwrap();
+    let catch_all_on = |addr: &str| {
+        routes.iter().any(|r| {
+            r.get("hosts").is_none()
+                && r["listeners"].as_array().unwrap()[..] == [toml::Value::from(addr)]
+        })
+    };
+    assert!(catch_all_on("0.0.0.0:443"), "{routes:?}");
+    assert!(catch_all_on("0.0.0.0:80"), "{routes:?}");
+}

@@ -100,7 +100,8 @@ impl Converter<'_> {
     pub(super) fn host_groups(&mut self, servers: &[Server], routes: &mut Vec<Section>) {
         let default = servers.iter().position(|s| s.default).unwrap_or(0);
         let names: Vec<&Names> = servers.iter().map(|s| &s.names).collect();
-        let (groups, notes) = server_names::plan(&names, default);
+        let (mut groups, notes) = server_names::plan(&names, default);
+        let defaults = defaults_by_address(servers);
         if servers.len() > 1 {
             self.top.push(
                 "NGINX chooses a server block by Host: the routes carry each server's server_name \
@@ -128,6 +129,9 @@ impl Converter<'_> {
             );
         }
         self.top.extend(notes);
+        if by_listener {
+            groups.extend(other_default_groups(servers, default, &defaults));
+        }
         // Each server's routes are built once (their notes written once),
         // then copied into every group it is in.
         let mut built: Vec<Option<Vec<Section>>> = vec![None; servers.len()];
@@ -145,7 +149,13 @@ impl Converter<'_> {
             };
             routes.extend(own);
             if by_listener {
-                let list = Value::List(server.listens.iter().cloned().map(Value::Str).collect());
+                // A catch-all group serves only the addresses its server is
+                // the default of; a named group every address of its server.
+                let addrs = match &group.hosts {
+                    None if !defaults[group.server].is_empty() => &defaults[group.server],
+                    _ => &server.listens,
+                };
+                let list = Value::List(addrs.iter().cloned().map(Value::Str).collect());
                 for route in &mut routes[first..] {
                     route.set_first("listeners", list.clone());
                 }
@@ -632,4 +642,53 @@ pub(super) fn describe(loc: &Location) -> String {
         } => format!("~* {}", loc.pattern),
         Modifier::Named => loc.pattern.clone(),
     }
+}
+
+/// For each server, the listen addresses it is NGINX's default server of:
+/// on each address, the server marked `default_server`, else the first
+/// server listening there.
+fn defaults_by_address(servers: &[Server]) -> Vec<Vec<String>> {
+    let mut of = vec![Vec::new(); servers.len()];
+    let mut addrs: Vec<&String> = servers.iter().flat_map(|s| &s.listens).collect();
+    addrs.sort();
+    addrs.dedup();
+    for addr in addrs {
+        let on = |s: &Server| s.listens.contains(addr);
+        let pick = servers
+            .iter()
+            .position(|s| on(s) && s.default)
+            .or_else(|| servers.iter().position(on));
+        if let Some(i) = pick {
+            of[i].push(addr.clone());
+        }
+    }
+    of
+}
+
+/// A catch-all group for every server that is the default of some address
+/// but not `default` (whose group server_names::plan wrote): NGINX has a
+/// default server per address, so a Host no server of that address names
+/// goes to it (issue 28: the TLS server of a redirect-to-HTTPS pair).
+fn other_default_groups(
+    servers: &[Server],
+    default: usize,
+    defaults: &[Vec<String>],
+) -> Vec<server_names::Group> {
+    let mut groups = Vec::new();
+    for (i, addrs) in defaults.iter().enumerate() {
+        if i == default || addrs.is_empty() {
+            continue;
+        }
+        groups.push(server_names::Group {
+            server: i,
+            hosts: None,
+            note: format!(
+                "{}, the default server of {} (NGINX's for every other Host on these \
+                 addresses): no hosts.",
+                servers[i].names.label,
+                addrs.join(" ")
+            ),
+        });
+    }
+    groups
 }
