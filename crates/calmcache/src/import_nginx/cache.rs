@@ -12,6 +12,7 @@
 use super::note_skipped;
 use super::settings::Settings;
 use super::toml_out::{Section, Value};
+use super::tree::Directive;
 use super::units;
 
 /// NGINX's `proxy_cache_key` default.
@@ -397,8 +398,7 @@ pub(crate) fn gzip(route: &mut Section, s: &Settings) {
         )
         .note(format!(
             "From `{}` ({}): answers calmcache does not store are gzipped on the fly for \
-             clients that take gzip. NGINX gzips cache hits too; calmcache compresses stored \
-             answers with the route key compress = [\"gzip\"], once per stored object.",
+             clients that take gzip (stored answers: compress, below, on a route that stores).",
             on.text(),
             on.pos
         ));
@@ -428,6 +428,25 @@ pub(crate) fn gzip(route: &mut Section, s: &Settings) {
         (Some(d), None) => route.note(note_skipped(d, "not a number of bytes")),
         (None, _) => {}
     }
+    gzip_stored(route, on);
+}
+
+/// `gzip on` on a route that stores: NGINX gzips its cache hits too, so
+/// the stored answers are gzipped once (`compress`). Found by the
+/// side-by-side table (issue 28): hits went out uncompressed.
+fn gzip_stored(route: &mut Section, on: &Directive) {
+    if route.get("zone").is_none() {
+        return;
+    }
+    route
+        .set("compress", Value::List(vec![Value::Str("gzip".into())]))
+        .note(format!(
+            "From `{}` ({}): NGINX gzips cache hits too; calmcache gzips a stored answer once \
+             (text-like types, 256 bytes or more; its own list, not gzip_types) and serves it by \
+             each client's Accept-Encoding.",
+            on.text(),
+            on.pos
+        ));
 }
 
 /// An NGINX size (`1024`, `1k`, `1m`) in bytes.

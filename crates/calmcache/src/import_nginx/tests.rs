@@ -896,3 +896,21 @@ fn each_address_has_its_own_default_server() {
     assert!(catch_all_on("0.0.0.0:443"), "{routes:?}");
     assert!(catch_all_on("0.0.0.0:80"), "{routes:?}");
 }
+
+/// `gzip on` where a location stores: NGINX gzips its hits too, so the
+/// route also gets `compress = ["gzip"]`; a route that stores nothing
+/// does not.
+#[test]
+fn gzip_on_a_cached_route_also_compresses_stored_answers() {
+    let v = parsed(
+        "http { gzip on; proxy_cache_path /tmp/c keys_zone=z:1m;
+           server { location /c/ { proxy_pass http://u:1; proxy_cache z; proxy_cache_valid 200 1m; }
+                    location / { proxy_pass http://u:1; } } }",
+    );
+    let routes = v["routes"].as_array().unwrap();
+    let cached = routes.iter().find(|r| r.get("zone").is_some()).unwrap();
+    assert_eq!(cached["compress"][0].as_str(), Some("gzip"));
+    assert_eq!(cached["compress_passed"][0].as_str(), Some("gzip"));
+    let passed = routes.iter().find(|r| r.get("zone").is_none()).unwrap();
+    assert!(passed.get("compress").is_none());
+}

@@ -184,8 +184,8 @@ const NGINX_KEY: &str = "NGINX's default key ($scheme$proxy_host$request_uri) ha
     serves one host's stored answer to another; calmcache's key has the Host";
 const ABOVE_ROOT: &str = "a path climbing above / (`/../x`, `/%2e%2e/x`): NGINX answers 400, \
     calmcache resolves the dot segments clamped at / (RFC 3986 §5.2.4) and routes /x";
-const GZIP_STORED: &str = "`gzip on`: NGINX also gzips stored answers (hits) and files; the \
-    importer writes only compress_passed, not compress = [\"gzip\"], and file routes do not compress";
+const GZIP_FILES: &str = "`gzip on`: NGINX also gzips the files it serves (gzip_types); \
+    calmcache's file routes send a file as it is";
 
 const KNOWN: &[Known] = &[
     Known {
@@ -220,14 +220,6 @@ const KNOWN: &[Known] = &[
     },
     Known {
         site: "world-forum.conf",
-        paths: CACHED_FORUM,
-        host: None,
-        listener: None,
-        columns: &[Column::Encoding],
-        why: Why::Reported(GZIP_STORED),
-    },
-    Known {
-        site: "world-forum.conf",
         paths: &["/assets/"],
         host: None,
         listener: None,
@@ -248,6 +240,7 @@ const KNOWN: &[Known] = &[
             Column::Body,
             Column::Host,
             Column::Location,
+            Column::Encoding,
             Column::XCacheStatus,
             Column::OriginRequests,
         ],
@@ -286,11 +279,22 @@ const KNOWN: &[Known] = &[
     },
     Known {
         site: "world-social.conf",
-        paths: &["/"],
+        paths: &["/robots.txt"],
         host: None,
         listener: Some(Listener::Tls),
         columns: &[Column::Encoding],
-        why: Why::Reported(GZIP_STORED),
+        why: Why::Reported(GZIP_FILES),
+    },
+    Known {
+        site: "world-social.conf",
+        paths: &["/gone?st=410"],
+        host: None,
+        listener: Some(Listener::Tls),
+        columns: &[Column::Encoding],
+        why: Why::Deliberate(
+            "NGINX gzips only 200, 403 and 404 answers; calmcache's compress (written for \
+             `gzip on` on a route that stores) gzips any stored answer, here a stored 410",
+        ),
     },
     Known {
         site: "world-social.conf",
