@@ -143,6 +143,18 @@ pub(super) const KNOWN: &[Known] = &[
     },
     Known {
         site: "world-social.conf",
+        paths: &["/@user/2?sc=1"],
+        host: None,
+        listener: Some(Listener::Tls),
+        columns: &[Column::SetCookie],
+        why: Why::Deliberate(
+            "proxy_ignore_headers Set-Cookie: NGINX stores the answer with its Set-Cookie and \
+             hands that cookie to every client a hit goes to; calmcache removes it from the \
+             stored copy (only the client whose request fetched it gets it)",
+        ),
+    },
+    Known {
+        site: "world-social.conf",
         paths: &["/gone?st=410"],
         host: None,
         listener: Some(Listener::Tls),

@@ -7,11 +7,12 @@
 //! own (`SiteOrigin`: TCP and unix socket, counting requests per path).
 //!
 //! A generated table of rows (listener x host x path x request variant,
-//! the paths sampling every location of the fixture: prefix, regex, exact,
+//! the paths sampling every location of the fixture: prefix, regex, `^~`,
 //! named fallback, internal, a static file present and absent, a traversal
 //! attempt) is sent three times per row, to NGINX and to calmcache in
 //! turn, and compared per row: status, body (gunzipped), Location,
-//! Content-Encoding, X-Cache-Status and the origin requests the row caused.
+//! Content-Encoding, X-Cache-Status, Set-Cookie and the origin requests the
+//! row caused.
 //! Every row must be equal except those on `known::KNOWN`, a short list of
 //! differences each with its reason. The table is printed (`cargo test -p
 //! calmcache --test it import_nginx_sites -- --nocapture`) and shown in
@@ -157,6 +158,8 @@ enum Column {
     Location,
     Encoding,
     XCacheStatus,
+    /// The Set-Cookie sent (a stored one replayed shows).
+    SetCookie,
     OriginRequests,
 }
 
@@ -168,6 +171,7 @@ struct Answer {
     location: String,
     encoding: String,
     x_cache_status: String,
+    set_cookie: String,
     /// calmcache's Cache-Status (shown with a difference, not compared).
     cache_status: String,
 }
@@ -181,6 +185,7 @@ impl Answer {
             Column::Location => self.location.clone(),
             Column::Encoding => self.encoding.clone(),
             Column::XCacheStatus => self.x_cache_status.clone(),
+            Column::SetCookie => self.set_cookie.clone(),
             Column::OriginRequests => String::new(),
         }
     }
@@ -299,13 +304,14 @@ fn first_different_lines(a: &str, b: &str) -> (String, String) {
     }
 }
 
-const COLUMNS: [Column; 7] = [
+const COLUMNS: [Column; 8] = [
     Column::Status,
     Column::Body,
     Column::Host,
     Column::Location,
     Column::Encoding,
     Column::XCacheStatus,
+    Column::SetCookie,
     Column::OriginRequests,
 ];
 

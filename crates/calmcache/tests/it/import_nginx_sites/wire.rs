@@ -211,6 +211,7 @@ where
         location: field("location"),
         encoding,
         x_cache_status: field("x-cache-status"),
+        set_cookie: field("set-cookie"),
         cache_status: field("cache-status"),
     }
 }
