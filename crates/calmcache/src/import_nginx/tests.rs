@@ -790,7 +790,7 @@ fn header_directives_become_header_rules() {
            proxy_set_header X-Real-IP $remote_addr;
            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
            proxy_set_header Accept-Encoding \"\";
-           proxy_set_header X-Bad $proxy_host;
+           proxy_set_header X-Bad $proxy_port;
            add_header X-Cache-Status $upstream_cache_status always;
            add_header X-Frame-Options SAMEORIGIN;
            add_header X-Frame-Options DENY;
@@ -816,7 +816,7 @@ fn header_directives_become_header_rules() {
     for commented in [
         "`proxy_set_header Host $host` (t.conf:3)",
         "`proxy_set_header Accept-Encoding \"\"` (t.conf:6)",
-        "`proxy_set_header X-Bad $proxy_host` (t.conf:7)",
+        "`proxy_set_header X-Bad $proxy_port` (t.conf:7)",
         "`add_header X-Frame-Options DENY` (t.conf:10)",
         "`add_header ETag x` (t.conf:11)",
     ] {
@@ -913,4 +913,64 @@ fn gzip_on_a_cached_route_also_compresses_stored_answers() {
     assert_eq!(cached["compress_passed"][0].as_str(), Some("gzip"));
     let passed = routes.iter().find(|r| r.get("zone").is_none()).unwrap();
     assert!(passed.get("compress").is_none());
+}
+
+/// Issue 28, side by side: where no proxy_set_header Host is in force,
+/// NGINX sends its `$proxy_host` (proxy_pass's host, its port unless the
+/// scheme's default; `localhost` over a unix socket); a level with any
+/// proxy_set_header replaces the outer ones, Host included.
+#[test]
+fn nginx_default_host_is_the_proxy_pass_host() {
+    let out = import(
+        "upstream app { server 10.0.0.1:8081; }
+         server {
+           proxy_set_header X-Real-IP $remote_addr;
+           location / { proxy_pass http://app; }
+           location /d/ { proxy_pass http://10.0.0.2:8082/x/; }
+           location /p/ { proxy_pass https://api.example:443; }
+           location /u/ { proxy_pass http://unix:/run/app.sock:; }
+           location /own/ { proxy_set_header Host $host; proxy_pass http://app; }
+           location /ph/ { proxy_set_header Host $proxy_host; proxy_pass http://app:80; }
+           location /inner/ { proxy_set_header X-A b; proxy_pass http://app; }
+           location /none/ { }
+         }",
+    );
+    let v: toml::Value = toml::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    let host = |i: usize| {
+        v["routes"][i]
+            .get("request_headers")
+            .and_then(|h| h["set"].get("Host"))
+            .and_then(|h| h.as_str())
+    };
+    let path = |i: usize| v["routes"][i]["path"].as_str().unwrap_or("");
+    let by_path = |p: &str| (0..9).find(|i| path(*i).contains(p)).unwrap();
+    assert_eq!(host(by_path("/d/")), Some("10.0.0.2:8082"), "{out}");
+    assert_eq!(host(by_path("/p/")), Some("api.example"), "{out}");
+    assert_eq!(host(by_path("/u/")), Some("localhost"), "{out}");
+    assert_eq!(
+        host(by_path("/own/")),
+        None,
+        "$host is calmcache's own\n{out}"
+    );
+    assert_eq!(host(by_path("/ph/")), Some("app"), "{out}");
+    assert_eq!(host(by_path("/inner/")), Some("app"), "{out}");
+    assert_eq!(host(by_path("/none/")), None, "no proxy_pass\n{out}");
+    let root = (0..9)
+        .find(|i| v["routes"][*i].get("path").is_none())
+        .unwrap();
+    assert_eq!(host(root), Some("app"), "{out}");
+    let set = v["routes"][root]["request_headers"]["set"]
+        .as_table()
+        .unwrap();
+    assert_eq!(set["X-Real-IP"].as_str(), Some("$remote_addr"), "{out}");
+    let inner = v["routes"][by_path("/inner/")]["request_headers"]["set"]
+        .as_table()
+        .unwrap();
+    assert!(inner.get("X-Real-IP").is_none(), "replaced\n{out}");
+    assert!(
+        out.replace("\n# ", " ").contains("NGINX's default"),
+        "{out}"
+    );
+    crate::config::Config::from_toml(&out, "imported.toml")
+        .unwrap_or_else(|e| panic!("{e}\n{out}"));
 }

@@ -413,6 +413,11 @@ impl Converter<'_> {
             return;
         }
         let upstream = self.upstream_for(loc, &mut notes);
+        let proxy_host = loc
+            .pass
+            .as_ref()
+            .and_then(|p| upstreams::target(p).ok())
+            .map(|t| t.proxy_host());
         let choice = match loc.settings.last("proxy_cache") {
             Some(d) => self.zones.choice(d, &mut notes),
             None => Choice::Off,
@@ -440,7 +445,12 @@ impl Converter<'_> {
             }
             internal(loc, &mut route);
             cache::gzip(&mut route, &loc.settings);
-            headers::rules(&mut route, &loc.settings, inactive.is_some());
+            headers::rules(
+                &mut route,
+                &loc.settings,
+                inactive.is_some(),
+                proxy_host.as_deref(),
+            );
             self.limits.route(&mut route, &loc.settings);
             if let Some((ws, why)) = cache::websocket(&loc.settings) {
                 route.set("websocket", Value::Bool(ws)).note(why);

@@ -33,9 +33,6 @@ const CACHED_FORUM: &[&str] = &[
     "/letter_avatar/",
     "/user_avatar/",
 ];
-const NGINX_HOST: &str = "NGINX sends its $proxy_host (the upstream's name, here `forum`, `app` \
-    or the address) as Host where a location has no proxy_set_header Host; calmcache sends the \
-    client's Host and the importer does not write NGINX's";
 const NGINX_KEY: &str = "NGINX's default key ($scheme$proxy_host$request_uri) has no Host: it \
     serves one host's stored answer to another; calmcache's key has the Host";
 const ABOVE_ROOT: &str = "a path climbing above / (`/../x`, `/%2e%2e/x`): NGINX answers 400, \
@@ -44,14 +41,6 @@ const GZIP_FILES: &str = "`gzip on`: NGINX also gzips the files it serves (gzip_
     calmcache's file routes send a file as it is";
 
 pub(super) const KNOWN: &[Known] = &[
-    Known {
-        site: "world-forum.conf",
-        paths: &["/uploads/", "/letter_avatar/", "/user_avatar/", "/assets/"],
-        host: None,
-        listener: None,
-        columns: &[Column::Host],
-        why: Why::Reported(NGINX_HOST),
-    },
     Known {
         site: "world-forum.conf",
         paths: CACHED_FORUM,
@@ -180,14 +169,6 @@ pub(super) const KNOWN: &[Known] = &[
     },
     Known {
         site: "world-microcache-unix.conf",
-        paths: &["/"],
-        host: None,
-        listener: None,
-        columns: &[Column::Host],
-        why: Why::Reported(NGINX_HOST),
-    },
-    Known {
-        site: "world-microcache-unix.conf",
         paths: &["/static/app", "/static/absent"],
         host: None,
         listener: None,
@@ -207,14 +188,6 @@ pub(super) const KNOWN: &[Known] = &[
             "proxy_pass without a URI: NGINX passes the client's request target as sent \
              (/static/../etc/passwd), calmcache the normalised path it routed (/etc/passwd)",
         ),
-    },
-    Known {
-        site: "issue28-nested-avatar.conf",
-        paths: &["/"],
-        host: None,
-        listener: None,
-        columns: &[Column::Host],
-        why: Why::Reported(NGINX_HOST),
     },
 ];
 

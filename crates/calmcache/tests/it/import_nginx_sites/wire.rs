@@ -41,13 +41,18 @@ impl SiteOrigin {
             counts,
             tasks: Vec::new(),
         };
+        let mut listeners = Vec::new();
         for _ in 0..tcp {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             origin.tcp.push(listener.local_addr().unwrap());
-            let counts = origin.counts.clone();
+            listeners.push(listener);
+        }
+        let own = Arc::new(origin.tcp.clone());
+        for listener in listeners {
+            let (counts, own) = (origin.counts.clone(), own.clone());
             origin.tasks.push(tokio::spawn(async move {
                 while let Ok((stream, _)) = listener.accept().await {
-                    tokio::spawn(serve(stream, counts.clone()));
+                    tokio::spawn(serve(stream, counts.clone(), own.clone()));
                 }
             }));
         }
@@ -55,7 +60,7 @@ impl SiteOrigin {
         let counts = origin.counts.clone();
         origin.tasks.push(tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve(stream, counts.clone()));
+                tokio::spawn(serve(stream, counts.clone(), own.clone()));
             }
         }));
         origin
@@ -80,13 +85,13 @@ impl Drop for SiteOrigin {
     }
 }
 
-async fn serve<S>(stream: S, counts: Arc<Counts>)
+async fn serve<S>(stream: S, counts: Arc<Counts>, own: Arc<Vec<SocketAddr>>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let svc = hyper::service::service_fn(move |req| {
-        let counts = counts.clone();
-        async move { Ok::<_, std::convert::Infallible>(answer(&counts, &req)) }
+        let (counts, own) = (counts.clone(), own.clone());
+        async move { Ok::<_, std::convert::Infallible>(answer(&counts, &own, &req)) }
     });
     let _ = hyper::server::conn::http1::Builder::new()
         .serve_connection(TokioIo::new(stream), svc)
@@ -97,8 +102,12 @@ where
 const FILLER: &str = "The quick brown fox jumps over the lazy dog; \
                       pack my box with five dozen liquor jugs.\n";
 
+/// `own`: this origin's TCP addresses; a Host naming one (NGINX's
+/// `$proxy_host` for a `proxy_pass` to an address) is written `origin-<i>`,
+/// as each side's origin has ports of its own.
 fn answer(
     counts: &Counts,
+    own: &[SocketAddr],
     req: &http::Request<hyper::body::Incoming>,
 ) -> http::Response<Full<Bytes>> {
     let target = req
@@ -117,6 +126,10 @@ fn answer(
         .get("host")
         .and_then(|h| h.to_str().ok())
         .unwrap_or("-");
+    let host = match own.iter().position(|a| a.to_string() == host) {
+        Some(i) => format!("origin-{i}"),
+        None => host.to_owned(),
+    };
     let body = format!("path={target} host={host} n={n}\n{}", FILLER.repeat(8));
     let mut resp = http::Response::builder().header("content-type", "text/html");
     let query = req.uri().query().unwrap_or("");
