@@ -58,6 +58,37 @@ pub(crate) fn caching_keys(route: &mut Section, s: &Settings, upstream: &str, in
     }
 }
 
+/// Why NGINX stores nothing for a location that names a zone, if it does
+/// not: without `proxy_cache_valid` only the origin's freshness
+/// (Cache-Control, Expires, X-Accel-Expires) makes an answer storable, and
+/// with Cache-Control and Expires ignored only X-Accel-Expires is left,
+/// which calmcache does not read. Such a location's route does not cache:
+/// caching it would store every answer with a lifetime of 0 and serve it
+/// stale under the stale windows NGINX grants only to stored answers.
+pub(crate) fn stores_nothing(s: &Settings) -> Option<String> {
+    if s.last("proxy_cache_valid").is_some() {
+        return None;
+    }
+    let ignored = |field: &str| {
+        s.all("proxy_ignore_headers")
+            .iter()
+            .flat_map(|d| &d.args)
+            .any(|a| a.eq_ignore_ascii_case(field))
+    };
+    if !ignored("Cache-Control") || !ignored("Expires") {
+        return None;
+    }
+    let accel = if ignored("X-Accel-Expires") {
+        "NGINX stores nothing here"
+    } else {
+        "NGINX stores only answers carrying X-Accel-Expires here, a field calmcache does not read"
+    };
+    Some(format!(
+        "proxy_cache without proxy_cache_valid, Cache-Control and Expires ignored (proxy_ignore_headers): \
+         {accel}; this route proxies without caching."
+    ))
+}
+
 /// `proxy_cache_valid [code ...] time` -> `ttl`.
 fn ttl(route: &mut Section, s: &Settings) {
     let mut table: Vec<(String, Value)> = Vec::new();

@@ -974,3 +974,50 @@ fn nginx_default_host_is_the_proxy_pass_host() {
     crate::config::Config::from_toml(&out, "imported.toml")
         .unwrap_or_else(|e| panic!("{e}\n{out}"));
 }
+
+/// Issue 28, side by side: `proxy_cache` without `proxy_cache_valid` while
+/// Cache-Control and Expires are ignored stores nothing in NGINX (only an
+/// X-Accel-Expires calmcache does not read could): the route does not
+/// cache. With the origin's Cache-Control still read, or a
+/// proxy_cache_valid, it caches.
+#[test]
+fn a_cache_with_no_lifetime_left_does_not_cache() {
+    let out = import(&format!(
+        "{ZONE}proxy_cache_use_stale updating;
+         server {{
+           proxy_ignore_headers Cache-Control;
+           proxy_ignore_headers Expires;
+           location /none/ {{ proxy_pass http://u:1; proxy_cache a; }}
+           location /valid/ {{ proxy_pass http://u:1; proxy_cache a; proxy_cache_valid 1m; }}
+           location /cc/ {{ proxy_ignore_headers Expires; proxy_pass http://u:1; proxy_cache a; }}
+           location /all/ {{
+             proxy_ignore_headers Cache-Control Expires X-Accel-Expires;
+             proxy_pass http://u:1; proxy_cache a;
+           }}
+         }}"
+    ));
+    let v: toml::Value = toml::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    let routes = v["routes"].as_array().unwrap();
+    let route = |p: &str| {
+        routes
+            .iter()
+            .find(|r| r["path"].as_str().is_some_and(|x| x.contains(p)))
+            .unwrap()
+    };
+    for p in ["/none/", "/all/"] {
+        let r = route(p);
+        assert!(r.get("zone").is_none(), "{p}\n{out}");
+        assert!(r.get("stale_while_revalidate").is_none(), "{p}\n{out}");
+    }
+    for p in ["/valid/", "/cc/"] {
+        assert_eq!(route(p)["zone"].as_str(), Some("a"), "{p}\n{out}");
+    }
+    let joined = out.replace("\n# ", " ");
+    assert!(
+        joined.contains("only answers carrying X-Accel-Expires"),
+        "{out}"
+    );
+    assert!(joined.contains("NGINX stores nothing here"), "{out}");
+    crate::config::Config::from_toml(&out, "imported.toml")
+        .unwrap_or_else(|e| panic!("{e}\n{out}"));
+}

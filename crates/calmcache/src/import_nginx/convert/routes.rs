@@ -418,10 +418,16 @@ impl Converter<'_> {
             .as_ref()
             .and_then(|p| upstreams::target(p).ok())
             .map(|t| t.proxy_host());
-        let choice = match loc.settings.last("proxy_cache") {
+        let mut choice = match loc.settings.last("proxy_cache") {
             Some(d) => self.zones.choice(d, &mut notes),
             None => Choice::Off,
         };
+        if choice != Choice::Off {
+            if let Some(why) = cache::stores_nothing(&loc.settings) {
+                notes.push(why);
+                choice = Choice::Off;
+            }
+        }
         let plan = plan(m, choice, &mut notes);
         let first = routes.len();
         for (i, (m, choice)) in plan.into_iter().enumerate() {

@@ -64,18 +64,6 @@ pub(super) const KNOWN: &[Known] = &[
         why: Why::Deliberate(ABOVE_ROOT),
     },
     Known {
-        site: "world-forum.conf",
-        paths: &["/assets/"],
-        host: None,
-        listener: None,
-        columns: &[Column::Body, Column::Encoding, Column::OriginRequests],
-        why: Why::Reported(
-            "proxy_cache without proxy_cache_valid, Cache-Control and Expires ignored: NGINX \
-             stores nothing; calmcache stores the answer with ttl=0 and then serves it through \
-             the imported stale_while_revalidate, refreshing behind",
-        ),
-    },
-    Known {
         site: "world-social.conf",
         paths: &["/%2e%2e/"],
         host: None,
