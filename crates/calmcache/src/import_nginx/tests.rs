@@ -669,8 +669,10 @@ fn internal_locations_become_internal_routes() {
     );
     assert_eq!(v["routes"][0]["internal"].as_bool(), Some(true));
     assert_eq!(v["routes"][0]["upstream"].as_str(), Some("127_0_0_1_9000"));
+    // /files/ serves NGINX's default root: its file route and its 404.
     assert_eq!(v["routes"][1]["internal"].as_bool(), Some(true));
-    assert!(v["routes"][2].get("internal").is_none());
+    assert_eq!(v["routes"][2]["internal"].as_bool(), Some(true));
+    assert!(v["routes"][3].get("internal").is_none());
 }
 
 #[test]
@@ -1018,6 +1020,49 @@ fn a_cache_with_no_lifetime_left_does_not_cache() {
         "{out}"
     );
     assert!(joined.contains("NGINX stores nothing here"), "{out}");
+    crate::config::Config::from_toml(&out, "imported.toml")
+        .unwrap_or_else(|e| panic!("{e}\n{out}"));
+}
+
+/// Issue 28, side by side: a location with no proxy_pass, return, root,
+/// alias or try_files serves NGINX's default root (`html` under its
+/// prefix): a file route, then a 404 under the same conditions (not the
+/// PLACEHOLDER upstream's 502).
+#[test]
+fn a_location_without_a_handler_serves_the_default_root() {
+    let out = import(
+        "server {
+           location /.well-known/acme-challenge/ { allow all; }
+           location /rw/ { rewrite ^ /x; }
+           location / { return 301 https://$host$request_uri; }
+         }",
+    );
+    let v: toml::Value = toml::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    let routes = v["routes"].as_array().unwrap();
+    let acme: Vec<&toml::Value> = routes
+        .iter()
+        .filter(|r| {
+            r.get("path")
+                .is_some_and(|p| p.as_str().unwrap().contains("acme"))
+        })
+        .collect();
+    assert_eq!(acme.len(), 2, "{out}");
+    assert_eq!(acme[0]["root"].as_str(), Some("/etc/nginx/html"), "{out}");
+    assert!(acme[0].get("upstream").is_none(), "{out}");
+    assert_eq!(acme[1]["return"]["status"].as_integer(), Some(404), "{out}");
+    assert_eq!(acme[0]["path"], acme[1]["path"]);
+    let rw = routes
+        .iter()
+        .find(|r| {
+            r.get("path")
+                .is_some_and(|p| p.as_str().unwrap().contains("rw"))
+        })
+        .unwrap();
+    assert_eq!(
+        rw["upstream"].as_str(),
+        Some("origin"),
+        "rewrite is no default root\n{out}"
+    );
     crate::config::Config::from_toml(&out, "imported.toml")
         .unwrap_or_else(|e| panic!("{e}\n{out}"));
 }

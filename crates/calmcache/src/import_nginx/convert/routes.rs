@@ -1,7 +1,8 @@
 //! The document: the routes nesting.rs plans (NGINX's location selection as
 //! first-match routes), written with their keys, in the groups
 //! `server_names` plans; the upstream each route sends to, a `try_files
-//! ... @name` location's being the named location's.
+//! ... @name` location's being the named location's; a location with no
+//! handler at all serves NGINX's default root (a file route, then 404).
 
 use super::*;
 
@@ -412,6 +413,9 @@ impl Converter<'_> {
             routes.push(route);
             return;
         }
+        if answers_from_default_root(loc) {
+            return self.default_root_routes(loc, m, notes, routes);
+        }
         let upstream = self.upstream_for(loc, &mut notes);
         let proxy_host = loc
             .pass
@@ -474,6 +478,54 @@ impl Converter<'_> {
             cache::others(route, &loc.settings);
         }
         route.comments.extend(notes);
+    }
+
+    /// A location that answers from NGINX's default root (`html` under its
+    /// prefix): a file route, then a route answering 404 under the same
+    /// conditions for a path with no file (NGINX's answer; a route key
+    /// `absent = "404"` would say it in one route).
+    fn default_root_routes(
+        &mut self,
+        loc: &Location,
+        m: Vec<RouteRegex>,
+        notes: Notes,
+        routes: &mut Vec<Section>,
+    ) {
+        let mut files = Section::new("[[routes]]");
+        files.note(format!(
+            "location {} ({}): no proxy_pass, return, root, alias or try_files: NGINX serves \
+             the files of its default root, html under its prefix (here {}); check the \
+             directory.",
+            describe(loc),
+            loc.pos,
+            self.absolute("html")
+        ));
+        let mut absent = Section::new("[[routes]]");
+        absent.note(format!(
+            "location {} ({}): a path with no file gets NGINX's 404.",
+            describe(loc),
+            loc.pos
+        ));
+        for m in &m {
+            files.set(m.key(), Value::Str(m.regex().to_owned()));
+            absent.set(m.key(), Value::Str(m.regex().to_owned()));
+        }
+        files.set("root", Value::Str(self.absolute("html")));
+        if let Some(index) = loc.settings.last("index") {
+            files.set(
+                "index",
+                Value::List(index.args.iter().cloned().map(Value::Str).collect()),
+            );
+        }
+        absent.set(
+            "return",
+            Value::Table(vec![("status".to_owned(), Value::Int(404))]),
+        );
+        internal(loc, &mut files);
+        internal(loc, &mut absent);
+        files.comments.extend(notes);
+        routes.push(files);
+        routes.push(absent);
     }
 
     /// The route's `zone` or `zones` for `choice`, and the longest
@@ -592,6 +644,42 @@ fn internal(loc: &Location, route: &mut Section) {
             d.pos
         ));
     }
+}
+
+/// Directives in a location's block that answer or steer a request some
+/// other way than the default root's files.
+const NOT_DEFAULT_ROOT: [&str; 13] = [
+    "try_files",
+    "alias",
+    "rewrite",
+    "if",
+    "error_page",
+    "fastcgi_pass",
+    "uwsgi_pass",
+    "scgi_pass",
+    "grpc_pass",
+    "memcached_pass",
+    "empty_gif",
+    "stub_status",
+    "return",
+];
+
+/// Whether NGINX answers `loc` from its default root: a `location` block
+/// with no `proxy_pass`, `return`, `root` (its own or inherited) or other
+/// handler (NOT_DEFAULT_ROOT). One with `proxy_*` directives of its own
+/// (`proxy_cache` with no `proxy_pass`) is read as a proxy whose origin the
+/// config does not say: the PLACEHOLDER upstream, as before.
+fn answers_from_default_root(loc: &Location) -> bool {
+    let Some(block) = loc.directive.as_ref().and_then(|d| d.block.as_ref()) else {
+        return false;
+    };
+    loc.pass.is_none()
+        && loc.ret.is_none()
+        && loc.try_named.is_none()
+        && loc.settings.last("root").is_none()
+        && !block
+            .iter()
+            .any(|d| NOT_DEFAULT_ROOT.contains(&d.name.as_str()) || d.name.starts_with("proxy_"))
 }
 
 /// Whether some location of `server` matches every path (NGINX's `location /`).

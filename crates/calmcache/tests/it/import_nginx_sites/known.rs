@@ -81,17 +81,6 @@ pub(super) const KNOWN: &[Known] = &[
     },
     Known {
         site: "world-social.conf",
-        paths: &["/.well-known/"],
-        host: None,
-        listener: Some(Listener::Plain),
-        columns: &[Column::Status, Column::Body],
-        why: Why::Reported(
-            "a location with neither proxy_pass nor root: NGINX serves files from its default \
-             root (html/, here 404); the importer writes the PLACEHOLDER upstream (502 here)",
-        ),
-    },
-    Known {
-        site: "world-social.conf",
         paths: &["/backups/", "/system/"],
         host: None,
         listener: Some(Listener::Tls),
