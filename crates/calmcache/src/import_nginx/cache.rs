@@ -12,6 +12,7 @@
 use super::note_skipped;
 use super::settings::Settings;
 use super::toml_out::{Section, Value};
+use super::tree::Directive;
 use super::units;
 
 /// NGINX's `proxy_cache_key` default.
@@ -55,6 +56,37 @@ pub(crate) fn caching_keys(route: &mut Section, s: &Settings, upstream: &str, in
             Value::Bool(d.args.first().map(String::as_str) == Some("on")),
         );
     }
+}
+
+/// Why NGINX stores nothing for a location that names a zone, if it does
+/// not: without `proxy_cache_valid` only the origin's freshness
+/// (Cache-Control, Expires, X-Accel-Expires) makes an answer storable, and
+/// with Cache-Control and Expires ignored only X-Accel-Expires is left,
+/// which calmcache does not read. Such a location's route does not cache:
+/// caching it would store every answer with a lifetime of 0 and serve it
+/// stale under the stale windows NGINX grants only to stored answers.
+pub(crate) fn stores_nothing(s: &Settings) -> Option<String> {
+    if s.last("proxy_cache_valid").is_some() {
+        return None;
+    }
+    let ignored = |field: &str| {
+        s.all("proxy_ignore_headers")
+            .iter()
+            .flat_map(|d| &d.args)
+            .any(|a| a.eq_ignore_ascii_case(field))
+    };
+    if !ignored("Cache-Control") || !ignored("Expires") {
+        return None;
+    }
+    let accel = if ignored("X-Accel-Expires") {
+        "NGINX stores nothing here"
+    } else {
+        "NGINX stores only answers carrying X-Accel-Expires here, a field calmcache does not read"
+    };
+    Some(format!(
+        "proxy_cache without proxy_cache_valid, Cache-Control and Expires ignored (proxy_ignore_headers): \
+         {accel}; this route proxies without caching."
+    ))
 }
 
 /// `proxy_cache_valid [code ...] time` -> `ttl`.
@@ -397,8 +429,7 @@ pub(crate) fn gzip(route: &mut Section, s: &Settings) {
         )
         .note(format!(
             "From `{}` ({}): answers calmcache does not store are gzipped on the fly for \
-             clients that take gzip. NGINX gzips cache hits too; calmcache compresses stored \
-             answers with the route key compress = [\"gzip\"], once per stored object.",
+             clients that take gzip (stored answers: compress, below, on a route that stores).",
             on.text(),
             on.pos
         ));
@@ -428,6 +459,25 @@ pub(crate) fn gzip(route: &mut Section, s: &Settings) {
         (Some(d), None) => route.note(note_skipped(d, "not a number of bytes")),
         (None, _) => {}
     }
+    gzip_stored(route, on);
+}
+
+/// `gzip on` on a route that stores: NGINX gzips its cache hits too, so
+/// the stored answers are gzipped once (`compress`). Found by the
+/// side-by-side table (issue 28): hits went out uncompressed.
+fn gzip_stored(route: &mut Section, on: &Directive) {
+    if route.get("zone").is_none() {
+        return;
+    }
+    route
+        .set("compress", Value::List(vec![Value::Str("gzip".into())]))
+        .note(format!(
+            "From `{}` ({}): NGINX gzips cache hits too; calmcache gzips a stored answer once \
+             (text-like types, 256 bytes or more; its own list, not gzip_types) and serves it by \
+             each client's Accept-Encoding.",
+            on.text(),
+            on.pos
+        ));
 }
 
 /// An NGINX size (`1024`, `1k`, `1m`) in bytes.

@@ -1,5 +1,6 @@
 //! A location's header directives as route header rules: `proxy_set_header`
-//! (-> `request_headers.set`), `add_header` (-> `response_headers.add`, or
+//! (-> `request_headers.set`, with NGINX's default `Host $proxy_host` where
+//! no level in force names Host), `add_header` (-> `response_headers.add`, or
 //! `.always` with `always`), `proxy_hide_header` (->
 //! `response_headers.remove`) and `expires` (-> `expires`).
 //!
@@ -54,15 +55,20 @@ const RESPONSE_REFUSED: [&str; 13] = [
     "cache-status",
 ];
 
-/// Writes the header rules of a route (`caching`: it has a zone).
-pub(crate) fn rules(route: &mut Section, s: &Settings, caching: bool) {
+/// Writes the header rules of a route (`caching`: it has a zone;
+/// `proxy_host`: NGINX's `$proxy_host` when the route proxies to a fixed
+/// `proxy_pass`).
+pub(crate) fn rules(route: &mut Section, s: &Settings, caching: bool, proxy_host: Option<&str>) {
     let key = match route.get("key") {
         Some(Value::Str(k)) => k.clone(),
         _ => String::new(),
     };
     let mut request = Table::default();
     for d in s.all("proxy_set_header") {
-        request_rule(d, &key, &mut request, route);
+        request_rule(d, &key, proxy_host, &mut request, route);
+    }
+    if let Some(host) = proxy_host {
+        default_host(s, host, &key, &mut request, route);
     }
     if !request.0.is_empty() {
         route.set(
@@ -150,12 +156,51 @@ impl Table {
     }
 }
 
-fn request_rule(d: &Directive, key: &str, table: &mut Table, route: &mut Section) {
+/// NGINX's default `proxy_set_header Host $proxy_host` where no level in
+/// force names Host (a level with any proxy_set_header replaces the outer
+/// ones, as `Settings` already does): calmcache would send the client's.
+fn default_host(s: &Settings, host: &str, key: &str, table: &mut Table, route: &mut Section) {
+    let named = s.all("proxy_set_header").iter().any(|d| {
+        d.args
+            .first()
+            .is_some_and(|n| n.eq_ignore_ascii_case("host"))
+    });
+    if named {
+        return;
+    }
+    if reads_field(key, "host") {
+        return route.note(format!(
+            "NGINX sends `Host: {host}` ($proxy_host, its default) upstream; not carried over: \
+             the route's key reads Host, so the origin gets the client's"
+        ));
+    }
+    route.note(format!(
+        "Host = \"{host}\": NGINX's default (proxy_set_header Host $proxy_host, the host of \
+         proxy_pass) where no proxy_set_header Host is in force; calmcache would send the \
+         client's Host."
+    ));
+    table
+        .0
+        .insert(0, ("Host".to_owned(), Value::Str(host.to_owned())));
+}
+
+fn request_rule(
+    d: &Directive,
+    key: &str,
+    proxy_host: Option<&str>,
+    table: &mut Table,
+    route: &mut Section,
+) {
     let [name, value] = d.args.as_slice() else {
         return route.note(note_skipped(d, "proxy_set_header takes a name and a value"));
     };
+    // `$proxy_host` alone is the proxy_pass host, known when it is fixed.
+    let value = match proxy_host {
+        Some(host) if value == "$proxy_host" || value == "${proxy_host}" => host,
+        _ => value.as_str(),
+    };
     let lower = name.to_ascii_lowercase();
-    let why = match (lower.as_str(), value.as_str()) {
+    let why = match (lower.as_str(), value) {
         ("upgrade", "$http_upgrade") => return, // the websocket key
         ("connection", v) if v.eq_ignore_ascii_case("upgrade") || v == "$connection_upgrade" => {
             return

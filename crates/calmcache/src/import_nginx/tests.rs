@@ -669,7 +669,9 @@ fn internal_locations_become_internal_routes() {
     );
     assert_eq!(v["routes"][0]["internal"].as_bool(), Some(true));
     assert_eq!(v["routes"][0]["upstream"].as_str(), Some("127_0_0_1_9000"));
+    // /files/ serves NGINX's default root, 404 when absent.
     assert_eq!(v["routes"][1]["internal"].as_bool(), Some(true));
+    assert_eq!(v["routes"][1]["absent"].as_str(), Some("404"));
     assert!(v["routes"][2].get("internal").is_none());
 }
 
@@ -790,7 +792,7 @@ fn header_directives_become_header_rules() {
            proxy_set_header X-Real-IP $remote_addr;
            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
            proxy_set_header Accept-Encoding \"\";
-           proxy_set_header X-Bad $proxy_host;
+           proxy_set_header X-Bad $proxy_port;
            add_header X-Cache-Status $upstream_cache_status always;
            add_header X-Frame-Options SAMEORIGIN;
            add_header X-Frame-Options DENY;
@@ -816,7 +818,7 @@ fn header_directives_become_header_rules() {
     for commented in [
         "`proxy_set_header Host $host` (t.conf:3)",
         "`proxy_set_header Accept-Encoding \"\"` (t.conf:6)",
-        "`proxy_set_header X-Bad $proxy_host` (t.conf:7)",
+        "`proxy_set_header X-Bad $proxy_port` (t.conf:7)",
         "`add_header X-Frame-Options DENY` (t.conf:10)",
         "`add_header ETag x` (t.conf:11)",
     ] {
@@ -874,4 +876,192 @@ fn limits_become_limit_tables_and_route_limits() {
         .filter_map(|l| l.as_str())
         .collect();
     assert_eq!(limits, ["api", "addr"]);
+}
+
+/// NGINX has a default server per address: with a redirect server on :80
+/// and the app on :443 both named example.com, a Host neither names on
+/// :443 goes to the app's server (it went nowhere: 404 "no route").
+#[test]
+fn each_address_has_its_own_default_server() {
+    let v = parsed(
+        "server { listen 80; server_name example.com; return 301 https://$host$request_uri; }
+         server { listen 443 ssl; server_name example.com; ssl_certificate /c.pem; ssl_certificate_key /k.pem;
+           location / { proxy_pass http://127.0.0.1:9000; } }",
+    );
+    let routes = v["routes"].as_array().unwrap();
+    let catch_all_on = |addr: &str| {
+        routes.iter().any(|r| {
+            r.get("hosts").is_none()
+                && r["listeners"].as_array().unwrap()[..] == [toml::Value::from(addr)]
+        })
+    };
+    assert!(catch_all_on("0.0.0.0:443"), "{routes:?}");
+    assert!(catch_all_on("0.0.0.0:80"), "{routes:?}");
+}
+
+/// `gzip on` where a location stores: NGINX gzips its hits too, so the
+/// route also gets `compress = ["gzip"]`; a route that stores nothing
+/// does not.
+#[test]
+fn gzip_on_a_cached_route_also_compresses_stored_answers() {
+    let v = parsed(
+        "http { gzip on; proxy_cache_path /tmp/c keys_zone=z:1m;
+           server { location /c/ { proxy_pass http://u:1; proxy_cache z; proxy_cache_valid 200 1m; }
+                    location / { proxy_pass http://u:1; } } }",
+    );
+    let routes = v["routes"].as_array().unwrap();
+    let cached = routes.iter().find(|r| r.get("zone").is_some()).unwrap();
+    assert_eq!(cached["compress"][0].as_str(), Some("gzip"));
+    assert_eq!(cached["compress_passed"][0].as_str(), Some("gzip"));
+    let passed = routes.iter().find(|r| r.get("zone").is_none()).unwrap();
+    assert!(passed.get("compress").is_none());
+}
+
+/// Issue 28, side by side: where no proxy_set_header Host is in force,
+/// NGINX sends its `$proxy_host` (proxy_pass's host, its port unless the
+/// scheme's default; `localhost` over a unix socket); a level with any
+/// proxy_set_header replaces the outer ones, Host included.
+#[test]
+fn nginx_default_host_is_the_proxy_pass_host() {
+    let out = import(
+        "upstream app { server 10.0.0.1:8081; }
+         server {
+           proxy_set_header X-Real-IP $remote_addr;
+           location / { proxy_pass http://app; }
+           location /d/ { proxy_pass http://10.0.0.2:8082/x/; }
+           location /p/ { proxy_pass https://api.example:443; }
+           location /u/ { proxy_pass http://unix:/run/app.sock:; }
+           location /own/ { proxy_set_header Host $host; proxy_pass http://app; }
+           location /ph/ { proxy_set_header Host $proxy_host; proxy_pass http://app:80; }
+           location /inner/ { proxy_set_header X-A b; proxy_pass http://app; }
+           location /none/ { }
+         }",
+    );
+    let v: toml::Value = toml::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    let host = |i: usize| {
+        v["routes"][i]
+            .get("request_headers")
+            .and_then(|h| h["set"].get("Host"))
+            .and_then(|h| h.as_str())
+    };
+    let path = |i: usize| v["routes"][i]["path"].as_str().unwrap_or("");
+    let by_path = |p: &str| (0..9).find(|i| path(*i).contains(p)).unwrap();
+    assert_eq!(host(by_path("/d/")), Some("10.0.0.2:8082"), "{out}");
+    assert_eq!(host(by_path("/p/")), Some("api.example"), "{out}");
+    assert_eq!(host(by_path("/u/")), Some("localhost"), "{out}");
+    assert_eq!(
+        host(by_path("/own/")),
+        None,
+        "$host is calmcache's own\n{out}"
+    );
+    assert_eq!(host(by_path("/ph/")), Some("app"), "{out}");
+    assert_eq!(host(by_path("/inner/")), Some("app"), "{out}");
+    assert_eq!(host(by_path("/none/")), None, "no proxy_pass\n{out}");
+    let root = (0..9)
+        .find(|i| v["routes"][*i].get("path").is_none())
+        .unwrap();
+    assert_eq!(host(root), Some("app"), "{out}");
+    let set = v["routes"][root]["request_headers"]["set"]
+        .as_table()
+        .unwrap();
+    assert_eq!(set["X-Real-IP"].as_str(), Some("$remote_addr"), "{out}");
+    let inner = v["routes"][by_path("/inner/")]["request_headers"]["set"]
+        .as_table()
+        .unwrap();
+    assert!(inner.get("X-Real-IP").is_none(), "replaced\n{out}");
+    assert!(
+        out.replace("\n# ", " ").contains("NGINX's default"),
+        "{out}"
+    );
+    crate::config::Config::from_toml(&out, "imported.toml")
+        .unwrap_or_else(|e| panic!("{e}\n{out}"));
+}
+
+/// Issue 28, side by side: `proxy_cache` without `proxy_cache_valid` while
+/// Cache-Control and Expires are ignored stores nothing in NGINX (only an
+/// X-Accel-Expires calmcache does not read could): the route does not
+/// cache. With the origin's Cache-Control still read, or a
+/// proxy_cache_valid, it caches.
+#[test]
+fn a_cache_with_no_lifetime_left_does_not_cache() {
+    let out = import(&format!(
+        "{ZONE}proxy_cache_use_stale updating;
+         server {{
+           proxy_ignore_headers Cache-Control;
+           proxy_ignore_headers Expires;
+           location /none/ {{ proxy_pass http://u:1; proxy_cache a; }}
+           location /valid/ {{ proxy_pass http://u:1; proxy_cache a; proxy_cache_valid 1m; }}
+           location /cc/ {{ proxy_ignore_headers Expires; proxy_pass http://u:1; proxy_cache a; }}
+           location /all/ {{
+             proxy_ignore_headers Cache-Control Expires X-Accel-Expires;
+             proxy_pass http://u:1; proxy_cache a;
+           }}
+         }}"
+    ));
+    let v: toml::Value = toml::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    let routes = v["routes"].as_array().unwrap();
+    let route = |p: &str| {
+        routes
+            .iter()
+            .find(|r| r["path"].as_str().is_some_and(|x| x.contains(p)))
+            .unwrap()
+    };
+    for p in ["/none/", "/all/"] {
+        let r = route(p);
+        assert!(r.get("zone").is_none(), "{p}\n{out}");
+        assert!(r.get("stale_while_revalidate").is_none(), "{p}\n{out}");
+    }
+    for p in ["/valid/", "/cc/"] {
+        assert_eq!(route(p)["zone"].as_str(), Some("a"), "{p}\n{out}");
+    }
+    let joined = out.replace("\n# ", " ");
+    assert!(
+        joined.contains("only answers carrying X-Accel-Expires"),
+        "{out}"
+    );
+    assert!(joined.contains("NGINX stores nothing here"), "{out}");
+    crate::config::Config::from_toml(&out, "imported.toml")
+        .unwrap_or_else(|e| panic!("{e}\n{out}"));
+}
+
+/// Issue 28, side by side: a location with no proxy_pass, return, root,
+/// alias or try_files serves NGINX's default root (`html` under its
+/// prefix): a file route with `absent = "404"` (not the PLACEHOLDER
+/// upstream's 502).
+#[test]
+fn a_location_without_a_handler_serves_the_default_root() {
+    let out = import(
+        "server {
+           location /.well-known/acme-challenge/ { allow all; }
+           location /rw/ { rewrite ^ /x; }
+           location / { return 301 https://$host$request_uri; }
+         }",
+    );
+    let v: toml::Value = toml::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    let routes = v["routes"].as_array().unwrap();
+    let acme: Vec<&toml::Value> = routes
+        .iter()
+        .filter(|r| {
+            r.get("path")
+                .is_some_and(|p| p.as_str().unwrap().contains("acme"))
+        })
+        .collect();
+    assert_eq!(acme.len(), 1, "{out}");
+    assert_eq!(acme[0]["root"].as_str(), Some("/etc/nginx/html"), "{out}");
+    assert!(acme[0].get("upstream").is_none(), "{out}");
+    assert_eq!(acme[0]["absent"].as_str(), Some("404"), "{out}");
+    let rw = routes
+        .iter()
+        .find(|r| {
+            r.get("path")
+                .is_some_and(|p| p.as_str().unwrap().contains("rw"))
+        })
+        .unwrap();
+    assert_eq!(
+        rw["upstream"].as_str(),
+        Some("origin"),
+        "rewrite is no default root\n{out}"
+    );
+    crate::config::Config::from_toml(&out, "imported.toml")
+        .unwrap_or_else(|e| panic!("{e}\n{out}"));
 }

@@ -64,6 +64,23 @@ pub(crate) fn target(pass: &Directive) -> Result<Target, String> {
     })
 }
 
+impl Target {
+    /// NGINX's `$proxy_host`, the Host it sends upstream when no
+    /// `proxy_set_header Host` is in force: the host as written in
+    /// `proxy_pass`, with its port unless it is the scheme's default;
+    /// `localhost` for a unix socket.
+    pub(crate) fn proxy_host(&self) -> String {
+        if self.host.starts_with("unix:") {
+            return "localhost".to_owned();
+        }
+        let default = if self.tls { ":443" } else { ":80" };
+        match self.host.strip_suffix(default) {
+            Some(bare) if !bare.is_empty() => bare.to_owned(),
+            _ => self.host.clone(),
+        }
+    }
+}
+
 /// The calmcache name of the upstream a direct `host:port` gets.
 pub(crate) fn direct_name(host: &str) -> String {
     host.chars()

@@ -226,7 +226,8 @@ fn compressed<'w>(
     Answer { resp, ..answer }
 }
 
-/// An `internal` route's 404, with its error page and its response rules
+/// An `internal` route's 404, with its error page (gzipped as the route's
+/// `compress_passed` says, as NGINX gzips the page) and its response rules
 /// (NGINX's `add_header ... always` reaches its 404 too: to_client applies
 /// the `always` ones on any status).
 async fn internal<'w>(
@@ -238,6 +239,7 @@ async fn internal<'w>(
     let kept = header_rules::keep(entry.cfg(), req, client);
     let answer = answering::internal(entry.activity());
     let answer = pages(worker, entry.cfg(), req, answer, client).await;
+    let answer = compressed(entry.cfg(), req, answer);
     dressed(entry.cfg(), entry.activity(), answer, kept)
 }
 

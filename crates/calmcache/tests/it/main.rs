@@ -44,6 +44,7 @@ mod hostile;
 mod ignore_headers;
 mod import_nginx;
 mod import_nginx_locations;
+mod import_nginx_sites;
 mod key_aliases;
 mod key_bypass;
 mod limits;

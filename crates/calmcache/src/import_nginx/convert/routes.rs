@@ -1,7 +1,8 @@
 //! The document: the routes nesting.rs plans (NGINX's location selection as
 //! first-match routes), written with their keys, in the groups
 //! `server_names` plans; the upstream each route sends to, a `try_files
-//! ... @name` location's being the named location's.
+//! ... @name` location's being the named location's; a location with no
+//! handler at all serves NGINX's default root (a file route, then 404).
 
 use super::*;
 
@@ -100,7 +101,8 @@ impl Converter<'_> {
     pub(super) fn host_groups(&mut self, servers: &[Server], routes: &mut Vec<Section>) {
         let default = servers.iter().position(|s| s.default).unwrap_or(0);
         let names: Vec<&Names> = servers.iter().map(|s| &s.names).collect();
-        let (groups, notes) = server_names::plan(&names, default);
+        let (mut groups, notes) = server_names::plan(&names, default);
+        let defaults = defaults_by_address(servers);
         if servers.len() > 1 {
             self.top.push(
                 "NGINX chooses a server block by Host: the routes carry each server's server_name \
@@ -128,6 +130,9 @@ impl Converter<'_> {
             );
         }
         self.top.extend(notes);
+        if by_listener {
+            groups.extend(other_default_groups(servers, default, &defaults));
+        }
         // Each server's routes are built once (their notes written once),
         // then copied into every group it is in.
         let mut built: Vec<Option<Vec<Section>>> = vec![None; servers.len()];
@@ -145,7 +150,13 @@ impl Converter<'_> {
             };
             routes.extend(own);
             if by_listener {
-                let list = Value::List(server.listens.iter().cloned().map(Value::Str).collect());
+                // A catch-all group serves only the addresses its server is
+                // the default of; a named group every address of its server.
+                let addrs = match &group.hosts {
+                    None if !defaults[group.server].is_empty() => &defaults[group.server],
+                    _ => &server.listens,
+                };
+                let list = Value::List(addrs.iter().cloned().map(Value::Str).collect());
                 for route in &mut routes[first..] {
                     route.set_first("listeners", list.clone());
                 }
@@ -359,6 +370,12 @@ impl Converter<'_> {
             );
         }
         internal(loc, &mut route);
+        // What NGINX applies to the files it serves here: add_header,
+        // expires, gzip, error_page (the location's limits ride on the
+        // named location's route, which proxies).
+        headers::response_rules(&mut route, &loc.settings, false);
+        cache::gzip(&mut route, &loc.settings);
+        pages::error_pages(&mut route, &loc.settings, pages::Serves::Itself);
         routes.push(route);
     }
 
@@ -412,11 +429,25 @@ impl Converter<'_> {
             routes.push(route);
             return;
         }
+        if answers_from_default_root(loc) {
+            return self.default_root_route(loc, m, when, notes, routes);
+        }
         let upstream = self.upstream_for(loc, &mut notes);
-        let choice = match loc.settings.last("proxy_cache") {
+        let proxy_host = loc
+            .pass
+            .as_ref()
+            .and_then(|p| upstreams::target(p).ok())
+            .map(|t| t.proxy_host());
+        let mut choice = match loc.settings.last("proxy_cache") {
             Some(d) => self.zones.choice(d, &mut notes),
             None => Choice::Off,
         };
+        if choice != Choice::Off {
+            if let Some(why) = cache::stores_nothing(&loc.settings) {
+                notes.push(why);
+                choice = Choice::Off;
+            }
+        }
         let plan = plan(m, choice, &mut notes);
         let first = routes.len();
         for (i, (m, choice)) in plan.into_iter().enumerate() {
@@ -440,7 +471,12 @@ impl Converter<'_> {
             }
             internal(loc, &mut route);
             cache::gzip(&mut route, &loc.settings);
-            headers::rules(&mut route, &loc.settings, inactive.is_some());
+            headers::rules(
+                &mut route,
+                &loc.settings,
+                inactive.is_some(),
+                proxy_host.as_deref(),
+            );
             pages::error_pages(&mut route, &loc.settings, pages::Serves::Proxied);
             self.limits.route(&mut route, &loc.settings);
             if let Some((ws, why)) = cache::websocket(&loc.settings) {
@@ -480,6 +516,42 @@ impl Converter<'_> {
                 ));
             }
         }
+    }
+
+    /// A location that answers from NGINX's default root (`html` under its
+    /// prefix): a file route answering 404 for a path with no file, as
+    /// NGINX does.
+    fn default_root_route(
+        &mut self,
+        loc: &Location,
+        m: Vec<RouteRegex>,
+        when: Written,
+        notes: Notes,
+        routes: &mut Vec<Section>,
+    ) {
+        let mut files = Section::new("[[routes]]");
+        files.note(format!(
+            "location {} ({}): no proxy_pass, return, root, alias or try_files: NGINX serves \
+             the files of its default root, html under its prefix (here {}), and 404 for a \
+             path with no file (absent = \"404\"); check the directory.",
+            describe(loc),
+            loc.pos,
+            self.absolute("html")
+        ));
+        for m in &m {
+            files.set(m.key(), Value::Str(m.regex().to_owned()));
+        }
+        files.set("root", Value::Str(self.absolute("html")));
+        if let Some(index) = loc.settings.last("index") {
+            files.set(
+                "index",
+                Value::List(index.args.iter().cloned().map(Value::Str).collect()),
+            );
+        }
+        files.set("absent", Value::Str("404".into()));
+        self.answering_keys(loc, when, &mut files);
+        files.comments.extend(notes);
+        routes.push(files);
     }
 
     /// The route's `zone` or `zones` for `choice`, and the longest
@@ -600,6 +672,42 @@ fn internal(loc: &Location, route: &mut Section) {
     }
 }
 
+/// Directives in a location's block that answer or steer a request some
+/// other way than the default root's files.
+const NOT_DEFAULT_ROOT: [&str; 13] = [
+    "try_files",
+    "alias",
+    "rewrite",
+    "if",
+    "error_page",
+    "fastcgi_pass",
+    "uwsgi_pass",
+    "scgi_pass",
+    "grpc_pass",
+    "memcached_pass",
+    "empty_gif",
+    "stub_status",
+    "return",
+];
+
+/// Whether NGINX answers `loc` from its default root: a `location` block
+/// with no `proxy_pass`, `return`, `root` (its own or inherited) or other
+/// handler (NOT_DEFAULT_ROOT). One with `proxy_*` directives of its own
+/// (`proxy_cache` with no `proxy_pass`) is read as a proxy whose origin the
+/// config does not say: the PLACEHOLDER upstream, as before.
+fn answers_from_default_root(loc: &Location) -> bool {
+    let Some(block) = loc.directive.as_ref().and_then(|d| d.block.as_ref()) else {
+        return false;
+    };
+    loc.pass.is_none()
+        && loc.ret.is_none()
+        && loc.try_named.is_none()
+        && loc.settings.last("root").is_none()
+        && !block
+            .iter()
+            .any(|d| NOT_DEFAULT_ROOT.contains(&d.name.as_str()) || d.name.starts_with("proxy_"))
+}
+
 /// Whether some location of `server` matches every path (NGINX's `location /`).
 pub(super) fn covers_every_path(server: &Server) -> bool {
     server.locations.is_empty()
@@ -664,4 +772,53 @@ pub(super) fn describe(loc: &Location) -> String {
         } => format!("~* {}", loc.pattern),
         Modifier::Named => loc.pattern.clone(),
     }
+}
+
+/// For each server, the listen addresses it is NGINX's default server of:
+/// on each address, the server marked `default_server`, else the first
+/// server listening there.
+fn defaults_by_address(servers: &[Server]) -> Vec<Vec<String>> {
+    let mut of = vec![Vec::new(); servers.len()];
+    let mut addrs: Vec<&String> = servers.iter().flat_map(|s| &s.listens).collect();
+    addrs.sort();
+    addrs.dedup();
+    for addr in addrs {
+        let on = |s: &Server| s.listens.contains(addr);
+        let pick = servers
+            .iter()
+            .position(|s| on(s) && s.default)
+            .or_else(|| servers.iter().position(on));
+        if let Some(i) = pick {
+            of[i].push(addr.clone());
+        }
+    }
+    of
+}
+
+/// A catch-all group for every server that is the default of some address
+/// but not `default` (whose group server_names::plan wrote): NGINX has a
+/// default server per address, so a Host no server of that address names
+/// goes to it (issue 28: the TLS server of a redirect-to-HTTPS pair).
+fn other_default_groups(
+    servers: &[Server],
+    default: usize,
+    defaults: &[Vec<String>],
+) -> Vec<server_names::Group> {
+    let mut groups = Vec::new();
+    for (i, addrs) in defaults.iter().enumerate() {
+        if i == default || addrs.is_empty() {
+            continue;
+        }
+        groups.push(server_names::Group {
+            server: i,
+            hosts: None,
+            note: format!(
+                "{}, the default server of {} (NGINX's for every other Host on these \
+                 addresses): no hosts.",
+                servers[i].names.label,
+                addrs.join(" ")
+            ),
+        });
+    }
+    groups
 }
