@@ -25,6 +25,7 @@ mod fleet_tls;
 mod header_rules;
 mod health;
 mod limits;
+mod proxy_protocol;
 mod routes;
 mod server;
 mod upstream_tls;
