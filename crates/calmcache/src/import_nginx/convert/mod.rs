@@ -15,6 +15,7 @@ use std::path::Path;
 
 mod answers;
 mod nesting;
+mod real_ip;
 mod routes;
 mod servers;
 
@@ -100,6 +101,8 @@ struct Converter<'a> {
     /// `ssl_certificate` / `ssl_certificate_key` at http level: servers
     /// without their own inherit them.
     http_certs: (Vec<Directive>, Vec<Directive>),
+    /// `listen ... proxy_protocol`, `set_real_ip_from`, `real_ip_header`.
+    real_ip: real_ip::RealIp,
 }
 
 /// The calmcache document for `tree` (`prefix`: the main file's directory,
@@ -136,6 +139,7 @@ fn convert_tree(tree: &[Directive], prefix: &Path, main: &str) -> Result<Doc, Im
         access_log: None,
         placeholder: false,
         http_certs: (Vec::new(), Vec::new()),
+        real_ip: Default::default(),
     };
     if tree.iter().any(|d| d.name == "http") {
         for d in tree {
@@ -316,6 +320,7 @@ impl Converter<'_> {
                 self.h2c = true;
             }
             "access_log" => self.access_log(d),
+            "set_real_ip_from" | "real_ip_header" | "real_ip_recursive" => self.real_ip.directive(d),
             "error_log" => self.main_directive(d),
             "listen" | "server_name" => {
                 self.top.push(note_skipped(d, "only meaningful inside a server block"))
