@@ -17,10 +17,13 @@ impl Checker {
         listen: &[SocketAddr],
         tls_listen: &[SocketAddr],
     ) -> ProxyProtocolConfig {
-        let listeners =
-            self.proxy_protocol_listeners(listeners.unwrap_or_default(), listen, tls_listen);
-        let from = self.networks("server.proxy_protocol_from", &from.unwrap_or_default());
-        match (listeners.is_empty(), from.is_empty()) {
+        let (listeners, from) = (listeners.unwrap_or_default(), from.unwrap_or_default());
+        // Judged on what was written: a listener refused on its own is
+        // not also reported as missing.
+        let written = (listeners.is_empty(), from.is_empty());
+        let listeners = self.proxy_protocol_listeners(listeners, listen, tls_listen);
+        let from = self.networks("server.proxy_protocol_from", &from);
+        match written {
             (false, true) => {
                 let problem = Problem::new(
                     "server.proxy_protocol_from",
