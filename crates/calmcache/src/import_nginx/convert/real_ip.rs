@@ -45,7 +45,7 @@ impl RealIp {
     }
 
     /// Whether a `real_ip_header proxy_protocol` was seen.
-    fn from_header(&self) -> bool {
+    fn header_names_client(&self) -> bool {
         self.header
             .iter()
             .any(|d| d.args.first().map(String::as_str) == Some("proxy_protocol"))
@@ -57,7 +57,7 @@ impl Converter<'_> {
     /// listen addresses are known) and comments what does not carry over.
     pub(super) fn finish_real_ip(&mut self) {
         let real = std::mem::take(&mut self.real_ip);
-        let by_header = real.from_header();
+        let by_header = real.header_names_client();
         for d in &real.recursive {
             self.server.note(note_skipped(
                 d,
