@@ -339,6 +339,11 @@ pub(crate) async fn admin_loop(
     accept_loop(listener, stopped, Some(own), serve, Listening::plain()).await;
 }
 
+/// The PROXY protocol sender of a request's connection, if any.
+fn balancer_of<B>(req: &Request<B>) -> Option<std::net::IpAddr> {
+    req.extensions().get::<conn::Balancer>().map(|b| b.0)
+}
+
 /// Blocking-pool threads per worker thread (disk I/O, compression).
 const BLOCKING_THREADS: usize = 4;
 
@@ -392,7 +397,7 @@ pub(crate) fn run_worker(
             // request pays nothing for it.
             if let Some(log) = log.clone() {
                 let serve = move |req: Request<Incoming>, peer: Peer| {
-                    let pending = log.begin(&req, peer.addr);
+                    let pending = log.begin(&req, peer.addr, balancer_of(&req));
                     access_log::serve(pending, handle::handle(slot.worker(), req, peer))
                 };
                 loops.spawn(accept_loop(listener, stopped, Some(stop), serve, how));
@@ -633,7 +638,10 @@ async fn open_then_serve<S, F, B>(
             .receive(&mut stream, tcp_peer, deadline, metrics)
             .await
         {
-            Some(client) => accepted.peer.addr = client,
+            Some(client) => {
+                accepted.peer.addr = client;
+                accepted.balancer = Some(tcp_peer.ip());
+            }
             None => return,
         }
     }
@@ -710,6 +718,7 @@ pub(crate) async fn accept_loop<S, F, B>(
             peer: arrived(addr, crate::http::scheme::Scheme::Http),
             protocol: plain,
             at,
+            balancer: None,
         };
         let tls = match (how.transport, conf.tls) {
             (Transport::Plain, _) if relay.is_none() => {

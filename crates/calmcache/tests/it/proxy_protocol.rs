@@ -368,3 +368,28 @@ async fn bad_headers_are_closed_and_counted_and_a_plain_listener_is_unchanged() 
         assert_eq!(counted(&text, result), n, "{result}: {text}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_access_log_names_the_client_and_json_the_balancer() {
+    let origin = Origin::start().await;
+    let dir = crate::scratch("proxy-protocol-log");
+    let path = dir.join("access.json");
+    let proxy = two_routes(&origin, "").access_log(&path, "json");
+    let wires = Wires::start(proxy, &keys("127.0.0.1")).await;
+    for wire in &wires.all {
+        let reply = get_after(&wires, wire, &v2("198.51.100.9"), "/p/logged", &[]).await;
+        assert_eq!(reply.status, 200);
+    }
+    let what = format!("3 lines in {}", path.display());
+    let lines = calmcache_testkit::wait_until(Duration::from_secs(10), &what, async || {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        (lines.len() >= 3 && text.ends_with('\n')).then_some(lines)
+    })
+    .await;
+    for line in lines {
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["remote_addr"], "198.51.100.9", "{line}");
+        assert_eq!(v["realip_remote_addr"], "127.0.0.1", "{line}");
+    }
+}
