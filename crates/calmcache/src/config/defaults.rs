@@ -347,6 +347,8 @@ pub(crate) fn keys() -> Vec<(&'static str, Shown)> {
             "server.http2_keepalive_timeout",
             Shown::Duration(server::HTTP2_KEEPALIVE_TIMEOUT),
         ),
+        ("server.proxy_protocol_listeners", Shown::Texts(&[])),
+        ("server.proxy_protocol_from", Shown::Texts(&[])),
         ("server.tls.cert", Shown::Example),
         ("server.tls.key", Shown::Example),
         ("server.tls.names", Shown::Example),

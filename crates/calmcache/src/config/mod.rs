@@ -60,6 +60,7 @@ pub(crate) mod hosts;
 pub(crate) mod key_template;
 pub(crate) mod limits;
 mod parse;
+pub(crate) mod proxy_protocol;
 mod raw;
 mod request_names;
 mod route;
@@ -298,6 +299,9 @@ pub struct ServerConfig {
     /// HTTP/2: a keepalive PING not acknowledged within this closes the
     /// connection (default 20 s).
     pub http2_keepalive_timeout: Duration,
+    /// Listeners that expect a PROXY protocol header, and from whom
+    /// (default: none).
+    pub proxy_protocol: crate::config::proxy_protocol::ProxyProtocolConfig,
 }
 
 /// `[admin]`: the admin API and dashboard listener.

@@ -107,6 +107,8 @@ fn value_for(key: &str) -> BoxedStrategy<String> {
     let typed: BoxedStrategy<String> = match key {
         "listen"
         | "tls_listen"
+        | "proxy_protocol_listeners"
+        | "proxy_protocol_from"
         | "purge_allow"
         | "servers"
         | "zones"
@@ -177,6 +179,8 @@ const SERVER: &[&str] = &[
     "send_timeout",
     "http2_keepalive_interval",
     "http2_keepalive_timeout",
+    "proxy_protocol_listeners",
+    "proxy_protocol_from",
 ];
 const ADMIN: &[&str] = &["listen", "token", "token_file", "purge_allow"];
 const UPSTREAM: &[&str] = &[

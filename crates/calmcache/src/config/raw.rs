@@ -108,6 +108,9 @@ pub(crate) struct RawServer {
     pub(crate) send_timeout: Option<Text>,
     pub(crate) http2_keepalive_interval: Option<Text>,
     pub(crate) http2_keepalive_timeout: Option<Text>,
+    // The PROXY protocol on listeners (config/proxy_protocol.rs).
+    pub(crate) proxy_protocol_listeners: Option<Vec<String>>,
+    pub(crate) proxy_protocol_from: Option<Vec<String>>,
 }
 
 /// `[[server.tls]]`

@@ -15,6 +15,7 @@ impl Config {
     pub fn summary(&self) -> String {
         let listen: Vec<String> = self.server.listen.iter().map(|a| a.to_string()).collect();
         let mut parts = vec![format!("listen {}", listen.join(", "))];
+        parts.extend(proxy_protocol_line(&self.server.proxy_protocol));
         if let Some(admin) = &self.admin {
             parts.push(format!("admin {}", admin.listen));
         }
@@ -74,6 +75,21 @@ impl Config {
             cache_features(route)
         )
     }
+}
+
+/// `PROXY protocol on 0.0.0.0:443 from 10.0.0.0/8`, when a listener
+/// expects it.
+fn proxy_protocol_line(pp: &super::proxy_protocol::ProxyProtocolConfig) -> Option<String> {
+    if !pp.is_on() {
+        return None;
+    }
+    let on: Vec<String> = pp.listeners.iter().map(ToString::to_string).collect();
+    let from: Vec<String> = pp.from.iter().map(ToString::to_string).collect();
+    Some(format!(
+        "PROXY protocol on {} from {}",
+        on.join(", "),
+        from.join(", ")
+    ))
 }
 
 /// How a route that answers itself is summed up (`return 301 ->

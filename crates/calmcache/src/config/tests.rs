@@ -2133,3 +2133,52 @@ fn a_fleet_budget_without_fleet_mode_is_warned_about() {
     );
     assert!(warned[0].message.contains("fleet mode is off"));
 }
+
+/// `server.proxy_protocol_listeners` and `proxy_protocol_from`: each
+/// listener one of the server's, each source a network, neither without
+/// the other (no "anyone" default); the summary names them.
+#[test]
+fn proxy_protocol_keys_are_checked_and_summed_up() {
+    let default = load(MINIMAL);
+    assert!(!default.server.proxy_protocol.is_on());
+    let keys = |k: &str| MINIMAL.replace("[server]", &format!("[server]\n{k}"));
+    let on = load(&keys(
+        "proxy_protocol_listeners = [\"127.0.0.1:0\"]\nproxy_protocol_from = [\"10.0.0.0/8\", \"192.0.2.1\"]",
+    ));
+    let pp = &on.server.proxy_protocol;
+    assert_eq!(pp.listeners, ["127.0.0.1:0".parse().unwrap()]);
+    assert!(pp.trusts("10.1.2.3".parse().unwrap()));
+    assert!(
+        pp.trusts("::ffff:192.0.2.1".parse().unwrap()),
+        "IPv4-mapped"
+    );
+    assert!(!pp.trusts("192.0.2.2".parse().unwrap()));
+    assert!(
+        on.summary()
+            .contains("PROXY protocol on 127.0.0.1:0 from 10.0.0.0/8, 192.0.2.1/32"),
+        "{}",
+        on.summary()
+    );
+    let alone = only_problem(&keys("proxy_protocol_listeners = [\"127.0.0.1:0\"]"));
+    assert_eq!(alone.path, "server.proxy_protocol_from");
+    assert!(alone
+        .message
+        .contains("every connection to those listeners would be closed"));
+    let sources = only_problem(&keys("proxy_protocol_from = [\"10.0.0.0/8\"]"));
+    assert_eq!(sources.path, "server.proxy_protocol_listeners");
+    let elsewhere = only_problem(&keys(
+        "proxy_protocol_listeners = [\"127.0.0.1:9\"]\nproxy_protocol_from = [\"10.0.0.0/8\"]",
+    ));
+    assert_eq!(elsewhere.path, "server.proxy_protocol_listeners[0]");
+    assert!(elsewhere
+        .message
+        .contains("neither in server.listen nor in server.tls_listen"));
+    let bad = only_problem(&keys(
+        "proxy_protocol_listeners = [\"127.0.0.1:0\"]\nproxy_protocol_from = [\"10.0.0.0/33\"]",
+    ));
+    assert_eq!(bad.path, "server.proxy_protocol_from[0]");
+    let name = problems(&keys(
+        "proxy_protocol_listeners = [\"lb:80\"]\nproxy_protocol_from = [\"10.0.0.0/8\"]",
+    ));
+    assert_eq!(paths(&name), ["server.proxy_protocol_listeners[0]"]);
+}

@@ -26,6 +26,7 @@ mod freshness;
 mod header_rules;
 mod health;
 mod limits;
+mod proxy_protocol;
 mod routes;
 mod server;
 mod upstream_tls;

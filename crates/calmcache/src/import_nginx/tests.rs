@@ -1065,3 +1065,62 @@ fn a_location_without_a_handler_serves_the_default_root() {
     crate::config::Config::from_toml(&out, "imported.toml")
         .unwrap_or_else(|e| panic!("{e}\n{out}"));
 }
+
+/// `listen ... proxy_protocol` with `set_real_ip_from` and `real_ip_header
+/// proxy_protocol` (issue 28, item 9): the listeners and the balancers;
+/// the imported config passes `check`.
+#[test]
+fn proxy_protocol_listeners_and_their_sources() {
+    let conf = |real: &str| {
+        format!(
+            "http {{ {real} server {{ listen 80 proxy_protocol; listen 8080; \
+             location / {{ proxy_pass http://u:1; }} }} }}"
+        )
+    };
+    let out = import(&conf(
+        "set_real_ip_from 10.0.0.0/8; set_real_ip_from 192.0.2.1; real_ip_header proxy_protocol; real_ip_recursive on;",
+    ));
+    let v: toml::Value = toml::from_str(&out).unwrap();
+    let s = &v["server"];
+    assert_eq!(
+        s["proxy_protocol_listeners"].as_array().unwrap().len(),
+        1,
+        "{out}"
+    );
+    assert_eq!(
+        s["proxy_protocol_listeners"][0].as_str(),
+        Some("0.0.0.0:80")
+    );
+    assert_eq!(s["proxy_protocol_from"][0].as_str(), Some("10.0.0.0/8"));
+    assert_eq!(s["proxy_protocol_from"][1].as_str(), Some("192.0.2.1"));
+    assert!(out.contains("real_ip_recursive on"), "commented: {out}");
+    crate::config::Config::from_toml(&out, "imported.toml")
+        .unwrap_or_else(|e| panic!("{e}\n{out}"));
+    // Without set_real_ip_from NGINX took the header from anyone: said so.
+    let out = import(&conf(""));
+    let v: toml::Value = toml::from_str(&out).unwrap();
+    assert_eq!(
+        v["server"]["proxy_protocol_from"][0].as_str(),
+        Some("0.0.0.0/0")
+    );
+    assert!(
+        out.contains("(no `set_real_ip_from`): narrow this"),
+        "{out}"
+    );
+    crate::config::Config::from_toml(&out, "imported.toml")
+        .unwrap_or_else(|e| panic!("{e}\n{out}"));
+    // set_real_ip_from without a proxy_protocol listener: commented.
+    let out = import(
+        "http { set_real_ip_from 10.0.0.0/8; real_ip_header X-Forwarded-For; \
+         server { listen 80; location / { proxy_pass http://u:1; } } }",
+    );
+    assert!(!out.contains("proxy_protocol_from ="), "{out}");
+    assert!(
+        out.contains("not carried over: `set_real_ip_from 10.0.0.0/8`"),
+        "{out}"
+    );
+    assert!(
+        out.contains("not carried over: `real_ip_header X-Forwarded-For`"),
+        "{out}"
+    );
+}

@@ -63,6 +63,13 @@ pub(crate) struct Peer {
     pub port: u16,
 }
 
+/// A request extension on connections that came through a PROXY protocol
+/// header: the load balancer that connected and named the client
+/// (net/proxy_protocol.rs). Not in [`Peer`], which every request future
+/// carries: only the access log reads it (JSON `realip_remote_addr`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Balancer(pub std::net::IpAddr);
+
 impl Peer {
     /// A plain-HTTP client of no proxy listener (tests).
     #[cfg(test)]
@@ -212,6 +219,9 @@ pub(crate) struct Accepted {
     pub protocol: Protocol,
     /// When it was accepted: the first head's clock starts here.
     pub at: Instant,
+    /// The PROXY protocol sender, when the client came through one: each
+    /// request gets it as a [`Balancer`] extension.
+    pub balancer: Option<std::net::IpAddr>,
 }
 
 /// Serves one accepted connection on its own task until it ends, or until
@@ -234,6 +244,7 @@ pub(crate) fn spawn<IO, S, F, B>(
         peer,
         protocol,
         at: accepted,
+        balancer,
     } = accepted;
     let phase = Arc::new(Phase::default());
     // HTTP/2 has no request head to time on the wire: only the idle clock.
@@ -262,7 +273,10 @@ pub(crate) fn spawn<IO, S, F, B>(
         .hinting(hints.clone()),
     );
     let served = AtomicU32::new(0);
-    let service = service_fn(move |req: Request<Incoming>| {
+    let service = service_fn(move |mut req: Request<Incoming>| {
+        if let Some(balancer) = balancer {
+            req.extensions_mut().insert(Balancer(balancer));
+        }
         let ticket = Ticket::begin(&phase);
         let n = served.fetch_add(1, Relaxed) + 1;
         let version = req.version();

@@ -16,6 +16,7 @@ pub(crate) mod limit;
 pub(crate) mod listener;
 pub(crate) mod origin_body;
 pub(crate) mod origin_tls;
+pub(crate) mod proxy_protocol;
 pub(crate) mod shared_budget;
 pub(crate) mod shutdown;
 pub(crate) mod stream_clock;

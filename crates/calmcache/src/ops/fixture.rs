@@ -277,6 +277,11 @@ pub(crate) fn status() -> Status {
             accepted: 44,
             send_timeouts: 2,
             spliced_bytes: 1_048_576,
+            proxy_protocol: crate::telemetry::metrics::ProxyHeader::ALL
+                .iter()
+                .zip(0..)
+                .map(|(r, n)| (r.as_str(), n))
+                .collect(),
         },
         websockets: Websockets {
             active: 1,

@@ -201,6 +201,9 @@ pub(crate) struct Connections {
     /// Body bytes of large cached objects sent without a copy (`splice`,
     /// plain HTTP/1.x only).
     pub spliced_bytes: u64,
+    /// PROXY protocol headers on the listeners that expect one, by result
+    /// (`v1`, `v2`, `local`, `unknown` served; the others closed).
+    pub proxy_protocol: std::collections::BTreeMap<&'static str, u64>,
 }
 
 /// WebSocket tunnels (an upgraded connection counts here, no longer in
@@ -569,6 +572,10 @@ fn connections(m: &Metrics) -> Connections {
         accepted: m.connections_accepted.get(),
         send_timeouts: m.send_timeouts.get(),
         spliced_bytes: m.spliced_bytes.get(),
+        proxy_protocol: crate::telemetry::metrics::ProxyHeader::ALL
+            .iter()
+            .map(|r| (r.as_str(), m.proxy_protocol[*r as usize].get()))
+            .collect(),
     }
 }
 

@@ -23,6 +23,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::config::Config;
 use crate::net::conn::{self, Accepted, ConnSettings, Peer, Protocol};
 use crate::net::listener::ListenerId;
+use crate::net::proxy_protocol::Relays;
 use crate::net::shutdown::Tunnels;
 use crate::ops::admin::Reload;
 use crate::proxy::setup::SetupError;
@@ -114,6 +115,9 @@ pub(crate) struct ListenConf {
     /// The certificates of the [`Transport::Tls`] listeners; `None` when
     /// the config has none (then it has no TLS listener either).
     pub tls: Option<TlsAcceptor>,
+    /// The listeners that expect a PROXY protocol header and who may send
+    /// it; `None` when none does (the accept path then asks nothing).
+    pub relays: Option<Arc<Relays>>,
 }
 
 impl ListenConf {
@@ -127,6 +131,7 @@ impl ListenConf {
             settings,
             tls: (!config.server.tls.is_empty())
                 .then(|| TlsAcceptor::from(crate::net::tls::server_config(&config.server.tls))),
+            relays: Relays::of(&config.server),
         }
     }
 }
@@ -334,6 +339,11 @@ pub(crate) async fn admin_loop(
     accept_loop(listener, stopped, Some(own), serve, Listening::plain()).await;
 }
 
+/// The PROXY protocol sender of a request's connection, if any.
+fn balancer_of<B>(req: &Request<B>) -> Option<std::net::IpAddr> {
+    req.extensions().get::<conn::Balancer>().map(|b| b.0)
+}
+
 /// Blocking-pool threads per worker thread (disk I/O, compression).
 const BLOCKING_THREADS: usize = 4;
 
@@ -387,7 +397,7 @@ pub(crate) fn run_worker(
             // request pays nothing for it.
             if let Some(log) = log.clone() {
                 let serve = move |req: Request<Incoming>, peer: Peer| {
-                    let pending = log.begin(&req, peer.addr);
+                    let pending = log.begin(&req, peer.addr, balancer_of(&req));
                     access_log::serve(pending, handle::handle(slot.worker(), req, peer))
                 };
                 loops.spawn(accept_loop(listener, stopped, Some(stop), serve, how));
@@ -514,6 +524,7 @@ impl Listening {
             None => ListenConf {
                 settings: ConnSettings::default(),
                 tls: None,
+                relays: None,
             },
         }
     }
@@ -593,6 +604,65 @@ async fn accept_next(
     }
 }
 
+/// What a connection needs before it is served: a PROXY protocol header
+/// to read, a TLS handshake, or both (in that order).
+struct Opening {
+    relay: Option<Arc<Relays>>,
+    tls: Option<TlsAcceptor>,
+    drain: watch::Receiver<()>,
+    guard: Option<crate::telemetry::metrics::ConnectionGuard>,
+    settings: ConnSettings,
+}
+
+/// Reads the PROXY header (its client becomes the peer's address), does
+/// the TLS handshake, then serves; the connection closes at the first
+/// failure. Both are part of the first head's time (`header_read_timeout`).
+async fn open_then_serve<S, F, B>(
+    mut stream: tokio::net::TcpStream,
+    mut accepted: Accepted,
+    opening: Opening,
+    serve: S,
+) where
+    S: Fn(Request<Incoming>, Peer) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Result<hyper::Response<B>, std::convert::Infallible>> + Send + 'static,
+    B: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let Opening {
+        relay,
+        tls,
+        drain,
+        guard,
+        settings,
+    } = opening;
+    let deadline = accepted.at + settings.header_read_timeout;
+    if let Some(relay) = relay {
+        let metrics = guard.as_ref().map(|g| &**g.metrics());
+        let tcp_peer = accepted.peer.addr;
+        match relay
+            .receive(&mut stream, tcp_peer, deadline, metrics)
+            .await
+        {
+            Some(client) => {
+                accepted.peer.addr = client;
+                accepted.balancer = Some(tcp_peer.ip());
+            }
+            None => return,
+        }
+    }
+    let Some(tls) = tls else {
+        conn::spawn(stream, accepted, serve, drain, guard, settings);
+        return;
+    };
+    let Some((stream, protocol)) = tls_handshake(&tls, stream, accepted.peer.addr, deadline).await
+    else {
+        return;
+    };
+    accepted.peer.scheme = crate::http::scheme::Scheme::Https;
+    accepted.protocol = protocol;
+    conn::spawn(stream, accepted, serve, drain, guard, settings);
+}
+
 /// Accepts until `stopped` (the whole proxy) or `own` (this listener, at a
 /// reload that removed it) says true, then lets its connections finish.
 pub(crate) async fn accept_loop<S, F, B>(
@@ -641,37 +711,39 @@ pub(crate) async fn accept_loop<S, F, B>(
         let drain = graceful.subscribe();
         let conf = how.conf();
         let settings = conf.settings;
+        // PROXY protocol: a header to read first, on a task of its own.
+        let relay = conf.relays.filter(|r| r.expects(how.listener));
+        let plain = if settings.h2c {
+            Protocol::Detect
+        } else {
+            Protocol::Http1
+        };
+        // The scheme and protocol of a TLS connection come with its handshake.
+        let accepted = Accepted {
+            peer: arrived(addr, crate::http::scheme::Scheme::Http),
+            protocol: plain,
+            at,
+            balancer: None,
+        };
         let tls = match (how.transport, conf.tls) {
-            (Transport::Plain, _) => {
-                let plain = if settings.h2c {
-                    Protocol::Detect
-                } else {
-                    Protocol::Http1
-                };
-                let accepted = Accepted {
-                    peer: arrived(addr, crate::http::scheme::Scheme::Http),
-                    protocol: plain,
-                    at,
-                };
+            (Transport::Plain, _) if relay.is_none() => {
                 conn::spawn(stream, accepted, serve.clone(), drain, guard, settings);
                 continue;
             }
-            (Transport::Tls, Some(tls)) => tls,
+            (Transport::Plain, _) => None,
+            (Transport::Tls, Some(tls)) => Some(tls),
             // A reload cannot remove the certificates of a TLS listener it
             // keeps (the config check refuses it); drop the connection.
             (Transport::Tls, None) => continue,
         };
-        let serve = serve.clone();
-        let peer = arrived(addr, crate::http::scheme::Scheme::Https);
-        tokio::spawn(async move {
-            // The handshake is part of the first head's time.
-            let deadline = at + settings.header_read_timeout;
-            let Some((stream, protocol)) = tls_handshake(&tls, stream, addr, deadline).await else {
-                return;
-            };
-            let accepted = Accepted { peer, protocol, at };
-            conn::spawn(stream, accepted, serve, drain, guard, settings);
-        });
+        let opening = Opening {
+            relay,
+            tls,
+            drain,
+            guard,
+            settings,
+        };
+        tokio::spawn(open_then_serve(stream, accepted, opening, serve.clone()));
     }
     drop(listener);
     let _ = graceful.send(());

@@ -112,6 +112,85 @@ pub struct Metrics {
     /// Body bytes sent to clients by `splice` from a paged body, without a
     /// copy (`crate::net::zero_copy`).
     pub spliced_bytes: Counter,
+    /// PROXY protocol headers on the listeners that expect one, by
+    /// [`ProxyHeader`] (`calmcache_proxy_protocol_total`).
+    pub proxy_protocol: [Counter; ProxyHeader::ALL.len()],
+}
+
+/// What became of a connection to a listener that expects the PROXY
+/// protocol (`net/proxy_protocol.rs`): served with the header's client, or
+/// closed and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProxyHeader {
+    /// A v1 (text) header with a TCP4/TCP6 source: served as that client.
+    V1,
+    /// A v2 (binary) PROXY header with an IPv4/IPv6 source: served as that client.
+    V2,
+    /// A v2 LOCAL header (the balancer's own health check): served as the
+    /// TCP peer.
+    Local,
+    /// A header without a usable source (v1 `UNKNOWN`, v2 `UNSPEC` or
+    /// `AF_UNIX`): served as the TCP peer, as NGINX does.
+    Unknown,
+    /// From a source outside `proxy_protocol_from`: closed unread.
+    Untrusted,
+    /// The first bytes are no PROXY header (plain HTTP, a ClientHello): closed.
+    Missing,
+    /// A header that does not parse: closed.
+    Malformed,
+    /// A v1 line past 107 bytes or a v2 header past its limit: closed.
+    TooLong,
+    /// Not whole within `header_read_timeout`: closed.
+    Timeout,
+    /// The client closed (or the socket failed) before the header was whole.
+    Closed,
+}
+
+impl ProxyHeader {
+    /// Every result, in the order of their counters.
+    pub const ALL: [ProxyHeader; 10] = [
+        ProxyHeader::V1,
+        ProxyHeader::V2,
+        ProxyHeader::Local,
+        ProxyHeader::Unknown,
+        ProxyHeader::Untrusted,
+        ProxyHeader::Missing,
+        ProxyHeader::Malformed,
+        ProxyHeader::TooLong,
+        ProxyHeader::Timeout,
+        ProxyHeader::Closed,
+    ];
+
+    /// The `result` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProxyHeader::V1 => "v1",
+            ProxyHeader::V2 => "v2",
+            ProxyHeader::Local => "local",
+            ProxyHeader::Unknown => "unknown",
+            ProxyHeader::Untrusted => "untrusted",
+            ProxyHeader::Missing => "missing",
+            ProxyHeader::Malformed => "malformed",
+            ProxyHeader::TooLong => "too_long",
+            ProxyHeader::Timeout => "timeout",
+            ProxyHeader::Closed => "closed",
+        }
+    }
+
+    /// A connection with this result is served.
+    pub fn serves(self) -> bool {
+        matches!(
+            self,
+            ProxyHeader::V1 | ProxyHeader::V2 | ProxyHeader::Local | ProxyHeader::Unknown
+        )
+    }
+}
+
+impl Metrics {
+    /// Counts one PROXY protocol header's fate.
+    pub fn proxy_header(&self, result: ProxyHeader) {
+        self.proxy_protocol[result as usize].inc();
+    }
 }
 
 impl Default for Metrics {
@@ -134,6 +213,7 @@ impl Default for Metrics {
             )),
             send_timeouts: Counter::default(),
             spliced_bytes: Counter::default(),
+            proxy_protocol: Default::default(),
         }
     }
 }

@@ -55,6 +55,7 @@ mod open_files;
 mod operations;
 mod origin_budget;
 mod private_files;
+mod proxy_protocol;
 mod purge_integrity;
 mod range_fill;
 mod readme_config;

@@ -208,7 +208,7 @@ impl Checker {
 
     /// `trusted_proxies`: CIDR networks (`10.0.0.0/8`, `::1/128`) or single
     /// addresses (taken as /32 or /128).
-    fn networks(&mut self, path: &str, raw: &[String]) -> Vec<ipnet::IpNet> {
+    pub(super) fn networks(&mut self, path: &str, raw: &[String]) -> Vec<ipnet::IpNet> {
         let mut out = Vec::with_capacity(raw.len());
         for (i, text) in raw.iter().enumerate() {
             let parsed = text

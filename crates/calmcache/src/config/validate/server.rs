@@ -47,6 +47,11 @@ impl Checker {
             defaults::server::SHUTDOWN_TIMEOUT,
         );
         let tls_listen = self.tls_listen(raw.tls_listen, &listen);
+        let proxy_protocol = self.proxy_protocol(
+            (raw.proxy_protocol_listeners, raw.proxy_protocol_from),
+            &listen,
+            &tls_listen,
+        );
         let tls = self.tls_certs(raw.tls.unwrap_or_default(), !tls_listen.is_empty());
         let max_inflight_body = raw
             .max_inflight_body
@@ -84,6 +89,7 @@ impl Checker {
             send_timeout,
             http2_keepalive_interval,
             http2_keepalive_timeout,
+            proxy_protocol,
         }
     }
 

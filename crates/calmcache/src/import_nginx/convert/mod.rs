@@ -17,6 +17,7 @@ mod answers;
 mod files;
 mod nesting;
 mod pages;
+mod real_ip;
 mod routes;
 mod servers;
 
@@ -109,6 +110,8 @@ struct Converter<'a> {
     /// `ssl_certificate` / `ssl_certificate_key` at http level: servers
     /// without their own inherit them.
     http_certs: (Vec<Directive>, Vec<Directive>),
+    /// `listen ... proxy_protocol`, `set_real_ip_from`, `real_ip_header`.
+    real_ip: real_ip::RealIp,
 }
 
 /// The calmcache document for `tree` (`prefix`: the main file's directory,
@@ -145,6 +148,7 @@ fn convert_tree(tree: &[Directive], prefix: &Path, main: &str) -> Result<Doc, Im
         access_log: None,
         placeholder: false,
         http_certs: (Vec::new(), Vec::new()),
+        real_ip: Default::default(),
     };
     if tree.iter().any(|d| d.name == "http") {
         for d in tree {
@@ -325,6 +329,7 @@ impl Converter<'_> {
                 self.h2c = true;
             }
             "access_log" => self.access_log(d),
+            "set_real_ip_from" | "real_ip_header" | "real_ip_recursive" => self.real_ip.directive(d),
             "error_log" => self.main_directive(d),
             "listen" | "server_name" => {
                 self.top.push(note_skipped(d, "only meaningful inside a server block"))

@@ -100,9 +100,11 @@ impl Converter<'_> {
         };
         let mut ssl = false;
         let mut default = false;
+        let mut proxy_protocol = false;
         for param in &d.args[1..] {
             match param.as_str() {
                 "ssl" => ssl = true,
+                "proxy_protocol" => proxy_protocol = true,
                 "http2" => {}
                 "default_server" | "default" => default = true,
                 p if p.starts_with("backlog=") => {
@@ -126,6 +128,9 @@ impl Converter<'_> {
                 ledger::carried(d);
                 if let Some(note) = note {
                     self.top.push(format!("`{}` ({}): {note}", d.text(), d.pos));
+                }
+                if proxy_protocol {
+                    self.real_ip.listener(&address);
                 }
                 let list = if ssl {
                     &mut self.tls_listen
@@ -248,6 +253,7 @@ impl Converter<'_> {
                 .note("`http2` on a plain listen: HTTP/2 with prior knowledge.");
         }
         self.server.entries.append(&mut entries);
+        self.finish_real_ip();
     }
 }
 

@@ -127,6 +127,11 @@ pub(super) static TOTALS: &[Family<Status>] = &[
         "Body bytes of large cached objects sent to clients without a copy (splice; plain HTTP/1.x).",
         One(|s| s.connections.spliced_bytes as f64),
     ),
+    counter(
+        "calmcache_proxy_protocol_total",
+        "Connections to listeners that expect the PROXY protocol, by result: served (v1, v2, local, unknown) or closed.",
+        Rows(|s| labelled("result", s.connections.proxy_protocol.iter().map(|(k, v)| (*k, *v)))),
+    ),
     gauge(
         "calmcache_websockets_active",
         "WebSocket tunnels open now.",

@@ -15,6 +15,9 @@ use crate::config::access_log::LogFormat;
 pub(super) struct Entry<'a> {
     pub(super) time: SystemTime,
     pub(super) remote_addr: IpAddr,
+    /// The PROXY protocol sender (the TCP peer) when `remote_addr` came
+    /// from its header (json only; absent otherwise).
+    pub(super) realip_remote_addr: Option<IpAddr>,
     pub(super) method: &'a str,
     pub(super) uri: &'a str,
     pub(super) protocol: &'a str,
@@ -52,6 +55,10 @@ pub(super) struct JsonLine<'a> {
     /// Milliseconds this request waited for an origin slot (`max_inflight`).
     #[serde(skip_serializing_if = "Option::is_none")]
     origin_wait_ms: Option<u64>,
+    /// The load balancer's address when `remote_addr` came from its PROXY
+    /// protocol header (NGINX's `$realip_remote_addr`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    realip_remote_addr: Option<IpAddr>,
 }
 
 /// Appends `e` as one line (with its `\n`) to `out`.
@@ -110,6 +117,7 @@ pub(super) fn format_line<'a>(format: LogFormat, e: &Entry<'a>, out: &mut String
                 origin_wait_ms: e
                     .origin_wait
                     .map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
+                realip_remote_addr: e.realip_remote_addr,
             };
             match serde_json::to_string(&line) {
                 Ok(json) => out.push_str(&json),

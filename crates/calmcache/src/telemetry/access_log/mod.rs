@@ -120,12 +120,20 @@ impl AccessLog {
     }
 
     /// Notes what the line needs from a request, before it is handled.
-    pub(crate) fn begin<B>(&self, req: &Request<B>, peer: SocketAddr) -> Pending {
+    /// A request from `peer` (through `balancer`, the PROXY protocol
+    /// sender, when there was one) begins.
+    pub(crate) fn begin<B>(
+        &self,
+        req: &Request<B>,
+        peer: SocketAddr,
+        balancer: Option<std::net::IpAddr>,
+    ) -> Pending {
         let headers = req.headers();
         Pending {
             log: self.clone(),
             start: Instant::now(),
             peer,
+            balancer,
             method: req.method().clone(),
             uri: req.uri().clone(),
             version: req.version(),
@@ -147,6 +155,7 @@ pub(crate) struct Pending {
     log: AccessLog,
     start: Instant,
     peer: SocketAddr,
+    balancer: Option<std::net::IpAddr>,
     method: Method,
     uri: Uri,
     version: Version,
@@ -171,6 +180,7 @@ impl Pending {
         let entry = Entry {
             time: SystemTime::now(),
             remote_addr: self.peer.ip(),
+            realip_remote_addr: self.balancer,
             method: self.method.as_str(),
             uri: &uri,
             protocol: protocol(self.version),

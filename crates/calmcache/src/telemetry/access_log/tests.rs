@@ -26,6 +26,7 @@ fn entry() -> Entry<'static> {
         upstream_addr: None,
         upstream_time: None,
         origin_wait: None,
+        realip_remote_addr: None,
         request_time: Duration::from_micros(1_500),
     }
 }
