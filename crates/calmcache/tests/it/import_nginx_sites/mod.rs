@@ -363,12 +363,24 @@ async fn run_site(site: &Site) -> Tally {
     let leaf = ca.leaf("site", site.hosts);
     let client = ca.client(&[b"http/1.1"]);
     let nginx_side = Side::new(dir.join("nginx"), site).await;
-    let calm_side = Side::new(dir.join("calmcache"), site).await;
     let nginx_conf = nginx_side.write_localised(site, &leaf.cert, &leaf.key);
-    let calm_conf = calm_side.write_localised(site, &leaf.cert, &leaf.key);
     let text = std::fs::read_to_string(&nginx_conf).unwrap();
     let nginx: Nginx = start_nginx(&nginx_side.dir, &text, nginx_side.ports.plain).await;
-    let calm = start_calm(&calm_conf, &calm_side.dir).await;
+    // Ports are picked free and bound later: another test can take one in
+    // between. A calmcache that could not bind gets fresh ports (3 tries).
+    let mut tries = 0;
+    let (calm_side, calm) = loop {
+        tries += 1;
+        let side = Side::new(dir.join(format!("calmcache-{tries}")), site).await;
+        let conf = side.write_localised(site, &leaf.cert, &leaf.key);
+        match start_calm(&conf, &side.dir).await {
+            Ok(calm) => break (side, calm),
+            Err(e) if tries < 3 => {
+                eprintln!("{}: calmcache did not start ({e:#}); again", site.file)
+            }
+            Err(e) => panic!("{}: calmcache did not start: {e:#}", site.file),
+        }
+    };
     let mut tally = Tally::default();
     for row in rows(site) {
         let (n, c) = run_row(&nginx_side, &calm_side, &client, &row).await;

@@ -302,14 +302,18 @@ fn fixture(name: &str) -> PathBuf {
 
 /// calmcache from the import of `conf`; the PLACEHOLDER upstream the
 /// importer writes for locations without proxy_pass points at a port
-/// nothing listens on.
-pub(super) async fn start_calm(conf: &Path, dir: &Path) -> calmcache::Running {
+/// nothing listens on. An error starting it (a picked port taken since,
+/// by another test's connection) is returned for the caller to pick again.
+pub(super) async fn start_calm(
+    conf: &Path,
+    dir: &Path,
+) -> Result<calmcache::Running, calmcache::StartError> {
     let dead = format!("servers = [\"127.0.0.1:{}\"]", free_port());
     let toml = imported(conf).replace("servers = [\"127.0.0.1:8080\"]", &dead);
     let path = dir.join("calmcache.toml");
     std::fs::write(&path, &toml).unwrap();
     let config = calmcache::load_config(&path).unwrap_or_else(|e| panic!("{e}\n{toml}"));
-    calmcache::start(&config).await.unwrap()
+    calmcache::start(&config).await
 }
 
 /// `target` with `%2e` decoded and dot segments resolved (RFC 3986
