@@ -332,12 +332,8 @@ async fn routed<'w>(
     if !route.cfg.storage.bypass.is_empty()
         && any_match(&route.cfg.storage.bypass, headers, req.uri().query())
     {
-        if let Err(refused) = limit::to_origin(route, &req, client, held).await {
-            return refused;
-        }
-        let mut request = fetch_request(route, &req, client, None);
-        request.body = body.map(|b| b.fetch.clone());
-        let answer = Box::pin(fetch::bypass(route, key.to_owned_key(), request, &ask)).await;
+        let asked = (&req, client, body, &ask);
+        let answer = Box::pin(bypassed(route, asked, key.to_owned_key(), held)).await;
         return Answer { placed, ..answer };
     }
     let rcc = directives(route, headers);
@@ -377,6 +373,22 @@ async fn routed<'w>(
         Plan::OnlyIfCached(fwd) => only_if_cached(route, fwd),
     };
     Answer { placed, ..answer }
+}
+
+/// A request the route's `bypass` conditions match: limited as
+/// origin-bound, then fetched (with its body) and stored, never looked up.
+async fn bypassed<'w>(
+    route: &'w Arc<Route>,
+    (req, client, body, ask): (&Request<Incoming>, Peer, Option<&KeyedBody>, &Ask<'_>),
+    key: CacheKey,
+    held: &mut Held,
+) -> Answer<'w> {
+    if let Err(refused) = limit::to_origin(route, req, client, held).await {
+        return refused;
+    }
+    let mut request = fetch_request(route, req, client, None);
+    request.body = body.map(|b| b.fetch.clone());
+    fetch::bypass(route, key, request, ask).await
 }
 
 /// A pass, through the route's origin limits first.

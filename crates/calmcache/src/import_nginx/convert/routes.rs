@@ -103,32 +103,8 @@ impl Converter<'_> {
         let names: Vec<&Names> = servers.iter().map(|s| &s.names).collect();
         let (mut groups, notes) = server_names::plan(&names, default);
         let defaults = defaults_by_address(servers);
-        if servers.len() > 1 {
-            self.top.push(
-                "NGINX chooses a server block by Host: the routes carry each server's server_name \
-                 as hosts, in the order that makes the first match NGINX's choice (exact names, then \
-                 wildcards, longest first, then the default server for every other Host). A server \
-                 can appear in several groups."
-                    .into(),
-            );
-        } else if servers.iter().any(|s| s.names.usable()) {
-            self.top.push(
-                "server_name: NGINX answers every Host with the only server block, so its routes \
-                 have no hosts."
-                    .into(),
-            );
-        }
         let by_listener = servers.windows(2).any(|w| w[0].listens != w[1].listens);
-        if by_listener {
-            self.top.push(
-                "The server blocks listen on different addresses: NGINX chooses among the servers \
-                 of the address a request came in on, so each server's routes carry its listen \
-                 addresses as listeners. A Host no server of an address names goes to the default \
-                 server's routes, which serve only its own addresses (NGINX has a default server \
-                 per address)."
-                    .into(),
-            );
-        }
+        self.host_notes(servers, by_listener);
         self.top.extend(notes);
         if by_listener {
             groups.extend(other_default_groups(servers, default, &defaults));
@@ -183,6 +159,36 @@ impl Converter<'_> {
                     );
                 }
             }
+        }
+    }
+
+    /// The top comments that say how the import picks NGINX's server
+    /// block: by Host, and by listen address when the servers' differ.
+    fn host_notes(&mut self, servers: &[Server], by_listener: bool) {
+        if servers.len() > 1 {
+            self.top.push(
+                "NGINX chooses a server block by Host: the routes carry each server's server_name \
+                 as hosts, in the order that makes the first match NGINX's choice (exact names, then \
+                 wildcards, longest first, then the default server for every other Host). A server \
+                 can appear in several groups."
+                    .into(),
+            );
+        } else if servers.iter().any(|s| s.names.usable()) {
+            self.top.push(
+                "server_name: NGINX answers every Host with the only server block, so its routes \
+                 have no hosts."
+                    .into(),
+            );
+        }
+        if by_listener {
+            self.top.push(
+                "The server blocks listen on different addresses: NGINX chooses among the servers \
+                 of the address a request came in on, so each server's routes carry its listen \
+                 addresses as listeners. A Host no server of an address names goes to the default \
+                 server's routes, which serve only its own addresses (NGINX has a default server \
+                 per address)."
+                    .into(),
+            );
         }
     }
 
@@ -411,33 +417,52 @@ impl Converter<'_> {
                 loc.pos
             )],
         };
-        if let Some(ret) = self.answers_itself(loc, &mut notes) {
+        match self.answering_route(loc, &m, &mut notes) {
+            Some(mut route) => {
+                self.answering_keys(loc, when, &mut route);
+                route.comments.extend(notes);
+                routes.push(route);
+            }
+            None => self.proxied_routes(loc, m, when, notes, routes),
+        }
+    }
+
+    /// The route of a location that answers itself: a `return`, a file
+    /// route of its own `root`/`alias`/`try_files =404`, or NGINX's
+    /// default root for a location with no handler; `None` for one that
+    /// proxies.
+    fn answering_route(
+        &mut self,
+        loc: &Location,
+        m: &[RouteRegex],
+        notes: &mut Notes,
+    ) -> Option<Section> {
+        if let Some(ret) = self.answers_itself(loc, notes) {
             let mut route = Section::new("[[routes]]");
             route.note(format!("location {} ({})", describe(loc), loc.pos));
             for m in m {
                 route.set(m.key(), Value::Str(m.regex().to_owned()));
             }
             route.set("return", ret);
-            self.answering_keys(loc, when, &mut route);
-            route.comments.extend(notes);
-            routes.push(route);
-            return;
+            return Some(route);
         }
-        if let Some(mut route) = self.bare_files(loc, &m, &mut notes) {
-            self.answering_keys(loc, when, &mut route);
-            route.comments.extend(notes);
-            routes.push(route);
-            return;
+        if let Some(route) = self.bare_files(loc, m, notes) {
+            return Some(route);
         }
-        if answers_from_default_root(loc) {
-            return self.default_root_route(loc, m, when, notes, routes);
-        }
+        answers_from_default_root(loc).then(|| self.default_root_route(loc, m))
+    }
+
+    /// The routes of a location that proxies: one, or one per `map`
+    /// entry of its zone; the first carries the location's comments.
+    fn proxied_routes(
+        &mut self,
+        loc: &Location,
+        m: Vec<RouteRegex>,
+        when: Written,
+        mut notes: Notes,
+        routes: &mut Vec<Section>,
+    ) {
         let upstream = self.upstream_for(loc, &mut notes);
-        let proxy_host = loc
-            .pass
-            .as_ref()
-            .and_then(|p| upstreams::target(p).ok())
-            .map(|t| t.proxy_host());
         let mut choice = match loc.settings.last("proxy_cache") {
             Some(d) => self.zones.choice(d, &mut notes),
             None => Choice::Off,
@@ -451,40 +476,19 @@ impl Converter<'_> {
         let plan = plan(m, choice, &mut notes);
         let first = routes.len();
         for (i, (m, choice)) in plan.into_iter().enumerate() {
-            let mut route = Section::new("[[routes]]");
+            let mut route = self.proxied_route(loc, &upstream, &m, &choice);
             if i == 0 {
-                route.note(format!("location {} ({})", describe(loc), loc.pos));
+                route
+                    .comments
+                    .insert(0, format!("location {} ({})", describe(loc), loc.pos));
             } else {
+                // The first route of the location carries the explanations.
+                route.comments.clear();
                 route.note(format!(
                     "location {} ({}), map entry {i}",
                     describe(loc),
                     loc.pos
                 ));
-            }
-            for m in m {
-                route.set(m.key(), Value::Str(m.regex().to_owned()));
-            }
-            route.set("upstream", Value::Str(upstream.clone()));
-            let inactive = self.zone_keys(&mut route, &choice);
-            if let Some(inactive) = inactive {
-                cache::caching_keys(&mut route, &loc.settings, &upstream, inactive);
-            }
-            internal(loc, &mut route);
-            cache::gzip(&mut route, &loc.settings);
-            headers::rules(
-                &mut route,
-                &loc.settings,
-                inactive.is_some(),
-                proxy_host.as_deref(),
-            );
-            pages::error_pages(&mut route, &loc.settings, pages::Serves::Proxied);
-            self.limits.route(&mut route, &loc.settings);
-            if let Some((ws, why)) = cache::websocket(&loc.settings) {
-                route.set("websocket", Value::Bool(ws)).note(why);
-            }
-            if i > 0 {
-                // The first route of the location carries the explanations.
-                route.comments.truncate(1);
                 route.note("The comments of the first route of this location apply here too.");
                 route.entries.iter_mut().for_each(|e| e.comments.clear());
             }
@@ -495,6 +499,46 @@ impl Converter<'_> {
             cache::others(route, &loc.settings);
         }
         route.comments.extend(notes);
+    }
+
+    /// One route of a proxying location: its conditions, upstream, zone
+    /// and what the location's directives say about caching, headers,
+    /// gzip, error pages, limits and WebSocket.
+    fn proxied_route(
+        &mut self,
+        loc: &Location,
+        upstream: &str,
+        m: &[RouteRegex],
+        choice: &Choice,
+    ) -> Section {
+        let proxy_host = loc
+            .pass
+            .as_ref()
+            .and_then(|p| upstreams::target(p).ok())
+            .map(|t| t.proxy_host());
+        let mut route = Section::new("[[routes]]");
+        for m in m {
+            route.set(m.key(), Value::Str(m.regex().to_owned()));
+        }
+        route.set("upstream", Value::Str(upstream.to_owned()));
+        let inactive = self.zone_keys(&mut route, choice);
+        if let Some(inactive) = inactive {
+            cache::caching_keys(&mut route, &loc.settings, upstream, inactive);
+        }
+        internal(loc, &mut route);
+        cache::gzip(&mut route, &loc.settings);
+        headers::rules(
+            &mut route,
+            &loc.settings,
+            inactive.is_some(),
+            proxy_host.as_deref(),
+        );
+        pages::error_pages(&mut route, &loc.settings, pages::Serves::Proxied);
+        self.limits.route(&mut route, &loc.settings);
+        if let Some((ws, why)) = cache::websocket(&loc.settings) {
+            route.set("websocket", Value::Bool(ws)).note(why);
+        }
+        route
     }
 
     /// The keys of a route that answers itself (a `return`, a file route)
@@ -521,14 +565,7 @@ impl Converter<'_> {
     /// A location that answers from NGINX's default root (`html` under its
     /// prefix): a file route answering 404 for a path with no file, as
     /// NGINX does.
-    fn default_root_route(
-        &mut self,
-        loc: &Location,
-        m: Vec<RouteRegex>,
-        when: Written,
-        notes: Notes,
-        routes: &mut Vec<Section>,
-    ) {
+    fn default_root_route(&mut self, loc: &Location, m: &[RouteRegex]) -> Section {
         let mut files = Section::new("[[routes]]");
         files.note(format!(
             "location {} ({}): no proxy_pass, return, root, alias or try_files: NGINX serves \
@@ -538,7 +575,7 @@ impl Converter<'_> {
             loc.pos,
             self.absolute("html")
         ));
-        for m in &m {
+        for m in m {
             files.set(m.key(), Value::Str(m.regex().to_owned()));
         }
         files.set("root", Value::Str(self.absolute("html")));
@@ -549,9 +586,7 @@ impl Converter<'_> {
             );
         }
         files.set("absent", Value::Str("404".into()));
-        self.answering_keys(loc, when, &mut files);
-        files.comments.extend(notes);
-        routes.push(files);
+        files
     }
 
     /// The route's `zone` or `zones` for `choice`, and the longest
