@@ -569,13 +569,8 @@ async fn answer(
 ) -> Result<Response<OriginBody>, std::io::Error> {
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_string();
-    let n = counts.total.fetch_add(1, Ordering::SeqCst) + 1;
-    *counts
-        .by_path
-        .lock()
-        .expect("counts lock")
-        .entry(path.clone())
-        .or_default() += 1;
+    // Recorded before it is counted: a test that saw a count can read the
+    // request behind it (requests_for after hits_for).
     let at = {
         let mut requests = counts.requests.lock().expect("requests lock");
         requests.push(RecordedRequest {
@@ -589,6 +584,13 @@ async fn answer(
         });
         requests.len() - 1
     };
+    let n = counts.total.fetch_add(1, Ordering::SeqCst) + 1;
+    *counts
+        .by_path
+        .lock()
+        .expect("counts lock")
+        .entry(path.clone())
+        .or_default() += 1;
     // Read a request body whole (echoed, recorded, or dropped), so the
     // connection stays usable; recorded once it is in.
     let received = body.collect().await.map(|b| b.to_bytes());
