@@ -32,14 +32,11 @@ pub(crate) fn file_body(lazy: &LazyBody, start: u64, len: u64, verify: bool) -> 
         while at < end {
             let n = usize::try_from((end - at).min(CHUNK as u64)).unwrap_or(CHUNK);
             let reader = lazy.clone();
-            let chunk = match tokio::task::spawn_blocking(move || reader.read_at(at, n)).await {
-                Ok(Ok(chunk)) => chunk,
-                Ok(Err(e)) => {
-                    let _ = tx.send(Err(e.into())).await;
-                    return;
-                }
+            let read = tokio::task::spawn_blocking(move || reader.read_at(at, n)).await;
+            let chunk = match joined(read) {
+                Ok(chunk) => chunk,
                 Err(e) => {
-                    let _ = tx.send(Err(e.into())).await;
+                    let _ = tx.send(Err(e)).await;
                     return;
                 }
             };
@@ -98,14 +95,10 @@ pub(crate) fn open_file_body(
                     .map(|()| Bytes::from(buf))
             })
             .await;
-            let chunk = match read {
-                Ok(Ok(chunk)) => chunk,
-                Ok(Err(e)) => {
-                    let _ = tx.send(Err(e.into())).await;
-                    return;
-                }
+            let chunk = match joined(read) {
+                Ok(chunk) => chunk,
                 Err(e) => {
-                    let _ = tx.send(Err(e.into())).await;
+                    let _ = tx.send(Err(e)).await;
                     return;
                 }
             };
@@ -116,4 +109,16 @@ pub(crate) fn open_file_body(
         }
     });
     ResponseBody::stream(ChannelBody::new(rx, len))
+}
+
+/// A blocking read's chunk, or its error (the read's, or the blocking
+/// task's when it panicked or was cancelled), as the body sends it.
+fn joined<E: Into<BoxError>>(
+    read: Result<Result<Bytes, E>, tokio::task::JoinError>,
+) -> Result<Bytes, BoxError> {
+    match read {
+        Ok(Ok(chunk)) => Ok(chunk),
+        Ok(Err(e)) => Err(e.into()),
+        Err(e) => Err(e.into()),
+    }
 }

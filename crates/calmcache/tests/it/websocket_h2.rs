@@ -43,19 +43,8 @@ async fn start(
     calmcache_testkit::tls::TestCa,
     std::path::PathBuf,
 ) {
-    let dir = std::env::temp_dir().join(format!(
-        "calmcache-it-ws-h2-{}-{}",
-        std::process::id(),
-        rand::random::<u32>()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let ca = calmcache_testkit::tls::TestCa::new(&dir);
-    let leaf = ca.leaf("ws", &["localhost"]);
-    let server_keys = format!(
-        "h2c = true\ntls_listen = [\"127.0.0.1:0\"]\n[[server.tls]]\ncert = {:?}\nkey = {:?}\n",
-        leaf.cert.display().to_string(),
-        leaf.key.display().to_string()
-    );
+    let (dir, ca, _, tls_keys) = tls_scratch("ws-h2");
+    let server_keys = format!("h2c = true\n{tls_keys}");
     let proxy = Proxy::with_upstream(server)
         .upstream(upstream_keys)
         .route(route_keys)
@@ -64,6 +53,32 @@ async fn start(
         .start()
         .await;
     (proxy, ca, dir)
+}
+
+/// A scratch directory, a CA and its leaf for `localhost`, and the
+/// `[server]` keys of a TLS listener that serves the leaf.
+fn tls_scratch(
+    name: &str,
+) -> (
+    std::path::PathBuf,
+    calmcache_testkit::tls::TestCa,
+    calmcache_testkit::tls::Leaf,
+    String,
+) {
+    let dir = std::env::temp_dir().join(format!(
+        "calmcache-it-{name}-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = calmcache_testkit::tls::TestCa::new(&dir);
+    let leaf = ca.leaf("ws", &["localhost"]);
+    let keys = format!(
+        "tls_listen = [\"127.0.0.1:0\"]\n[[server.tls]]\ncert = {:?}\nkey = {:?}\n",
+        leaf.cert.display().to_string(),
+        leaf.key.display().to_string()
+    );
+    (dir, ca, leaf, keys)
 }
 
 /// Which of the proxy's listeners a connection goes to.
@@ -511,19 +526,7 @@ const PAGE: &str = "<!doctype html><title>ws</title><script>\
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chromium_opens_a_websocket_over_http2_through_the_proxy() {
     let (server, seen) = echo_server().await;
-    let dir = std::env::temp_dir().join(format!(
-        "calmcache-it-ws-h2-chromium-{}-{}",
-        std::process::id(),
-        rand::random::<u32>()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let ca = calmcache_testkit::tls::TestCa::new(&dir);
-    let leaf = ca.leaf("ws", &["localhost"]);
-    let server_keys = format!(
-        "tls_listen = [\"127.0.0.1:0\"]\n[[server.tls]]\ncert = {:?}\nkey = {:?}\n",
-        leaf.cert.display().to_string(),
-        leaf.key.display().to_string()
-    );
+    let (dir, _ca, leaf, server_keys) = tls_scratch("ws-h2-chromium");
     // The page answers itself; /ws goes to the echo server.
     let page = format!(
         "[[routes]]\nname = \"page\"\n\
