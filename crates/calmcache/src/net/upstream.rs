@@ -246,7 +246,11 @@ impl Upstream {
         };
         let client = Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(cfg.keepalive)
-            .pool_idle_timeout(Duration::from_secs(60))
+            // Below the keep-alive of the common origin servers (Node and
+            // Apache close an idle connection after 5 s): a connection the
+            // origin is about to close is not handed out, so a request with
+            // a body (never sent twice) does not meet that close as a 502.
+            .pool_idle_timeout(POOL_IDLE)
             .set_host(false)
             .build(Connector::new(
                 cfg.connect_timeout,
@@ -1157,6 +1161,9 @@ async fn connect(server: &Authority, limit: Duration) -> Result<TcpStream, Proxy
 }
 
 /// A copy of a bodiless GET or HEAD (method, URI, headers) to send again.
+/// How long an idle upstream connection stays in the pool.
+const POOL_IDLE: Duration = Duration::from_secs(4);
+
 fn retry_copy(req: &Request<StreamBody>, expect: Expect) -> Option<Request<StreamBody>> {
     let idempotent = matches!(*req.method(), http::Method::GET | http::Method::HEAD);
     if expect != Expect::Final || !idempotent || !req.body().is_end_stream() {
