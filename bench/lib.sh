@@ -17,6 +17,8 @@
 #   BENCH_LOADGEN=F    another loadgen binary (a tree without target/)
 #   CALM_THREADS=N     calmcache `threads` in write_calm_config (default 2)
 #   NGINX_WORKERS=N    NGINX worker_processes in nginx_conf (default 2)
+#   NGINX_WORKER_CONNECTIONS=N  NGINX worker_connections in nginx_conf (default
+#                      8192; bench/scaling raises it for 10,000 clients)
 #   VARNISH_MALLOC=S   Varnish malloc storage size in start_varnish (default 256m)
 #   BENCH_CHARTS=0     do not copy the run's chart.svg to bench/charts/NAME.svg
 #                      (it is still written to the results dir)
@@ -756,7 +758,8 @@ calm_zone_field() { calm_jq '.zones[$z][$f] // "NA"' --arg z "$1" --arg f "$2"; 
 calm_loader_done() { calm_jq '[.zones[] | select(.disk) | .disk.loader_done] | all'; }
 
 # nginx_conf DIR PORT ORIGIN_PORT HTTP_EXTRA LOCATION: DIR/nginx.conf with the
-# settings start_nginx uses ($NGINX_WORKERS or 2 workers, sendfile $NGINX_SENDFILE or on,
+# settings start_nginx uses ($NGINX_WORKERS or 2 workers, $NGINX_WORKER_CONNECTIONS
+# or 8192 worker_connections, sendfile $NGINX_SENDFILE or on,
 # tcp_nopush off, keepalive_requests 1000000, temp paths under DIR/tmp,
 # upstream "app" with keepalive 32 when ORIGIN_PORT is set); HTTP_EXTRA goes
 # into the http block (proxy_cache_path, split_clients), LOCATION into
@@ -778,7 +781,7 @@ worker_processes ${NGINX_WORKERS:-2};
 worker_rlimit_nofile 65536;
 pid $dir/nginx.pid;
 error_log $dir/error.log warn;
-events { worker_connections 8192; }
+events { worker_connections ${NGINX_WORKER_CONNECTIONS:-8192}; }
 http {
     access_log off;
     sendfile ${NGINX_SENDFILE:-on};
@@ -862,4 +865,35 @@ write_chart() {
 	[[ "${BENCH_CHARTS:-1}" != 0 ]] && args+=(--charts-dir "$BENCH_DIR/charts")
 	python3 "${args[@]}" >&2 || log "chart: bench/plot.py failed (exit $?); the results are unaffected"
 	return 0
+}
+
+# ------------------------------------------------------------ proxy CPU ----
+# Used by bench/h2 and bench/scaling.
+
+# ticks_of STATFILE: user + system clock ticks in a /proc/.../stat file (0 if gone).
+ticks_of() {
+	local f
+	f="$(cat "$1" 2>/dev/null)" || {
+		echo 0
+		return
+	}
+	f="${f##*) }" # fields after "(comm) ": state is $1, utime $12, stime $13
+	awk '{print $12 + $13}' <<<"$f"
+}
+
+# proxy_ticks PID: CPU clock ticks of PID and its children (NGINX's workers).
+proxy_ticks() {
+	local p t=0
+	for p in "$1" $(ps --ppid "$1" -o pid= 2>/dev/null); do t=$((t + $(ticks_of "/proc/$p/stat"))); done
+	echo "$t"
+}
+
+# proxy_rss_kb PID: VmRSS of PID and its children summed, in kB (NA if gone).
+proxy_rss_kb() {
+	local p t=0 v
+	for p in "$1" $(ps --ppid "$1" -o pid= 2>/dev/null); do
+		v="$(proc_kb "$p" VmRSS)"
+		[[ "$v" == NA ]] || t=$((t + v))
+	done
+	((t > 0)) && echo "$t" || echo NA
 }

@@ -18,7 +18,9 @@ NGINX's best row. When DIR holds origin-timeline.tsv (bench/microcache,
 bench/stampede: lib.sh's origin sampler, GET /__origin/stats every 0.5 s)
 a line chart follows with the origin's requests over time for each row
 (the first run of each row). bench/soak gets line charts of its RSS and
-descriptor series instead. The title carries the bench, the number of
+descriptor series instead; bench/scaling line charts with a log x axis
+(req/s, p99, CPU per request against connections and objects held) and
+bars of RSS per idle connection. The title carries the bench, the number of
 runs, and the versions block of the run (versions.txt).
 
 The output depends only on the input files: no clock, no randomness, a
@@ -146,6 +148,8 @@ SPECS = {
         panels=[RPS, P99],
     ),
     "soak": dict(series=True),
+    # curves against connections and objects held (log x), idle RSS as bars
+    "scaling": dict(curves=True),
 }
 
 # ----------------------------------------------------------------- input ----
@@ -515,6 +519,103 @@ def chart_soak(d, svg, y, width):
     return max(a, b) + 10
 
 
+# The curves of bench/scaling: (curve, x label), and its panels (title, unit,
+# raw.tsv column, True when higher is better).
+SCALING_CURVES = [("conns", "open connections (log)"), ("objects", "objects held, Zipf s = 1.0 (log)")]
+SCALING_PANELS = [
+    ("throughput", "req/s", "rps", True),
+    ("p99 latency", "ms", "p99_ms", False),
+    ("proxy CPU per request", "us", "cpu_us_per_req", False),
+]
+
+
+def scaling_medians(records, curve, column):
+    """{row: [(x, median over runs)]}, x ascending."""
+    vals = {}
+    for r in records:
+        x, v = num(r.get("x")), num(r.get(column))
+        if r.get("curve") == curve and x and v is not None:
+            vals.setdefault(r.get("row", ""), {}).setdefault(x, []).append(v)
+    return {row: sorted((x, statistics.median(v)) for x, v in xs.items()) for row, xs in vals.items()}
+
+
+def log_chart(svg, x0, y0, w, h, series, colours, title, xlabel):
+    """series: [(label, [(x, y)])], x > 0 on a log axis, y from 0."""
+    svg.text(x0, y0, title, size=12, weight="bold")
+    top, left, bottom, right = y0 + 14, x0 + 56, y0 + h - 30, x0 + w - 10
+    xs = [p[0] for _, pts in series for p in pts] or [1, 10]
+    ys = [p[1] for _, pts in series for p in pts] or [0, 1]
+    lo, hi = math.floor(math.log10(min(xs))), math.ceil(math.log10(max(xs)))
+    hi = max(hi, lo + 1)
+    yt = nice_ticks(max(ys))
+    ymax = yt[-1] or 1
+
+    def px(x):
+        return left + (right - left) * (math.log10(x) - lo) / (hi - lo)
+
+    def py(y):
+        return bottom - (bottom - top) * y / ymax
+
+    for t in yt:
+        svg.line(left, py(t), right, py(t), stroke="#eee")
+        svg.text(left - 4, py(t) + 4, fmt(t), size=10, anchor="end", fill="#555")
+    for e in range(lo, hi + 1):
+        svg.line(px(10**e), bottom, px(10**e), bottom + 4, stroke="#999")
+        svg.text(px(10**e), bottom + 15, fmt(10**e), size=10, anchor="middle", fill="#555")
+    svg.line(left, bottom, right, bottom, stroke="#999")
+    svg.line(left, top, left, bottom, stroke="#999")
+    svg.text((left + right) / 2, bottom + 28, xlabel, size=10, anchor="middle", fill="#555")
+    for label, pts in series:
+        dash = None if proxy_of(label) == "calmcache" else ("6,3" if proxy_of(label) == "NGINX" else "2,3")
+        svg.polyline([(px(x), py(y)) for x, y in pts], colours[label], dash)
+        for x, y in pts:
+            svg.rect(px(x) - 2, py(y) - 2, 4, 4, colours[label], title=f"{label}: {fmt(y)} at {fmt(x)}")
+    return bottom + 36
+
+
+def chart_scaling(d, svg, y, width):
+    records = read_tsv(os.path.join(d, "raw.tsv"))
+    rows = []
+    for r in records:
+        if r.get("row") not in rows:
+            rows.append(r["row"])
+    colours = colour_map(rows)
+    legend(svg, MARGIN, y, {proxy_of(r) for r in rows})
+    # one line per row under the legend: its dash
+    lx = MARGIN
+    for r in rows:
+        dash = None if proxy_of(r) == "calmcache" else ("6,3" if proxy_of(r) == "NGINX" else "2,3")
+        svg.line(lx, y + 16, lx + 18, y + 16, stroke=colours[r], width=2, dash=dash)
+        svg.text(lx + 22, y + 20, r, size=11)
+        lx += 40 + 7 * len(r)
+    y += 40
+    pw = (width - 2 * MARGIN) / len(SCALING_PANELS)
+    for curve, xlabel in SCALING_CURVES:
+        if not any(r.get("curve") == curve for r in records):
+            continue
+        bottom = y
+        for i, (title, unit, column, higher) in enumerate(SCALING_PANELS):
+            med = scaling_medians(records, curve, column)
+            series = [(r, med[r]) for r in rows if med.get(r)]
+            better = "higher" if higher else "lower"
+            b = log_chart(svg, MARGIN + i * pw, y, pw - 8, 220, series, colours, f"{title}, {unit} ({better} is better)", xlabel)
+            bottom = max(bottom, b)
+        y = bottom + 10
+    idle = scaling_medians(records, "idle", "rss_per_conn_b")
+    if idle:
+        svg.text(MARGIN, y, "RSS per idle keep-alive connection, B (lower is better)", size=12, weight="bold")
+        y += 10
+        top = max(v for pts in idle.values() for _, v in pts) or 1
+        for r in [r for r in rows if r in idle]:
+            x, v = idle[r][-1]
+            svg.text(LABEL_W - 8, y + 13, f"{r} ({fmt(x)} conns)", size=12, anchor="end")
+            w = (PANEL_W * 1.5) * v / top
+            svg.rect(LABEL_W, y + 2, w, ROW_H - 4, colours[r], title=f"{r}: {fmt(v)} B")
+            svg.text(LABEL_W + w + 4, y + 13, fmt(v), size=11)
+            y += ROW_H
+    return y + 10
+
+
 def spec_name(d, name=None):
     """The spec for DIR: --name, else the directory's; stampede's sus-grid
     profile writes grid-raw.tsv only."""
@@ -535,6 +636,12 @@ def chart(d, name=None):
         width = 2 * LABEL_W + 2 * PANEL_W
         y = header(svg, width, f"bench/{name}: memory and descriptors over the run", versions)
         y = chart_soak(d, svg, y + 16, width)
+        return svg.render(int(width), int(y + MARGIN))
+    if spec.get("curves"):
+        width = 3 * PANEL_W + 2 * MARGIN
+        runs = len({r.get("run") for r in read_tsv(os.path.join(d, "raw.tsv"))})
+        y = header(svg, width, f"bench/{name}: cost against connections and objects held (median of {runs} run{'s' if runs != 1 else ''})", versions)
+        y = chart_scaling(d, svg, y + 16, width)
         return svg.render(int(width), int(y + MARGIN))
     path = os.path.join(d, spec.get("file", "raw.tsv"))
     if not os.path.exists(path):
@@ -593,7 +700,7 @@ def selftest():
             assert "calmcache" in texts and "bench/" in texts, f"{f}: no legend or title"
             assert re.search(r"\d{4}-\d\d-\d\dT", texts), f"{f}: no date of the run"
             lines = len(doc.getElementsByTagName("polyline"))
-            if os.path.exists(os.path.join(d, "origin-timeline.tsv")) or spec_name(d) == "soak":
+            if os.path.exists(os.path.join(d, "origin-timeline.tsv")) or spec_name(d) in ("soak", "scaling"):
                 assert lines > 0, f"{f}: no line chart"
             print(f"ok   {f}: {len(a)} bytes, {len(doc.getElementsByTagName('rect'))} rects, {lines} lines")
     # the median and ratio arithmetic
