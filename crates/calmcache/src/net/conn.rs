@@ -9,8 +9,7 @@
 //! accept) until hyper hands the request to the service. It learns when a
 //! request starts and when its answer is done from the service wrapper here
 //! (a [`Ticket`] carried by the response body), so the clocks cost two
-//! atomic counters and two clock reads per request; their timer
-//! ([`Deadline`]) moves once per deadline passed, not per request.
+//! atomic counters per request and one timer reset per head.
 //!
 //! Writes have a third clock, `send_timeout` ([`crate::net::write_clock`], in
 //! [`Clocked`] too): a client that takes no bytes that long is cut. On
@@ -537,8 +536,7 @@ pub(crate) struct Clocked<IO> {
     io: IO,
     phase: Arc<Phase>,
     clock: Clock,
-    /// The deadline of `clock` (Idle and Head).
-    deadline: Deadline,
+    sleep: Pin<Box<Sleep>>,
     keepalive: Duration,
     /// `None` for HTTP/2: its bytes between requests are not heads.
     head: Option<Duration>,
@@ -561,57 +559,6 @@ pub(crate) struct Clocked<IO> {
     /// The waker last handed to the injector: a read that waits takes its
     /// lock only when the task's waker changed (it seldom does).
     parked: Option<std::task::Waker>,
-}
-
-/// The timer under a connection's idle and head clocks, moved as little as
-/// it can be.
-///
-/// A tokio timer moved earlier is taken out of the runtime's timer wheel and
-/// put back (a lock, and an unlink that touches the timers next to it in its
-/// slot, other connections' memory); moved later, tokio only notes the new
-/// time. Every request moved it earlier once (`keepalive_timeout` to
-/// `header_read_timeout` when a head starts), and the issue-29 profile of
-/// 1 KB hits showed that re-registration growing from 0.4% to 2% of the
-/// proxy's CPU between 64 and 5,000 connections. Here the timer stays where
-/// it is while the deadline moves later (`due` only), and when it fires
-/// before `due` it is set again to `due`: one move per deadline passed
-/// instead of one per request, and a clock that ends exactly at `due`.
-struct Deadline {
-    /// The timer: fires at or before `due`.
-    sleep: Pin<Box<Sleep>>,
-    /// When the clock runs out.
-    due: Instant,
-}
-
-impl Deadline {
-    fn new(at: Instant) -> Deadline {
-        Deadline {
-            sleep: Box::pin(tokio::time::sleep_until(at)),
-            due: at,
-        }
-    }
-
-    /// The clock now runs out at `at`; the timer moves only when that is
-    /// earlier than where it stands.
-    #[inline]
-    fn set(&mut self, at: Instant) {
-        self.due = at;
-        if at < self.sleep.deadline() {
-            self.sleep.as_mut().reset(at);
-        }
-    }
-
-    /// `Ready` once `due` has passed; else `Pending`, woken by then.
-    fn poll_passed(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        loop {
-            std::task::ready!(self.sleep.as_mut().poll(cx));
-            if self.sleep.deadline() >= self.due {
-                return Poll::Ready(());
-            }
-            let due = self.due;
-            self.sleep.as_mut().reset(due);
-        }
-    }
 }
 
 /// Largest run of HTTP/2 writes [`Clocked`] gathers before it sends them
@@ -663,7 +610,7 @@ impl<IO> Clocked<IO> {
             io,
             phase,
             clock,
-            deadline: Deadline::new(deadline),
+            sleep: Box::pin(tokio::time::sleep_until(deadline)),
             keepalive,
             head,
             _slot: slot,
@@ -853,7 +800,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Clocked<IO> {
         }
         if this.clock == Clock::Busy || this.phase.rearm.swap(false, Relaxed) {
             this.clock = Clock::Idle;
-            this.deadline.set(Instant::now() + this.keepalive);
+            let deadline = Instant::now() + this.keepalive;
+            this.sleep.as_mut().reset(deadline);
         }
         let before = buf.filled().len();
         match Pin::new(&mut this.io).poll_read(cx, buf) {
@@ -861,12 +809,12 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Clocked<IO> {
                 if let (Clock::Idle, Some(head)) = (this.clock, this.head) {
                     if buf.filled().len() > before {
                         this.clock = Clock::Head;
-                        this.deadline.set(Instant::now() + head);
+                        this.sleep.as_mut().reset(Instant::now() + head);
                     }
                 }
                 Poll::Ready(Ok(()))
             }
-            Poll::Pending => match this.deadline.poll_passed(cx) {
+            Poll::Pending => match this.sleep.as_mut().poll(cx) {
                 Poll::Ready(()) => {
                     let what = match this.clock {
                         Clock::Head => "request head not received within header_read_timeout",
