@@ -888,7 +888,8 @@ scratch_fs_new() {
 	fi
 	SCRATCH_IMG="$BENCH_TMP/scratch.img"
 	SCRATCH_MNT="$BENCH_TMP/scratch"
-	truncate -s "$bytes" "$SCRATCH_IMG"
+	# Whole MiB: a loop device ignores a partial last sector (and warns).
+	truncate -s $((bytes / 1048576 * 1048576)) "$SCRATCH_IMG"
 	mkfs.ext4 -q -F -m 0 "$SCRATCH_IMG" || die "mkfs.ext4 $SCRATCH_IMG failed"
 	SCRATCH_DEV="$(losetup --find --show --direct-io=on "$SCRATCH_IMG")" || die "losetup $SCRATCH_IMG failed"
 	mkdir -p "$SCRATCH_MNT"
