@@ -897,3 +897,55 @@ proxy_rss_kb() {
 	done
 	((t > 0)) && echo "$t" || echo NA
 }
+
+# ------------------------------------------------------ scratch file system ----
+# A private file system for the cache files of one row (bench/cachefill,
+# issue 29): a sparse image file under $BENCH_TMP formatted ext4 (mkfs
+# defaults, journal on) and loop-mounted with direct I/O, so the cache's pages
+# are cached once (by the scratch file system) and written back straight to
+# the disk under /tmp. A new one per row: no row meets another process's or
+# an earlier row's deleted inodes, fragmented free space or dirty pages, and
+# the row's files go in one `umount`. Needs root (losetup, mount); the EXIT
+# trap calls scratch_fs_drop.
+SCRATCH_IMG=""
+SCRATCH_DEV=""
+SCRATCH_MNT=""
+
+# scratch_fs_new BYTES: a fresh ext4 of BYTES at $SCRATCH_MNT (dropping the
+# previous one first).
+scratch_fs_new() {
+	local bytes="$1"
+	scratch_fs_drop
+	((EUID == 0)) || die "a private scratch file system needs root (losetup, mount)"
+	if ! command -v mkfs.ext4 >/dev/null || ! command -v losetup >/dev/null; then
+		die "mkfs.ext4 and losetup are needed (e2fsprogs, mount)"
+	fi
+	SCRATCH_IMG="$BENCH_TMP/scratch.img"
+	SCRATCH_MNT="$BENCH_TMP/scratch"
+	# Whole MiB: a loop device ignores a partial last sector (and warns).
+	truncate -s $((bytes / 1048576 * 1048576)) "$SCRATCH_IMG"
+	mkfs.ext4 -q -F -m 0 "$SCRATCH_IMG" || die "mkfs.ext4 $SCRATCH_IMG failed"
+	SCRATCH_DEV="$(losetup --find --show --direct-io=on "$SCRATCH_IMG")" || die "losetup $SCRATCH_IMG failed"
+	mkdir -p "$SCRATCH_MNT"
+	# noinit_itable: no background zeroing of inode tables during the row.
+	mount -o noinit_itable "$SCRATCH_DEV" "$SCRATCH_MNT" || die "mount $SCRATCH_DEV failed"
+	chmod 0755 "$SCRATCH_MNT"
+}
+
+# scratch_fs_drop: unmount, detach and delete the scratch file system (no-op
+# when there is none; safe to call twice, from the EXIT trap too).
+scratch_fs_drop() {
+	if [[ -n "$SCRATCH_MNT" ]] && mountpoint -q "$SCRATCH_MNT"; then
+		umount "$SCRATCH_MNT" || umount -l "$SCRATCH_MNT" || log "WARNING: could not unmount $SCRATCH_MNT"
+	fi
+	[[ -n "$SCRATCH_DEV" ]] && { losetup -d "$SCRATCH_DEV" 2>/dev/null || true; }
+	[[ -n "$SCRATCH_IMG" ]] && rm -f "$SCRATCH_IMG"
+	SCRATCH_DEV=""
+	SCRATCH_IMG=""
+	return 0
+}
+
+# scratch_fs_describe: what the scratch file system is, for versions.txt.
+scratch_fs_describe() {
+	echo "ext4 (mkfs.ext4 defaults, journal, -m 0) on a sparse image, loop device with direct I/O (losetup --direct-io=on), mounted noinit_itable, new for every row; image on $(fs_describe "$BENCH_TMP")"
+}

@@ -572,8 +572,14 @@ async fn streamed_and_spooled_writes_hand_back_their_file_as_a_lazy_body() {
         assert_eq!(&from_file[..], &body[..], "{path}");
     }
     // Only the two object files are left: no spool, no temporary file.
+    assert_eq!(zone_files(&dir), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The files of a zone's directory, its marker aside.
+fn zone_files(dir: &Path) -> usize {
     let mut files = 0;
-    let mut stack = vec![dir.clone()];
+    let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(d).unwrap().flatten() {
             if e.file_type().unwrap().is_dir() {
@@ -583,7 +589,35 @@ async fn streamed_and_spooled_writes_hand_back_their_file_as_a_lazy_body() {
             }
         }
     }
-    assert_eq!(files, 2);
+    files
+}
+
+// Issue 29: a batch is written on the blocking pool while the fill goes on,
+// so a write can be dropped (origin failed, client gone) with its file being
+// created or a batch in flight: the task that holds the file removes it.
+#[tokio::test]
+async fn a_streamed_write_dropped_with_a_batch_in_flight_leaves_no_file() {
+    let dir = scratch("dropped");
+    let tier = DiskTier::open(config(&dir, 64 << 20)).unwrap();
+    let head = object("");
+    for pushed in [0usize, 100 * 1024, 300 * 1024, 700 * 1024] {
+        let mut write = tier.begin_write(key("/dropped"), &head).unwrap();
+        for piece in vec![7u8; pushed].chunks(50 * 1024) {
+            write.push(Bytes::copy_from_slice(piece)).await;
+        }
+        drop(write);
+        // The blocking task ends on its own: wait for it, bounded.
+        let mut left = zone_files(&dir);
+        for _ in 0..500 {
+            if left == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            left = zone_files(&dir);
+        }
+        assert_eq!(left, 0, "after {pushed} bytes");
+        assert!(tier.get(&key("/dropped").as_ref()).await.is_none());
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -14,6 +14,12 @@
 //!
 //! Chunks are batched to [`BATCH`] bytes and each batch is written on the
 //! blocking pool, one at a time per object, so a slow origin holds no thread.
+//! The file system stays off the fill's critical path: the temporary file is
+//! created on the blocking pool as soon as the head is known, while the
+//! first bytes are still arriving, and a batch is written while the next one
+//! gathers ([`Slot`]): the fill waits for the disk only when a second batch
+//! is due before the first is written (at most two batches per object in
+//! memory). The last batch, the header and the rename are one blocking call.
 //!
 //! A body without a declared length gets its `Content-Length` only at the
 //! end, which changes the header's length: it is spooled to a temporary file
@@ -35,6 +41,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
+use tokio::task::JoinHandle;
 
 use crate::disk::format::{self as disk_format, FormatError, MAGIC, PREFIX_LEN, VERSION};
 use crate::disk::{key_hash, DiskTier};
@@ -52,29 +59,33 @@ struct FileWriter {
     /// `None` for a spooled body (header known only at the end): the body
     /// is written from offset 0 and copied behind the header at `finish`.
     header_len: Option<u32>,
-    /// Created with the first write.
-    file: Option<(PathBuf, File)>,
-    /// The temporary file, shared for reading (a dup; it stays readable once renamed
-    /// or removed): for readers of the body while it is written.
-    reader: Option<Arc<File>>,
+    /// The temporary file, created on the blocking pool as the write
+    /// starts (or with the first batch). Written with positioned writes
+    /// only, so the same open file is shared with readers of the body while
+    /// it is written (it stays readable once renamed or removed), and handed
+    /// back as the stored body: no `dup`, no second `open`.
+    file: Option<(PathBuf, Arc<File>)>,
     crc: crc32fast::Hasher,
     written: u64,
 }
 
 impl FileWriter {
-    fn write(&mut self, parts: &[Bytes]) -> io::Result<()> {
-        let body_at = self.body_at();
+    /// Creates the temporary file (once).
+    fn open(&mut self) -> io::Result<&File> {
         if self.file.is_none() {
             let (tmp, file) = disk_format::create_temp(&self.dir)?;
-            // The same open file (a dup, not a second path lookup).
-            let reader = file.try_clone();
-            self.file = Some((tmp, file));
-            self.reader = Some(Arc::new(reader?));
+            self.file = Some((tmp, Arc::new(file)));
         }
-        let Some((_, file)) = &self.file else {
-            return Err(io::Error::other("no temporary file"));
-        };
-        write_all_vectored_at(file, parts, body_at + self.written)?;
+        match &self.file {
+            Some((_, file)) => Ok(file),
+            None => Err(io::Error::other("no temporary file")),
+        }
+    }
+
+    fn write(&mut self, parts: &[Bytes]) -> io::Result<()> {
+        let at = self.body_at() + self.written;
+        let file = self.open()?;
+        write_all_vectored_at(file, parts, at)?;
         for part in parts {
             self.crc.update(part);
             self.written += part.len() as u64;
@@ -104,7 +115,7 @@ impl FileWriter {
         if header.len() != header_len as usize {
             return Err(FormatError::Corrupt("header changed while streaming"));
         }
-        self.write(&[])?;
+        self.open()?;
         let Some((tmp, file)) = self.file.take() else {
             return Err(FormatError::Corrupt("no temporary file"));
         };
@@ -115,7 +126,6 @@ impl FileWriter {
             let crc = std::mem::take(&mut self.crc).finalize();
             let end = prefix.len() as u64 + self.written;
             file.write_all_at(&crc.to_le_bytes(), end)?;
-            (&file).flush()?;
             disk_format::rename_into(&tmp, path)?;
             Ok((end + 4, crc))
         })();
@@ -123,10 +133,6 @@ impl FileWriter {
             let _ = std::fs::remove_file(&tmp);
         }
         let (size, crc) = result.map_err(FormatError::Io)?;
-        let file = match self.reader.take() {
-            Some(reader) => reader,
-            None => Arc::new(File::open(path)?),
-        };
         let body = LazyBody {
             file,
             offset: body_at,
@@ -145,7 +151,7 @@ impl FileWriter {
         path: &Path,
         header: &[u8],
     ) -> Result<(u64, LazyBody), FormatError> {
-        self.write(&[])?;
+        self.open()?;
         let Some((spool, _)) = self.file.take() else {
             return Err(FormatError::Corrupt("no temporary file"));
         };
@@ -242,14 +248,28 @@ impl Drop for FileWriter {
     }
 }
 
+/// Where an object's [`FileWriter`] is: the state that lets the fill go on
+/// while the disk works.
+enum Slot {
+    /// Waiting for the next batch.
+    Idle(FileWriter),
+    /// Creating the file, or writing a batch, on the blocking pool.
+    Busy(JoinHandle<(FileWriter, io::Result<()>)>),
+    /// Given up (failed, too large) or handed to `finish`.
+    Gone,
+}
+
 /// An object file being written as its body arrives. Feed it with
 /// [`push`](DiskWrite::push), end it with [`finish`](DiskWrite::finish);
 /// dropping it instead discards what was written.
 pub struct DiskWrite {
     tier: Arc<DiskTier>,
     key: CacheKey,
-    /// `None` while a batch is on the blocking pool, or after a failure.
-    writer: Option<FileWriter>,
+    slot: Slot,
+    /// What of the body is in the file, as of the last batch that landed.
+    landed: Option<Written>,
+    /// Body bytes of the batch on the blocking pool.
+    in_flight: u64,
     pending: Vec<Bytes>,
     pending_bytes: usize,
     failed: Option<FormatError>,
@@ -263,33 +283,8 @@ impl DiskWrite {
         key: CacheKey,
         head: &CachedObject,
     ) -> Result<DiskWrite, FormatError> {
-        if head.vary_index().is_some() || !head.encodings().is_empty() {
-            return Err(FormatError::Corrupt("only plain responses are streamed"));
-        }
-        let header = disk_format::encode_header(&key, head, SystemTime::now(), 0)?;
-        let header_len = u32::try_from(header.len()).map_err(|_| FormatError::Corrupt("header"))?;
-        let header_len = Some(header_len);
-        let dir = tier
-            .file_path(key_hash(&key.as_ref()))
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        Ok(DiskWrite {
-            tier,
-            key,
-            writer: Some(FileWriter {
-                dir,
-                header_len,
-                file: None,
-                reader: None,
-                crc: crc32fast::Hasher::new(),
-                written: 0,
-            }),
-            pending: Vec::new(),
-            pending_bytes: 0,
-            failed: None,
-            too_large: None,
-        })
+        let header_len = Self::header_len(&key, head)?;
+        Ok(Self::start(tier, key, Some(header_len)))
     }
 
     /// A write whose header is known only at the end (a body without a
@@ -299,22 +294,62 @@ impl DiskWrite {
         key: CacheKey,
         head: &CachedObject,
     ) -> Result<DiskWrite, FormatError> {
-        let mut write = Self::new(tier, key, head)?;
-        if let Some(writer) = &mut write.writer {
-            writer.header_len = None;
+        Self::header_len(&key, head)?;
+        Ok(Self::start(tier, key, None))
+    }
+
+    /// The encoded header's length; an error for what the format cannot
+    /// hold.
+    fn header_len(key: &CacheKey, head: &CachedObject) -> Result<u32, FormatError> {
+        if head.vary_index().is_some() || !head.encodings().is_empty() {
+            return Err(FormatError::Corrupt("only plain responses are streamed"));
         }
-        Ok(write)
+        let header = disk_format::encode_header(key, head, SystemTime::now(), 0)?;
+        u32::try_from(header.len()).map_err(|_| FormatError::Corrupt("header"))
+    }
+
+    /// The write, its temporary file already being created on the blocking
+    /// pool (when there is a runtime): the first batch finds it open.
+    fn start(tier: Arc<DiskTier>, key: CacheKey, header_len: Option<u32>) -> DiskWrite {
+        let dir = tier
+            .file_path(key_hash(&key.as_ref()))
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let mut writer = FileWriter {
+            dir,
+            header_len,
+            file: None,
+            crc: crc32fast::Hasher::new(),
+            written: 0,
+        };
+        let slot = match tokio::runtime::Handle::try_current() {
+            Ok(handle) => Slot::Busy(handle.spawn_blocking(move || {
+                let opened = writer.open().map(drop);
+                (writer, opened)
+            })),
+            Err(_) => Slot::Idle(writer),
+        };
+        DiskWrite {
+            tier,
+            key,
+            slot,
+            landed: None,
+            in_flight: 0,
+            pending: Vec::new(),
+            pending_bytes: 0,
+            failed: None,
+            too_large: None,
+        }
     }
 
     /// What of the body is in the file so far (`None` before the first
     /// batch is written, or once the write was given up).
     pub fn written(&self) -> Option<Written> {
-        let writer = self.writer.as_ref()?;
-        Some(Written {
-            file: writer.reader.clone()?,
-            body_at: writer.body_at(),
-            len: writer.written,
-        })
+        if matches!(self.slot, Slot::Gone) {
+            return None;
+        }
+        self.landed.clone()
     }
 
     /// True once the write failed or the body outgrew the zone: `finish`
@@ -323,8 +358,9 @@ impl DiskWrite {
         self.failed.is_some() || self.too_large.is_some()
     }
 
-    /// Adds a chunk of the body; every [`BATCH`] bytes are written on the
-    /// blocking pool before this returns. Errors are kept for `finish`.
+    /// Adds a chunk of the body; every [`BATCH`] bytes go to the blocking
+    /// pool, waiting only for the batch before (if still being written).
+    /// Errors are kept for `finish`.
     pub async fn push(&mut self, chunk: Bytes) {
         if self.take(chunk) {
             self.flush().await;
@@ -343,49 +379,79 @@ impl DiskWrite {
         }
         self.pending_bytes += chunk.len();
         self.pending.push(chunk);
-        let written = self.writer.as_ref().map_or(0, |w| w.written);
-        let seen = written + self.pending_bytes as u64;
+        let written = self.landed.as_ref().map_or(0, |w| w.len);
+        let seen = written + self.in_flight + self.pending_bytes as u64;
         if seen > self.tier.config().max_object_size {
             self.too_large = Some(seen);
             self.pending.clear();
-            if let Some(writer) = self.writer.take() {
-                discard(writer);
-            }
+            self.give_up();
             return false;
         }
         self.pending_bytes >= BATCH
     }
 
-    async fn flush(&mut self) {
-        let Some(mut writer) = self.writer.take() else {
-            return;
+    /// Nothing more is written: the file goes (on the blocking pool, once
+    /// a batch in flight lands).
+    fn give_up(&mut self) {
+        match std::mem::replace(&mut self.slot, Slot::Gone) {
+            Slot::Idle(writer) => discard(writer),
+            // The task drops the writer (and its file) when it is done.
+            Slot::Busy(_) | Slot::Gone => {}
+        }
+    }
+
+    /// Waits for the batch in flight; the writer, unless the write failed.
+    async fn land(&mut self) -> Option<FileWriter> {
+        let handle = match std::mem::replace(&mut self.slot, Slot::Gone) {
+            Slot::Idle(writer) => return Some(writer),
+            Slot::Gone => return None,
+            Slot::Busy(handle) => handle,
         };
-        let parts = std::mem::take(&mut self.pending);
-        self.pending_bytes = 0;
-        let done = tokio::task::spawn_blocking(move || {
-            let result = writer.write(&parts);
-            (writer, result)
-        })
-        .await;
-        match done {
-            Ok((writer, Ok(()))) => self.writer = Some(writer),
+        self.in_flight = 0;
+        match handle.await {
+            Ok((writer, Ok(()))) => {
+                if let Some((_, file)) = &writer.file {
+                    self.landed = Some(Written {
+                        file: file.clone(),
+                        body_at: writer.body_at(),
+                        len: writer.written,
+                    });
+                }
+                Some(writer)
+            }
             Ok((writer, Err(e))) => {
                 self.failed = Some(FormatError::Io(e));
                 discard(writer);
+                None
             }
-            Err(join) => self.failed = Some(FormatError::Io(io::Error::other(join.to_string()))),
+            Err(join) => {
+                self.failed = Some(FormatError::Io(io::Error::other(join.to_string())));
+                None
+            }
         }
+    }
+
+    /// Sends the pending batch to the blocking pool, after the one before.
+    async fn flush(&mut self) {
+        let Some(mut writer) = self.land().await else {
+            return;
+        };
+        let parts = std::mem::take(&mut self.pending);
+        self.in_flight = self.pending_bytes as u64;
+        self.pending_bytes = 0;
+        self.slot = Slot::Busy(tokio::task::spawn_blocking(move || {
+            let result = writer.write(&parts);
+            (writer, result)
+        }));
     }
 
     /// The whole body has arrived: writes what is left and the header of
     /// `object` (its metadata, status, headers and variant as given when the
-    /// write began), renames the file into place and indexes it. `object`'s
-    /// own body is not written; the file holds the chunks pushed, and is
-    /// handed back as the stored object's body.
+    /// write began), renames the file into place and indexes it, in one
+    /// blocking call. `object`'s own body is not written; the file holds the
+    /// chunks pushed, and is handed back as the stored object's body.
     pub async fn finish(mut self, object: &CachedObject) -> Result<LazyBody, CacheError> {
-        if !self.pending.is_empty() {
-            self.flush().await;
-        }
+        let writer = self.land().await;
         let tier = self.tier.clone();
         if let Some(size) = self.too_large {
             let limit = tier.config().max_object_size;
@@ -394,9 +460,10 @@ impl DiskWrite {
         if let Some(e) = self.failed.take() {
             return Err(tier.write_failed(e));
         }
-        let Some(writer) = self.writer.take() else {
+        let Some(mut writer) = writer else {
             return Err(CacheError::Io("disk write lost".into()));
         };
+        let parts = std::mem::take(&mut self.pending);
         let hash = key_hash(&self.key.as_ref());
         let path = tier.file_path(hash);
         let stored_at = SystemTime::now()
@@ -411,8 +478,11 @@ impl DiskWrite {
             Vec::new(),
             object.variant().map(Box::from),
         );
-        let done =
-            tokio::task::spawn_blocking(move || writer.finish(&path, &key, &head, stored_at)).await;
+        let done = tokio::task::spawn_blocking(move || {
+            writer.write(&parts)?;
+            writer.finish(&path, &key, &head, stored_at)
+        })
+        .await;
         match done {
             Ok(Ok((size, body))) => {
                 tier.indexed(hash, size);
@@ -453,9 +523,7 @@ impl BodyWrite for DiskWrite {
 
 impl Drop for DiskWrite {
     fn drop(&mut self) {
-        if let Some(writer) = self.writer.take() {
-            discard(writer);
-        }
+        self.give_up();
     }
 }
 
