@@ -1,7 +1,6 @@
 #![allow(clippy::unwrap_used)]
 use super::*;
 use crate::http::headers::is_websocket_upgrade;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
     let mut h = HeaderMap::new();
