@@ -21,6 +21,10 @@
 //! On the proxy's listeners [`Clocked`] also writes 103 Early Hints that a
 //! request asks for while it waits ([`crate::net::early_hints`]): each
 //! request's future runs in its connection's hint scope.
+//!
+//! A WebSocket handshake on an HTTP/1.1 connection carries the connection's
+//! [`TunnelSlot`]; the tunnel handed to it is pumped by this connection's
+//! task once hyper has let the connection go ([`crate::net::tunnel`]).
 
 use std::future::Future;
 use std::io;
@@ -34,6 +38,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::service::service_fn;
+use hyper::upgrade::OnUpgrade;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -45,6 +50,7 @@ use crate::http::scheme::Scheme;
 use crate::net::early_hints::{self, EarlyHints};
 use crate::net::listener::ListenerId;
 use crate::net::stream_clock::{self, StreamExec};
+use crate::net::tunnel::Tunnel;
 use crate::net::write_clock::{Stall, WriteClock};
 use crate::net::zero_copy::{self, PlainSocket, Splicer};
 use crate::telemetry::metrics::ConnectionGuard;
@@ -247,6 +253,7 @@ pub(crate) fn spawn<IO, S, F, B>(
         balancer,
     } = accepted;
     let phase = Arc::new(Phase::default());
+    let tunnels = phase.clone();
     // HTTP/2 has no request head to time on the wire: only the idle clock.
     let heads = (protocol != Protocol::Http2).then_some(settings.header_read_timeout);
     let counted = guard.as_ref().map(|g| g.metrics().clone());
@@ -276,6 +283,11 @@ pub(crate) fn spawn<IO, S, F, B>(
     let service = service_fn(move |mut req: Request<Incoming>| {
         if let Some(balancer) = balancer {
             req.extensions_mut().insert(Balancer(balancer));
+        }
+        // An upgrade request (hyper put its OnUpgrade there) of an HTTP/1.1
+        // connection: a tunnel it opens is this connection's task's to pump.
+        if protocol == Protocol::Http1 && req.extensions().get::<OnUpgrade>().is_some() {
+            req.extensions_mut().insert(TunnelSlot(phase.clone()));
         }
         let ticket = Ticket::begin(&phase);
         let n = served.fetch_add(1, Relaxed) + 1;
@@ -328,7 +340,14 @@ pub(crate) fn spawn<IO, S, F, B>(
                 .serve_connection(io, service)
                 // WebSocket handshakes hand the connection to a tunnel (tunnel.rs).
                 .with_upgrades();
-            tokio::spawn(drive!(conn, peer, drain));
+            tokio::spawn(async move {
+                drive!(conn, peer, drain).await;
+                // hyper has let the connection go: a tunnel its last request
+                // opened runs on here, in the memory hyper no longer uses.
+                if let Some(tunnel) = tunnels.take_tunnel() {
+                    tunnel.run_with(own_io::<IO>).await;
+                }
+            });
         }
         Protocol::Http2 => {
             let conn = hyper::server::conn::http2::Builder::new(streams)
@@ -395,6 +414,32 @@ fn answer_connection<B>(
     );
 }
 
+/// The client's side of a tunnel as this connection's own IO, taken back
+/// out of hyper's `Upgraded` ([`Tunnel::run_with`]): under its
+/// `send_timeout`, without the request clocks.
+fn own_io<IO>(
+    upgraded: hyper::upgrade::Upgraded,
+) -> Result<(Clocked<IO>, Bytes), hyper::upgrade::Upgraded>
+where
+    IO: AsyncRead + AsyncWrite + PlainSocket + Unpin + Send + 'static,
+{
+    let parts = upgraded.downcast::<TokioIo<Clocked<IO>>>()?;
+    Ok((parts.io.into_inner().into_tunnel(), parts.read_buf))
+}
+
+/// Where a WebSocket handshake of an HTTP/1.1 connection leaves its tunnel
+/// for the connection's task (a request extension on upgrade requests).
+#[derive(Clone)]
+pub(crate) struct TunnelSlot(Arc<Phase>);
+
+impl TunnelSlot {
+    /// The connection's task pumps `tunnel` once hyper has let the
+    /// connection go (after the 101 is out).
+    pub(crate) fn hand(&self, tunnel: Tunnel) {
+        *self.0.tunnel.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(tunnel));
+    }
+}
+
 /// What the service tells the connection's clocks.
 #[derive(Default)]
 struct Phase {
@@ -409,6 +454,15 @@ struct Phase {
     /// Raised while the connection's writes wait on the client: its HTTP/2
     /// streams then leave the cut to the write clock.
     writes: Stall,
+    /// A tunnel handed over by the connection's last request ([`TunnelSlot`]).
+    tunnel: std::sync::Mutex<Option<Box<Tunnel>>>,
+}
+
+impl Phase {
+    /// The tunnel handed over, if any.
+    fn take_tunnel(&self) -> Option<Box<Tunnel>> {
+        self.tunnel.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
 }
 
 impl AsRef<Stall> for Phase {
@@ -643,16 +697,13 @@ impl<IO> Clocked<IO> {
     /// and the connection keeps its `max_connections` slot until dropped.
     pub(crate) fn into_tunnel(mut self) -> Self {
         self.clock = Clock::Tunnel;
+        // No hint goes into a tunnel (the 101 was the last answer): its
+        // writes skip the injector's bookkeeping.
+        self.hints = None;
+        self.tracking = false;
         self
     }
 }
-
-/// The connection IO of a plain HTTP/1.1 client, as hyper's `Upgraded`
-/// holds it (a tunnel takes it back out with `Upgraded::downcast`).
-pub(crate) type PlainIo = TokioIo<Clocked<tokio::net::TcpStream>>;
-
-/// [`PlainIo`] over TLS.
-pub(crate) type TlsIo = TokioIo<Clocked<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>>;
 
 impl<IO: AsyncWrite + Unpin> Clocked<IO> {
     /// A queued Early Hint, written when one may go now

@@ -58,6 +58,15 @@ impl Held {
         }
     }
 
+    /// The places held, for a WebSocket tunnel to keep until it ends
+    /// (net/tunnel.rs); `None`, without an allocation, when nothing is.
+    pub(crate) fn boxed(self) -> Option<Box<dyn Send>> {
+        if self.entered.is_empty() {
+            return None;
+        }
+        Some(Box::new(self.entered))
+    }
+
     /// `resp` with the places held moved into its body, left when the body
     /// ends or is dropped; `resp` as it was when nothing is held.
     pub(crate) fn attach(self, resp: Response<ResponseBody>) -> Response<ResponseBody> {

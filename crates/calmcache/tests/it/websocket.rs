@@ -5,7 +5,8 @@
 //! handshakes never cached, 2,000 tunnels open at once, tunnels on TLS and
 //! h2c listeners, bytes a client sends right behind its handshake, and (on
 //! plain, TLS and h2c listeners) an origin that cannot be reached, closes
-//! before it answers, refuses, or sends bytes right behind its 101.
+//! before it answers, refuses, or sends bytes right behind its 101; a
+//! client gone during its handshake leaves no tunnel open.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -845,6 +846,46 @@ async fn an_origin_that_switches_refuses_or_closes_early_is_answered_on_every_li
     assert_eq!(websockets(&plain).await.1, 1);
     plain.stop().await;
     proxy.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A tunnel of an HTTP/1.1 connection is handed to that connection's task
+/// (issue 29): a client gone before or while its 101 goes out leaves no
+/// tunnel counted and no connection open, on plain and TLS listeners
+/// (the handed tunnel finds no upgrade and lets its places go).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_gone_during_its_handshake_leaves_no_tunnel_open() {
+    use tokio::io::AsyncWriteExt;
+    let origin = raw_origin().await;
+    let (proxy, ca, dir) = tls_and_h2c_proxy(origin, "").await;
+    let plain = proxy_for(origin, "", "").await;
+    let head = "GET /switch HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\n\
+                Upgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+                Sec-WebSocket-Version: 13\r\n\r\n";
+    for _ in 0..10 {
+        let mut tcp = TcpStream::connect(plain.host()).await.unwrap();
+        tcp.write_all(head.as_bytes()).await.unwrap();
+        drop(tcp);
+        let mut tls = tls_to(&proxy, &ca).await;
+        tls.write_all(head.as_bytes()).await.unwrap();
+        tls.flush().await.unwrap();
+        drop(tls);
+    }
+    for p in [&plain, &proxy] {
+        wait_active(p, 0).await;
+        wait_until(Duration::from_secs(10), "no connection open", async || {
+            p.status().await["connections"]["active"].as_u64() == Some(0)
+        })
+        .await;
+    }
+    // Both listeners still open tunnels that work.
+    let hello = |got: &[u8]| got.ends_with(b"\x81\x05hello");
+    let all = on_every_listener((&proxy, &ca), &plain, "/switch", hello).await;
+    for got in &all {
+        assert!(hello(got), "{}", String::from_utf8_lossy(got));
+    }
+    proxy.stop().await;
+    plain.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
 
