@@ -961,6 +961,9 @@ impl Upstream {
                     .boxed(),
             )
             .map_err(|e| e.to_string())?;
+        // A check goes through the pool too: counted with the requests that
+        // may open a connection, so reuse stays 1 - opened / requests.
+        server.conns.requests.inc();
         let resp = match tokio::time::timeout(check.timeout, self.client.request(req)).await {
             Err(_) => return Err(format!("no response within {:?}", check.timeout)),
             Ok(Err(e)) => return Err(cause_chain(&e)),

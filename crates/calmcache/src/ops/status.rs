@@ -254,7 +254,8 @@ pub(crate) struct UpstreamStatus {
     /// Connections opened to its servers (every reason).
     pub connections_opened: u64,
     /// Requests that found a connection to reuse, in percent:
-    /// `100 x (1 - connections_opened / requests)`.
+    /// `100 x (1 - connections_opened / requests)`, the servers' requests
+    /// (active health checks included).
     pub reuse_percent: f64,
     /// Each server's connections, in `servers` order.
     pub connections: Vec<ServerConnStatus>,
@@ -265,7 +266,7 @@ pub(crate) struct UpstreamStatus {
 pub(crate) struct ServerConnStatus {
     /// `host:port` or `unix:/path`.
     pub server: String,
-    /// Requests sent to it.
+    /// Requests sent to it, active health checks included.
     pub requests: u64,
     /// Connections opened, by reason (`pool_empty`, `tunnel`).
     pub opened: BTreeMap<&'static str, u64>,
@@ -606,9 +607,10 @@ fn upstream_status(u: &Upstream) -> UpstreamStatus {
     let connections: Vec<ServerConnStatus> =
         u.server_conns().map(|(s, c)| conn_status(s, c)).collect();
     let opened = u.server_conns().map(|(_, c)| c.opened_total()).sum();
-    let requests = u.stats.requests.get();
+    // The servers' requests: health checks included, as their connections are.
+    let sent = u.server_conns().map(|(_, c)| c.requests.get()).sum();
     UpstreamStatus {
-        requests,
+        requests: u.stats.requests.get(),
         errors: u.stats.errors.get(),
         servers: u.servers(),
         balance: u.balance().0,
@@ -618,7 +620,7 @@ fn upstream_status(u: &Upstream) -> UpstreamStatus {
         health: u.server_status(),
         budget: budget_status(u),
         connections_opened: opened,
-        reuse_percent: reuse_percent(opened, requests),
+        reuse_percent: reuse_percent(opened, sent),
         connections,
     }
 }

@@ -67,7 +67,8 @@ impl Closed {
 /// the counters never go back.
 #[derive(Debug, Default)]
 pub(crate) struct ServerConns {
-    /// Requests sent to the server (each try of a retried request counts).
+    /// Requests sent to the server (each try of a retried request counts,
+    /// and each active health check: it takes a pooled connection too).
     pub(crate) requests: Counter,
     /// Connections opened, by [`Opened`].
     pub(crate) opened: [Counter; Opened::ALL.len()],

@@ -285,7 +285,7 @@ pub(super) static PARTS: &[Family<Status>] = &[
     ),
     counter(
         "calmcache_upstream_server_requests_total",
-        "Requests sent to the server (each try of a retried request).",
+        "Requests sent to the server (each try of a retried request), active health checks included.",
         Rows(|s| per_server_conns(s, |c| vec![(None, c.requests)])),
     ),
     counter(
