@@ -66,11 +66,15 @@ fn per_server(s: &Status, value: fn(&ServerStatus) -> Option<u64>) -> Vec<Row<'_
         .collect()
 }
 
-/// Per server of every upstream, one row per `(label value, count)` that
-/// `split` gives of its connection figures (no split: one row).
+/// One figure of a server's connections, with the extra label it carries
+/// (`reason`, `by`; none for the requests).
+type ConnFigure = (Option<(&'static str, &'static str)>, u64);
+
+/// Per server of every upstream, one row per figure that `split` gives of
+/// its connections.
 fn per_server_conns<'a>(
     s: &'a Status,
-    split: fn(&ServerConnStatus) -> Vec<(Option<(&'static str, &'static str)>, u64)>,
+    split: fn(&ServerConnStatus) -> Vec<ConnFigure>,
 ) -> Vec<Row<'a>> {
     let servers = s.upstreams.iter().flat_map(|(upstream, u)| {
         u.connections
@@ -93,7 +97,7 @@ fn per_server_conns<'a>(
 fn by_label(
     label: &'static str,
     counts: &std::collections::BTreeMap<&'static str, u64>,
-) -> Vec<(Option<(&'static str, &'static str)>, u64)> {
+) -> Vec<ConnFigure> {
     counts
         .iter()
         .map(|(k, n)| (Some((label, *k)), *n))
