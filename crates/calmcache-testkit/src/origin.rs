@@ -61,8 +61,8 @@
 //! most at once, for tests of an origin concurrency budget.
 //!
 //! [`Origin::start_unix`] serves the same on a unix socket (issue 28:
-//! `servers = ["unix:/path"]`), counting the connections it accepted
-//! ([`Origin::connections`]) so a test can see them pooled.
+//! `servers = ["unix:/path"]`). Every origin counts the connections it
+//! accepted ([`Origin::connections`]) so a test can see them pooled.
 //!
 //! Every request is recorded: [`Origin::requests_for`] returns method, path
 //! and query, and headers, so a test can assert what the proxy sent (a
@@ -129,7 +129,7 @@ struct Counts {
     tls_connections: AtomicU64,
     tls_alpn_http11: AtomicU64,
     tls_failures: AtomicU64,
-    /// Unix-socket origins: connections accepted.
+    /// Connections accepted (TCP, TLS before its handshake, unix).
     connections: AtomicU64,
     trickled: AtomicU64,
     streamed: AtomicU64,
@@ -183,6 +183,7 @@ impl Origin {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
+                c.connections.fetch_add(1, Ordering::SeqCst);
                 let c = c.clone();
                 let tls = tls.clone();
                 conns.spawn(async move {
@@ -248,8 +249,8 @@ impl Origin {
         }
     }
 
-    /// Unix-socket origins: connections accepted so far (the proxy's pool
-    /// reuses them; each new one counts).
+    /// Connections accepted so far, over TCP, TLS or a unix socket (the
+    /// proxy's pool reuses them; each new one counts).
     pub fn connections(&self) -> u64 {
         self.counts.connections.load(Ordering::SeqCst)
     }

@@ -5,7 +5,9 @@
 //! Every GET burns `cpu` of busy work on one of `workers` threads (requests
 //! queue for a worker), then waits `sleep`, then answers a page carrying the
 //! time and a request counter. `GET /__origin/stats` tells how many requests it
-//! served; `POST /__origin/reset` zeroes the count; `POST
+//! served and over how many connections it had not seen before
+//! (`connections`: a proxy's connection reuse is `1 - connections /
+//! requests`); `POST /__origin/reset` zeroes both counts; `POST
 //! /__origin/steer?status=503&sleep_ms=2000` changes the status of every page
 //! and the idle wait from then on (either may be left out), so benchmarks can
 //! make it fail or slow down and heal it without a restart. Started with
@@ -52,6 +54,30 @@ pub struct OriginStats {
     pub requests: AtomicU64,
     /// Pages being produced now.
     pub in_flight: AtomicU64,
+    /// Pages that came over a connection no page came over before (since
+    /// the last reset; a connection seen before the reset is not new).
+    pub connections: AtomicU64,
+    /// The client addresses pages came from: one per connection (a port
+    /// reused by a later connection is missed, rare within a run).
+    seen: std::sync::Mutex<std::collections::HashSet<SocketAddr>>,
+}
+
+impl OriginStats {
+    /// Notes a page from `peer`, counting its connection when new.
+    fn note_peer(&self, peer: SocketAddr) {
+        let mut seen = match self.seen.lock() {
+            Ok(seen) => seen,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        // Bounded: a long benchmark of short connections forgets the oldest
+        // all at once rather than growing without end.
+        if seen.len() >= 1 << 20 {
+            seen.clear();
+        }
+        if seen.insert(peer) {
+            self.connections.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// A running origin.
@@ -106,8 +132,9 @@ pub async fn start_with_tags(
         tag_groups,
     });
     let (stop, stopped) = watch::channel(false);
-    let serve =
-        move |req: Request<Incoming>, _peer: crate::net::conn::Peer| handle(origin.clone(), req);
+    let serve = move |req: Request<Incoming>, peer: crate::net::conn::Peer| {
+        handle(origin.clone(), req, peer.addr)
+    };
     tokio::spawn(accept_loop(
         listener,
         stopped,
@@ -121,19 +148,22 @@ pub async fn start_with_tags(
 async fn handle(
     origin: Arc<Origin>,
     req: Request<Incoming>,
+    peer: SocketAddr,
 ) -> Result<Response<ResponseBody>, Infallible> {
     let stats = &origin.stats;
     match (req.method(), req.uri().path()) {
         (_, "/__origin/stats") => {
             let json = format!(
-                "{{\"requests\": {}, \"in_flight\": {}}}\n",
+                "{{\"requests\": {}, \"in_flight\": {}, \"connections\": {}}}\n",
                 stats.requests.load(Ordering::Relaxed),
-                stats.in_flight.load(Ordering::Relaxed)
+                stats.in_flight.load(Ordering::Relaxed),
+                stats.connections.load(Ordering::Relaxed)
             );
             return Ok(typed(json, "application/json"));
         }
         (&Method::POST, "/__origin/reset") => {
             stats.requests.store(0, Ordering::Relaxed);
+            stats.connections.store(0, Ordering::Relaxed);
             return Ok(typed("reset\n".to_string(), "text/plain"));
         }
         (&Method::POST, "/__origin/steer") => {
@@ -142,6 +172,7 @@ async fn handle(
         _ => {}
     }
     let n = stats.requests.fetch_add(1, Ordering::Relaxed) + 1;
+    stats.note_peer(peer);
     stats.in_flight.fetch_add(1, Ordering::Relaxed);
     if !origin.opts.cpu.is_zero() {
         // The permit is held by this task while a blocking thread burns CPU, so

@@ -6,11 +6,22 @@
 //! It also ends the request's count in flight at its server
 //! ([`InFlight`], `balance = "least_conn"`) at the same moment.
 //!
-//! Owns: that release only. Without an origin budget it holds nothing and
-//! passes frames through.
+//! A body dropped before its end (a client gone mid-body, a 5xx answer
+//! replaced by a stale copy, a refused upgrade's page) would cost its pooled
+//! connection: hyper closes a connection whose answer was not read to the
+//! end. When what is left is small ([`DRAIN_MAX`]) it is read to its end
+//! and thrown away in a task of its own, within [`DRAIN_WAIT`], so the
+//! connection goes back to the pool (issue 29: reuse): reading 64 KiB more
+//! on a connection already open costs less than the TCP (and TLS)
+//! handshake of a new one. A larger or slower rest closes the connection
+//! as before.
+//!
+//! Owns: that release and that drain only. Without an origin budget it
+//! holds nothing and passes frames through.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -36,9 +47,18 @@ impl Held {
     }
 }
 
+/// The most body bytes read and thrown away to keep a connection whose
+/// answer was dropped before its end.
+pub(crate) const DRAIN_MAX: u64 = 64 * 1024;
+
+/// The longest a dropped answer's rest is waited for before its
+/// connection is closed instead.
+pub(crate) const DRAIN_WAIT: Duration = Duration::from_secs(1);
+
 /// An origin response body, releasing its request's slots when it ends.
 pub(crate) struct OriginBody {
-    inner: Incoming,
+    /// `None` only once dropped (taken by the drain).
+    inner: Option<Incoming>,
     held: Option<Held>,
     /// The request's count in its server's requests in flight
     /// (`balance = "least_conn"`), ended with the slots.
@@ -49,7 +69,7 @@ impl OriginBody {
     /// `inner`, holding `held` until it ends or is dropped.
     pub(crate) fn new(inner: Incoming, held: Option<Held>) -> OriginBody {
         OriginBody {
-            inner,
+            inner: Some(inner),
             held,
             in_flight: None,
         }
@@ -86,7 +106,10 @@ impl Body for OriginBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        let Some(inner) = self.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let polled = Pin::new(inner).poll_frame(cx);
         if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
             self.held = None;
             self.in_flight = None;
@@ -95,10 +118,45 @@ impl Body for OriginBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.inner.as_ref().is_none_or(Incoming::is_end_stream)
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        self.inner
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), Incoming::size_hint)
     }
+}
+
+impl Drop for OriginBody {
+    fn drop(&mut self) {
+        let Some(inner) = self.inner.take() else {
+            return;
+        };
+        if inner.is_end_stream() || inner.size_hint().lower() > DRAIN_MAX {
+            return;
+        }
+        // Outside a runtime (the process ending) the connection just closes.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(drain(inner));
+        }
+    }
+}
+
+/// Reads `body` to its end and throws it away, so hyper hands its
+/// connection back to the pool; gives up (the connection closes) past
+/// [`DRAIN_MAX`] bytes, [`DRAIN_WAIT`], or an error.
+async fn drain(mut body: Incoming) {
+    use http_body_util::BodyExt;
+    let reading = async move {
+        let mut left = DRAIN_MAX;
+        while let Some(Ok(frame)) = body.frame().await {
+            let n = frame.data_ref().map_or(0, |d| d.len() as u64);
+            left = match left.checked_sub(n) {
+                Some(left) => left,
+                None => return,
+            };
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_WAIT, reading).await;
 }

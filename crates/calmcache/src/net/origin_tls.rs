@@ -16,6 +16,11 @@
 //! against the server as a refused connect does, and answers 502. This
 //! module owns the TLS client and the origin connection's IO
 //! ([`OriginStream`]); it must not choose servers or read requests.
+//!
+//! Each connection the pool's connector makes is counted in its server's
+//! [`ServerConns`]: opened, then closed by the origin (a read found its
+//! end or an error) or by calmcache (dropped otherwise), and carries a
+//! [`ConnRequests`] its answers get as an extension.
 
 use std::future::Future;
 use std::io;
@@ -39,6 +44,7 @@ use tokio::net::TcpStream;
 
 use crate::config::UpstreamTls;
 use crate::net::unix_origin::{self, UnixSockets};
+use crate::telemetry::upstream_conns::{Closed, ConnRequests, Opened, ServerConns};
 
 /// An upstream's TLS client: its rustls config and the SNI name it sends.
 pub(crate) struct OriginTls {
@@ -222,16 +228,26 @@ pub(crate) struct Connector {
     unix: UnixSockets,
     /// The TLS handshake's own limit (the TCP connect has its copy in `tcp`).
     connect_timeout: Duration,
+    /// Each server's connection counters, by the pool key its URIs carry.
+    counts: ConnCounts,
 }
+
+/// The upstream's servers' connection counters, by scheme and authority
+/// (the pool's key): a connection the connector makes is counted as
+/// opened for [`Opened::PoolEmpty`] and, when it ends, as closed by
+/// whichever side ended it. A handful of servers: a linear search, once
+/// per connection.
+pub(crate) type ConnCounts = Arc<[(Scheme, http::uri::Authority, Arc<ServerConns>)]>;
 
 impl Connector {
     /// `TCP_NODELAY`, `connect_timeout` for the connect and again for the
     /// handshake; `tls` for `https` URIs; `unix` servers' sockets dialed
-    /// for their pool names.
+    /// for their pool names; each connection counted in `counts`.
     pub(crate) fn new(
         connect_timeout: Duration,
         tls: Option<Arc<OriginTls>>,
         unix: UnixSockets,
+        counts: ConnCounts,
     ) -> Connector {
         let mut tcp = HttpConnector::new();
         tcp.set_connect_timeout(Some(connect_timeout));
@@ -243,7 +259,18 @@ impl Connector {
             tls,
             unix,
             connect_timeout,
+            counts,
         }
+    }
+
+    /// The counters of the server `uri` is for (`None`: not one of ours).
+    fn counts_of(&self, uri: &Uri) -> Option<Arc<ServerConns>> {
+        let (scheme, authority) = (uri.scheme()?, uri.authority()?);
+        let found = self
+            .counts
+            .iter()
+            .find(|(s, a, _)| s == scheme && a == authority);
+        found.map(|(_, _, c)| c.clone())
     }
 }
 
@@ -260,12 +287,13 @@ impl tower_service::Service<Uri> for Connector {
     }
 
     fn call(&mut self, uri: Uri) -> Self::Future {
+        let counts = self.counts_of(&uri);
         if let Some(path) = self.unix.path_of(uri.authority()) {
             // Plain HTTP: config refuses TLS with a unix server.
             let (path, limit) = (path.to_owned(), self.connect_timeout);
             return Box::pin(async move {
                 let stream = unix_origin::connect(&path, limit).await?;
-                Ok(OriginIo(TokioIo::new(OriginStream::Unix(stream))))
+                Ok(OriginIo::new(OriginStream::Unix(stream), counts))
             });
         }
         let tls = if uri.scheme() == Some(&Scheme::HTTPS) {
@@ -284,11 +312,11 @@ impl tower_service::Service<Uri> for Connector {
         Box::pin(async move {
             let tcp = connecting.await?.into_inner();
             let Some(tls) = tls else {
-                return Ok(OriginIo(TokioIo::new(OriginStream::Plain(tcp))));
+                return Ok(OriginIo::new(OriginStream::Plain(tcp), counts));
             };
             let host = uri.host().unwrap_or_default();
             let stream = tls.handshake(tcp, host, limit).await?;
-            Ok(OriginIo(TokioIo::new(OriginStream::Tls(Box::new(stream)))))
+            Ok(OriginIo::new(OriginStream::Tls(Box::new(stream)), counts))
         })
     }
 }
@@ -369,12 +397,103 @@ impl AsyncWrite for OriginStream {
 }
 
 /// [`OriginStream`] as hyper's IO, for the pool (hyper-util's
-/// `Connection` cannot be implemented on `TokioIo` here).
-pub(crate) struct OriginIo(TokioIo<OriginStream>);
+/// `Connection` cannot be implemented on `TokioIo` here), counted: opened
+/// when made, closed (by whichever side) when the pool lets it go, and
+/// its requests ([`ConnRequests`], handed to each answer as a response
+/// extension, so a request can tell a new connection from a reused one).
+pub(crate) struct OriginIo {
+    io: TokioIo<Counted>,
+    requests: ConnRequests,
+}
+
+impl OriginIo {
+    fn new(stream: OriginStream, counts: Option<Arc<ServerConns>>) -> OriginIo {
+        if let Some(c) = &counts {
+            c.opened(Opened::PoolEmpty);
+        }
+        let counted = Counted {
+            stream,
+            counts,
+            closed_by: Closed::Calmcache,
+        };
+        OriginIo {
+            io: TokioIo::new(counted),
+            requests: ConnRequests::default(),
+        }
+    }
+}
 
 impl Connection for OriginIo {
     fn connected(&self) -> Connected {
-        Connected::new()
+        Connected::new().extra(self.requests.clone())
+    }
+}
+
+/// An origin stream that notes when the origin ended it (a read that
+/// found its end, or an error), and counts its close on drop.
+struct Counted {
+    stream: OriginStream,
+    counts: Option<Arc<ServerConns>>,
+    /// Who ended it: calmcache, until a read says the origin did.
+    closed_by: Closed,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if let Some(c) = &self.counts {
+            c.closed(self.closed_by);
+        }
+    }
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let read = Pin::new(&mut this.stream).poll_read(cx, buf);
+        let ended = match &read {
+            Poll::Ready(Ok(())) => buf.filled().len() == before && buf.remaining() > 0,
+            Poll::Ready(Err(_)) => true,
+            Poll::Pending => false,
+        };
+        if ended {
+            this.closed_by = Closed::Origin;
+        }
+        read
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
     }
 }
 
@@ -384,7 +503,7 @@ impl hyper::rt::Read for OriginIo {
         cx: &mut Context<'_>,
         buf: hyper::rt::ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
     }
 }
 
@@ -394,7 +513,7 @@ impl hyper::rt::Write for OriginIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -402,18 +521,18 @@ impl hyper::rt::Write for OriginIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().0).poll_write_vectored(cx, bufs)
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.0.is_write_vectored()
+        self.io.is_write_vectored()
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_flush(cx)
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
     }
 }

@@ -63,9 +63,10 @@ use crate::net::blame::PathKey;
 use crate::net::budget::{Admission, Budget, Taken};
 use crate::net::health::{self, Admit, Attempt, ServerHealth, Verdict};
 use crate::net::origin_body::{Held, OriginBody};
-use crate::net::origin_tls::{Connector, OriginStream, OriginTls};
+use crate::net::origin_tls::{ConnCounts, Connector, OriginStream, OriginTls};
 use crate::net::shared_budget::{SharedBudget, SharedTake};
 use crate::net::unix_origin::UnixSockets;
+use crate::telemetry::upstream_conns::{ConnRequests, ConnUse, Opened, ServerConns};
 
 /// One named upstream: its servers and the shared connection pool.
 pub struct Upstream {
@@ -142,6 +143,9 @@ struct Server {
     /// Requests in flight here (head to the body's end); counted only
     /// with `balance = "least_conn"`, which reads it.
     active: Arc<AtomicUsize>,
+    /// Requests sent here, connections opened and closed (the pool's
+    /// connector counts into the same).
+    conns: Arc<ServerConns>,
 }
 
 /// An upstream's `balance`, built for its servers.
@@ -182,12 +186,14 @@ impl Server {
             fail_statuses: cfg.fail_statuses.clone(),
             check: cfg.health_check.clone(),
         };
-        let kept = previous
-            .and_then(|p| {
-                p.servers
-                    .iter()
-                    .find(|old| old.authority == server.address && old.scheme == server.scheme)
-            })
+        let same = previous.and_then(|p| {
+            p.servers
+                .iter()
+                .find(|old| old.authority == server.address && old.scheme == server.scheme)
+        });
+        // Counters never go back: the same server keeps its figures.
+        let conns = same.map_or_else(Arc::default, |old| old.conns.clone());
+        let kept = same
             .map(|old| &old.health)
             .filter(|h| *h.settings() == settings);
         let health = match kept {
@@ -209,6 +215,7 @@ impl Server {
             current: AtomicI64::new(0),
             health,
             active: Arc::default(),
+            conns,
         }
     }
 }
@@ -244,6 +251,10 @@ impl Upstream {
                 Some(Arc::new(tls))
             }
         };
+        let counts: ConnCounts = servers
+            .iter()
+            .map(|s| (s.scheme.uri(), s.authority.clone(), s.conns.clone()))
+            .collect();
         let client = Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(cfg.keepalive)
             // Below the keep-alive of the common origin servers (Node and
@@ -256,6 +267,7 @@ impl Upstream {
                 cfg.connect_timeout,
                 tls.clone(),
                 UnixSockets::of(&cfg.servers),
+                counts,
             ));
         let stats: Arc<crate::telemetry::metrics::UpstreamStats> =
             previous.map_or_else(Arc::default, |p| p.stats.clone());
@@ -809,6 +821,7 @@ impl Upstream {
         // the server's: a timeout or a broken exchange may be the body's.
         let has_body = !req.body().is_end_stream();
         self.stats.requests.inc();
+        target.conns.requests.inc();
         let started = std::time::Instant::now();
         // An answer NGINX would call invalid_header (a malformed head, an
         // interim 101) is not in its default proxy_next_upstream, so it does
@@ -873,11 +886,13 @@ impl Upstream {
         {
             self.stats.errors.inc();
         }
+        let connection = connection_use(&result, expect);
         crate::telemetry::metrics::note_call(|| crate::telemetry::metrics::UpstreamCall {
             // NGINX's $upstream_addr: `unix:/path` for a unix server.
             addr: Some(target.label.clone()),
             elapsed,
             waited,
+            connection,
         });
         (result, verdict)
     }
@@ -895,6 +910,12 @@ impl Upstream {
     /// The servers, as configured.
     pub fn servers(&self) -> Vec<String> {
         self.servers.iter().map(|s| s.label.to_string()).collect()
+    }
+
+    /// Each server's label and connection figures, in `servers` order,
+    /// for `/status`.
+    pub(crate) fn server_conns(&self) -> impl Iterator<Item = (&str, &ServerConns)> {
+        self.servers.iter().map(|s| (&*s.label, &*s.conns))
     }
 
     /// Each server's health, for `/status`.
@@ -940,6 +961,9 @@ impl Upstream {
                     .boxed(),
             )
             .map_err(|e| e.to_string())?;
+        // A check goes through the pool too: counted with the requests that
+        // may open a connection, so reuse stays 1 - opened / requests.
+        server.conns.requests.inc();
         let resp = match tokio::time::timeout(check.timeout, self.client.request(req)).await {
             Err(_) => return Err(format!("no response within {:?}", check.timeout)),
             Ok(Err(e)) => return Err(cause_chain(&e)),
@@ -1040,6 +1064,7 @@ async fn upgrade(
     let io = origin_stream(target, tls, connect_timeout)
         .await
         .map_err(|e| (e, false))?;
+    target.conns.opened(Opened::Tunnel);
     // Origin form, as the pooled client sends it.
     let pq = req.uri().path_and_query().cloned();
     *req.uri_mut() = pq.map_or_else(Uri::default, Uri::from);
@@ -1174,6 +1199,23 @@ fn retry_copy(req: &Request<StreamBody>, expect: Expect) -> Option<Request<Strea
     *copy.uri_mut() = req.uri().clone();
     *copy.headers_mut() = req.headers().clone();
     Some(copy)
+}
+
+/// Whether an answer came over a new connection or a reused one (a
+/// handshake's is always new; no answer, no connection to speak of).
+/// Counted once per answer, whether or not the access log is on.
+fn connection_use(
+    result: &Result<Response<Incoming>, ProxyError>,
+    expect: Expect,
+) -> Option<ConnUse> {
+    let resp = result.as_ref().ok()?;
+    match expect {
+        Expect::Upgrade => Some(ConnUse::New),
+        Expect::Final => resp
+            .extensions()
+            .get::<ConnRequests>()
+            .map(ConnRequests::note),
+    }
 }
 
 fn is_kind(result: &Result<Response<Incoming>, ProxyError>, kind: ErrorKind) -> bool {

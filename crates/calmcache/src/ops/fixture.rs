@@ -10,7 +10,7 @@ use calmcache_core::TierDetail;
 
 use crate::ops::status::{
     AccessLogStatus, BudgetStatus, Connections, DetailBlock, FleetStatus, Latency, LimitStatus,
-    Purges, Reloads, RouteStatus, Status, UpstreamStatus, Websockets, ZoneStatus,
+    Purges, Reloads, RouteStatus, ServerConnStatus, Status, UpstreamStatus, Websockets, ZoneStatus,
 };
 use crate::telemetry::metrics::{HistogramSnapshot, BOUNDS};
 use crate::telemetry::stats::ActivitySnapshot;
@@ -67,6 +67,18 @@ fn server(name: &str, state: ServerState, checks: Option<u64>) -> ServerStatus {
     }
 }
 
+/// A server's connections: `requests` sent, `opened` for an empty pool,
+/// one tunnel, closes on both sides.
+fn conns(name: &str, requests: u64, opened: u64) -> ServerConnStatus {
+    ServerConnStatus {
+        server: name.to_owned(),
+        requests,
+        opened: BTreeMap::from([("pool_empty", opened), ("tunnel", 1)]),
+        closed: BTreeMap::from([("origin", 2), ("calmcache", opened - 2)]),
+        reuse_percent: 100.0 * (1.0 - (opened + 1) as f64 / requests as f64),
+    }
+}
+
 fn upstreams() -> BTreeMap<String, UpstreamStatus> {
     let a = UpstreamStatus {
         requests: 100,
@@ -93,6 +105,12 @@ fn upstreams() -> BTreeMap<String, UpstreamStatus> {
             refresh_skipped: 5,
             shared_unavailable: 0,
         },
+        connections_opened: 10,
+        reuse_percent: 90.0,
+        connections: vec![
+            conns("127.0.0.1:8001", 60, 5),
+            conns("127.0.0.1:8002", 40, 3),
+        ],
     };
     let b = UpstreamStatus {
         requests: 9,
@@ -104,6 +122,9 @@ fn upstreams() -> BTreeMap<String, UpstreamStatus> {
         all_down: 0,
         health: vec![server("[::1]:9000", ServerState::Trial, None)],
         budget: BudgetStatus::default(),
+        connections_opened: 3,
+        reuse_percent: 66.66666666666667,
+        connections: vec![conns("[::1]:9000", 9, 2)],
     };
     BTreeMap::from([("api".to_owned(), a), ("static\"s\\".to_owned(), b)])
 }

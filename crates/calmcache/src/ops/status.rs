@@ -13,6 +13,7 @@ use crate::net::upstream::Upstream;
 use crate::proxy::state::{AnsweringRoute, Proxy, Route};
 use crate::telemetry::metrics::{HistogramSnapshot, Metrics, BOUNDS};
 use crate::telemetry::stats::ActivitySnapshot;
+use crate::telemetry::upstream_conns::{reuse_percent, Closed, Opened, ServerConns};
 
 /// The `/status` document.
 #[derive(Serialize, Debug)]
@@ -250,6 +251,29 @@ pub(crate) struct UpstreamStatus {
     pub health: Vec<crate::net::health::ServerStatus>,
     /// The origin budget (`max_inflight`; all 0 without one).
     pub budget: BudgetStatus,
+    /// Connections opened to its servers (every reason).
+    pub connections_opened: u64,
+    /// Requests that found a connection to reuse, in percent:
+    /// `100 x (1 - connections_opened / requests)`, the servers' requests
+    /// (active health checks included).
+    pub reuse_percent: f64,
+    /// Each server's connections, in `servers` order.
+    pub connections: Vec<ServerConnStatus>,
+}
+
+/// One upstream server's connections (`telemetry::upstream_conns`).
+#[derive(Serialize, Debug)]
+pub(crate) struct ServerConnStatus {
+    /// `host:port` or `unix:/path`.
+    pub server: String,
+    /// Requests sent to it, active health checks included.
+    pub requests: u64,
+    /// Connections opened, by reason (`pool_empty`, `tunnel`).
+    pub opened: BTreeMap<&'static str, u64>,
+    /// Pooled connections ended, by side (`origin`, `calmcache`).
+    pub closed: BTreeMap<&'static str, u64>,
+    /// As the upstream's `reuse_percent`, for this server.
+    pub reuse_percent: f64,
 }
 
 /// One upstream's origin budget (`net::budget`).
@@ -580,6 +604,11 @@ fn connections(m: &Metrics) -> Connections {
 }
 
 fn upstream_status(u: &Upstream) -> UpstreamStatus {
+    let connections: Vec<ServerConnStatus> =
+        u.server_conns().map(|(s, c)| conn_status(s, c)).collect();
+    let opened = u.server_conns().map(|(_, c)| c.opened_total()).sum();
+    // The servers' requests: health checks included, as their connections are.
+    let sent = u.server_conns().map(|(_, c)| c.requests.get()).sum();
     UpstreamStatus {
         requests: u.stats.requests.get(),
         errors: u.stats.errors.get(),
@@ -590,6 +619,25 @@ fn upstream_status(u: &Upstream) -> UpstreamStatus {
         all_down: u.stats.all_down.get(),
         health: u.server_status(),
         budget: budget_status(u),
+        connections_opened: opened,
+        reuse_percent: reuse_percent(opened, sent),
+        connections,
+    }
+}
+
+fn conn_status(server: &str, c: &ServerConns) -> ServerConnStatus {
+    let opened = Opened::ALL
+        .iter()
+        .map(|r| (r.as_str(), c.opened[*r as usize].get()));
+    let closed = Closed::ALL
+        .iter()
+        .map(|b| (b.as_str(), c.closed[*b as usize].get()));
+    ServerConnStatus {
+        server: server.to_owned(),
+        requests: c.requests.get(),
+        opened: opened.collect(),
+        closed: closed.collect(),
+        reuse_percent: reuse_percent(c.opened_total(), c.requests.get()),
     }
 }
 

@@ -360,6 +360,9 @@ pub(crate) struct UpstreamCall {
     pub elapsed: Duration,
     /// Time the request waited for an origin slot (`max_inflight`) first.
     pub waited: Duration,
+    /// Whether the answer came over a new connection or a reused one
+    /// (`None`: no answer).
+    pub connection: Option<crate::telemetry::upstream_conns::ConnUse>,
 }
 
 /// What an answered request learned, attached to the response as an
@@ -442,6 +445,7 @@ mod tests {
                     addr: None,
                     elapsed: Duration::from_millis(7),
                     waited: Duration::ZERO,
+                    connection: None,
                 });
             }))
             .await

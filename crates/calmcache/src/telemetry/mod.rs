@@ -1,5 +1,6 @@
 //! What happened: per-route counters, latency histograms and gauges, the
-//! `max_inflight_body` budget gauge, the access log's writer, whether
+//! `max_inflight_body` budget gauge, the upstream connections opened and
+//! closed (upstream_conns.rs), the access log's writer, whether
 //! the process log is coloured, and the Redis client's log lines
 //! (rate-limited into it: client_log.rs).
 //!
@@ -14,3 +15,4 @@ pub(crate) mod inflight;
 pub(crate) mod log_colour;
 pub(crate) mod metrics;
 pub(crate) mod stats;
+pub(crate) mod upstream_conns;

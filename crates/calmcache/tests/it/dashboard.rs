@@ -391,6 +391,13 @@ async fn dashboard_in_headless_chromium_follows_traffic() {
     }
     if let Some(r) = row(dom, "data-upstream=\"origin\"") {
         checks.number(&format!("{what}, upstream origin"), r, "upstream-p50");
+        // Reuse: at most one connection per upstream request, so between 0
+        // and 100 % (the exact figure depends on what ran at once).
+        let reuse = checks.number(&format!("{what}, upstream origin"), r, "upstream-reuse");
+        checks.check(
+            reuse.is_some_and(|r| (0.0..=100.0).contains(&r)),
+            format!("{what}: upstream reuse {reuse:?}"),
+        );
     }
     let fleet_panel = tag_with(dom, "id=\"fleet\"").unwrap_or("");
     checks.check(

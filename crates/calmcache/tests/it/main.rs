@@ -84,6 +84,7 @@ mod third_tier;
 mod tls_files;
 mod unix_upstream;
 mod upstream_blame;
+mod upstream_reuse;
 mod upstream_tls;
 mod virtual_hosts;
 mod warm;

@@ -5,7 +5,9 @@
 
 use super::{counter, gauge, histograms, Family, Kind, Row, Samples};
 use crate::net::health::{ServerState, ServerStatus};
-use crate::ops::status::{FleetStatus, LimitStatus, Status, UpstreamStatus, ZoneStatus};
+use crate::ops::status::{
+    FleetStatus, LimitStatus, ServerConnStatus, Status, UpstreamStatus, ZoneStatus,
+};
 use Samples::{Histograms, IfAny, One, Rows, Summary};
 
 /// One label's rows: `(label, value)` for each `(name, value)` of `items`.
@@ -61,6 +63,44 @@ fn per_server(s: &Status, value: fn(&ServerStatus) -> Option<u64>) -> Vec<Row<'_
             let labels = vec![("upstream", upstream), ("server", server.server.as_str())];
             value(server).map(|v| (labels, v as f64))
         })
+        .collect()
+}
+
+/// One figure of a server's connections, with the extra label it carries
+/// (`reason`, `by`; none for the requests).
+type ConnFigure = (Option<(&'static str, &'static str)>, u64);
+
+/// Per server of every upstream, one row per figure that `split` gives of
+/// its connections.
+fn per_server_conns<'a>(
+    s: &'a Status,
+    split: fn(&ServerConnStatus) -> Vec<ConnFigure>,
+) -> Vec<Row<'a>> {
+    let servers = s.upstreams.iter().flat_map(|(upstream, u)| {
+        u.connections
+            .iter()
+            .map(move |server| (upstream.as_str(), server))
+    });
+    servers
+        .flat_map(|(upstream, server)| {
+            split(server).into_iter().map(move |(extra, n)| {
+                let mut labels = vec![("upstream", upstream), ("server", server.server.as_str())];
+                labels.extend(extra);
+                (labels, n as f64)
+            })
+        })
+        .collect()
+}
+
+/// A server's figures by one label (`reason` of the opened, `by` of the
+/// closed).
+fn by_label(
+    label: &'static str,
+    counts: &std::collections::BTreeMap<&'static str, u64>,
+) -> Vec<ConnFigure> {
+    counts
+        .iter()
+        .map(|(k, n)| (Some((label, *k)), *n))
         .collect()
 }
 
@@ -246,6 +286,21 @@ pub(super) static PARTS: &[Family<Status>] = &[
         "calmcache_upstream_server_checks_failed_total",
         "Active health checks the server failed.",
         Rows(|s| per_server(s, |v| v.checks_failed)),
+    ),
+    counter(
+        "calmcache_upstream_server_requests_total",
+        "Requests sent to the server (each try of a retried request), active health checks included.",
+        Rows(|s| per_server_conns(s, |c| vec![(None, c.requests)])),
+    ),
+    counter(
+        "calmcache_upstream_server_connections_opened_total",
+        "Connections opened to the server: the pool had none idle (pool_empty), or a WebSocket handshake (tunnel).",
+        Rows(|s| per_server_conns(s, |c| by_label("reason", &c.opened))),
+    ),
+    counter(
+        "calmcache_upstream_server_connections_closed_total",
+        "Pooled connections to the server that ended, closed by the origin or by calmcache.",
+        Rows(|s| per_server_conns(s, |c| by_label("by", &c.closed))),
     ),
     histograms(
         "calmcache_upstream_response_seconds",

@@ -32,6 +32,8 @@ pub(super) struct Entry<'a> {
     pub(super) upstream_time: Option<Duration>,
     /// Time waited for an origin slot (json only; absent when none).
     pub(super) origin_wait: Option<Duration>,
+    /// `new` or `reused` (json only; absent without an upstream answer).
+    pub(super) upstream_connection: Option<&'static str>,
     pub(super) request_time: Duration,
 }
 
@@ -55,6 +57,10 @@ pub(super) struct JsonLine<'a> {
     /// Milliseconds this request waited for an origin slot (`max_inflight`).
     #[serde(skip_serializing_if = "Option::is_none")]
     origin_wait_ms: Option<u64>,
+    /// `new` when the upstream answer came over a connection opened for
+    /// it, `reused` over one from the pool (NGINX has no such variable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upstream_connection: Option<&'static str>,
     /// The load balancer's address when `remote_addr` came from its PROXY
     /// protocol header (NGINX's `$realip_remote_addr`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -117,6 +123,7 @@ pub(super) fn format_line<'a>(format: LogFormat, e: &Entry<'a>, out: &mut String
                 origin_wait_ms: e
                     .origin_wait
                     .map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
+                upstream_connection: e.upstream_connection,
                 realip_remote_addr: e.realip_remote_addr,
             };
             match serde_json::to_string(&line) {

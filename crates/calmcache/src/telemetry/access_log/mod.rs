@@ -20,6 +20,7 @@
 
 use crate::config::access_log::{AccessLogConfig, LogFormat};
 use crate::telemetry::metrics::{Served, UpstreamCall};
+use crate::telemetry::upstream_conns::ConnUse;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -172,6 +173,8 @@ struct Outcome {
     upstream_time: Option<Duration>,
     /// Time waited for an origin slot (`max_inflight`), when any.
     origin_wait: Option<Duration>,
+    /// Whether the upstream answer's connection was new or reused.
+    upstream_connection: Option<ConnUse>,
 }
 
 impl Pending {
@@ -193,6 +196,7 @@ impl Pending {
             upstream_addr: outcome.upstream_addr.as_deref(),
             upstream_time: outcome.upstream_time,
             origin_wait: outcome.origin_wait,
+            upstream_connection: outcome.upstream_connection.map(ConnUse::as_str),
             request_time: self.start.elapsed(),
         };
         let mut line = String::with_capacity(256);
@@ -222,6 +226,7 @@ where
         cache_status,
         upstream_time: call.as_ref().map(|c| c.elapsed),
         origin_wait: call.as_ref().map(|c| c.waited).filter(|w| !w.is_zero()),
+        upstream_connection: call.as_ref().and_then(|c| c.connection),
         upstream_addr: call.and_then(|c| c.addr),
     };
     let pending = guard.0.take();
@@ -244,6 +249,7 @@ impl Drop for Unanswered {
                 upstream_addr: None,
                 upstream_time: None,
                 origin_wait: None,
+                upstream_connection: None,
             };
             pending.write(&outcome, 0);
         }

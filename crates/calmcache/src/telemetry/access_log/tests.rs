@@ -26,6 +26,7 @@ fn entry() -> Entry<'static> {
         upstream_addr: None,
         upstream_time: None,
         origin_wait: None,
+        upstream_connection: None,
         realip_remote_addr: None,
         request_time: Duration::from_micros(1_500),
     }
@@ -54,6 +55,7 @@ fn combined_is_nginx_combined_plus_cache_fields() {
         upstream_addr: Some("127.0.0.1:8081"),
         upstream_time: Some(Duration::from_millis(180)),
         origin_wait: None,
+        upstream_connection: None,
         request_time: Duration::from_millis(2_181),
         ..entry()
     };
@@ -86,6 +88,7 @@ fn json_has_every_key_and_escapes_through_serde() {
         upstream_addr: Some("[::1]:8081"),
         upstream_time: Some(Duration::from_millis(5)),
         origin_wait: Some(Duration::from_millis(12)),
+        upstream_connection: Some("reused"),
         ..entry()
     };
     let text = line(LogFormat::Json, &e);
@@ -106,10 +109,15 @@ fn json_has_every_key_and_escapes_through_serde() {
     assert_eq!(v["host"], "example.com");
     let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(v["origin_wait_ms"], 12, "the wait for an origin slot");
-    assert_eq!(keys.len(), 15, "{keys:?}");
+    assert_eq!(v["upstream_connection"], "reused");
+    assert_eq!(keys.len(), 16, "{keys:?}");
     let bare = line(LogFormat::Json, &entry());
     let v: serde_json::Value = serde_json::from_str(&bare).unwrap();
     assert!(v.get("origin_wait_ms").is_none(), "absent without a wait");
+    assert!(
+        v.get("upstream_connection").is_none(),
+        "absent without an answer"
+    );
     assert_eq!(v["upstream_addr"], serde_json::Value::Null);
     assert_eq!(v["upstream_time"], serde_json::Value::Null);
 }
