@@ -59,19 +59,13 @@ impl MemoryFront {
         let object = behind.tier.get(key).await?;
         // Whole responses only: large objects stream from their file, and
         // Vary markers stay behind (they change as variants are stored).
-        // (A body in the page cache is read into memory for the front.)
-        let promotable = (object.lazy_body().is_none() || object.cached_file_body().is_some())
-            && object.vary_index().is_none();
+        let promotable = object.lazy_body().is_none() && object.vary_index().is_none();
         if promotable && self.second_hit(key_hash(key)) {
             // Not if a newer copy was stored, or the key removed, while this
             // one was read.
             let current = behind.tier.version(key);
-            let whole = match object.cached_file_body() {
-                Some(_) => object.with_cached_body_read().map(Arc::new),
-                None => Some(object.clone()),
-            };
-            if let (true, Some(whole)) = (current.is_some() && current == version, whole) {
-                if let Err(e) = front.insert(key.to_owned_key(), whole).await {
+            if current.is_some() && current == version {
+                if let Err(e) = front.insert(key.to_owned_key(), object.clone()).await {
                     tracing::debug!(zone = %self.zone.name, error = %e, "not promoted");
                 }
             }

@@ -62,7 +62,7 @@ pub use hit_for_miss::HitForMiss;
 pub use ignored::{IgnorableField, IgnoredFields};
 pub use key::{CacheKey, KeyRef};
 pub use memory::MemoryTier;
-pub use object::{CachedObject, Encoded, FilePages, LazyBody, ObjectMeta, VaryIndex};
+pub use object::{CachedObject, Encoded, LazyBody, ObjectMeta, VaryIndex};
 pub use policy::{decide, Decision, RefreshMode, RefreshPolicy};
 pub use status::{AnswerClass, CacheStatus, Fwd, Report};
 pub use tier::{

@@ -136,21 +136,6 @@ struct Extras {
     /// A large object read from a disk zone: `body` is empty and the body is
     /// streamed from this file region instead (bounded memory per request).
     lazy_body: Option<LazyBody>,
-    /// What was known of `lazy_body`'s pages when the object was read.
-    lazy_pages: FilePages,
-}
-
-/// What a disk read knew of a [`LazyBody`]'s file when it handed it out.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum FilePages {
-    /// Opened, not read: the body may be on the device only, and its
-    /// checksum is checked by whoever reads it to the end.
-    #[default]
-    Unread,
-    /// Read whole just now without waiting (every page was in the page
-    /// cache) and its checksum known good: it may be sent from the page
-    /// cache (`sendfile`) by the request that read it.
-    Cached,
 }
 
 impl Extras {
@@ -187,29 +172,6 @@ impl LazyBody {
         let mut buf = vec![0u8; len];
         std::os::unix::fs::FileExt::read_exact_at(&*self.file, &mut buf, self.offset + at)?;
         Ok(Bytes::from(buf))
-    }
-
-    /// The whole body, when the page cache holds all of it: one
-    /// `preadv2(RWF_NOWAIT)`, which never waits for the device. `None`
-    /// otherwise (a page not cached, an error, a file shorter than
-    /// indexed). The checksum is not checked again: only for a body whose
-    /// check is known good ([`FilePages::Cached`]).
-    pub fn read_nowait(&self) -> Option<Bytes> {
-        self.read_nowait_at(0, usize::try_from(self.len).ok()?)
-    }
-
-    /// `len` bytes at `at` (relative to the body), as [`Self::read_nowait`]
-    /// reads them: only when the page cache holds them all.
-    pub fn read_nowait_at(&self, at: u64, len: usize) -> Option<Bytes> {
-        let mut buf = vec![0u8; len];
-        let n = rustix::io::preadv2(
-            &*self.file,
-            &mut [std::io::IoSliceMut::new(&mut buf)],
-            self.offset.checked_add(at)?,
-            rustix::io::ReadWriteFlags::NOWAIT,
-        )
-        .ok()?;
-        (n == len).then(|| Bytes::from(buf))
     }
 
     /// Reads and verifies the whole body. Blocking.
@@ -373,45 +335,6 @@ impl CachedObject {
     /// Leaves the body in a file: see [`Self::lazy_body`].
     pub fn set_lazy_body(&mut self, lazy: LazyBody) {
         self.extras.get_or_insert_with(Box::default).lazy_body = Some(lazy);
-    }
-
-    /// The body left in a file whose pages were all in the page cache, and
-    /// whose checksum was right, when it was read ([`FilePages::Cached`]).
-    pub fn cached_file_body(&self) -> Option<&LazyBody> {
-        let extras = self.extras.as_ref()?;
-        (extras.lazy_pages == FilePages::Cached)
-            .then_some(extras.lazy_body.as_ref())
-            .flatten()
-    }
-
-    /// Leaves the body in a file just read whole from the page cache:
-    /// see [`Self::cached_file_body`].
-    pub fn set_cached_file_body(&mut self, lazy: LazyBody) {
-        let extras = self.extras.get_or_insert_with(Box::default);
-        extras.lazy_body = Some(lazy);
-        extras.lazy_pages = FilePages::Cached;
-    }
-
-    /// A copy with a [cached file body](Self::cached_file_body) read into
-    /// memory, without waiting for the device (`RWF_NOWAIT`): for a zone
-    /// that keeps whole bodies. `None` when there is no such body or a
-    /// page left the page cache meanwhile.
-    pub fn with_cached_body_read(&self) -> Option<CachedObject> {
-        let lazy = self.cached_file_body()?;
-        let body = lazy.read_nowait()?;
-        let mut extras = self.extras.as_deref().cloned().unwrap_or_default();
-        extras.lazy_body = None;
-        extras.lazy_pages = FilePages::Unread;
-        Some(CachedObject {
-            meta: self.meta.clone(),
-            status: self.status,
-            head: self.head.clone(),
-            body,
-            has_targeted: self.has_targeted,
-            packed: false,
-            paged: false,
-            extras: extras.boxed(),
-        })
     }
 
     /// The copy a memory zone keeps: a body under [`PACK_MAX`] moved into

@@ -73,53 +73,6 @@ pub fn read_whole(support: &Support, path: &Path, len: u64) -> Option<Vec<u8>> {
     }
 }
 
-thread_local! {
-    /// [`read_whole_kept`]'s buffer, reused by every read on this thread
-    /// (grown to the largest file read, at most a disk zone's inline limit).
-    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Like [`read_whole`], for a file whose body is then sent from the page
-/// cache rather than from a copy: the bytes are read into a buffer this
-/// thread reuses (no allocation, no zeroing, a destination already in the
-/// CPU's cache) and shown to `f` with the open file, which `f` may keep.
-/// The read is the proof that every page is cached (`RWF_NOWAIT` stops at
-/// the first one that is not) and lets `f` check the file's checksums.
-pub fn read_whole_kept<R>(
-    support: &Support,
-    path: &Path,
-    len: u64,
-    f: impl FnOnce(&[u8], std::fs::File) -> R,
-) -> Option<R> {
-    if !support.nowait.load(Ordering::Relaxed) {
-        return None;
-    }
-    let len = usize::try_from(len).ok()?;
-    let fd = open(support, path)?;
-    SCRATCH.with(|scratch| {
-        let mut buf = scratch.try_borrow_mut().ok()?;
-        // One byte more than expected, as in `read_whole`.
-        let want = len.checked_add(1)?;
-        if buf.len() < want {
-            buf.resize(want, 0);
-        }
-        let read = rustix::io::preadv2(
-            &fd,
-            &mut [IoSliceMut::new(&mut buf[..want])],
-            0,
-            ReadWriteFlags::NOWAIT,
-        );
-        match read {
-            Ok(n) if n == len => Some(f(&buf[..len], std::fs::File::from(fd))),
-            Ok(_) => None,
-            Err(e) => {
-                note_unsupported(support, e);
-                None
-            }
-        }
-    })
-}
-
 fn open(support: &Support, path: &Path) -> Option<rustix::fd::OwnedFd> {
     let base = OFlags::RDONLY | OFlags::CLOEXEC;
     let noatime = support.noatime.load(Ordering::Relaxed);

@@ -265,7 +265,20 @@ pub fn parse_object(
     expect: Option<&KeyRef<'_>>,
     verify_body: bool,
 ) -> Result<(CacheKey, CachedObject), FormatError> {
-    let (header, payload_at) = parse_whole_header(&data, expect)?;
+    let file_len = data.len() as u64;
+    let header_len = check_prefix(&data, file_len)?;
+    // check_prefix guarantees the header and its CRC are within `data`.
+    let start = PREFIX_LEN as usize;
+    let header_bytes = data
+        .get(start..start + header_len)
+        .ok_or(FormatError::Corrupt("header bounds"))?;
+    let crc_at = start + header_len;
+    check_header_crc(header_bytes, data.get(crc_at..crc_at + 4))?;
+    let header = parse_header(header_bytes)?;
+    let payload_at = (crc_at + 4) as u64;
+    check_total(payload_at, &header, file_len)?;
+    check_key(&header, expect)?;
+
     let data = Bytes::from(data);
     // check_total: payload_at + payload + 4 == data.len(), all in usize range.
     let payload_end = data.len() - 4;
@@ -302,79 +315,6 @@ pub fn parse_object(
             )
         }
     };
-    Ok((header.key, object))
-}
-
-/// The header of `data`, a whole object file in memory, checked (magic,
-/// version, header checksum, total length, key when `expect` is given),
-/// and where its payload starts.
-fn parse_whole_header(
-    data: &[u8],
-    expect: Option<&KeyRef<'_>>,
-) -> Result<(Header, u64), FormatError> {
-    let file_len = data.len() as u64;
-    let header_len = check_prefix(data, file_len)?;
-    // check_prefix guarantees the header and its CRC are within `data`.
-    let start = PREFIX_LEN as usize;
-    let header_bytes = data
-        .get(start..start + header_len)
-        .ok_or(FormatError::Corrupt("header bounds"))?;
-    let crc_at = start + header_len;
-    check_header_crc(header_bytes, data.get(crc_at..crc_at + 4))?;
-    let header = parse_header(header_bytes)?;
-    let payload_at = (crc_at + 4) as u64;
-    check_total(payload_at, &header, file_len)?;
-    check_key(&header, expect)?;
-    Ok((header, payload_at))
-}
-
-/// Verifies and decodes `data`, the whole file `file` (at `path`) just read
-/// from the page cache, as [`parse_object`] does, but leaves a plain body
-/// in the file: the object comes back with an empty `body` and a
-/// [cached file body](crate::CachedObject::cached_file_body), sent from
-/// the page cache by the request that read it. A marker or an object with
-/// encodings is copied out of `data` as [`parse_object`] would read it.
-///
-/// The body's checksum is checked here when `verify_body`, so a cached
-/// file body is always one whose checksum was right (now, or at an earlier
-/// read of the same file version the caller remembers).
-pub fn parse_kept(
-    data: &[u8],
-    file: File,
-    path: &Path,
-    expect: Option<&KeyRef<'_>>,
-    verify_body: bool,
-) -> Result<(CacheKey, CachedObject), FormatError> {
-    let (header, payload_at) = parse_whole_header(data, expect)?;
-    if header.marker.is_some() || !header.encodings.is_empty() {
-        return parse_object(data.to_vec(), expect, verify_body);
-    }
-    // parse_whole_header checked payload_at + body + 4 == data.len().
-    let at = payload_at as usize;
-    let body = data
-        .get(at..at + header.body_len as usize)
-        .ok_or(FormatError::Corrupt("body bounds"))?;
-    let mut stored_crc = [0u8; 4];
-    stored_crc.copy_from_slice(&data[data.len() - 4..]);
-    let crc = u32::from_le_bytes(stored_crc);
-    if verify_body && crc32fast::hash(body) != crc {
-        return Err(FormatError::Checksum);
-    }
-    let mut object = CachedObject::assemble(
-        header.meta(),
-        header.status,
-        header.headers,
-        Bytes::new(),
-        Vec::new(),
-        header.variant,
-    );
-    object.set_cached_file_body(crate::object::LazyBody {
-        file: std::sync::Arc::new(file),
-        offset: payload_at,
-        len: header.body_len,
-        crc,
-        path: path.to_path_buf(),
-    });
     Ok((header.key, object))
 }
 

@@ -83,13 +83,6 @@ pub const RESERVED_PREFIX: &str = ".calmcache-";
 /// from the file in chunks (`CachedObject::lazy_body`).
 pub const INLINE_LIMIT: u64 = 1 << 20;
 
-/// Files of at least this size whose pages are all cached keep their body
-/// in the file on a hit ([`CachedObject::cached_file_body`]): a plain
-/// HTTP/1.1 answer sends it with `sendfile`, from the page cache, instead
-/// of copying it twice (into memory, then into the socket). Below it the
-/// copy costs less than the extra syscall.
-pub const KEPT_MIN: u64 = 64 * 1024;
-
 /// What a disk zone is configured with.
 #[derive(Clone, Debug)]
 pub struct DiskConfig {
@@ -472,14 +465,7 @@ impl DiskTier {
         // Fast path: the file and its path are in memory, so the kernel
         // answers without waiting for the device (page_cache.rs) and the
         // hit costs no thread hop. Otherwise the blocking pool reads it.
-        if (KEPT_MIN..=INLINE_LIMIT).contains(&size) {
-            let parsed = page_cache::read_whole_kept(&self.page_cache, &path, size, |data, file| {
-                disk_format::parse_kept(data, file, &path, Some(key), !verified)
-            });
-            if let Some(parsed) = parsed {
-                return Read::Done(self.read_done(hash, version, parsed.map(|(_, object)| object)));
-            }
-        } else if size <= INLINE_LIMIT {
+        if size <= INLINE_LIMIT {
             if let Some(data) = page_cache::read_whole(&self.page_cache, &path, size) {
                 let parsed = disk_format::parse_object(data, Some(key), !verified);
                 return Read::Done(self.read_done(hash, version, parsed.map(|(_, object)| object)));
@@ -522,8 +508,7 @@ impl DiskTier {
     ) -> Option<Arc<CachedObject>> {
         match result {
             Ok(object) => {
-                // A cached file body's checksum was checked by the read.
-                if object.lazy_body().is_none() || object.cached_file_body().is_some() {
+                if object.lazy_body().is_none() {
                     self.mark_verified(hash, version);
                 }
                 match self.soft_purged_at(hash, version) {

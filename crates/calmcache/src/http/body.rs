@@ -15,7 +15,6 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::BodyExt;
 use tokio::time::{sleep, Instant, Sleep};
 
-use crate::http::file_send::FileFrames;
 use crate::http::paged::{self, PagedSlice};
 
 /// Errors crossing body boundaries.
@@ -31,9 +30,6 @@ pub enum ResponseBody {
     /// A cached body in pages of its own: offered to a plain connection
     /// for a zero-copy send as it is handed to hyper ([`paged`]).
     Paged(Option<PagedSlice>),
-    /// A cached file body sent from the page cache (`sendfile` on plain
-    /// HTTP/1.x, see [`crate::http::file_send`]).
-    File(FileFrames),
     /// A body relayed as it arrives.
     Stream(StreamBody),
 }
@@ -74,7 +70,6 @@ impl Body for ResponseBody {
                 paged::offer(&p);
                 Ok(Frame::data(p.into_bytes()))
             })),
-            ResponseBody::File(file) => Pin::new(file).poll_frame(cx),
             ResponseBody::Stream(body) => Pin::new(body).poll_frame(cx),
         }
     }
@@ -83,7 +78,6 @@ impl Body for ResponseBody {
         match self {
             ResponseBody::Full(bytes) => bytes.is_none(),
             ResponseBody::Paged(paged) => paged.is_none(),
-            ResponseBody::File(file) => file.is_end_stream(),
             ResponseBody::Stream(body) => body.is_end_stream(),
         }
     }
@@ -96,7 +90,6 @@ impl Body for ResponseBody {
             ResponseBody::Paged(paged) => {
                 SizeHint::with_exact(paged.as_ref().map_or(0, |p| p.len() as u64))
             }
-            ResponseBody::File(file) => file.size_hint(),
             ResponseBody::Stream(body) => body.size_hint(),
         }
     }

@@ -14,7 +14,6 @@ pub(crate) mod compress_passed;
 pub(crate) mod conditional;
 pub(crate) mod error;
 pub(crate) mod file_body;
-pub(crate) mod file_send;
 pub(crate) mod gzip_stream;
 pub(crate) mod headers;
 pub(crate) mod link;

@@ -46,7 +46,6 @@ use crate::net::early_hints::{self, EarlyHints};
 use crate::net::listener::ListenerId;
 use crate::net::stream_clock::{self, StreamExec};
 use crate::net::write_clock::{Stall, WriteClock};
-use crate::http::file_send;
 use crate::net::zero_copy::{self, PlainSocket, Splicer};
 use crate::telemetry::metrics::ConnectionGuard;
 
@@ -248,7 +247,6 @@ pub(crate) fn spawn<IO, S, F, B>(
         balancer,
     } = accepted;
     let phase = Arc::new(Phase::default());
-    let plain = io.plain_tcp().is_some();
     // HTTP/2 has no request head to time on the wire: only the idle clock.
     let heads = (protocol != Protocol::Http2).then_some(settings.header_read_timeout);
     let counted = guard.as_ref().map(|g| g.metrics().clone());
@@ -307,9 +305,7 @@ pub(crate) fn spawn<IO, S, F, B>(
                 let sized = resp.body().size_hint().exact().is_some();
                 answer_connection(&mut resp, version, http10_keepalive && sized, n, settings);
             }
-            let handing = if h1 && plain {
-                Handing::Plain
-            } else if h1 {
+            let handing = if h1 {
                 Handing::Whole
             } else {
                 Handing::Pieces(Bytes::new())
@@ -454,9 +450,6 @@ enum Handing {
     /// HTTP/1.x: frames as they come (the connection's write clock times
     /// the client).
     Whole,
-    /// HTTP/1.x on plain TCP: as `Whole`, and a cached file body may hand
-    /// stand-ins that [`Clocked`] sends with `sendfile` (`http::file_send`).
-    Plain,
     /// HTTP/2: in pieces of at most [`stream_clock::PIECE`], each marked
     /// for the stream's clock; holds the rest of the frame being handed out.
     Pieces(Bytes),
@@ -482,10 +475,8 @@ impl<B: Body<Data = Bytes>> Body for Tracked<B> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = self.project();
-        let rest = match this.handing {
-            Handing::Pieces(rest) => rest,
-            Handing::Whole => return this.inner.poll_frame(cx),
-            Handing::Plain => return file_send::plain_scope(|| this.inner.poll_frame(cx)),
+        let Handing::Pieces(rest) = this.handing else {
+            return this.inner.poll_frame(cx);
         };
         stream_clock::asked();
         if rest.is_empty() {
@@ -515,7 +506,7 @@ impl<B: Body<Data = Bytes>> Body for Tracked<B> {
         let inner = self.inner.size_hint();
         let rest = match &self.handing {
             Handing::Pieces(rest) => rest.len() as u64,
-            Handing::Whole | Handing::Plain => return inner,
+            Handing::Whole => return inner,
         };
         let mut hint = SizeHint::new();
         hint.set_lower(inner.lower().saturating_add(rest));
@@ -864,15 +855,6 @@ impl<IO: AsyncWrite + PlainSocket + Unpin> AsyncWrite for Clocked<IO> {
         this.dirty(buf.len());
         std::task::ready!(this.poll_spliced(cx))?;
         std::task::ready!(this.poll_hints(cx))?;
-        if file_send::is_stand_in(buf) {
-            // Resolved (plain TCP) or refused there, never copied.
-            let bufs = [io::IoSlice::new(buf)];
-            let written = this.write_vectored(cx, &bufs);
-            if let Poll::Ready(Ok(n)) = written {
-                this.taken(&bufs, n);
-            }
-            return written;
-        }
         if this.gather.is_some() && std::task::ready!(this.room(cx, buf.len()))? {
             if let Some(gather) = &mut this.gather {
                 gather.buf.extend_from_slice(buf);
@@ -986,9 +968,6 @@ impl<IO: AsyncWrite + PlainSocket + Unpin> Clocked<IO> {
     ) -> Poll<io::Result<usize>> {
         let this = self;
         if this.gather.is_some() {
-            if file_send::pick(bufs).is_some() {
-                return Poll::Ready(Err(stand_in_refused()));
-            }
             let len = bufs.iter().map(|b| b.len()).sum();
             if std::task::ready!(this.room(cx, len))? {
                 if let Some(gather) = &mut this.gather {
@@ -1000,16 +979,10 @@ impl<IO: AsyncWrite + PlainSocket + Unpin> Clocked<IO> {
             }
         } else if this.io.plain_tcp().is_some() {
             std::task::ready!(this.poll_spliced(cx))?;
-            let file_at = file_send::pick(bufs);
-            let before = &bufs[..file_at.unwrap_or(bufs.len())];
             let at = match &this.splice {
-                Some(splice) => splice.pick(before),
-                None => zero_copy::pick(before),
+                Some(splice) => splice.pick(bufs),
+                None => zero_copy::pick(bufs),
             };
-            if let (None, Some(file_at), Some(sock)) = (at, file_at, this.io.plain_tcp()) {
-                let sent = zero_copy::poll_send_file(cx, sock, bufs, file_at);
-                return this.write.watch(cx, sent, &this.phase.writes);
-            }
             if let (Some(at), Some(sock)) = (at, this.io.plain_tcp()) {
                 let splice = this.splice.get_or_insert_with(Box::default);
                 let sent = match splice.poll_send(cx, sock, bufs, at) {
@@ -1028,21 +1001,9 @@ impl<IO: AsyncWrite + PlainSocket + Unpin> Clocked<IO> {
                 }
             }
         }
-        if file_send::pick(bufs).is_some() {
-            return Poll::Ready(Err(stand_in_refused()));
-        }
         let written = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
         this.write.watch(cx, written, &this.phase.writes)
     }
-}
-
-/// A sendfile stand-in reached a write that cannot resolve it (TLS,
-/// HTTP/2, a copy): the connection ends rather than send its zeros.
-fn stand_in_refused() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidData,
-        "a sendfile stand-in reached a copying write",
-    )
 }
 
 #[cfg(test)]

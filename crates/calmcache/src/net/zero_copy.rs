@@ -190,58 +190,6 @@ impl Splicer {
     }
 }
 
-/// Writes `bufs` up to and including slice `at`, a stand-in for a file
-/// region ([`crate::http::file_send`]): the slices before it with
-/// `MSG_MORE`, then the region with `sendfile` from the page cache, as
-/// much as the socket takes now. Returns the bytes written.
-pub(crate) fn poll_send_file(
-    cx: &mut Context<'_>,
-    sock: &TcpStream,
-    bufs: &[IoSlice<'_>],
-    at: usize,
-) -> Poll<io::Result<usize>> {
-    let head = &bufs[..at];
-    let head_len: usize = head.iter().map(|b| b.len()).sum();
-    let mut written = 0;
-    if head_len > 0 {
-        written = std::task::ready!(poll_io(cx, sock, || {
-            rustix::net::sendmsg(
-                sock,
-                head,
-                &mut SendAncillaryBuffer::default(),
-                SendFlags::MORE | SendFlags::NOSIGNAL,
-            )
-            .map_err(io::Error::from)
-        }))?;
-        if written < head_len {
-            return Poll::Ready(Ok(written));
-        }
-    }
-    let (file, offset) = crate::http::file_send::resolve(&bufs[at])?;
-    let len = bufs[at].len();
-    let send = || {
-        let mut from = offset;
-        rustix::fs::sendfile(sock, &*file, Some(&mut from), len).map_err(io::Error::from)
-    };
-    let sent = if written > 0 {
-        // The head went out: the body now if the socket takes it, else
-        // hyper comes back for it.
-        match sock.try_io(Interest::WRITABLE, send) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Poll::Ready(Ok(written)),
-            sent => sent?,
-        }
-    } else {
-        std::task::ready!(poll_io(cx, sock, send))?
-    };
-    if sent == 0 {
-        return Poll::Ready(Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "cache file shorter than its index said",
-        )));
-    }
-    Poll::Ready(Ok(written + sent))
-}
-
 /// Index of the first slice of `bufs` that lies in an offered paged body
 /// and is worth a splice, if any.
 pub(crate) fn pick(bufs: &[IoSlice<'_>]) -> Option<usize> {

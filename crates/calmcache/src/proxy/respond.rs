@@ -2,7 +2,7 @@
 //! preconditions, ranges, targeted fields, `Age`, `Cache-Status`), from a
 //! relayed origin response, or from an error.
 
-use calmcache_core::{CacheStatus, CachedObject, FilePages, Report};
+use calmcache_core::{CacheStatus, CachedObject, Report};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode};
 use tokio::time::Instant;
@@ -12,7 +12,6 @@ use crate::http::compress::{self, Coding};
 use crate::http::compress_passed::ClientAsk;
 use crate::http::conditional::{self, Precondition};
 use crate::http::error::{ErrorKind, ProxyError};
-use crate::http::file_send::FileFrames;
 use crate::http::headers::{set_age, set_cache_status};
 use crate::http::paged::PagedSlice;
 use crate::http::range;
@@ -82,11 +81,7 @@ pub(crate) fn serve<'r>(
     if let Some(lazy) = object.lazy_body().filter(|_| status == object.status) {
         // A large disk object: streamed from its file.
         set_cache_status(&mut headers, &report, ask.key.as_deref());
-        let pages = match object.cached_file_body() {
-            Some(_) => FilePages::Cached,
-            None => FilePages::Unread,
-        };
-        let resp = lazy_response(route, (lazy, pages), status, headers, ask);
+        let resp = lazy_response(route, lazy, status, headers, ask);
         return Answer::answered(route, &report, resp);
     }
     if status == StatusCode::OK && ask.wants_range() {
@@ -112,7 +107,7 @@ pub(crate) fn serve<'r>(
 /// A 200 (or 206/416 for a range) whose body streams from a disk file.
 fn lazy_response(
     route: &Route,
-    (lazy, pages): (&calmcache_core::LazyBody, FilePages),
+    lazy: &calmcache_core::LazyBody,
     mut status: StatusCode,
     mut headers: HeaderMap,
     ask: &Ask<'_>,
@@ -148,16 +143,7 @@ fn lazy_response(
         ResponseBody::empty()
     } else {
         route.activity.bytes_from_cache.add(len);
-        match pages {
-            // Its checksum is known good: sent from the page cache.
-            FilePages::Cached => ResponseBody::File(FileFrames::new(lazy, start, len)),
-            FilePages::Unread => crate::http::file_body::file_body(
-                lazy,
-                start,
-                len,
-                start == 0 && len == lazy.len,
-            ),
-        }
+        crate::http::file_body::file_body(lazy, start, len, start == 0 && len == lazy.len)
     };
     let mut resp = Response::new(body);
     *resp.status_mut() = status;
