@@ -16,7 +16,7 @@ use http::Method;
 /// How long a test waits for a disk zone's loader, manager or writer.
 const LOADED: Duration = Duration::from_secs(10);
 
-fn scratch(name: &str) -> PathBuf {
+pub(crate) fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "calmcache-it-disk-{name}-{}-{}",
         std::process::id(),

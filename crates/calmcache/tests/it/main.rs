@@ -22,6 +22,7 @@ mod compress_passed;
 mod connections;
 mod dashboard;
 mod disk_full;
+mod disk_sendfile;
 mod disk_zone;
 mod early_hints;
 mod edge_cases;
