@@ -12,10 +12,11 @@
 //! empty or roomy zone stores every first answer, as before) and counted in
 //! fixed memory.
 //!
-//! Misses are counted where the index finds no entry (never on a hit). A
-//! fill's followers miss before they join its flight, so a key asked for by
-//! two requests at once is counted twice before the leader's write asks:
-//! a refusal never leaves followers to fetch alone. A key the zone holds
+//! Misses are counted where the index finds no entry (never on a hit); a
+//! request that leads a fill looks twice ([`MIN_MISSES`]). A fill's
+//! followers miss before they join its flight, so a key asked for by two
+//! requests at once is counted enough before the leader's write asks: a
+//! refusal never leaves followers to fetch alone. A key the zone holds
 //! (a refresh, a revalidation) is always written.
 //!
 //! Owns the decision and its counts; the zone's size and index are
@@ -34,7 +35,7 @@ pub enum Admission {
     /// (before issue 29).
     All,
     /// Once the zone is 90% full, a key it does not hold is written on its
-    /// second miss within the sketch's window.
+    /// second request within the sketch's window (or when two ask at once).
     #[default]
     Frequent,
 }
@@ -49,12 +50,21 @@ impl Admission {
     }
 }
 
-/// Misses counted before a new key may enter a full zone.
-const MIN_MISSES: u8 = 2;
+/// Misses counted before a new key may enter a full zone. The proxy looks
+/// a key up twice in a request that leads a fill (the lookup, then once
+/// more after winning the flight: a fill may have landed in between), once
+/// in a request that follows: a request alone counts 2, refused; a second
+/// request, or a follower of the first fill, makes 3 or more.
+pub(super) const MIN_MISSES: u8 = 3;
 
-/// Bytes of zone per sketch counter: a counter per 8 KiB object the zone
-/// could hold (bounded below and above).
-const BYTES_PER_COUNTER: u64 = 8 * 1024;
+/// Bytes of zone per object it could hold, for sizing the sketch: the
+/// window of misses is about one zone's worth of 8 KiB objects.
+pub(super) const BYTES_PER_OBJECT: u64 = 8 * 1024;
+/// Counters per miss of a window: a count-min sketch reads a key seen once
+/// as seen twice only when all four of its counters were also bumped by
+/// others; with 16 counters per miss that is about 2% of keys (a window
+/// as wide as the sketch would admit nine in ten).
+const COUNTERS_PER_MISS: u64 = 16;
 /// Counters at least (4 KiB of RAM) and at most (4 MiB).
 const MIN_WIDTH_BITS: u32 = 12;
 const MAX_WIDTH_BITS: u32 = 22;
@@ -68,16 +78,18 @@ pub(super) enum Doorman {
 }
 
 impl Doorman {
-    /// For a zone of `max_size` bytes: one counter per 8 KiB it could hold,
-    /// rounded up to a power of two, halved every as many misses (a window
-    /// of about one zone's worth of new objects).
+    /// For a zone of `max_size` bytes: a window of misses of about the
+    /// 8 KiB objects it could hold, [`COUNTERS_PER_MISS`] counters per miss
+    /// of the window (a power of two, 4 KiB to 4 MiB), halved every window.
     pub(super) fn new(admission: Admission, max_size: u64) -> Self {
         match admission {
             Admission::All => Doorman::All,
             Admission::Frequent => {
-                let slots = (max_size / BYTES_PER_COUNTER).max(1).next_power_of_two();
+                let window = (max_size / BYTES_PER_OBJECT).max(1).next_power_of_two();
+                let slots = window.saturating_mul(COUNTERS_PER_MISS);
                 let bits = slots.trailing_zeros().clamp(MIN_WIDTH_BITS, MAX_WIDTH_BITS);
-                Doorman::Frequent(FrequencySketch::new(bits, 1 << bits))
+                let period = (1u64 << bits) / COUNTERS_PER_MISS;
+                Doorman::Frequent(FrequencySketch::new(bits, period))
             }
         }
     }
