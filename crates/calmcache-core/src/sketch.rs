@@ -64,7 +64,7 @@ impl FrequencySketch {
                 .map_or(MAX_COUNT, |before| before + 1);
             least = least.min(bumped);
         }
-        if (self.recorded.fetch_add(1, Ordering::Relaxed) + 1) % self.period == 0 {
+        if (self.recorded.fetch_add(1, Ordering::Relaxed) + 1).is_multiple_of(self.period) {
             self.age();
         }
         least
