@@ -108,6 +108,16 @@ SPECS = {
     ),
     "cachefill": dict(panels=[("new content stored", "MiB/s", stored_mib_s, True), P99]),
     "diskhits": dict(panels=[RPS, P99]),
+    # one group per trace; NGINX holds more than its max_size (its manager lags): see objects held
+    "hitratio": dict(
+        group=["trace"],
+        group_label="{trace}",
+        panels=[
+            ("miss ratio", "%", col("miss_pct"), False),
+            ("miss ratio without the scan's own requests", "%", col("zipf_miss_pct"), False),
+            ("objects held at the end", "objects", col("objects_held"), True),
+        ],
+    ),
     "memory": dict(
         group=["size"],
         group_label="{size} B objects",

@@ -44,6 +44,7 @@ pub mod page_body;
 pub mod page_cache;
 pub mod policy;
 pub mod private_fs;
+pub mod sketch;
 pub mod status;
 pub mod tier;
 pub mod warn_limit;

@@ -43,6 +43,10 @@ pub enum CacheError {
     /// The storage failed (a disk zone's I/O error, full or read-only file system).
     #[error("storage failed: {0}")]
     Io(String),
+    /// A full zone's admission refused a new key on its first miss
+    /// (`admission = "frequent"`): served, not stored; its next miss is.
+    #[error("not admitted: the zone is full and the key was not asked for before")]
+    NotAdmitted,
 }
 
 /// How a purge treats what it selects.

@@ -56,6 +56,7 @@ use crate::warn_limit::WarnLimit;
 use crate::warn_limited;
 use crate::zone_lock::ZoneLock;
 
+mod admission;
 pub mod format;
 mod load;
 mod manage;
@@ -64,6 +65,8 @@ mod shard;
 mod tier_impl;
 pub mod writer;
 use crate::tier::CacheError;
+pub use admission::Admission;
+use admission::Doorman;
 use manage::HEADROOM_MIN_PCT;
 pub use manage::{is_no_space, MANAGE_EVERY};
 use shard::Shard;
@@ -96,6 +99,8 @@ pub struct DiskConfig {
     pub inactive: Duration,
     /// Free bytes the zone leaves on its file system.
     pub min_free: u64,
+    /// Which new objects a full zone writes (admission.rs).
+    pub admission: Admission,
 }
 
 /// One object in the index: 16 bytes of payload per object.
@@ -155,6 +160,9 @@ pub struct DiskStats {
     pub leftover_temp_bytes: AtomicU64,
     /// Objects removed after `inactive`.
     pub expired_inactive: AtomicU64,
+    /// New objects a full zone did not write: first misses of their keys
+    /// (`admission = "frequent"`).
+    pub not_admitted: AtomicU64,
     /// I/O errors (reads, writes, removals, the loader).
     pub errors: AtomicU64,
     /// Files found broken (torn, corrupt, foreign) and removed.
@@ -207,9 +215,12 @@ pub struct DiskTier {
     /// `write_failures_nospace` as the manager last saw it, and passes since
     /// it last changed.
     fs_failures_seen: (AtomicU64, AtomicU64),
-    /// Wakes the manager at once when a write finds the file system full.
+    /// Wakes the manager at once when a write finds the file system full,
+    /// or takes the zone past its limit.
     /// (Its own `Arc`: the waiting manager must not keep the tier alive.)
     wake: Arc<tokio::sync::Notify>,
+    /// Which misses a full zone writes, and what it counts to decide.
+    doorman: Doorman,
     /// Repeated warnings, one limit per kind.
     warn: Warnings,
     /// Held while the zone is open: no other process uses the directory.
@@ -298,6 +309,7 @@ impl DiskTier {
             Err(e) => return Err(e),
         }
         let shards = (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect();
+        let doorman = Doorman::new(config.admission, config.max_size);
         Ok(Arc::new_cyclic(|me| DiskTier {
             me: me.clone(),
             started: AtomicBool::new(false),
@@ -318,6 +330,7 @@ impl DiskTier {
             page_cache: page_cache::Support::default(),
             fs_failures_seen: (AtomicU64::new(0), AtomicU64::new(0)),
             wake: Arc::new(tokio::sync::Notify::new()),
+            doorman,
             warn: Warnings::default(),
             _lock: lock,
         }))
@@ -459,6 +472,8 @@ impl DiskTier {
             })
         });
         let Some((version, size, verified)) = found else {
+            // A miss: counted for admission (never on a hit).
+            self.doorman.missed(hash);
             return Read::Done(None);
         };
         let path = self.file_path(hash);
@@ -551,6 +566,9 @@ impl DiskTier {
             });
         }
         let hash = key_hash(&key.as_ref());
+        if !self.admits(hash) {
+            return Err(CacheError::NotAdmitted);
+        }
         let path = self.file_path(hash);
         let stored_at = SystemTime::now()
             .checked_sub(object.meta.resident(tokio::time::Instant::now()))
@@ -649,7 +667,13 @@ impl DiskTier {
             };
             shard.map.insert(hash, entry)
         });
-        self.bytes.fetch_add(size, Ordering::Relaxed);
+        let bytes = self.bytes.fetch_add(size, Ordering::Relaxed) + size;
+        // A write past the limit wakes the manager now, not at its next
+        // second: the zone overshoots by what a pass takes, not by a
+        // second of misses (the loader's files wait for the pass).
+        if verified && bytes > self.effective_max_size() {
+            self.wake.notify_one();
+        }
         // A new copy: an older one's soft purge is spent.
         self.unmark_soft(hash, Some(version));
         match old {
@@ -747,3 +771,7 @@ fn lock(shard: &Mutex<Shard>) -> std::sync::MutexGuard<'_, Shard> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+#[path = "admission_tests.rs"]
+mod admission_tests;

@@ -24,6 +24,7 @@ fn config(path: &Path, max_size: u64) -> DiskConfig {
         max_object_size: max_size,
         inactive: Duration::from_secs(600),
         min_free: 0,
+        admission: Admission::All,
     }
 }
 

@@ -39,6 +39,8 @@ pub struct DiskSnapshot {
     pub leftover_temp_bytes: u64,
     /// Objects removed after `inactive`.
     pub inactive_removed: u64,
+    /// New objects a full zone did not write (admission).
+    pub not_admitted: u64,
     /// I/O errors (reads, writes, removals, the loader).
     pub errors: u64,
     /// Torn, corrupt or foreign files found and removed.
@@ -65,6 +67,7 @@ impl DiskTier {
             leftover_temp_files: load(&s.leftover_temp_files),
             leftover_temp_bytes: load(&s.leftover_temp_bytes),
             inactive_removed: load(&s.expired_inactive),
+            not_admitted: load(&s.not_admitted),
             errors: load(&s.errors),
             broken_files: load(&s.broken_files),
             loaded: load(&s.loaded),
@@ -195,6 +198,7 @@ impl Tier for DiskTier {
             .with("leftover_temp_files", d.leftover_temp_files)
             .with("leftover_temp_bytes", d.leftover_temp_bytes)
             .with("inactive_removed", d.inactive_removed)
+            .with("not_admitted", d.not_admitted)
             .with("errors", d.errors)
             .with("broken_files", d.broken_files)
             .with("loaded", d.loaded)
@@ -210,6 +214,11 @@ impl Tier for DiskTier {
         body_len: Option<u64>,
     ) -> Option<Box<dyn BodyWrite>> {
         let tier = self.arc()?;
+        // Refused: the caller keeps the body and asks again with `insert`
+        // when it is whole (by then followers may have counted misses).
+        if !self.admits(crate::key::key_hash(&key.as_ref())) {
+            return None;
+        }
         let (key, head) = (key.clone(), head());
         let write = match body_len {
             Some(_) => DiskWrite::new(tier, key, &head),

@@ -115,6 +115,10 @@ pub(crate) mod zone {
     pub(crate) const INACTIVE: Duration = Duration::from_secs(600);
     /// `min_free`: no free-space floor.
     pub(crate) const MIN_FREE: u64 = 0;
+    /// `admission` of disk zones: once full, a new key is written on its
+    /// second miss (one-hit wonders and scans do not evict the hot set).
+    pub(crate) const ADMISSION: calmcache_core::disk::Admission =
+        calmcache_core::disk::Admission::Frequent;
     /// `weight`: the share of keys in a route's `zones`.
     pub(crate) const WEIGHT: usize = 1;
 
@@ -431,6 +435,7 @@ pub(crate) fn keys() -> Vec<(&'static str, Shown)> {
         ("zones.*.path", Shown::Example),
         ("zones.*.inactive", Shown::Duration(zone::INACTIVE)),
         ("zones.*.min_free", Shown::Example),
+        ("zones.*.admission", Shown::Text(zone::ADMISSION.as_str())),
         ("routes.name", Shown::Example),
         ("routes.hosts", Shown::Example),
         ("routes.path", Shown::Example),

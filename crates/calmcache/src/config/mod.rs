@@ -567,6 +567,9 @@ pub struct ZoneConfig {
     pub inactive: Duration,
     /// Disk zones: free space the zone leaves on its file system (default 0).
     pub min_free: u64,
+    /// Disk zones: which new objects a full zone writes (default
+    /// "frequent": a key's second miss; core disk/admission.rs).
+    pub admission: calmcache_core::disk::Admission,
     /// Share of keys this zone takes among a route's `zones` (default 1).
     pub weight: u32,
 }

@@ -203,6 +203,7 @@ const ZONE: &[&str] = &[
     "path",
     "inactive",
     "min_free",
+    "admission",
     "weight",
 ];
 const ROUTE: &[&str] = &[

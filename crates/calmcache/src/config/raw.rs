@@ -230,6 +230,7 @@ pub(crate) struct RawZone {
     pub(crate) path: Option<String>,
     pub(crate) inactive: Option<Text>,
     pub(crate) min_free: Option<Text>,
+    pub(crate) admission: Option<String>,
     pub(crate) weight: Option<i64>,
 }
 

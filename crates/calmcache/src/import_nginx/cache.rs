@@ -575,7 +575,10 @@ pub(crate) fn others(route: &mut Section, s: &Settings) {
                 "calmcache streams answers to clients as they arrive (no buffering to tune)"
             }
             "proxy_cache_methods" => "calmcache caches GET and HEAD",
-            "proxy_cache_min_uses" => "calmcache stores an answer on its first use",
+            "proxy_cache_min_uses" => {
+                "a full disk zone stores a new URL on its second request (zones.*.admission = \"frequent\", \
+                 the default); a zone with room, and a memory zone, store the first"
+            }
             "proxy_cache_revalidate" => {
                 "calmcache always revalidates with If-None-Match/If-Modified-Since when it can"
             }

@@ -627,7 +627,9 @@ fn marks_hit_for_miss(why: NotStored, status: u16) -> bool {
             NotStored::TooLarge => true,
             // An authorised request's answer says nothing about others'.
             NotStored::Response(r) => r != calmcache_core::NotStorable::Authorization,
+            // Admission refused a first miss: the next one is stored.
             NotStored::StoreFailed
+            | NotStored::NotAdmitted
             | NotStored::Request
             | NotStored::NoZone
             | NotStored::InflightBudget => false,

@@ -175,6 +175,7 @@ fn open(config: &ZoneConfig) -> Result<Arc<dyn Tier>, SetupError> {
                 max_object_size: config.max_object_size,
                 inactive: config.inactive,
                 min_free: config.min_free,
+                admission: config.admission,
             };
             let tier = DiskTier::open(disk).map_err(|error| SetupError::ZoneDir {
                 zone: config.name.clone(),

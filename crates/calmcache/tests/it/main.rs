@@ -21,6 +21,7 @@ mod compress;
 mod compress_passed;
 mod connections;
 mod dashboard;
+mod disk_admission;
 mod disk_full;
 mod disk_sendfile;
 mod disk_zone;

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use calmcache_core::disk::Admission;
+
 use super::Checker;
 use crate::config::defaults;
 use crate::config::error::{toml_key, Problem};
@@ -61,6 +63,10 @@ impl Checker {
                 .unwrap_or(defaults::zone::MIN_FREE),
             _ => defaults::zone::MIN_FREE,
         };
+        if !disk && raw.admission.is_some() {
+            self.only_disk(&at("admission"));
+        }
+        let admission = self.admission(&at("admission"), raw.admission.as_deref());
         let weight = self.count(&at("weight"), raw.weight, defaults::zone::WEIGHT, 1);
         ZoneConfig {
             name,
@@ -70,6 +76,7 @@ impl Checker {
             path: path_buf,
             inactive,
             min_free,
+            admission,
             weight: u32::try_from(weight).unwrap_or(u32::MAX),
         }
     }
@@ -101,6 +108,21 @@ impl Checker {
             let problem = Problem::new(format!("zones.{}.path", toml_key(&zone.name)), message);
             self.report(problem.hint("each disk zone needs a directory of its own"));
         }
+    }
+
+    /// A disk zone's `admission`: "frequent" (the default) or "all".
+    fn admission(&mut self, path: &str, raw: Option<&str>) -> Admission {
+        const ALL: [Admission; 2] = [Admission::Frequent, Admission::All];
+        let Some(text) = raw else {
+            return defaults::zone::ADMISSION;
+        };
+        if let Some(admission) = ALL.iter().find(|a| a.as_str() == text) {
+            return *admission;
+        }
+        let names: Vec<&str> = ALL.iter().map(|a| a.as_str()).collect();
+        let problem = Problem::new(path, format!("unknown admission {text:?}"));
+        self.report(problem.hint(suggest::names_hint("allowed", text, &names)));
+        defaults::zone::ADMISSION
     }
 
     fn only_disk(&mut self, path: &str) {

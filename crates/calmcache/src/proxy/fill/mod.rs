@@ -122,6 +122,9 @@ pub(crate) enum NotStored {
     TooLarge,
     /// The zone's storage failed (disk full, I/O error, read-only).
     StoreFailed,
+    /// A full disk zone's admission: the key's first miss (core
+    /// disk/admission.rs); its next miss is stored.
+    NotAdmitted,
     /// The request (`no-store`) or a `no_store` condition said so.
     Request,
     /// The route has no zone.
@@ -137,6 +140,7 @@ impl NotStored {
             NotStored::Response(why) => why.as_str(),
             NotStored::TooLarge => "too-large",
             NotStored::StoreFailed => "store-failed",
+            NotStored::NotAdmitted => "not-admitted",
             NotStored::Request => "no-store-request",
             NotStored::NoZone => "no-zone",
             NotStored::InflightBudget => "inflight-budget",

@@ -180,6 +180,7 @@ pub(super) async fn store(mut ctx: StoreCtx, mut stored: Stored, storable: Stora
         let why = match e {
             calmcache_core::CacheError::TooLarge { .. } => NotStored::TooLarge,
             calmcache_core::CacheError::Io(_) => NotStored::StoreFailed,
+            calmcache_core::CacheError::NotAdmitted => NotStored::NotAdmitted,
         };
         finish(ctx.permit, FillOutcome::NotStored);
         let mut resp = Response::new(ResponseBody::full(object.body.clone()));

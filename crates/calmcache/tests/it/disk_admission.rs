@@ -1,0 +1,134 @@
+//! A disk zone's admission through the proxy (core disk/admission.rs), over
+//! HTTP/1.1, h2c and HTTP/2 over TLS: under the default (`admission =
+//! "frequent"`) a roomy zone stores every first answer as before; a full
+//! one serves a new URL's first miss without storing it, so a scan of
+//! one-time URLs leaves the hot set in place, and stores its second.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+
+use calmcache_testkit::wire::{Wire, Wires};
+use calmcache_testkit::{Origin, Proxy};
+use http::Method;
+
+/// Body of every answer here: a few KiB, so a 128 KiB zone holds ~28.
+const BODY: &str = "4000";
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "calmcache-it-admission-{name}-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+async fn start(origin: &Origin, dir: &std::path::Path, zone_keys: &str) -> Wires {
+    let proxy = Proxy::new(origin)
+        .zone("128KiB", "8KiB")
+        .disk_zone(dir, zone_keys)
+        .route("ttl = { 200 = \"60s\" }");
+    Wires::start(proxy, "").await
+}
+
+/// GET `path` over `wire`; (status, Cache-Status).
+async fn fetch(wires: &Wires, wire: &Wire, path: &str) -> (u16, String) {
+    let headers = [("x-origin-body-bytes", BODY)];
+    let r = wires
+        .send(wire, Method::GET, "calm.test", path, &headers, "")
+        .await;
+    (r.status.as_u16(), r.cache_status())
+}
+
+async fn zone_figure(wires: &Wires, pointer: &str) -> u64 {
+    let status = wires.proxy.status().await;
+    status["zones"]["ram"]
+        .pointer(pointer)
+        .and_then(|v| v.as_u64())
+        .unwrap_or_else(|| panic!("no {pointer} in {status}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_the_default_a_first_answer_is_stored_while_the_zone_has_room() {
+    let origin = Origin::start().await;
+    let dir = scratch("roomy");
+    let wires = start(&origin, &dir, "").await;
+    for wire in &wires.all {
+        let path = format!("/first/{}", wire.label().replace(' ', "-"));
+        let (status, cs) = fetch(&wires, wire, &path).await;
+        assert_eq!(status, 200, "{}", wire.label());
+        assert!(cs.contains("stored"), "{}: {cs}", wire.label());
+        let (_, cs) = fetch(&wires, wire, &path).await;
+        assert!(cs.contains("hit"), "{}: {cs}", wire.label());
+        assert_eq!(origin.hits_for(&path), 1, "{}", wire.label());
+    }
+    assert_eq!(zone_figure(&wires, "/disk/not_admitted").await, 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Fills the zone past 90% with a hot set asked for twice each; its paths.
+async fn fill_hot(wires: &Wires, wire: &Wire, prefix: &str) -> Vec<String> {
+    let max = 128 * 1024;
+    let mut hot = Vec::new();
+    while zone_figure(wires, "/size_bytes").await <= max / 10 * 9 {
+        assert!(hot.len() < 40, "the zone never filled");
+        let path = format!("{prefix}/hot/{}", hot.len());
+        for _ in 0..2 {
+            assert_eq!(fetch(wires, wire, &path).await.0, 200);
+        }
+        hot.push(path);
+    }
+    hot
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_does_not_evict_the_hot_set_of_a_full_zone() {
+    let origin = Origin::start().await;
+    for (n, wire_label) in ["HTTP/1.1", "h2c", "HTTP/2"].iter().enumerate() {
+        // A fresh zone per protocol: each fills its own.
+        let dir = scratch(&format!("scan-{n}"));
+        let wires = start(&origin, &dir, "").await;
+        let wire = &wires.all[n];
+        let label = wire.label().replace(' ', "-");
+        let hot = fill_hot(&wires, wire, &format!("/{label}")).await;
+        let held = zone_figure(&wires, "/objects").await;
+        // A crawler: 60 URLs (twice what the zone holds) once each.
+        for i in 0..60 {
+            let (status, cs) = fetch(&wires, wire, &format!("/{label}/scan/{i}")).await;
+            assert_eq!(status, 200, "{wire_label}");
+            assert!(!cs.contains("stored"), "{wire_label}: {cs}");
+            assert!(cs.contains("not-admitted"), "{wire_label}: {cs}");
+        }
+        assert_eq!(zone_figure(&wires, "/disk/not_admitted").await, 60);
+        assert_eq!(zone_figure(&wires, "/objects").await, held);
+        // Every hot URL is still a hit: the origin sees none of them.
+        for path in &hot {
+            let (_, cs) = fetch(&wires, wire, path).await;
+            assert!(cs.contains("hit"), "{wire_label} {path}: {cs}");
+            assert_eq!(origin.hits_for(path), 1, "{wire_label} {path}");
+        }
+        // A scanned URL asked for again is stored on this second miss.
+        let again = format!("/{label}/scan/7");
+        let (_, cs) = fetch(&wires, wire, &again).await;
+        assert!(cs.contains("stored"), "{wire_label}: {cs}");
+        let (_, cs) = fetch(&wires, wire, &again).await;
+        assert!(cs.contains("hit"), "{wire_label}: {cs}");
+        drop(wires);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_all_stores_every_miss_as_before() {
+    let origin = Origin::start().await;
+    let dir = scratch("all");
+    let wires = start(&origin, &dir, "admission = \"all\"").await;
+    let wire = &wires.all[0];
+    fill_hot(&wires, wire, "/all").await;
+    let (_, cs) = fetch(&wires, wire, "/all/scan/0").await;
+    assert!(cs.contains("stored"), "{cs}");
+    assert_eq!(zone_figure(&wires, "/disk/not_admitted").await, 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
