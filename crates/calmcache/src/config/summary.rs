@@ -273,12 +273,24 @@ fn zone_line(zone: &ZoneConfig) -> String {
     let size = format_size(zone.max_size);
     match &zone.path {
         Some(path) => format!(
-            "{}: {} {size} at {}",
+            "{}: {} {size} at {}{}",
             zone.name,
             zone.kind.as_str(),
-            path.display()
+            path.display(),
+            admission_note(zone.admission)
         ),
         None => format!("{}: {} {size}", zone.name, zone.kind.as_str()),
+    }
+}
+
+/// What a disk zone's `admission` does, said where `check` lists the zone:
+/// "frequent" (the default since issue 29) changed what a full zone stores.
+fn admission_note(admission: calmcache_core::disk::Admission) -> &'static str {
+    match admission {
+        calmcache_core::disk::Admission::Frequent => {
+            " (once 90% full, a new URL is stored on its second miss: admission = \"frequent\")"
+        }
+        calmcache_core::disk::Admission::All => " (every answer stored: admission = \"all\")",
     }
 }
 

@@ -105,6 +105,8 @@ async fn a_full_file_system_evicts_until_writes_succeed_and_logs_a_few_lines() {
     };
     let origin = Origin::start().await;
     let (port, admin) = (free_port(), free_port());
+    // admission = "all": every new URL is written until the file system is
+    // full (the default refuses new URLs once the zone is 90% full).
     let config = base.join("calmcache.toml");
     std::fs::write(
         &config,
@@ -112,7 +114,7 @@ async fn a_full_file_system_evicts_until_writes_succeed_and_logs_a_few_lines() {
             "[server]\nlisten = [\"127.0.0.1:{port}\"]\nthreads = 2\n\
              [admin]\nlisten = \"127.0.0.1:{admin}\"\n\
              [upstreams.o]\nservers = [\"{}\"]\n\
-             [zones.d]\nkind = \"disk\"\nmax_size = \"64MiB\"\nmax_object_size = \"1MiB\"\npath = {:?}\n\
+             [zones.d]\nkind = \"disk\"\nmax_size = \"64MiB\"\nmax_object_size = \"1MiB\"\nadmission = \"all\"\npath = {:?}\n\
              [[routes]]\nupstream = \"o\"\nzone = \"d\"\nkey = \"$uri\"\nttl = {{ 200 = \"1h\" }}\n\
              refresh = \"lock\"\n",
             origin.addr(),

@@ -133,8 +133,10 @@ async fn a_torn_file_is_removed_and_refetched_never_served() {
 async fn the_zone_stays_under_max_size() {
     let origin = Origin::start().await;
     let dir = scratch("size");
+    // Unique URLs fill the zone: LRU alone (`admission = "all"`) must evict
+    // to stay under max_size; the default would refuse them at 90% instead.
     let proxy = Proxy::new(&origin)
-        .disk_zone(&dir, "")
+        .disk_zone(&dir, "admission = \"all\"")
         .zone("256KiB", "64KiB")
         .route("ttl = { 200 = \"60s\" }\nrefresh = \"lock\"")
         .start()
@@ -687,7 +689,8 @@ async fn a_full_then_read_only_file_system_fails_no_request_and_recovers() {
     };
     let origin = Origin::start().await;
     let dir = base.join("zone");
-    let proxy = disk_proxy(&origin, &dir, "").await;
+    // Every new URL must reach the file system until it is full: no admission.
+    let proxy = disk_proxy(&origin, &dir, "admission = \"all\"").await;
     let errors = async || {
         proxy.status().await["zones"]["ram"]["disk"]["errors"]
             .as_u64()
