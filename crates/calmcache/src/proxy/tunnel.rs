@@ -210,6 +210,25 @@ pub(crate) async fn open<'r>(
     let (mut parts, _empty) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     switched_head(&mut parts, asked.handshake);
+    let sides = (client_side, upstream_side);
+    start_pump(worker, upstream, sides, held, slot);
+    Answer::answered(
+        route,
+        &report,
+        Response::from_parts(parts, ResponseBody::empty()),
+    )
+}
+
+/// Starts the pump of an opened tunnel: in the HTTP/1.1 connection's own
+/// task when it left a slot (net/tunnel.rs), else in a task of its own
+/// (HTTP/2 streams, an h2c-detecting listener's connections).
+fn start_pump(
+    worker: &Worker,
+    upstream: &crate::net::upstream::Upstream,
+    (client_side, upstream_side): (hyper::upgrade::OnUpgrade, crate::net::upstream::Switched),
+    held: crate::proxy::limit::Held,
+    slot: Option<TunnelSlot>,
+) {
     let limits = Limits {
         idle: upstream.read_timeout,
         write: upstream.send_timeout,
@@ -231,11 +250,6 @@ pub(crate) async fn open<'r>(
             tokio::spawn(tunnel.run());
         }
     }
-    Answer::answered(
-        route,
-        &report,
-        Response::from_parts(parts, ResponseBody::empty()),
-    )
 }
 
 /// The head the client gets for the upstream's 101 (its hop-by-hop fields
