@@ -9,12 +9,7 @@
 //! accept) until hyper hands the request to the service. It learns when a
 //! request starts and when its answer is done from the service wrapper here
 //! (a [`Ticket`] carried by the response body), so the clocks cost two
-//! atomic counters and one clock read per request. The timer is lazy: it
-//! never stands later than the running clock's deadline, fires early when
-//! a later clock took over (and is set again then), and is moved earlier
-//! only when a read waits on a head split across packets. A request does
-//! not touch the timer wheel, and the end of its answer wakes nobody: the
-//! connection's task, waiting busy, waits on the timer too.
+//! atomic counters per request and one timer reset per head.
 //!
 //! Writes have a third clock, `send_timeout` ([`crate::net::write_clock`], in
 //! [`Clocked`] too): a client that takes no bytes that long is cut. On
@@ -35,7 +30,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -446,16 +441,16 @@ impl TunnelSlot {
 }
 
 /// What the service tells the connection's clocks.
+#[derive(Default)]
 struct Phase {
     /// Requests whose answers are not done (a tunnel counts for ever).
     inflight: AtomicU32,
-    /// Set when `inflight` falls to 0: the idle clock starts again, from
-    /// `ended`.
+    /// Set when `inflight` falls to 0: the idle clock starts again.
     rearm: AtomicBool,
-    /// When `inflight` last fell to 0, in nanoseconds since `born`.
-    ended: AtomicU64,
-    /// The connection's start: `ended`'s origin.
-    born: Instant,
+    /// The connection task, when it read while busy: woken when the last
+    /// answer is done so that its idle clock starts (hyper may not read
+    /// again on its own before the client sends something).
+    waker: std::sync::Mutex<Option<std::task::Waker>>,
     /// Raised while the connection's writes wait on the client: its HTTP/2
     /// streams then leave the cut to the write clock.
     writes: Stall,
@@ -463,25 +458,7 @@ struct Phase {
     tunnel: std::sync::Mutex<Option<Box<Tunnel>>>,
 }
 
-impl Default for Phase {
-    fn default() -> Self {
-        Phase {
-            inflight: AtomicU32::new(0),
-            rearm: AtomicBool::new(false),
-            ended: AtomicU64::new(0),
-            born: Instant::now(),
-            writes: Stall::default(),
-            tunnel: std::sync::Mutex::new(None),
-        }
-    }
-}
-
 impl Phase {
-    /// When the last answer was done (the connection's start if none was).
-    fn ended_at(&self) -> Instant {
-        self.born + Duration::from_nanos(self.ended.load(Relaxed))
-    }
-
     /// The tunnel handed over, if any.
     fn take_tunnel(&self) -> Option<Box<Tunnel>> {
         self.tunnel.lock().unwrap_or_else(|e| e.into_inner()).take()
@@ -508,16 +485,16 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         if self.0.inflight.fetch_sub(1, Relaxed) == 1 {
-            // Saturates after 584 years.
-            let ended = u64::try_from(self.0.born.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            self.0.ended.store(ended, Relaxed);
-            // Release: a read that sees `rearm` sees `ended`. No wake: the
-            // connection's task waits on its timer while busy
-            // (`Clocked::watch_busy`), which stands no later than the idle
-            // deadline, and hyper reads when the client sends.
-            self.0
-                .rearm
-                .store(true, std::sync::atomic::Ordering::Release);
+            self.0.rearm.store(true, Relaxed);
+            let waker = self
+                .0
+                .waker
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            if let Some(waker) = waker {
+                waker.wake();
+            }
         }
     }
 }
@@ -613,10 +590,6 @@ pub(crate) struct Clocked<IO> {
     io: IO,
     phase: Arc<Phase>,
     clock: Clock,
-    /// The running clock's deadline; `None` while busy, or for a head begun
-    /// in this poll (set when a read of it first waits).
-    due: Option<Instant>,
-    /// The timer: never later than `due` while a read waits (module doc).
     sleep: Pin<Box<Sleep>>,
     keepalive: Duration,
     /// `None` for HTTP/2: its bytes between requests are not heads.
@@ -691,7 +664,6 @@ impl<IO> Clocked<IO> {
             io,
             phase,
             clock,
-            due: Some(deadline),
             sleep: Box::pin(tokio::time::sleep_until(deadline)),
             keepalive,
             head,
@@ -865,96 +837,50 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Clocked<IO> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        if self.phase.inflight.load(Relaxed) > 0 {
-            if self.clock != Clock::Busy {
-                self.busy();
-            }
-            let read = Pin::new(&mut self.io).poll_read(cx, buf);
+        let this = self;
+        if this.phase.inflight.load(Relaxed) > 0 {
+            this.clock = Clock::Busy;
+            let read = Pin::new(&mut this.io).poll_read(cx, buf);
             if read.is_pending() {
-                self.watch_busy(cx);
+                let mut waker = this.phase.waker.lock().unwrap_or_else(|e| e.into_inner());
+                if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    *waker = Some(cx.waker().clone());
+                }
             }
             return read;
         }
-        // Acquire: `ended` is the answer's that set `rearm`.
-        if self
-            .phase
-            .rearm
-            .swap(false, std::sync::atomic::Ordering::Acquire)
-            || self.clock == Clock::Busy
-        {
-            self.clock = Clock::Idle;
-            self.due = Some(self.phase.ended_at() + self.keepalive);
+        // Moving the timer per request (here, and earlier at a head's first
+        // byte) costs ~2-3% of a request's CPU at 10,000 connections. A lazy
+        // timer with no wake at an answer's end removed it in the profile
+        // but measured no better end to end, twice (bench/HISTORY.md,
+        // i29-lazy-clock): not repeated without a new reason.
+        if this.clock == Clock::Busy || this.phase.rearm.swap(false, Relaxed) {
+            this.clock = Clock::Idle;
+            let deadline = Instant::now() + this.keepalive;
+            this.sleep.as_mut().reset(deadline);
         }
         let before = buf.filled().len();
-        match Pin::new(&mut self.io).poll_read(cx, buf) {
+        match Pin::new(&mut this.io).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
-                if let (Clock::Idle, Some(_)) = (self.clock, self.head) {
+                if let (Clock::Idle, Some(head)) = (this.clock, this.head) {
                     if buf.filled().len() > before {
-                        // Timed from the first read of it that waits: in
-                        // this poll (hyper reads a head until it is whole).
-                        self.clock = Clock::Head;
-                        self.due = None;
+                        this.clock = Clock::Head;
+                        this.sleep.as_mut().reset(Instant::now() + head);
                     }
                 }
                 Poll::Ready(Ok(()))
             }
-            Poll::Pending => self.wait(cx),
+            Poll::Pending => match this.sleep.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    let what = match this.clock {
+                        Clock::Head => "request head not received within header_read_timeout",
+                        _ => "idle connection closed after keepalive_timeout",
+                    };
+                    Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, what)))
+                }
+                Poll::Pending => Poll::Pending,
+            },
             ready => ready,
-        }
-    }
-
-    /// A read under a clock waits: the timer is moved earlier if it stands
-    /// later than the clock's deadline (a head split across packets), set
-    /// again if it fired early; the deadline passed is the read's error.
-    fn wait(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let due = *self.due.get_or_insert_with(|| {
-            let limit = match self.clock {
-                Clock::Head => self.head.unwrap_or(self.keepalive),
-                _ => self.keepalive,
-            };
-            Instant::now() + limit
-        });
-        if self.sleep.deadline() > due {
-            self.sleep.as_mut().reset(due);
-        }
-        loop {
-            std::task::ready!(self.sleep.as_mut().poll(cx));
-            if self.sleep.deadline() >= due {
-                let what = match self.clock {
-                    Clock::Head => "request head not received within header_read_timeout",
-                    _ => "idle connection closed after keepalive_timeout",
-                };
-                return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, what)));
-            }
-            // Fired early: it was set for an earlier clock.
-            self.sleep.as_mut().reset(due);
-        }
-    }
-
-    /// A request is in progress: no clock. An answer that ends from now on
-    /// starts an idle clock no earlier than now + `keepalive_timeout`; a
-    /// head clock longer than that (`header_read_timeout` above
-    /// `keepalive_timeout`) may have left the timer later: it is moved.
-    fn busy(&mut self) {
-        self.clock = Clock::Busy;
-        self.due = None;
-        if self.head.is_some_and(|head| head > self.keepalive) {
-            let bound = Instant::now() + self.keepalive;
-            if self.sleep.deadline() > bound {
-                self.sleep.as_mut().reset(bound);
-            }
-        }
-    }
-
-    /// A busy read waits: the task waits on the timer too, so that it is
-    /// polled by the idle deadline of an answer that ends meanwhile (no
-    /// wake when an answer ends). Fired, the timer is set one
-    /// `keepalive_timeout` on: no answer ends before now.
-    fn watch_busy(&mut self, cx: &mut Context<'_>) {
-        if self.sleep.as_mut().poll(cx).is_ready() {
-            self.sleep.as_mut().reset(Instant::now() + self.keepalive);
-            // Pending (keepalive_timeout is above zero): the waker is in.
-            let _ = self.sleep.as_mut().poll(cx);
         }
     }
 }
