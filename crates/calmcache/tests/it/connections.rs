@@ -284,6 +284,75 @@ async fn idle_connections_close_after_keepalive_timeout() {
     proxy.stop().await;
 }
 
+/// One request on `conn`, its answer read (a 200 that fits one read).
+async fn one_request(conn: &mut tokio::net::TcpStream, path: &str) {
+    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n");
+    conn.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), conn.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&buf[..n]);
+    assert!(text.starts_with("HTTP/1.1 200"), "{path}: {text}");
+}
+
+// The clocks' timer is lazy (net/conn.rs): it is left where an earlier
+// clock put it and set again when it fires early. These two check the
+// deadlines it must still keep after many requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_head_after_served_requests_is_cut_after_header_read_timeout() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .server("header_read_timeout = \"1s\"\nkeepalive_timeout = \"30s\"")
+        .start()
+        .await;
+    let mut conn = tokio::net::TcpStream::connect(proxy.host()).await.unwrap();
+    for i in 0..20 {
+        one_request(&mut conn, &format!("/served{}", i % 2)).await;
+    }
+    // The subject: half a head on a connection whose idle clock runs.
+    conn.write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let took = until_closed(&mut conn, Duration::from_secs(10)).await;
+    let took = took.expect("a slow head must be cut");
+    assert!(
+        took >= Duration::from_millis(800),
+        "cut too early: {took:?}"
+    );
+    assert!(took < Duration::from_secs(5), "cut too late: {took:?}");
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_idle_clock_runs_from_the_last_answer_of_a_busy_connection() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .server("keepalive_timeout = \"2s\"\nheader_read_timeout = \"1s\"")
+        .start()
+        .await;
+    let mut conn = tokio::net::TcpStream::connect(proxy.host()).await.unwrap();
+    // Requests for 3 s: past the first head clock and one idle clock, so
+    // the timer fires early at least once while requests come. Bounded.
+    let started = Instant::now();
+    for i in 0..100_000 {
+        if started.elapsed() >= Duration::from_secs(3) {
+            break;
+        }
+        one_request(&mut conn, &format!("/busy{}", i % 2)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = until_closed(&mut conn, Duration::from_secs(10)).await;
+    let took = took.expect("idle keepalive must end");
+    assert!(
+        took >= Duration::from_millis(1800),
+        "closed too early: {took:?}"
+    );
+    assert!(took < Duration::from_secs(5), "closed too late: {took:?}");
+    proxy.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_lets_requests_in_flight_finish() {
     let origin = Origin::start().await;
