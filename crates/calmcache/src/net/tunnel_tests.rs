@@ -198,7 +198,7 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 /// Plain TCP on both sides: the pump splices (tunnel_splice.rs). Large
 /// messages both ways at once, read slowly on one side so the pipe holds
 /// bytes across waits, arrive exact, with the handshake's early bytes
-/// first, and both ends are passed on.
+/// first, and the client's end is passed on.
 #[tokio::test]
 async fn spliced_tunnel_moves_exact_bytes_both_ways_to_a_slow_reader() {
     let (mut client, a) = tcp_pair().await;
