@@ -885,6 +885,22 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Clocked<IO> {
     }
 }
 
+impl<IO: PlainSocket> PlainSocket for Clocked<IO> {
+    /// A tunnel's plain socket, once nothing hyper handed over waits here
+    /// (the tunnel's pump may then splice to it: net/tunnel_splice.rs).
+    fn plain_tcp(&self) -> Option<&tokio::net::TcpStream> {
+        let clear = self.clock == Clock::Tunnel
+            && self.gather.is_none()
+            && self.hint_out.is_none()
+            && self.splice.as_ref().is_none_or(|s| s.pending() == 0);
+        if clear {
+            self.io.plain_tcp()
+        } else {
+            None
+        }
+    }
+}
+
 impl<IO: PlainSocket> Clocked<IO> {
     /// Sends what an earlier splice left in the pipe (nothing on TLS).
     fn poll_spliced(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -1,6 +1,6 @@
 //! The network layer: client connections (HTTP/1.1, HTTP/2, h2c) and their
 //! write clocks, zero-copy sends of large cached bodies, TLS termination, upstream keepalive pools with their
-//! servers' health, their TLS client and unix-socket origins, the WebSocket tunnel's pump, and the tunnel registry a worker closes when it stops.
+//! servers' health, their TLS client and unix-socket origins, the WebSocket tunnel's pump (and its splice for large messages on plain TCP), and the tunnel registry a worker closes when it stops.
 //!
 //! Owns: sockets and protocols, not what a request means for the cache.
 //! Imports: [`crate::http`], [`crate::config`], [`crate::telemetry`]; never
@@ -22,6 +22,7 @@ pub(crate) mod shutdown;
 pub(crate) mod stream_clock;
 pub(crate) mod tls;
 pub(crate) mod tunnel;
+pub(crate) mod tunnel_splice;
 pub(crate) mod unix_origin;
 pub(crate) mod upstream;
 pub(crate) mod write_clock;

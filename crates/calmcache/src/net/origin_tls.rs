@@ -332,6 +332,15 @@ pub(crate) enum OriginStream {
     Unix(tokio::net::UnixStream),
 }
 
+impl crate::net::zero_copy::PlainSocket for OriginStream {
+    fn plain_tcp(&self) -> Option<&TcpStream> {
+        match self {
+            OriginStream::Plain(io) => Some(io),
+            OriginStream::Tls(_) | OriginStream::Unix(_) => None,
+        }
+    }
+}
+
 impl AsyncRead for OriginStream {
     fn poll_read(
         self: Pin<&mut Self>,

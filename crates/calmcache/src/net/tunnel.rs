@@ -22,6 +22,15 @@
 //! flag is looked at (one atomic load) on each wake and its future polled
 //! only when it changed: its waker stays registered from the first poll.
 //!
+//! Large messages on plain TCP go by `splice` (net/tunnel_splice.rs): a
+//! read that fills the scratch marks a burst, and the rest of it, and of
+//! later bursts, moves socket -> pipe -> socket, never copied into the
+//! proxy, until a splice brings less than the scratch holds ([`Move`]).
+//! Measured (bench/HISTORY.md `i29b-ws-splice`): 64 KiB messages cost
+//! 0.64-0.71x the CPU of copying, p99 no worse; 64-byte messages cost
+//! 1.15x the CPU when spliced, so small ones stay copied. TLS and hyper's
+//! `Upgraded` (HTTP/2, h2c-detect) always copy.
+//!
 //! Must not: buffer what its peers take at once, touch the timer wheel per
 //! message, or outlive the worker's stop ([`crate::net::shutdown::Tunnels`]).
 
@@ -38,7 +47,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::watch;
 use tokio::time::{sleep_until, timeout, Instant};
 
+use crate::net::tunnel_splice::{Splice, Step};
 use crate::net::upstream::Switched;
+use crate::net::zero_copy::PlainSocket;
 use crate::telemetry::metrics::TunnelGuard;
 
 /// A tunnel the upstream has switched, not yet pumped: what the handshake
@@ -105,7 +116,7 @@ impl Tunnel {
     /// it is), then pumps until the end.
     pub(crate) async fn run_with<C, F>(self, own: F)
     where
-        C: AsyncRead + AsyncWrite + Unpin,
+        C: AsyncRead + AsyncWrite + PlainSocket + Unpin,
         F: FnOnce(Upgraded) -> Result<(C, Bytes), Upgraded>,
     {
         let Tunnel {
@@ -182,8 +193,8 @@ async fn pump<A, B>(
     mut stop: watch::Receiver<bool>,
 ) -> std::io::Result<End>
 where
-    A: AsyncRead + AsyncWrite + Unpin,
-    B: AsyncRead + AsyncWrite + Unpin,
+    A: AsyncRead + AsyncWrite + PlainSocket + Unpin,
+    B: AsyncRead + AsyncWrite + PlainSocket + Unpin,
 {
     let mut a_to_b = Half::new(a_early);
     let mut b_to_a = Half::new(b_early);
@@ -274,6 +285,21 @@ struct Half {
     /// When the write (flush, shutdown) now waiting first found the other
     /// side taking nothing; `None` while writes make progress.
     stalled: Option<Instant>,
+    /// How reads move now ([`Move`]).
+    mode: Move,
+    /// The pipe bytes pass through while `mode` is [`Move::Splice`].
+    splice: Splice,
+}
+
+/// How a direction moves what it reads (a choice measured, see
+/// bench/HISTORY.md `i29b-ws-splice`): small messages are copied through
+/// the stack scratch, which costs fewer cycles than a pipe; a burst larger
+/// than the scratch (a read that filled it) goes on by `splice` when both
+/// sides are plain TCP, until a splice brings less than a scratch's worth.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Move {
+    Copy,
+    Splice,
 }
 
 impl Half {
@@ -285,6 +311,8 @@ impl Half {
             sent: 0,
             eof: false,
             stalled: None,
+            mode: Move::Copy,
+            splice: Splice::default(),
         }
     }
 
@@ -299,8 +327,8 @@ impl Half {
         moved: &mut bool,
     ) -> Poll<std::io::Result<()>>
     where
-        R: AsyncRead + Unpin,
-        W: AsyncWrite + Unpin,
+        R: AsyncRead + PlainSocket + Unpin,
+        W: AsyncWrite + PlainSocket + Unpin,
     {
         loop {
             // What an earlier write left goes out first.
@@ -326,6 +354,10 @@ impl Half {
                 let shut = Pin::new(&mut *to).poll_shutdown(cx);
                 return self.waited(shut);
             }
+            if self.mode == Move::Splice {
+                std::task::ready!(self.poll_splice(cx, &*from, &*to, moved))?;
+                continue;
+            }
             let mut buf = ReadBuf::uninit(scratch);
             std::task::ready!(Pin::new(&mut *from).poll_read(cx, &mut buf))?;
             let data = buf.filled();
@@ -335,6 +367,10 @@ impl Half {
             }
             *moved = true;
             self.flush = true;
+            if data.len() == SCRATCH && from.plain_tcp().is_some() && to.plain_tcp().is_some() {
+                // A burst: what follows it goes by the pipe.
+                self.mode = Move::Splice;
+            }
             let mut sent = 0;
             while sent < data.len() {
                 match self.wrote(Pin::new(&mut *to).poll_write(cx, &data[sent..])) {
@@ -346,6 +382,35 @@ impl Half {
                 }
             }
         }
+    }
+
+    /// One splice step of a burst ([`Move::Splice`]); back to copying
+    /// once the burst is over (a splice brought less than the scratch
+    /// holds) or a side is no longer plain TCP.
+    fn poll_splice<R: PlainSocket, W: PlainSocket>(
+        &mut self,
+        cx: &mut Context<'_>,
+        from: &R,
+        to: &W,
+        moved: &mut bool,
+    ) -> Poll<std::io::Result<()>> {
+        let (Some(rs), Some(ws)) = (from.plain_tcp(), to.plain_tcp()) else {
+            self.mode = Move::Copy;
+            return Poll::Ready(Ok(()));
+        };
+        let mut writing = false;
+        let step = self.splice.poll_step(cx, rs, ws, &mut writing);
+        let step = if writing { self.waited(step) } else { step };
+        match std::task::ready!(step)? {
+            Step::Moved(n) => {
+                *moved = true;
+                if n < SCRATCH {
+                    self.mode = Move::Copy;
+                }
+            }
+            Step::Eof => self.eof = true,
+        }
+        Poll::Ready(Ok(()))
     }
 
     /// A write's outcome: an error for a write of nothing, the stall clock
@@ -371,6 +436,9 @@ impl Half {
         }
     }
 }
+
+/// hyper's `Upgraded` (HTTP/2 streams, h2c-detecting listeners): copied.
+impl PlainSocket for TokioIo<Upgraded> {}
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -176,3 +176,103 @@ async fn bytes_read_with_the_handshake_go_first() {
     drop(client);
     assert!(matches!(task.await.unwrap(), Ok(End::Closed)));
 }
+
+/// In-memory pipes are not sockets: copied.
+impl PlainSocket for tokio::io::DuplexStream {}
+
+/// A connected pair of loopback TCP sockets.
+async fn tcp_pair() -> (tokio::net::TcpStream, tokio::net::TcpStream) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (near, far) = tokio::join!(tokio::net::TcpStream::connect(addr), listener.accept());
+    (near.unwrap(), far.unwrap().0)
+}
+
+/// Bytes that tell their place: a lost, doubled or swapped chunk shows.
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(31).wrapping_add(seed as u32) as u8 ^ (i >> 12) as u8)
+        .collect()
+}
+
+/// Plain TCP on both sides: the pump splices (tunnel_splice.rs). Large
+/// messages both ways at once, read slowly on one side so the pipe holds
+/// bytes across waits, arrive exact, with the handshake's early bytes
+/// first, and the client's end is passed on.
+#[tokio::test]
+async fn spliced_tunnel_moves_exact_bytes_both_ways_to_a_slow_reader() {
+    let (mut client, a) = tcp_pair().await;
+    let (mut upstream, b) = tcp_pair().await;
+    assert!(a.plain_tcp().is_some() && b.plain_tcp().is_some());
+    let (_stop, rx) = watch::channel(false);
+    let task = tokio::spawn(pump(
+        (a, Bytes::from_static(b"early-up;")),
+        (b, Bytes::from_static(b"early-down;")),
+        LIMITS,
+        rx,
+    ));
+    const LEN: usize = 4 << 20;
+    let up = pattern(LEN, 1);
+    let down = pattern(LEN, 7);
+    let (mut client_r, mut client_w) = client.split();
+    let (mut upstream_r, mut upstream_w) = upstream.split();
+    let send_up = client_w.write_all(&up);
+    let send_down = upstream_w.write_all(&down);
+    // The upstream reads in small bites, yielding: a slow reader.
+    let read_up = async {
+        let mut got = vec![0u8; 9 + LEN];
+        for bite in got.chunks_mut(1000) {
+            upstream_r.read_exact(bite).await.unwrap();
+            tokio::task::yield_now().await;
+        }
+        got
+    };
+    let read_down = async {
+        let mut got = vec![0u8; 11 + LEN];
+        client_r.read_exact(&mut got).await.unwrap();
+        got
+    };
+    let (sent_up, sent_down, got_up, got_down) =
+        tokio::join!(send_up, send_down, read_up, read_down);
+    sent_up.unwrap();
+    sent_down.unwrap();
+    assert_eq!(&got_up[..9], b"early-up;");
+    assert!(got_up[9..] == up[..], "upstream got other bytes than sent");
+    assert_eq!(&got_down[..11], b"early-down;");
+    assert!(
+        got_down[11..] == down[..],
+        "client got other bytes than sent"
+    );
+    // The client's end is passed on: the upstream reads it.
+    client_w.shutdown().await.unwrap();
+    assert_eq!(upstream_r.read(&mut [0u8; 1]).await.unwrap(), 0);
+    assert!(matches!(task.await.unwrap(), Ok(End::Closed)));
+}
+
+/// A spliced tunnel whose reader takes nothing is cut at the write limit,
+/// like a copied one.
+#[tokio::test]
+async fn spliced_tunnel_cut_when_the_reader_takes_nothing() {
+    let (mut client, a) = tcp_pair().await;
+    let (_upstream, b) = tcp_pair().await;
+    let (_stop, rx) = watch::channel(false);
+    let limits = Limits {
+        idle: Duration::from_secs(30),
+        write: Duration::from_millis(300),
+    };
+    let task = tokio::spawn(pump((a, Bytes::new()), (b, Bytes::new()), limits, rx));
+    let chunk = vec![7u8; 64 * 1024];
+    let writer = tokio::spawn(async move {
+        // Bounded: far more than both sockets' buffers and the pipe hold.
+        for _ in 0..1024 {
+            if client.write_all(&chunk).await.is_err() {
+                break;
+            }
+        }
+        client
+    });
+    let ended = tokio::time::timeout(Duration::from_secs(20), task).await;
+    let err = ended.unwrap().unwrap().unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+    drop(writer);
+}

@@ -207,7 +207,7 @@ fn new_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 
 /// Runs a write-side syscall on `sock` when tokio says it is writable;
 /// pending (with the waker registered) while the kernel says it would block.
-fn poll_io<T>(
+pub(crate) fn poll_io<T>(
     cx: &mut Context<'_>,
     sock: &TcpStream,
     mut op: impl FnMut() -> io::Result<T>,
