@@ -3,11 +3,8 @@
 -- FIRST + t - 1, FIRST + t - 1 + T, ...; a thread stops once all of its share
 -- has been answered, and requests already sent past its share ask for
 -- /o/FIRST (a hit). Used by bench/memory and bench/scaling.
-local threads = 0
-function setup(thread)
-   threads = threads + 1
-   thread:set("tid", threads)
-end
+-- `tid`, the thread's number, from threads.lua beside this file.
+dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "threads.lua")
 function init(args)
    local last = tonumber(args[1])
    step = tonumber(args[2])

@@ -3,11 +3,8 @@
 -- Each thread builds the cumulative table once (N doubles: 8 MB at
 -- 1,000,000) and draws with a binary search (about 20 steps at 1,000,000),
 -- seeded by SEED + thread number so every proxy sees the same sequence.
-local threads = 0
-function setup(thread)
-   threads = threads + 1
-   thread:set("tid", threads)
-end
+-- `tid`, the thread's number, from threads.lua beside this file.
+dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "threads.lua")
 function init(args)
    n = tonumber(args[1])
    local s = tonumber(args[2] or "1.0")

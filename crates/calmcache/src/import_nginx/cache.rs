@@ -576,8 +576,10 @@ pub(crate) fn others(route: &mut Section, s: &Settings) {
             }
             "proxy_cache_methods" => "calmcache caches GET and HEAD",
             "proxy_cache_min_uses" => {
-                "a full disk zone stores a new URL on its second request (zones.*.admission = \"frequent\", \
-                 the default); a zone with room, and a memory zone, store the first"
+                if let Some(note) = min_uses(d) {
+                    route.note(note);
+                }
+                continue;
             }
             "proxy_cache_revalidate" => {
                 "calmcache always revalidates with If-None-Match/If-Modified-Since when it can"
@@ -594,6 +596,30 @@ pub(crate) fn others(route: &mut Section, s: &Settings) {
             _ => "calmcache has no equivalent",
         };
         route.note(note_skipped(d, why));
+    }
+}
+
+/// `proxy_cache_min_uses N` against the zones' `admission`: 1 is NGINX's
+/// default and calmcache's answer too (nothing to say); 2 or more is what
+/// `admission = "frequent"` (the default, so no key is written) does, with
+/// a note on where the rules differ.
+fn min_uses(d: &Directive) -> Option<String> {
+    let arg = d.args.first().map(String::as_str).unwrap_or_default();
+    match arg.parse::<u64>() {
+        Ok(1) => {
+            super::ledger::carried(d);
+            None
+        }
+        Ok(n) if n >= 2 => Some(format!(
+            "`{}` ({}): carried by the disk zones' admission = \"frequent\" (calmcache's \
+             default). It differs from NGINX's rule: it counts only once a zone is 90% full \
+             (with room, the first miss is stored), and then stores a new URL on its second \
+             miss, where NGINX waits for {n} requests. A memory zone has no admission: it stores the first miss \
+             (its S3-FIFO evicts one-hit URLs first).",
+            d.text(),
+            d.pos
+        )),
+        _ => Some(note_skipped(d, "not a whole number of uses of 1 or more")),
     }
 }
 

@@ -122,6 +122,45 @@ fn no_lock_means_refresh_none() {
 }
 
 #[test]
+fn min_uses_maps_onto_admission() {
+    let with = |n: &str| {
+        import(&format!(
+            "{ZONE} server {{ location / {{ proxy_pass http://b:1; proxy_cache a; proxy_cache_min_uses {n}; }} }}"
+        ))
+    };
+    // 1 is NGINX's default: nothing to say, and no key either way.
+    let one = with("1");
+    assert!(!one.contains("proxy_cache_min_uses"), "{one}");
+    assert!(!one.contains("admission"), "{one}");
+    // 2 or more: the default admission, with where the rules differ.
+    // (Comments are wrapped: read them as one line.)
+    let three = with("3").replace("\n# ", " ");
+    assert!(
+        three.contains("`proxy_cache_min_uses 3`")
+            && three.contains("admission = \"frequent\"")
+            && three.contains("90% full")
+            && three.contains("NGINX waits for 3 requests")
+            && three.contains("A memory zone has no admission"),
+        "{three}"
+    );
+    assert!(
+        !three.contains("not carried over: `proxy_cache_min_uses"),
+        "{three}"
+    );
+    assert!(parsed(&format!(
+        "{ZONE} server {{ location / {{ proxy_pass http://b:1; proxy_cache a; proxy_cache_min_uses 3; }} }}"
+    ))["zones"]["a"]
+        .get("admission")
+        .is_none());
+    for bad in ["0", "two"] {
+        assert!(
+            with(bad).contains(&format!("not carried over: `proxy_cache_min_uses {bad}`")),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
 fn bypass_and_no_cache() {
     let v = parsed(&format!(
         "{ZONE} server {{ location / {{ proxy_cache a; proxy_cache_bypass $cookie_nocache $arg_nocache $http_pragma $skip;

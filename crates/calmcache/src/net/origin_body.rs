@@ -14,12 +14,15 @@
 //! connection goes back to the pool (issue 29: reuse): reading 64 KiB more
 //! on a connection already open costs less than the TCP (and TLS)
 //! handshake of a new one. A larger or slower rest closes the connection
-//! as before.
+//! as before. Each dropped answer's outcome is counted at its server
+//! ([`Dropped`]: `/status` `dropped_answers`, /metrics
+//! `calmcache_upstream_server_dropped_answers_total`).
 //!
 //! Owns: that release and that drain only. Without an origin budget it
 //! holds nothing and passes frames through.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -28,6 +31,7 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 
 use crate::net::balance::InFlight;
 use crate::net::budget::Slot;
+use crate::telemetry::upstream_conns::{Dropped, ServerConns};
 
 /// The slots one request to the origin holds, released by their drop.
 pub(crate) struct Held {
@@ -63,15 +67,19 @@ pub(crate) struct OriginBody {
     /// The request's count in its server's requests in flight
     /// (`balance = "least_conn"`), ended with the slots.
     in_flight: Option<InFlight>,
+    /// The server's counters, where a drop before the end is counted.
+    conns: Arc<ServerConns>,
 }
 
 impl OriginBody {
-    /// `inner`, holding `held` until it ends or is dropped.
-    pub(crate) fn new(inner: Incoming, held: Option<Held>) -> OriginBody {
+    /// `inner`, holding `held` until it ends or is dropped; a drop before
+    /// its end counted in `conns`.
+    pub(crate) fn new(inner: Incoming, held: Option<Held>, conns: Arc<ServerConns>) -> OriginBody {
         OriginBody {
             inner: Some(inner),
             held,
             in_flight: None,
+            conns,
         }
     }
 
@@ -114,6 +122,10 @@ impl Body for OriginBody {
             self.held = None;
             self.in_flight = None;
         }
+        if matches!(polled, Poll::Ready(Some(Err(_)))) {
+            // Its connection is lost already: nothing left to drain.
+            self.inner = None;
+        }
         polled
     }
 
@@ -133,30 +145,41 @@ impl Drop for OriginBody {
         let Some(inner) = self.inner.take() else {
             return;
         };
-        if inner.is_end_stream() || inner.size_hint().lower() > DRAIN_MAX {
+        if inner.is_end_stream() {
+            return;
+        }
+        if inner.size_hint().lower() > DRAIN_MAX {
+            self.conns.dropped(Dropped::TooLarge);
             return;
         }
         // Outside a runtime (the process ending) the connection just closes.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(drain(inner));
+            let conns = self.conns.clone();
+            runtime.spawn(async move { conns.dropped(drain(inner).await) });
         }
     }
 }
 
 /// Reads `body` to its end and throws it away, so hyper hands its
 /// connection back to the pool; gives up (the connection closes) past
-/// [`DRAIN_MAX`] bytes, [`DRAIN_WAIT`], or an error.
-async fn drain(mut body: Incoming) {
+/// [`DRAIN_MAX`] bytes, [`DRAIN_WAIT`], or an error. Says which.
+async fn drain(mut body: Incoming) -> Dropped {
     use http_body_util::BodyExt;
     let reading = async move {
         let mut left = DRAIN_MAX;
-        while let Some(Ok(frame)) = body.frame().await {
-            let n = frame.data_ref().map_or(0, |d| d.len() as u64);
+        loop {
+            let n = match body.frame().await {
+                None => return Dropped::Drained,
+                Some(Err(_)) => return Dropped::Failed,
+                Some(Ok(frame)) => frame.data_ref().map_or(0, |d| d.len() as u64),
+            };
             left = match left.checked_sub(n) {
                 Some(left) => left,
-                None => return,
+                None => return Dropped::TooLarge,
             };
         }
     };
-    let _ = tokio::time::timeout(DRAIN_WAIT, reading).await;
+    tokio::time::timeout(DRAIN_WAIT, reading)
+        .await
+        .unwrap_or(Dropped::TooSlow)
 }

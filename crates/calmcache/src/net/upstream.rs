@@ -594,14 +594,14 @@ impl Upstream {
         let retry = verdict.counts() && !is_kind(&result, ErrorKind::ReadTimeout);
         attempt.report(verdict);
         let (Some(copy), true) = (copy.filter(|_| self.servers.len() > 1), retry) else {
-            return with_body(result, held, in_flight);
+            return with_body(result, server, held, in_flight);
         };
         let Some((next, attempt)) = self.choose_next(Instant::now(), point, server) else {
-            return with_body(result, held, in_flight);
+            return with_body(result, server, held, in_flight);
         };
         // The next server only with a free slot now: a retry never queues.
         let Some(next_held) = self.retry_slot(next).await else {
-            return with_body(result, held, in_flight);
+            return with_body(result, server, held, in_flight);
         };
         if let Err(e) = &result {
             tracing::debug!(upstream = %self.name, error = %e, next = %next.label, "trying the next server");
@@ -614,7 +614,7 @@ impl Upstream {
         let in_flight = self.enter(next);
         let (result, verdict) = self.once(next, copy, expect, switched, waited).await;
         attempt.report(verdict);
-        with_body(result, held, in_flight)
+        with_body(result, next, held, in_flight)
     }
 
     /// A server to send to, its health attempt and, with an origin budget,
@@ -1020,13 +1020,17 @@ fn budget(
 }
 
 /// An exchange's answer with its body carrying the request's slots and
-/// its count in flight.
+/// its count in flight, a drop before its end counted at `server`.
 fn with_body(
     result: Result<Response<Incoming>, ProxyError>,
+    server: &Server,
     held: Option<Held>,
     in_flight: Option<InFlight>,
 ) -> Result<Response<OriginBody>, ProxyError> {
-    result.map(|resp| resp.map(|body| OriginBody::new(body, held).counted(in_flight)))
+    result.map(|resp| {
+        let conns = server.conns.clone();
+        resp.map(|body| OriginBody::new(body, held, conns).counted(in_flight))
+    })
 }
 
 /// The upstream connection of a WebSocket handshake the server switched

@@ -68,7 +68,7 @@ fn server(name: &str, state: ServerState, checks: Option<u64>) -> ServerStatus {
 }
 
 /// A server's connections: `requests` sent, `opened` for an empty pool,
-/// one tunnel, closes on both sides.
+/// one tunnel, closes on both sides, dropped answers mostly drained.
 fn conns(name: &str, requests: u64, opened: u64) -> ServerConnStatus {
     ServerConnStatus {
         server: name.to_owned(),
@@ -76,6 +76,12 @@ fn conns(name: &str, requests: u64, opened: u64) -> ServerConnStatus {
         opened: BTreeMap::from([("pool_empty", opened), ("tunnel", 1)]),
         closed: BTreeMap::from([("origin", 2), ("calmcache", opened - 2)]),
         reuse_percent: 100.0 * (1.0 - (opened + 1) as f64 / requests as f64),
+        dropped_answers: BTreeMap::from([
+            ("drained", opened + 4),
+            ("too_large", 1),
+            ("too_slow", 0),
+            ("failed", 0),
+        ]),
     }
 }
 
@@ -164,6 +170,7 @@ fn disk() -> DetailBlock {
         .with("leftover_temp_files", 36u64)
         .with("leftover_temp_bytes", 37u64)
         .with("inactive_removed", 38u64)
+        .with("not_admitted", 44u64)
         .with("errors", 39u64)
         .with("broken_files", 40u64)
         .with("loaded", 41u64)

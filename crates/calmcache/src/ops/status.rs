@@ -13,7 +13,7 @@ use crate::net::upstream::Upstream;
 use crate::proxy::state::{AnsweringRoute, Proxy, Route};
 use crate::telemetry::metrics::{HistogramSnapshot, Metrics, BOUNDS};
 use crate::telemetry::stats::ActivitySnapshot;
-use crate::telemetry::upstream_conns::{reuse_percent, Closed, Opened, ServerConns};
+use crate::telemetry::upstream_conns::{reuse_percent, Closed, Dropped, Opened, ServerConns};
 
 /// The `/status` document.
 #[derive(Serialize, Debug)]
@@ -274,6 +274,9 @@ pub(crate) struct ServerConnStatus {
     pub closed: BTreeMap<&'static str, u64>,
     /// As the upstream's `reuse_percent`, for this server.
     pub reuse_percent: f64,
+    /// Answers dropped before their end, by outcome: `drained` (the
+    /// connection kept), `too_large`, `too_slow`, `failed` (closed).
+    pub dropped_answers: BTreeMap<&'static str, u64>,
 }
 
 /// One upstream's origin budget (`net::budget`).
@@ -632,12 +635,16 @@ fn conn_status(server: &str, c: &ServerConns) -> ServerConnStatus {
     let closed = Closed::ALL
         .iter()
         .map(|b| (b.as_str(), c.closed[*b as usize].get()));
+    let dropped = Dropped::ALL
+        .iter()
+        .map(|d| (d.as_str(), c.dropped[*d as usize].get()));
     ServerConnStatus {
         server: server.to_owned(),
         requests: c.requests.get(),
         opened: opened.collect(),
         closed: closed.collect(),
         reuse_percent: reuse_percent(c.opened_total(), c.requests.get()),
+        dropped_answers: dropped.collect(),
     }
 }
 

@@ -62,6 +62,43 @@ impl Closed {
     }
 }
 
+/// What became of an origin answer dropped before its end (a client gone
+/// mid-body, a 5xx replaced by a stale copy, a refused upgrade's page):
+/// its rest read and thrown away so its connection went back to the pool,
+/// or its connection closed (`net/origin_body.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dropped {
+    /// The rest was read to its end: the connection is pooled again.
+    Drained,
+    /// More than the drain reads was left (a declared length at once, or
+    /// bytes past it): closed.
+    TooLarge,
+    /// The rest did not come within the drain's wait: closed.
+    TooSlow,
+    /// The rest ended in an error (the origin reset it): closed.
+    Failed,
+}
+
+impl Dropped {
+    /// Every outcome, in the order of their counters.
+    pub(crate) const ALL: [Dropped; 4] = [
+        Dropped::Drained,
+        Dropped::TooLarge,
+        Dropped::TooSlow,
+        Dropped::Failed,
+    ];
+
+    /// The `outcome` label.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Dropped::Drained => "drained",
+            Dropped::TooLarge => "too_large",
+            Dropped::TooSlow => "too_slow",
+            Dropped::Failed => "failed",
+        }
+    }
+}
+
 /// One upstream server's connection figures. Kept across a reload with
 /// the server's health (same address, scheme and health settings), so
 /// the counters never go back.
@@ -75,6 +112,8 @@ pub(crate) struct ServerConns {
     /// Pooled connections ended, by [`Closed`] (a tunnel's connection is
     /// not counted here: it ends with its tunnel).
     pub(crate) closed: [Counter; Closed::ALL.len()],
+    /// Answers dropped before their end, by [`Dropped`].
+    pub(crate) dropped: [Counter; Dropped::ALL.len()],
 }
 
 impl ServerConns {
@@ -86,6 +125,11 @@ impl ServerConns {
     /// Counts a pooled connection ended by `by`.
     pub(crate) fn closed(&self, by: Closed) {
         self.closed[by as usize].inc();
+    }
+
+    /// Counts an answer dropped before its end, and what became of it.
+    pub(crate) fn dropped(&self, how: Dropped) {
+        self.dropped[how as usize].inc();
     }
 
     /// Connections opened, for every reason.

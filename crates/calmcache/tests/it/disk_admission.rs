@@ -2,7 +2,8 @@
 //! HTTP/1.1, h2c and HTTP/2 over TLS: under the default (`admission =
 //! "frequent"`) a roomy zone stores every first answer as before; a full
 //! one serves a new URL's first miss without storing it, so a scan of
-//! one-time URLs leaves the hot set in place, and stores its second.
+//! one-time URLs leaves the hot set in place, and stores its second. A
+//! fleet node's full zone treats a copy taken from Redis the same way.
 
 #![allow(clippy::unwrap_used)]
 
@@ -131,4 +132,65 @@ async fn admission_all_stores_every_miss_as_before() {
     assert!(cs.contains("stored"), "{cs}");
     assert_eq!(zone_figure(&wires, "/disk/not_admitted").await, 0);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A fleet node's disk zone (issue 29, "features meet defaults": the fleet
+/// and admission). Node B's zone is full; node A, roomy, fetches a new URL
+/// and shares it through Redis. B's first request for it is a hit of the
+/// shared tier (the origin asked once for the fleet), and B's zone decides
+/// as for any new URL: not stored on that first miss, stored on the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_node_admits_what_it_takes_from_redis_as_any_new_url() {
+    let redis = calmcache_testkit::redis::Redis::start();
+    let origin = Origin::start().await;
+    let (dir_a, dir_b) = (scratch("fleet-a"), scratch("fleet-b"));
+    let node = |dir: &PathBuf| {
+        Proxy::new(&origin)
+            .zone("128KiB", "8KiB")
+            .disk_zone(dir, "")
+            .route("ttl = { 200 = \"60s\" }")
+            .fleet(&redis.url(), "timeout = \"200ms\"")
+    };
+    let a = Wires::start(node(&dir_a), "").await;
+    let b = Wires::start(node(&dir_b), "").await;
+    let wire = &Wire::Http1;
+    fill_hot(&b, wire, "/b").await;
+    let (_, cs) = fetch(&a, wire, "/new").await;
+    assert!(cs.contains("stored"), "A stores it: {cs}");
+    crate::wait_until(
+        std::time::Duration::from_secs(10),
+        "A's commit to redis",
+        async || crate::fleet::sum(std::slice::from_ref(&a.proxy), "commits").await >= 1,
+    )
+    .await;
+    let refused = zone_figure(&b, "/disk/not_admitted").await;
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let (status, cs) = fetch(&b, wire, "/new").await;
+        assert_eq!(status, 200);
+        seen.push(cs);
+    }
+    // First miss: from Redis, refused by B's full zone (counted); second:
+    // from Redis again, now stored; third: B's own hit.
+    assert!(
+        seen[0].contains("hit") && seen[0].contains("detail=fleet"),
+        "{seen:?}"
+    );
+    assert!(
+        seen[1].contains("hit") && seen[1].contains("detail=fleet"),
+        "{seen:?}"
+    );
+    assert!(
+        seen[2].contains("hit") && !seen[2].contains("detail"),
+        "{seen:?}"
+    );
+    let refused_after = zone_figure(&b, "/disk/not_admitted").await;
+    assert_eq!(refused_after, refused + 1, "{seen:?}");
+    assert_eq!(
+        origin.hits_for("/new"),
+        1,
+        "one fetch for the fleet: {seen:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir_a);
+    let _ = std::fs::remove_dir_all(&dir_b);
 }

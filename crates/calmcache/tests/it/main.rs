@@ -81,6 +81,7 @@ mod rfc_vary;
 mod route_paths;
 mod service;
 mod shared_answers;
+mod slow_churn;
 mod slow_readers;
 mod third_tier;
 mod tls_files;

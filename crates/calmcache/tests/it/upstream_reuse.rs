@@ -6,7 +6,8 @@
 //! same), and with an origin that misbehaves: one that closes its idle
 //! connections, one that answers `Connection: close`, one that drops the
 //! connection mid-body. The counters stay right and nothing is reused that
-//! must not be.
+//! must not be. An answer dropped before its end is drained when small
+//! (the connection kept) and closed when large, and counted either way.
 
 use std::time::Duration;
 
@@ -255,4 +256,75 @@ async fn a_client_gone_mid_body_leaves_the_origin_connection_pooled() {
     assert_eq!(closed(&server), 0, "the connection kept: {server}");
     assert_eq!((requests, opened), (2, 1), "{server}");
     assert_eq!(origin.connections(), 1);
+}
+
+/// Asks for `path` (a `len`-byte answer the origin trickles, uncached) on
+/// a connection of its own, reads the start of the answer, and leaves.
+async fn ask_and_leave(proxy: &calmcache_testkit::proxy::RunningProxy, path: &str, len: usize) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = proxy.running().proxy_addrs[0];
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: {HOST}\r\nx-origin-cache-control: no-store\r\n\
+         x-origin-trickle-ms: 40\r\nx-origin-body-bytes: {len}\r\n\r\n"
+    );
+    tcp.write_all(req.as_bytes()).await.unwrap();
+    let mut head = [0u8; 64];
+    let n = tcp.read(&mut head).await.unwrap();
+    assert!(head[..n].starts_with(b"HTTP/1.1 200"), "{:?}", &head[..n]);
+}
+
+/// A server's `dropped_answers` count for `outcome`.
+fn dropped(server: &Value, outcome: &str) -> u64 {
+    server["dropped_answers"][outcome].as_u64().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_small_answer_is_drained_and_reused_a_large_one_closed_both_counted() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin).start().await;
+    // 4,000 bytes left at most: read to its end, the connection kept.
+    ask_and_leave(&proxy, "/small", 4_000).await;
+    let server = wait_until(Duration::from_secs(10), "the drain counted", async || {
+        let (_, _, _, server) = upstream_of(&proxy.status().await);
+        (dropped(&server, "drained") == 1).then_some(server)
+    })
+    .await;
+    assert_eq!(closed(&server), 0, "{server}");
+    // (The pool takes the connection back in a task of its own, right
+    // after the body's last byte, as in the test above.)
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let r = get_with(Method::GET, &proxy.url("/next"), &[NO_STORE]).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(origin.connections(), 1, "the drained connection reused");
+
+    // 1 MB declared, most of it left: past DRAIN_MAX at once, closed.
+    ask_and_leave(&proxy, "/large", 1_000_000).await;
+    let server = wait_until(Duration::from_secs(10), "the close counted", async || {
+        let (_, _, _, server) = upstream_of(&proxy.status().await);
+        (closed(&server) == 1).then_some(server)
+    })
+    .await;
+    assert_eq!(dropped(&server, "too_large"), 1, "{server}");
+    assert_eq!(server["closed"]["calmcache"], 1, "{server}");
+    let r = get_with(Method::GET, &proxy.url("/after"), &[NO_STORE]).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(origin.connections(), 2, "a new connection after the close");
+    let metrics = get_with(Method::GET, &proxy.admin_url("/metrics"), &[])
+        .await
+        .body;
+    for outcome in ["drained", "too_large"] {
+        let row = "calmcache_upstream_server_dropped_answers_total{upstream=";
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.starts_with(row) && l.contains(&format!("outcome=\"{outcome}\"}} 1"))),
+            "{outcome}: {metrics}"
+        );
+    }
+    let (_, _, _, server) = upstream_of(&proxy.status().await);
+    assert_eq!(
+        (dropped(&server, "too_slow"), dropped(&server, "failed")),
+        (0, 0)
+    );
 }

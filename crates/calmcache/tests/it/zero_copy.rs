@@ -13,16 +13,8 @@ use http::Method;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::purge_integrity::{admin, TOKEN};
-use crate::slow_readers::tight_connect;
-
-/// What the test origin sends for `path` on its `n`-th request of it,
-/// padded to `len` bytes.
-fn origin_body(path: &str, n: u64, len: usize) -> Vec<u8> {
-    let mut body = format!("path={path} n={n}").into_bytes();
-    body.resize(len, b'.');
-    body
-}
+use crate::purge_integrity::admin;
+use crate::slow_churn::{slow_readers_keep_their_version, SlowCase};
 
 fn spliced(status: &serde_json::Value) -> u64 {
     status["connections"]["spliced_bytes"]
@@ -184,116 +176,19 @@ async fn large_memory_hits_are_byte_exact_on_every_wire_and_spliced_on_plain_htt
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reader_gets_its_body_while_the_object_is_purged_refilled_and_evicted() {
+    // A 64 MiB zone, 2 MB each: the fillers evict, so pages are unmapped
+    // and their addresses reused. The readers read all but the last
+    // 100,000 bytes before the second churn: the tail is in the proxy's
+    // pipe and socket, the proxy's own reference to the object gone.
     let (origin, wires) = wires().await;
-    let proxy = &wires.proxy;
-    const LEN: usize = 2_000_000;
-    let size = LEN.to_string();
-    let ask = [("x-origin-body-bytes", size.as_str())];
-    let stored = wires
-        .send(&Wire::Http1, Method::GET, "zc.test", "/slow", &ask, "")
-        .await;
-    assert_eq!(stored.bytes.len(), LEN);
-    let want = origin_body("/slow", 1, LEN);
-    assert!(stored.bytes[..] == want[..], "the first fill");
-
-    // Two slow readers of the hit, reading a little at a time.
-    let addr = proxy.running().proxy_addrs[0];
-    let mut readers = Vec::new();
-    for _ in 0..2 {
-        let mut tcp = tight_connect(addr).await;
-        tcp.write_all(b"GET /slow HTTP/1.1\r\nHost: zc.test\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        let mut first = vec![0u8; 2048];
-        let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut first))
-            .await
-            .expect("the answer starts")
-            .unwrap();
-        first.truncate(n);
-        readers.push((tcp, first));
-    }
-
-    // Meanwhile: purge it, refill it with other bytes (n=2, n=3...), and
-    // push it and its replacements out with other large objects (a 64 MiB
-    // zone, 2 MB each), so pages are unmapped and their addresses reused.
-    let mut round = 0;
-    let mut churn = async || {
-        round += 1;
-        let purged = proxy.purge(TOKEN, r#"{"url": "/slow"}"#).await;
-        // (The second time, the fillers of the first have evicted it.)
-        if round == 1 {
-            assert_eq!(purged["purged"], 1, "{purged}");
-        }
-        let again = wires
-            .send(&Wire::Http1, Method::GET, "zc.test", "/slow", &ask, "")
-            .await;
-        assert_eq!(again.bytes.len(), LEN);
-        assert!(
-            again.bytes[..] != want[..],
-            "refilled with other bytes: {:?}",
-            String::from_utf8_lossy(&again.bytes[..20])
-        );
-        for i in 0..40 {
-            let path = format!("/filler{round}-{i}");
-            let r = wires
-                .send(&Wire::Http1, Method::GET, "zc.test", &path, &ask, "")
-                .await;
-            assert_eq!(r.bytes.len(), LEN);
-        }
+    let case = SlowCase {
+        host: "zc.test",
+        len: 2_000_000,
+        read_before_churn: 2_000_000 - 100_000,
     };
-    churn().await;
-
-    // Read most of each body, slowly at first; then, with the tail of the
-    // body in the proxy's pipe and socket (the proxy's own reference to the
-    // object gone), churn again; then read the rest. Every byte is the
-    // first fill's.
-    let mut got_all = Vec::new();
-    for (mut tcp, mut got) in readers {
-        let mut buf = vec![0u8; 4096];
-        for _ in 0..20 {
-            let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf))
-                .await
-                .expect("more bytes")
-                .unwrap();
-            got.extend_from_slice(&buf[..n]);
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let mut big = vec![0u8; 64 * 1024];
-        while got.len() < LEN - 100_000 {
-            let n = tokio::time::timeout(Duration::from_secs(10), tcp.read(&mut big))
-                .await
-                .expect("more bytes")
-                .unwrap();
-            assert!(n > 0, "the answer ended early");
-            got.extend_from_slice(&big[..n]);
-        }
-        got_all.push((tcp, got));
-    }
-    churn().await;
-    for (i, (mut tcp, mut got)) in got_all.into_iter().enumerate() {
-        tokio::time::timeout(Duration::from_secs(20), tcp.read_to_end(&mut got))
-            .await
-            .expect("the rest in time")
-            .unwrap();
-        let end = got
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .expect("a head")
-            + 4;
-        let head = String::from_utf8_lossy(&got[..end]).to_lowercase();
-        assert!(
-            head.contains("cache-status: calmcache; hit"),
-            "reader {i}: {head}"
-        );
-        assert_eq!(got.len() - end, LEN, "reader {i}: body length");
-        assert!(
-            got[end..] == want[..],
-            "reader {i}: the body changed under the reader"
-        );
-    }
-    assert!(origin.hits_for("/slow") >= 3);
+    slow_readers_keep_their_version(&origin, &wires, case).await;
     assert!(
-        spliced(&proxy.status().await) > 0,
+        spliced(&wires.proxy.status().await) > 0,
         "the readers' bodies were spliced"
     );
 }

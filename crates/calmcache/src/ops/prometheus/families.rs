@@ -302,6 +302,11 @@ pub(super) static PARTS: &[Family<Status>] = &[
         "Pooled connections to the server that ended, closed by the origin or by calmcache.",
         Rows(|s| per_server_conns(s, |c| by_label("by", &c.closed))),
     ),
+    counter(
+        "calmcache_upstream_server_dropped_answers_total",
+        "Answers from the server dropped before their end: drained (the connection kept) or closed as too_large, too_slow or failed.",
+        Rows(|s| per_server_conns(s, |c| by_label("outcome", &c.dropped_answers))),
+    ),
     histograms(
         "calmcache_upstream_response_seconds",
         "Time from sending a request upstream to its response head.",
@@ -391,6 +396,11 @@ pub(super) static PARTS: &[Family<Status>] = &[
         "calmcache_zone_inactive_removed_total",
         "Objects removed after inactive.",
         Rows(|s| per_figure(s, "inactive_removed")),
+    ),
+    counter(
+        "calmcache_zone_not_admitted_total",
+        "Answers a disk zone did not store by admission: a new URL's first miss once 90% full.",
+        Rows(|s| per_figure(s, "not_admitted")),
     ),
     counter(
         "calmcache_zone_disk_errors_total",
