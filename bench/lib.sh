@@ -120,7 +120,11 @@ build_release() {
 	fi
 	if [[ "${BENCH_NO_BUILD:-0}" == 1 && -z "${BENCH_LOADGEN:-}" ]]; then
 		local newer
-		newer="$(stale_source "$LOADGEN" bench/loadgen/src bench/loadgen/Cargo.toml)"
+		# cargo relinks only the binaries whose code changed: the crate was
+		# built after a source changed when any of its binaries is newer.
+		local newest
+		newest="$(ls -t "$LOADGEN" "$(dirname "$LOADGEN")"/{replay,mixload,ws-echo,ws-clients} 2>/dev/null | head -n 1)"
+		newer="$(stale_source "${newest:-$LOADGEN}" bench/loadgen/src bench/loadgen/Cargo.toml)"
 		[[ -z "$newer" ]] || die "target/release/loadgen is older than $newer: build it (drop BENCH_NO_BUILD) or name it with BENCH_LOADGEN to use it anyway"
 	fi
 	local help
