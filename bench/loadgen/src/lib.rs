@@ -1,4 +1,5 @@
-//! Shared by the loadgen binaries (`loadgen`, `ws-echo`, `ws-clients`).
+//! Shared by the loadgen binaries (`loadgen`, `ws-echo`, `ws-clients`; the
+//! catalog by `catalog-origin` and `fleetload`).
 
 use std::time::Duration;
 
@@ -25,3 +26,5 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     }
     Ok(Duration::from_secs_f64(secs))
 }
+
+pub mod catalog;
