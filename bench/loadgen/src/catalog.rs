@@ -184,7 +184,7 @@ mod tests {
 
     #[test]
     fn paths_round_trip_and_bad_ones_are_refused() {
-        let it = CAT.item(1234).unwrap();
+        let it = CAT.item(1234).expect("in the catalog");
         assert_eq!(it.path(), "/s4/1234");
         assert_eq!(CAT.parse("/s4/1234"), Some(it));
         for bad in ["/s3/1234", "/s4/x", "/x/1", "/s4/99999", "/s4/1234/"] {
@@ -194,7 +194,7 @@ mod tests {
 
     #[test]
     fn bodies_of_other_urls_or_variants_do_not_match() {
-        let a = CAT.item(13).unwrap();
+        let a = CAT.item(13).expect("in the catalog");
         assert!(a.vary);
         let body: Vec<u8> = (0..200_000u64)
             .step_by(1000)
@@ -203,8 +203,12 @@ mod tests {
         assert!(chunk_matches(a.offset(1), 0, &body));
         assert!(chunk_matches(a.offset(1), 1000, &body[1000..]));
         assert!(!chunk_matches(a.offset(2), 0, &body));
-        assert!(!chunk_matches(CAT.item(12).unwrap().offset(0), 0, &body));
+        assert!(!chunk_matches(
+            CAT.item(12).expect("in the catalog").offset(0),
+            0,
+            &body
+        ));
         assert_eq!(a.variant(Some("de")), 1);
-        assert_eq!(CAT.item(12).unwrap().variant(Some("de")), 0);
+        assert_eq!(CAT.item(12).expect("in the catalog").variant(Some("de")), 0);
     }
 }

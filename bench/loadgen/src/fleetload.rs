@@ -482,3 +482,51 @@ fn main() -> Result<()> {
         Ok(())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zipf_at_one_gives_the_hundred_hottest_about_half() {
+        let cdf = zipf_cdf(10_000, 1.0);
+        assert!((cdf[9_999] - 1.0).abs() < 1e-9);
+        assert!((0.52..0.54).contains(&cdf[99]), "{}", cdf[99]);
+    }
+
+    #[test]
+    fn cache_status_headers_are_classified() {
+        let class = |name: &'static str, value: &'static str| {
+            let mut h = hyper::HeaderMap::new();
+            h.insert(name, hyper::header::HeaderValue::from_static(value));
+            classify(&h) as usize
+        };
+        assert_eq!(
+            class("cache-status", "calmcache; hit; ttl=5"),
+            CacheClass::LocalHit as usize
+        );
+        assert_eq!(
+            class("cache-status", "calmcache; hit; ttl=9; detail=fleet"),
+            CacheClass::FleetHit as usize
+        );
+        assert_eq!(
+            class(
+                "cache-status",
+                "calmcache; fwd=uri-miss; fwd-status=200; stored"
+            ),
+            CacheClass::Forwarded as usize
+        );
+        assert_eq!(
+            class("x-cache-status", "UPDATING"),
+            CacheClass::LocalHit as usize
+        );
+        assert_eq!(
+            class("x-cache-status", "MISS"),
+            CacheClass::Forwarded as usize
+        );
+        assert_eq!(
+            classify(&hyper::HeaderMap::new()) as usize,
+            CacheClass::Unknown as usize
+        );
+    }
+}
