@@ -1,0 +1,75 @@
+//! The drift judgement: majority, this node, others, split.
+
+#![allow(clippy::unwrap_used)]
+
+use super::{judge, Drift, Member};
+use crate::fleet::fingerprint::{Fingerprint, FingerprintPart};
+
+fn fp(keys: &str, routes: &str) -> Fingerprint {
+    Fingerprint::from_parts(keys.into(), routes.into(), "f".into())
+}
+
+fn member(name: &str, fingerprint: &Fingerprint) -> Member {
+    Member {
+        name: name.into(),
+        id: format!("{name}-id"),
+        version: "1".into(),
+        fingerprint: fingerprint.clone(),
+        started_at_ms: 0,
+        last_seen_ms_ago: 0,
+        this_node: false,
+        differs: Vec::new(),
+    }
+}
+
+#[test]
+fn members_that_agree_show_no_drift() {
+    let same = fp("k", "r");
+    let members = vec![member("a", &same), member("b", &same), member("c", &same)];
+    let view = judge(members, "b", &same);
+    assert_eq!(view.config_drift, Drift::None);
+    let members = view.members.unwrap();
+    assert!(members.iter().all(|m| m.differs.is_empty()));
+    assert_eq!(members.iter().filter(|m| m.this_node).count(), 1);
+}
+
+#[test]
+fn the_odd_node_is_flagged_on_every_node_with_the_part_that_differs() {
+    let same = fp("k", "r");
+    let odd = fp("k2", "r");
+    let members = || vec![member("a", &same), member("b", &same), member("c", &odd)];
+    let at_a = judge(members(), "a", &same);
+    assert_eq!(at_a.config_drift, Drift::Others);
+    assert!(at_a.config_drift_parts.is_empty());
+    let flagged: Vec<_> = at_a
+        .members
+        .unwrap()
+        .into_iter()
+        .filter(|m| !m.differs.is_empty())
+        .collect();
+    assert_eq!(flagged.len(), 1);
+    assert_eq!(flagged[0].name, "c");
+    assert_eq!(flagged[0].differs, [FingerprintPart::Keys]);
+    let at_c = judge(members(), "c", &odd);
+    assert_eq!(at_c.config_drift, Drift::ThisNode);
+    assert_eq!(at_c.config_drift_parts, [FingerprintPart::Keys]);
+    assert!(at_c.config_drift.this_node_drifts());
+}
+
+#[test]
+fn no_majority_is_a_split_seen_from_this_node() {
+    let a = fp("k", "r");
+    let b = fp("k", "r2");
+    let view = judge(vec![member("a", &a), member("b", &b)], "a", &a);
+    assert_eq!(view.config_drift, Drift::Split);
+    let members = view.members.unwrap();
+    assert!(members[0].differs.is_empty());
+    assert_eq!(members[1].differs, [FingerprintPart::Routes]);
+}
+
+#[test]
+fn a_lone_node_agrees_with_itself() {
+    let a = fp("k", "r");
+    let view = judge(vec![member("a", &a)], "a", &a);
+    assert_eq!(view.config_drift, Drift::None);
+}
