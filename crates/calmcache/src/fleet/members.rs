@@ -183,23 +183,23 @@ impl Members {
                 ..Membership::default()
             },
         };
-        self.log_drift(&view, &own.name);
+        let _ = self.log_drift(&view, &own.name);
         *self.view.lock().unwrap_or_else(|p| p.into_inner()) = view;
     }
 
     /// Warns when this node's drift changed (at most once per
-    /// [`WARN_EVERY`]); says so when it is over.
-    fn log_drift(&self, view: &Membership, me: &str) {
+    /// [`WARN_EVERY`]); says so when it is over. True when it logged.
+    fn log_drift(&self, view: &Membership, me: &str) -> bool {
         if view.config_drift == Drift::Unknown {
-            return;
+            return false;
         }
         let said = drift_text(view, me);
         let mut logged = self.logged.lock().unwrap_or_else(|p| p.into_inner());
         if logged.said == said {
-            return;
+            return false;
         }
         if logged.at.is_some_and(|at| at.elapsed() < WARN_EVERY) {
-            return;
+            return false;
         }
         match &said {
             Some(text) => tracing::warn!(target: LOG, "{text}"),
@@ -209,6 +209,7 @@ impl Members {
         }
         logged.said = said;
         logged.at = Some(Instant::now());
+        true
     }
 }
 

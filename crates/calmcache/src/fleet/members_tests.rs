@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use super::{judge, Drift, Member};
+use super::{judge, Drift, Member, Members};
 use crate::fleet::fingerprint::{Fingerprint, FingerprintPart};
 
 fn fp(keys: &str, routes: &str) -> Fingerprint {
@@ -72,4 +72,23 @@ fn a_lone_node_agrees_with_itself() {
     let a = fp("k", "r");
     let view = judge(vec![member("a", &a)], "a", &a);
     assert_eq!(view.config_drift, Drift::None);
+}
+
+#[test]
+fn a_drift_is_logged_once_per_change() {
+    let same = fp("k", "r");
+    let odd = fp("k2", "r");
+    let members = || vec![member("a", &same), member("b", &same), member("c", &odd)];
+    let log = Members::default();
+    let view = judge(members(), "c", &odd);
+    assert!(log.log_drift(&view, "c"), "the first drift is logged");
+    for _ in 0..5 {
+        assert!(
+            !log.log_drift(&view, "c"),
+            "the same drift is not logged again"
+        );
+    }
+    // The majority's nodes do not log (they show it in /status).
+    let at_a = judge(members(), "a", &same);
+    assert!(!Members::default().log_drift(&at_a, "a"));
 }
