@@ -7,37 +7,44 @@
 use super::{Fingerprint, FingerprintPart};
 use crate::config::Config;
 
+/// The tables every test config has besides its `[fleet]` and route.
+const TABLES: [&str; 4] = [
+    "[server]\nlisten = [\"127.0.0.1:0\"]\n",
+    "[upstreams.app]\nservers = [\"127.0.0.1:8081\"]\n",
+    "[zones.ram]\nkind = \"memory\"\nmax_size = \"10MiB\"\n",
+    "[zones.ram2]\nkind = \"memory\"\nmax_size = \"10MiB\"\n",
+];
+
+/// The route's keys every test config has.
+const ROUTE: [&str; 3] = [
+    "upstream = \"app\"",
+    "zone = \"ram\"",
+    "ttl = { 200 = \"10s\" }",
+];
+
 /// A fleet node's config with `extra_route` keys in its route and
-/// `extra_fleet` keys in `[fleet]`, its tables and the route's keys in another
-/// order when `reversed`.
+/// `extra_fleet` keys in `[fleet]`; its tables and the route's keys in
+/// another order when `reversed`.
 fn config(extra_route: &str, extra_fleet: &str, reversed: bool) -> Config {
-    let mut lines = vec![
-        "upstream = \"app\"",
-        "zone = \"ram\"",
-        "ttl = { 200 = \"10s\" }",
-        extra_route,
-    ];
+    let mut lines: Vec<&str> = ROUTE.iter().copied().chain([extra_route]).collect();
+    let mut tables = TABLES.to_vec();
+    let fleet =
+        format!("[fleet]\nredis = \"redis://127.0.0.1:6379\"\nprefix = \"cc:\"\n{extra_fleet}\n");
+    tables.push(&fleet);
     if reversed {
         lines.reverse();
+        tables.reverse();
     }
-    let route = lines.join("\n");
-    let fleet = format!("redis = \"redis://127.0.0.1:6379\"\nprefix = \"cc:\"\n{extra_fleet}");
-    let tables = [
-        format!("[server]\nlisten = [\"127.0.0.1:0\"]\n"),
-        format!("[upstreams.app]\nservers = [\"127.0.0.1:8081\"]\n"),
-        format!("[zones.ram]\nkind = \"memory\"\nmax_size = \"10MiB\"\n"),
-        format!("[zones.ram2]\nkind = \"memory\"\nmax_size = \"10MiB\"\n"),
-        format!("[fleet]\n{fleet}"),
-        format!("[[routes]]\n{route}"),
-    ];
-    let mut text: Vec<&str> = tables.iter().map(String::as_str).collect();
-    if reversed {
-        // Tables in another order, the last (the route) kept last.
-        let route = text.pop().unwrap();
-        text.reverse();
-        text.push(route);
-    }
-    Config::from_toml(&text.join("\n"), "test.toml").unwrap()
+    let route = format!("[[routes]]\n{}\n", lines.join("\n"));
+    tables.push(&route);
+    Config::from_toml(&tables.join("\n"), "test.toml").unwrap()
+}
+
+/// The same config with the route written as `route` and the `prefix`.
+fn config_with(route: &str, prefix: &str) -> Config {
+    let fleet = format!("[fleet]\nredis = \"redis://127.0.0.1:6379\"\nprefix = \"{prefix}\"\n");
+    let text = format!("{}\n{fleet}\n[[routes]]\n{route}\n", TABLES.join("\n"));
+    Config::from_toml(&text, "test.toml").unwrap()
 }
 
 fn base() -> Fingerprint {
@@ -60,41 +67,35 @@ fn a_changed_key_template_differs_in_keys_only() {
 
 #[test]
 fn a_changed_ttl_or_zone_differs_in_routes_only() {
-    let ttl = config("", "", false);
-    let mut longer = ttl.clone();
-    let text = "upstream = \"app\"\nzone = \"ram\"\nttl = { 200 = \"20s\" }\n";
-    longer.routes = config_with_route(text).routes;
+    let ttl = config_with(
+        "upstream = \"app\"\nzone = \"ram\"\nttl = { 200 = \"20s\" }",
+        "cc:",
+    );
     assert_eq!(
-        Fingerprint::of(&ttl).differs_in(&Fingerprint::of(&longer)),
+        base().differs_in(&Fingerprint::of(&ttl)),
         [FingerprintPart::Routes]
     );
-    let zone = config_with_route("upstream = \"app\"\nzone = \"ram2\"\nttl = { 200 = \"10s\" }\n");
+    let zone = config_with(
+        "upstream = \"app\"\nzone = \"ram2\"\nttl = { 200 = \"10s\" }",
+        "cc:",
+    );
     assert_eq!(
         base().differs_in(&Fingerprint::of(&zone)),
         [FingerprintPart::Routes]
     );
 }
 
-fn config_with_route(route: &str) -> Config {
-    let text = format!(
-        "[server]\nlisten = [\"127.0.0.1:0\"]\n[upstreams.app]\nservers = [\"127.0.0.1:8081\"]\n\
-         [zones.ram]\nkind = \"memory\"\nmax_size = \"10MiB\"\n\
-         [zones.ram2]\nkind = \"memory\"\nmax_size = \"10MiB\"\n\
-         [fleet]\nredis = \"redis://127.0.0.1:6379\"\nprefix = \"cc:\"\n[[routes]]\n{route}"
-    );
-    Config::from_toml(&text, "test.toml").unwrap()
-}
-
 #[test]
 fn a_changed_prefix_differs_in_fleet_only() {
-    let text =
-        "[server]\nlisten = [\"127.0.0.1:0\"]\n[upstreams.app]\nservers = [\"127.0.0.1:8081\"]\n\
-         [zones.ram]\nkind = \"memory\"\nmax_size = \"10MiB\"\n\
-         [zones.ram2]\nkind = \"memory\"\nmax_size = \"10MiB\"\n\
-         [fleet]\nredis = \"redis://127.0.0.1:6379\"\nprefix = \"other:\"\n[[routes]]\n\
-         upstream = \"app\"\nzone = \"ram\"\nttl = { 200 = \"10s\" }\n";
-    let other = Fingerprint::of(&Config::from_toml(text, "test.toml").unwrap());
-    assert_eq!(base().differs_in(&other), [FingerprintPart::Fleet]);
+    let other = config_with(&ROUTE.join("\n"), "other:");
+    assert_eq!(
+        base().differs_in(&Fingerprint::of(&other)),
+        [FingerprintPart::Fleet]
+    );
+    assert_eq!(
+        base(),
+        Fingerprint::of(&config_with(&ROUTE.join("\n"), "cc:"))
+    );
 }
 
 #[test]
