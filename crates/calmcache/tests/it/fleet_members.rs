@@ -145,6 +145,34 @@ async fn a_node_stopped_cleanly_leaves_before_its_heartbeat_expires() {
     .await;
 }
 
+/// A reload that changes a route's ttl publishes the new fingerprint under
+/// the same name: the peers flag the node, then clear it when it reloads
+/// back, and the member count never grows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_publishes_the_new_fingerprint_under_the_same_name() {
+    let redis = Redis::start();
+    let origin = Origin::start().await;
+    let a = builder(&origin, &redis.url(), "10s").start().await;
+    let b = builder(&origin, &redis.url(), "10s").start().await;
+    wait_members(&[&a, &b], 2, "two members").await;
+    let reload = |ttl: &str| {
+        let text = builder(&origin, &redis.url(), ttl).toml();
+        calmcache::Config::from_toml(&text, "<test>").unwrap()
+    };
+    b.running().reloader().apply(reload("20s")).await.unwrap();
+    wait_until(SEEN_WITHIN, "a flags b after its reload", async || {
+        flagged(&a).await.len() == 1
+    })
+    .await;
+    assert_eq!(members(&a).await.as_array().map(Vec::len), Some(2));
+    b.running().reloader().apply(reload("10s")).await.unwrap();
+    wait_until(SEEN_WITHIN, "b matches again", async || {
+        flagged(&a).await.is_empty()
+    })
+    .await;
+    assert_eq!(members(&a).await.as_array().map(Vec::len), Some(2));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_down_makes_the_members_unknown_not_empty_and_requests_go_on() {
     let mut redis = Redis::start();
