@@ -42,6 +42,9 @@ const MAX_MEMBERS: usize = 256;
 /// A heartbeat larger than this is not read (not one of ours).
 const MAX_BEAT: usize = 4096;
 
+/// The longest text field of a heartbeat read back.
+const MAX_FIELD: usize = 256;
+
 /// A drift warning is logged at most this often.
 const WARN_EVERY: Duration = Duration::from_secs(10);
 
@@ -76,6 +79,22 @@ impl Beat {
             fleet: fingerprint.fleet.clone(),
             started_at_ms: started_at_ms(),
         }
+    }
+
+    /// Every text field short and printable: a name read from Redis goes
+    /// into log lines and the dashboard, and must not forge either.
+    fn is_plain(&self) -> bool {
+        let fields = [
+            &self.name,
+            &self.id,
+            &self.version,
+            &self.keys,
+            &self.routes,
+            &self.fleet,
+        ];
+        fields
+            .iter()
+            .all(|f| f.len() <= MAX_FIELD && !f.chars().any(char::is_control))
     }
 
     fn fingerprint(&self) -> Fingerprint {
@@ -348,6 +367,9 @@ fn read_members(answer: Value) -> Vec<Member> {
         let Ok(beat) = serde_json::from_slice::<Beat>(&bytes) else {
             continue;
         };
+        if !beat.is_plain() {
+            continue;
+        }
         let seen = as_u64(&seen).unwrap_or(now);
         members.push(Member {
             fingerprint: beat.fingerprint(),

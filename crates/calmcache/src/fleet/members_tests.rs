@@ -2,8 +2,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-use super::{judge, Drift, Member, Members};
+use super::{judge, read_members, Beat, Drift, Member, Members};
 use crate::fleet::fingerprint::{Fingerprint, FingerprintPart};
+use redis::Value;
 
 fn fp(keys: &str, routes: &str) -> Fingerprint {
     Fingerprint::from_parts(keys.into(), routes.into(), "f".into())
@@ -91,4 +92,34 @@ fn a_drift_is_logged_once_per_change() {
     // The majority's nodes do not log (they show it in /status).
     let at_a = judge(members(), "a", &same);
     assert!(!Members::default().log_drift(&at_a, "a"));
+}
+
+#[test]
+fn heartbeats_read_from_redis_are_checked() {
+    let own = fp("k", "r");
+    let beat = |name: &str| {
+        let b = Beat::new(name.to_owned(), "id".to_owned(), &own);
+        Value::BulkString(serde_json::to_vec(&b).unwrap())
+    };
+    let answer = Value::Array(vec![
+        Value::Int(10_000),
+        Value::BulkString(b"a".to_vec()),
+        Value::Int(9_000),
+        beat("a"),
+        // A name that would forge a log line, something not JSON, too long.
+        Value::BulkString(b"b".to_vec()),
+        Value::Int(9_500),
+        beat("b\nWARN forged"),
+        Value::BulkString(b"c".to_vec()),
+        Value::Int(9_500),
+        Value::BulkString(b"not json".to_vec()),
+        Value::BulkString(b"d".to_vec()),
+        Value::Int(9_500),
+        Value::BulkString(vec![b'x'; 5000]),
+    ]);
+    let members = read_members(answer);
+    assert_eq!(members.len(), 1);
+    assert_eq!(members[0].name, "a");
+    assert_eq!(members[0].last_seen_ms_ago, 1_000);
+    assert_eq!(members[0].fingerprint, own);
 }
