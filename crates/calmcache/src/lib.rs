@@ -66,6 +66,7 @@ pub use proxy::purge::PurgeError;
 pub use proxy::setup::SetupError;
 pub use proxy::tunnel::accept_for as websocket_accept;
 pub use proxy::zones::ZoneTiers;
+pub use run::fleet_check::{check_fleet, FleetCheckError, FleetReport};
 pub use run::listen::BindError;
 pub use run::preflight::load as load_config;
 pub use run::reload::{ReloadError, Reloader};

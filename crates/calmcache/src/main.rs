@@ -36,10 +36,18 @@ enum Command {
     /// Validate a config and the environment it needs (zone directories
     /// writable, the access log openable, TLS files loaded; not the ports):
     /// every problem with its TOML path (exit 2), or a summary (exit 0).
+    /// With --fleet: compare the config's fingerprint with the live members
+    /// of its fleet (exit 0: all the same, 3: a member differs, 1: Redis
+    /// not reached or no [fleet]).
     Check {
         /// The TOML config.
         #[arg(long, short)]
         config: PathBuf,
+        /// Connect to the fleet's Redis (as a node of this config would),
+        /// list the live members and say which run another config, and in
+        /// which part (keys, routes, fleet).
+        #[arg(long)]
+        fleet: bool,
     },
     /// Start a bundled slow origin and calmcache in front of it, no file needed
     /// (with --fleet: a local redis-server and three nodes sharing one cache).
@@ -114,7 +122,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
     let result = match cli.command {
-        Command::Check { config } => return check(&config),
+        Command::Check { config, fleet } => return check(&config, fleet),
         Command::Reload { config } => return reload(&config),
         Command::Completions { shell } => {
             return calmcache::print_completions(shell, Cli::command())
@@ -186,11 +194,14 @@ fn init_logging() {
     }
 }
 
-fn check(path: &std::path::Path) -> ExitCode {
+fn check(path: &std::path::Path, fleet: bool) -> ExitCode {
     match calmcache::load_config(path) {
         Ok(config) => {
             for warning in config.warnings() {
                 eprintln!("{}: warning: {warning}", path.display());
+            }
+            if fleet {
+                return check_fleet(&config);
             }
             println!("{}", config.summary());
             ExitCode::SUCCESS
@@ -198,6 +209,32 @@ fn check(path: &std::path::Path) -> ExitCode {
         Err(e) => {
             eprintln!("{e}");
             ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}
+
+/// `calmcache check --fleet`: exit 0 when every live member runs this
+/// config's fingerprint, 3 when one differs, 1 when Redis is not reached.
+fn check_fleet(config: &Config) -> ExitCode {
+    let checked = match runtime(1) {
+        Ok(rt) => rt.block_on(calmcache::check_fleet(config)),
+        Err(e) => {
+            eprintln!("calmcache: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match checked {
+        Ok(report) => {
+            print!("{}", report.text());
+            if report.differing() > 0 {
+                ExitCode::from(3)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => {
+            eprintln!("calmcache: {e}");
+            ExitCode::FAILURE
         }
     }
 }

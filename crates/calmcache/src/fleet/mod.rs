@@ -42,13 +42,18 @@
 //!   it reports); `ops_stats.rs`: per-operation counters.
 //! - `scripts.rs`: the Lua scripts; `sign.rs`: the fleet secret's
 //!   signatures.
+//! - `fingerprint.rs`: the config fingerprint (what decides keys and
+//!   storing, digested per part); `members.rs`: heartbeats, the live
+//!   members and config drift.
 
 mod breaker;
 mod breaker_stats;
 mod entries;
+pub(crate) mod fingerprint;
 pub(crate) mod follow;
 mod lease;
 mod link;
+pub(crate) mod members;
 mod ops_stats;
 mod origin_budget;
 mod outbox;
@@ -129,6 +134,11 @@ pub(crate) struct Fleet {
     renew: Script,
     purge_key: Script,
     purge_before: Script,
+    /// Fleet membership: heartbeats, the live members, config drift
+    /// (members.rs).
+    members: members::Members,
+    members_script: Script,
+    leave_script: Script,
     /// What the fleet did here.
     pub(crate) stats: FleetStats,
 }
@@ -170,6 +180,9 @@ impl Fleet {
             renew: scripts::renew(),
             purge_key: scripts::purge_key(),
             purge_before: scripts::purge_before(),
+            members: members::Members::default(),
+            members_script: scripts::members(),
+            leave_script: scripts::leave(),
             stats: FleetStats::default(),
         }))
     }

@@ -1,6 +1,6 @@
 //! Redis calls counted per operation (acquire, commit, release, renew,
 //! purge, publish, poll; origin_take, origin_renew, origin_release of the
-//! fleet-wide origin budget): how many were answered, failed, missed the deadline or
+//! fleet-wide origin budget; members: heartbeats): how many were answered, failed, missed the deadline or
 //! were skipped by the open breaker, and the answered ones' summed latency,
 //! for `/status` (`fleet.ops`) and `/metrics`. Every call of the link is
 //! counted under exactly one operation, so the per-operation counts sum to
@@ -38,11 +38,14 @@ pub(crate) enum Op {
     OriginRenew,
     /// Giving an origin slot back (its request to the origin ended).
     OriginRelease,
+    /// This node's heartbeat and the live members' list (members.rs),
+    /// or its leaving at a clean stop.
+    Members,
 }
 
 impl Op {
     /// Every operation, in `/status` and `/metrics` order.
-    pub(crate) const ALL: [Op; 10] = [
+    pub(crate) const ALL: [Op; 11] = [
         Op::Acquire,
         Op::Commit,
         Op::Release,
@@ -53,6 +56,7 @@ impl Op {
         Op::OriginTake,
         Op::OriginRenew,
         Op::OriginRelease,
+        Op::Members,
     ];
 
     /// Its name in `/status` and the `op` label of `/metrics`.
@@ -68,6 +72,7 @@ impl Op {
             Op::OriginTake => "origin_take",
             Op::OriginRenew => "origin_renew",
             Op::OriginRelease => "origin_release",
+            Op::Members => "members",
         }
     }
 

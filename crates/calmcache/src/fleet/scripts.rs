@@ -202,3 +202,46 @@ pub(crate) fn origin_renew() -> Script {
          return 1\n"
     ))
 }
+
+/// `members(set, info; name, beat, ttl_ms, max)`: the fleet's membership
+/// (members.rs). Both keys share the hash tag `{members}` (one cluster
+/// slot): `set` scores each node's name by its last heartbeat (Redis'
+/// clock), `info` holds its heartbeat (JSON). With a `name`, that node's
+/// heartbeat is stored first; members silent for `ttl_ms` are trimmed; both
+/// keys live `ttl_ms` past the last heartbeat. Returns `{now, name, seen_ms,
+/// beat, ...}` for at most `max` live members (an empty `name`: only
+/// lists, `calmcache check --fleet`).
+pub(crate) fn members() -> Script {
+    Script::new(&format!(
+        "{NOW}\
+         local ttl = tonumber(ARGV[3])\n\
+         if ARGV[1] ~= '' then\n\
+           redis.call('ZADD', KEYS[1], now, ARGV[1])\n\
+           redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])\n\
+           redis.call('PEXPIRE', KEYS[1], ttl)\n\
+           redis.call('PEXPIRE', KEYS[2], ttl)\n\
+         end\n\
+         local stale = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now - ttl), 'LIMIT', 0, 1000)\n\
+         for _, n in ipairs(stale) do\n\
+           redis.call('ZREM', KEYS[1], n)\n\
+           redis.call('HDEL', KEYS[2], n)\n\
+         end\n\
+         local live = redis.call('ZRANGEBYSCORE', KEYS[1], now - ttl, '+inf', 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[4]))\n\
+         local out = {{now}}\n\
+         for i = 1, #live, 2 do\n\
+           out[#out + 1] = live[i]\n\
+           out[#out + 1] = tonumber(live[i + 1])\n\
+           out[#out + 1] = redis.call('HGET', KEYS[2], live[i]) or ''\n\
+         end\n\
+         return out\n"
+    ))
+}
+
+/// `leave(set, info; name)`: a node's heartbeat removed at a clean stop.
+pub(crate) fn leave() -> Script {
+    Script::new(
+        "redis.call('ZREM', KEYS[1], ARGV[1])\n\
+         redis.call('HDEL', KEYS[2], ARGV[1])\n\
+         return 1\n",
+    )
+}

@@ -283,6 +283,35 @@ fn fleet() -> FleetStatus {
             here: 1,
         }],
         last_error: Some("acquire: timed out".to_owned()),
+        membership: membership(),
+    }
+}
+
+/// Two live members, the other one with another key template.
+fn membership() -> crate::fleet::members::Membership {
+    use crate::fleet::fingerprint::{Fingerprint, FingerprintPart};
+    let own = Fingerprint::from_parts("k1".into(), "r1".into(), "f1".into());
+    let other = Fingerprint::from_parts("k2".into(), "r1".into(), "f1".into());
+    let member =
+        |name: &str, fingerprint: &Fingerprint, this_node: bool| crate::fleet::members::Member {
+            name: name.to_owned(),
+            id: format!("{name}-1234-0000abcd"),
+            version: "1.0.0".to_owned(),
+            fingerprint: fingerprint.clone(),
+            started_at_ms: 1_700_000_000_000,
+            last_seen_ms_ago: 1_500,
+            this_node,
+            differs: if this_node {
+                Vec::new()
+            } else {
+                vec![FingerprintPart::Keys]
+            },
+        };
+    crate::fleet::members::Membership {
+        fingerprint: Some(own.clone()),
+        members: Some(vec![member("n1", &own, true), member("n2", &other, false)]),
+        config_drift: crate::fleet::members::Drift::Split,
+        config_drift_parts: Vec::new(),
     }
 }
 

@@ -187,6 +187,13 @@ pub(crate) struct FleetStatus {
     /// The last failed Redis call (`op: error`), if any: why the breaker
     /// opened (a TLS or password problem shows here).
     pub last_error: Option<String>,
+    /// Fleet membership (heartbeats in Redis, fleet/members.rs): this
+    /// node's config `fingerprint`, the live `members` (`null`: unknown,
+    /// Redis did not answer), `config_drift` (unknown, none, this_node,
+    /// others, split) and `config_drift_parts` (where this node differs
+    /// from the majority).
+    #[serde(flatten)]
+    pub membership: crate::fleet::members::Membership,
 }
 
 /// Client connections.
@@ -716,5 +723,6 @@ fn fleet_status(fleet: &crate::fleet::Fleet) -> FleetStatus {
         ops: fleet.ops(),
         most_fetched: fleet.most_fetched(),
         last_error: fleet.last_error(),
+        membership: fleet.membership(),
     }
 }

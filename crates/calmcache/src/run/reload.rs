@@ -207,6 +207,7 @@ impl Reloader {
         let (stop, stopped) = watch::channel(false);
         let old = std::mem::replace(&mut state.warm_stop, stop);
         let _ = old.send(true);
+        let own_stop = stopped.clone();
         // Either stop ends them: a reload or the proxy's shutdown.
         let stopped = merge(stopped, self.stopped.clone());
         for upstream in &proxy.upstreams {
@@ -218,7 +219,32 @@ impl Reloader {
                 stopped.clone(),
             ));
         }
+        self.start_membership(proxy, &state, &own_stop);
         crate::proxy::warm::start(proxy, listeners, stopped);
+    }
+
+    /// Starts this generation's fleet heartbeat (fleet/members.rs) with
+    /// its config's fingerprint, under this node's name (host name and
+    /// first listen address); it ends at the next reload (`reload`), or
+    /// removes the heartbeat when the proxy stops.
+    fn start_membership(&self, proxy: &Arc<Proxy>, state: &State, reload: &watch::Receiver<bool>) {
+        let Some(fleet) = &proxy.fleet else {
+            return;
+        };
+        use crate::fleet::{fingerprint::Fingerprint, members};
+        let first = state.bound.iter().map(|b| b.actual).next();
+        let fingerprint = Fingerprint::of(&state.config);
+        let own = members::Beat::new(
+            members::node_name(first),
+            fleet.node().to_owned(),
+            &fingerprint,
+        );
+        tokio::spawn(members::keep_membership(
+            fleet.clone(),
+            own,
+            reload.clone(),
+            self.stopped.clone(),
+        ));
     }
 
     /// Reads the config file the proxy was started from and applies it;

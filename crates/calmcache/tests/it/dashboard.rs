@@ -485,11 +485,22 @@ async fn dashboard_shows_the_fleet_panel_in_fleet_mode() {
         .fleet(&redis.url(), "timeout = \"500ms\"")
         .start()
         .await;
+    // A second node with another route ttl: a member that differs.
+    let other = Proxy::new(&origin)
+        .route("ttl = { 200 = \"30s\" }\nrefresh = \"lock\"")
+        .fleet(&redis.url(), "timeout = \"500ms\"")
+        .start()
+        .await;
     assert_eq!(get(&proxy.url("/fleet/a")).await.status, 200);
-    // The commit to Redis runs off the request path.
-    wait_until(Duration::from_secs(10), "the commit to redis", async || {
-        proxy.status().await["fleet"]["commits"] == 1
-    })
+    // The commit to Redis runs off the request path; heartbeats every 2 s.
+    wait_until(
+        Duration::from_secs(10),
+        "the commit and both members",
+        async || {
+            let fleet = proxy.status().await["fleet"].clone();
+            fleet["commits"] == 1 && fleet["members"].as_array().map(Vec::len) == Some(2)
+        },
+    )
     .await;
     let status = proxy.status().await;
     let run = chromium(&proxy.admin_url("/"), 2500, &[]).await;
@@ -541,7 +552,33 @@ async fn dashboard_shows_the_fleet_panel_in_fleet_mode() {
     if let Some(r) = row(dom, "data-fleet-op=\"acquire\"") {
         checks.number(&format!("{what}, op acquire"), r, "fleet-op-mean-us");
     }
+    // Membership: both nodes listed, this one marked, the other differing
+    // (no majority of two: this node reads it as a split).
+    checks.eq(what, dom, "fleet-members", "2");
+    checks.eq(what, dom, "fleet-config-drift", "split");
+    let rows: Vec<&str> = dom
+        .match_indices("data-fleet-member=\"")
+        .filter_map(|(at, _)| row(&dom[at..], "data-fleet-member=\""))
+        .collect();
+    checks.check(rows.len() == 2, format!("{what}: member rows {rows:?}"));
+    let mine: Vec<&&str> = rows
+        .iter()
+        .filter(|r| r.contains("data-this-node=\"yes\""))
+        .collect();
+    checks.check(
+        mine.len() == 1 && mine[0].contains("(this node)"),
+        format!("{what}: this node's row {mine:?}"),
+    );
+    let differing: Vec<&&str> = rows
+        .iter()
+        .filter(|r| r.contains("data-differs=\"yes\""))
+        .collect();
+    checks.check(
+        differing.len() == 1 && differing[0].contains("differs in routes"),
+        format!("{what}: the differing member's row {differing:?}"),
+    );
     checks.finish(&status);
+    other.stop().await;
     proxy.stop().await;
 }
 

@@ -34,6 +34,7 @@ mod fleet_cluster;
 mod fleet_harness;
 mod fleet_kill;
 mod fleet_lifetimes;
+mod fleet_members;
 mod fleet_origin_budget;
 mod fleet_partition;
 mod fleet_protocols;

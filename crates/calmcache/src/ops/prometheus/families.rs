@@ -674,6 +674,19 @@ pub(super) static FLEET: &[Family<FleetStatus>] = &[
         One(|f| f.origin_slots.lost as f64),
     ),
     gauge(
+        "calmcache_fleet_members",
+        "Live members of the fleet (heartbeats in Redis, this node included); absent while unknown (Redis does not answer).",
+        Rows(|f| {
+            let members = f.membership.members.as_ref();
+            members.map_or_else(Vec::new, |m| vec![(Vec::new(), m.len() as f64)])
+        }),
+    ),
+    gauge(
+        "calmcache_fleet_config_drift",
+        "1 when this node's config fingerprint differs from the fleet's majority (or no fingerprint has a majority): it computes other keys or stores differently and does not share; else 0.",
+        One(|f| f64::from(u8::from(f.membership.config_drift.this_node_drifts()))),
+    ),
+    gauge(
         "calmcache_fleet_object_fetches",
         "Origin fetches with the fleet's lease of the objects this node fetched most lately, summed over every node (the object's fencing counter).",
         Rows(|f| {

@@ -310,6 +310,7 @@ mod tests {
             },
             ops,
             last_error: None,
+            membership: crate::fleet::members::Membership::default(),
             most_fetched: vec![crate::fleet::ObjectFetches {
                 key: "GET http fleet.test /a".to_owned(),
                 fleet: 3,
