@@ -115,6 +115,11 @@ pub(crate) struct Fleet {
     outbox: Mutex<Outbox>,
     /// Leases to release once Redis answers again.
     unreleased: Mutex<Unreleased>,
+    /// Leases held now (lease.rs: handed over at a stop).
+    held: Mutex<lease::Held>,
+    /// Commits and releases running off the request path (lease.rs:
+    /// waited for at a stop).
+    work: tokio_util::task::TaskTracker,
     /// The objects fetched for the fleet lately.
     fetch_log: Mutex<FetchLog>,
     /// Files keeping the purge stream position across restarts (one per
@@ -160,6 +165,8 @@ impl Fleet {
             ),
             outbox: Mutex::new(Outbox::default()),
             unreleased: Mutex::new(Unreleased::default()),
+            held: Mutex::new(lease::Held::default()),
+            work: tokio_util::task::TaskTracker::new(),
             fetch_log: Mutex::new(FetchLog::default()),
             position_files: Mutex::new(Vec::new()),
             saved_position: Mutex::new(None),
