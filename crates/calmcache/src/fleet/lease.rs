@@ -121,8 +121,8 @@ impl Drop for Lease {
             .stats
             .leases_active
             .fetch_sub(1, Ordering::Relaxed);
-        self.fleet.held().remove(&self.token);
         if self.done {
+            self.fleet.held().remove(&self.token);
             return;
         }
         // Not committed (not storable, failed, too large): let another
@@ -133,8 +133,12 @@ impl Drop for Lease {
         let token = std::mem::take(&mut self.token);
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             let work = fleet.work.clone();
+            // Held until Redis was asked: a runtime that goes before the
+            // task runs (a stop's deadline) leaves it to hand_over.
             let release = async move {
-                if fleet.release(&lease, &token).await.is_none() {
+                let answered = fleet.release(&lease, &token).await;
+                fleet.held().remove(&token);
+                if answered.is_none() {
                     fleet.unreleased().push_within(lease, token);
                 }
             };
