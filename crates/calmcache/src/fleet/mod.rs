@@ -25,7 +25,8 @@
 //! - `shared.rs`: [`SharedTier`], the seam the request path talks to (why
 //!   not core's `Tier`: there), implemented by [`Fleet`].
 //! - `lease.rs`: [`Before`] and [`Lease`]: take, fetch with the lease, or
-//!   wait for the node that holds it; renewal and release (late, too).
+//!   follow the lease of the node that holds it; renewal and release (late,
+//!   too), and the hand-over of the leases held at a stop.
 //! - `entries.rs`: the shared tier's values: the acquire script's answer,
 //!   a value verified before use, the commit of a fill's object.
 //! - `purge_bus.rs`: purges sent to Redis and the stream other nodes poll.
