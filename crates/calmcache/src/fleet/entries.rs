@@ -254,7 +254,7 @@ impl Fleet {
             return;
         };
         let fleet = self.arc();
-        tokio::spawn(async move { fleet.store(lease, target, key, object).await });
+        self.spawn(async move { fleet.store(lease, target, key, object).await });
     }
 
     /// `object` may go to Redis: not a Vary marker, and within

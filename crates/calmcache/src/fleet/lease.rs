@@ -2,7 +2,18 @@
 //! is told before it goes to the origin (take another node's copy, fetch
 //! with the lease, or fetch alone); a [`Lease`] renews itself while the
 //! fetch runs and is released when dropped uncommitted, or once Redis
-//! answers again ([`Unreleased`]).
+//! answers again ([`Unreleased`]), or, at a stop, by [`Fleet::hand_over`].
+//!
+//! A node that finds another node's lease follows the lease, not a clock,
+//! as a local follower follows its leader (core `flight.rs`): a holder
+//! renews its lease only while its fetch runs, and that fetch is bounded by
+//! its upstream's timeouts, so a live lease is a fetch making progress.
+//! When the lease goes (its holder died and it lapsed, or the holder let it
+//! go), one waiter takes it (the acquire script's `SET NX`) and the others
+//! follow the new holder. Two bounds keep a wait finite: the wait the fill
+//! was given (its route's `lock_timeout`, or as long as its own fetch could
+//! wait for a response head when that is longer), and [`HOLDERS_MAX`]
+//! holders that end without a copy (an answer no node can store).
 //!
 //! Must not: read or write entries itself (entries.rs), or import the
 //! request path.
@@ -18,11 +29,15 @@ use tokio::time::Instant;
 use super::ops_stats::Op;
 
 use super::entries::{hash_of, parse_names, Acquired, Target};
-use super::{wall_ms_of, Fleet};
+use super::{wall_ms_of, Fleet, LOG};
 
-/// The longest a request waits for another node's fetch before fetching
-/// itself (its route's `lock_timeout` when shorter).
-pub(super) const WAIT_MAX: Duration = Duration::from_secs(5);
+/// Holders a waiter follows before it fetches alone: the one it found, and
+/// one that took over once that lease went without a copy. When the second
+/// also ends without one, the answer is likely one no node stores (private,
+/// an error, too large): the waiters then fetch side by side, as local
+/// followers do when their leader's answer cannot be stored, instead of
+/// one after another.
+pub(super) const HOLDERS_MAX: u8 = 2;
 
 /// What a fill does after asking the fleet.
 pub(crate) enum Before {
@@ -47,10 +62,35 @@ pub(super) struct Asking {
     try_lease: bool,
     /// Another node's lease was found (counted once).
     waited: bool,
+    /// How the wait follows the lease.
+    following: Following,
+}
+
+/// A waiter's bounds and where it stands against them.
+struct Following {
+    /// The holders followed on this target: counted each time a lease
+    /// asked for was another node's.
+    holders: u8,
     /// The next pause before looking again.
     pause: Duration,
-    /// When to stop waiting and fetch alone.
+    /// When to stop waiting and fetch alone, whoever holds the lease.
     deadline: Instant,
+    /// When a lease that never expires (no node of the fleet makes one: a
+    /// stray write) stops being followed: one `fleet.lease` after the wait
+    /// began.
+    stray_deadline: Instant,
+}
+
+/// What a waiter does after a look at the lease.
+#[derive(Debug, PartialEq, Eq)]
+enum Follow {
+    /// The lease is live: look again after a pause.
+    Look,
+    /// The lease is gone: ask for it (one waiter gets it, the others
+    /// follow whoever did).
+    TakeOver,
+    /// Stop waiting: fetch alone.
+    Alone,
 }
 
 /// This node's lease on one object: its fetch is the fleet's.
@@ -82,6 +122,7 @@ impl Drop for Lease {
             .leases_active
             .fetch_sub(1, Ordering::Relaxed);
         if self.done {
+            self.fleet.held().remove(&self.token);
             return;
         }
         // Not committed (not storable, failed, too large): let another
@@ -91,11 +132,17 @@ impl Drop for Lease {
         let lease = self.target.lease.clone();
         let token = std::mem::take(&mut self.token);
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(async move {
-                if fleet.release(&lease, &token).await.is_none() {
+            let work = fleet.work.clone();
+            // Held until Redis was asked: a runtime that goes before the
+            // task runs (a stop's deadline) leaves it to hand_over.
+            let release = async move {
+                let answered = fleet.release(&lease, &token).await;
+                fleet.held().remove(&token);
+                if answered.is_none() {
                     fleet.unreleased().push_within(lease, token);
                 }
-            });
+            };
+            work.spawn_on(release, &handle);
         }
     }
 }
@@ -132,13 +179,18 @@ impl Fleet {
     ) -> Before {
         let hash = hash_of(key);
         let ours_ms = ours.map_or(0, |o| wall_ms_of(o.meta.stored_at));
+        let now = Instant::now();
         let mut asking = Asking {
             target: Target::uri(self, &hash),
             names: None,
             try_lease: true,
             waited: false,
-            pause: Duration::from_millis(10),
-            deadline: Instant::now() + wait.min(WAIT_MAX),
+            following: Following {
+                holders: 0,
+                pause: Duration::from_millis(10),
+                deadline: now + wait,
+                stray_deadline: now + self.cfg.lease.min(wait),
+            },
         };
         loop {
             let answer = self
@@ -197,6 +249,7 @@ impl Fleet {
         asking.target = Target::variant(self, hash, key, text, &secondary);
         asking.names = Some(parsed);
         asking.try_lease = true;
+        asking.following.holders = 0;
         true
     }
 
@@ -229,6 +282,7 @@ impl Fleet {
             .unwrap_or_else(|p| p.into_inner())
             .note(key, fence);
         let renewal = self.renew_while_fetching(&target.lease, &token);
+        self.held().insert(token.clone(), target.lease.clone());
         Lease {
             fleet: self.arc(),
             token,
@@ -240,23 +294,30 @@ impl Fleet {
         }
     }
 
-    /// Another node holds the lease: a pause (10 ms doubling to 50,
-    /// jittered) before looking again; `false` (counted) when it would end
-    /// past the deadline: fetch alone.
+    /// Another node holds the lease (`pttl_ms`: its time left, -2 gone,
+    /// -1 no expiry): a pause (10 ms doubling to 50, jittered) before
+    /// looking again, or asking for it once it is gone; `false` (counted)
+    /// when the wait ends without a copy: fetch alone.
     async fn wait_for_holder(&self, asking: &mut Asking, pttl_ms: i64) -> bool {
         if !asking.waited {
             asking.waited = true;
             self.stats.leases_held.fetch_add(1, Ordering::Relaxed);
         }
-        if Instant::now() + asking.pause > asking.deadline {
+        let following = &mut asking.following;
+        if asking.try_lease {
+            // Asked for it and another node had it: one more holder.
+            following.holders = following.holders.saturating_add(1);
+        }
+        let follow = follow(following, pttl_ms, Instant::now());
+        if follow == Follow::Alone {
             self.stats.waits_timed_out.fetch_add(1, Ordering::Relaxed);
             return false;
         }
-        tokio::time::sleep(jittered(asking.pause)).await;
-        asking.pause = (asking.pause * 2).min(Duration::from_millis(50));
+        tokio::time::sleep(jittered(following.pause)).await;
+        following.pause = (following.pause * 2).min(Duration::from_millis(50));
         // Ask for the lease again only once it is gone (its holder died or
-        // gave up); until then, only look.
-        asking.try_lease = pttl_ms == -2;
+        // let it go); until then, only look.
+        asking.try_lease = follow == Follow::TakeOver;
         true
     }
 
@@ -354,6 +415,85 @@ impl Fleet {
     pub(super) fn unreleased(&self) -> std::sync::MutexGuard<'_, Unreleased> {
         self.unreleased.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// The leases this node holds now: token -> lease key.
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `work` (a commit, a release) on the current runtime, tracked:
+    /// a stopping worker waits for it ([`Self::finish_work_by`]) before its
+    /// runtime goes, so a fill that ended within the drain still commits.
+    pub(super) fn spawn<F>(&self, work: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.work.spawn(work);
+    }
+
+    /// At a stop, once a worker's fills ended: waits (until `deadline`) for
+    /// the commits and releases they left running; `false` when some were
+    /// still running then.
+    pub(crate) async fn finish_work_by(&self, deadline: Instant) -> bool {
+        self.work.close();
+        tokio::time::timeout_at(deadline, self.work.wait())
+            .await
+            .is_ok()
+    }
+
+    /// Hands the fleet this node's leases at a stop: the ones still held belong to fetches the stop
+    /// abandoned (cut at the shutdown deadline with their runtime), and
+    /// are released at once, so that a waiting node takes over now instead
+    /// of when they lapse; then the ones given up while Redis was out.
+    /// Returns how many were released.
+    pub(crate) async fn hand_over(&self) -> usize {
+        let held: Vec<(String, String)> = self.held().drain().collect();
+        let mut releases = tokio::task::JoinSet::new();
+        for (token, lease) in held {
+            let fleet = self.arc();
+            releases.spawn(async move { fleet.release(&lease, &token).await == Some(true) });
+        }
+        let mut released = 0;
+        while let Some(done) = releases.join_next().await {
+            released += usize::from(done.unwrap_or(false));
+        }
+        if released > 0 {
+            tracing::info!(target: LOG, released, "leases of abandoned fetches handed to the fleet");
+        }
+        self.release_late().await;
+        released
+    }
+}
+
+impl Fleet {
+    /// A reload dropped this link (fleet mode off, or another Redis): the
+    /// leases it gave up while Redis was out are let go now, as no follow
+    /// loop of it runs again. The ones held stay with their fetches, which
+    /// commit (or release) through this link as they end.
+    pub(crate) async fn retire(&self) {
+        self.release_late().await;
+    }
+}
+
+/// The leases a node holds, by token: what [`Fleet::hand_over`] releases.
+pub(super) type Held = std::collections::HashMap<String, String>;
+
+/// The waiter's next step after a look at the lease (`pttl_ms` as the
+/// acquire script saw it) at `now`: a pure decision, table-tested.
+fn follow(following: &Following, pttl_ms: i64, now: Instant) -> Follow {
+    let deadline = match pttl_ms {
+        // No node makes a lease without expiry: followed only briefly.
+        -1 => following.stray_deadline,
+        _ => following.deadline,
+    };
+    if now + following.pause > deadline {
+        return Follow::Alone;
+    }
+    match pttl_ms {
+        -2 if following.holders >= HOLDERS_MAX => Follow::Alone,
+        -2 => Follow::TakeOver,
+        _ => Follow::Look,
+    }
 }
 
 /// `pause` give or take a quarter, so pollers on many nodes spread out.
@@ -361,3 +501,7 @@ pub(super) fn jittered(pause: Duration) -> Duration {
     let quarter = pause / 4;
     pause - quarter + quarter.mul_f64(rand::random::<f64>() * 2.0)
 }
+
+#[cfg(test)]
+#[path = "lease_tests.rs"]
+mod tests;

@@ -25,7 +25,8 @@
 //! - `shared.rs`: [`SharedTier`], the seam the request path talks to (why
 //!   not core's `Tier`: there), implemented by [`Fleet`].
 //! - `lease.rs`: [`Before`] and [`Lease`]: take, fetch with the lease, or
-//!   wait for the node that holds it; renewal and release (late, too).
+//!   follow the lease of the node that holds it; renewal and release (late,
+//!   too), and the hand-over of the leases held at a stop.
 //! - `entries.rs`: the shared tier's values: the acquire script's answer,
 //!   a value verified before use, the commit of a fill's object.
 //! - `purge_bus.rs`: purges sent to Redis and the stream other nodes poll.
@@ -120,6 +121,11 @@ pub(crate) struct Fleet {
     outbox: Mutex<Outbox>,
     /// Leases to release once Redis answers again.
     unreleased: Mutex<Unreleased>,
+    /// Leases held now (lease.rs: handed over at a stop).
+    held: Mutex<lease::Held>,
+    /// Commits and releases running off the request path (lease.rs:
+    /// waited for at a stop).
+    work: tokio_util::task::TaskTracker,
     /// The objects fetched for the fleet lately.
     fetch_log: Mutex<FetchLog>,
     /// Files keeping the purge stream position across restarts (one per
@@ -170,6 +176,8 @@ impl Fleet {
             ),
             outbox: Mutex::new(Outbox::default()),
             unreleased: Mutex::new(Unreleased::default()),
+            held: Mutex::new(lease::Held::default()),
+            work: tokio_util::task::TaskTracker::new(),
             fetch_log: Mutex::new(FetchLog::default()),
             position_files: Mutex::new(Vec::new()),
             saved_position: Mutex::new(None),

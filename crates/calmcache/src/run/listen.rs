@@ -428,12 +428,19 @@ fn worker_runtime() -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 /// After a worker's connections drained: its tunnels, then the fills and
-/// refreshes still running (a body's file to commit), get until the
-/// shutdown deadline.
+/// refreshes still running (a body's file to commit), then their commits
+/// to the fleet, get until the shutdown deadline.
 async fn wind_down(slot: &WorkerSlot, live: &Live, background: &tokio_util::task::TaskTracker) {
     slot.tunnels.close_by(live.deadline()).await;
     if !crate::proxy::background::finish_by(background, live.deadline()).await {
         tracing::warn!("fills or refreshes still running at the shutdown deadline; dropped");
+    }
+    // Their commits to the fleet (off the fill's path) too: a fill that
+    // ended within the drain shares its copy, and its peers need not fetch.
+    if let Some(fleet) = slot.worker().proxy.fleet.clone() {
+        if !fleet.finish_work_by(live.deadline()).await {
+            tracing::warn!("fleet commits still running at the shutdown deadline; dropped");
+        }
     }
     live.worker_done().await;
 }

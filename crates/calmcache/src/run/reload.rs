@@ -324,6 +324,7 @@ impl Reloader {
         };
         // The switch: every request from here on sees the new generation.
         proxy.take_over(&old, &config);
+        retire_fleet(&old, &proxy);
         proxy.start_background(Some(&old));
         self.live.set(proxy.clone(), ListenConf::of(&config));
         for slot in &state.slots {
@@ -412,6 +413,20 @@ fn bind_new_listeners(
         }
     }
     Ok((kept, added))
+}
+
+/// A reload that turns fleet mode off or changes its link leaves the old
+/// link to the fills in flight (each commits or releases its own lease
+/// through it); the leases it gave up while Redis was out are let go now,
+/// since no follow loop of it will run again.
+fn retire_fleet(old: &Proxy, new: &Proxy) {
+    let Some(fleet) = old.fleet.clone() else {
+        return;
+    };
+    if new.fleet.as_ref().is_some_and(|f| Arc::ptr_eq(f, &fleet)) {
+        return;
+    }
+    tokio::spawn(async move { fleet.retire().await });
 }
 
 /// Listeners no longer configured stop accepting and drain; the new ones

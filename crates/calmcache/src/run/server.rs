@@ -99,12 +99,34 @@ impl Running {
             tracing::warn!("requests still in flight after {grace:?}; closing their connections");
             self.tasks.abort_all();
         }
+        self.hand_over_leases().await;
         if let Some(log) = self.access_log.take() {
             let flushed = tokio::task::spawn_blocking(move || log.flush(Duration::from_secs(1)));
             let _ = flushed.await;
         }
     }
 }
+
+impl Running {
+    /// The fleet leases of fetches the stop cut short (at the deadline,
+    /// with their worker's runtime) are released at once: a peer waiting
+    /// for one takes over now, not when it lapses. Fetches that ended
+    /// within the drain have committed and let theirs go already.
+    async fn hand_over_leases(&self) {
+        let Some(fleet) = self.reloader.live.proxy().fleet.clone() else {
+            return;
+        };
+        if tokio::time::timeout(HAND_OVER_WITHIN, fleet.hand_over())
+            .await
+            .is_err()
+        {
+            tracing::warn!("fleet leases not all released within {HAND_OVER_WITHIN:?}; they lapse");
+        }
+    }
+}
+
+/// The longest a stop waits for Redis to take back its leases.
+const HAND_OVER_WITHIN: Duration = Duration::from_secs(1);
 
 /// Binds every listener, then serves: `server.threads` worker threads, each
 /// with its own single-threaded runtime and its own `SO_REUSEPORT` socket per

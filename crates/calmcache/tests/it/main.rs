@@ -31,6 +31,7 @@ mod errors;
 mod failing_origin;
 mod fleet;
 mod fleet_cluster;
+mod fleet_handover;
 mod fleet_harness;
 mod fleet_kill;
 mod fleet_lifetimes;

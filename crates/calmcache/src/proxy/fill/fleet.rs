@@ -35,13 +35,28 @@ pub(super) async fn before(
         // Body-keyed entries stay in this node's zones (body_key.rs).
         .filter(|_| fetch.body.is_none())
         .filter(|_| route.zone_for(&primary.as_ref()).is_some())?;
-    alive_for(permit, route.lock_timeout() + BOUND_SLACK);
-    let wait = route.lock_timeout();
+    let wait = fleet_wait(route);
+    // This node's followers wait as long as their leader waits for the
+    // fleet: they would otherwise give up at their lock_timeout while the
+    // lease they (through it) follow is still live, and fetch one each.
+    alive_for(permit, wait + BOUND_SLACK);
     Some(
         fleet
             .before_fetch(primary, stale, wait, &fetch.selecting)
             .await,
     )
+}
+
+/// The longest a fill waits for another node's fetch (it follows the
+/// node's lease while that is renewed, see `crate::fleet`): what a local
+/// follower waits for a leader still waiting for its response head (the
+/// upstream's queue wait and read_timeout, send.rs), or the route's
+/// `lock_timeout` when longer. The holder's fetch is bounded by the same
+/// timeouts (its lease goes when its fetch fails), so a live lease past
+/// this is a fetch no longer worth waiting for.
+fn fleet_wait(route: &Route) -> std::time::Duration {
+    let head = route.upstream.queue_wait() + route.upstream.read_timeout;
+    route.lock_timeout().max(head)
 }
 
 /// Hands what the fill stored to the fleet under its `lease`, off the
