@@ -1,6 +1,7 @@
 //! Redis calls counted per operation (acquire, commit, release, renew,
 //! purge, publish, poll; origin_take, origin_renew, origin_release of the
-//! fleet-wide origin budget): how many were answered, failed, missed the deadline or
+//! fleet-wide origin budget; probe, the open breaker's PINGs, and info,
+//! the reading of Redis' memory): how many were answered, failed, missed the deadline or
 //! were skipped by the open breaker, and the answered ones' summed latency,
 //! for `/status` (`fleet.ops`) and `/metrics`. Every call of the link is
 //! counted under exactly one operation, so the per-operation counts sum to
@@ -38,11 +39,15 @@ pub(crate) enum Op {
     OriginRenew,
     /// Giving an origin slot back (its request to the origin ended).
     OriginRelease,
+    /// A PING while the breaker is open: is Redis back (breaker.rs)?
+    Probe,
+    /// Reading Redis' memory and evictions (`INFO`, redis_info.rs).
+    Info,
 }
 
 impl Op {
     /// Every operation, in `/status` and `/metrics` order.
-    pub(crate) const ALL: [Op; 10] = [
+    pub(crate) const ALL: [Op; 12] = [
         Op::Acquire,
         Op::Commit,
         Op::Release,
@@ -53,6 +58,8 @@ impl Op {
         Op::OriginTake,
         Op::OriginRenew,
         Op::OriginRelease,
+        Op::Probe,
+        Op::Info,
     ];
 
     /// Its name in `/status` and the `op` label of `/metrics`.
@@ -68,6 +75,8 @@ impl Op {
             Op::OriginTake => "origin_take",
             Op::OriginRenew => "origin_renew",
             Op::OriginRelease => "origin_release",
+            Op::Probe => "probe",
+            Op::Info => "info",
         }
     }
 
