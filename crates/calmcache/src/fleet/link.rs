@@ -96,6 +96,8 @@ pub(crate) struct Link {
     pub(crate) ops: OpStats,
     /// The last failed call's operation and error.
     last_error: Mutex<Option<String>>,
+    /// Redis' memory as its `INFO` last said (redis_info.rs).
+    pub(super) memory: super::redis_info::Readings,
 }
 
 impl Link {
@@ -111,10 +113,14 @@ impl Link {
             stats: CallStats::default(),
             ops: OpStats::default(),
             last_error: Mutex::new(None),
+            memory: Default::default(),
         });
         // Detached: they end with the link.
         drop(link.breaker.watch_lag());
         drop(tokio::spawn(Link::probe_loop(Arc::downgrade(&link))));
+        drop(tokio::spawn(super::redis_info::read_loop(Arc::downgrade(
+            &link,
+        ))));
         link.rebuild()?;
         Ok(link)
     }

@@ -42,6 +42,8 @@
 //!   it reports); `ops_stats.rs`: per-operation counters.
 //! - `scripts.rs`: the Lua scripts; `sign.rs`: the fleet secret's
 //!   signatures.
+//! - `redis_info.rs`: Redis' own memory and evictions (`INFO`, read by a
+//!   task every 5 s), for `/status` and `/metrics`.
 
 mod breaker;
 mod breaker_stats;
@@ -54,6 +56,7 @@ mod origin_budget;
 mod outbox;
 mod position;
 mod purge_bus;
+mod redis_info;
 mod scripts;
 mod shared;
 mod sign;
@@ -79,6 +82,7 @@ use lease::Unreleased;
 pub(crate) use lease::{Before, Lease};
 use outbox::Outbox;
 pub(crate) use position::POSITION_FILE;
+pub(crate) use redis_info::RedisMemory;
 pub(crate) use shared::SharedTier;
 use stats::FetchLog;
 pub(crate) use stats::{FleetStats, ObjectFetches, OriginSlots};

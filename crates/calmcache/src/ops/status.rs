@@ -187,6 +187,10 @@ pub(crate) struct FleetStatus {
     /// The last failed Redis call (`op: error`), if any: why the breaker
     /// opened (a TLS or password problem shows here).
     pub last_error: Option<String>,
+    /// Redis' own memory and evictions (`INFO`, read every 5 s; a
+    /// cluster: summed over its masters, the fullest one's ratio), and a
+    /// warning when it has no `maxmemory` or refuses writes when full.
+    pub redis: crate::fleet::RedisMemory,
 }
 
 /// Client connections.
@@ -716,5 +720,6 @@ fn fleet_status(fleet: &crate::fleet::Fleet) -> FleetStatus {
         ops: fleet.ops(),
         most_fetched: fleet.most_fetched(),
         last_error: fleet.last_error(),
+        redis: fleet.redis_memory(),
     }
 }
