@@ -105,9 +105,15 @@ impl Fleet {
     }
 }
 
-/// Reads `INFO` at once, then every [`READ_EVERY`], until the link is
-/// dropped.
+/// The first read, this long after the link is made: not the call that
+/// pays for connecting (a TLS handshake can take longer than the
+/// deadline; the link connects ahead in the background meanwhile).
+const FIRST_READ: Duration = Duration::from_secs(1);
+
+/// Reads `INFO` [`FIRST_READ`] after start, then every [`READ_EVERY`],
+/// until the link is dropped.
 pub(super) async fn read_loop(link: Weak<Link>) {
+    tokio::time::sleep(FIRST_READ).await;
     loop {
         let Some(strong) = link.upgrade() else {
             return;
@@ -118,21 +124,59 @@ pub(super) async fn read_loop(link: Weak<Link>) {
     }
 }
 
+/// What `INFO` answered.
+enum Answer {
+    /// Its text (a cluster: per master).
+    Info(Value),
+    /// `NOPERM`: the ACL user may not run it (FLEET's documented ACL,
+    /// `+@all -@dangerous`, leaves `INFO` out). Redis answered: not a
+    /// failure for the breaker.
+    NotPermitted,
+}
+
 async fn read_once(link: &Arc<Link>) {
     let answer = link
         .call(Op::Info, |mut conn| async move {
-            redis::cmd("INFO").query_async::<Value>(&mut conn).await
+            match redis::cmd("INFO").query_async::<Value>(&mut conn).await {
+                Ok(value) if any_refused(&value) => Ok(Answer::NotPermitted),
+                Ok(value) => Ok(Answer::Info(value)),
+                Err(e) if is_refused(&e) => Ok(Answer::NotPermitted),
+                Err(e) => Err(e),
+            }
         })
         .await;
-    let Some(value) = answer else {
-        return;
-    };
-    let nodes = node_infos(&value);
-    if nodes.is_empty() {
-        tracing::debug!(target: super::LOG, "redis INFO: no answer read");
-        return;
+    match answer {
+        None => {}
+        Some(Answer::NotPermitted) => link.memory.store(RedisMemory {
+            warning: Some(NOT_PERMITTED.to_owned()),
+            ..RedisMemory::default()
+        }),
+        Some(Answer::Info(value)) => {
+            let nodes = node_infos(&value);
+            if nodes.is_empty() {
+                tracing::debug!(target: super::LOG, "redis INFO: no answer read");
+                return;
+            }
+            link.memory.store(combine(&nodes));
+        }
     }
-    link.memory.store(combine(&nodes));
+}
+
+const NOT_PERMITTED: &str = "the fleet's redis user may not run INFO: redis' memory and \
+     evictions are unknown; add +info to its ACL";
+
+fn is_refused(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
+}
+
+/// A cluster's answer with a master's `NOPERM` in it.
+fn any_refused(value: &Value) -> bool {
+    let Value::Map(nodes) = value else {
+        return false;
+    };
+    nodes.iter().any(|(_, v)| {
+        matches!(v, Value::ServerError(e) if e.kind() == Some(redis::ServerErrorKind::NoPerm))
+    })
 }
 
 /// Each node's `INFO` text in an answer: one (a single Redis), or one per
