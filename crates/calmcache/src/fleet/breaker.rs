@@ -51,12 +51,14 @@
 //! **Hysteresis**: after a latency trip the breaker closes only once Redis
 //! is clearly faster than the threshold that opened it: [`CALM_PINGS`] (3)
 //! PINGs in a row and then the real-call probe must each answer within
-//! half the deadline (25 ms at the default; a slower probe doubles the
-//! pause). Without it, a Redis whose calls cost about the threshold (36 ms
-//! against 37.5) opened and closed the breaker 3 times in 10 s (issue 30):
-//! one probe under the threshold closed it, twenty calls reopened it. A
-//! cost between half and 3/4 of the deadline now keeps whatever state the
-//! breaker is in. After a failure trip (consecutive, ratio) one PING
+//! 5/8 of the deadline (31.25 ms at the default; a slower probe doubles
+//! the pause). Without it, a Redis whose calls cost about the threshold
+//! (36 ms against 37.5) opened and closed the breaker 3 times in 10 s
+//! (issue 30): one probe under the threshold closed it, twenty calls
+//! reopened it. A cost between 5/8 and 3/4 of the deadline now keeps
+//! whatever state the breaker is in. Not 1/2, as first proposed: a distant
+//! Redis whose round trip is just over half the deadline (the 200 ms
+//! against 390 ms above) would never be let back after one slow spell. After a failure trip (consecutive, ratio) one PING
 //! answered in time is enough: a Redis back from the dead is back.
 //!
 //! Only calls let through while it was closed, and since it last changed,
@@ -100,8 +102,8 @@ const PAUSE_MIN: Duration = Duration::from_secs(1);
 const PAUSE_MAX: Duration = Duration::from_secs(30);
 /// While open past its pause, a PING this often (link.rs' probe task).
 pub(crate) const PING_EVERY: Duration = Duration::from_millis(250);
-/// After a latency trip: PINGs in a row under half the deadline before the
-/// real-call probe may go (about 3/4 s of a Redis clearly fast again).
+/// After a latency trip: PINGs in a row under 5/8 of the deadline before
+/// the real-call probe may go (about 3/4 s of a Redis clearly fast again).
 pub(crate) const CALM_PINGS: u32 = 3;
 
 /// How a PING of the probe task went.
@@ -160,7 +162,7 @@ struct State {
     pause: Duration,
     open_until: Option<Instant>,
     /// PINGs in a row answered well enough to close it (after a latency
-    /// trip: under half the deadline) since the pause ended.
+    /// trip: under 5/8 of the deadline) since the pause ended.
     good_pings: u32,
     probing: bool,
     /// Why it is open (none while closed).
@@ -260,7 +262,7 @@ pub(crate) struct Breaker {
     /// The latency rule's threshold: 3/4 of the deadline.
     slow: Duration,
     /// After a latency trip, PINGs and the probe must answer within this
-    /// to close it: half the deadline (the hysteresis).
+    /// to close it: 5/8 of the deadline (the hysteresis).
     calm: Duration,
     /// Past this timer lag the latency rule is silent.
     lag_gate: Duration,
@@ -280,7 +282,7 @@ impl Breaker {
             state: Mutex::new(State::new()),
             born: Instant::now(),
             slow: timeout * 3 / 4,
-            calm: timeout / 2,
+            calm: timeout * 5 / 8,
             lag_gate: (timeout / 10).max(LAG_GATE_MIN),
             lag_us: Arc::new(AtomicU64::new(0)),
             opened: Default::default(),

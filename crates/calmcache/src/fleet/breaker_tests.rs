@@ -142,7 +142,7 @@ async fn opens_when_calls_cost_most_of_the_deadline_on_average() {
     assert_eq!(b.current(), BreakerState::Open);
     assert_eq!(b.stats().last_reason, Some(OpenReason::Latency));
     assert_eq!(b.stats().opened_by.latency, 1);
-    // Pings under half the deadline, then a probe answered in time but
+    // Pings under 5/8 of the deadline, then a probe answered in time but
     // still slow: not closed, and the pause doubles.
     tokio::time::advance(PAUSE_MIN).await;
     for _ in 0..CALM_PINGS {
@@ -344,16 +344,16 @@ async fn a_clear_change_still_opens_and_closes_it() {
     }
     assert_eq!(b.stats().last_reason, Some(OpenReason::Latency));
     tokio::time::advance(PAUSE_MIN).await;
-    // Between half and 3/4 of the deadline: not calm, stays open.
+    // Between 5/8 and 3/4 of the deadline: not calm, stays open.
     for _ in 0..10 {
-        pinged(&b, Duration::from_millis(30));
-        assert!(b.pass().is_none(), "30 ms is not clearly fast");
+        pinged(&b, Duration::from_millis(34));
+        assert!(b.pass().is_none(), "34 ms is not clearly fast");
         tokio::time::advance(PING_EVERY).await;
     }
     // A fast one between slow ones starts the count again.
     pinged(&b, FAST);
     pinged(&b, FAST);
-    pinged(&b, Duration::from_millis(30));
+    pinged(&b, Duration::from_millis(34));
     assert!(b.pass().is_none());
     // Clearly fast: three in a row, then the real call closes it.
     for _ in 0..CALM_PINGS {
@@ -397,4 +397,23 @@ async fn a_redis_back_after_a_long_outage_is_used_at_its_first_answer() {
     b.pinged(late, Ping::Answered(FAST));
     assert_eq!(b.current(), BreakerState::Closed);
     assert!(b.wants_ping().is_none());
+}
+
+/// A distant Redis (200 ms round trips under a 390 ms deadline, just over
+/// half of it) that tripped the latency rule in a slow spell is let back
+/// once it is at its usual 200 ms again: the hysteresis band starts at
+/// 5/8 of the deadline, not 1/2.
+#[tokio::test(start_paused = true)]
+async fn a_distant_redis_is_let_back_after_a_slow_spell() {
+    let b = Breaker::new(Duration::from_millis(390));
+    for _ in 0..LATENCY_MIN_SAMPLES {
+        ok(&b, Duration::from_millis(320));
+    }
+    assert_eq!(b.stats().last_reason, Some(OpenReason::Latency));
+    tokio::time::advance(PAUSE_MIN).await;
+    for _ in 0..CALM_PINGS {
+        pinged(&b, Duration::from_millis(200));
+    }
+    b.success(b.pass().expect("a probe"), Duration::from_millis(200));
+    assert_eq!(b.current(), BreakerState::Closed);
 }
