@@ -1,8 +1,13 @@
 //! The circuit breaker in front of Redis: when calls fail, miss their
 //! deadline or answer too slowly it opens and the node stops calling Redis
-//! at all, so a dead, hung or slow Redis adds no latency to requests; after
-//! a pause (1 s, doubling to 30 s while probes fail) one probe call goes
-//! through, and an answer closes it.
+//! at all, so a dead, hung or slow Redis adds no latency to requests. Once
+//! open, it stays open for a pause (1 s, doubling to 30 s while real-call
+//! probes fail); after the pause a PING goes to Redis every
+//! [`PING_EVERY`] (250 ms, from link.rs' probe task, off the request path),
+//! and once one answers well the next real call is the probe: its answer
+//! closes the breaker (the pause back to 1 s). A Redis that was down is in
+//! use again within about a quarter second of answering, however long it
+//! was down: failed PINGs do not lengthen the pause.
 //!
 //! Three rules open it (FLEET.md §6), checked in this order; the first that
 //! holds is the reason counted in `/status` and `/metrics`:
@@ -43,9 +48,21 @@
 //! in 4 runs): the known trip under load 15, which cost extra origin
 //! fetches with Redis up, is rarer, not gone.
 //!
-//! After a latency trip the probe must also answer within the latency
-//! threshold to close it (a slower one doubles the pause), so a steadily
-//! slow Redis is not let back in and cut again every second.
+//! **Hysteresis**: after a latency trip the breaker closes only once Redis
+//! is clearly faster than the threshold that opened it: [`CALM_PINGS`] (3)
+//! PINGs in a row and then the real-call probe must each answer within
+//! 5/8 of the deadline (31.25 ms at the default; a slower probe doubles
+//! the pause). Without it, a Redis whose calls cost about the threshold
+//! (36 ms against 37.5) opened and closed the breaker 3 times in 10 s
+//! (issue 30): one probe under the threshold closed it, twenty calls
+//! reopened it. Fed 36, 37, 38, 39 ms in turn every 20 ms for 10 s (the
+//! test `a_cost_sitting_at_the_latency_threshold_does_not_flap`), the
+//! breaker of 1806289 opened 7 times and closed 6; this one opens once and
+//! stays open. A cost between 5/8 and 3/4 of the deadline now keeps
+//! whatever state the breaker is in. Not 1/2, as first proposed: a distant
+//! Redis whose round trip is just over half the deadline (the 200 ms
+//! against 390 ms above) would never be let back after one slow spell. After a failure trip (consecutive, ratio) one PING
+//! answered in time is enough: a Redis back from the dead is back.
 //!
 //! Only calls let through while it was closed, and since it last changed,
 //! count for the rules: a call made before it opened that answers while it
@@ -86,6 +103,29 @@ const LAG_GATE_MIN: Duration = Duration::from_millis(2);
 /// The first pause once open; doubled per failed probe up to [`PAUSE_MAX`].
 const PAUSE_MIN: Duration = Duration::from_secs(1);
 const PAUSE_MAX: Duration = Duration::from_secs(30);
+/// While open past its pause, a PING this often (link.rs' probe task).
+pub(crate) const PING_EVERY: Duration = Duration::from_millis(250);
+/// After a latency trip: PINGs in a row under 5/8 of the deadline before
+/// the real-call probe may go (about 3/4 s of a Redis clearly fast again).
+pub(crate) const CALM_PINGS: u32 = 3;
+
+/// How a PING of the probe task went.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Ping {
+    /// Answered within the deadline, after this long.
+    Answered(Duration),
+    /// An error, a closed connection or no answer within the deadline.
+    Failed,
+}
+
+/// A PING the breaker asked for; report how it went with
+/// [`Breaker::pinged`].
+#[must_use]
+pub(crate) struct PingPass {
+    /// The open phase it was asked in: an answer after a change is not
+    /// counted.
+    phase: u64,
+}
 
 /// How a call let through went wrong.
 #[derive(Clone, Copy, Debug)]
@@ -124,6 +164,9 @@ struct State {
     samples: u32,
     pause: Duration,
     open_until: Option<Instant>,
+    /// PINGs in a row answered well enough to close it (after a latency
+    /// trip: under 5/8 of the deadline) since the pause ended.
+    good_pings: u32,
     probing: bool,
     /// Why it is open (none while closed).
     reason: Option<OpenReason>,
@@ -138,6 +181,7 @@ impl State {
             samples: 0,
             pause: PAUSE_MIN,
             open_until: None,
+            good_pings: 0,
             probing: false,
             reason: None,
         }
@@ -220,6 +264,9 @@ pub(crate) struct Breaker {
     born: Instant,
     /// The latency rule's threshold: 3/4 of the deadline.
     slow: Duration,
+    /// After a latency trip, PINGs and the probe must answer within this
+    /// to close it: 5/8 of the deadline (the hysteresis).
+    calm: Duration,
     /// Past this timer lag the latency rule is silent.
     lag_gate: Duration,
     /// The node's timer lag (average, microseconds), kept by
@@ -238,6 +285,7 @@ impl Breaker {
             state: Mutex::new(State::new()),
             born: Instant::now(),
             slow: timeout * 3 / 4,
+            calm: timeout * 5 / 8,
             lag_gate: (timeout / 10).max(LAG_GATE_MIN),
             lag_us: Arc::new(AtomicU64::new(0)),
             opened: Default::default(),
@@ -297,20 +345,72 @@ impl Breaker {
                 phase,
             });
         }
-        let due = state.open_until.is_some_and(|t| Instant::now() >= t);
-        if due && !state.probing {
+        if self.ready(&state) && !state.probing {
             state.probing = true;
             return Some(Pass { probe: true, phase });
         }
         None
     }
 
+    /// The pause has passed.
+    fn paused_enough(state: &State) -> bool {
+        state.open_until.is_some_and(|t| Instant::now() >= t)
+    }
+
+    /// Open, the pause passed and enough PINGs answered well: the next
+    /// real call may probe.
+    fn ready(&self, state: &State) -> bool {
+        Self::paused_enough(state) && state.good_pings >= self.pings_needed(state)
+    }
+
+    /// PINGs answered well in a row before the real-call probe.
+    fn pings_needed(&self, state: &State) -> u32 {
+        if state.reason == Some(OpenReason::Latency) {
+            CALM_PINGS
+        } else {
+            1
+        }
+    }
+
+    /// Should the probe task PING now? Open, past the pause, and not yet
+    /// ready for the real-call probe. One atomic load while closed.
+    pub(crate) fn wants_ping(&self) -> Option<PingPass> {
+        if is_closed(self.phase.load(Ordering::Acquire)) {
+            return None;
+        }
+        let state = self.state();
+        let phase = self.phase.load(Ordering::Acquire);
+        let wanted = !is_closed(phase) && Self::paused_enough(&state) && !self.ready(&state);
+        wanted.then_some(PingPass { phase })
+    }
+
+    /// How the PING asked for went: a good one counts toward the real-call
+    /// probe, a failed or slow one starts the count again. It never
+    /// lengthens the pause: a dead Redis is PINGed every [`PING_EVERY`]
+    /// however long it stays dead, so it is used again soon after it
+    /// answers.
+    pub(crate) fn pinged(&self, ping: PingPass, result: Ping) {
+        let mut state = self.state();
+        if ping.phase != self.phase.load(Ordering::Acquire) {
+            return;
+        }
+        let good = match result {
+            Ping::Answered(took) => state.reason != Some(OpenReason::Latency) || took <= self.calm,
+            Ping::Failed => false,
+        };
+        state.good_pings = if good {
+            state.good_pings.saturating_add(1)
+        } else {
+            0
+        };
+    }
+
     /// The call answered in time, after `took`.
     pub(crate) fn success(&self, pass: Pass, took: Duration) {
         let mut state = self.state();
         if pass.probe {
-            if state.reason == Some(OpenReason::Latency) && took > self.slow {
-                // Still slow: wait longer before the next probe.
+            if state.reason == Some(OpenReason::Latency) && took > self.calm {
+                // Not clearly fast again: wait longer before the next probe.
                 self.probe_failed(&mut state);
                 return;
             }
@@ -382,6 +482,7 @@ impl Breaker {
     fn open(&self, state: &mut State, reason: OpenReason) {
         state.pause = PAUSE_MIN;
         state.open_until = Some(Instant::now() + state.pause);
+        state.good_pings = 0;
         state.probing = false;
         state.reason = Some(reason);
         self.phase.fetch_add(1, Ordering::AcqRel);
@@ -398,6 +499,7 @@ impl Breaker {
 
     fn probe_failed(&self, state: &mut State) {
         state.probing = false;
+        state.good_pings = 0;
         state.pause = (state.pause * 2).min(PAUSE_MAX);
         state.open_until = Some(Instant::now() + state.pause);
     }

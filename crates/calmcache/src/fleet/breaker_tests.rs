@@ -11,6 +11,11 @@ fn failed(b: &Breaker) -> bool {
     b.failure(b.pass().expect("closed"), Failure::Error)
 }
 
+/// The probe task's PING, answered after `took`.
+fn pinged(b: &Breaker, took: Duration) {
+    b.pinged(b.wants_ping().expect("a ping wanted"), Ping::Answered(took));
+}
+
 #[test]
 fn status_and_metrics_name_the_states_and_reasons_alike() {
     for state in BreakerState::ALL {
@@ -42,19 +47,28 @@ async fn opens_after_a_run_probes_after_the_pause_and_closes_on_success() {
     assert!(failed(&b), "the fifth in a row opens it");
     assert_eq!(b.current(), BreakerState::Open);
     assert!(b.pass().is_none(), "open: nothing goes through");
+    assert!(b.wants_ping().is_none(), "no ping before the pause ends");
     tokio::time::advance(PAUSE_MIN).await;
-    let probe = b.pass().expect("one probe after the pause");
+    assert!(b.pass().is_none(), "no probe before a ping answered");
+    pinged(&b, FAST);
+    assert!(
+        b.wants_ping().is_none(),
+        "one ping is enough after failures"
+    );
+    let probe = b.pass().expect("one probe after the pause and a ping");
     assert!(b.pass().is_none(), "only one probe");
     assert_eq!(b.current(), BreakerState::HalfOpen);
     // A failed probe: open again, for twice as long.
     assert!(b.failure(probe, Failure::TimedOut(TIMEOUT)));
     tokio::time::advance(PAUSE_MIN).await;
-    assert!(b.pass().is_none(), "the pause doubled");
+    assert!(b.wants_ping().is_none(), "the pause doubled");
     tokio::time::advance(PAUSE_MIN).await;
+    pinged(&b, FAST);
     let probe = b.pass().expect("a probe");
     b.success(probe, FAST);
     assert_eq!(b.current(), BreakerState::Closed);
     assert!(b.pass().is_some());
+    assert!(b.wants_ping().is_none(), "closed: no ping");
     let s = b.stats();
     assert_eq!(s.opened_by.total(), 1);
     assert_eq!(s.opened_by.consecutive, 1);
@@ -128,14 +142,20 @@ async fn opens_when_calls_cost_most_of_the_deadline_on_average() {
     assert_eq!(b.current(), BreakerState::Open);
     assert_eq!(b.stats().last_reason, Some(OpenReason::Latency));
     assert_eq!(b.stats().opened_by.latency, 1);
-    // A probe answered in time but still slow: not closed, and the
-    // pause doubles.
+    // Pings under 5/8 of the deadline, then a probe answered in time but
+    // still slow: not closed, and the pause doubles.
     tokio::time::advance(PAUSE_MIN).await;
+    for _ in 0..CALM_PINGS {
+        pinged(&b, FAST);
+    }
     b.success(b.pass().expect("a probe"), slow);
     assert_eq!(b.current(), BreakerState::Open);
     tokio::time::advance(PAUSE_MIN).await;
-    assert!(b.pass().is_none(), "the pause doubled");
+    assert!(b.wants_ping().is_none(), "the pause doubled");
     tokio::time::advance(PAUSE_MIN).await;
+    for _ in 0..CALM_PINGS {
+        pinged(&b, FAST);
+    }
     b.success(b.pass().expect("a probe"), FAST);
     assert_eq!(b.current(), BreakerState::Closed);
     assert_eq!(b.stats().latency_us, 0, "the average starts afresh");
@@ -218,6 +238,7 @@ async fn results_of_calls_let_through_before_a_change_are_not_counted() {
     b.success(early.next().expect("a pass"), FAST);
     assert_eq!(b.current(), BreakerState::Open);
     tokio::time::advance(PAUSE_MIN).await;
+    pinged(&b, FAST);
     b.success(b.pass().expect("a probe"), FAST);
     assert_eq!(b.current(), BreakerState::Closed);
     // The others fail now, after it closed: they count for nothing.
@@ -235,6 +256,7 @@ async fn a_probe_its_caller_gave_up_on_lets_the_next_call_probe() {
         failed(&b);
     }
     tokio::time::advance(PAUSE_MIN).await;
+    pinged(&b, FAST);
     let probe = b.pass().expect("a probe");
     assert!(b.pass().is_none(), "only one probe");
     b.abandon(probe);
@@ -270,4 +292,128 @@ fn the_average_moves_an_eighth_of_the_way() {
         ewma(u64::MAX - 1, u64::MAX, LATENCY_WEIGHT_SHIFT),
         u64::MAX - 1
     );
+}
+
+/// Issue 30: calls costing about the latency threshold (36-39 ms against
+/// 37.5 ms) opened and closed the breaker 3 times in 10 s. Fed the same
+/// cost for 10 s (calls every 20 ms, the probe task's PINGs every 250 ms
+/// at the same cost), it opens once and stays open.
+#[tokio::test(start_paused = true)]
+async fn a_cost_sitting_at_the_latency_threshold_does_not_flap() {
+    let b = Breaker::new(TIMEOUT);
+    let tick = Duration::from_millis(20);
+    let mut states = Vec::new();
+    for i in 0u32..500 {
+        // 36, 37, 38, 39 ms in turn: 37.5 on average.
+        let cost = Duration::from_millis(36 + u64::from(i % 4));
+        if let Some(pass) = b.pass() {
+            b.success(pass, cost);
+        }
+        if i % (PING_EVERY.as_millis() as u32 / 20) == 0 {
+            if let Some(ping) = b.wants_ping() {
+                b.pinged(ping, Ping::Answered(cost));
+            }
+        }
+        states.push(b.current());
+        tokio::time::advance(tick).await;
+    }
+    let s = b.stats();
+    let changes = states.windows(2).filter(|w| w[0] != w[1]).count();
+    assert!(
+        s.opened_by.total() <= 1,
+        "opened {} times",
+        s.opened_by.total()
+    );
+    assert_eq!(s.closed, 0, "closed {} times", s.closed);
+    assert!(changes <= 1, "{changes} changes");
+}
+
+/// The hysteresis keeps a clear change clear: a Redis that gets slow opens
+/// it, one clearly fast again closes it within a second of PINGs.
+#[tokio::test(start_paused = true)]
+async fn a_clear_change_still_opens_and_closes_it() {
+    let b = Breaker::new(TIMEOUT);
+    for _ in 0..200 {
+        ok(&b, Duration::from_millis(10));
+    }
+    assert_eq!(b.current(), BreakerState::Closed);
+    for _ in 0..LATENCY_MIN_SAMPLES * 4 {
+        if let Some(pass) = b.pass() {
+            b.success(pass, Duration::from_millis(45));
+        }
+    }
+    assert_eq!(b.stats().last_reason, Some(OpenReason::Latency));
+    tokio::time::advance(PAUSE_MIN).await;
+    // Between 5/8 and 3/4 of the deadline: not calm, stays open.
+    for _ in 0..10 {
+        pinged(&b, Duration::from_millis(34));
+        assert!(b.pass().is_none(), "34 ms is not clearly fast");
+        tokio::time::advance(PING_EVERY).await;
+    }
+    // A fast one between slow ones starts the count again.
+    pinged(&b, FAST);
+    pinged(&b, FAST);
+    pinged(&b, Duration::from_millis(34));
+    assert!(b.pass().is_none());
+    // Clearly fast: three in a row, then the real call closes it.
+    for _ in 0..CALM_PINGS {
+        pinged(&b, Duration::from_millis(5));
+    }
+    b.success(b.pass().expect("a probe"), Duration::from_millis(5));
+    assert_eq!(b.current(), BreakerState::Closed);
+}
+
+/// Issue 30: after Redis came back the nodes stayed apart up to the pause
+/// (6 s seen, 30 s possible): the pause doubled at every failed probe while
+/// it was down. Failed PINGs do not lengthen it: down for 60 s, the breaker
+/// lets its probe through at the first PING answered, and closes.
+#[tokio::test(start_paused = true)]
+async fn a_redis_back_after_a_long_outage_is_used_at_its_first_answer() {
+    let b = Breaker::new(TIMEOUT);
+    for _ in 0..OPEN_AFTER {
+        failed(&b);
+    }
+    tokio::time::advance(PAUSE_MIN).await;
+    for _ in 0..(60_000 / PING_EVERY.as_millis()) {
+        let ping = b.wants_ping().expect("PINGed every tick while down");
+        b.pinged(ping, Ping::Failed);
+        assert!(b.pass().is_none());
+        tokio::time::advance(PING_EVERY).await;
+    }
+    pinged(&b, FAST);
+    let probe = b.pass().expect("the next call probes at once");
+    b.success(probe, FAST);
+    assert_eq!(b.current(), BreakerState::Closed);
+    // Opened again: the pause is back to 1 s.
+    for _ in 0..OPEN_AFTER {
+        failed(&b);
+    }
+    tokio::time::advance(PAUSE_MIN).await;
+    assert!(b.wants_ping().is_some(), "1 s after opening again");
+    // A ping asked before a change is not counted after it.
+    let late = b.wants_ping().expect("a ping");
+    pinged(&b, FAST);
+    b.success(b.pass().expect("a probe"), FAST);
+    b.pinged(late, Ping::Answered(FAST));
+    assert_eq!(b.current(), BreakerState::Closed);
+    assert!(b.wants_ping().is_none());
+}
+
+/// A distant Redis (200 ms round trips under a 390 ms deadline, just over
+/// half of it) that tripped the latency rule in a slow spell is let back
+/// once it is at its usual 200 ms again: the hysteresis band starts at
+/// 5/8 of the deadline, not 1/2.
+#[tokio::test(start_paused = true)]
+async fn a_distant_redis_is_let_back_after_a_slow_spell() {
+    let b = Breaker::new(Duration::from_millis(390));
+    for _ in 0..LATENCY_MIN_SAMPLES {
+        ok(&b, Duration::from_millis(320));
+    }
+    assert_eq!(b.stats().last_reason, Some(OpenReason::Latency));
+    tokio::time::advance(PAUSE_MIN).await;
+    for _ in 0..CALM_PINGS {
+        pinged(&b, Duration::from_millis(200));
+    }
+    b.success(b.pass().expect("a probe"), Duration::from_millis(200));
+    assert_eq!(b.current(), BreakerState::Closed);
 }

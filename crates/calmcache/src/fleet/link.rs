@@ -3,6 +3,12 @@
 //! circuit breaker; a call the breaker refuses, that fails or that misses
 //! its deadline is `None`, and the caller goes on without Redis. After the
 //! breaker trips the connection is rebuilt (a hung socket stays hung).
+//!
+//! While the breaker is open, a probe task PINGs Redis every
+//! [`PING_EVERY`] past its pause ([`Link::probe_loop`]), off the request
+//! path, so a Redis that comes back is found within a quarter second
+//! rather than at the end of a pause that doubled while it was down; the
+//! breaker then lets one real call through as its probe.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,7 +20,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
 
 use crate::config::FleetConfig;
-use crate::fleet::breaker::{Breaker, BreakerState, Failure, Pass};
+use crate::fleet::breaker::{Breaker, BreakerState, Failure, Pass, Ping, PingPass, PING_EVERY};
 use crate::fleet::ops_stats::{Op, OpStats, Outcome};
 
 /// How long connecting may take (a call still waits at most the deadline).
@@ -90,6 +96,8 @@ pub(crate) struct Link {
     pub(crate) ops: OpStats,
     /// The last failed call's operation and error.
     last_error: Mutex<Option<String>>,
+    /// Redis' memory as its `INFO` last said (redis_info.rs).
+    pub(super) memory: super::redis_info::Readings,
 }
 
 impl Link {
@@ -105,11 +113,73 @@ impl Link {
             stats: CallStats::default(),
             ops: OpStats::default(),
             last_error: Mutex::new(None),
+            memory: Default::default(),
         });
-        // Detached: it ends with the link.
+        // Detached: they end with the link.
         drop(link.breaker.watch_lag());
+        drop(tokio::spawn(Link::probe_loop(Arc::downgrade(&link))));
+        drop(tokio::spawn(super::redis_info::read_loop(Arc::downgrade(
+            &link,
+        ))));
         link.rebuild()?;
         Ok(link)
+    }
+
+    /// The open breaker's PINGs: every [`PING_EVERY`], when the breaker
+    /// asks for one ([`Breaker::wants_ping`]: open, past its pause), until
+    /// the link is dropped. One atomic load per tick while closed.
+    async fn probe_loop(link: std::sync::Weak<Link>) {
+        // A PING that timed out rebuilds the connection (a hung socket
+        // stays hung), at most once per this.
+        const REBUILD_EVERY: Duration = Duration::from_secs(1);
+        let mut rebuilt: Option<tokio::time::Instant> = None;
+        loop {
+            tokio::time::sleep(PING_EVERY).await;
+            let Some(link) = link.upgrade() else {
+                return;
+            };
+            let Some(ping) = link.breaker.wants_ping() else {
+                continue;
+            };
+            let hung = link.ping(ping).await;
+            if hung && rebuilt.is_none_or(|at| at.elapsed() >= REBUILD_EVERY) {
+                rebuilt = Some(tokio::time::Instant::now());
+                let _ = link.rebuild();
+            }
+        }
+    }
+
+    /// One PING within the deadline, told to the breaker and counted as a
+    /// `probe` call; true when it timed out.
+    async fn ping(&self, ping: PingPass) -> bool {
+        let Some(mut conn) = self.slot().clone() else {
+            self.count(Op::Probe, Outcome::Failed);
+            self.breaker.pinged(ping, Ping::Failed);
+            return false;
+        };
+        let started = tokio::time::Instant::now();
+        let cmd = redis::cmd("PING");
+        let answer = tokio::time::timeout(self.cfg.timeout, cmd.query_async::<()>(&mut conn)).await;
+        match answer {
+            Ok(Ok(())) => {
+                let took = started.elapsed();
+                let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+                self.count(Op::Probe, Outcome::Answered(micros));
+                self.breaker.pinged(ping, Ping::Answered(took));
+                false
+            }
+            Ok(Err(e)) => {
+                self.count(Op::Probe, Outcome::Failed);
+                self.note_error(Op::Probe, &e.to_string());
+                self.breaker.pinged(ping, Ping::Failed);
+                false
+            }
+            Err(_) => {
+                self.count(Op::Probe, Outcome::TimedOut);
+                self.breaker.pinged(ping, Ping::Failed);
+                true
+            }
+        }
     }
 
     fn slot(&self) -> std::sync::MutexGuard<'_, Option<Conn>> {

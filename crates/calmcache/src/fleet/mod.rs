@@ -46,6 +46,8 @@
 //! - `fingerprint.rs`: the config fingerprint (what decides keys and
 //!   storing, digested per part); `members.rs`: heartbeats, the live
 //!   members and config drift.
+//! - `redis_info.rs`: Redis' own memory and evictions (`INFO`, read by a
+//!   task every 5 s), for `/status` and `/metrics`.
 
 mod breaker;
 mod breaker_stats;
@@ -60,6 +62,7 @@ mod origin_budget;
 mod outbox;
 mod position;
 mod purge_bus;
+mod redis_info;
 mod scripts;
 mod shared;
 mod sign;
@@ -85,6 +88,7 @@ use lease::Unreleased;
 pub(crate) use lease::{Before, Lease};
 use outbox::Outbox;
 pub(crate) use position::POSITION_FILE;
+pub(crate) use redis_info::RedisMemory;
 pub(crate) use shared::SharedTier;
 use stats::FetchLog;
 pub(crate) use stats::{FleetStats, ObjectFetches, OriginSlots};

@@ -1,6 +1,7 @@
 //! Redis calls counted per operation (acquire, commit, release, renew,
 //! purge, publish, poll; origin_take, origin_renew, origin_release of the
-//! fleet-wide origin budget; members: heartbeats): how many were answered, failed, missed the deadline or
+//! fleet-wide origin budget; members: heartbeats; probe, the open breaker's PINGs, and info,
+//! the reading of Redis' memory): how many were answered, failed, missed the deadline or
 //! were skipped by the open breaker, and the answered ones' summed latency,
 //! for `/status` (`fleet.ops`) and `/metrics`. Every call of the link is
 //! counted under exactly one operation, so the per-operation counts sum to
@@ -41,11 +42,15 @@ pub(crate) enum Op {
     /// This node's heartbeat and the live members' list (members.rs),
     /// or its leaving at a clean stop.
     Members,
+    /// A PING while the breaker is open: is Redis back (breaker.rs)?
+    Probe,
+    /// Reading Redis' memory and evictions (`INFO`, redis_info.rs).
+    Info,
 }
 
 impl Op {
     /// Every operation, in `/status` and `/metrics` order.
-    pub(crate) const ALL: [Op; 11] = [
+    pub(crate) const ALL: [Op; 13] = [
         Op::Acquire,
         Op::Commit,
         Op::Release,
@@ -57,6 +62,8 @@ impl Op {
         Op::OriginRenew,
         Op::OriginRelease,
         Op::Members,
+        Op::Probe,
+        Op::Info,
     ];
 
     /// Its name in `/status` and the `op` label of `/metrics`.
@@ -73,6 +80,8 @@ impl Op {
             Op::OriginRenew => "origin_renew",
             Op::OriginRelease => "origin_release",
             Op::Members => "members",
+            Op::Probe => "probe",
+            Op::Info => "info",
         }
     }
 

@@ -283,6 +283,16 @@ fn fleet() -> FleetStatus {
             here: 1,
         }],
         last_error: Some("acquire: timed out".to_owned()),
+        redis: crate::fleet::RedisMemory {
+            used_memory: Some(7_340_032),
+            maxmemory: Some(8_388_608),
+            used_ratio: Some(0.875),
+            maxmemory_policy: Some("allkeys-lfu".to_owned()),
+            evicted_keys: Some(23),
+            nodes: 1,
+            read_ms_ago: Some(1_200),
+            warning: None,
+        },
         membership: membership(),
     }
 }

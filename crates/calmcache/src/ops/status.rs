@@ -194,6 +194,10 @@ pub(crate) struct FleetStatus {
     /// from the majority).
     #[serde(flatten)]
     pub membership: crate::fleet::members::Membership,
+    /// Redis' own memory and evictions (`INFO`, read every 5 s; a
+    /// cluster: summed over its masters, the fullest one's ratio), and a
+    /// warning when it has no `maxmemory` or refuses writes when full.
+    pub redis: crate::fleet::RedisMemory,
 }
 
 /// Client connections.
@@ -724,5 +728,6 @@ fn fleet_status(fleet: &crate::fleet::Fleet) -> FleetStatus {
         most_fetched: fleet.most_fetched(),
         last_error: fleet.last_error(),
         membership: fleet.membership(),
+        redis: fleet.redis_memory(),
     }
 }

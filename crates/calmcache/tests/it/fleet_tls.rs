@@ -64,7 +64,12 @@ async fn assert_on_redis(nodes: &[RunningProxy], failed: u64) {
         assert_eq!(s["breaker_opened"], 0, "{s}");
         assert!(s["calls_ok"].as_u64() > Some(0), "{s}");
     }
-    assert_eq!(sum(nodes, "calls_failed").await, failed, "failed calls");
+    let errors: Vec<serde_json::Value> = last_errors(nodes).await;
+    assert_eq!(
+        sum(nodes, "calls_failed").await,
+        failed,
+        "failed calls: {errors:?}"
+    );
 }
 
 /// Requests on every node of `strays`, which cannot get through to Redis,
@@ -228,6 +233,17 @@ async fn an_acl_user_with_a_password_over_tls_shares_and_purges() {
         again.body
     );
     assert_on_redis(&fleet, 0).await;
+    // Without +info (the ACL above): Redis' memory is unknown, with a
+    // warning that says why, and no call counted failed (issue 30).
+    wait_until(Duration::from_secs(10), "the INFO warning", async || {
+        let redis = &fleet_status(&fleet[0]).await["redis"];
+        redis["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains("+info"))
+            && redis["used_memory"].is_null()
+    })
+    .await;
+    assert_on_redis(&fleet, 0).await;
     // The wrong password: alone, every request answered.
     let wrong = format!("{ca}user = \"calmcache\"\npassword = \"nope\"\n");
     let stray = [node_with(&origin, &redis, "30s", &wrong).await];
@@ -262,4 +278,23 @@ async fn three_nodes_on_a_tls_cluster_act_as_one_cache() {
     let failed = sum(&fleet, "calls_failed").await;
     one_fetch_and_shared_hits(&fleet, &origin).await;
     assert_on_redis(&fleet, failed).await;
+}
+
+/// Each node's last failed Redis call.
+async fn last_errors(nodes: &[RunningProxy]) -> Vec<serde_json::Value> {
+    let mut errors = Vec::new();
+    for node in nodes {
+        let s = fleet_status(node).await;
+        let failed: Vec<String> = s["ops"]
+            .as_object()
+            .map(|ops| {
+                ops.iter()
+                    .filter(|(_, c)| c["failed"].as_u64() > Some(0))
+                    .map(|(op, c)| format!("{op}: {} failed", c["failed"]))
+                    .collect()
+            })
+            .unwrap_or_default();
+        errors.push(serde_json::json!({"last": s["last_error"], "failed": failed}));
+    }
+    errors
 }

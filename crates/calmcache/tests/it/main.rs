@@ -39,6 +39,7 @@ mod fleet_members;
 mod fleet_origin_budget;
 mod fleet_partition;
 mod fleet_protocols;
+mod fleet_redis_memory;
 mod fleet_signed;
 mod fleet_tls;
 mod get_bodies;

@@ -80,6 +80,11 @@ fn names_in(text: &str) -> BTreeSet<String> {
 async fn every_metric_the_dashboard_and_the_alerts_use_is_exported() {
     let origin = Origin::start().await;
     let redis = Redis::start();
+    // A limit, so Redis' memory has a used ratio (alerts.yml uses it).
+    let limited = redis
+        .command(&["CONFIG", "SET", "maxmemory", "64mb"])
+        .unwrap();
+    assert_eq!(limited, "+OK");
     let dir = scratch("metric-names");
     let proxy = Proxy::new(&origin)
         .disk_zone(&dir, "")
@@ -107,6 +112,13 @@ async fn every_metric_the_dashboard_and_the_alerts_use_is_exported() {
         std::time::Duration::from_secs(10),
         "a health check",
         async || !origin.requests_for("/health").is_empty(),
+    )
+    .await;
+    // Redis' memory has been read (a task, every 5 s from the start).
+    crate::wait_until(
+        std::time::Duration::from_secs(15),
+        "redis memory read",
+        async || proxy.status().await["fleet"]["redis"]["used_ratio"].is_f64(),
     )
     .await;
     let scrape = get(&proxy.admin_url("/metrics")).await;

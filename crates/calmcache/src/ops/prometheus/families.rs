@@ -696,6 +696,47 @@ pub(super) static FLEET: &[Family<FleetStatus>] = &[
     ),
 ];
 
+/// One unlabelled sample when the value is known, none when not (the
+/// family's head is written either way: it is exported, with no value).
+fn known(value: Option<f64>) -> Vec<Row<'static>> {
+    value.map(|v| (Vec::new(), v)).into_iter().collect()
+}
+
+/// Redis' own memory (fleet/redis_info.rs: `INFO`, read every 5 s; a
+/// cluster summed over its masters): no sample until a read answered.
+pub(super) static FLEET_REDIS: &[Family<crate::fleet::RedisMemory>] = &[
+    gauge(
+        "calmcache_fleet_redis_used_memory_bytes",
+        "Bytes the fleet's Redis holds (INFO used_memory; a cluster: summed over its masters).",
+        Rows(|r| known(r.used_memory.map(|v| v as f64))),
+    ),
+    gauge(
+        "calmcache_fleet_redis_maxmemory_bytes",
+        "The fleet's Redis memory limit (INFO maxmemory, summed); 0: none, it grows until its host runs out.",
+        Rows(|r| known(r.maxmemory.map(|v| v as f64))),
+    ),
+    gauge(
+        "calmcache_fleet_redis_memory_used_ratio",
+        "used_memory / maxmemory of the fullest Redis node (no sample without a limit).",
+        Rows(|r| known(r.used_ratio)),
+    ),
+    counter(
+        "calmcache_fleet_redis_evicted_keys_total",
+        "Keys the fleet's Redis evicted since it started (INFO evicted_keys, summed): shared entries dropped before their time.",
+        Rows(|r| known(r.evicted_keys.map(|v| v as f64))),
+    ),
+    gauge(
+        "calmcache_fleet_redis_maxmemory_policy",
+        "1 for the fleet's Redis maxmemory_policy (mixed: a cluster's masters differ); noeviction refuses leases and stores when full.",
+        Rows(|r| labelled("policy", r.maxmemory_policy.as_deref().map(|p| (p, 1)))),
+    ),
+    gauge(
+        "calmcache_fleet_redis_info_age_seconds",
+        "Seconds since this node last read its Redis' INFO (every 5 s while Redis answers).",
+        Rows(|r| known(r.read_ms_ago.map(|ms| ms as f64 / 1e3))),
+    ),
+];
+
 /// Redis calls per operation and result.
 fn redis_calls(f: &FleetStatus) -> Vec<Row<'_>> {
     let mut rows = Vec::new();

@@ -16,7 +16,7 @@ mod families;
 use crate::ops::status::{FleetStatus, Status};
 use crate::telemetry::metrics::{HistogramSnapshot, BOUNDS};
 use crate::telemetry::stats::ActivitySnapshot;
-use families::{FLEET, PARTS, TOTALS};
+use families::{FLEET, FLEET_REDIS, PARTS, TOTALS};
 use Samples::{Histograms, IfAny, One, Rows, Summary};
 
 /// Renders `status` as Prometheus text.
@@ -32,9 +32,11 @@ pub(crate) fn render(status: &Status) -> String {
 }
 
 /// Fleet mode (only with `[fleet]`): the breaker, Redis calls per
-/// operation, leases, commits, purges and the fleet secret.
+/// operation, leases, commits, purges and the fleet secret; then Redis'
+/// own memory.
 fn fleet(o: &mut String, f: &FleetStatus) {
     write_families(o, FLEET, f);
+    write_families(o, FLEET_REDIS, &f.redis);
 }
 
 /// A family's `# TYPE`.
@@ -311,6 +313,16 @@ mod tests {
             ops,
             last_error: None,
             membership: crate::fleet::members::Membership::default(),
+            redis: crate::fleet::RedisMemory {
+                used_memory: Some(1_000),
+                maxmemory: Some(4_000),
+                used_ratio: Some(0.25),
+                maxmemory_policy: Some("allkeys-lfu".to_owned()),
+                evicted_keys: Some(7),
+                nodes: 1,
+                read_ms_ago: Some(2_500),
+                warning: None,
+            },
             most_fetched: vec![crate::fleet::ObjectFetches {
                 key: "GET http fleet.test /a".to_owned(),
                 fleet: 3,
@@ -349,9 +361,22 @@ mod tests {
             "calmcache_fleet_purge_lag_seconds_count 11",
             "calmcache_fleet_purge_lag_max_seconds 0.09",
             "calmcache_fleet_object_fetches{key=\"GET http fleet.test /a\"} 3",
+            "calmcache_fleet_redis_used_memory_bytes 1000",
+            "calmcache_fleet_redis_maxmemory_bytes 4000",
+            "calmcache_fleet_redis_memory_used_ratio 0.25",
+            "calmcache_fleet_redis_evicted_keys_total 7",
+            "calmcache_fleet_redis_maxmemory_policy{policy=\"allkeys-lfu\"} 1",
+            "calmcache_fleet_redis_info_age_seconds 2.5",
         ] {
             assert!(o.lines().any(|l| l == line), "missing {line:?} in\n{o}");
         }
+    }
+
+    #[test]
+    fn redis_memory_not_read_yet_has_no_samples() {
+        let mut o = String::new();
+        write_families(&mut o, FLEET_REDIS, &crate::fleet::RedisMemory::default());
+        assert!(!o.lines().any(|l| !l.starts_with('#')), "{o}");
     }
 
     #[test]
