@@ -28,6 +28,8 @@
 //!   wait for the node that holds it; renewal and release (late, too).
 //! - `entries.rs`: the shared tier's values: the acquire script's answer,
 //!   a value verified before use, the commit of a fill's object.
+//! - `pieces.rs`: values over one piece (256 KiB) as pieces under one
+//!   manifest: their keys, digests, budget and calls.
 //! - `purge_bus.rs`: purges sent to Redis and the stream other nodes poll.
 //! - `origin_budget.rs`: [`OriginBudget`], the fleet-wide origin budget
 //!   (`fleet_max_inflight`): leases on an upstream server's slots, the
@@ -52,6 +54,7 @@ mod link;
 mod ops_stats;
 mod origin_budget;
 mod outbox;
+mod pieces;
 mod position;
 mod purge_bus;
 mod scripts;
@@ -81,7 +84,7 @@ use outbox::Outbox;
 pub(crate) use position::POSITION_FILE;
 pub(crate) use shared::SharedTier;
 use stats::FetchLog;
-pub(crate) use stats::{FleetStats, ObjectFetches, OriginSlots};
+pub(crate) use stats::{FleetPieces, FleetStats, ObjectFetches, OriginSlots};
 
 /// The log target of the lines the files split out of `mod.rs` write: the
 /// module's own, as before the split (`CALMCACHE_LOG=calmcache::fleet=..`
@@ -129,6 +132,8 @@ pub(crate) struct Fleet {
     renew: Script,
     purge_key: Script,
     purge_before: Script,
+    /// Bytes of large values in flight (`fleet.max_pieces_in_flight`).
+    pieces: pieces::PieceBudget,
     /// What the fleet did here.
     pub(crate) stats: FleetStats,
 }
@@ -170,6 +175,7 @@ impl Fleet {
             renew: scripts::renew(),
             purge_key: scripts::purge_key(),
             purge_before: scripts::purge_before(),
+            pieces: pieces::PieceBudget::new(cfg.max_pieces_in_flight),
             stats: FleetStats::default(),
         }))
     }

@@ -1,6 +1,6 @@
 //! Redis calls counted per operation (acquire, commit, release, renew,
 //! purge, publish, poll; origin_take, origin_renew, origin_release of the
-//! fleet-wide origin budget): how many were answered, failed, missed the deadline or
+//! fleet-wide origin budget; put_piece, get_piece of large objects): how many were answered, failed, missed the deadline or
 //! were skipped by the open breaker, and the answered ones' summed latency,
 //! for `/status` (`fleet.ops`) and `/metrics`. Every call of the link is
 //! counted under exactly one operation, so the per-operation counts sum to
@@ -38,11 +38,15 @@ pub(crate) enum Op {
     OriginRenew,
     /// Giving an origin slot back (its request to the origin ended).
     OriginRelease,
+    /// One piece of a large object written (before its manifest).
+    PutPiece,
+    /// One piece of a large object read (after its manifest).
+    GetPiece,
 }
 
 impl Op {
     /// Every operation, in `/status` and `/metrics` order.
-    pub(crate) const ALL: [Op; 10] = [
+    pub(crate) const ALL: [Op; 12] = [
         Op::Acquire,
         Op::Commit,
         Op::Release,
@@ -53,6 +57,8 @@ impl Op {
         Op::OriginTake,
         Op::OriginRenew,
         Op::OriginRelease,
+        Op::PutPiece,
+        Op::GetPiece,
     ];
 
     /// Its name in `/status` and the `op` label of `/metrics`.
@@ -68,6 +74,8 @@ impl Op {
             Op::OriginTake => "origin_take",
             Op::OriginRenew => "origin_renew",
             Op::OriginRelease => "origin_release",
+            Op::PutPiece => "put_piece",
+            Op::GetPiece => "get_piece",
         }
     }
 

@@ -36,6 +36,7 @@ mod fleet_kill;
 mod fleet_lifetimes;
 mod fleet_origin_budget;
 mod fleet_partition;
+mod fleet_pieces;
 mod fleet_protocols;
 mod fleet_signed;
 mod fleet_tls;
