@@ -113,14 +113,9 @@ fn pieces_of_another_fill_or_another_object_never_verify() {
     assert_ne!(d, digest(&ENTRY[1..], 7, 0, &v[..PIECE_SIZE]));
 }
 
-#[test]
-fn the_budget_refuses_what_it_could_never_hold_and_gives_back_on_drop() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
-    rt.block_on(async {
+#[tokio::test(start_paused = true)]
+async fn the_budget_refuses_what_it_could_never_hold_and_gives_back_on_drop() {
+    {
         let budget = PieceBudget::new(1 << 20);
         assert!(budget.take((1 << 20) + 1).await.is_none());
         let held = budget.take(1 << 20).await.expect("room for all of it");
@@ -128,5 +123,5 @@ fn the_budget_refuses_what_it_could_never_hold_and_gives_back_on_drop() {
         assert!(budget.take(1024).await.is_none());
         drop(held);
         assert!(budget.take(1 << 20).await.is_some());
-    });
+    }
 }
