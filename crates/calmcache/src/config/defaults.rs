@@ -255,8 +255,11 @@ pub(crate) mod fleet {
 
     /// `prefix`.
     pub(crate) const PREFIX: &str = "cc:";
-    /// `max_object_size`: big values would delay the calls queued behind them.
-    pub(crate) const MAX_OBJECT_SIZE: u64 = MIB;
+    /// `max_object_size`: what a media or download site serves; larger
+    /// values go to Redis in 256 KiB pieces (issue 30), so no call is big.
+    pub(crate) const MAX_OBJECT_SIZE: u64 = 64 * MIB;
+    /// `max_pieces_in_flight`: four largest objects at once per node.
+    pub(crate) const MAX_PIECES_IN_FLIGHT: u64 = 256 * MIB;
     /// `timeout`: the deadline of every Redis call.
     pub(crate) const TIMEOUT: Duration = Duration::from_millis(50);
     /// `lease`.
@@ -567,6 +570,10 @@ pub(crate) fn keys() -> Vec<(&'static str, Shown)> {
         ("fleet.secret_file", Shown::Example),
         ("fleet.prefix", Shown::Text(fleet::PREFIX)),
         ("fleet.max_object_size", Shown::Size(fleet::MAX_OBJECT_SIZE)),
+        (
+            "fleet.max_pieces_in_flight",
+            Shown::Size(fleet::MAX_PIECES_IN_FLIGHT),
+        ),
         ("fleet.timeout", Shown::Duration(fleet::TIMEOUT)),
         ("fleet.lease", Shown::Duration(fleet::LEASE)),
     ]

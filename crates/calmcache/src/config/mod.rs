@@ -162,8 +162,12 @@ pub struct FleetConfig {
     /// Prefix of every key calmcache writes (default `cc:`).
     pub prefix: String,
     /// Largest object (body, headers and encodings) kept in Redis; larger
-    /// ones stay local, while the lease still coordinates (default 1 MiB).
+    /// ones stay local, while the lease still coordinates (default 64 MiB;
+    /// over 256 KiB an object goes as pieces).
     pub max_object_size: u64,
+    /// Bytes of large objects one node holds at once on their way to or
+    /// from Redis (default 256 MiB).
+    pub max_pieces_in_flight: u64,
     /// Deadline of every Redis call; past it the call counts as failed and
     /// the request goes on without Redis (default 50 ms).
     pub timeout: Duration,
@@ -223,6 +227,7 @@ impl std::fmt::Debug for FleetConfig {
             .field("password", &self.password.as_ref().map(|_| "<set>"))
             .field("prefix", &self.prefix)
             .field("max_object_size", &self.max_object_size)
+            .field("max_pieces_in_flight", &self.max_pieces_in_flight)
             .field("timeout", &self.timeout)
             .field("lease", &self.lease)
             .field("tls_ca", &self.tls_ca)

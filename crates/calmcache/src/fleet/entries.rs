@@ -19,6 +19,7 @@ use redis::Value;
 use tokio::time::Instant;
 
 use super::ops_stats::Op;
+use super::pieces::{self, Manifest, PieceError, PIECE_SIZE};
 use super::LOG;
 
 use super::lease::Lease;
@@ -142,39 +143,102 @@ impl Fleet {
         }
     }
 
-    /// A value read from Redis, verified; `None` (counted) when it is not
-    /// a whole, intact object stored for `target` of `key` (for a variant:
-    /// under its variant key, with the request's selecting values) by a
-    /// lease taken at `since_ms`, or, with the fleet secret, not signed for
-    /// them or no longer current.
-    pub(super) fn decode(
+    /// A copy read from Redis (an acquire's answer), verified; `None`
+    /// (counted) when it is not a whole, intact object stored for `target`
+    /// of `key` (for a variant: under its variant key, with the request's
+    /// selecting values) by a lease taken at `since_ms`, or, with the fleet
+    /// secret, not signed for them or no longer current. An entry that
+    /// lists pieces ([`super::pieces`]) has them read and verified first:
+    /// one missing or wrong piece makes the whole copy a miss.
+    pub(super) async fn take_copy(
         &self,
         key: &CacheKey,
         target: &Target,
         blob: Vec<u8>,
         since_ms: u64,
     ) -> Option<Arc<CachedObject>> {
-        let expected = match &target.variant {
-            Some((_, secondary, _)) => fleet_variant_key(key, secondary),
-            None => key.clone(),
+        let expected = expected_key(key, target);
+        let value = self.open_value(key, &expected, blob, since_ms)?;
+        if !pieces::is_manifest(&value) {
+            let parsed = parse_object(value, Some(&expected.as_ref()), true);
+            return self.check_parsed(key, target, parsed, since_ms);
+        }
+        let (_room, value) = self.pieces_of(key, target, &value).await?;
+        let parsed = tokio::task::spawn_blocking(move || {
+            parse_object(value, Some(&expected.as_ref()), true)
+        })
+        .await
+        .ok()?;
+        self.check_parsed(key, target, parsed, since_ms)
+    }
+
+    /// The entry's value: with the fleet secret, only when its signature
+    /// verifies for `expected` and `since_ms` (else refused and counted).
+    fn open_value(
+        &self,
+        key: &CacheKey,
+        expected: &CacheKey,
+        blob: Vec<u8>,
+        since_ms: u64,
+    ) -> Option<Vec<u8>> {
+        let Some(signer) = self.signer() else {
+            return Some(blob);
         };
-        let signer = self.signer();
-        let blob = match &signer {
-            None => blob,
-            Some(signer) => match signer.open_entry(&expected, since_ms, blob) {
-                Some(blob) => blob,
-                None => {
-                    self.refused_entry(key);
-                    return None;
+        let value = signer.open_entry(expected, since_ms, blob);
+        if value.is_none() {
+            self.refused_entry(key);
+        }
+        value
+    }
+
+    /// The value a manifest lists, read and verified, with the room it
+    /// takes in the piece budget (held while it is parsed); `None` (counted
+    /// as a bad entry) when a piece is missing or wrong, or when the budget
+    /// has no room (counted there).
+    async fn pieces_of(
+        &self,
+        key: &CacheKey,
+        target: &Target,
+        manifest: &[u8],
+    ) -> Option<(tokio::sync::SemaphorePermit<'_>, Vec<u8>)> {
+        let max = self.cfg.max_object_size.saturating_add(VALUE_ROOM);
+        let manifest = match Manifest::decode(manifest, max) {
+            Ok(manifest) => manifest,
+            Err(e) => {
+                if e != PieceError::TooLarge {
+                    self.stats.bad_entries.fetch_add(1, Ordering::Relaxed);
                 }
-            },
+                tracing::debug!(target: LOG, key = %key, error = ?e, "manifest in redis not used: a miss");
+                return None;
+            }
         };
-        match parse_object(blob, Some(&expected.as_ref()), true) {
+        let room = self.piece_room(manifest.len).await?;
+        match self.read_pieces(target, manifest).await {
+            Ok(value) => Some((room, value)),
+            Err(e) => {
+                self.stats.pieces_bad.fetch_add(1, Ordering::Relaxed);
+                self.stats.bad_entries.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(target: LOG, key = %key, error = ?e, "pieces in redis not whole: a miss");
+                None
+            }
+        }
+    }
+
+    /// A parsed value's object when it is what `target` of `key` needs
+    /// (see [`Self::take_copy`]); counted as a bad entry otherwise.
+    fn check_parsed(
+        &self,
+        key: &CacheKey,
+        target: &Target,
+        parsed: Result<(CacheKey, CachedObject), calmcache_core::disk::format::FormatError>,
+        since_ms: u64,
+    ) -> Option<Arc<CachedObject>> {
+        match parsed {
             Ok((_, object))
                 if object.vary_index().is_none()
                     && object.variant() == target.variant.as_ref().map(|v| v.1.as_str())
                     && framing_agrees(&object)
-                    && (signer.is_none() || self.current(&object, since_ms)) =>
+                    && (!self.signed() || self.current(&object, since_ms)) =>
             {
                 Some(Arc::new(object))
             }
@@ -293,8 +357,9 @@ impl Fleet {
     }
 
     /// The task [`Self::commit`] spawns: `object` under `target` with the
-    /// lease's fence, counted. Returning before the script answers drops
-    /// the lease, which releases it.
+    /// lease's fence, counted; a value over one piece goes as pieces, then
+    /// its manifest ([`super::pieces`]). Returning before the script
+    /// answers drops the lease, which releases it.
     async fn store(
         &self,
         mut lease: Lease,
@@ -302,10 +367,35 @@ impl Fleet {
         key: CacheKey,
         object: Arc<CachedObject>,
     ) {
-        let Some((object, blob)) = self.blob_of(&lease, &key, object).await else {
+        let kept = Kept::of(&object);
+        let size = object.weight() as u64 + object.lazy_body().map_or(0, |l| l.len);
+        let large = size > PIECE_SIZE as u64;
+        // Room for the value before it is made (a body in a file is not
+        // read yet): a burst of large fills waits here, or stays local.
+        let room = match large {
+            true => match self.piece_room(size).await {
+                Some(room) => Some(room),
+                None => return,
+            },
+            false => None,
+        };
+        let blocking = large || object.lazy_body().is_some();
+        let Some(value) = self.value_of(&key, object, blocking).await else {
             return;
         };
-        let stored = self.run_commit(&lease, &target, &object, blob).await;
+        let value = match value.len() > PIECE_SIZE {
+            true => match self.put_pieces(&target, value, kept.keep).await {
+                Some(manifest) => manifest.encode(),
+                None => return,
+            },
+            false => value,
+        };
+        drop(room);
+        let blob = match self.signer() {
+            Some(signer) => signer.seal_entry(&key, lease.since_ms, &value),
+            None => value,
+        };
+        let stored = self.run_commit(&lease, &target, kept, blob).await;
         // The script released the lease (when it answered).
         lease.settled(stored.is_some());
         match stored {
@@ -324,60 +414,49 @@ impl Fleet {
         }
     }
 
-    /// `object` whole (a body in a file is read back, on a blocking thread)
-    /// and its Redis value: the disk format, sealed with the fleet secret
-    /// for the lease's time; `None` (logged) when either cannot be made.
-    async fn blob_of(
+    /// `object`'s value in Redis, the disk format (a body in a file is read
+    /// back); `blocking`: made on a blocking thread (a file read, or tens
+    /// of MiB copied), and the object read back is dropped once its value
+    /// is made. `None` (logged) when it cannot be made.
+    async fn value_of(
         &self,
-        lease: &Lease,
         key: &CacheKey,
         object: Arc<CachedObject>,
-    ) -> Option<(Arc<CachedObject>, Vec<u8>)> {
-        let object = match whole(object).await {
-            Ok(object) => object,
-            Err(e) => {
-                tracing::debug!(target: LOG, key = %key, error = %e, "not put in redis");
-                return None;
-            }
-        };
+        blocking: bool,
+    ) -> Option<Vec<u8>> {
         let stored_at = SystemTime::now() - object.meta.stored_at.elapsed();
-        let blob = match encode_object(key, &object, stored_at) {
-            Ok(blob) => match self.signer() {
-                Some(signer) => signer.seal_entry(key, lease.since_ms, &blob),
-                None => blob,
-            },
-            Err(e) => {
-                tracing::debug!(target: LOG, key = %key, error = %e, "not put in redis");
-                return None;
+        let encode = {
+            let key = key.clone();
+            move || -> std::io::Result<Vec<u8>> {
+                let object = whole_blocking(object)?;
+                encode_object(&key, &object, stored_at).map_err(std::io::Error::other)
             }
         };
-        Some((object, blob))
+        let value = match blocking {
+            true => tokio::task::spawn_blocking(encode)
+                .await
+                .unwrap_or_else(|e| Err(std::io::Error::other(e))),
+            false => encode(),
+        };
+        value
+            .map_err(|e| tracing::debug!(target: LOG, key = %key, error = %e, "not put in redis"))
+            .ok()
     }
 
     /// The commit script run for `blob` (1: stored; 0: refused, a purge
     /// came after the lease; < 0: refused, a later lease stored), kept in
-    /// Redis while the object is fresh or usable stale, plus a second;
-    /// `None` when Redis could not be asked.
+    /// Redis for `kept`; `None` when Redis could not be asked.
     async fn run_commit(
         &self,
         lease: &Lease,
         target: &Target,
-        object: &CachedObject,
+        kept: Kept,
         blob: Vec<u8>,
     ) -> Option<i64> {
-        let now = Instant::now();
-        let fresh_ms = object
-            .meta
-            .freshness
-            .lifetime
-            .saturating_sub(object.meta.age(now));
-        let keep = fresh_ms
-            + object
-                .meta
-                .freshness
-                .stale_while_revalidate
-                .max(object.meta.freshness.stale_if_error)
-            + Duration::from_secs(1);
+        let Kept {
+            fresh: fresh_ms,
+            keep,
+        } = kept;
         let hash = &target.hash;
         let mut keys = vec![
             target.meta.clone(),
@@ -419,14 +498,12 @@ impl Fleet {
 }
 
 /// `object` with its body in memory: read from its disk file if it was
-/// left there (verified against the file's checksum).
-pub(super) async fn whole(object: Arc<CachedObject>) -> std::io::Result<Arc<CachedObject>> {
-    let Some(lazy) = object.lazy_body().cloned() else {
+/// left there (verified against the file's checksum). Blocking.
+pub(super) fn whole_blocking(object: Arc<CachedObject>) -> std::io::Result<Arc<CachedObject>> {
+    let Some(lazy) = object.lazy_body() else {
         return Ok(object);
     };
-    let body = tokio::task::spawn_blocking(move || lazy.read_all())
-        .await
-        .map_err(std::io::Error::other)??;
+    let body = lazy.read_all()?;
     Ok(Arc::new(CachedObject::assemble(
         object.meta.clone(),
         object.status,
@@ -447,6 +524,40 @@ pub(super) fn framing_agrees(object: &CachedObject) -> bool {
         .get(http::header::CONTENT_LENGTH)
         .map(|v| v.to_str().ok().and_then(|v| v.parse::<u64>().ok()))
         .is_none_or(|len| len == Some(object.body_len()))
+}
+
+/// How long a committed object counts as fresh in Redis, and how long its
+/// entry is kept: while it is fresh or usable stale, plus a second.
+#[derive(Clone, Copy)]
+struct Kept {
+    fresh: Duration,
+    keep: Duration,
+}
+
+impl Kept {
+    fn of(object: &CachedObject) -> Kept {
+        let fresh = object
+            .meta
+            .freshness
+            .lifetime
+            .saturating_sub(object.meta.age(Instant::now()));
+        let f = &object.meta.freshness;
+        let keep = fresh + f.stale_while_revalidate.max(f.stale_if_error) + Duration::from_secs(1);
+        Kept { fresh, keep }
+    }
+}
+
+/// What a value may hold besides the body `fleet.max_object_size` counts
+/// (framing, headers): a manifest listing more is refused.
+const VALUE_ROOM: u64 = 64 * 1024;
+
+/// The key a cache key's entry is stored under: the URI's key, or for a
+/// variant the variant's.
+fn expected_key(key: &CacheKey, target: &Target) -> CacheKey {
+    match &target.variant {
+        Some((_, secondary, _)) => fleet_variant_key(key, secondary),
+        None => key.clone(),
+    }
 }
 
 /// The key a variant is stored under in Redis: the URI's key with the

@@ -206,7 +206,7 @@ impl Fleet {
                     }
                 }
                 Acquired::Newer(blob, since_ms) => {
-                    return self.take_newer(key, asking, blob, since_ms)
+                    return self.take_newer(key, asking, blob, since_ms).await
                 }
                 Acquired::Ours {
                     fence,
@@ -255,8 +255,14 @@ impl Fleet {
 
     /// Another node's newer copy, when it verifies; else a fetch (the
     /// lease goes to whoever asks next).
-    fn take_newer(&self, key: &CacheKey, asking: Asking, blob: Vec<u8>, since_ms: u64) -> Before {
-        match self.decode(key, &asking.target, blob, since_ms) {
+    async fn take_newer(
+        &self,
+        key: &CacheKey,
+        asking: Asking,
+        blob: Vec<u8>,
+        since_ms: u64,
+    ) -> Before {
+        match self.take_copy(key, &asking.target, blob, since_ms).await {
             Some(object) => {
                 self.stats.shared_hits.fetch_add(1, Ordering::Relaxed);
                 Before::Take(object, asking.names)

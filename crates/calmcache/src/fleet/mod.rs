@@ -29,6 +29,8 @@
 //!   too), and the hand-over of the leases held at a stop.
 //! - `entries.rs`: the shared tier's values: the acquire script's answer,
 //!   a value verified before use, the commit of a fill's object.
+//! - `pieces.rs`: values over one piece (256 KiB) as pieces under one
+//!   manifest: their keys, digests, budget and calls.
 //! - `purge_bus.rs`: purges sent to Redis and the stream other nodes poll.
 //! - `origin_budget.rs`: [`OriginBudget`], the fleet-wide origin budget
 //!   (`fleet_max_inflight`): leases on an upstream server's slots, the
@@ -60,6 +62,7 @@ pub(crate) mod members;
 mod ops_stats;
 mod origin_budget;
 mod outbox;
+mod pieces;
 mod position;
 mod purge_bus;
 mod redis_info;
@@ -91,7 +94,7 @@ pub(crate) use position::POSITION_FILE;
 pub(crate) use redis_info::RedisMemory;
 pub(crate) use shared::SharedTier;
 use stats::FetchLog;
-pub(crate) use stats::{FleetStats, ObjectFetches, OriginSlots};
+pub(crate) use stats::{FleetPieces, FleetStats, ObjectFetches, OriginSlots};
 
 /// The log target of the lines the files split out of `mod.rs` write: the
 /// module's own, as before the split (`CALMCACHE_LOG=calmcache::fleet=..`
@@ -149,6 +152,8 @@ pub(crate) struct Fleet {
     members: members::Members,
     members_script: Script,
     leave_script: Script,
+    /// Bytes of large values in flight (`fleet.max_pieces_in_flight`).
+    pieces: pieces::PieceBudget,
     /// What the fleet did here.
     pub(crate) stats: FleetStats,
 }
@@ -195,6 +200,7 @@ impl Fleet {
             members: members::Members::default(),
             members_script: scripts::members(),
             leave_script: scripts::leave(),
+            pieces: pieces::PieceBudget::new(cfg.max_pieces_in_flight),
             stats: FleetStats::default(),
         }))
     }

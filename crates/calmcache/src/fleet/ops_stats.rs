@@ -1,7 +1,7 @@
 //! Redis calls counted per operation (acquire, commit, release, renew,
 //! purge, publish, poll; origin_take, origin_renew, origin_release of the
 //! fleet-wide origin budget; members: heartbeats; probe, the open breaker's PINGs, and info,
-//! the reading of Redis' memory): how many were answered, failed, missed the deadline or
+//! the reading of Redis' memory; put_piece, get_piece of large objects): how many were answered, failed, missed the deadline or
 //! were skipped by the open breaker, and the answered ones' summed latency,
 //! for `/status` (`fleet.ops`) and `/metrics`. Every call of the link is
 //! counted under exactly one operation, so the per-operation counts sum to
@@ -46,11 +46,15 @@ pub(crate) enum Op {
     Probe,
     /// Reading Redis' memory and evictions (`INFO`, redis_info.rs).
     Info,
+    /// One piece of a large object written (before its manifest).
+    PutPiece,
+    /// One piece of a large object read (after its manifest).
+    GetPiece,
 }
 
 impl Op {
     /// Every operation, in `/status` and `/metrics` order.
-    pub(crate) const ALL: [Op; 13] = [
+    pub(crate) const ALL: [Op; 15] = [
         Op::Acquire,
         Op::Commit,
         Op::Release,
@@ -64,6 +68,8 @@ impl Op {
         Op::Members,
         Op::Probe,
         Op::Info,
+        Op::PutPiece,
+        Op::GetPiece,
     ];
 
     /// Its name in `/status` and the `op` label of `/metrics`.
@@ -82,6 +88,8 @@ impl Op {
             Op::Members => "members",
             Op::Probe => "probe",
             Op::Info => "info",
+            Op::PutPiece => "put_piece",
+            Op::GetPiece => "get_piece",
         }
     }
 

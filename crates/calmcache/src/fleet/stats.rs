@@ -94,7 +94,33 @@ pub(crate) struct OriginSlots {
     pub(crate) lost: u64,
 }
 
+/// Large objects shared as pieces (issue 30), for `/status`
+/// (`fleet.pieces`) and `/metrics`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct FleetPieces {
+    /// Pieces written to Redis.
+    pub(crate) written: u64,
+    /// Pieces read from Redis and verified.
+    pub(crate) read: u64,
+    /// Large copies not used: a piece missing, short or failing its digest.
+    pub(crate) bad: u64,
+    /// Large objects not written or read for want of room in
+    /// `fleet.max_pieces_in_flight`.
+    pub(crate) over_budget: u64,
+}
+
 impl FleetStats {
+    /// The pieces' counters.
+    pub(crate) fn pieces(&self) -> FleetPieces {
+        let n = |a: &AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        FleetPieces {
+            written: n(&self.pieces_written),
+            read: n(&self.pieces_read),
+            bad: n(&self.pieces_bad),
+            over_budget: n(&self.pieces_over_budget),
+        }
+    }
+
     /// The origin budget's counters.
     pub(crate) fn origin_slots(&self) -> OriginSlots {
         let n = |a: &AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
@@ -135,6 +161,16 @@ pub(crate) struct FleetStats {
     pub(crate) too_large: AtomicU64,
     /// Entries read from Redis that failed verification (served as misses).
     pub(crate) bad_entries: AtomicU64,
+    /// Pieces of large objects written to Redis.
+    pub(crate) pieces_written: AtomicU64,
+    /// Pieces of large objects read from Redis and verified.
+    pub(crate) pieces_read: AtomicU64,
+    /// Large copies not used: a piece missing, short or failing its digest
+    /// (each also a bad entry).
+    pub(crate) pieces_bad: AtomicU64,
+    /// Large objects not written or read: `fleet.max_pieces_in_flight` had
+    /// no room within a second (stored locally; fetched).
+    pub(crate) pieces_over_budget: AtomicU64,
     /// Entries (or Vary markers) without a valid signature (fleet secret
     /// set): forged, or written by a node with another secret or none.
     pub(crate) entries_refused: AtomicU64,

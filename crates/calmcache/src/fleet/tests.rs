@@ -25,6 +25,7 @@ pub(super) fn config_for(nodes: Vec<String>) -> FleetConfig {
         password: None,
         prefix: "cc:".to_string(),
         max_object_size: 1 << 20,
+        max_pieces_in_flight: 16 << 20,
         timeout: Duration::from_millis(500),
         lease: Duration::from_millis(300),
         tls_ca: None,

@@ -269,6 +269,12 @@ fn fleet() -> FleetStatus {
         purge_lag_sum_ms: 320,
         purge_gaps: 17,
         purges_pending: 18,
+        pieces: crate::fleet::FleetPieces {
+            written: 160,
+            read: 320,
+            bad: 1,
+            over_budget: 2,
+        },
         origin_slots: crate::fleet::OriginSlots {
             granted: 19,
             full: 20,

@@ -177,6 +177,8 @@ pub(crate) struct FleetStatus {
     /// answered full, failed open (Redis out: the local budget alone),
     /// held now, lost.
     pub origin_slots: crate::fleet::OriginSlots,
+    /// Large objects shared as pieces: written, read, bad, over budget.
+    pub pieces: crate::fleet::FleetPieces,
     /// Redis calls per operation (acquire, commit, release, renew, purge,
     /// publish, poll, origin_take, origin_renew, origin_release): they sum
     /// to the `calls_*` totals.
@@ -724,6 +726,7 @@ fn fleet_status(fleet: &crate::fleet::Fleet) -> FleetStatus {
         purge_gaps: n(&s.purge_gaps),
         purges_pending: fleet.purges_pending(),
         origin_slots: s.origin_slots(),
+        pieces: s.pieces(),
         ops: fleet.ops(),
         most_fetched: fleet.most_fetched(),
         last_error: fleet.last_error(),

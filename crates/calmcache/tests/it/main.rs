@@ -38,6 +38,7 @@ mod fleet_lifetimes;
 mod fleet_members;
 mod fleet_origin_budget;
 mod fleet_partition;
+mod fleet_pieces;
 mod fleet_protocols;
 mod fleet_redis_memory;
 mod fleet_signed;

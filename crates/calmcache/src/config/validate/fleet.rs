@@ -30,6 +30,8 @@ impl Checker {
                 .positive_size("fleet.max_object_size", text)
                 .unwrap_or(defaults::fleet::MAX_OBJECT_SIZE),
         };
+        let max_pieces_in_flight =
+            self.max_pieces_in_flight(raw.max_pieces_in_flight.as_ref(), max_object_size);
         let timeout = self.timeout(
             "fleet.timeout",
             raw.timeout.as_ref(),
@@ -56,12 +58,39 @@ impl Checker {
             password,
             prefix,
             max_object_size,
+            max_pieces_in_flight,
             timeout,
             lease,
             tls_ca,
             tls_client,
             secret,
         }
+    }
+
+    /// `fleet.max_pieces_in_flight`: at least `max_object_size`, or the
+    /// largest objects could never be shared.
+    fn max_pieces_in_flight(
+        &mut self,
+        raw: Option<&crate::config::raw::Text>,
+        max_object_size: u64,
+    ) -> u64 {
+        let default = defaults::fleet::MAX_PIECES_IN_FLIGHT.max(max_object_size);
+        let Some(text) = raw else {
+            return default;
+        };
+        let Some(size) = self.positive_size("fleet.max_pieces_in_flight", text) else {
+            return default;
+        };
+        if size < max_object_size {
+            self.report(
+                Problem::new(
+                    "fleet.max_pieces_in_flight",
+                    format!("{size} bytes is less than fleet.max_object_size ({max_object_size} bytes)"),
+                )
+                .hint("objects between the two could never be shared; e.g. four times max_object_size"),
+            );
+        }
+        size
     }
 
     /// `fleet.redis`: the node URLs, each checked, and whether they are a

@@ -663,6 +663,15 @@ pub(super) static FLEET: &[Family<FleetStatus>] = &[
             labelled("result", results)
         }),
     ),
+    counter(
+        "calmcache_fleet_pieces_total",
+        "Pieces of large objects (over 256 KiB) by what happened (written, read: verified; bad: a copy not used, a piece missing or wrong; over_budget: an object not written or read, fleet.max_pieces_in_flight full).",
+        Rows(|f| {
+            let p = &f.pieces;
+            let results = [("written", p.written), ("read", p.read), ("bad", p.bad), ("over_budget", p.over_budget)];
+            labelled("result", results)
+        }),
+    ),
     gauge(
         "calmcache_fleet_origin_slots_held",
         "Fleet-wide origin slots this node holds now (its requests in flight under fleet_max_inflight).",

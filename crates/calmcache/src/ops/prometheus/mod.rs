@@ -303,6 +303,7 @@ mod tests {
             purge_lag_sum_ms: 220,
             purge_gaps: 0,
             purges_pending: 0,
+            pieces: crate::fleet::FleetPieces::default(),
             origin_slots: crate::fleet::OriginSlots {
                 granted: 5,
                 full: 6,
