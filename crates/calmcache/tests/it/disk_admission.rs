@@ -3,7 +3,8 @@
 //! "frequent"`) a roomy zone stores every first answer as before; a full
 //! one serves a new URL's first miss without storing it, so a scan of
 //! one-time URLs leaves the hot set in place, and stores its second. A
-//! fleet node's full zone treats a copy taken from Redis the same way.
+//! fleet node's full zone treats a copy taken from Redis the same way, and
+//! still shares a first miss it did not keep.
 
 #![allow(clippy::unwrap_used)]
 
@@ -191,6 +192,50 @@ async fn a_fleet_node_admits_what_it_takes_from_redis_as_any_new_url() {
         1,
         "one fetch for the fleet: {seen:?}"
     );
+    let _ = std::fs::remove_dir_all(&dir_a);
+    let _ = std::fs::remove_dir_all(&dir_b);
+}
+
+/// The other way round: node A's full zone keeps a first miss out of its
+/// disk, but not out of the fleet. The copy still goes to Redis under A's
+/// lease, so node B (and every other node) takes it from there: the origin
+/// is asked once for the fleet, over every wire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_miss_a_full_zone_does_not_admit_is_still_shared() {
+    let redis = calmcache_testkit::redis::Redis::start();
+    let origin = Origin::start().await;
+    let (dir_a, dir_b) = (scratch("shared-a"), scratch("shared-b"));
+    let node = |dir: &PathBuf| {
+        Proxy::new(&origin)
+            .zone("128KiB", "8KiB")
+            .disk_zone(dir, "")
+            .route("ttl = { 200 = \"60s\" }")
+            .fleet(&redis.url(), "timeout = \"200ms\"")
+    };
+    let a = Wires::start(node(&dir_a), "").await;
+    let b = Wires::start(node(&dir_b), "").await;
+    fill_hot(&a, &Wire::Http1, "/a").await;
+    for (n, wire) in a.all.iter().enumerate() {
+        let path = format!("/cold/{n}");
+        let commits = crate::fleet::sum(std::slice::from_ref(&a.proxy), "commits").await;
+        let (status, cs) = fetch(&a, wire, &path).await;
+        assert_eq!(status, 200, "{}", wire.label());
+        assert!(cs.contains("not-admitted"), "{}: {cs}", wire.label());
+        crate::wait_until(
+            std::time::Duration::from_secs(10),
+            "A's commit of a copy its zone did not keep",
+            async || crate::fleet::sum(std::slice::from_ref(&a.proxy), "commits").await > commits,
+        )
+        .await;
+        let (status, cs) = fetch(&b, &b.all[n], &path).await;
+        assert_eq!(status, 200, "{}", wire.label());
+        assert!(
+            cs.contains("hit") && cs.contains("detail=fleet"),
+            "{}: B takes A's copy: {cs}",
+            wire.label()
+        );
+        assert_eq!(origin.hits_for(&path), 1, "{}: one fetch", wire.label());
+    }
     let _ = std::fs::remove_dir_all(&dir_a);
     let _ = std::fs::remove_dir_all(&dir_b);
 }

@@ -173,24 +173,12 @@ pub(super) async fn store(mut ctx: StoreCtx, mut stored: Stored, storable: Stora
             variant,
         ),
     });
-    if let Err(e) = zone.tier.insert(key.clone(), object.clone()).await {
-        // Headers and bookkeeping pushed it over the zone's limit, or the
-        // disk failed: relay it.
-        tracing::debug!(key = %key, zone = %zone.name, error = %e, "not stored");
-        let why = match e {
-            calmcache_core::CacheError::TooLarge { .. } => NotStored::TooLarge,
-            calmcache_core::CacheError::Io(_) => NotStored::StoreFailed,
-            calmcache_core::CacheError::NotAdmitted => NotStored::NotAdmitted,
-        };
-        finish(ctx.permit, FillOutcome::NotStored);
-        let mut resp = Response::new(ResponseBody::full(object.body.clone()));
-        *resp.status_mut() = object.status;
-        *resp.headers_mut() = object.headers();
-        std::mem::take(&mut ctx.own).add_to(resp.headers_mut());
-        return FillReply::Relay(resp, why);
-    }
     // Off the request path; a variant under the URI's variants there.
     let varies = (!names.is_empty()).then_some(&names[..]);
+    if let Err(e) = zone.tier.insert(key.clone(), object.clone()).await {
+        tracing::debug!(key = %key, zone = %zone.name, error = %e, "not stored");
+        return not_stored(ctx, &object, e, varies);
+    }
     super::fleet::commit(route, ctx.lease.take(), primary, &object, varies);
     let origin_status = ctx.origin_status;
     let own = std::mem::take(&mut ctx.own);
@@ -201,6 +189,35 @@ pub(super) async fn store(mut ctx: StoreCtx, mut stored: Stored, storable: Stora
         shared: false,
         own,
     }
+}
+
+/// The zone refused `object`: headers and bookkeeping pushed it over the
+/// zone's limit, the disk failed, or a full disk zone's admission keeps
+/// out a first miss. It is relayed to its client. One the zone did not
+/// admit still goes to the fleet under the fill's lease: admission guards
+/// this node's disk, not Redis, and without the copy the next node to miss
+/// would fetch it from the origin again (bench/fleet-many: hundreds of
+/// such fetches per node once zones were full).
+fn not_stored(
+    mut ctx: StoreCtx,
+    object: &Arc<CachedObject>,
+    e: calmcache_core::CacheError,
+    varies: Option<&[HeaderName]>,
+) -> FillReply {
+    let why = match e {
+        calmcache_core::CacheError::TooLarge { .. } => NotStored::TooLarge,
+        calmcache_core::CacheError::Io(_) => NotStored::StoreFailed,
+        calmcache_core::CacheError::NotAdmitted => NotStored::NotAdmitted,
+    };
+    if matches!(why, NotStored::NotAdmitted) {
+        super::fleet::commit(&ctx.route, ctx.lease.take(), &ctx.primary, object, varies);
+    }
+    finish(ctx.permit.take(), FillOutcome::NotStored);
+    let mut resp = Response::new(ResponseBody::full(object.body.clone()));
+    *resp.status_mut() = object.status;
+    *resp.headers_mut() = object.headers();
+    std::mem::take(&mut ctx.own).add_to(resp.headers_mut());
+    FillReply::Relay(resp, why)
 }
 
 /// The `Host` the fetch was made for (as the key template's `$host` read it).
