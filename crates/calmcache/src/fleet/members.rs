@@ -177,6 +177,8 @@ impl Default for Membership {
 pub(crate) struct Members {
     view: Mutex<Membership>,
     logged: Mutex<Logged>,
+    /// This node's name once it has beaten: what a stop removes.
+    name: Mutex<Option<String>>,
 }
 
 /// The drift last logged, and when.
@@ -194,6 +196,11 @@ impl Members {
 
     /// Takes one heartbeat's answer (`None`: Redis did not answer).
     fn note(&self, own: &Beat, listed: Option<Vec<Member>>) {
+        let mut name = self.name.lock().unwrap_or_else(|p| p.into_inner());
+        if name.as_deref() != Some(own.name.as_str()) {
+            *name = Some(own.name.clone());
+        }
+        drop(name);
         let fingerprint = own.fingerprint();
         let view = match listed {
             Some(members) => judge(members, &own.name, &fingerprint),
@@ -323,6 +330,21 @@ impl Fleet {
             })
             .await?;
         Some(read_members(answer))
+    }
+
+    /// A stopping node's heartbeat removed, awaited (the membership task
+    /// removes it too when it sees the stop, but nothing waits for that
+    /// task): peers list it gone at once.
+    pub(crate) async fn leave_membership(&self) {
+        let name = self
+            .members
+            .name
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(name) = name {
+            self.leave(&name).await;
+        }
     }
 
     /// Removes `name`'s heartbeat (a clean stop: peers see it gone at once).

@@ -111,12 +111,17 @@ impl Running {
     /// The fleet leases of fetches the stop cut short (at the deadline,
     /// with their worker's runtime) are released at once: a peer waiting
     /// for one takes over now, not when it lapses. Fetches that ended
-    /// within the drain have committed and let theirs go already.
+    /// within the drain have committed and let theirs go already. Then
+    /// the node's heartbeat is removed, so peers list it gone.
     async fn hand_over_leases(&self) {
         let Some(fleet) = self.reloader.live.proxy().fleet.clone() else {
             return;
         };
-        if tokio::time::timeout(HAND_OVER_WITHIN, fleet.hand_over())
+        let hand_over = async {
+            fleet.hand_over().await;
+            fleet.leave_membership().await;
+        };
+        if tokio::time::timeout(HAND_OVER_WITHIN, hand_over)
             .await
             .is_err()
         {
