@@ -163,7 +163,8 @@ pub async fn send(
         .unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// What [`open`] fails with.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// One HTTP/2 request on a fresh connection over `io` (TCP or TLS).
 async fn send_h2<IO>(
@@ -201,8 +202,9 @@ async fn exchange(
     })
 }
 
-/// The response head of one request over `wire`, its body still to read.
-async fn open(
+/// The response head of one request over `wire` to `addr`, its body still
+/// to read (a test that reads the body itself sees a cut as an error).
+pub async fn open(
     wire: &Wire,
     addr: SocketAddr,
     method: Method,

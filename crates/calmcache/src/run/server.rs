@@ -85,10 +85,7 @@ impl Running {
         let workers = std::mem::take(&mut self.workers);
         let all = async {
             while self.tasks.join_next().await.is_some() {}
-            let joined = tokio::task::spawn_blocking(move || {
-                workers.into_iter().for_each(|w| drop(w.join()));
-            });
-            let _ = joined.await;
+            let _ = joined(workers).await;
         };
         // A little past the deadline: the workers close their tunnels at it.
         if tokio::time::timeout_at(deadline + Duration::from_millis(500), all)
@@ -128,6 +125,26 @@ impl Running {
             tracing::warn!("fleet leases not all released within {HAND_OVER_WITHIN:?}; they lapse");
         }
     }
+}
+
+/// Resolves once every worker thread has ended. The joins run on a thread
+/// of their own, not on the runtime's blocking pool: dropping the runtime
+/// waits for its blocking tasks, so a join there kept the process (and a
+/// response still in flight) alive past `shutdown_timeout` until the
+/// response ended (issue 30: a 500 ms drain that lasted 5 s).
+fn joined(workers: Vec<std::thread::JoinHandle<()>>) -> tokio::sync::oneshot::Receiver<()> {
+    let (done, ended) = tokio::sync::oneshot::channel();
+    let joiner = std::thread::Builder::new()
+        .name("calmcache-stop".into())
+        .spawn(move || {
+            workers.into_iter().for_each(|w| drop(w.join()));
+            let _ = done.send(());
+        });
+    if let Err(e) = joiner {
+        // `done` dropped with the closure: the stop does not wait.
+        tracing::warn!(error = %e, "cannot wait for the worker threads; stopping without");
+    }
+    ended
 }
 
 /// The longest a stop waits for Redis to take back its leases.

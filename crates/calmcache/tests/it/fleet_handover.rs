@@ -18,7 +18,7 @@
 //! waiting peers run in the test and are asked over HTTP/1.1, h2c and
 //! HTTP/2 over TLS.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,8 +30,9 @@ use http::Method;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::RwLock;
 
-use crate::fleet_harness::{fleet_status, get, is_body_of, HOST, TOKEN};
-use crate::{free_port, scratch, signal, wait_listening, wait_until, Child};
+use crate::fleet_harness::{get, is_body_of, HOST, TOKEN};
+use crate::fleet_process::{peers_total, peers_waiting, ProcessNode};
+use crate::{scratch, signal, wait_until};
 
 /// Redis is not what is tested: a call slower than usual on a loaded
 /// machine must not make a node fetch alone.
@@ -41,86 +42,6 @@ const FLEET: &str = "timeout = \"1s\"";
 /// wait for the same object as the others (the key has the scheme by
 /// default: a fleet behind a TLS-terminating balancer sees one).
 const ROUTE: &str = "ttl = { 200 = \"60s\" }\nkey = \"$host$uri$is_args$args\"";
-
-/// A node as a process of the real binary on fixed loopback ports, its
-/// config kept in a file so that it can be started again on them.
-struct ProcessNode {
-    child: Option<Child>,
-    port: u16,
-    admin: u16,
-    config: PathBuf,
-}
-
-impl ProcessNode {
-    /// `proxy`'s config on two free ports, written to `config`, started.
-    async fn start(proxy: &Proxy, config: &Path) -> ProcessNode {
-        let (port, admin) = (free_port(), free_port());
-        let text = proxy
-            .toml()
-            .replacen("127.0.0.1:0", &format!("127.0.0.1:{port}"), 1)
-            .replacen("127.0.0.1:0", &format!("127.0.0.1:{admin}"), 1);
-        std::fs::write(config, text).unwrap();
-        let mut node = ProcessNode {
-            child: None,
-            port,
-            admin,
-            config: config.to_owned(),
-        };
-        node.start_again().await;
-        node
-    }
-
-    /// Starts the process (again) on its ports; returns once it listens.
-    async fn start_again(&mut self) {
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_calmcache"))
-            .args(["serve", "--config", self.config.to_str().unwrap()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        self.child = Some(Child(child));
-        wait_listening(self.port).await;
-        wait_listening(self.admin).await;
-    }
-
-    fn child(&self) -> &Child {
-        self.child.as_ref().expect("the node runs")
-    }
-
-    /// SIGTERM, then waits (at most `limit`) for the process to end.
-    async fn terminate(&mut self, limit: Duration) {
-        signal(self.child(), "-TERM");
-        let mut child = self.child.take().expect("the node runs");
-        let what = format!("the node on {} ended after SIGTERM", self.port);
-        wait_until(limit, &what, async || {
-            matches!(child.0.try_wait(), Ok(Some(_)))
-        })
-        .await;
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    async fn fleet(&self) -> serde_json::Value {
-        let url = format!("http://127.0.0.1:{}/status", self.admin);
-        let auth = format!("Bearer {TOKEN}");
-        let r = request(Method::GET, &url, &[("authorization", &auth)]).await;
-        assert_eq!(r.status, 200, "{}", r.body);
-        serde_json::from_str::<serde_json::Value>(&r.body).unwrap()["fleet"].clone()
-    }
-
-    /// Waits until its breaker is closed and Redis has answered it: it
-    /// shares with the fleet (a load balancer's readiness check).
-    async fn wait_on_redis(&self) {
-        let what = format!("the node on {} uses redis", self.port);
-        wait_until(Duration::from_secs(15), &what, async || {
-            let f = self.fleet().await;
-            f["breaker"] == "closed" && f["calls_ok"].as_u64() > Some(0)
-        })
-        .await;
-    }
-}
 
 /// A node's config: `route` and `fleet` keys, and the admin listener the
 /// test reads `/status` on.
@@ -158,18 +79,6 @@ fn ask_peers(peers: &[Arc<Wires>], path: &str) -> Vec<tokio::task::JoinHandle<(S
     asked
 }
 
-/// Waits until every peer has found the holder's lease and waits for it.
-async fn peers_waiting(peers: &[Arc<Wires>]) {
-    wait_until(Duration::from_secs(10), "every peer waits", async || {
-        let mut all = true;
-        for peer in peers {
-            all &= fleet_status(peer).await["leases_held"].as_u64() > Some(0);
-        }
-        all
-    })
-    .await;
-}
-
 /// Every peer's answer: the object, the same for all.
 async fn all_answered(asked: Vec<tokio::task::JoinHandle<(String, Reply)>>, path: &str) {
     let mut bodies = Vec::new();
@@ -187,15 +96,6 @@ async fn all_answered(asked: Vec<tokio::task::JoinHandle<(String, Reply)>>, path
         bodies.iter().all(|b| b == &bodies[0]),
         "one object: {bodies:?}"
     );
-}
-
-/// `field` of every peer's fleet block, summed.
-async fn peers_total(peers: &[Arc<Wires>], field: &str) -> u64 {
-    let mut sum = 0;
-    for peer in peers {
-        sum += fleet_status(peer).await[field].as_u64().unwrap_or(0);
-    }
-    sum
 }
 
 /// A holder (process, with `server` keys) and two waiting peers (in the
