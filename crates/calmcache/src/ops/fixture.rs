@@ -275,13 +275,7 @@ fn fleet() -> FleetStatus {
             bad: 1,
             over_budget: 2,
         },
-        origin_slots: crate::fleet::OriginSlots {
-            granted: 19,
-            full: 20,
-            failed_open: 21,
-            held: 2,
-            lost: 22,
-        },
+        origin_slots: origin_slots(),
         ops: BTreeMap::from([("acquire", acquire), ("commit", commit)]),
         most_fetched: vec![crate::fleet::ObjectFetches {
             key: "GET http fleet.test /a".to_owned(),
@@ -289,17 +283,33 @@ fn fleet() -> FleetStatus {
             here: 1,
         }],
         last_error: Some("acquire: timed out".to_owned()),
-        redis: crate::fleet::RedisMemory {
-            used_memory: Some(7_340_032),
-            maxmemory: Some(8_388_608),
-            used_ratio: Some(0.875),
-            maxmemory_policy: Some("allkeys-lfu".to_owned()),
-            evicted_keys: Some(23),
-            nodes: 1,
-            read_ms_ago: Some(1_200),
-            warning: None,
-        },
+        redis: redis_memory(),
         membership: membership(),
+    }
+}
+
+/// Redis seven-eighths full, some keys evicted.
+fn redis_memory() -> crate::fleet::RedisMemory {
+    crate::fleet::RedisMemory {
+        used_memory: Some(7_340_032),
+        maxmemory: Some(8_388_608),
+        used_ratio: Some(0.875),
+        maxmemory_policy: Some("allkeys-lfu".to_owned()),
+        evicted_keys: Some(23),
+        nodes: 1,
+        read_ms_ago: Some(1_200),
+        warning: None,
+    }
+}
+
+/// The fleet-wide origin budget's slots.
+fn origin_slots() -> crate::fleet::OriginSlots {
+    crate::fleet::OriginSlots {
+        granted: 19,
+        full: 20,
+        failed_open: 21,
+        held: 2,
+        lost: 22,
     }
 }
 

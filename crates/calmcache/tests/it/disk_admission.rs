@@ -35,6 +35,21 @@ async fn start(origin: &Origin, dir: &std::path::Path, zone_keys: &str) -> Wires
     Wires::start(proxy, "").await
 }
 
+/// A fleet node on `redis` with a small RAM zone and a 128 KiB disk zone
+/// in `dir`.
+async fn fleet_node(
+    origin: &Origin,
+    redis: &calmcache_testkit::redis::Redis,
+    dir: &std::path::Path,
+) -> Wires {
+    let proxy = Proxy::new(origin)
+        .zone("128KiB", "8KiB")
+        .disk_zone(dir, "")
+        .route("ttl = { 200 = \"60s\" }")
+        .fleet(&redis.url(), "timeout = \"200ms\"");
+    Wires::start(proxy, "").await
+}
+
 /// GET `path` over `wire`; (status, Cache-Status).
 async fn fetch(wires: &Wires, wire: &Wire, path: &str) -> (u16, String) {
     let headers = [("x-origin-body-bytes", BODY)];
@@ -145,15 +160,8 @@ async fn a_fleet_node_admits_what_it_takes_from_redis_as_any_new_url() {
     let redis = calmcache_testkit::redis::Redis::start();
     let origin = Origin::start().await;
     let (dir_a, dir_b) = (scratch("fleet-a"), scratch("fleet-b"));
-    let node = |dir: &PathBuf| {
-        Proxy::new(&origin)
-            .zone("128KiB", "8KiB")
-            .disk_zone(dir, "")
-            .route("ttl = { 200 = \"60s\" }")
-            .fleet(&redis.url(), "timeout = \"200ms\"")
-    };
-    let a = Wires::start(node(&dir_a), "").await;
-    let b = Wires::start(node(&dir_b), "").await;
+    let a = fleet_node(&origin, &redis, &dir_a).await;
+    let b = fleet_node(&origin, &redis, &dir_b).await;
     let wire = &Wire::Http1;
     fill_hot(&b, wire, "/b").await;
     let (_, cs) = fetch(&a, wire, "/new").await;
@@ -205,15 +213,8 @@ async fn a_first_miss_a_full_zone_does_not_admit_is_still_shared() {
     let redis = calmcache_testkit::redis::Redis::start();
     let origin = Origin::start().await;
     let (dir_a, dir_b) = (scratch("shared-a"), scratch("shared-b"));
-    let node = |dir: &PathBuf| {
-        Proxy::new(&origin)
-            .zone("128KiB", "8KiB")
-            .disk_zone(dir, "")
-            .route("ttl = { 200 = \"60s\" }")
-            .fleet(&redis.url(), "timeout = \"200ms\"")
-    };
-    let a = Wires::start(node(&dir_a), "").await;
-    let b = Wires::start(node(&dir_b), "").await;
+    let a = fleet_node(&origin, &redis, &dir_a).await;
+    let b = fleet_node(&origin, &redis, &dir_b).await;
     fill_hot(&a, &Wire::Http1, "/a").await;
     for (n, wire) in a.all.iter().enumerate() {
         let path = format!("/cold/{n}");
