@@ -19,7 +19,9 @@
 //!   (an answer's latency; a missed deadline's wait) is over 3/4 of
 //!   `fleet.timeout` (37.5 ms at the 50 ms default), over at least
 //!   [`LATENCY_MIN_SAMPLES`] (20) calls in a row made while this node's own
-//!   timers fire on time.
+//!   timers fire on time. A piece of a large object ([`Cost::Bulk`]) is
+//!   left out of the average: its time is its size and the bytes queued
+//!   ahead of it, not Redis' health (it still fails like any call).
 //!
 //! The latency threshold scales with the deadline, so a user who raises
 //! `timeout` for a distant Redis does not trip it. It is 3/4 of it, not
@@ -231,6 +233,19 @@ impl State {
     }
 }
 
+/// What an answered call's time says of Redis.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Cost {
+    /// A small call: its time is Redis' (and the link's) health, averaged
+    /// by the latency rule.
+    Control,
+    /// A large value moved (a piece of a large object): its time is
+    /// mostly its size and the bytes queued ahead of it, so it is left out
+    /// of the average. It still counts as a success, and a bulk call that
+    /// fails or misses its deadline counts as any other.
+    Bulk,
+}
+
 /// A phase of the closed breaker (even).
 fn is_closed(phase: u64) -> bool {
     phase.is_multiple_of(2)
@@ -405,8 +420,9 @@ impl Breaker {
         };
     }
 
-    /// The call answered in time, after `took`.
-    pub(crate) fn success(&self, pass: Pass, took: Duration) {
+    /// The call answered in time, after `took`; `cost` says whether that
+    /// time speaks of Redis' health.
+    pub(crate) fn success(&self, pass: Pass, took: Duration, cost: Cost) {
         let mut state = self.state();
         if pass.probe {
             if state.reason == Some(OpenReason::Latency) && took > self.calm {
@@ -422,6 +438,9 @@ impl Breaker {
         }
         state.failures = 0;
         state.record(self.slot(), false);
+        if cost == Cost::Bulk {
+            return;
+        }
         state.sample(took, self.lagging());
         if self.too_slow(&state) {
             self.open(&mut state, OpenReason::Latency);

@@ -4,7 +4,7 @@ const TIMEOUT: Duration = Duration::from_millis(50);
 const FAST: Duration = Duration::from_millis(1);
 
 fn ok(b: &Breaker, took: Duration) {
-    b.success(b.pass().expect("closed"), took);
+    b.success(b.pass().expect("closed"), took, Cost::Control);
 }
 
 fn failed(b: &Breaker) -> bool {
@@ -65,7 +65,7 @@ async fn opens_after_a_run_probes_after_the_pause_and_closes_on_success() {
     tokio::time::advance(PAUSE_MIN).await;
     pinged(&b, FAST);
     let probe = b.pass().expect("a probe");
-    b.success(probe, FAST);
+    b.success(probe, FAST, Cost::Control);
     assert_eq!(b.current(), BreakerState::Closed);
     assert!(b.pass().is_some());
     assert!(b.wants_ping().is_none(), "closed: no ping");
@@ -148,7 +148,7 @@ async fn opens_when_calls_cost_most_of_the_deadline_on_average() {
     for _ in 0..CALM_PINGS {
         pinged(&b, FAST);
     }
-    b.success(b.pass().expect("a probe"), slow);
+    b.success(b.pass().expect("a probe"), slow, Cost::Control);
     assert_eq!(b.current(), BreakerState::Open);
     tokio::time::advance(PAUSE_MIN).await;
     assert!(b.wants_ping().is_none(), "the pause doubled");
@@ -156,7 +156,7 @@ async fn opens_when_calls_cost_most_of_the_deadline_on_average() {
     for _ in 0..CALM_PINGS {
         pinged(&b, FAST);
     }
-    b.success(b.pass().expect("a probe"), FAST);
+    b.success(b.pass().expect("a probe"), FAST, Cost::Control);
     assert_eq!(b.current(), BreakerState::Closed);
     assert_eq!(b.stats().latency_us, 0, "the average starts afresh");
 
@@ -175,6 +175,36 @@ async fn opens_when_calls_cost_most_of_the_deadline_on_average() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_large_value_s_time_is_left_out_of_the_latency_average() {
+    // Pieces of large objects answered at 45 ms (their size, and the bytes
+    // queued ahead of them), between small calls answered fast: the
+    // average is the small calls', and the breaker stays closed.
+    let b = Breaker::new(TIMEOUT);
+    let slow = Duration::from_millis(45);
+    for _ in 0..200 {
+        b.success(b.pass().expect("closed"), slow, Cost::Bulk);
+        ok(&b, FAST);
+    }
+    assert_eq!(b.current(), BreakerState::Closed);
+    assert!(b.stats().latency_us < 2_000, "{}", b.stats().latency_us);
+    // Small calls that slow still open it; a bulk call that misses its
+    // deadline still counts as a failure.
+    for _ in 0..LATENCY_MIN_SAMPLES {
+        ok(&b, slow);
+        if b.current() == BreakerState::Open {
+            break;
+        }
+    }
+    assert_eq!(b.current(), BreakerState::Open);
+    assert_eq!(b.stats().last_reason, Some(OpenReason::Latency));
+    let b = Breaker::new(TIMEOUT);
+    for _ in 0..OPEN_AFTER {
+        b.failure(b.pass().expect("closed"), Failure::TimedOut(TIMEOUT));
+    }
+    assert_eq!(b.current(), BreakerState::Open);
+}
+
+#[tokio::test(start_paused = true)]
 async fn missed_deadlines_count_in_the_latency_average() {
     // Two answers in 35 ms, one call past the 50 ms deadline: a third
     // failed (under the ratio), never two in a row, but calls cost
@@ -188,7 +218,7 @@ async fn missed_deadlines_count_in_the_latency_average() {
         if i % 3 == 2 {
             b.failure(pass, Failure::TimedOut(TIMEOUT));
         } else {
-            b.success(pass, Duration::from_millis(35));
+            b.success(pass, Duration::from_millis(35), Cost::Control);
         }
         tokio::time::advance(Duration::from_millis(20)).await;
     }
@@ -235,11 +265,11 @@ async fn results_of_calls_let_through_before_a_change_are_not_counted() {
     assert_eq!(b.current(), BreakerState::Open);
     // A call made before it opened answers now: still open.
     let mut early = early.into_iter();
-    b.success(early.next().expect("a pass"), FAST);
+    b.success(early.next().expect("a pass"), FAST, Cost::Control);
     assert_eq!(b.current(), BreakerState::Open);
     tokio::time::advance(PAUSE_MIN).await;
     pinged(&b, FAST);
-    b.success(b.pass().expect("a probe"), FAST);
+    b.success(b.pass().expect("a probe"), FAST, Cost::Control);
     assert_eq!(b.current(), BreakerState::Closed);
     // The others fail now, after it closed: they count for nothing.
     for pass in early {
@@ -262,7 +292,7 @@ async fn a_probe_its_caller_gave_up_on_lets_the_next_call_probe() {
     b.abandon(probe);
     assert_eq!(b.current(), BreakerState::Open);
     let probe = b.pass().expect("the next call probes");
-    b.success(probe, FAST);
+    b.success(probe, FAST, Cost::Control);
     assert_eq!(b.current(), BreakerState::Closed);
     // Plain calls given up on count for nothing.
     for _ in 0..OPEN_AFTER {
@@ -307,7 +337,7 @@ async fn a_cost_sitting_at_the_latency_threshold_does_not_flap() {
         // 36, 37, 38, 39 ms in turn: 37.5 on average.
         let cost = Duration::from_millis(36 + u64::from(i % 4));
         if let Some(pass) = b.pass() {
-            b.success(pass, cost);
+            b.success(pass, cost, Cost::Control);
         }
         if i % (PING_EVERY.as_millis() as u32 / 20) == 0 {
             if let Some(ping) = b.wants_ping() {
@@ -339,7 +369,7 @@ async fn a_clear_change_still_opens_and_closes_it() {
     assert_eq!(b.current(), BreakerState::Closed);
     for _ in 0..LATENCY_MIN_SAMPLES * 4 {
         if let Some(pass) = b.pass() {
-            b.success(pass, Duration::from_millis(45));
+            b.success(pass, Duration::from_millis(45), Cost::Control);
         }
     }
     assert_eq!(b.stats().last_reason, Some(OpenReason::Latency));
@@ -359,7 +389,11 @@ async fn a_clear_change_still_opens_and_closes_it() {
     for _ in 0..CALM_PINGS {
         pinged(&b, Duration::from_millis(5));
     }
-    b.success(b.pass().expect("a probe"), Duration::from_millis(5));
+    b.success(
+        b.pass().expect("a probe"),
+        Duration::from_millis(5),
+        Cost::Control,
+    );
     assert_eq!(b.current(), BreakerState::Closed);
 }
 
@@ -382,7 +416,7 @@ async fn a_redis_back_after_a_long_outage_is_used_at_its_first_answer() {
     }
     pinged(&b, FAST);
     let probe = b.pass().expect("the next call probes at once");
-    b.success(probe, FAST);
+    b.success(probe, FAST, Cost::Control);
     assert_eq!(b.current(), BreakerState::Closed);
     // Opened again: the pause is back to 1 s.
     for _ in 0..OPEN_AFTER {
@@ -393,7 +427,7 @@ async fn a_redis_back_after_a_long_outage_is_used_at_its_first_answer() {
     // A ping asked before a change is not counted after it.
     let late = b.wants_ping().expect("a ping");
     pinged(&b, FAST);
-    b.success(b.pass().expect("a probe"), FAST);
+    b.success(b.pass().expect("a probe"), FAST, Cost::Control);
     b.pinged(late, Ping::Answered(FAST));
     assert_eq!(b.current(), BreakerState::Closed);
     assert!(b.wants_ping().is_none());
@@ -414,6 +448,10 @@ async fn a_distant_redis_is_let_back_after_a_slow_spell() {
     for _ in 0..CALM_PINGS {
         pinged(&b, Duration::from_millis(200));
     }
-    b.success(b.pass().expect("a probe"), Duration::from_millis(200));
+    b.success(
+        b.pass().expect("a probe"),
+        Duration::from_millis(200),
+        Cost::Control,
+    );
     assert_eq!(b.current(), BreakerState::Closed);
 }

@@ -20,7 +20,9 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
 
 use crate::config::FleetConfig;
-use crate::fleet::breaker::{Breaker, BreakerState, Failure, Pass, Ping, PingPass, PING_EVERY};
+use crate::fleet::breaker::{
+    Breaker, BreakerState, Cost, Failure, Pass, Ping, PingPass, PING_EVERY,
+};
 use crate::fleet::ops_stats::{Op, OpStats, Outcome};
 
 /// How long connecting may take (a call still waits at most the deadline).
@@ -319,7 +321,7 @@ impl Link {
                 let took = started.elapsed();
                 let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
                 self.count(op, Outcome::Answered(micros));
-                pass.success(took);
+                pass.success(took, op.cost());
                 Some(value)
             }
             Ok(Err(e)) => {
@@ -438,9 +440,9 @@ struct Outstanding<'a> {
 }
 
 impl Outstanding<'_> {
-    fn success(mut self, took: Duration) {
+    fn success(mut self, took: Duration, cost: Cost) {
         if let Some(pass) = self.pass.take() {
-            self.breaker.success(pass, took);
+            self.breaker.success(pass, took, cost);
         }
     }
 

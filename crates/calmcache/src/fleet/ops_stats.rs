@@ -73,6 +73,15 @@ impl Op {
     ];
 
     /// Its name in `/status` and the `op` label of `/metrics`.
+    /// Whether this operation's time speaks of Redis' health (the
+    /// breaker's latency rule) or of the size it moves.
+    pub(crate) fn cost(self) -> crate::fleet::breaker::Cost {
+        match self {
+            Op::PutPiece | Op::GetPiece => crate::fleet::breaker::Cost::Bulk,
+            _ => crate::fleet::breaker::Cost::Control,
+        }
+    }
+
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Op::Acquire => "acquire",
