@@ -41,6 +41,32 @@ pub struct Catalog {
     pub large_max: u64,
 }
 
+/// The catalog's command-line options, the same in the origin and the
+/// client (each must build the same catalog).
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub struct CatalogArgs {
+    /// URLs in the catalog
+    #[arg(long, default_value_t = 10_000)]
+    pub urls: u64,
+    /// Smallest large body, MiB
+    #[arg(long, default_value_t = 5)]
+    pub large_min_mib: u64,
+    /// Largest large body, MiB
+    #[arg(long, default_value_t = 50)]
+    pub large_max_mib: u64,
+}
+
+impl CatalogArgs {
+    /// The catalog these options describe.
+    pub fn catalog(&self) -> Catalog {
+        Catalog {
+            urls: self.urls,
+            large_min: self.large_min_mib << 20,
+            large_max: self.large_max_mib.max(self.large_min_mib) << 20,
+        }
+    }
+}
+
 /// One URL of the catalog.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Item {

@@ -25,7 +25,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use bytes::Bytes;
-use calmcache_loadgen::catalog::{self, Catalog, Item};
+use calmcache_loadgen::catalog::{self, Catalog, CatalogArgs, Item};
 use clap::Parser;
 use futures_util::stream;
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full, StreamBody};
@@ -47,15 +47,8 @@ struct Args {
     /// Where it listens
     #[arg(long, default_value = "127.0.0.1:8081")]
     listen: String,
-    /// URLs in the catalog
-    #[arg(long, default_value_t = 10_000)]
-    urls: u64,
-    /// Smallest large body, MiB
-    #[arg(long, default_value_t = 5)]
-    large_min_mib: u64,
-    /// Largest large body, MiB
-    #[arg(long, default_value_t = 50)]
-    large_max_mib: u64,
+    #[command(flatten)]
+    catalog: CatalogArgs,
     /// Cache-Control max-age of every page, seconds
     #[arg(long, default_value_t = 20)]
     max_age: u64,
@@ -238,11 +231,7 @@ async fn handle(origin: Arc<Origin>, req: Request<Incoming>) -> Result<Response<
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<()> {
     let args = Args::parse();
-    let catalog = Catalog {
-        urls: args.urls,
-        large_min: args.large_min_mib << 20,
-        large_max: args.large_max_mib.max(args.large_min_mib) << 20,
-    };
+    let catalog = args.catalog.catalog();
     let listener = TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
-use calmcache_loadgen::catalog::{self, Catalog, Item, LANGS};
+use calmcache_loadgen::catalog::{self, Catalog, CatalogArgs, Item, LANGS};
 use calmcache_loadgen::parse_duration;
 use clap::Parser;
 use http_body_util::{BodyExt, Empty};
@@ -57,15 +57,8 @@ struct Args {
     /// Per-request timeout (whole body)
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     timeout: Duration,
-    /// URLs in the catalog (as the origin's --urls)
-    #[arg(long, default_value_t = 10_000)]
-    urls: u64,
-    /// Smallest large body, MiB (as the origin's)
-    #[arg(long, default_value_t = 5)]
-    large_min_mib: u64,
-    /// Largest large body, MiB (as the origin's)
-    #[arg(long, default_value_t = 50)]
-    large_max_mib: u64,
+    #[command(flatten)]
+    catalog: CatalogArgs,
     /// Zipf exponent of the popularity ranks
     #[arg(long, default_value_t = 1.0)]
     zipf: f64,
@@ -428,7 +421,7 @@ fn report(run: &Run, t: &Tally, secs: f64) -> serde_json::Value {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    if args.connections == 0 || args.urls == 0 {
+    if args.connections == 0 || args.catalog.urls == 0 {
         bail!("--connections and --urls must be at least 1");
     }
     let nodes: Vec<Node> = args
@@ -444,11 +437,7 @@ fn main() -> Result<()> {
     if nodes.is_empty() {
         bail!("--targets names no node");
     }
-    let catalog = Catalog {
-        urls: args.urls,
-        large_min: args.large_min_mib << 20,
-        large_max: args.large_max_mib.max(args.large_min_mib) << 20,
-    };
+    let catalog = args.catalog.catalog();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(args.threads.max(1))
         .enable_all()
@@ -460,7 +449,7 @@ fn main() -> Result<()> {
             nodes,
             rr: AtomicUsize::new(0),
             catalog,
-            cdf: zipf_cdf(args.urls, args.zipf),
+            cdf: zipf_cdf(args.catalog.urls, args.zipf),
             started: Instant::now(),
             args,
         });
