@@ -16,7 +16,7 @@ use calmcache_testkit::{Origin, Proxy};
 use http::Method;
 use tokio::io::AsyncWriteExt;
 
-use crate::{free_port, scratch, signal, wait_listening, Child};
+use crate::{scratch, signal, wait_listening, Child};
 
 const TOKEN: &str = "fleet-token";
 const HOST: &str = "fleet.test";
@@ -46,12 +46,7 @@ fn with_default_timeout(fleet: &str) -> String {
 /// A node as a process of the real binary (to be killed with -9), on
 /// fixed loopback ports: (process, proxy port, admin port).
 async fn process(proxy: &Proxy, config: &Path) -> (Child, u16, u16) {
-    let (port, admin) = (free_port(), free_port());
-    let text = proxy
-        .toml()
-        .replacen("127.0.0.1:0", &format!("127.0.0.1:{port}"), 1)
-        .replacen("127.0.0.1:0", &format!("127.0.0.1:{admin}"), 1);
-    std::fs::write(config, text).unwrap();
+    let (port, admin) = crate::fleet_process::write_on_free_ports(proxy, config);
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_calmcache"))
         .args(["serve", "--config", config.to_str().unwrap()])
         .stdout(std::process::Stdio::null())

@@ -23,15 +23,23 @@ pub struct ProcessNode {
     config: PathBuf,
 }
 
+/// Writes `proxy`'s config to `config` with its listener and admin
+/// listener on two free ports, for a process of the real binary to start
+/// on (again, after a kill); (proxy port, admin port).
+pub fn write_on_free_ports(proxy: &Proxy, config: &Path) -> (u16, u16) {
+    let (port, admin) = (free_port(), free_port());
+    let text = proxy
+        .toml()
+        .replacen("127.0.0.1:0", &format!("127.0.0.1:{port}"), 1)
+        .replacen("127.0.0.1:0", &format!("127.0.0.1:{admin}"), 1);
+    std::fs::write(config, text).unwrap();
+    (port, admin)
+}
+
 impl ProcessNode {
     /// `proxy`'s config on two free ports, written to `config`, started.
     pub async fn start(proxy: &Proxy, config: &Path) -> ProcessNode {
-        let (port, admin) = (free_port(), free_port());
-        let text = proxy
-            .toml()
-            .replacen("127.0.0.1:0", &format!("127.0.0.1:{port}"), 1)
-            .replacen("127.0.0.1:0", &format!("127.0.0.1:{admin}"), 1);
-        std::fs::write(config, text).unwrap();
+        let (port, admin) = write_on_free_ports(proxy, config);
         let mut node = ProcessNode {
             child: None,
             port,
