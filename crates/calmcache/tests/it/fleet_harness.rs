@@ -86,6 +86,43 @@ pub async fn total(nodes: &[Arc<Wires>], fields: &[&str]) -> u64 {
     sum
 }
 
+/// What each node's fleet did, for a failed assertion's message: breaker
+/// (state, opens and why, the latency it saw), leases, waits, copies and
+/// failed calls. A count off by one under a loaded machine says here
+/// whether a breaker opened (and the node rightly went on alone).
+pub async fn diagnose(nodes: &[Arc<Wires>]) -> String {
+    const FIELDS: [&str; 14] = [
+        "breaker",
+        "breaker_opened",
+        "breaker_last_reason",
+        "breaker_latency_us",
+        "breaker_lag_us",
+        "calls_ok",
+        "calls_failed",
+        "calls_timed_out",
+        "calls_skipped",
+        "leases_acquired",
+        "leases_held",
+        "waits_timed_out",
+        "commits",
+        "shared_hits",
+    ];
+    let mut out = String::new();
+    for (n, node) in nodes.iter().enumerate() {
+        let s = fleet_status(node).await;
+        let shown: serde_json::Map<String, serde_json::Value> = FIELDS
+            .iter()
+            .filter(|f| !s[**f].is_null())
+            .map(|f| ((*f).to_owned(), s[*f].clone()))
+            .collect();
+        out.push_str(&format!(
+            "\n  node {n}: {}",
+            serde_json::Value::Object(shown)
+        ));
+    }
+    out
+}
+
 /// Copies the fleet stored in Redis or took from it.
 pub async fn used(nodes: &[Arc<Wires>]) -> u64 {
     total(nodes, &["commits", "shared_hits"]).await
