@@ -216,8 +216,8 @@ async fn members_are_listed_on_a_redis_cluster() {
     );
 }
 
-/// `calmcache check --fleet -c <config>`: exit code and output.
-fn check_fleet(toml: &str, name: &str) -> (i32, String) {
+/// `calmcache check --fleet -c <config>`: exit code, stdout, stderr.
+fn run_check_fleet(toml: &str, name: &str) -> (i32, String, String) {
     let dir = std::env::temp_dir().join(format!("cc-members-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
@@ -227,12 +227,17 @@ fn check_fleet(toml: &str, name: &str) -> (i32, String) {
         .arg(&path)
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `calmcache check --fleet -c <config>`: exit code and output.
+fn check_fleet(toml: &str, name: &str) -> (i32, String) {
+    let (code, stdout, stderr) = run_check_fleet(toml, name);
+    (code, format!("{stdout}{stderr}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -266,4 +271,70 @@ async fn check_fleet_passes_for_the_same_config_and_names_the_part_that_differs(
     let (code, text) = check_fleet(&nowhere, "nowhere.toml");
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("cannot reach the fleet's Redis"), "{text}");
+}
+
+/// `check --fleet` reads Redis' `INFO` and warns on stderr when Redis is
+/// small for the fleet's large objects, has no `maxmemory` or refuses
+/// writes when full (the node's own wording); the exit code stays the
+/// fingerprints' (0 here), so a rollout script is not stopped by advice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_fleet_weighs_the_fleet_s_large_objects_against_redis_memory() {
+    let redis = Redis::start();
+    let set =
+        |k: &str, v: &str| assert_eq!(redis.command(&["CONFIG", "SET", k, v]).unwrap(), "+OK");
+    set("maxmemory", "64mb");
+    set("maxmemory-policy", "allkeys-lfu");
+    let origin = Origin::start().await;
+    let running = builder(&origin, &redis.url(), "10s");
+    let same = running.toml();
+    let a = running.start().await;
+    wait_members(&[&a], 1, "one member").await;
+
+    // The defaults: 64 MiB objects, 256 MiB of pieces in flight per node.
+    let (code, stdout, stderr) = run_check_fleet(&same, "small.toml");
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("redis memory: used") && stdout.contains("maxmemory 64 MiB"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("policy allkeys-lfu, 0 keys evicted"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains(
+            "warning: fleet.max_object_size (64 MiB) is over 1/8 of redis' maxmemory (64 MiB)"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("fleet.max_pieces_in_flight (256 MiB) x 1 node(s) = 256 MiB"),
+        "{stderr}"
+    );
+
+    // Room for the fleet: nothing to say.
+    set("maxmemory", "1gb");
+    let (code, stdout, stderr) = run_check_fleet(&same, "room.toml");
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("maxmemory 1 GiB"), "{stdout}");
+    // (The config's own warnings, `path: warning: ...`, are not the check's.)
+    assert!(!stderr.contains("calmcache: warning"), "{stderr}");
+
+    // Full means refused: the node's own warning, in its words.
+    set("maxmemory-policy", "noeviction");
+    let (code, stdout, stderr) = run_check_fleet(&same, "noeviction.toml");
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("warning: redis maxmemory-policy is noeviction: once full it refuses"),
+        "{stderr}"
+    );
+
+    set("maxmemory", "0");
+    let (code, stdout, stderr) = run_check_fleet(&same, "nolimit.toml");
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("no maxmemory"), "{stdout}");
+    assert!(
+        stderr.contains("warning: redis has no maxmemory"),
+        "{stderr}"
+    );
 }
