@@ -18,7 +18,7 @@ use std::time::Duration;
 use crate::config::format_size;
 use crate::config::{Config, FleetConfig};
 use crate::fleet::fingerprint::{Fingerprint, FingerprintPart};
-use crate::fleet::members::Member;
+use crate::fleet::members::{Listed, RefusedMember};
 use crate::fleet::{Fleet, RedisMemory};
 
 /// How long the check tries to reach Redis (a first connection, TLS
@@ -80,9 +80,9 @@ pub async fn check_fleet(config: &Config) -> Result<FleetReport, FleetCheckError
     let cfg = config.fleet.as_ref().ok_or(FleetCheckError::NoFleet)?;
     let fleet = Fleet::new(cfg).map_err(|e| FleetCheckError::Client(e.to_string()))?;
     let started = tokio::time::Instant::now();
-    let members = loop {
-        if let Some(members) = fleet.beat(None).await {
-            break members;
+    let listed = loop {
+        if let Some(listed) = fleet.beat(None).await {
+            break listed;
         }
         if started.elapsed() >= REACH_FOR {
             let nodes: Vec<String> = cfg
@@ -99,10 +99,33 @@ pub async fn check_fleet(config: &Config) -> Result<FleetReport, FleetCheckError
         tokio::time::sleep(RETRY_EVERY).await;
     };
     let memory = fleet.read_redis_memory().await;
-    let mut report = report(&Fingerprint::of(config), &members);
+    let mut report = report(&Fingerprint::of(config), &listed);
     report.text.push_str(&memory_line(&memory));
-    report.warnings = memory_warnings(&memory, cfg, members.len().max(1));
+    report.warnings = memory_warnings(&memory, cfg, listed.members.len().max(1));
     Ok(report)
+}
+
+/// The heartbeat records refused (fleet secret set): not compared.
+fn refused_lines(refused: &[RefusedMember]) -> String {
+    let mut text = String::new();
+    if refused.is_empty() {
+        return text;
+    }
+    let _ = writeln!(
+        text,
+        "refused heartbeat records (not members: their signature does not verify with this config's secret): {}",
+        refused.len()
+    );
+    for r in refused {
+        let _ = writeln!(
+            text,
+            "  {}  {}  seen {} ms ago",
+            r.name,
+            r.why.as_str(),
+            r.last_seen_ms_ago
+        );
+    }
+    text
 }
 
 /// An object over this share of Redis' `maxmemory` (1/8) is warned about:
@@ -177,8 +200,10 @@ pub(crate) fn memory_warnings(
     warnings
 }
 
-/// The report of `own` against `members`.
-fn report(own: &Fingerprint, members: &[Member]) -> FleetReport {
+/// The report of `own` against the members `listed` (and the records
+/// refused, on a signed fleet).
+fn report(own: &Fingerprint, listed: &Listed) -> FleetReport {
+    let members = &listed.members;
     let mut text = String::new();
     let _ = writeln!(
         text,
@@ -206,6 +231,7 @@ fn report(own: &Fingerprint, members: &[Member]) -> FleetReport {
             m.name, m.version, m.fingerprint.all, m.last_seen_ms_ago
         );
     }
+    text.push_str(&refused_lines(&listed.refused));
     if differing > 0 {
         let _ = writeln!(
             text,
