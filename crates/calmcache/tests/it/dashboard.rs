@@ -685,6 +685,70 @@ async fn dashboard_shows_redis_memory_and_when_it_evicts() {
     proxy.stop().await;
 }
 
+/// A signed fleet (issue 30): a heartbeat record forged in Redis is listed
+/// apart on the Fleet panel, refused with why, and the one real node is
+/// the only member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_lists_a_forged_heartbeat_apart() {
+    let redis = calmcache_testkit::redis::Redis::start();
+    let origin = Origin::start().await;
+    let dir = crate::scratch("dashboard-signed");
+    let secret = dir.join("fleet.secret");
+    std::fs::write(&secret, "dashboard-secret-0123456789abcdef0123456789\n").unwrap();
+    let proxy = Proxy::new(&origin)
+        .fleet(
+            &redis.url(),
+            &format!(
+                "timeout = \"500ms\"\nsecret_file = {:?}",
+                secret.display().to_string()
+            ),
+        )
+        .start()
+        .await;
+    let forged = r#"{"name":"forged","id":"x","version":"0","keys":"k","routes":"r","fleet":"f","started_at_ms":0}"#;
+    let status = wait_until(
+        Duration::from_secs(15),
+        "the forged record refused",
+        async || {
+            crate::fleet_members::forge(&redis, "forged", forged);
+            let fleet = proxy.status().await["fleet"].clone();
+            (fleet["refused_members"].as_array().map(Vec::len) == Some(1)
+                && fleet["members"].as_array().map(Vec::len) == Some(1))
+            .then_some(fleet)
+        },
+    )
+    .await;
+    // Kept live while the page loads (a record is trimmed 6 s after its
+    // last write).
+    crate::fleet_members::forge(&redis, "forged", forged);
+    let run = chromium(&proxy.admin_url("/"), 2500, &[]).await;
+    let what = "signed fleet";
+    let mut checks = Checks::default();
+    checks.healthy(what, &run, 2);
+    let dom = &run.dom;
+    checks.eq(what, dom, "fleet-members", "1");
+    if let Some(n) = checks.number(what, dom, "fleet-members-refused") {
+        checks.check(n >= 1.0, format!("{what}: {n} records refused"));
+    }
+    match row(dom, "data-fleet-refused=\"forged\"") {
+        Some(r) => checks.eq(
+            &format!("{what}, refused"),
+            r,
+            "fleet-refused-why",
+            "unsigned",
+        ),
+        None => checks
+            .0
+            .push(format!("{what}: no row for the forged record")),
+    }
+    checks.check(
+        !dom.contains("data-fleet-member=\"forged\""),
+        format!("{what}: the forged record is listed as a member"),
+    );
+    checks.finish(&status);
+    proxy.stop().await;
+}
+
 /// The Fleet panel's Redis memory line, as one JSON object.
 const REDIS_STATE: &str = "(function (m) { \
     m = function (name) { var e = document.querySelector('[data-metric=\"' + name + '\"]'); \

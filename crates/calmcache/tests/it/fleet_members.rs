@@ -342,7 +342,7 @@ async fn check_fleet_weighs_the_fleet_s_large_objects_against_redis_memory() {
 
 /// Adds (or refreshes) heartbeat record `name` = `json` in Redis, last
 /// seen now (Redis' clock), as a writer to Redis alone could.
-fn forge(redis: &Redis, name: &str, json: &str) {
+pub(crate) fn forge(redis: &Redis, name: &str, json: &str) {
     const SCRIPT: &str = "local t = redis.call('TIME') \
         redis.call('ZADD', KEYS[1], t[1] * 1000 + math.floor(t[2] / 1000), ARGV[1]) \
         redis.call('HSET', KEYS[2], ARGV[1], ARGV[2]) return 1";
