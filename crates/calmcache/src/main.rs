@@ -226,6 +226,11 @@ fn check_fleet(config: &Config) -> ExitCode {
     match checked {
         Ok(report) => {
             print!("{}", report.text());
+            // Warnings go to stderr, as `check`'s do, and leave the exit
+            // code to the fingerprints: a rollout script gates on those.
+            for warning in report.warnings() {
+                eprintln!("calmcache: warning: {warning}");
+            }
             if report.differing() > 0 {
                 ExitCode::from(3)
             } else {

@@ -117,7 +117,7 @@ pub(crate) use route::{
     RouteWarm,
 };
 pub use secrets::InlineSecrets;
-pub(crate) use units::largest_unit;
+pub(crate) use units::{format_size, largest_unit};
 
 /// A validated config: every default applied, every reference resolved.
 #[derive(Debug, Clone)]

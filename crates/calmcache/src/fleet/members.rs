@@ -11,6 +11,15 @@
 //! trims members silent for [`MEMBER_TTL`] and lists the live ones; a clean
 //! stop removes the node's at once.
 //!
+//! With the fleet secret (`fleet.secret_file`) each heartbeat is signed
+//! (sign.rs) with the time it was signed (Redis' clock as the node last
+//! read it). A record that is unsigned, does not verify, sits under
+//! another name than its own, or was signed more than [`MEMBER_TTL`] from
+//! its last-seen time (a replay) is refused: listed apart, never counted in
+//! the majority, counted in `members_refused`. So a writer to Redis alone
+//! cannot raise a false drift warning. Without a secret, every well-formed
+//! record is a member.
+//!
 //! Owns: the heartbeat task (off the request path; its calls go through
 //! the link: deadline, breaker), the membership view `/status` and the
 //! dashboard show, the drift warning. Must not: hold a lock across a
@@ -27,6 +36,7 @@ use tokio::time::Instant;
 
 use super::fingerprint::{Fingerprint, FingerprintPart};
 use super::ops_stats::Op;
+use super::sign::Signer;
 use super::{Fleet, LOG};
 
 /// How often a node writes its heartbeat and reads the members back.
@@ -65,6 +75,13 @@ pub(crate) struct Beat {
     pub(crate) fleet: String,
     /// When it started (Unix time, ms).
     pub(crate) started_at_ms: u64,
+    /// When it was signed (Redis' clock as the node last read it, ms);
+    /// with the fleet secret only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) signed_at_ms: Option<u64>,
+    /// Its signature (sign.rs); with the fleet secret only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) sig: Option<String>,
 }
 
 impl Beat {
@@ -78,7 +95,44 @@ impl Beat {
             routes: fingerprint.routes.clone(),
             fleet: fingerprint.fleet.clone(),
             started_at_ms: started_at_ms(),
+            signed_at_ms: None,
+            sig: None,
         }
+    }
+
+    /// This heartbeat signed by `signer` at `at_ms` (Redis' clock).
+    fn signed(&self, signer: &Signer, at_ms: u64) -> Beat {
+        let started = self.started_at_ms.to_be_bytes();
+        let sig = signer.sign_beat(&self.signed_fields(&started, &at_ms.to_be_bytes()));
+        Beat {
+            signed_at_ms: Some(at_ms),
+            sig: Some(sig),
+            ..self.clone()
+        }
+    }
+
+    /// Its signature verifies under `signer`.
+    fn verifies(&self, signer: &Signer) -> bool {
+        let (Some(at_ms), Some(sig)) = (self.signed_at_ms, self.sig.as_deref()) else {
+            return false;
+        };
+        let started = self.started_at_ms.to_be_bytes();
+        signer.check_beat(&self.signed_fields(&started, &at_ms.to_be_bytes()), sig)
+    }
+
+    /// What its signature covers: every field (`started`: its start
+    /// time's bytes) and `at`, when it was signed.
+    fn signed_fields<'a>(&'a self, started: &'a [u8; 8], at: &'a [u8; 8]) -> [&'a [u8]; 8] {
+        [
+            self.name.as_bytes(),
+            self.id.as_bytes(),
+            self.version.as_bytes(),
+            self.keys.as_bytes(),
+            self.routes.as_bytes(),
+            self.fleet.as_bytes(),
+            started,
+            at,
+        ]
     }
 
     /// Every text field short and printable: a name read from Redis goes
@@ -124,6 +178,52 @@ pub(crate) struct Member {
     pub(crate) differs: Vec<FingerprintPart>,
 }
 
+/// A heartbeat record refused on a signed fleet: shown apart, never a
+/// member.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub(crate) struct RefusedMember {
+    /// The name it claims (printable, short: checked like a member's).
+    pub(crate) name: String,
+    /// Why it was refused.
+    pub(crate) why: Refusal,
+    /// How long ago it was last written (Redis' clock), ms.
+    pub(crate) last_seen_ms_ago: u64,
+}
+
+/// Why a heartbeat record was refused (fleet secret set).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Refusal {
+    /// No signature: a node without the secret, or someone else.
+    Unsigned,
+    /// A signature no secret of this node makes, or a real one moved
+    /// under another name.
+    Forged,
+    /// Signed long before (or after) it was last written: a copy.
+    Replayed,
+}
+
+impl Refusal {
+    /// Its name in `/status` and `check --fleet`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Refusal::Unsigned => "unsigned",
+            Refusal::Forged => "forged",
+            Refusal::Replayed => "replayed",
+        }
+    }
+}
+
+/// The records of one heartbeat's answer: the members, and what was
+/// refused.
+#[derive(Debug, Default)]
+pub(crate) struct Listed {
+    /// Live members (verified, on a signed fleet).
+    pub(crate) members: Vec<Member>,
+    /// Records refused (signed fleet only).
+    pub(crate) refused: Vec<RefusedMember>,
+}
+
 /// Whether the live members agree on their config fingerprint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -159,6 +259,11 @@ pub(crate) struct Membership {
     pub(crate) config_drift: Drift,
     /// The parts in which this node differs from the majority.
     pub(crate) config_drift_parts: Vec<FingerprintPart>,
+    /// Heartbeat records the last read refused (fleet secret set): not
+    /// members, not in the majority.
+    pub(crate) refused_members: Vec<RefusedMember>,
+    /// Heartbeat records refused since start, each read counted.
+    pub(crate) members_refused: u64,
 }
 
 impl Default for Membership {
@@ -168,6 +273,8 @@ impl Default for Membership {
             members: None,
             config_drift: Drift::Unknown,
             config_drift_parts: Vec::new(),
+            refused_members: Vec::new(),
+            members_refused: 0,
         }
     }
 }
@@ -179,6 +286,8 @@ pub(crate) struct Members {
     logged: Mutex<Logged>,
     /// This node's name once it has beaten: what a stop removes.
     name: Mutex<Option<String>>,
+    /// Heartbeat records refused since start (`members_refused`).
+    refused: std::sync::atomic::AtomicU64,
 }
 
 /// The drift last logged, and when.
@@ -191,11 +300,14 @@ struct Logged {
 impl Members {
     /// The view as last read.
     pub(crate) fn snapshot(&self) -> Membership {
-        self.view.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        Membership {
+            members_refused: self.refused.load(std::sync::atomic::Ordering::Relaxed),
+            ..self.view.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        }
     }
 
     /// Takes one heartbeat's answer (`None`: Redis did not answer).
-    fn note(&self, own: &Beat, listed: Option<Vec<Member>>) {
+    fn note(&self, own: &Beat, listed: Option<Listed>) {
         let mut name = self.name.lock().unwrap_or_else(|p| p.into_inner());
         if name.as_deref() != Some(own.name.as_str()) {
             *name = Some(own.name.clone());
@@ -203,7 +315,15 @@ impl Members {
         drop(name);
         let fingerprint = own.fingerprint();
         let view = match listed {
-            Some(members) => judge(members, &own.name, &fingerprint),
+            Some(Listed { members, refused }) => {
+                let count = u64::try_from(refused.len()).unwrap_or(u64::MAX);
+                self.refused
+                    .fetch_add(count, std::sync::atomic::Ordering::Relaxed);
+                Membership {
+                    refused_members: refused,
+                    ..judge(members, &own.name, &fingerprint)
+                }
+            }
             None => Membership {
                 fingerprint: Some(fingerprint),
                 ..Membership::default()
@@ -286,6 +406,7 @@ pub(crate) fn judge(mut members: Vec<Member>, me: &str, own: &Fingerprint) -> Me
         members: Some(members),
         config_drift,
         config_drift_parts,
+        ..Membership::default()
     }
 }
 
@@ -305,13 +426,19 @@ impl Fleet {
         [set, info]
     }
 
-    /// Writes `own`'s heartbeat (none: only reads) and lists the live
-    /// members; `None` when Redis did not answer.
-    pub(crate) async fn beat(&self, own: Option<&Beat>) -> Option<Vec<Member>> {
+    /// Writes `own`'s heartbeat (none: only reads; signed with the fleet
+    /// secret) and lists the live members, and the records refused;
+    /// `None` when Redis did not answer.
+    pub(crate) async fn beat(&self, own: Option<&Beat>) -> Option<Listed> {
         let [set, info] = self.member_keys();
-        let (name, json) = match own {
-            Some(beat) => (beat.name.clone(), serde_json::to_string(beat).ok()?),
-            None => (String::new(), String::new()),
+        let signer = self.signer();
+        let (name, json) = match (own, &signer) {
+            (Some(beat), Some(signer)) => (
+                beat.name.clone(),
+                serde_json::to_string(&beat.signed(signer, self.redis_now_ms())).ok()?,
+            ),
+            (Some(beat), None) => (beat.name.clone(), serde_json::to_string(beat).ok()?),
+            (None, _) => (String::new(), String::new()),
         };
         let script = &self.members_script;
         let ttl = u64::try_from(MEMBER_TTL.as_millis()).unwrap_or(u64::MAX);
@@ -329,7 +456,7 @@ impl Fleet {
                     .await
             })
             .await?;
-        Some(read_members(answer))
+        Some(admit(read_records(answer), signer.as_deref()))
     }
 
     /// A stopping node's heartbeat removed, awaited (the membership task
@@ -370,16 +497,27 @@ impl Fleet {
     }
 }
 
-/// The script's answer as members; what does not read as a heartbeat of
-/// ours is left out (Redis' contents are not trusted).
-fn read_members(answer: Value) -> Vec<Member> {
+/// One heartbeat record as read from Redis.
+pub(crate) struct Record {
+    /// The name the member set lists it under.
+    listed_as: Vec<u8>,
+    /// When it was last written (Redis' clock, ms).
+    seen_ms: u64,
+    /// Redis' clock when it was read (ms).
+    now_ms: u64,
+    beat: Beat,
+}
+
+/// The script's answer as heartbeat records; what does not read as a
+/// heartbeat of ours is left out (Redis' contents are not trusted).
+pub(crate) fn read_records(answer: Value) -> Vec<Record> {
     let Value::Array(items) = answer else {
         return Vec::new();
     };
     let mut items = items.into_iter();
-    let now = items.next().and_then(|v| as_u64(&v)).unwrap_or(0);
-    let mut members = Vec::new();
-    while let (Some(_name), Some(seen), Some(beat)) = (items.next(), items.next(), items.next()) {
+    let now_ms = items.next().and_then(|v| as_u64(&v)).unwrap_or(0);
+    let mut records = Vec::new();
+    while let (Some(name), Some(seen), Some(beat)) = (items.next(), items.next(), items.next()) {
         let Value::BulkString(bytes) = beat else {
             continue;
         };
@@ -392,19 +530,63 @@ fn read_members(answer: Value) -> Vec<Member> {
         if !beat.is_plain() {
             continue;
         }
-        let seen = as_u64(&seen).unwrap_or(now);
-        members.push(Member {
+        let listed_as = match name {
+            Value::BulkString(n) => n,
+            _ => Vec::new(),
+        };
+        records.push(Record {
+            listed_as,
+            seen_ms: as_u64(&seen).unwrap_or(now_ms),
+            now_ms,
+            beat,
+        });
+    }
+    records
+}
+
+/// The members among `records`: every one without a secret (`signer`
+/// none), else those [`check`] finds sound; the rest refused.
+pub(crate) fn admit(records: Vec<Record>, signer: Option<&Signer>) -> Listed {
+    let mut listed = Listed::default();
+    for record in records {
+        let last_seen_ms_ago = record.now_ms.saturating_sub(record.seen_ms);
+        if let Some(why) = signer.and_then(|s| check(&record, s)) {
+            listed.refused.push(RefusedMember {
+                name: record.beat.name,
+                why,
+                last_seen_ms_ago,
+            });
+            continue;
+        }
+        let beat = record.beat;
+        listed.members.push(Member {
             fingerprint: beat.fingerprint(),
             name: beat.name,
             id: beat.id,
             version: beat.version,
             started_at_ms: beat.started_at_ms,
-            last_seen_ms_ago: now.saturating_sub(seen),
+            last_seen_ms_ago,
             this_node: false,
             differs: Vec::new(),
         });
     }
-    members
+    listed
+}
+
+/// Why `record` is refused on a signed fleet, if it is: no signature, one
+/// that does not verify or sits under another name than its own, or one
+/// made more than [`MEMBER_TTL`] from when it was last written.
+fn check(record: &Record, signer: &Signer) -> Option<Refusal> {
+    let beat = &record.beat;
+    if beat.sig.is_none() {
+        return Some(Refusal::Unsigned);
+    }
+    if record.listed_as != beat.name.as_bytes() || !beat.verifies(signer) {
+        return Some(Refusal::Forged);
+    }
+    let skew = u64::try_from(MEMBER_TTL.as_millis()).unwrap_or(u64::MAX);
+    let signed_at = beat.signed_at_ms.unwrap_or(0);
+    (signed_at.abs_diff(record.seen_ms) > skew).then_some(Refusal::Replayed)
 }
 
 fn as_u64(v: &Value) -> Option<u64> {

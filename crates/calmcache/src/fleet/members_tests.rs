@@ -2,8 +2,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-use super::{judge, read_members, Beat, Drift, Member, Members};
+use super::{admit, judge, read_records, Beat, Drift, Member, Members, Refusal};
+use crate::config::FleetSecret;
 use crate::fleet::fingerprint::{Fingerprint, FingerprintPart};
+use crate::fleet::sign::Signer;
 use redis::Value;
 
 fn fp(keys: &str, routes: &str) -> Fingerprint {
@@ -117,9 +119,88 @@ fn heartbeats_read_from_redis_are_checked() {
         Value::Int(9_500),
         Value::BulkString(vec![b'x'; 5000]),
     ]);
-    let members = read_members(answer);
+    let members = admit(read_records(answer), None).members;
     assert_eq!(members.len(), 1);
     assert_eq!(members[0].name, "a");
     assert_eq!(members[0].last_seen_ms_ago, 1_000);
     assert_eq!(members[0].fingerprint, own);
+}
+
+fn signer(secret: &[u8]) -> Signer {
+    Signer::new(
+        &FleetSecret {
+            current: secret.to_vec(),
+            also_accepted: None,
+        },
+        "cc:",
+    )
+}
+
+/// One record of the members script's answer: `name`, last seen at
+/// `seen`, holding `beat`.
+fn record(name: &str, seen: i64, beat: &Beat) -> [Value; 3] {
+    [
+        Value::BulkString(name.as_bytes().to_vec()),
+        Value::Int(seen),
+        Value::BulkString(serde_json::to_vec(beat).unwrap()),
+    ]
+}
+
+/// A signed fleet (issue 30): a record that is unsigned, signed with
+/// another secret, a real one moved under another name, or one signed
+/// long before it was last written is refused, with why; signed ones are
+/// members. Without a secret the same records are all members, as before.
+#[test]
+fn on_a_signed_fleet_only_verified_heartbeats_are_members() {
+    let key = b"fleet-secret-0123456789abcdef0123456789";
+    let own = fp("k", "r");
+    let other = fp("k", "r2");
+    let real = Beat::new("a".into(), "a-id".into(), &own).signed(&signer(key), 9_000);
+    let unsigned = Beat::new("b".into(), "b-id".into(), &other);
+    let foreign = Beat::new("c".into(), "c-id".into(), &other)
+        .signed(&signer(b"another-secret-0123456789abcdef0123"), 9_500);
+    let old = Beat::new("d".into(), "d-id".into(), &own).signed(&signer(key), 1_000);
+    let mut items = vec![Value::Int(10_000)];
+    items.extend(record("a", 9_000, &real));
+    items.extend(record("b", 9_500, &unsigned));
+    items.extend(record("c", 9_500, &foreign));
+    items.extend(record("copy", 9_500, &real));
+    items.extend(record("d", 9_500, &old));
+    let answer = Value::Array(items);
+
+    let listed = admit(read_records(answer.clone()), Some(&signer(key)));
+    let names: Vec<&str> = listed.members.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["a"]);
+    let refused: Vec<(&str, Refusal)> = listed
+        .refused
+        .iter()
+        .map(|r| (r.name.as_str(), r.why))
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            ("b", Refusal::Unsigned),
+            ("c", Refusal::Forged),
+            ("a", Refusal::Forged),
+            ("d", Refusal::Replayed),
+        ]
+    );
+    assert_eq!(listed.refused[0].last_seen_ms_ago, 500);
+    // The refused never weigh in: a alone agrees with itself.
+    assert_eq!(judge(listed.members, "a", &own).config_drift, Drift::None);
+
+    let unsigned_fleet = admit(read_records(answer), None);
+    assert_eq!(unsigned_fleet.members.len(), 5);
+    assert!(unsigned_fleet.refused.is_empty());
+}
+
+/// A signature covers every field: a heartbeat whose fingerprint was
+/// changed after signing does not verify.
+#[test]
+fn a_changed_field_breaks_a_heartbeat_s_signature() {
+    let key = b"fleet-secret-0123456789abcdef0123456789";
+    let mut beat = Beat::new("a".into(), "a-id".into(), &fp("k", "r")).signed(&signer(key), 9_000);
+    assert!(beat.verifies(&signer(key)));
+    beat.routes = "r2".into();
+    assert!(!beat.verifies(&signer(key)));
 }

@@ -103,6 +103,13 @@ impl Fleet {
     pub(crate) fn redis_memory(&self) -> RedisMemory {
         self.link.memory.snapshot()
     }
+
+    /// Reads `INFO` now (for `check --fleet`) and returns what is known:
+    /// all unknown when it did not answer. Kept and logged by nobody: the
+    /// check prints its own report.
+    pub(crate) async fn read_redis_memory(&self) -> RedisMemory {
+        read(&self.link).await.unwrap_or_default()
+    }
 }
 
 /// The first read, this long after the link is made: not the call that
@@ -134,7 +141,15 @@ enum Answer {
     NotPermitted,
 }
 
+/// Reads `INFO` and keeps what it says (a warning logged when new).
 async fn read_once(link: &Arc<Link>) {
+    if let Some(memory) = read(link).await {
+        link.memory.store(memory);
+    }
+}
+
+/// What `INFO` says now; `None`: no answer (or none that could be read).
+async fn read(link: &Arc<Link>) -> Option<RedisMemory> {
     let answer = link
         .call(Op::Info, |mut conn| async move {
             match redis::cmd("INFO").query_async::<Value>(&mut conn).await {
@@ -145,19 +160,18 @@ async fn read_once(link: &Arc<Link>) {
             }
         })
         .await;
-    match answer {
-        None => {}
-        Some(Answer::NotPermitted) => link.memory.store(RedisMemory {
+    match answer? {
+        Answer::NotPermitted => Some(RedisMemory {
             warning: Some(NOT_PERMITTED.to_owned()),
             ..RedisMemory::default()
         }),
-        Some(Answer::Info(value)) => {
+        Answer::Info(value) => {
             let nodes = node_infos(&value);
             if nodes.is_empty() {
                 tracing::debug!(target: super::LOG, "redis INFO: no answer read");
-                return;
+                return None;
             }
-            link.memory.store(combine(&nodes));
+            Some(combine(&nodes))
         }
     }
 }

@@ -14,6 +14,9 @@
 //!   carries `at` and `sig` beside `node` and `purge`. A message whose `at`
 //!   is more than [`PURGE_SKEW`] from the time Redis gave its stream entry
 //!   is refused as a replay: a message copied into a new entry later.
+//! - A heartbeat (fleet/members.rs): over its fields, in the order the
+//!   caller gives them (name, id, version, fingerprint parts, start time,
+//!   the time it was signed); stored as the heartbeat's `sig`.
 //!
 //! The first secret signs; either verifies (a rotation). Each MAC's input
 //! starts with the kind of thing signed and the fleet's `prefix` (its
@@ -47,6 +50,7 @@ pub(crate) const PURGE_SKEW: Duration = Duration::from_secs(60);
 const ENTRY: &[u8] = b"calmcache fleet entry v1";
 const NAMES: &[u8] = b"calmcache fleet vary names v1";
 const PURGE: &[u8] = b"calmcache fleet purge v1";
+const BEAT: &[u8] = b"calmcache fleet heartbeat v1";
 
 /// What a purge message's check found.
 #[derive(Debug, PartialEq, Eq)]
@@ -158,6 +162,17 @@ impl Signer {
             return PurgeCheck::Replayed;
         }
         PurgeCheck::Valid
+    }
+
+    /// The `sig` of a heartbeat whose fields are `fields`.
+    pub(crate) fn sign_beat(&self, fields: &[&[u8]]) -> String {
+        hex(&self.tag(BEAT, fields))
+    }
+
+    /// `sig` is a heartbeat's signature of `fields` under one of the
+    /// secrets.
+    pub(crate) fn check_beat(&self, fields: &[&[u8]], sig: &str) -> bool {
+        unhex(sig).is_some_and(|tag| self.verifies(BEAT, fields, &tag))
     }
 
     /// The tag of `parts` under the current secret.

@@ -147,3 +147,19 @@ fn a_purge_is_valid_signed_near_its_stream_time_only() {
         PurgeCheck::Valid
     );
 }
+
+/// Heartbeats (fleet/members.rs): a field changed, another secret, or a
+/// purge's tag does not verify; the rotation's old secret does.
+#[test]
+fn a_heartbeat_verifies_only_as_signed() {
+    let fields: [&[u8]; 3] = [b"n1", b"keys", b"routes"];
+    let sig = signer(NEW, None).sign_beat(&fields);
+    assert!(signer(NEW, None).check_beat(&fields, &sig));
+    assert!(signer(OLD, Some(NEW)).check_beat(&fields, &sig));
+    assert!(!signer(NEW, None).check_beat(&[b"n1", b"keys", b"other"], &sig));
+    assert!(!signer(OLD, None).check_beat(&fields, &sig));
+    assert!(!scoped(NEW, None, "staging:").check_beat(&fields, &sig));
+    assert!(!signer(NEW, None).check_beat(&fields, "not hex"));
+    let purge = signer(NEW, None).sign_purge("n1", 0, "keys");
+    assert!(!signer(NEW, None).check_beat(&fields, &purge));
+}

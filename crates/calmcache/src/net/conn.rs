@@ -899,6 +899,16 @@ impl<IO: PlainSocket> PlainSocket for Clocked<IO> {
             None
         }
     }
+
+    /// A tunnel's splices to the client are under `send_timeout` like
+    /// every other write to it (and counted in `send_timeouts` when cut).
+    fn clock_splice(
+        &mut self,
+        cx: &mut Context<'_>,
+        spliced: Poll<io::Result<()>>,
+    ) -> Poll<io::Result<()>> {
+        self.write.watch(cx, spliced, &self.phase.writes)
+    }
 }
 
 impl<IO: PlainSocket> Clocked<IO> {

@@ -355,7 +355,7 @@ impl Half {
                 return self.waited(shut);
             }
             if self.mode == Move::Splice {
-                std::task::ready!(self.poll_splice(cx, &*from, &*to, moved))?;
+                std::task::ready!(self.poll_splice(cx, &*from, &mut *to, moved))?;
                 continue;
             }
             let mut buf = ReadBuf::uninit(scratch);
@@ -387,11 +387,20 @@ impl Half {
     /// One splice step of a burst ([`Move::Splice`]); back to copying
     /// once the burst is over (a splice brought less than the scratch
     /// holds) or a side is no longer plain TCP.
+    ///
+    /// The splice writes to `to`'s socket under `to`'s own write clock too
+    /// ([`PlainSocket::clock_splice`]): a client's `send_timeout` holds for
+    /// a spliced burst as for a copied one. (It did not: a client that
+    /// stopped reading in the middle of a burst was cut only by the
+    /// upstream's `send_timeout`, 60 s, and never counted. Whether a burst
+    /// was spliced depended on how the upstream's bytes arrived, which is
+    /// why slow_readers' WebSocket test failed after loopback transfers had
+    /// left TCP metrics for 127.0.0.1.)
     fn poll_splice<R: PlainSocket, W: PlainSocket>(
         &mut self,
         cx: &mut Context<'_>,
         from: &R,
-        to: &W,
+        to: &mut W,
         moved: &mut bool,
     ) -> Poll<std::io::Result<()>> {
         let (Some(rs), Some(ws)) = (from.plain_tcp(), to.plain_tcp()) else {
@@ -400,6 +409,15 @@ impl Half {
         };
         let mut writing = false;
         let step = self.splice.poll_step(cx, rs, ws, &mut writing);
+        if self.splice.took() {
+            // Progress: the writer's clock starts again at its next wait.
+            std::task::ready!(to.clock_splice(cx, Poll::Ready(Ok(()))))?;
+        }
+        if writing && step.is_pending() {
+            if let Poll::Ready(Err(cut)) = to.clock_splice(cx, Poll::Pending) {
+                return Poll::Ready(Err(cut));
+            }
+        }
         let step = if writing { self.waited(step) } else { step };
         match std::task::ready!(step)? {
             Step::Moved(n) => {

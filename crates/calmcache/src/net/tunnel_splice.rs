@@ -82,9 +82,18 @@ pub(crate) struct Splice {
     pending: usize,
     /// Bytes the last splice into the pipe brought.
     batch: usize,
+    /// Some bytes went into the writing socket since [`Splice::took`]
+    /// was last asked.
+    took: bool,
 }
 
 impl Splice {
+    /// Whether the writing socket took bytes since the last ask (a partial
+    /// drain counts: progress for the writer's clock).
+    pub(crate) fn took(&mut self) -> bool {
+        std::mem::take(&mut self.took)
+    }
+
     /// Moves what the reading socket holds into the writing one, through a
     /// pipe. `Ready(Moved)` after some bytes went all the way (the caller
     /// loops); `Pending` while the reader has nothing or the writer takes
@@ -171,7 +180,10 @@ impl Splice {
                 other => other,
             };
             match moved {
-                Ok(n) => self.pending -= n,
+                Ok(n) => {
+                    self.pending -= n;
+                    self.took = true;
+                }
                 Err(e) => {
                     // Bytes may be left in it: closed, not pooled.
                     self.pipe = None;

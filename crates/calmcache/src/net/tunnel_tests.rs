@@ -276,3 +276,95 @@ async fn spliced_tunnel_cut_when_the_reader_takes_nothing() {
     assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
     drop(writer);
 }
+
+/// A plain socket with a write clock of its own that cuts at the first
+/// wait (as a client connection's `send_timeout` would, with no delay),
+/// naming the path the wait came by.
+struct OwnClock(tokio::net::TcpStream);
+
+impl PlainSocket for OwnClock {
+    fn plain_tcp(&self) -> Option<&tokio::net::TcpStream> {
+        Some(&self.0)
+    }
+
+    fn clock_splice(
+        &mut self,
+        _cx: &mut Context<'_>,
+        spliced: Poll<std::io::Result<()>>,
+    ) -> Poll<std::io::Result<()>> {
+        match spliced {
+            Poll::Pending => Poll::Ready(Err(std::io::Error::other("own clock: splice"))),
+            done => done,
+        }
+    }
+}
+
+impl AsyncRead for OwnClock {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for OwnClock {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match Pin::new(&mut self.0).poll_write(cx, buf) {
+            Poll::Pending => Poll::Ready(Err(std::io::Error::other("own clock: copy"))),
+            done => done,
+        }
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+/// Regression (issue 30, slow_readers' WebSocket test): a spliced burst
+/// into a side with a write clock of its own (a client connection's
+/// `send_timeout`) is under that clock, not only under the tunnel's
+/// limit (the upstream's `send_timeout`, 30 s here). Before, the splice
+/// went around it and the stalled client was held for the tunnel's limit.
+#[tokio::test]
+async fn a_spliced_burst_is_under_the_writers_own_clock() {
+    let (mut client, a) = tcp_pair().await;
+    let (_upstream, b) = tcp_pair().await;
+    let (_stop, rx) = watch::channel(false);
+    let limits = Limits {
+        idle: Duration::from_secs(60),
+        write: Duration::from_secs(30),
+    };
+    let task = tokio::spawn(pump(
+        (a, Bytes::new()),
+        (OwnClock(b), Bytes::new()),
+        limits,
+        rx,
+    ));
+    let chunk = vec![7u8; 64 * 1024];
+    let writer = tokio::spawn(async move {
+        // Bounded: far more than both sockets' buffers and the pipe hold.
+        for _ in 0..1024 {
+            if client.write_all(&chunk).await.is_err() {
+                break;
+            }
+        }
+        client
+    });
+    let ended = tokio::time::timeout(Duration::from_secs(10), task).await;
+    let err = ended
+        .expect("cut by the writer's clock, not the tunnel's 30 s")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.to_string(), "own clock: splice");
+    drop(writer);
+}

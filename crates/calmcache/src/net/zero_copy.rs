@@ -45,6 +45,20 @@ pub(crate) trait PlainSocket {
     fn plain_tcp(&self) -> Option<&TcpStream> {
         None
     }
+
+    /// A splice into [`PlainSocket::plain_tcp`] made outside this IO's own
+    /// writes (a tunnel's, net/tunnel_splice.rs) took bytes (`Ready(Ok)`)
+    /// or waits on the peer (`Pending`): the IO's write clock, if it has
+    /// one (a client connection's `send_timeout`), sees it as one of its
+    /// own writes, and `Ready(Err)` is its cut. Without a clock, `spliced`
+    /// is passed back.
+    fn clock_splice(
+        &mut self,
+        _cx: &mut Context<'_>,
+        spliced: Poll<io::Result<()>>,
+    ) -> Poll<io::Result<()>> {
+        spliced
+    }
 }
 
 impl PlainSocket for TcpStream {

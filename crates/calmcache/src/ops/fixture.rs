@@ -338,6 +338,12 @@ fn membership() -> crate::fleet::members::Membership {
         members: Some(vec![member("n1", &own, true), member("n2", &other, false)]),
         config_drift: crate::fleet::members::Drift::Split,
         config_drift_parts: Vec::new(),
+        refused_members: vec![crate::fleet::members::RefusedMember {
+            name: "n3".to_owned(),
+            why: crate::fleet::members::Refusal::Unsigned,
+            last_seen_ms_ago: 900,
+        }],
+        members_refused: 7,
     }
 }
 

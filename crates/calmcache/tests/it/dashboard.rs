@@ -498,7 +498,9 @@ async fn dashboard_shows_the_fleet_panel_in_fleet_mode() {
         "the commit and both members",
         async || {
             let fleet = proxy.status().await["fleet"].clone();
-            fleet["commits"] == 1 && fleet["members"].as_array().map(Vec::len) == Some(2)
+            fleet["commits"] == 1
+                && fleet["members"].as_array().map(Vec::len) == Some(2)
+                && fleet["redis"]["nodes"] == 1
         },
     )
     .await;
@@ -577,10 +579,185 @@ async fn dashboard_shows_the_fleet_panel_in_fleet_mode() {
         differing.len() == 1 && differing[0].contains("differs in routes"),
         format!("{what}: the differing member's row {differing:?}"),
     );
+    // Redis' memory: the testkit's redis-server has no maxmemory, which the
+    // panel shows as "no limit" with the node's warning.
+    checks.number(what, dom, "fleet-redis-used");
+    checks.eq(what, dom, "fleet-redis-maxmemory", "0");
+    checks.eq(what, dom, "fleet-redis-evicted", "0");
+    checks.eq(what, dom, "fleet-redis-evicting", "");
+    let warning = metric(dom, "fleet-redis-warning").unwrap_or("");
+    checks.check(
+        warning.contains("no maxmemory"),
+        format!("{what}: redis warning {warning:?}"),
+    );
     checks.finish(&status);
     other.stop().await;
     proxy.stop().await;
 }
+
+/// Redis' memory on the Fleet panel (issue 30): used of maxmemory, the
+/// policy and the evicted keys, no warning for a Redis set up as FLEET asks
+/// (maxmemory, an evicting policy); then, with the page open, Redis filled
+/// past its 4 MB: the panel turns to "evicting" within a read or two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_shows_redis_memory_and_when_it_evicts() {
+    let redis = calmcache_testkit::redis::Redis::start();
+    let set = |k: &str, v: &str| redis.command(&["CONFIG", "SET", k, v]).unwrap();
+    assert_eq!(set("maxmemory", "4mb"), "+OK");
+    assert_eq!(set("maxmemory-policy", "allkeys-lru"), "+OK");
+    let origin = Origin::start().await;
+    let proxy = Proxy::new(&origin)
+        .fleet(&redis.url(), "timeout = \"500ms\"")
+        .start()
+        .await;
+    let mut tab = Devtools::open(&proxy.admin_url("/")).await;
+    let shown = tab
+        .when(&format!("{REDIS_STATE}.max === '4194304'"), REDIS_STATE)
+        .await;
+    assert_eq!(shown["policy"], "allkeys-lru", "{shown:#}");
+    assert_eq!(shown["evicted"], "0", "{shown:#}");
+    assert_eq!(shown["evicting"], "", "{shown:#}");
+    assert_eq!(shown["look"], "no", "{shown:#}");
+    assert_eq!(shown["warning"], "", "{shown:#}");
+    assert!(
+        shown["used"].as_str().and_then(|v| v.parse::<u64>().ok()) > Some(0),
+        "{shown:#}"
+    );
+    assert!(
+        shown["ratio"]
+            .as_str()
+            .and_then(|v| v.parse::<f64>().ok())
+            .is_some_and(|r| r > 0.0 && r < 1.0),
+        "{shown:#}"
+    );
+
+    // Fill it past maxmemory (64 KiB values, 25 MiB at most).
+    let value = "x".repeat(64 * 1024);
+    let evicted = || {
+        let info = redis.command(&["INFO", "stats"]).unwrap_or_default();
+        info.lines()
+            .find_map(|l| l.strip_prefix("evicted_keys:"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    for i in 0..400 {
+        redis
+            .command(&["SET", &format!("filler:{i}"), &value])
+            .unwrap();
+        if i % 20 == 19 && evicted() > 0 {
+            break;
+        }
+    }
+    assert!(evicted() > 0, "redis did not evict");
+    // INFO is read every 5 s; the page polls every second.
+    let evicting = wait_until(
+        Duration::from_secs(20),
+        "the panel to show evicting",
+        async || {
+            let state = tab.eval(REDIS_STATE).await;
+            (state["look"] == "yes").then_some(state)
+        },
+    )
+    .await;
+    assert!(
+        evicting["evicted"]
+            .as_str()
+            .and_then(|v| v.parse::<u64>().ok())
+            > Some(0),
+        "{evicting:#}"
+    );
+    assert!(
+        evicting["evicting"]
+            .as_str()
+            .and_then(|v| v.parse::<u64>().ok())
+            > Some(0),
+        "{evicting:#}"
+    );
+    assert_eq!(evicting["warning"], "", "{evicting:#}");
+    assert_eq!(evicting["jsErrors"], "0", "{evicting:#}");
+    let console = tab.console();
+    assert!(
+        console.is_empty(),
+        "console messages (the page logs nothing unless broken):\n  {}",
+        console.join("\n  ")
+    );
+    tab.close().await;
+    proxy.stop().await;
+}
+
+/// A signed fleet (issue 30): a heartbeat record forged in Redis is listed
+/// apart on the Fleet panel, refused with why, and the one real node is
+/// the only member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_lists_a_forged_heartbeat_apart() {
+    let redis = calmcache_testkit::redis::Redis::start();
+    let origin = Origin::start().await;
+    let dir = crate::scratch("dashboard-signed");
+    let secret = dir.join("fleet.secret");
+    std::fs::write(&secret, "dashboard-secret-0123456789abcdef0123456789\n").unwrap();
+    let proxy = Proxy::new(&origin)
+        .fleet(
+            &redis.url(),
+            &format!(
+                "timeout = \"500ms\"\nsecret_file = {:?}",
+                secret.display().to_string()
+            ),
+        )
+        .start()
+        .await;
+    let forged = r#"{"name":"forged","id":"x","version":"0","keys":"k","routes":"r","fleet":"f","started_at_ms":0}"#;
+    let status = wait_until(
+        Duration::from_secs(15),
+        "the forged record refused",
+        async || {
+            crate::fleet_members::forge(&redis, "forged", forged);
+            let fleet = proxy.status().await["fleet"].clone();
+            (fleet["refused_members"].as_array().map(Vec::len) == Some(1)
+                && fleet["members"].as_array().map(Vec::len) == Some(1))
+            .then_some(fleet)
+        },
+    )
+    .await;
+    // Kept live while the page loads (a record is trimmed 6 s after its
+    // last write).
+    crate::fleet_members::forge(&redis, "forged", forged);
+    let run = chromium(&proxy.admin_url("/"), 2500, &[]).await;
+    let what = "signed fleet";
+    let mut checks = Checks::default();
+    checks.healthy(what, &run, 2);
+    let dom = &run.dom;
+    checks.eq(what, dom, "fleet-members", "1");
+    if let Some(n) = checks.number(what, dom, "fleet-members-refused") {
+        checks.check(n >= 1.0, format!("{what}: {n} records refused"));
+    }
+    match row(dom, "data-fleet-refused=\"forged\"") {
+        Some(r) => checks.eq(
+            &format!("{what}, refused"),
+            r,
+            "fleet-refused-why",
+            "unsigned",
+        ),
+        None => checks
+            .0
+            .push(format!("{what}: no row for the forged record")),
+    }
+    checks.check(
+        !dom.contains("data-fleet-member=\"forged\""),
+        format!("{what}: the forged record is listed as a member"),
+    );
+    checks.finish(&status);
+    proxy.stop().await;
+}
+
+/// The Fleet panel's Redis memory line, as one JSON object.
+const REDIS_STATE: &str = "(function (m) { \
+    m = function (name) { var e = document.querySelector('[data-metric=\"' + name + '\"]'); \
+      return e ? e.getAttribute('data-value') : null; }; return { \
+    used: m('fleet-redis-used'), max: m('fleet-redis-maxmemory'), ratio: m('fleet-redis-used-ratio'), \
+    policy: m('fleet-redis-policy'), evicted: m('fleet-redis-evicted'), \
+    evicting: m('fleet-redis-evicting'), warning: m('fleet-redis-warning'), \
+    look: document.getElementById('fleet-redis').getAttribute('data-evicting'), \
+    jsErrors: document.body.getAttribute('data-js-errors') }; })()";
 
 /// The origin budget: an upstream with `max_inflight` gets a row in the
 /// Origin budget panel with its limit, the queue and the sheds. One request

@@ -4,7 +4,8 @@
 //! flagged on every node with the part that differs, a node stopped
 //! cleanly leaves at once, Redis down makes the members unknown (never
 //! empty) while requests go on, and `calmcache check --fleet` compares a
-//! config with the running fleet (exit 0 / 3 / 1).
+//! config with the running fleet (exit 0 / 3 / 1). With the fleet secret,
+//! heartbeats are signed and forged or replayed records are refused.
 
 use std::process::Command;
 use std::time::Duration;
@@ -216,8 +217,8 @@ async fn members_are_listed_on_a_redis_cluster() {
     );
 }
 
-/// `calmcache check --fleet -c <config>`: exit code and output.
-fn check_fleet(toml: &str, name: &str) -> (i32, String) {
+/// `calmcache check --fleet -c <config>`: exit code, stdout, stderr.
+fn run_check_fleet(toml: &str, name: &str) -> (i32, String, String) {
     let dir = std::env::temp_dir().join(format!("cc-members-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
@@ -227,12 +228,17 @@ fn check_fleet(toml: &str, name: &str) -> (i32, String) {
         .arg(&path)
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `calmcache check --fleet -c <config>`: exit code and output.
+fn check_fleet(toml: &str, name: &str) -> (i32, String) {
+    let (code, stdout, stderr) = run_check_fleet(toml, name);
+    (code, format!("{stdout}{stderr}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -266,4 +272,219 @@ async fn check_fleet_passes_for_the_same_config_and_names_the_part_that_differs(
     let (code, text) = check_fleet(&nowhere, "nowhere.toml");
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("cannot reach the fleet's Redis"), "{text}");
+}
+
+/// `check --fleet` reads Redis' `INFO` and warns on stderr when Redis is
+/// small for the fleet's large objects, has no `maxmemory` or refuses
+/// writes when full (the node's own wording); the exit code stays the
+/// fingerprints' (0 here), so a rollout script is not stopped by advice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_fleet_weighs_the_fleet_s_large_objects_against_redis_memory() {
+    let redis = Redis::start();
+    let set =
+        |k: &str, v: &str| assert_eq!(redis.command(&["CONFIG", "SET", k, v]).unwrap(), "+OK");
+    set("maxmemory", "64mb");
+    set("maxmemory-policy", "allkeys-lfu");
+    let origin = Origin::start().await;
+    let running = builder(&origin, &redis.url(), "10s");
+    let same = running.toml();
+    let a = running.start().await;
+    wait_members(&[&a], 1, "one member").await;
+
+    // The defaults: 64 MiB objects, 256 MiB of pieces in flight per node.
+    let (code, stdout, stderr) = run_check_fleet(&same, "small.toml");
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("redis memory: used") && stdout.contains("maxmemory 64 MiB"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("policy allkeys-lfu, 0 keys evicted"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains(
+            "warning: fleet.max_object_size (64 MiB) is over 1/8 of redis' maxmemory (64 MiB)"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("fleet.max_pieces_in_flight (256 MiB) x 1 node(s) = 256 MiB"),
+        "{stderr}"
+    );
+
+    // Room for the fleet: nothing to say.
+    set("maxmemory", "1gb");
+    let (code, stdout, stderr) = run_check_fleet(&same, "room.toml");
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("maxmemory 1 GiB"), "{stdout}");
+    // (The config's own warnings, `path: warning: ...`, are not the check's.)
+    assert!(!stderr.contains("calmcache: warning"), "{stderr}");
+
+    // Full means refused: the node's own warning, in its words.
+    set("maxmemory-policy", "noeviction");
+    let (code, stdout, stderr) = run_check_fleet(&same, "noeviction.toml");
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("warning: redis maxmemory-policy is noeviction: once full it refuses"),
+        "{stderr}"
+    );
+
+    set("maxmemory", "0");
+    let (code, stdout, stderr) = run_check_fleet(&same, "nolimit.toml");
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("no maxmemory"), "{stdout}");
+    assert!(
+        stderr.contains("warning: redis has no maxmemory"),
+        "{stderr}"
+    );
+}
+
+/// Adds (or refreshes) heartbeat record `name` = `json` in Redis, last
+/// seen now (Redis' clock), as a writer to Redis alone could.
+pub(crate) fn forge(redis: &Redis, name: &str, json: &str) {
+    const SCRIPT: &str = "local t = redis.call('TIME') \
+        redis.call('ZADD', KEYS[1], t[1] * 1000 + math.floor(t[2] / 1000), ARGV[1]) \
+        redis.call('HSET', KEYS[2], ARGV[1], ARGV[2]) return 1";
+    let reply = redis
+        .command(&[
+            "EVAL",
+            SCRIPT,
+            "2",
+            "cc:{members}",
+            "cc:{members}:info",
+            name,
+            json,
+        ])
+        .unwrap();
+    assert_eq!(reply, ":1", "forging {name}");
+}
+
+/// Issue 30: with `secret_file`, heartbeats are signed. Records forged by
+/// a writer to Redis alone (unsigned ones with another config, a real one
+/// copied under another name, a stopped node's old one put back) are
+/// refused, listed apart and counted; they would otherwise be 4 of 5
+/// "members" and make the one real node see itself differ from a
+/// majority. The real node sees itself alone, no drift.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_heartbeats_on_a_signed_fleet_are_refused_and_counted() {
+    let redis = Redis::start();
+    let origin = Origin::start().await;
+    let dir = std::env::temp_dir().join(format!("cc-members-signed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = dir.join("fleet.secret");
+    std::fs::write(&secret, "members-secret-0123456789abcdef0123456789abcdef\n").unwrap();
+    let signed = |ttl: &str| {
+        Proxy::new(&origin)
+            .admin(&format!("listen = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\""))
+            .route(&format!("ttl = {{ 200 = \"{ttl}\" }}"))
+            .fleet(
+                &redis.url(),
+                &format!(
+                    "timeout = \"500ms\"\nsecret_file = {:?}",
+                    secret.display().to_string()
+                ),
+            )
+    };
+    let a_config = signed("10s");
+    let a_toml = a_config.toml();
+    let a = a_config.start().await;
+    let b = signed("30s").start().await;
+    wait_members(&[&a, &b], 2, "two signed members").await;
+    let listed = members(&a).await;
+    let name_of = |this: bool| {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["this_node"] == this)
+            .unwrap()["name"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (a_name, b_name) = (name_of(true), name_of(false));
+    let hget = |name: &str| redis.command(&["HGET", "cc:{members}:info", name]).unwrap();
+    let (a_beat, b_beat) = (hget(&a_name), hget(&b_name));
+    let b_signed: serde_json::Value = serde_json::from_str(&b_beat).expect("b's heartbeat is JSON");
+    assert!(
+        b_signed["sig"].is_string() && b_signed["signed_at_ms"].is_u64(),
+        "{b_beat}"
+    );
+    b.stop().await;
+    wait_members(&[&a], 1, "b gone").await;
+    // The replay window is the time under test: b's captured heartbeat must
+    // be older than a member's 6 s life when it is put back.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+
+    let unsigned = |name: &str| {
+        let mut beat = b_signed.clone();
+        let fields = beat.as_object_mut().unwrap();
+        fields.remove("sig");
+        fields.remove("signed_at_ms");
+        fields.insert("name".into(), name.into());
+        beat.to_string()
+    };
+    let forge_all = || {
+        forge(&redis, "forged-1", &unsigned("forged-1"));
+        forge(&redis, "forged-2", &unsigned("forged-2"));
+        forge(&redis, "copy-of-a", &a_beat);
+        forge(&redis, &b_name, &b_beat);
+    };
+    let status = wait_until(
+        SEEN_WITHIN,
+        "a refuses the four forged records",
+        async || {
+            forge_all();
+            let fleet = fleet_status(&a).await;
+            (fleet["refused_members"].as_array().map(Vec::len) == Some(4)).then_some(fleet)
+        },
+    )
+    .await;
+    let names: Vec<&str> = status["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, [a_name.as_str()], "{status:#}");
+    assert_eq!(status["config_drift"], "none", "{status:#}");
+    let mut why: Vec<(String, String)> = status["refused_members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_owned(),
+                r["why"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    why.sort();
+    let mut want = vec![
+        ("forged-1".to_owned(), "unsigned".to_owned()),
+        ("forged-2".to_owned(), "unsigned".to_owned()),
+        // The copy names a: under another name, it is a forgery.
+        (a_name.clone(), "forged".to_owned()),
+        (b_name.clone(), "replayed".to_owned()),
+    ];
+    want.sort();
+    assert_eq!(why, want, "{status:#}");
+    assert!(status["members_refused"].as_u64() >= Some(4), "{status:#}");
+    let scrape = metrics_of(&a).await;
+    let counted = scrape
+        .lines()
+        .find_map(|l| l.strip_prefix("calmcache_fleet_members_refused_total "))
+        .and_then(|v| v.parse::<f64>().ok());
+    assert!(counted >= Some(4.0), "{scrape}");
+
+    // check --fleet with the secret: a is the same, the forged are listed
+    // apart and not compared.
+    forge_all();
+    let (code, stdout, stderr) = run_check_fleet(&a_toml, "signed.toml");
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("live members: 1"), "{stdout}");
+    assert!(stdout.contains("refused heartbeat records"), "{stdout}");
+    assert!(stdout.contains("forged-1  unsigned"), "{stdout}");
+    a.stop().await;
 }

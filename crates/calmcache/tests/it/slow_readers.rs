@@ -457,6 +457,14 @@ async fn flooding_upstream() -> (std::net::SocketAddr, Arc<std::sync::atomic::At
     (addr, ended)
 }
 
+/// A WebSocket client that stops reading is cut after the server's
+/// `send_timeout` and counted, whether its stall began in a copied write or
+/// in a spliced burst (plain TCP, net/tunnel.rs). Regression (issue 30):
+/// the spliced path went around the client's write clock, so the client was
+/// held for the upstream's 60 s and never counted; which path the stall
+/// took depended on how much the proxy's socket took before the client's
+/// window closed, so the test failed after loopback transfers had left TCP
+/// metrics for 127.0.0.1 (`ip tcp_metrics`), and passed after a flush.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_websocket_client_that_stops_reading_is_cut_after_send_timeout() {
     let (upstream, ended) = flooding_upstream().await;

@@ -690,6 +690,11 @@ pub(super) static FLEET: &[Family<FleetStatus>] = &[
             members.map_or_else(Vec::new, |m| vec![(Vec::new(), m.len() as f64)])
         }),
     ),
+    counter(
+        "calmcache_fleet_members_refused_total",
+        "Heartbeat records refused (fleet secret set): unsigned, forged or replayed; never members, never in the majority. Each read counts.",
+        One(|f| f.membership.members_refused as f64),
+    ),
     gauge(
         "calmcache_fleet_config_drift",
         "1 when this node's config fingerprint differs from the fleet's majority (or no fingerprint has a majority): it computes other keys or stores differently and does not share; else 0.",
