@@ -4,6 +4,10 @@
 //! its deadline is `None`, and the caller goes on without Redis. After the
 //! breaker trips the connection is rebuilt (a hung socket stays hung).
 //!
+//! The breaker's latency rule is fed by a sentinel (breaker_sentinel.rs):
+//! a PING every 100 ms from a thread and a connection of its own, so what
+//! it judges is Redis' round trip, not this node's busy workers.
+//!
 //! While the breaker is open, a probe task PINGs Redis every
 //! [`PING_EVERY`] past its pause ([`Link::probe_loop`]), off the request
 //! path, so a Redis that comes back is found within a quarter second
@@ -20,13 +24,11 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
 
 use crate::config::FleetConfig;
-use crate::fleet::breaker::{
-    Breaker, BreakerState, Cost, Failure, Pass, Ping, PingPass, PING_EVERY,
-};
+use crate::fleet::breaker::{Breaker, BreakerState, Pass, Ping, PingPass, PING_EVERY};
 use crate::fleet::ops_stats::{Op, OpStats, Outcome};
 
 /// How long connecting may take (a call still waits at most the deadline).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A connection handle: cheap to clone, shared by every task.
 #[derive(Clone)]
@@ -120,6 +122,7 @@ impl Link {
         // Detached: they end with the link.
         drop(link.breaker.watch_lag());
         drop(tokio::spawn(Link::probe_loop(Arc::downgrade(&link))));
+        super::breaker_sentinel::start(Arc::downgrade(&link), cfg.clone());
         drop(tokio::spawn(super::redis_info::read_loop(Arc::downgrade(
             &link,
         ))));
@@ -178,9 +181,26 @@ impl Link {
             }
             Err(_) => {
                 self.count(Op::Probe, Outcome::TimedOut);
-                self.breaker.pinged(ping, Ping::Failed);
+                self.breaker.pinged(ping, Ping::TimedOut);
                 true
             }
+        }
+    }
+
+    /// The sentinel's PING (breaker_sentinel.rs), counted as a `sentinel`
+    /// call; told to the breaker when `on_time` (the sentinel's tick
+    /// started within the lag gate).
+    pub(super) fn sentinel_pinged(&self, result: Ping, on_time: bool) {
+        let outcome = match result {
+            Ping::Answered(took) => {
+                Outcome::Answered(u64::try_from(took.as_micros()).unwrap_or(u64::MAX))
+            }
+            Ping::TimedOut => Outcome::TimedOut,
+            Ping::Failed => Outcome::Failed,
+        };
+        self.count(Op::Sentinel, outcome);
+        if on_time {
+            self.breaker.sentinel(result);
         }
     }
 
@@ -194,44 +214,14 @@ impl Link {
     fn rebuild(self: &Arc<Self>) -> RedisResult<()> {
         self.stats.reconnects.fetch_add(1, Ordering::Relaxed);
         if !self.cfg.cluster {
-            let mut info = self.cfg.nodes[0].as_str().into_connection_info()?;
-            let mut settings = info.redis_settings().clone();
-            if let Some(user) = &self.cfg.user {
-                settings = settings.set_username(user);
-            }
-            if let Some(password) = &self.cfg.password {
-                settings = settings.set_password(password);
-            }
-            info = info.set_redis_settings(settings);
-            let client = match tls_certificates(&self.cfg) {
-                Some(certs) => redis::Client::build_with_tls(info, certs)?,
-                None => redis::Client::open(info)?,
-            };
-            let config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(CONNECT_TIMEOUT))
-                .set_response_timeout(None)
-                .set_number_of_retries(1)
-                .set_max_delay(Duration::from_millis(200));
+            let (client, config) = single_client(&self.cfg)?;
             let manager = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
             let rebuild = self.rebuilds.fetch_add(1, Ordering::AcqRel) + 1;
             *self.slot() = Some(Conn::Single(manager));
             self.connect_ahead(rebuild, client, config);
             return Ok(());
         }
-        let mut builder = redis::cluster::ClusterClient::builder(self.cfg.nodes.clone())
-            .connection_timeout(CONNECT_TIMEOUT)
-            .response_timeout(self.cfg.timeout.max(Duration::from_millis(500)))
-            .retries(1);
-        if let Some(user) = &self.cfg.user {
-            builder = builder.username(user);
-        }
-        if let Some(password) = &self.cfg.password {
-            builder = builder.password(password);
-        }
-        if let Some(certs) = tls_certificates(&self.cfg) {
-            builder = builder.certs(certs);
-        }
-        let client = builder.build()?;
+        let client = cluster_client(&self.cfg)?;
         if self.connecting.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
@@ -308,7 +298,7 @@ impl Link {
         let Some(conn) = conn else {
             // A cluster whose connection failed: a failure like any other.
             self.note_error(op, "no connection to the cluster");
-            if pass.failure(Failure::Error) {
+            if pass.failure() {
                 self.opened_after(op);
                 let _ = self.rebuild();
             }
@@ -321,14 +311,14 @@ impl Link {
                 let took = started.elapsed();
                 let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
                 self.count(op, Outcome::Answered(micros));
-                pass.success(took, op.cost());
+                pass.success();
                 Some(value)
             }
             Ok(Err(e)) => {
                 self.count(op, Outcome::Failed);
                 tracing::debug!(error = %e, op = op.as_str(), "redis call failed");
                 self.note_error(op, &e.to_string());
-                if pass.failure(Failure::Error) {
+                if pass.failure() {
                     self.opened_after(op);
                     let _ = self.rebuild();
                 }
@@ -341,7 +331,7 @@ impl Link {
                     op,
                     &format!("no answer within fleet.timeout ({deadline:?})"),
                 );
-                if pass.failure(Failure::TimedOut(started.elapsed())) {
+                if pass.failure() {
                     self.opened_after(op);
                     let _ = self.rebuild();
                 }
@@ -410,6 +400,51 @@ impl Link {
     }
 }
 
+/// The client of a single Redis and its manager's settings: user,
+/// password and TLS from `cfg`; a connection's setup bounded, calls not
+/// (each caller has its own deadline).
+pub(super) fn single_client(
+    cfg: &FleetConfig,
+) -> RedisResult<(redis::Client, ConnectionManagerConfig)> {
+    let mut info = cfg.nodes[0].as_str().into_connection_info()?;
+    let mut settings = info.redis_settings().clone();
+    if let Some(user) = &cfg.user {
+        settings = settings.set_username(user);
+    }
+    if let Some(password) = &cfg.password {
+        settings = settings.set_password(password);
+    }
+    info = info.set_redis_settings(settings);
+    let client = match tls_certificates(cfg) {
+        Some(certs) => redis::Client::build_with_tls(info, certs)?,
+        None => redis::Client::open(info)?,
+    };
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        .set_response_timeout(None)
+        .set_number_of_retries(1)
+        .set_max_delay(Duration::from_millis(200));
+    Ok((client, config))
+}
+
+/// The client of a Redis Cluster: user, password and TLS from `cfg`.
+pub(super) fn cluster_client(cfg: &FleetConfig) -> RedisResult<redis::cluster::ClusterClient> {
+    let mut builder = redis::cluster::ClusterClient::builder(cfg.nodes.clone())
+        .connection_timeout(CONNECT_TIMEOUT)
+        .response_timeout(cfg.timeout.max(Duration::from_millis(500)))
+        .retries(1);
+    if let Some(user) = &cfg.user {
+        builder = builder.username(user);
+    }
+    if let Some(password) = &cfg.password {
+        builder = builder.password(password);
+    }
+    if let Some(certs) = tls_certificates(cfg) {
+        builder = builder.certs(certs);
+    }
+    builder.build()
+}
+
 /// `fleet.tls_ca` and the client certificate, for a `rediss://` client;
 /// `None` without them (the system's roots, no client certificate). With a
 /// CA file, only its certificates are trusted (redis-rs then leaves the
@@ -440,17 +475,15 @@ struct Outstanding<'a> {
 }
 
 impl Outstanding<'_> {
-    fn success(mut self, took: Duration, cost: Cost) {
+    fn success(mut self) {
         if let Some(pass) = self.pass.take() {
-            self.breaker.success(pass, took, cost);
+            self.breaker.success(pass);
         }
     }
 
     /// True when this opened the breaker (see [`Breaker::failure`]).
-    fn failure(mut self, failure: Failure) -> bool {
-        self.pass
-            .take()
-            .is_some_and(|p| self.breaker.failure(p, failure))
+    fn failure(mut self) -> bool {
+        self.pass.take().is_some_and(|p| self.breaker.failure(p))
     }
 }
 

@@ -1,7 +1,8 @@
 //! Redis calls counted per operation (acquire, commit, release, renew,
 //! purge, publish, poll; origin_take, origin_renew, origin_release of the
 //! fleet-wide origin budget; members: heartbeats; probe, the open breaker's PINGs, and info,
-//! the reading of Redis' memory; put_piece, get_piece of large objects): how many were answered, failed, missed the deadline or
+//! the reading of Redis' memory; put_piece, get_piece of large objects;
+//! sentinel, the breaker's PINGs that judge Redis' latency): how many were answered, failed, missed the deadline or
 //! were skipped by the open breaker, and the answered ones' summed latency,
 //! for `/status` (`fleet.ops`) and `/metrics`. Every call of the link is
 //! counted under exactly one operation, so the per-operation counts sum to
@@ -50,11 +51,15 @@ pub(crate) enum Op {
     PutPiece,
     /// One piece of a large object read (after its manifest).
     GetPiece,
+    /// The breaker's sentinel PING, every 100 ms from its own thread
+    /// (breaker_sentinel.rs): its round trip is what the latency rule
+    /// judges.
+    Sentinel,
 }
 
 impl Op {
     /// Every operation, in `/status` and `/metrics` order.
-    pub(crate) const ALL: [Op; 15] = [
+    pub(crate) const ALL: [Op; 16] = [
         Op::Acquire,
         Op::Commit,
         Op::Release,
@@ -70,18 +75,10 @@ impl Op {
         Op::Info,
         Op::PutPiece,
         Op::GetPiece,
+        Op::Sentinel,
     ];
 
     /// Its name in `/status` and the `op` label of `/metrics`.
-    /// Whether this operation's time speaks of Redis' health (the
-    /// breaker's latency rule) or of the size it moves.
-    pub(crate) fn cost(self) -> crate::fleet::breaker::Cost {
-        match self {
-            Op::PutPiece | Op::GetPiece => crate::fleet::breaker::Cost::Bulk,
-            _ => crate::fleet::breaker::Cost::Control,
-        }
-    }
-
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Op::Acquire => "acquire",
@@ -99,6 +96,7 @@ impl Op {
             Op::Info => "info",
             Op::PutPiece => "put_piece",
             Op::GetPiece => "get_piece",
+            Op::Sentinel => "sentinel",
         }
     }
 
