@@ -84,6 +84,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 pub(crate) use super::breaker_stats::{BreakerState, BreakerStats, OpenReason, OpenedBy};
+use super::ops_stats::Lane;
 
 /// Failed calls in a row that open the breaker.
 pub(crate) const OPEN_AFTER: u32 = 5;
@@ -249,6 +250,8 @@ fn ewma(average: u64, sample: u64, shift: u32) -> u64 {
 
 /// One breaker per Redis link.
 pub(crate) struct Breaker {
+    /// The connection it guards (what its warnings say).
+    lane: Lane,
     /// Even while closed, odd while open or half-open; one more at every
     /// change. The fast path reads only this.
     phase: AtomicU64,
@@ -274,9 +277,16 @@ pub(crate) struct Breaker {
 }
 
 impl Breaker {
-    /// A closed breaker for calls with deadline `timeout`.
+    /// A closed breaker for control calls with deadline `timeout`.
+    #[cfg(test)]
     pub(crate) fn new(timeout: Duration) -> Breaker {
+        Breaker::for_lane(timeout, Lane::Control)
+    }
+
+    /// A closed breaker for calls on `lane` with deadline `timeout`.
+    pub(crate) fn for_lane(timeout: Duration, lane: Lane) -> Breaker {
         Breaker {
+            lane,
             phase: AtomicU64::new(0),
             state: Mutex::new(State::new()),
             born: Instant::now(),
@@ -516,12 +526,19 @@ impl Breaker {
         self.opened[reason.index()].fetch_add(1, Ordering::Relaxed);
         self.last_reason
             .store(OpenReason::code(Some(reason)), Ordering::Relaxed);
-        tracing::warn!(
-            reason = reason.as_str(),
-            failures_in_a_row = state.failures,
-            latency_us = state.latency_us,
-            "redis failing: fleet mode paused, the node goes on alone"
-        );
+        match self.lane {
+            Lane::Control => tracing::warn!(
+                reason = reason.as_str(),
+                failures_in_a_row = state.failures,
+                latency_us = state.latency_us,
+                "redis failing: fleet mode paused, the node goes on alone"
+            ),
+            Lane::Bulk => tracing::warn!(
+                reason = reason.as_str(),
+                failures_in_a_row = state.failures,
+                "redis failing for large values: they stay local, small ones are still shared"
+            ),
+        }
     }
 
     fn probe_failed(&self, state: &mut State) {
@@ -536,6 +553,11 @@ impl Breaker {
         self.phase.fetch_add(1, Ordering::AcqRel);
         self.closed.fetch_add(1, Ordering::Relaxed);
         tracing::info!("redis is answering again: fleet mode resumes");
+    }
+
+    /// Closed: calls go through (one atomic load).
+    pub(crate) fn is_closed(&self) -> bool {
+        is_closed(self.phase.load(Ordering::Acquire))
     }
 
     /// Closed, open or half-open.

@@ -65,7 +65,7 @@ async fn watch(link: Weak<Link>, cfg: FleetConfig) {
         let asked = Instant::now();
         tokio::time::sleep(SENTINEL_EVERY).await;
         let lag = asked.elapsed().saturating_sub(SENTINEL_EVERY);
-        let Some(gate) = link.upgrade().map(|l| l.breaker.lag_gate()) else {
+        let Some(gate) = link.upgrade().map(|l| l.breaker().lag_gate()) else {
             return;
         };
         if conn.is_none() {

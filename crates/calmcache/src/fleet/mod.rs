@@ -312,7 +312,7 @@ impl Fleet {
 
     /// The breaker's transitions, by reason, and what its latency rule sees.
     pub(crate) fn breaker_stats(&self) -> BreakerStats {
-        self.link.breaker.stats()
+        self.link.breaker().stats()
     }
 }
 

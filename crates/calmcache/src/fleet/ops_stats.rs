@@ -78,6 +78,14 @@ impl Op {
         Op::Sentinel,
     ];
 
+    /// The connection it goes on.
+    pub(crate) fn lane(self) -> Lane {
+        match self {
+            Op::PutPiece | Op::GetPiece => Lane::Bulk,
+            _ => Lane::Control,
+        }
+    }
+
     /// Its name in `/status` and the `op` label of `/metrics`.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
@@ -101,6 +109,26 @@ impl Op {
     }
 
     fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Which of the link's two connections an operation goes on (FLEET.md
+/// §6), each with its own breaker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lane {
+    /// Leases, entries, purges, heartbeats, probes: small values.
+    Control,
+    /// The pieces of large objects: 256 KiB values, which would sit ahead
+    /// of a lease on a shared connection.
+    Bulk,
+}
+
+impl Lane {
+    /// Both, in index order.
+    pub(crate) const ALL: [Lane; 2] = [Lane::Control, Lane::Bulk];
+
+    pub(crate) fn index(self) -> usize {
         self as usize
     }
 }
