@@ -241,8 +241,8 @@ impl Link {
         }
     }
 
-    /// The sentinel's PING (breaker_sentinel.rs), counted as a `sentinel`
-    /// call; told to the breaker when `on_time` (the sentinel's tick
+    /// The sentinel's PING (breaker_sentinel.rs), counted under the
+    /// `sentinel` operation (not in the link's totals); told to the breaker when `on_time` (the sentinel's tick
     /// started within the lag gate).
     pub(super) fn sentinel_pinged(&self, result: Ping, on_time: bool) {
         let outcome = match result {
@@ -252,7 +252,9 @@ impl Link {
             Ping::TimedOut => Outcome::TimedOut,
             Ping::Failed => Outcome::Failed,
         };
-        self.count(Op::Sentinel, outcome);
+        // Under its operation only: the link's totals (`calls_ok`, the
+        // mean) stay the node's own calls, as before the sentinel.
+        self.ops.record(Op::Sentinel, outcome);
         if on_time {
             self.breaker().sentinel(result);
         }

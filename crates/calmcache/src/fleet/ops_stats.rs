@@ -6,7 +6,8 @@
 //! were skipped by the open breaker, and the answered ones' summed latency,
 //! for `/status` (`fleet.ops`) and `/metrics`. Every call of the link is
 //! counted under exactly one operation, so the per-operation counts sum to
-//! the link's totals.
+//! the link's totals, the sentinel's apart (its PINGs are not the node's
+//! calls: the totals and their mean stay what they were before it).
 //!
 //! Only Redis calls bump these (local misses, fills, purges, requests to
 //! an origin under a fleet-wide budget): a local cache hit never reaches
