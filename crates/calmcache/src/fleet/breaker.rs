@@ -30,14 +30,17 @@
 //! long the node's workers took to run the call's task again. Issue 30
 //! measured why that matters: on a saturated 2-core machine (Redis, 3
 //! nodes, the origin and the client) acquire, commit and pieces alike cost
-//! 7-8 ms on average and far more in bursts while Redis answered a PING in
-//! 0.3 ms, and the rule then cut each node out of the fleet 1-10 times a
-//! minute (its fills fetched alone: 1.22-1.30 origin fetches per object
-//! per lifetime against a goal of 1.05). The earlier guard, a timer on the
-//! workers whose lag over `timeout / 10` silenced the rule, did not hold:
-//! the timers lagged 1.3-1.8 ms on average while calls cost 7-8. A call
-//! that fails or misses its deadline still counts for the failure rules
-//! whatever the reason: the request path went without Redis.
+//! 5-10 ms on average and far more in bursts while a PING from another
+//! process took 0.6-1.8 ms on average (at most 6-13 ms), and the rule cut
+//! each node out of the fleet 1-10 times a minute (its fills fetched
+//! alone: 1.23 origin fetches per object per lifetime against a goal of
+//! 1.05). The earlier guard, a timer on the workers whose lag over
+//! `timeout / 10` silenced the rule, did not hold: the timers lagged
+//! 1.1-1.8 ms on average. With the sentinel (its PINGs: 0.9-1.5 ms on
+//! average there) the latency rule opened 0 times in the same runs, and
+//! fetches per lifetime fell to 1.12 (bench/HISTORY.md `i31-sat-sentinel`).
+//! A call that fails or misses its deadline still counts for the failure
+//! rules whatever the reason: the request path went without Redis.
 //!
 //! A sentinel tick that starts later than `timeout / 10` (at least 2 ms;
 //! 5 ms at the default) is not reported: then the sentinel's own thread
