@@ -21,6 +21,17 @@ fetches_per_lifetime = fetches / lifetimes (1.00 = every object fetched once
 per lifetime by the whole fleet; N nodes that never share approach N).
 Printed for all objects, for the small ones and for the large ones
 (bytes >= 1 MiB).
+
+--explain adds "duplicates": the duplicate fetches (small and large) by
+what came between them and their lifetime's opening fetch, first match:
+  purge_between  a purge of another prefix (a fleet's prefix purge makes
+                 every copy Redis held from before it unusable: the
+                 purged_before epoch)
+  within_1s      less than 1 s after the opening fetch (a race for the
+                 lease, or a node that did not ask: breaker open)
+  near_restart   within 3 s after --restart-ms (a node restarted)
+  later          none of these (a copy evicted from Redis, a piece
+                 missing: pieces.bad in /status; a lease wait cut short)
 """
 
 import argparse
@@ -78,14 +89,44 @@ def count(fetches, purges, ttl_ms, margin):
     return out
 
 
+def explain(fetches, purges, ttl_ms, margin, restart_ms):
+    """Duplicate fetches by cause (see the module doc), per size class."""
+    out = {k: {} for k in ("small", "large")}
+    window = ttl_ms * (1.0 - margin)
+    every = [t for t, _ in purges]
+    for (path, _variant), items in fetches.items():
+        items.sort()
+        mine = [t for t, prefix in purges if path.startswith(prefix)]
+        opened = None
+        for t, size in items:
+            purged = opened is not None and any(opened < p <= t for p in mine)
+            if opened is None or t - opened >= window or purged:
+                opened = t
+                continue
+            if any(opened < p <= t for p in every):
+                why = "purge_between"
+            elif t - opened < 1000:
+                why = "within_1s"
+            elif restart_ms is not None and 0 <= t - restart_ms < 3000:
+                why = "near_restart"
+            else:
+                why = "later"
+            c = out["large" if size >= LARGE else "small"]
+            c[why] = c.get(why, 0) + 1
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("log", help="the origin's fetch log")
     ap.add_argument("--purges", help="file of `unix_ms prefix` lines")
     ap.add_argument("--ttl", type=float, required=True, help="TTL, seconds")
     ap.add_argument("--margin", type=float, default=0.25, help="share of the TTL a refresh may come early (default 0.25)")
+    ap.add_argument("--explain", action="store_true", help="add the duplicate fetches by cause")
+    ap.add_argument("--restart-ms", type=int, help="unix ms a node was restarted (for --explain)")
     a = ap.parse_args()
-    counts = count(load_fetches(a.log), load_purges(a.purges), a.ttl * 1000, a.margin)
+    fetches, purges = load_fetches(a.log), load_purges(a.purges)
+    counts = count(fetches, purges, a.ttl * 1000, a.margin)
     res = {}
     for k, (n, life, objs, size) in counts.items():
         res[k] = {
@@ -95,6 +136,8 @@ def main():
             "origin_mib": round(size / 1048576, 1),
             "fetches_per_lifetime": round(n / life, 3) if life else None,
         }
+    if a.explain:
+        res["duplicates"] = explain(fetches, purges, a.ttl * 1000, a.margin, a.restart_ms)
     json.dump(res, sys.stdout)
     print()
 

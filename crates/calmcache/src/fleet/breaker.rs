@@ -1,13 +1,13 @@
 //! The circuit breaker in front of Redis: when calls fail, miss their
-//! deadline or answer too slowly it opens and the node stops calling Redis
-//! at all, so a dead, hung or slow Redis adds no latency to requests. Once
-//! open, it stays open for a pause (1 s, doubling to 30 s while real-call
-//! probes fail); after the pause a PING goes to Redis every
-//! [`PING_EVERY`] (250 ms, from link.rs' probe task, off the request path),
-//! and once one answers well the next real call is the probe: its answer
-//! closes the breaker (the pause back to 1 s). A Redis that was down is in
-//! use again within about a quarter second of answering, however long it
-//! was down: failed PINGs do not lengthen the pause.
+//! deadline or Redis answers too slowly it opens and the node stops
+//! calling Redis at all, so a dead, hung or slow Redis adds no latency to
+//! requests. Once open, it stays open for a pause (1 s, doubling to 30 s
+//! while real-call probes fail); after the pause a PING goes to Redis
+//! every [`PING_EVERY`] (250 ms, from link.rs' probe task, off the request
+//! path), and once one answers well the next real call is the probe: its
+//! answer closes the breaker (the pause back to 1 s). A Redis that was
+//! down is in use again within about a quarter second of answering,
+//! however long it was down: failed PINGs do not lengthen the pause.
 //!
 //! Three rules open it (FLEET.md §6), checked in this order; the first that
 //! holds is the reason counted in `/status` and `/metrics`:
@@ -15,56 +15,61 @@
 //!   the deadline;
 //! - **ratio**: at least half of at least [`RATIO_MIN_CALLS`] (20) calls in
 //!   the last 2 s failed or missed it;
-//! - **latency**: the moving average (EWMA, weight 1/8) of what calls cost
-//!   (an answer's latency; a missed deadline's wait) is over 3/4 of
-//!   `fleet.timeout` (37.5 ms at the 50 ms default), over at least
-//!   [`LATENCY_MIN_SAMPLES`] (20) calls in a row made while this node's own
-//!   timers fire on time. A piece of a large object ([`Cost::Bulk`]) is
-//!   left out of the average: its time is its size and the bytes queued
-//!   ahead of it, not Redis' health (it still fails like any call).
+//! - **latency**: the moving average (EWMA, weight 1/8) of the
+//!   **sentinel's** PING round trips is over 3/4 of `fleet.timeout`
+//!   (37.5 ms at the 50 ms default), over at least [`LATENCY_MIN_SAMPLES`]
+//!   (20, 2 s of PINGs) since it last closed; a PING past the deadline
+//!   costs the deadline.
+//!
+//! **Redis is sick, or this box is busy?** The latency rule judges only
+//! the sentinel (breaker_sentinel.rs): a PING every 100 ms from a thread
+//! and a connection of its own, that sleeps between PINGs, so the kernel
+//! runs it soon after Redis answers however busy the node's workers are,
+//! and its PING queues behind none of the node's calls. A request-path
+//! call's time is never a sample: it is Redis' round trip plus however
+//! long the node's workers took to run the call's task again. Issue 30
+//! measured why that matters: on a saturated 2-core machine (Redis, 3
+//! nodes, the origin and the client) acquire, commit and pieces alike cost
+//! 5-10 ms on average and far more in bursts while a PING from another
+//! process took 0.6-1.8 ms on average (at most 6-13 ms), and the rule cut
+//! each node out of the fleet 1-10 times a minute (its fills fetched
+//! alone: 1.23 origin fetches per object per lifetime against a goal of
+//! 1.05). The earlier guard, a timer on the workers whose lag over
+//! `timeout / 10` silenced the rule, did not hold: the timers lagged
+//! 1.1-1.8 ms on average. With the sentinel (its PINGs: 0.9-1.5 ms on
+//! average there) the latency rule opened 0 times in the same runs, and
+//! fetches per lifetime fell to 1.12 (bench/HISTORY.md `i31-sat-sentinel`).
+//! A call that fails or misses its deadline still counts for the failure
+//! rules whatever the reason: the request path went without Redis.
+//!
+//! A sentinel tick that starts later than `timeout / 10` (at least 2 ms;
+//! 5 ms at the default) is not reported: then the sentinel's own thread
+//! was starved, and its PING measured that.
+//!
+//! **Hysteresis**: after a latency trip the breaker closes only once Redis
+//! is clearly faster than the threshold that opened it: [`CALM_PINGS`] (3)
+//! sentinel PINGs in a row past the pause must each answer within 5/8 of
+//! the deadline (31.25 ms at the default); then one real call answered in
+//! time closes it (its time, again, is not judged). Without it, a Redis
+//! whose calls cost about the threshold (36 ms against 37.5) opened and
+//! closed the breaker 3 times in 10 s (issue 30): one probe under the
+//! threshold closed it, twenty calls reopened it. Fed 36, 37, 38, 39 ms in
+//! turn for 10 s (the test
+//! `a_cost_sitting_at_the_latency_threshold_does_not_flap`), the breaker
+//! of 1806289 opened 7 times and closed 6; this one opens once and stays
+//! open. A cost between 5/8 and 3/4 of the deadline keeps whatever state
+//! the breaker is in. Not 1/2: a distant Redis whose round trip is just
+//! over half the deadline (200 ms against 390 ms, the fault test
+//! `a_node_goes_back_to_a_slow_redis_after_its_breaker_opened`) would
+//! never be let back after one slow spell. After a failure trip
+//! (consecutive, ratio) the probe task's PINGs count, and one answered in
+//! time is enough: a Redis back from the dead is back.
 //!
 //! The latency threshold scales with the deadline, so a user who raises
 //! `timeout` for a distant Redis does not trip it. It is 3/4 of it, not
 //! FLEET.md's 1/2: a Redis whose round trip is between half the deadline
 //! and the deadline answers every call in time and still saves the origin
-//! its fetches; at 1/2 it would never be used (a remote or TLS Redis under
-//! a tight deadline, as in the fault test
-//! `a_node_goes_back_to_a_slow_redis_after_its_breaker_opened`: 200 ms round
-//! trips, a 390 ms deadline).
-//!
-//! Latency cannot tell a slow Redis from a starved node: a node short of
-//! CPU measures its own scheduling delay in every call. Measured on 2 cores
-//! (a local Redis, 4 tasks calling it every 8 ms, busy threads and a busy
-//! runtime), calls took 20-110 ms on average, most of them answered in
-//! time, and the latency rule alone opened 1-5 times in 8 s at 1/2 or 3/4
-//! of the deadline, with a minimum of 20 or 50 samples. So a task measures
-//! how late a 20 ms timer fires (the average rises at once and falls 1/8 of
-//! the way per tick) and while that lag is over `timeout / 10` (at least
-//! 2 ms; 5 ms at the default) the node does not judge Redis by latency: its
-//! calls are not sampled, and the rule needs 20 calls made on time after.
-//! With that, the latency rule opened 0 times in 6 runs under load, and
-//! still opened on a Redis slowed to 36-44 ms (through a delay proxy, the
-//! node idle). The failure rules still apply to a starved node (its calls
-//! do miss the deadline); under the same loads 5 in a row opened 0-5 times
-//! in 10 s (13 in 6 runs) where the former 3 in a row opened 1-7 times (18
-//! in 4 runs): the known trip under load 15, which cost extra origin
-//! fetches with Redis up, is rarer, not gone.
-//!
-//! **Hysteresis**: after a latency trip the breaker closes only once Redis
-//! is clearly faster than the threshold that opened it: [`CALM_PINGS`] (3)
-//! PINGs in a row and then the real-call probe must each answer within
-//! 5/8 of the deadline (31.25 ms at the default; a slower probe doubles
-//! the pause). Without it, a Redis whose calls cost about the threshold
-//! (36 ms against 37.5) opened and closed the breaker 3 times in 10 s
-//! (issue 30): one probe under the threshold closed it, twenty calls
-//! reopened it. Fed 36, 37, 38, 39 ms in turn every 20 ms for 10 s (the
-//! test `a_cost_sitting_at_the_latency_threshold_does_not_flap`), the
-//! breaker of 1806289 opened 7 times and closed 6; this one opens once and
-//! stays open. A cost between 5/8 and 3/4 of the deadline now keeps
-//! whatever state the breaker is in. Not 1/2, as first proposed: a distant
-//! Redis whose round trip is just over half the deadline (the 200 ms
-//! against 390 ms above) would never be let back after one slow spell. After a failure trip (consecutive, ratio) one PING
-//! answered in time is enough: a Redis back from the dead is back.
+//! its fetches.
 //!
 //! Only calls let through while it was closed, and since it last changed,
 //! count for the rules: a call made before it opened that answers while it
@@ -72,7 +77,8 @@
 //! probe does).
 //!
 //! Lock-light: `pass()` while closed is one atomic load; a call's result
-//! takes one short, uncontended per-link lock (as before these rules).
+//! takes one short, uncontended per-link lock (as before these rules), and
+//! so does each sentinel PING (10 a second).
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -81,6 +87,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 pub(crate) use super::breaker_stats::{BreakerState, BreakerStats, OpenReason, OpenedBy};
+use super::ops_stats::Lane;
 
 /// Failed calls in a row that open the breaker.
 pub(crate) const OPEN_AFTER: u32 = 5;
@@ -90,8 +97,8 @@ pub(crate) const RATIO_MIN_CALLS: u32 = 20;
 /// The ratio rule's window (2 s) in buckets: the last 1.75 to 2 s.
 const BUCKET: Duration = Duration::from_millis(250);
 const BUCKETS: usize = 8;
-/// Calls made on time in a row (since the breaker last closed, the node
-/// started or its timers last lagged) before the latency rule may open it.
+/// Sentinel PINGs (since the breaker last closed or the node started)
+/// before the latency rule may open it: 2 s of them.
 pub(crate) const LATENCY_MIN_SAMPLES: u32 = 20;
 /// A new sample weighs 1/2^this in the latency average.
 const LATENCY_WEIGHT_SHIFT: u32 = 3;
@@ -99,8 +106,9 @@ const LATENCY_WEIGHT_SHIFT: u32 = 3;
 /// raises it to that sample, one below moves it 1/8 of the way.
 const LAG_TICK: Duration = Duration::from_millis(20);
 const LAG_WEIGHT_SHIFT: u32 = 3;
-/// The least lag that silences the latency rule (tokio's timers have 1 ms
-/// resolution: an idle node's lag is up to about 1 ms).
+/// The least lag of a sentinel tick that keeps its PING out of the average
+/// (tokio's timers have 1 ms resolution: an idle thread's lag is up to
+/// about 1 ms).
 const LAG_GATE_MIN: Duration = Duration::from_millis(2);
 /// The first pause once open; doubled per failed probe up to [`PAUSE_MAX`].
 const PAUSE_MIN: Duration = Duration::from_secs(1);
@@ -111,12 +119,14 @@ pub(crate) const PING_EVERY: Duration = Duration::from_millis(250);
 /// the real-call probe may go (about 3/4 s of a Redis clearly fast again).
 pub(crate) const CALM_PINGS: u32 = 3;
 
-/// How a PING of the probe task went.
+/// How a PING went (the probe task's, or the sentinel's).
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Ping {
     /// Answered within the deadline, after this long.
     Answered(Duration),
-    /// An error, a closed connection or no answer within the deadline.
+    /// No answer within the deadline.
+    TimedOut,
+    /// An error or a closed connection.
     Failed,
 }
 
@@ -127,15 +137,6 @@ pub(crate) struct PingPass {
     /// The open phase it was asked in: an answer after a change is not
     /// counted.
     phase: u64,
-}
-
-/// How a call let through went wrong.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Failure {
-    /// An error or a closed connection (it cost no wait worth counting).
-    Error,
-    /// No answer within the deadline, after waiting this long.
-    TimedOut(Duration),
 }
 
 /// A call the breaker let through; report how it went.
@@ -215,14 +216,8 @@ impl State {
         calls >= RATIO_MIN_CALLS && u64::from(failed) * 2 >= u64::from(calls)
     }
 
-    /// One call's cost in the latency average; taken while the node lags,
-    /// it is not used, and the average starts afresh after (so the rule
-    /// needs [`LATENCY_MIN_SAMPLES`] calls made on time in a row).
-    fn sample(&mut self, took: Duration, lagging: bool) {
-        if lagging {
-            self.samples = 0;
-            return;
-        }
+    /// One sentinel PING's round trip in the latency average.
+    fn sample(&mut self, took: Duration) {
         let us = micros(took);
         self.latency_us = if self.samples == 0 {
             us
@@ -231,19 +226,6 @@ impl State {
         };
         self.samples = self.samples.saturating_add(1);
     }
-}
-
-/// What an answered call's time says of Redis.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Cost {
-    /// A small call: its time is Redis' (and the link's) health, averaged
-    /// by the latency rule.
-    Control,
-    /// A large value moved (a piece of a large object): its time is
-    /// mostly its size and the bytes queued ahead of it, so it is left out
-    /// of the average. It still counts as a success, and a bulk call that
-    /// fails or misses its deadline counts as any other.
-    Bulk,
 }
 
 /// A phase of the closed breaker (even).
@@ -271,6 +253,8 @@ fn ewma(average: u64, sample: u64, shift: u32) -> u64 {
 
 /// One breaker per Redis link.
 pub(crate) struct Breaker {
+    /// The connection it guards (what its warnings say).
+    lane: Lane,
     /// Even while closed, odd while open or half-open; one more at every
     /// change. The fast path reads only this.
     phase: AtomicU64,
@@ -282,10 +266,13 @@ pub(crate) struct Breaker {
     /// After a latency trip, PINGs and the probe must answer within this
     /// to close it: 5/8 of the deadline (the hysteresis).
     calm: Duration,
-    /// Past this timer lag the latency rule is silent.
+    /// The deadline: what a sentinel PING that missed it cost.
+    deadline: Duration,
+    /// A sentinel tick that fires later than this is not sampled (its own
+    /// thread was starved).
     lag_gate: Duration,
     /// The node's timer lag (average, microseconds), kept by
-    /// [`Breaker::watch_lag`].
+    /// [`Breaker::watch_lag`]: how busy the node is, shown in `/status`.
     lag_us: Arc<AtomicU64>,
     opened: [AtomicU64; OpenReason::ALL.len()],
     closed: AtomicU64,
@@ -293,14 +280,22 @@ pub(crate) struct Breaker {
 }
 
 impl Breaker {
-    /// A closed breaker for calls with deadline `timeout`.
+    /// A closed breaker for control calls with deadline `timeout`.
+    #[cfg(test)]
     pub(crate) fn new(timeout: Duration) -> Breaker {
+        Breaker::for_lane(timeout, Lane::Control)
+    }
+
+    /// A closed breaker for calls on `lane` with deadline `timeout`.
+    pub(crate) fn for_lane(timeout: Duration, lane: Lane) -> Breaker {
         Breaker {
+            lane,
             phase: AtomicU64::new(0),
             state: Mutex::new(State::new()),
             born: Instant::now(),
             slow: timeout * 3 / 4,
             calm: timeout * 5 / 8,
+            deadline: timeout,
             lag_gate: (timeout / 10).max(LAG_GATE_MIN),
             lag_us: Arc::new(AtomicU64::new(0)),
             opened: Default::default(),
@@ -309,9 +304,9 @@ impl Breaker {
         }
     }
 
-    /// Starts the task that measures how late this node's timers fire (it
-    /// ends when the breaker is dropped). Without it the lag reads 0 and
-    /// the latency rule is never silenced.
+    /// Starts the task that measures how late this node's timers fire on
+    /// its workers (it ends when the breaker is dropped): shown in
+    /// `/status` and `/metrics`, it tells a busy node; it judges nothing.
     pub(crate) fn watch_lag(&self) -> tokio::task::JoinHandle<()> {
         let weak = Arc::downgrade(&self.lag_us);
         tokio::spawn(async move {
@@ -323,8 +318,7 @@ impl Breaker {
                     return;
                 };
                 // Up at once, down slowly: a node that lagged a moment ago
-                // may lag again, and calls it made then cost more. The
-                // only writer: no update is lost.
+                // may lag again. The only writer: no update is lost.
                 let average = ewma(lag.load(Ordering::Relaxed), late, LAG_WEIGHT_SHIFT);
                 lag.store(average.max(late), Ordering::Relaxed);
             }
@@ -387,31 +381,43 @@ impl Breaker {
         }
     }
 
-    /// Should the probe task PING now? Open, past the pause, and not yet
-    /// ready for the real-call probe. One atomic load while closed.
+    /// Should the probe task PING now? Open on a failure rule, past the
+    /// pause, and not yet ready for the real-call probe. After a latency
+    /// trip the sentinel's PINGs count instead ([`Breaker::sentinel`]): the
+    /// probe task runs on the node's workers, whose delays are not Redis'.
+    /// One atomic load while closed.
     pub(crate) fn wants_ping(&self) -> Option<PingPass> {
         if is_closed(self.phase.load(Ordering::Acquire)) {
             return None;
         }
         let state = self.state();
         let phase = self.phase.load(Ordering::Acquire);
-        let wanted = !is_closed(phase) && Self::paused_enough(&state) && !self.ready(&state);
+        let wanted = !is_closed(phase)
+            && state.reason != Some(OpenReason::Latency)
+            && Self::paused_enough(&state)
+            && !self.ready(&state);
         wanted.then_some(PingPass { phase })
     }
 
     /// How the PING asked for went: a good one counts toward the real-call
-    /// probe, a failed or slow one starts the count again. It never
-    /// lengthens the pause: a dead Redis is PINGed every [`PING_EVERY`]
-    /// however long it stays dead, so it is used again soon after it
-    /// answers.
+    /// probe, a failed one starts the count again. It never lengthens the
+    /// pause: a dead Redis is PINGed every [`PING_EVERY`] however long it
+    /// stays dead, so it is used again soon after it answers.
     pub(crate) fn pinged(&self, ping: PingPass, result: Ping) {
         let mut state = self.state();
         if ping.phase != self.phase.load(Ordering::Acquire) {
             return;
         }
+        self.count_ping(&mut state, result);
+    }
+
+    /// A PING toward the real-call probe: good if answered (after a latency
+    /// trip: within 5/8 of the deadline, the hysteresis), or the count
+    /// starts again.
+    fn count_ping(&self, state: &mut State, result: Ping) {
         let good = match result {
             Ping::Answered(took) => state.reason != Some(OpenReason::Latency) || took <= self.calm,
-            Ping::Failed => false,
+            Ping::TimedOut | Ping::Failed => false,
         };
         state.good_pings = if good {
             state.good_pings.saturating_add(1)
@@ -420,16 +426,47 @@ impl Breaker {
         };
     }
 
-    /// The call answered in time, after `took`; `cost` says whether that
-    /// time speaks of Redis' health.
-    pub(crate) fn success(&self, pass: Pass, took: Duration, cost: Cost) {
+    /// A tick of the sentinel starts later than this: its thread was
+    /// starved, and its PING would measure that, not Redis.
+    pub(crate) fn lag_gate(&self) -> Duration {
+        self.lag_gate
+    }
+
+    /// The sentinel's PING (breaker_sentinel.rs: its own thread and
+    /// connection, so its round trip is Redis' and the link's, not this
+    /// node's workers'). Closed: a sample of the latency rule (a missed
+    /// deadline costs the deadline; an error is no sample: the failure
+    /// rules see the real calls fail). Open after a latency trip and past
+    /// the pause: a PING toward the real-call probe.
+    pub(crate) fn sentinel(&self, result: Ping) {
+        let mut state = self.state();
+        if is_closed(self.phase.load(Ordering::Acquire)) {
+            let took = match result {
+                Ping::Answered(took) => took,
+                Ping::TimedOut => self.deadline,
+                Ping::Failed => return,
+            };
+            state.sample(took);
+            if self.too_slow(&state) {
+                self.open(&mut state, OpenReason::Latency);
+            }
+            return;
+        }
+        if state.reason == Some(OpenReason::Latency)
+            && Self::paused_enough(&state)
+            && !self.ready(&state)
+        {
+            self.count_ping(&mut state, result);
+        }
+    }
+
+    /// The call answered in time. Its time is not judged: a request-path
+    /// call's time is this node's business as much as Redis' (the sentinel
+    /// judges latency), so an answer in time is a success however long it
+    /// took, the probe's included.
+    pub(crate) fn success(&self, pass: Pass) {
         let mut state = self.state();
         if pass.probe {
-            if state.reason == Some(OpenReason::Latency) && took > self.calm {
-                // Not clearly fast again: wait longer before the next probe.
-                self.probe_failed(&mut state);
-                return;
-            }
             self.close(&mut state);
             return;
         }
@@ -438,19 +475,13 @@ impl Breaker {
         }
         state.failures = 0;
         state.record(self.slot(), false);
-        if cost == Cost::Bulk {
-            return;
-        }
-        state.sample(took, self.lagging());
-        if self.too_slow(&state) {
-            self.open(&mut state, OpenReason::Latency);
-        }
     }
 
-    /// The call failed or missed its deadline. True when this opened the
-    /// breaker (or kept it open after a probe), so the caller may rebuild
-    /// its connection.
-    pub(crate) fn failure(&self, pass: Pass, failure: Failure) -> bool {
+    /// The call failed or missed its deadline (both weigh alike: a call
+    /// the request path went without). True when this opened the breaker
+    /// (or kept it open after a probe), so the caller may rebuild its
+    /// connection.
+    pub(crate) fn failure(&self, pass: Pass) -> bool {
         let mut state = self.state();
         if pass.probe {
             self.probe_failed(&mut state);
@@ -462,15 +493,10 @@ impl Breaker {
         state.failures = state.failures.saturating_add(1);
         let slot = self.slot();
         state.record(slot, true);
-        if let Failure::TimedOut(took) = failure {
-            state.sample(took, self.lagging());
-        }
         let reason = if state.failures >= OPEN_AFTER {
             OpenReason::Consecutive
         } else if state.ratio_exceeded(slot) {
             OpenReason::Ratio
-        } else if self.too_slow(&state) {
-            OpenReason::Latency
         } else {
             return false;
         };
@@ -487,13 +513,8 @@ impl Breaker {
         }
     }
 
-    /// This node's timers fire late: it cannot judge Redis by latency.
-    fn lagging(&self) -> bool {
-        self.lag_us.load(Ordering::Relaxed) > micros(self.lag_gate)
-    }
-
-    /// The latency rule holds: enough samples since the node last lagged,
-    /// and an average over the threshold.
+    /// The latency rule holds: enough sentinel samples since it last
+    /// closed, and an average over the threshold.
     fn too_slow(&self, state: &State) -> bool {
         state.samples >= LATENCY_MIN_SAMPLES && state.latency_us > micros(self.slow)
     }
@@ -508,12 +529,19 @@ impl Breaker {
         self.opened[reason.index()].fetch_add(1, Ordering::Relaxed);
         self.last_reason
             .store(OpenReason::code(Some(reason)), Ordering::Relaxed);
-        tracing::warn!(
-            reason = reason.as_str(),
-            failures_in_a_row = state.failures,
-            latency_us = state.latency_us,
-            "redis failing: fleet mode paused, the node goes on alone"
-        );
+        match self.lane {
+            Lane::Control => tracing::warn!(
+                reason = reason.as_str(),
+                failures_in_a_row = state.failures,
+                latency_us = state.latency_us,
+                "redis failing: fleet mode paused, the node goes on alone"
+            ),
+            Lane::Bulk => tracing::warn!(
+                reason = reason.as_str(),
+                failures_in_a_row = state.failures,
+                "redis failing for large values: they stay local, small ones are still shared"
+            ),
+        }
     }
 
     fn probe_failed(&self, state: &mut State) {
@@ -528,6 +556,11 @@ impl Breaker {
         self.phase.fetch_add(1, Ordering::AcqRel);
         self.closed.fetch_add(1, Ordering::Relaxed);
         tracing::info!("redis is answering again: fleet mode resumes");
+    }
+
+    /// Closed: calls go through (one atomic load).
+    pub(crate) fn is_closed(&self) -> bool {
+        is_closed(self.phase.load(Ordering::Acquire))
     }
 
     /// Closed, open or half-open.

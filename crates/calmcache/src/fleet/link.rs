@@ -1,10 +1,24 @@
 //! The connection to Redis (one instance, or a cluster), and every call
-//! through it: each call has the fleet's deadline and goes through the
+//! through it: each call has the fleet's deadline and goes through a
 //! circuit breaker; a call the breaker refuses, that fails or that misses
-//! its deadline is `None`, and the caller goes on without Redis. After the
-//! breaker trips the connection is rebuilt (a hung socket stays hung).
+//! its deadline is `None`, and the caller goes on without Redis. After a
+//! breaker trips its connection is rebuilt (a hung socket stays hung).
 //!
-//! While the breaker is open, a probe task PINGs Redis every
+//! Two channels (FLEET.md §6), each a connection with its own breaker:
+//! **control** (leases, entries, purges, heartbeats, `INFO`) and **bulk**
+//! (the 256 KiB pieces of large objects, [`Lane::Bulk`]), so a piece never
+//! sits ahead of a lease on the wire, and a bulk channel that fails keeps
+//! large objects local while small ones are still shared. While the
+//! control breaker is open no bulk call is made either (Redis is out). The
+//! bulk breaker has the failure rules only; `/status`' breaker is the
+//! control one, and the bulk one shows as `skipped` pieces.
+//!
+//! The control breaker's latency rule is fed by a sentinel
+//! (breaker_sentinel.rs): a PING every 100 ms from a thread and a
+//! connection of its own, so what it judges is Redis' round trip, not this
+//! node's busy workers.
+//!
+//! While a breaker is open, a probe task PINGs its channel every
 //! [`PING_EVERY`] past its pause ([`Link::probe_loop`]), off the request
 //! path, so a Redis that comes back is found within a quarter second
 //! rather than at the end of a pause that doubled while it was down; the
@@ -20,13 +34,11 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
 
 use crate::config::FleetConfig;
-use crate::fleet::breaker::{
-    Breaker, BreakerState, Cost, Failure, Pass, Ping, PingPass, PING_EVERY,
-};
-use crate::fleet::ops_stats::{Op, OpStats, Outcome};
+use crate::fleet::breaker::{Breaker, BreakerState, Pass, Ping, PingPass, PING_EVERY};
+use crate::fleet::ops_stats::{Lane, Op, OpStats, Outcome};
 
 /// How long connecting may take (a call still waits at most the deadline).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A connection handle: cheap to clone, shared by every task.
 #[derive(Clone)]
@@ -82,16 +94,40 @@ pub(crate) struct CallStats {
     pub(crate) reconnects: AtomicU64,
 }
 
-/// Redis, as this node reaches it.
-pub(crate) struct Link {
-    cfg: FleetConfig,
+/// One connection to Redis (a cluster's: one per master) and the breaker
+/// in front of it.
+struct Channel {
     conn: Mutex<Option<Conn>>,
     /// Rebuilds so far: a connection made in the background replaces the
     /// one in `conn` only if no rebuild came after.
     rebuilds: AtomicU64,
     connecting: Arc<AtomicBool>,
-    /// Open after failures: no call goes to Redis.
-    pub(crate) breaker: Breaker,
+    /// Open after failures: no call goes to Redis on this channel.
+    breaker: Breaker,
+}
+
+impl Channel {
+    fn new(timeout: Duration, lane: Lane) -> Channel {
+        Channel {
+            conn: Mutex::new(None),
+            rebuilds: AtomicU64::new(0),
+            connecting: Arc::new(AtomicBool::new(false)),
+            breaker: Breaker::for_lane(timeout, lane),
+        }
+    }
+
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Conn>> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Redis, as this node reaches it: two channels (FLEET.md §6), control
+/// (leases, entries, purges, heartbeats) and bulk (the pieces of large
+/// objects), so a 256 KiB piece never sits ahead of a lease on the wire.
+pub(crate) struct Link {
+    cfg: FleetConfig,
+    /// Indexed by [`Lane`].
+    channels: [Channel; 2],
     /// Calls made and how they went.
     pub(crate) stats: CallStats,
     /// The same, per operation.
@@ -108,23 +144,40 @@ impl Link {
     pub(crate) fn new(cfg: &FleetConfig) -> RedisResult<Arc<Link>> {
         let link = Arc::new(Link {
             cfg: cfg.clone(),
-            conn: Mutex::new(None),
-            rebuilds: AtomicU64::new(0),
-            connecting: Arc::new(AtomicBool::new(false)),
-            breaker: Breaker::new(cfg.timeout),
+            channels: Lane::ALL.map(|lane| Channel::new(cfg.timeout, lane)),
             stats: CallStats::default(),
             ops: OpStats::default(),
             last_error: Mutex::new(None),
             memory: Default::default(),
         });
         // Detached: they end with the link.
-        drop(link.breaker.watch_lag());
+        drop(link.breaker().watch_lag());
         drop(tokio::spawn(Link::probe_loop(Arc::downgrade(&link))));
+        super::breaker_sentinel::start(Arc::downgrade(&link), cfg.clone());
         drop(tokio::spawn(super::redis_info::read_loop(Arc::downgrade(
             &link,
         ))));
-        link.rebuild()?;
+        for lane in Lane::ALL {
+            link.rebuild(lane)?;
+        }
         Ok(link)
+    }
+
+    fn channel(&self, lane: Lane) -> &Channel {
+        &self.channels[lane.index()]
+    }
+
+    /// The breaker of `lane`'s channel.
+    #[cfg(test)]
+    pub(super) fn breaker_of(&self, lane: Lane) -> &Breaker {
+        &self.channel(lane).breaker
+    }
+
+    /// The control channel's breaker: the one `/status` shows, that the
+    /// sentinel feeds; while it is open the bulk channel is not used
+    /// either.
+    pub(crate) fn breaker(&self) -> &Breaker {
+        &self.channel(Lane::Control).breaker
     }
 
     /// The open breaker's PINGs: every [`PING_EVERY`], when the breaker
@@ -134,29 +187,33 @@ impl Link {
         // A PING that timed out rebuilds the connection (a hung socket
         // stays hung), at most once per this.
         const REBUILD_EVERY: Duration = Duration::from_secs(1);
-        let mut rebuilt: Option<tokio::time::Instant> = None;
+        let mut rebuilt: [Option<tokio::time::Instant>; 2] = [None; 2];
         loop {
             tokio::time::sleep(PING_EVERY).await;
             let Some(link) = link.upgrade() else {
                 return;
             };
-            let Some(ping) = link.breaker.wants_ping() else {
-                continue;
-            };
-            let hung = link.ping(ping).await;
-            if hung && rebuilt.is_none_or(|at| at.elapsed() >= REBUILD_EVERY) {
-                rebuilt = Some(tokio::time::Instant::now());
-                let _ = link.rebuild();
+            for lane in Lane::ALL {
+                let Some(ping) = link.channel(lane).breaker.wants_ping() else {
+                    continue;
+                };
+                let hung = link.ping(lane, ping).await;
+                let last = &mut rebuilt[lane.index()];
+                if hung && last.is_none_or(|at| at.elapsed() >= REBUILD_EVERY) {
+                    *last = Some(tokio::time::Instant::now());
+                    let _ = link.rebuild(lane);
+                }
             }
         }
     }
 
     /// One PING within the deadline, told to the breaker and counted as a
     /// `probe` call; true when it timed out.
-    async fn ping(&self, ping: PingPass) -> bool {
-        let Some(mut conn) = self.slot().clone() else {
+    async fn ping(&self, lane: Lane, ping: PingPass) -> bool {
+        let breaker = &self.channel(lane).breaker;
+        let Some(mut conn) = self.channel(lane).slot().clone() else {
             self.count(Op::Probe, Outcome::Failed);
-            self.breaker.pinged(ping, Ping::Failed);
+            breaker.pinged(ping, Ping::Failed);
             return false;
         };
         let started = tokio::time::Instant::now();
@@ -167,76 +224,62 @@ impl Link {
                 let took = started.elapsed();
                 let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
                 self.count(Op::Probe, Outcome::Answered(micros));
-                self.breaker.pinged(ping, Ping::Answered(took));
+                breaker.pinged(ping, Ping::Answered(took));
                 false
             }
             Ok(Err(e)) => {
                 self.count(Op::Probe, Outcome::Failed);
                 self.note_error(Op::Probe, &e.to_string());
-                self.breaker.pinged(ping, Ping::Failed);
+                breaker.pinged(ping, Ping::Failed);
                 false
             }
             Err(_) => {
                 self.count(Op::Probe, Outcome::TimedOut);
-                self.breaker.pinged(ping, Ping::Failed);
+                breaker.pinged(ping, Ping::TimedOut);
                 true
             }
         }
     }
 
-    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Conn>> {
-        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    /// The sentinel's PING (breaker_sentinel.rs), counted under the
+    /// `sentinel` operation (not in the link's totals); told to the breaker when `on_time` (the sentinel's tick
+    /// started within the lag gate).
+    pub(super) fn sentinel_pinged(&self, result: Ping, on_time: bool) {
+        let outcome = match result {
+            Ping::Answered(took) => {
+                Outcome::Answered(u64::try_from(took.as_micros()).unwrap_or(u64::MAX))
+            }
+            Ping::TimedOut => Outcome::TimedOut,
+            Ping::Failed => Outcome::Failed,
+        };
+        // Under its operation only: the link's totals (`calls_ok`, the
+        // mean) stay the node's own calls, as before the sentinel.
+        self.ops.record(Op::Sentinel, outcome);
+        if on_time {
+            self.breaker().sentinel(result);
+        }
     }
 
     /// A new connection (the old one, perhaps hung, is dropped): at once
     /// for a single instance (it connects on first use), in a background
     /// task for a cluster.
-    fn rebuild(self: &Arc<Self>) -> RedisResult<()> {
+    fn rebuild(self: &Arc<Self>, lane: Lane) -> RedisResult<()> {
         self.stats.reconnects.fetch_add(1, Ordering::Relaxed);
+        let channel = self.channel(lane);
         if !self.cfg.cluster {
-            let mut info = self.cfg.nodes[0].as_str().into_connection_info()?;
-            let mut settings = info.redis_settings().clone();
-            if let Some(user) = &self.cfg.user {
-                settings = settings.set_username(user);
-            }
-            if let Some(password) = &self.cfg.password {
-                settings = settings.set_password(password);
-            }
-            info = info.set_redis_settings(settings);
-            let client = match tls_certificates(&self.cfg) {
-                Some(certs) => redis::Client::build_with_tls(info, certs)?,
-                None => redis::Client::open(info)?,
-            };
-            let config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(CONNECT_TIMEOUT))
-                .set_response_timeout(None)
-                .set_number_of_retries(1)
-                .set_max_delay(Duration::from_millis(200));
+            let (client, config) = single_client(&self.cfg)?;
             let manager = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
-            let rebuild = self.rebuilds.fetch_add(1, Ordering::AcqRel) + 1;
-            *self.slot() = Some(Conn::Single(manager));
-            self.connect_ahead(rebuild, client, config);
+            let rebuild = channel.rebuilds.fetch_add(1, Ordering::AcqRel) + 1;
+            *channel.slot() = Some(Conn::Single(manager));
+            self.connect_ahead(lane, rebuild, client, config);
             return Ok(());
         }
-        let mut builder = redis::cluster::ClusterClient::builder(self.cfg.nodes.clone())
-            .connection_timeout(CONNECT_TIMEOUT)
-            .response_timeout(self.cfg.timeout.max(Duration::from_millis(500)))
-            .retries(1);
-        if let Some(user) = &self.cfg.user {
-            builder = builder.username(user);
-        }
-        if let Some(password) = &self.cfg.password {
-            builder = builder.password(password);
-        }
-        if let Some(certs) = tls_certificates(&self.cfg) {
-            builder = builder.certs(certs);
-        }
-        let client = builder.build()?;
-        if self.connecting.swap(true, Ordering::AcqRel) {
+        let client = cluster_client(&self.cfg)?;
+        if channel.connecting.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         let link = Arc::downgrade(self);
-        let connecting = self.connecting.clone();
+        let connecting = channel.connecting.clone();
         tokio::spawn(async move {
             let result = client.get_async_connection().await;
             connecting.store(false, Ordering::Release);
@@ -244,7 +287,7 @@ impl Link {
                 return;
             };
             match result {
-                Ok(conn) => *link.slot() = Some(Conn::Cluster(conn)),
+                Ok(conn) => *link.channel(lane).slot() = Some(Conn::Cluster(conn)),
                 Err(e) => tracing::debug!(error = %e, "redis cluster: not connected yet"),
             }
         });
@@ -259,6 +302,7 @@ impl Link {
     /// failed manager would answer its next call with the cached error).
     fn connect_ahead(
         self: &Arc<Self>,
+        lane: Lane,
         rebuild: u64,
         client: redis::Client,
         config: ConnectionManagerConfig,
@@ -274,80 +318,94 @@ impl Link {
             let Some(link) = link.upgrade().filter(|_| matches!(up, Ok(Ok(())))) else {
                 return;
             };
-            let mut slot = link.slot();
-            if link.rebuilds.load(Ordering::Acquire) == rebuild {
+            let channel = link.channel(lane);
+            let mut slot = channel.slot();
+            if channel.rebuilds.load(Ordering::Acquire) == rebuild {
                 *slot = Some(Conn::Single(ahead));
             }
         });
     }
 
-    /// Runs `call` (one `op`) on the connection within the deadline,
-    /// through the breaker; `None` when it could not be made or did not
-    /// answer in time.
+    /// Runs `call` (one `op`) on its lane's connection within the
+    /// deadline, through that lane's breaker; `None` when it could not be
+    /// made or did not answer in time. A bulk call is not made while the
+    /// control breaker is open either (Redis is out: a piece without its
+    /// manifest's commit is waste).
     pub(crate) async fn call<T, F, Fut>(self: &Arc<Self>, op: Op, call: F) -> Option<T>
     where
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
-        if self.connecting.load(Ordering::Acquire) && self.slot().is_none() {
+        let lane = op.lane();
+        let channel = self.channel(lane);
+        if channel.connecting.load(Ordering::Acquire) && channel.slot().is_none() {
             // A cluster's first connection is on its way: no call, and
             // nothing against the breaker, or a node started under traffic
             // would open it at once and go on alone.
             self.count(op, Outcome::Skipped);
             return None;
         }
-        let Some(pass) = self.breaker.pass() else {
+        if lane == Lane::Bulk && !self.breaker().is_closed() {
+            self.count(op, Outcome::Skipped);
+            return None;
+        }
+        let Some(pass) = channel.breaker.pass() else {
             self.count(op, Outcome::Skipped);
             return None;
         };
         let pass = Outstanding {
-            breaker: &self.breaker,
+            breaker: &channel.breaker,
             pass: Some(pass),
         };
-        let conn = self.slot().clone();
+        let conn = channel.slot().clone();
         let Some(conn) = conn else {
             // A cluster whose connection failed: a failure like any other.
             self.note_error(op, "no connection to the cluster");
-            if pass.failure(Failure::Error) {
+            if pass.failure() {
                 self.opened_after(op);
-                let _ = self.rebuild();
+                let _ = self.rebuild(lane);
             }
             self.count(op, Outcome::Failed);
             return None;
         };
         let started = tokio::time::Instant::now();
-        match tokio::time::timeout(self.cfg.timeout, call(conn)).await {
+        let answer = tokio::time::timeout(self.cfg.timeout, call(conn)).await;
+        self.settle(op, pass, started, answer)
+    }
+
+    /// How a call that was made went: counted, told to its breaker (whose
+    /// opening rebuilds the connection), its value if it answered in time.
+    fn settle<T>(
+        self: &Arc<Self>,
+        op: Op,
+        pass: Outstanding<'_>,
+        started: tokio::time::Instant,
+        answer: Result<RedisResult<T>, tokio::time::error::Elapsed>,
+    ) -> Option<T> {
+        let error = match answer {
             Ok(Ok(value)) => {
-                let took = started.elapsed();
-                let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+                let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
                 self.count(op, Outcome::Answered(micros));
-                pass.success(took, op.cost());
-                Some(value)
+                pass.success();
+                return Some(value);
             }
             Ok(Err(e)) => {
                 self.count(op, Outcome::Failed);
                 tracing::debug!(error = %e, op = op.as_str(), "redis call failed");
-                self.note_error(op, &e.to_string());
-                if pass.failure(Failure::Error) {
-                    self.opened_after(op);
-                    let _ = self.rebuild();
-                }
-                None
+                e.to_string()
             }
             Err(_) => {
                 self.count(op, Outcome::TimedOut);
                 let deadline = self.cfg.timeout;
-                self.note_error(
-                    op,
-                    &format!("no answer within fleet.timeout ({deadline:?})"),
-                );
-                if pass.failure(Failure::TimedOut(started.elapsed())) {
-                    self.opened_after(op);
-                    let _ = self.rebuild();
-                }
-                None
+                format!("no answer within fleet.timeout ({deadline:?})")
             }
+        };
+        self.note_error(op, &error);
+        if pass.failure() {
+            self.opened_after(op);
+            let _ = self.rebuild(op.lane());
         }
+        None
     }
 
     /// Keeps the last failed call's error (for `/status` and the warning
@@ -406,8 +464,53 @@ impl Link {
 
     /// Where the breaker stands.
     pub(crate) fn state(&self) -> BreakerState {
-        self.breaker.current()
+        self.breaker().current()
     }
+}
+
+/// The client of a single Redis and its manager's settings: user,
+/// password and TLS from `cfg`; a connection's setup bounded, calls not
+/// (each caller has its own deadline).
+pub(super) fn single_client(
+    cfg: &FleetConfig,
+) -> RedisResult<(redis::Client, ConnectionManagerConfig)> {
+    let mut info = cfg.nodes[0].as_str().into_connection_info()?;
+    let mut settings = info.redis_settings().clone();
+    if let Some(user) = &cfg.user {
+        settings = settings.set_username(user);
+    }
+    if let Some(password) = &cfg.password {
+        settings = settings.set_password(password);
+    }
+    info = info.set_redis_settings(settings);
+    let client = match tls_certificates(cfg) {
+        Some(certs) => redis::Client::build_with_tls(info, certs)?,
+        None => redis::Client::open(info)?,
+    };
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        .set_response_timeout(None)
+        .set_number_of_retries(1)
+        .set_max_delay(Duration::from_millis(200));
+    Ok((client, config))
+}
+
+/// The client of a Redis Cluster: user, password and TLS from `cfg`.
+pub(super) fn cluster_client(cfg: &FleetConfig) -> RedisResult<redis::cluster::ClusterClient> {
+    let mut builder = redis::cluster::ClusterClient::builder(cfg.nodes.clone())
+        .connection_timeout(CONNECT_TIMEOUT)
+        .response_timeout(cfg.timeout.max(Duration::from_millis(500)))
+        .retries(1);
+    if let Some(user) = &cfg.user {
+        builder = builder.username(user);
+    }
+    if let Some(password) = &cfg.password {
+        builder = builder.password(password);
+    }
+    if let Some(certs) = tls_certificates(cfg) {
+        builder = builder.certs(certs);
+    }
+    builder.build()
 }
 
 /// `fleet.tls_ca` and the client certificate, for a `rediss://` client;
@@ -440,17 +543,15 @@ struct Outstanding<'a> {
 }
 
 impl Outstanding<'_> {
-    fn success(mut self, took: Duration, cost: Cost) {
+    fn success(mut self) {
         if let Some(pass) = self.pass.take() {
-            self.breaker.success(pass, took, cost);
+            self.breaker.success(pass);
         }
     }
 
     /// True when this opened the breaker (see [`Breaker::failure`]).
-    fn failure(mut self, failure: Failure) -> bool {
-        self.pass
-            .take()
-            .is_some_and(|p| self.breaker.failure(p, failure))
+    fn failure(mut self) -> bool {
+        self.pass.take().is_some_and(|p| self.breaker.failure(p))
     }
 }
 

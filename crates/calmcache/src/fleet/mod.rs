@@ -42,7 +42,8 @@
 //! - `stats.rs`: [`FleetStats`] and the fetch log, for `/status`.
 //! - `link.rs`: the Redis connection, every call under the deadline and
 //!   through the breaker (`breaker.rs`, its rules; `breaker_stats.rs`, what
-//!   it reports); `ops_stats.rs`: per-operation counters.
+//!   it reports; `breaker_sentinel.rs`, the PING on its own thread that
+//!   its latency rule judges); `ops_stats.rs`: per-operation counters.
 //! - `scripts.rs`: the Lua scripts; `sign.rs`: the fleet secret's
 //!   signatures.
 //! - `fingerprint.rs`: the config fingerprint (what decides keys and
@@ -52,6 +53,7 @@
 //!   task every 5 s), for `/status` and `/metrics`.
 
 mod breaker;
+mod breaker_sentinel;
 mod breaker_stats;
 mod entries;
 pub(crate) mod fingerprint;
@@ -310,7 +312,7 @@ impl Fleet {
 
     /// The breaker's transitions, by reason, and what its latency rule sees.
     pub(crate) fn breaker_stats(&self) -> BreakerStats {
-        self.link.breaker.stats()
+        self.link.breaker().stats()
     }
 }
 

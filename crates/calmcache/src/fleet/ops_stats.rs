@@ -1,11 +1,13 @@
 //! Redis calls counted per operation (acquire, commit, release, renew,
 //! purge, publish, poll; origin_take, origin_renew, origin_release of the
 //! fleet-wide origin budget; members: heartbeats; probe, the open breaker's PINGs, and info,
-//! the reading of Redis' memory; put_piece, get_piece of large objects): how many were answered, failed, missed the deadline or
+//! the reading of Redis' memory; put_piece, get_piece of large objects;
+//! sentinel, the breaker's PINGs that judge Redis' latency): how many were answered, failed, missed the deadline or
 //! were skipped by the open breaker, and the answered ones' summed latency,
 //! for `/status` (`fleet.ops`) and `/metrics`. Every call of the link is
 //! counted under exactly one operation, so the per-operation counts sum to
-//! the link's totals.
+//! the link's totals, the sentinel's apart (its PINGs are not the node's
+//! calls: the totals and their mean stay what they were before it).
 //!
 //! Only Redis calls bump these (local misses, fills, purges, requests to
 //! an origin under a fleet-wide budget): a local cache hit never reaches
@@ -50,11 +52,15 @@ pub(crate) enum Op {
     PutPiece,
     /// One piece of a large object read (after its manifest).
     GetPiece,
+    /// The breaker's sentinel PING, every 100 ms from its own thread
+    /// (breaker_sentinel.rs): its round trip is what the latency rule
+    /// judges.
+    Sentinel,
 }
 
 impl Op {
     /// Every operation, in `/status` and `/metrics` order.
-    pub(crate) const ALL: [Op; 15] = [
+    pub(crate) const ALL: [Op; 16] = [
         Op::Acquire,
         Op::Commit,
         Op::Release,
@@ -70,18 +76,18 @@ impl Op {
         Op::Info,
         Op::PutPiece,
         Op::GetPiece,
+        Op::Sentinel,
     ];
 
-    /// Its name in `/status` and the `op` label of `/metrics`.
-    /// Whether this operation's time speaks of Redis' health (the
-    /// breaker's latency rule) or of the size it moves.
-    pub(crate) fn cost(self) -> crate::fleet::breaker::Cost {
+    /// The connection it goes on.
+    pub(crate) fn lane(self) -> Lane {
         match self {
-            Op::PutPiece | Op::GetPiece => crate::fleet::breaker::Cost::Bulk,
-            _ => crate::fleet::breaker::Cost::Control,
+            Op::PutPiece | Op::GetPiece => Lane::Bulk,
+            _ => Lane::Control,
         }
     }
 
+    /// Its name in `/status` and the `op` label of `/metrics`.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Op::Acquire => "acquire",
@@ -99,10 +105,31 @@ impl Op {
             Op::Info => "info",
             Op::PutPiece => "put_piece",
             Op::GetPiece => "get_piece",
+            Op::Sentinel => "sentinel",
         }
     }
 
     fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Which of the link's two connections an operation goes on (FLEET.md
+/// §6), each with its own breaker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lane {
+    /// Leases, entries, purges, heartbeats, probes: small values.
+    Control,
+    /// The pieces of large objects: 256 KiB values, which would sit ahead
+    /// of a lease on a shared connection.
+    Bulk,
+}
+
+impl Lane {
+    /// Both, in index order.
+    pub(crate) const ALL: [Lane; 2] = [Lane::Control, Lane::Bulk];
+
+    pub(crate) fn index(self) -> usize {
         self as usize
     }
 }

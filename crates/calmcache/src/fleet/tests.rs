@@ -469,3 +469,54 @@ async fn signed_vary_names_are_shared_and_forged_ones_refused() {
     assert_eq!(b.stats.entries_refused.load(Ordering::Relaxed), 1);
     assert_eq!(b.stats.bad_entries.load(Ordering::Relaxed), 0);
 }
+
+/// Issue 30 (FLEET.md §6): the pieces of large objects go on a connection
+/// of their own, behind a breaker of their own. With that breaker open, a
+/// large object stays local (nothing committed, its lease let go) while a
+/// small one is still shared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_bulk_channel_out_large_objects_stay_local_and_small_ones_are_shared() {
+    use super::breaker::OPEN_AFTER;
+    use super::ops_stats::Lane;
+    let redis = Redis::start();
+    let (a, b) = (
+        Fleet::new(&config(&redis)).unwrap(),
+        Fleet::new(&config(&redis)).unwrap(),
+    );
+    let bulk = a.link.breaker_of(Lane::Bulk);
+    for _ in 0..OPEN_AFTER {
+        bulk.failure(bulk.pass().expect("closed"));
+    }
+    assert!(!bulk.is_closed());
+    assert!(a.link.breaker().is_closed(), "the control channel is fine");
+
+    let small = CacheKey::new("http", "h", "/small");
+    a.commit(lease(&a, &small).await, &small, object("small"), None);
+    settled(&a, |s| &s.commits, 1).await;
+    let large = CacheKey::new("http", "h", "/large");
+    let body = "x".repeat(600 << 10);
+    a.commit(lease(&a, &large).await, &large, object(&body), None);
+    for _ in 0..100 {
+        if a.ops()["put_piece"].skipped > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(a.ops()["put_piece"].skipped > 0, "no piece went to redis");
+    assert_eq!(a.ops()["put_piece"].ok, 0);
+    match b
+        .before_fetch(
+            &small,
+            None,
+            Duration::from_secs(2),
+            &http::HeaderMap::new(),
+        )
+        .await
+    {
+        Before::Take(object, None) => assert_eq!(&object.body[..], b"small"),
+        _ => panic!("the small object is shared"),
+    }
+    // The large one's lease was let go without a commit: B fetches it.
+    let _ = lease(&b, &large).await;
+    assert_eq!(a.stats.commits.load(Ordering::Relaxed), 1);
+}

@@ -94,18 +94,19 @@ pub(crate) struct FleetStatus {
     pub breaker_opened: u64,
     /// The same by the rule that opened it: `consecutive` (5 failed calls
     /// in a row), `ratio` (half of at least 20 calls in 2 s failed),
-    /// `latency` (calls cost over 3/4 of `fleet.timeout` on average).
+    /// `latency` (the sentinel's PINGs over 3/4 of `fleet.timeout` on
+    /// average).
     pub breaker_opened_by: crate::fleet::OpenedBy,
     /// Times a probe closed it.
     pub breaker_closed: u64,
     /// The rule that opened it last (`null`: never opened).
     pub breaker_last_reason: Option<crate::fleet::OpenReason>,
-    /// The latency rule's average of what a Redis call costs since the
-    /// breaker last closed, in microseconds.
+    /// The latency rule's average of Redis' round trip (the sentinel's
+    /// PINGs) since the breaker last closed, in microseconds.
     pub breaker_latency_us: u64,
-    /// How late this node's timers fire (average), in microseconds: past
-    /// `fleet.timeout / 10` (at least 2 ms) the node is too busy to judge
-    /// Redis by latency, and the latency rule is silent.
+    /// How late this node's timers fire (average), in microseconds: how
+    /// busy the node is (shown only; the latency rule judges the
+    /// sentinel's PINGs).
     pub breaker_lag_us: u64,
     /// Redis calls answered in time, failed, past the deadline, and not
     /// made (breaker open).

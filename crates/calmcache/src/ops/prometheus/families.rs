@@ -505,7 +505,7 @@ pub(super) static FLEET: &[Family<FleetStatus>] = &[
     ),
     counter(
         "calmcache_fleet_breaker_opened_total",
-        "Times the Redis circuit breaker opened, by the rule that opened it (consecutive: 5 failed calls in a row; ratio: half of at least 20 calls in 2 s failed; latency: calls cost over 3/4 of fleet.timeout on average).",
+        "Times the Redis circuit breaker opened, by the rule that opened it (consecutive: 5 failed calls in a row; ratio: half of at least 20 calls in 2 s failed; latency: Redis' round trip, as the sentinel's PINGs on their own thread measure it, over 3/4 of fleet.timeout on average).",
         Rows(|f| {
             let all = crate::fleet::OpenReason::ALL.into_iter();
             labelled("reason", all.map(|r| (r.as_str(), f.breaker_opened_by.by(r))))
@@ -513,12 +513,12 @@ pub(super) static FLEET: &[Family<FleetStatus>] = &[
     ),
     gauge(
         "calmcache_fleet_breaker_latency_seconds",
-        "The breaker's latency rule: what a Redis call costs on average (EWMA) since the breaker last closed.",
+        "The breaker's latency rule: Redis' round trip as the sentinel's PINGs (every 100 ms, on their own thread and connection) measure it, on average (EWMA) since the breaker last closed.",
         One(|f| f.breaker_latency_us as f64 / 1e6),
     ),
     gauge(
         "calmcache_fleet_timer_lag_seconds",
-        "How late this node's timers fire on average; past fleet.timeout / 10 (at least 2 ms) the breaker's latency rule is silent.",
+        "How late this node's timers fire on average: how busy the node is (shown only; the breaker's latency rule judges the sentinel's PINGs, not the node's calls).",
         One(|f| f.breaker_lag_us as f64 / 1e6),
     ),
     counter(
