@@ -78,9 +78,9 @@ pub(super) enum Acquired {
     },
     Held {
         pttl_ms: i64,
-        /// The holder's writing record, when it writes the body to Redis
-        /// as it arrives (record.rs).
-        record: Option<Vec<u8>>,
+        /// The writing record in Redis (record.rs) and the token holding
+        /// the lease: the holder's when the record names it.
+        record: Option<(Vec<u8>, String)>,
     },
     /// The URI's responses vary on these names (comma-separated).
     Varies(String),
@@ -140,10 +140,12 @@ impl Fleet {
                 now_ms: u64::try_from(*now).ok()?,
                 token,
             }),
-            [Value::Int(3), Value::Int(pttl), record] => Some(Acquired::Held {
+            [Value::Int(3), Value::Int(pttl), record, holder] => Some(Acquired::Held {
                 pttl_ms: *pttl,
-                record: match record {
-                    Value::BulkString(record) => Some(record.clone()),
+                record: match (record, holder) {
+                    (Value::BulkString(record), Value::BulkString(holder)) => {
+                        Some((record.clone(), String::from_utf8_lossy(holder).into_owned()))
+                    }
                     _ => None,
                 },
             }),

@@ -221,8 +221,9 @@ impl Fleet {
                     return Before::Fetch(Some(lease));
                 }
                 Acquired::Held { pttl_ms, record } => {
-                    let streamed =
-                        record.and_then(|r| self.stream_of(key, &asking.target, r, wait));
+                    let streamed = record.and_then(|(record, holder)| {
+                        self.stream_of(key, &asking.target, record, &holder, wait)
+                    });
                     if let Some(streamed) = streamed {
                         self.stats.streams.fetch_add(1, Ordering::Relaxed);
                         return Before::Stream(Box::new(streamed));

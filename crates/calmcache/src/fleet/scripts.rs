@@ -30,10 +30,10 @@ const NOW: &str = "local t = redis.call('TIME')\n\
 /// `acquire(meta, lease, fence, writing; ours_ms, token, lease_ms, purged_before_ms, try)`:
 /// `{1, blob, since_ms}`: a fresh copy newer than ours (its lease taken after
 /// `purged_before`; `since_ms` is part of what a signed entry signs);
-/// `{2, fence, now}`: the lease is ours; `{3, pttl, record}`: another node
-/// holds it (or `try` is 0: only looked), with its writing record when it
-/// writes the body to Redis as it arrives (`false` otherwise:
-/// stream_out.rs); `{4, names}`: the URI's responses vary on these request
+/// `{2, fence, now}`: the lease is ours; `{3, pttl, record, token}`:
+/// another node holds it (or `try` is 0: only looked), with the writing
+/// record there (`false`: none; stream_out.rs) and the lease's token (a
+/// record is followed only when it is the holder's); `{4, names}`: the URI's responses vary on these request
 /// headers (ask again for the variant's keys).
 pub(crate) fn acquire() -> Script {
     Script::new(&format!(
@@ -48,14 +48,14 @@ pub(crate) fn acquire() -> Script {
          if pttl ~= -2 or ARGV[5] == '0' then\n\
            local w = redis.pcall('GET', KEYS[4])\n\
            if type(w) ~= 'string' then w = false end\n\
-           return {{3, pttl, w}}\n\
+           return {{3, pttl, w, redis.call('GET', KEYS[2])}}\n\
          end\n\
          if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then\n\
            local f = redis.call('INCR', KEYS[3])\n\
            redis.call('PEXPIRE', KEYS[3], 604800000)\n\
            return {{2, f, now}}\n\
          end\n\
-         return {{3, redis.call('PTTL', KEYS[2]), false}}\n"
+         return {{3, redis.call('PTTL', KEYS[2]), false, false}}\n"
     ))
 }
 

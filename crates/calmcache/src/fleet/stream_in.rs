@@ -93,20 +93,25 @@ pub(crate) struct Streamed {
 
 impl Fleet {
     /// A stream of the body another node writes for `target` of `key`,
-    /// from the record the acquire script found (`None`: it does not
-    /// verify, or is not one this node can stream); `stall`: the wait a
-    /// waiter is given.
+    /// from the record the acquire script found with the lease's token
+    /// `holder` (`None`: it does not verify, is not the holder's (a dead
+    /// holder's record before the next holder writes its own), or is not
+    /// one this node can stream); `stall`: the wait a waiter is given.
     pub(super) fn stream_of(
         &self,
         key: &CacheKey,
         target: &Target,
         record: Vec<u8>,
+        holder: &str,
         stall: Duration,
     ) -> Option<Streamed> {
         if target.variant.is_some() {
             return None;
         }
         let (_, record) = self.open_record(key, record)?;
+        if record.token != holder {
+            return None;
+        }
         let parsed = parse_object(record.head.clone(), Some(&key.as_ref()), true);
         let Ok((_, head)) = parsed else {
             self.stats.bad_entries.fetch_add(1, Ordering::Relaxed);
