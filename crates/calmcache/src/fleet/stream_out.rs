@@ -86,16 +86,20 @@ struct Writing {
 
 impl PieceWriter {
     /// A writer for the body of `head` (the object as known from the
-    /// response head, with an empty body), stored under `key` with
-    /// `lease`; the lease back when its body cannot be written as it
-    /// arrives (a variant's lease, or a head the format cannot hold).
-    pub(crate) fn start(lease: Lease, key: &CacheKey, head: &CachedObject) -> Result<Self, Lease> {
-        if lease.target.variant.is_some() {
-            return Err(lease);
+    /// response head, with an empty body), stored under `key` with the
+    /// lease it takes from `lease`; `None`, the lease left there, when its
+    /// body cannot be written as it arrives (a variant's lease, or a head
+    /// the format cannot hold).
+    pub(crate) fn start(
+        lease: &mut Option<Lease>,
+        key: &CacheKey,
+        head: &CachedObject,
+    ) -> Option<Self> {
+        if lease.as_ref()?.target.variant.is_some() {
+            return None;
         }
-        let Ok(head_value) = encode_object(key, head, SystemTime::now()) else {
-            return Err(lease);
-        };
+        let head_value = encode_object(key, head, SystemTime::now()).ok()?;
+        let lease = lease.take()?;
         let keep = Kept::of(head).keep + PIECE_TTL_MARGIN + STREAM_SPAN;
         let writing = Arc::new(Writing {
             fleet: lease.fleet.clone(),
@@ -110,7 +114,7 @@ impl PieceWriter {
         });
         let (sender, pieces) = mpsc::channel(QUEUED);
         let task = tokio::spawn(writing.clone().write(pieces));
-        Ok(PieceWriter {
+        Some(PieceWriter {
             writing,
             lease: Some(lease),
             sender: Some(sender),

@@ -67,8 +67,8 @@ async fn piece(streamed: &mut Streamed) -> Bytes {
 /// A writer for `key` on `fleet` with the first two pieces pushed (the
 /// second goes once the body is past it).
 async fn writing(fleet: &Arc<Fleet>, key: &CacheKey, body: &[u8]) -> PieceWriter {
-    let lease = lease(fleet, key).await;
-    let Ok(mut writer) = PieceWriter::start(lease, key, &head()) else {
+    let mut lease = Some(lease(fleet, key).await);
+    let Some(mut writer) = PieceWriter::start(&mut lease, key, &head()) else {
         panic!("a plain object's body goes as it arrives");
     };
     assert!(writer.push(&body[..PIECE_SIZE * 2 + 10]).await);

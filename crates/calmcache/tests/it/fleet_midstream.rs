@@ -17,6 +17,12 @@
 //!   the body: its lease is handed over at once, so the peers' clients are
 //!   cut well before the lease would lapse; no manifest comes from the cut
 //!   fill; the next request is served whole.
+//! - A piece changed in Redis mid-stream (its length kept): the peers'
+//!   clients are cut before its bytes.
+//! - A purge mid-stream: the commit is refused, the peers' clients are
+//!   cut, the fill's pieces are deleted, no peer stored it. (The purging
+//!   node's own fill still stores its copy locally: a purge does not stop
+//!   a fill in flight, as on a single node.)
 //! - A node killed while it reads the pieces of a committed object (its
 //!   Redis link slowed): the object in Redis stays whole, and the node,
 //!   started again, serves it byte for byte from Redis.
@@ -609,4 +615,84 @@ async fn a_reader_killed_mid_pieces_leaves_the_object_whole_and_serves_it_again(
     assert_eq!(shared, Some(1), "the copy came from redis");
     assert_eq!(origin.hits_for(counted(&path)), 1, "one fetch in all");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The key of piece `i` of the one fill writing now.
+fn piece_key(redis: &Redis, i: usize) -> String {
+    let script = "return table.concat(redis.call('KEYS', 'cc:*:b'), ' ')";
+    let reply = redis.command(&["EVAL", script, "0"]).unwrap_or_default();
+    let suffix = format!(".{i}}}:b");
+    let key = reply.split_whitespace().find(|k| k.ends_with(&suffix));
+    key.unwrap_or_else(|| panic!("no piece {i}: {reply}"))
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_piece_changed_in_redis_mid_stream_cuts_the_followers_before_its_bytes() {
+    let redis = Arc::new(Redis::start());
+    let origin = Origin::start().await;
+    let holder = Arc::new(Wires::start(config(&origin, &redis.url(), FLEET), "").await);
+    let peers = two_peers(&origin, &redis, FLEET).await;
+    let path = slow_big("changed");
+    let own = ask_peers(std::slice::from_ref(&holder), &path);
+    wait_until(
+        Duration::from_secs(20),
+        "eight pieces written",
+        async || piece_gens(&redis).values().sum::<usize>() >= 8,
+    )
+    .await;
+    // Two bytes of piece 3 changed (two body bytes in a row are never
+    // both `z`), its length kept; the peers then stream from piece 0.
+    let changed = piece_key(&redis, 3);
+    redis
+        .command(&["SETRANGE", &changed, "1000", "zz"])
+        .unwrap();
+    let asked = ask_peers(&peers, &path);
+    let piece = 256 * 1024;
+    for (label, ending) in endings(asked).await {
+        match ending {
+            // A client that read a changed byte ends `Wrong`, not `Cut`.
+            Ending::Cut { got, .. } => assert!(got <= 3 * piece, "{label}: {got} bytes"),
+            other => panic!("{label}: {other:?}"),
+        }
+    }
+    all_whole(own).await;
+    assert!(peers_total(&peers, "bad_entries").await + streams_cut(&peers).await >= 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_mid_stream_leaves_nothing_of_that_fill_in_the_fleet() {
+    let redis = Arc::new(Redis::start());
+    let origin = Origin::start().await;
+    let holder = Arc::new(Wires::start(config(&origin, &redis.url(), FLEET), "").await);
+    let peers = two_peers(&origin, &redis, FLEET).await;
+    let path = slow_big("purged");
+    let own = ask_peers(std::slice::from_ref(&holder), &path);
+    let asked = peers_wait_on_holder(&origin, &peers, &path).await;
+    wait_until(Duration::from_secs(20), "the peers stream it", async || {
+        asked.iter().all(|a| a.progress.load(Ordering::Relaxed) > 0)
+    })
+    .await;
+    let selector = format!(r#"{{"url": "{path}"}}"#);
+    let answer = holder.proxy.purge(TOKEN, &selector).await;
+    assert!(answer.get("fleet_pending").is_none(), "{answer}");
+    all_whole(own).await;
+    // The commit is refused (the purge came after the lease): the peers'
+    // clients are cut, and its pieces are deleted.
+    all_cut(asked).await;
+    assert!(
+        manifest_gens(&redis).is_empty(),
+        "no entry from the purged fill"
+    );
+    wait_until(Duration::from_secs(10), "its pieces deleted", async || {
+        piece_gens(&redis).is_empty()
+    })
+    .await;
+    // The peers stored nothing: the next request is a fetch.
+    all_whole(ask_peers(&peers, &path)).await;
+    assert_eq!(
+        origin.hits_for(counted(&path)),
+        2,
+        "fetched again after the purge"
+    );
 }

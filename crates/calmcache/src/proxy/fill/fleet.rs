@@ -88,15 +88,8 @@ pub(super) fn writer(
     if !names.is_empty() || will_compress(&ctx.route, headers) {
         return None;
     }
-    let lease = ctx.lease.take()?;
     let head = empty_body(meta_of(storable, ctx.started), status, headers);
-    match PieceWriter::start(lease, &ctx.primary, &head) {
-        Ok(writer) => Some(writer),
-        Err(lease) => {
-            ctx.lease = Some(lease);
-            None
-        }
-    }
+    PieceWriter::start(&mut ctx.lease, &ctx.primary, &head)
 }
 
 /// The largest body the fleet's shared tier takes (0 outside fleet mode):
