@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use sha2::{Digest, Sha256};
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};
 
 use super::entries::Target;
 use super::ops_stats::Op;
@@ -256,7 +256,7 @@ pub(super) fn digest(entry: &str, gen: u64, i: usize, piece: &[u8]) -> [u8; DIGE
 /// The bytes of large values one node holds at once, writing or reading
 /// (`fleet.max_pieces_in_flight`), counted in KiB.
 pub(super) struct PieceBudget {
-    kib: Semaphore,
+    kib: Arc<Semaphore>,
     total_kib: u32,
 }
 
@@ -264,7 +264,7 @@ impl PieceBudget {
     pub(super) fn new(bytes: u64) -> PieceBudget {
         let total_kib = u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX >> 3);
         PieceBudget {
-            kib: Semaphore::new(total_kib as usize),
+            kib: Arc::new(Semaphore::new(total_kib as usize)),
             total_kib,
         }
     }
@@ -281,6 +281,19 @@ impl PieceBudget {
             .ok()?
             .ok()
     }
+
+    /// As [`Self::take`], for room held past a borrow of the fleet (a
+    /// piece queued for the writer's task, stream_out.rs).
+    async fn take_owned(&self, bytes: u64) -> Option<OwnedSemaphorePermit> {
+        let kib = u32::try_from(bytes.div_ceil(1024)).ok()?;
+        if kib > self.total_kib {
+            return None;
+        }
+        tokio::time::timeout(BUDGET_WAIT, self.kib.clone().acquire_many_owned(kib))
+            .await
+            .ok()?
+            .ok()
+    }
 }
 
 impl Fleet {
@@ -293,6 +306,18 @@ impl Fleet {
     /// Room in the piece budget for `bytes`, or `None` (counted).
     pub(super) async fn piece_room(&self, bytes: u64) -> Option<SemaphorePermit<'_>> {
         let room = self.pieces.take(bytes).await;
+        if room.is_none() {
+            self.stats
+                .pieces_over_budget
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        room
+    }
+
+    /// Room in the piece budget for `bytes`, held past a borrow of the
+    /// fleet, or `None` (counted).
+    pub(super) async fn piece_room_owned(&self, bytes: u64) -> Option<OwnedSemaphorePermit> {
+        let room = self.pieces.take_owned(bytes).await;
         if room.is_none() {
             self.stats
                 .pieces_over_budget

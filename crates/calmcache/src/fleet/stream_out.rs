@@ -16,10 +16,12 @@
 //! and cuts its clients.
 //!
 //! Pieces go to Redis from a task of the writer's own, at most
-//! [`PIECES_AT_ONCE`] at once, each under the `fleet.timeout` deadline;
-//! the fill waits only when [`QUEUED`] pieces are queued (Redis slower
-//! than the origin). A piece that fails ends the writing (abandoned as
-//! above); the fill goes on, and stays local.
+//! [`PIECES_AT_ONCE`] at once, each under the `fleet.timeout` deadline.
+//! A piece queued holds its room in `fleet.max_pieces_in_flight` until it
+//! is written: the fill never waits for Redis unless that budget is full
+//! (then at most a second, past which the writing is abandoned). A piece
+//! that fails ends the writing (abandoned as above); the fill goes on, and
+//! stays local.
 //!
 //! Owns: the writer and its commit. Must not: import the request path, or
 //! decide whether a fill may share (proxy/fill/fleet.rs does).
@@ -32,7 +34,7 @@ use bytes::{Bytes, BytesMut};
 use calmcache_core::disk::format::encode_object;
 use calmcache_core::{CacheKey, CachedObject};
 use futures_util::stream::{self, StreamExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -42,8 +44,6 @@ use super::pieces::{digest, Manifest, PIECES_AT_ONCE, PIECE_SIZE, PIECE_TTL_MARG
 use super::record::Record;
 use super::{Fleet, Lease, LOG};
 
-/// Pieces queued for the writer's task before the fill waits for it.
-const QUEUED: usize = 8;
 /// How long a body may take to arrive and still be committed: its pieces
 /// live this much longer than the object's keep (plus the margin), so the
 /// manifest never outlives its first piece.
@@ -51,12 +51,16 @@ const STREAM_SPAN: Duration = Duration::from_secs(600);
 
 type PieceDigest = [u8; 32];
 
+/// A piece queued for the writer's task, and its room in the budget.
+type Queued = (Bytes, OwnedSemaphorePermit);
+
 /// One fill's body going to Redis as it arrives.
 pub(crate) struct PieceWriter {
     writing: Arc<Writing>,
     lease: Option<Lease>,
-    /// To the task that writes the pieces; `None` once finished.
-    sender: Option<mpsc::Sender<Bytes>>,
+    /// To the task that writes the pieces, each with its room in the
+    /// budget; `None` once finished.
+    sender: Option<mpsc::UnboundedSender<Queued>>,
     /// The task: the digests of every piece written, or `None` when one
     /// failed. `None` once finished (nothing left to abandon).
     task: Option<JoinHandle<Option<Vec<PieceDigest>>>>,
@@ -112,7 +116,7 @@ impl PieceWriter {
             piece_ttl_ms: u64::try_from(keep.as_millis()).unwrap_or(u64::MAX),
             started: Instant::now(),
         });
-        let (sender, pieces) = mpsc::channel(QUEUED);
+        let (sender, pieces) = mpsc::unbounded_channel();
         let task = tokio::spawn(writing.clone().write(pieces));
         Some(PieceWriter {
             writing,
@@ -142,11 +146,15 @@ impl PieceWriter {
     }
 
     async fn send(&mut self, piece: Bytes) -> bool {
+        let fleet = &self.writing.fleet;
+        let Some(room) = fleet.piece_room_owned(piece.len() as u64).await else {
+            return false;
+        };
         let Some(sender) = &self.sender else {
             return false;
         };
         self.sent += 1;
-        sender.send(piece).await.is_ok()
+        sender.send((piece, room)).is_ok()
     }
 
     /// The body is complete and `head` (the object as stored, with an
@@ -168,7 +176,10 @@ impl PieceWriter {
         let total = self.total;
         self.writing.fleet.clone().spawn(async move {
             if !last.is_empty() {
-                let _ = sender.send(last).await;
+                let room = writing.fleet.piece_room_owned(last.len() as u64).await;
+                if let Some(room) = room {
+                    let _ = sender.send((last, room));
+                }
             }
             drop(sender);
             let digests = task.await.ok().flatten();
@@ -202,7 +213,10 @@ impl Writing {
     /// The writer's task: each piece digested (off the async workers) and
     /// put, a few at once, then the record listing every piece written so
     /// far; the digests, or `None` once a piece or a record failed.
-    async fn write(self: Arc<Self>, pieces: mpsc::Receiver<Bytes>) -> Option<Vec<PieceDigest>> {
+    async fn write(
+        self: Arc<Self>,
+        pieces: mpsc::UnboundedReceiver<Queued>,
+    ) -> Option<Vec<PieceDigest>> {
         let pieces = stream::unfold(
             pieces,
             |mut rx| async move { rx.recv().await.map(|p| (p, rx)) },
@@ -210,7 +224,12 @@ impl Writing {
         let me = &self;
         let written = pieces
             .enumerate()
-            .map(|(i, piece)| async move { me.put(i, piece).await })
+            .map(|(i, (piece, room))| async move {
+                // The room goes once the piece is written.
+                let written = me.put(i, piece).await;
+                drop(room);
+                written
+            })
             .buffered(PIECES_AT_ONCE);
         let mut written = std::pin::pin!(written);
         let mut digests = Vec::new();
