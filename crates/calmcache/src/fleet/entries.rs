@@ -78,6 +78,9 @@ pub(super) enum Acquired {
     },
     Held {
         pttl_ms: i64,
+        /// The writing record in Redis (record.rs) and the token holding
+        /// the lease: the holder's when the record names it.
+        record: Option<(Vec<u8>, String)>,
     },
     /// The URI's responses vary on these names (comma-separated).
     Varies(String),
@@ -94,6 +97,7 @@ impl Fleet {
             target.meta.clone(),
             target.lease.clone(),
             self.key(&target.hash, "f"),
+            self.key(&target.hash, "w"),
         ];
         let token = self.token();
         let sent = token.clone();
@@ -108,6 +112,7 @@ impl Fleet {
                     .key(&keys[0])
                     .key(&keys[1])
                     .key(&keys[2])
+                    .key(&keys[3])
                     .arg(ours_ms)
                     .arg(sent.as_str())
                     .arg(lease_ms)
@@ -135,7 +140,15 @@ impl Fleet {
                 now_ms: u64::try_from(*now).ok()?,
                 token,
             }),
-            [Value::Int(3), Value::Int(pttl)] => Some(Acquired::Held { pttl_ms: *pttl }),
+            [Value::Int(3), Value::Int(pttl), record, holder] => Some(Acquired::Held {
+                pttl_ms: *pttl,
+                record: match (record, holder) {
+                    (Value::BulkString(record), Value::BulkString(holder)) => {
+                        Some((record.clone(), String::from_utf8_lossy(holder).into_owned()))
+                    }
+                    _ => None,
+                },
+            }),
             [Value::Int(4), Value::BulkString(names)] => {
                 Some(Acquired::Varies(String::from_utf8(names.clone()).ok()?))
             }
@@ -163,9 +176,12 @@ impl Fleet {
             let parsed = parse_object(value, Some(&expected.as_ref()), true);
             return self.check_parsed(key, target, parsed, since_ms);
         }
-        let (_room, value) = self.pieces_of(key, target, &value).await?;
-        let parsed = tokio::task::spawn_blocking(move || {
-            parse_object(value, Some(&expected.as_ref()), true)
+        let (_room, value, head) = self.pieces_of(key, target, &value).await?;
+        let parsed = tokio::task::spawn_blocking(move || match head {
+            // A body streamed as it arrived: its head, then the body.
+            Some(head) => parse_object(head, Some(&expected.as_ref()), true)
+                .map(|(key, object)| (key, with_body(object, bytes::Bytes::from(value)))),
+            None => parse_object(value, Some(&expected.as_ref()), true),
         })
         .await
         .ok()?;
@@ -200,7 +216,7 @@ impl Fleet {
         key: &CacheKey,
         target: &Target,
         manifest: &[u8],
-    ) -> Option<(tokio::sync::SemaphorePermit<'_>, Vec<u8>)> {
+    ) -> Option<(tokio::sync::SemaphorePermit<'_>, Vec<u8>, Option<Vec<u8>>)> {
         let max = self.cfg.max_object_size.saturating_add(VALUE_ROOM);
         let manifest = match Manifest::decode(manifest, max) {
             Ok(manifest) => manifest,
@@ -213,8 +229,9 @@ impl Fleet {
             }
         };
         let room = self.piece_room(manifest.len).await?;
+        let head = manifest.head.clone();
         match self.read_pieces(target, manifest).await {
-            Ok(value) => Some((room, value)),
+            Ok(value) => Some((room, value, head)),
             Err(e) => {
                 self.stats.pieces_bad.fetch_add(1, Ordering::Relaxed);
                 self.stats.bad_entries.fetch_add(1, Ordering::Relaxed);
@@ -396,7 +413,13 @@ impl Fleet {
             None => value,
         };
         let stored = self.run_commit(&lease, &target, kept, blob).await;
-        // The script released the lease (when it answered).
+        self.settle(&mut lease, stored);
+    }
+
+    /// After the commit script ran for `lease` (`stored`: its answer):
+    /// the lease settled (the script released it, when it answered), and
+    /// counted.
+    pub(super) fn settle(&self, lease: &mut Lease, stored: Option<i64>) {
         lease.settled(stored.is_some());
         match stored {
             Some(1) => {
@@ -446,7 +469,7 @@ impl Fleet {
     /// The commit script run for `blob` (1: stored; 0: refused, a purge
     /// came after the lease; < 0: refused, a later lease stored), kept in
     /// Redis for `kept`; `None` when Redis could not be asked.
-    async fn run_commit(
+    pub(super) async fn run_commit(
         &self,
         lease: &Lease,
         target: &Target,
@@ -497,6 +520,21 @@ impl Fleet {
     }
 }
 
+/// `object` (parsed from a head: an empty body) with `body`.
+pub(super) fn with_body(
+    object: CachedObject,
+    body: impl Into<calmcache_core::page_body::StoredBody>,
+) -> CachedObject {
+    CachedObject::assemble(
+        object.meta.clone(),
+        object.status,
+        object.headers(),
+        body,
+        Vec::new(),
+        object.variant().map(Box::from),
+    )
+}
+
 /// `object` with its body in memory: read from its disk file if it was
 /// left there (verified against the file's checksum). Blocking.
 pub(super) fn whole_blocking(object: Arc<CachedObject>) -> std::io::Result<Arc<CachedObject>> {
@@ -529,13 +567,13 @@ pub(super) fn framing_agrees(object: &CachedObject) -> bool {
 /// How long a committed object counts as fresh in Redis, and how long its
 /// entry is kept: while it is fresh or usable stale, plus a second.
 #[derive(Clone, Copy)]
-struct Kept {
+pub(super) struct Kept {
     fresh: Duration,
-    keep: Duration,
+    pub(super) keep: Duration,
 }
 
 impl Kept {
-    fn of(object: &CachedObject) -> Kept {
+    pub(super) fn of(object: &CachedObject) -> Kept {
         let fresh = object
             .meta
             .freshness
@@ -549,7 +587,7 @@ impl Kept {
 
 /// What a value may hold besides the body `fleet.max_object_size` counts
 /// (framing, headers): a manifest listing more is refused.
-const VALUE_ROOM: u64 = 64 * 1024;
+pub(super) const VALUE_ROOM: u64 = 64 * 1024;
 
 /// The key a cache key's entry is stored under: the URI's key, or for a
 /// variant the variant's.

@@ -34,7 +34,9 @@ use crate::config::{Config, RouteConfig};
 /// The Redis layout and value format this build reads and writes; bump it
 /// when a change makes nodes of the old and the new build unable to share
 /// (they then show as differing in the `fleet` part).
-pub(crate) const FLEET_FORMAT: u32 = 1;
+/// 2: large bodies go as they arrive (pieces of the body, the head in a
+/// `CCM2` manifest, a writing record `:w`, and `:w` in the acquire script).
+pub(crate) const FLEET_FORMAT: u32 = 2;
 
 /// The hex digits of a part's digest (64 bits: enough to tell configs
 /// apart, short enough to read on a dashboard).

@@ -29,6 +29,7 @@ use tokio::time::Instant;
 use super::ops_stats::Op;
 
 use super::entries::{hash_of, parse_names, Acquired, Target};
+use super::stream_in::Streamed;
 use super::{wall_ms_of, Fleet, LOG};
 
 /// Holders a waiter follows before it fetches alone: the one it found, and
@@ -49,6 +50,9 @@ pub(crate) enum Before {
     /// afterwards), or without (Redis unreachable, or another node's fetch
     /// did not end within the wait): then the object stays local.
     Fetch(Option<Lease>),
+    /// The node that holds the lease writes the body to Redis as it
+    /// arrives: stream it from there (stream_in.rs), no fetch.
+    Stream(Box<Streamed>),
 }
 
 /// Where a fill's question to the fleet stands, from one acquire call to
@@ -216,7 +220,14 @@ impl Fleet {
                     let lease = self.leased(key, asking.target, fence, now_ms, token);
                     return Before::Fetch(Some(lease));
                 }
-                Acquired::Held { pttl_ms } => {
+                Acquired::Held { pttl_ms, record } => {
+                    let streamed = record.and_then(|(record, holder)| {
+                        self.stream_of(key, &asking.target, record, &holder, wait)
+                    });
+                    if let Some(streamed) = streamed {
+                        self.stats.streams.fetch_add(1, Ordering::Relaxed);
+                        return Before::Stream(Box::new(streamed));
+                    }
                     if !self.wait_for_holder(&mut asking, pttl_ms).await {
                         return Before::Fetch(None);
                     }

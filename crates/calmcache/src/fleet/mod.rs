@@ -31,6 +31,10 @@
 //!   a value verified before use, the commit of a fill's object.
 //! - `pieces.rs`: values over one piece (256 KiB) as pieces under one
 //!   manifest: their keys, digests, budget and calls.
+//! - `stream_out.rs`: a leader's body written to Redis as it arrives
+//!   (pieces, then the manifest); `record.rs`: the writing record that
+//!   lists the pieces so far; `stream_in.rs`: another node streaming that
+//!   body before it is complete (read-while-write across the fleet).
 //! - `purge_bus.rs`: purges sent to Redis and the stream other nodes poll.
 //! - `origin_budget.rs`: [`OriginBudget`], the fleet-wide origin budget
 //!   (`fleet_max_inflight`): leases on an upstream server's slots, the
@@ -67,11 +71,14 @@ mod outbox;
 mod pieces;
 mod position;
 mod purge_bus;
+mod record;
 mod redis_info;
 mod scripts;
 mod shared;
 mod sign;
 mod stats;
+mod stream_in;
+mod stream_out;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -97,6 +104,8 @@ pub(crate) use redis_info::RedisMemory;
 pub(crate) use shared::SharedTier;
 use stats::FetchLog;
 pub(crate) use stats::{FleetPieces, FleetStats, ObjectFetches, OriginSlots};
+pub(crate) use stream_in::{Streamed, Streaming};
+pub(crate) use stream_out::PieceWriter;
 
 /// The log target of the lines the files split out of `mod.rs` write: the
 /// module's own, as before the split (`CALMCACHE_LOG=calmcache::fleet=..`

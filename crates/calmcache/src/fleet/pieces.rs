@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use sha2::{Digest, Sha256};
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};
 
 use super::entries::Target;
 use super::ops_stats::Op;
@@ -58,9 +58,13 @@ pub(super) const PIECE_TTL_MARGIN: Duration = Duration::from_secs(30);
 /// How long a fill or a read waits for room in the budget before it gives
 /// up (the object stays local; the reader fetches from the origin).
 const BUDGET_WAIT: Duration = Duration::from_secs(1);
-/// What a manifest starts with (a whole value starts with the disk
-/// format's `CALMOBJ\0`).
+/// What a manifest of a value's pieces starts with (a whole value starts
+/// with the disk format's `CALMOBJ\0`).
 pub(super) const MANIFEST_MAGIC: &[u8; 4] = b"CCM1";
+/// What a manifest of a body's pieces starts with: written as the body
+/// arrived (stream_out.rs), the head (the disk-format value of the object
+/// with an empty body) kept in the manifest, after the digests.
+pub(super) const STREAMED_MAGIC: &[u8; 4] = b"CCM2";
 /// Magic, generation, value length, piece size, piece count.
 const MANIFEST_HEAD: usize = 4 + 8 + 8 + 4 + 4;
 const DIGEST_LEN: usize = 32;
@@ -93,6 +97,10 @@ pub(super) struct Manifest {
     pub(super) piece_size: u32,
     /// One digest per piece, in order.
     pub(super) digests: Vec<[u8; DIGEST_LEN]>,
+    /// `None`: the pieces are the whole value (`CCM1`). Some: the pieces
+    /// are the body, and this the disk-format value of the object with an
+    /// empty body (`CCM2`, a body written to Redis as it arrived).
+    pub(super) head: Option<Vec<u8>>,
 }
 
 impl Manifest {
@@ -110,13 +118,19 @@ impl Manifest {
             // Invariant: PIECE_SIZE is 256 KiB, within u32.
             piece_size: PIECE_SIZE as u32,
             digests,
+            head: None,
         }
     }
 
     /// The bytes the entry keeps.
     pub(super) fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(MANIFEST_HEAD + self.digests.len() * DIGEST_LEN);
-        out.extend_from_slice(MANIFEST_MAGIC);
+        let head_len = self.head.as_ref().map_or(0, |h| 4 + h.len());
+        let mut out =
+            Vec::with_capacity(MANIFEST_HEAD + self.digests.len() * DIGEST_LEN + head_len);
+        out.extend_from_slice(match self.head {
+            Some(_) => STREAMED_MAGIC,
+            None => MANIFEST_MAGIC,
+        });
         out.extend_from_slice(&self.gen.to_le_bytes());
         out.extend_from_slice(&self.len.to_le_bytes());
         out.extend_from_slice(&self.piece_size.to_le_bytes());
@@ -124,15 +138,26 @@ impl Manifest {
         for d in &self.digests {
             out.extend_from_slice(d);
         }
+        if let Some(head) = &self.head {
+            // Invariant: a head is headers and a key, far below 4 GiB.
+            out.extend_from_slice(&(head.len() as u32).to_le_bytes());
+            out.extend_from_slice(head);
+        }
         out
     }
 
     /// A manifest read back, checked for sense: its piece count is its
     /// length cut into its piece size, and it lists no value over `max`.
     pub(super) fn decode(bytes: &[u8], max: u64) -> Result<Manifest, PieceError> {
-        let rest = bytes
-            .strip_prefix(MANIFEST_MAGIC)
-            .ok_or(PieceError::Malformed)?;
+        let (rest, streamed) = match bytes.strip_prefix(MANIFEST_MAGIC) {
+            Some(rest) => (rest, false),
+            None => (
+                bytes
+                    .strip_prefix(STREAMED_MAGIC)
+                    .ok_or(PieceError::Malformed)?,
+                true,
+            ),
+        };
         let (head, digests) = rest
             .split_at_checked(MANIFEST_HEAD - MANIFEST_MAGIC.len())
             .ok_or(PieceError::Malformed)?;
@@ -143,11 +168,15 @@ impl Manifest {
             return Err(PieceError::TooLarge);
         }
         let expected = len.div_ceil(u64::from(piece_size.max(1)));
-        if piece_size == 0
-            || len == 0
-            || u64::from(count) != expected
-            || digests.len() != count as usize * DIGEST_LEN
-        {
+        let (digests, object_head) = digests
+            .split_at_checked(count as usize * DIGEST_LEN)
+            .ok_or(PieceError::Malformed)?;
+        let object_head = match streamed {
+            true => Some(head_of(object_head)?),
+            false if object_head.is_empty() => None,
+            false => return Err(PieceError::Malformed),
+        };
+        if piece_size == 0 || len == 0 || u64::from(count) != expected {
             return Err(PieceError::Malformed);
         }
         let digests = digests
@@ -159,6 +188,7 @@ impl Manifest {
             len,
             piece_size,
             digests,
+            head: object_head,
         })
     }
 
@@ -194,7 +224,18 @@ impl Manifest {
 
 /// A value's entry holds a manifest, not the value.
 pub(super) fn is_manifest(value: &[u8]) -> bool {
-    value.starts_with(MANIFEST_MAGIC)
+    value.starts_with(MANIFEST_MAGIC) || value.starts_with(STREAMED_MAGIC)
+}
+
+/// The object head a `CCM2` manifest ends with: its length, then exactly
+/// that many bytes.
+fn head_of(bytes: &[u8]) -> Result<Vec<u8>, PieceError> {
+    let (len, head) = bytes.split_at_checked(4).ok_or(PieceError::Malformed)?;
+    let len = u32::from_le_bytes(len.try_into().unwrap_or([0; 4]));
+    match head.len() == len as usize && len > 0 {
+        true => Ok(head.to_vec()),
+        false => Err(PieceError::Malformed),
+    }
 }
 
 /// SHA-256 over what piece `i` of generation `gen` of the entry `entry` is
@@ -215,7 +256,7 @@ pub(super) fn digest(entry: &str, gen: u64, i: usize, piece: &[u8]) -> [u8; DIGE
 /// The bytes of large values one node holds at once, writing or reading
 /// (`fleet.max_pieces_in_flight`), counted in KiB.
 pub(super) struct PieceBudget {
-    kib: Semaphore,
+    kib: Arc<Semaphore>,
     total_kib: u32,
 }
 
@@ -223,7 +264,7 @@ impl PieceBudget {
     pub(super) fn new(bytes: u64) -> PieceBudget {
         let total_kib = u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX >> 3);
         PieceBudget {
-            kib: Semaphore::new(total_kib as usize),
+            kib: Arc::new(Semaphore::new(total_kib as usize)),
             total_kib,
         }
     }
@@ -240,6 +281,19 @@ impl PieceBudget {
             .ok()?
             .ok()
     }
+
+    /// As [`Self::take`], for room held past a borrow of the fleet (a
+    /// piece queued for the writer's task, stream_out.rs).
+    async fn take_owned(&self, bytes: u64) -> Option<OwnedSemaphorePermit> {
+        let kib = u32::try_from(bytes.div_ceil(1024)).ok()?;
+        if kib > self.total_kib {
+            return None;
+        }
+        tokio::time::timeout(BUDGET_WAIT, self.kib.clone().acquire_many_owned(kib))
+            .await
+            .ok()?
+            .ok()
+    }
 }
 
 impl Fleet {
@@ -252,6 +306,18 @@ impl Fleet {
     /// Room in the piece budget for `bytes`, or `None` (counted).
     pub(super) async fn piece_room(&self, bytes: u64) -> Option<SemaphorePermit<'_>> {
         let room = self.pieces.take(bytes).await;
+        if room.is_none() {
+            self.stats
+                .pieces_over_budget
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        room
+    }
+
+    /// Room in the piece budget for `bytes`, held past a borrow of the
+    /// fleet, or `None` (counted).
+    pub(super) async fn piece_room_owned(&self, bytes: u64) -> Option<OwnedSemaphorePermit> {
+        let room = self.pieces.take_owned(bytes).await;
         if room.is_none() {
             self.stats
                 .pieces_over_budget
@@ -298,7 +364,7 @@ impl Fleet {
         Some(manifest)
     }
 
-    async fn put_piece(&self, key: &str, piece: &[u8], ttl_ms: u64) -> Option<()> {
+    pub(super) async fn put_piece(&self, key: &str, piece: &[u8], ttl_ms: u64) -> Option<()> {
         self.link
             .call(Op::PutPiece, |mut conn| async move {
                 redis::cmd("SET")
@@ -348,7 +414,7 @@ impl Fleet {
         Ok(value)
     }
 
-    async fn get_piece(&self, key: &str) -> Option<Vec<u8>> {
+    pub(super) async fn get_piece(&self, key: &str) -> Option<Vec<u8>> {
         self.link
             .call(Op::GetPiece, |mut conn| async move {
                 redis::cmd("GET")

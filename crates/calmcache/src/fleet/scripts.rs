@@ -16,6 +16,10 @@
 //! stored, so that a purge of the URI reaches every variant. The fencing
 //! counter `:f` and the purge time `:p` are the URI's, shared by its
 //! variants.
+//!
+//! `:w` is the writing record of a fill that writes its body to Redis as
+//! it arrives (stream_out.rs): its generation, lease token, head and the
+//! digests of the pieces written so far, renewed with each piece.
 
 use redis::Script;
 
@@ -23,12 +27,14 @@ use redis::Script;
 const NOW: &str = "local t = redis.call('TIME')\n\
                    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n";
 
-/// `acquire(meta, lease, fence; ours_ms, token, lease_ms, purged_before_ms, try)`:
+/// `acquire(meta, lease, fence, writing; ours_ms, token, lease_ms, purged_before_ms, try)`:
 /// `{1, blob, since_ms}`: a fresh copy newer than ours (its lease taken after
 /// `purged_before`; `since_ms` is part of what a signed entry signs);
-/// `{2, fence, now}`: the lease is ours; `{3, pttl}`: another node holds it
-/// (or `try` is 0: only looked); `{4, names}`: the URI's responses vary on
-/// these request headers (ask again for the variant's keys).
+/// `{2, fence, now}`: the lease is ours; `{3, pttl, record, token}`:
+/// another node holds it (or `try` is 0: only looked), with the writing
+/// record there (`false`: none; stream_out.rs) and the lease's token (a
+/// record is followed only when it is the holder's); `{4, names}`: the URI's responses vary on these request
+/// headers (ask again for the variant's keys).
 pub(crate) fn acquire() -> Script {
     Script::new(&format!(
         "{NOW}\
@@ -39,14 +45,47 @@ pub(crate) fn acquire() -> Script {
            return {{1, m[3], tonumber(m[1])}}\n\
          end\n\
          local pttl = redis.call('PTTL', KEYS[2])\n\
-         if pttl ~= -2 or ARGV[5] == '0' then return {{3, pttl}} end\n\
+         if pttl ~= -2 or ARGV[5] == '0' then\n\
+           local w = redis.pcall('GET', KEYS[4])\n\
+           if type(w) ~= 'string' then w = false end\n\
+           return {{3, pttl, w, redis.call('GET', KEYS[2])}}\n\
+         end\n\
          if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then\n\
            local f = redis.call('INCR', KEYS[3])\n\
            redis.call('PEXPIRE', KEYS[3], 604800000)\n\
            return {{2, f, now}}\n\
          end\n\
-         return {{3, redis.call('PTTL', KEYS[2])}}\n"
+         return {{3, redis.call('PTTL', KEYS[2]), false, false}}\n"
     ))
+}
+
+/// `follow(writing, lease, meta; token)`: what a node streaming another
+/// node's body (stream_in.rs) looks at: `{record, 1}` while the lease is
+/// still `token`'s (the writer's), else `{record, 0, blob, since_ms}`: the
+/// lease went (committed, released or lapsed) and the entry is what it
+/// left (`false` when none). `record` is `false` when there is none.
+pub(crate) fn follow() -> Script {
+    Script::new(
+        "local w = redis.pcall('GET', KEYS[1])\n\
+         if type(w) ~= 'string' then w = false end\n\
+         if redis.call('GET', KEYS[2]) == ARGV[1] then return {w, 1} end\n\
+         local m = redis.pcall('HMGET', KEYS[3], 'since_ms', 'blob')\n\
+         if type(m) ~= 'table' then return {w, 0, false, false} end\n\
+         return {w, 0, m[2] or false, m[1] or false}\n",
+    )
+}
+
+/// `forget_record(writing; gen)`: deletes the writing record if it is
+/// still the one of generation `gen` (its first eight bytes): a record a
+/// later holder wrote is left alone.
+pub(crate) fn forget_record() -> Script {
+    Script::new(
+        "local w = redis.pcall('GET', KEYS[1])\n\
+         if type(w) == 'string' and string.sub(w, 1, 8) == ARGV[1] then\n\
+           return redis.call('DEL', KEYS[1])\n\
+         end\n\
+         return 0\n",
+    )
 }
 
 /// `commit(meta, lease, purge[, uri, variants]; token, fence, since_ms, fresh_ms, ttl_ms, blob, purged_before_ms[, names, s])`:

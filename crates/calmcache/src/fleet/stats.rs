@@ -107,6 +107,14 @@ pub(crate) struct FleetPieces {
     /// Large objects not written or read for want of room in
     /// `fleet.max_pieces_in_flight`.
     pub(crate) over_budget: u64,
+    /// Pieces of another node's body streamed while it was written.
+    pub(crate) streamed: u64,
+    /// Pieces of a fill that did not commit, deleted.
+    pub(crate) forgotten: u64,
+    /// Bodies streamed from another node while it wrote them.
+    pub(crate) streams: u64,
+    /// Of those, cut before whole.
+    pub(crate) streams_cut: u64,
 }
 
 impl FleetStats {
@@ -118,6 +126,10 @@ impl FleetStats {
             read: n(&self.pieces_read),
             bad: n(&self.pieces_bad),
             over_budget: n(&self.pieces_over_budget),
+            streamed: n(&self.pieces_streamed),
+            forgotten: n(&self.pieces_forgotten),
+            streams: n(&self.streams),
+            streams_cut: n(&self.streams_cut),
         }
     }
 
@@ -171,6 +183,16 @@ pub(crate) struct FleetStats {
     /// Large objects not written or read: `fleet.max_pieces_in_flight` had
     /// no room within a second (stored locally; fetched).
     pub(crate) pieces_over_budget: AtomicU64,
+    /// Pieces of another node's body streamed while it was written, each
+    /// verified (stream_in.rs).
+    pub(crate) pieces_streamed: AtomicU64,
+    /// Pieces of a fill that did not commit deleted (stream_out.rs).
+    pub(crate) pieces_forgotten: AtomicU64,
+    /// Bodies streamed from another node while it wrote them.
+    pub(crate) streams: AtomicU64,
+    /// Of those, cut before whole (the writer died, stalled or did not
+    /// commit; a piece did not verify): their clients saw a cut.
+    pub(crate) streams_cut: AtomicU64,
     /// Entries (or Vary markers) without a valid signature (fleet secret
     /// set): forged, or written by a node with another secret or none.
     pub(crate) entries_refused: AtomicU64,

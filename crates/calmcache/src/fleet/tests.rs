@@ -11,7 +11,7 @@ use calmcache_core::{Freshness, ObjectMeta};
 use calmcache_testkit::redis::Redis;
 use tokio::time::Instant;
 
-fn config(redis: &Redis) -> FleetConfig {
+pub(super) fn config(redis: &Redis) -> FleetConfig {
     config_for(vec![redis.url()])
 }
 
@@ -34,7 +34,7 @@ pub(super) fn config_for(nodes: Vec<String>) -> FleetConfig {
     }
 }
 
-fn object(body: &str) -> Arc<CachedObject> {
+pub(super) fn object(body: &str) -> Arc<CachedObject> {
     let meta = ObjectMeta {
         stored_at: Instant::now(),
         freshness: Freshness {
@@ -56,7 +56,7 @@ fn object(body: &str) -> Arc<CachedObject> {
     ))
 }
 
-async fn lease(fleet: &Arc<Fleet>, key: &CacheKey) -> Lease {
+pub(super) async fn lease(fleet: &Arc<Fleet>, key: &CacheKey) -> Lease {
     lease_for(fleet, key, &http::HeaderMap::new()).await
 }
 
@@ -68,6 +68,7 @@ async fn lease_for(fleet: &Arc<Fleet>, key: &CacheKey, selecting: &http::HeaderM
         Before::Fetch(Some(lease)) => lease,
         Before::Fetch(None) => panic!("no lease"),
         Before::Take(..) => panic!("a copy already"),
+        Before::Stream(_) => panic!("a stream of another node's body"),
     }
 }
 
@@ -275,7 +276,7 @@ async fn the_variants_of_a_uri_are_shared_one_fetch_each_and_purged_together() {
             object
         }
         Before::Take(_, None) => panic!("{language}: a variant without its names"),
-        Before::Fetch(_) => panic!("{language}: no copy to take"),
+        Before::Fetch(_) | Before::Stream(_) => panic!("{language}: no copy to take"),
     };
     // A takes the URI's lease before it knows the URI varies; its German
     // answer becomes the URI's marker and its first variant.
@@ -420,7 +421,7 @@ async fn a_lease_taken_by_an_acquire_that_missed_its_deadline_is_let_go() {
     ));
 }
 
-fn signed_config(redis: &Redis) -> FleetConfig {
+pub(super) fn signed_config(redis: &Redis) -> FleetConfig {
     FleetConfig {
         secret: Some(FleetSecret {
             current: b"a-fleet-secret-of-at-least-32-bytes-0123".to_vec(),

@@ -1,24 +1,28 @@
 //! Fleet nodes that end in the middle of a large body (issue 30: "a node
-//! killed mid-stream"). Large objects go to Redis as pieces under a
-//! manifest committed last (fleet/pieces.rs), and the pieces are written
-//! once the leader's body is whole (the commit encodes the stored object):
-//! a leader that dies mid-body leaves only its lease in Redis, one that
-//! dies while it writes its pieces leaves pieces no manifest lists.
-//! (Read-while-write across nodes is not built: a peer takes another
-//! node's copy only once its manifest is committed.)
+//! killed mid-stream"). Large bodies go to Redis as they arrive, as pieces
+//! listed by a writing record, and a manifest committed last
+//! (fleet/stream_out.rs); the other nodes stream the pieces while the
+//! holder still fetches (read-while-write across the fleet,
+//! fleet/stream_in.rs).
 //!
-//! - The lease holder killed (`kill -9`) mid-body of a slow 32 MiB origin:
-//!   its own clients (HTTP/1.1, h2c, HTTP/2 over TLS) see the cut, never a
-//!   complete answer; nothing of its fill is in Redis; one waiting peer
-//!   takes over once the lease lapses and the other takes its copy: two
-//!   origin fetches, and every waiting client (every wire of both peers)
-//!   gets the body byte for byte.
-//! - The holder killed while it writes its pieces (its Redis link slowed):
-//!   its client had the whole body; its pieces stay, listed by no
-//!   manifest; the takeover's manifest lists its own generation.
+//! - Peers stream the holder's slow 32 MiB body while it arrives: each of
+//!   their clients (HTTP/1.1, h2c, HTTP/2 over TLS) has bytes before the
+//!   origin sent the whole body and before any manifest is committed, and
+//!   every one ends with the body byte for byte; one origin fetch.
+//! - The lease holder killed (`kill -9`) mid-body: its own clients and the
+//!   peers' clients that streamed from it see a cut, never a complete
+//!   answer; its pieces are listed by no manifest; the next request is
+//!   served whole (one peer takes over, the other streams it): two fetches.
 //! - The holder stopped with SIGTERM and a drain shorter than the rest of
-//!   the body: its lease is handed over at once, its client sees the cut,
-//!   no manifest comes from the cut fill.
+//!   the body: its lease is handed over at once, so the peers' clients are
+//!   cut well before the lease would lapse; no manifest comes from the cut
+//!   fill; the next request is served whole.
+//! - A piece changed in Redis mid-stream (its length kept): the peers'
+//!   clients are cut before its bytes.
+//! - A purge mid-stream: the commit is refused, the peers' clients are
+//!   cut, the fill's pieces are deleted, no peer stored it. (The purging
+//!   node's own fill still stores its copy locally: a purge does not stop
+//!   a fill in flight, as on a single node.)
 //! - A node killed while it reads the pieces of a committed object (its
 //!   Redis link slowed): the object in Redis stays whole, and the node,
 //!   started again, serves it byte for byte from Redis.
@@ -262,7 +266,7 @@ fn manifest_gens(redis: &Redis) -> Vec<String> {
     let script = "local out = {}\n\
         for _, k in ipairs(redis.call('KEYS', 'cc:*:m')) do\n\
           local b = redis.call('HGET', k, 'blob')\n\
-          if b and string.sub(b, 1, 4) == 'CCM1' then\n\
+          if b and string.sub(b, 1, 3) == 'CCM' then\n\
             local g = ''\n\
             for i = 12, 5, -1 do g = g .. string.format('%02x', string.byte(b, i)) end\n\
             table.insert(out, g)\n\
@@ -319,9 +323,9 @@ fn one_manifest(redis: &Redis, seen: &BTreeSet<String>, dead: &BTreeSet<String>)
     assert_eq!(seen, &BTreeSet::from([gen.clone()]), "manifests ever seen");
     assert!(!dead.contains(gen), "the manifest lists a dead fill: {gen}");
     let pieces = piece_gens(redis);
-    // The value is the disk format: the body and a small head.
+    // The body's pieces (written as it arrived: the head is in the manifest).
     let listed = pieces.get(gen).copied().unwrap_or(0);
-    assert_eq!(listed as u64, LEN / (256 * 1024) + 1, "pieces: {pieces:?}");
+    assert_eq!(listed as u64, LEN / (256 * 1024), "pieces: {pieces:?}");
 }
 
 /// The holder's TLS listener (a port picked here) and its client.
@@ -376,24 +380,65 @@ async fn peers_wait_on_holder(origin: &Origin, peers: &[Arc<Wires>], path: &str)
     asked
 }
 
-/// The peers' takeover: one acquired the lease, no wait ended without a
-/// copy, the other took the takeover's copy from Redis; two fetches.
-async fn one_takeover(origin: &Origin, peers: &[Arc<Wires>], path: &str) {
-    let (acquired, gave_up, shared) = (
-        peers_total(peers, "leases_acquired").await,
-        peers_total(peers, "waits_timed_out").await,
-        peers_total(peers, "shared_hits").await,
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_stream_a_body_while_the_holder_still_fetches_it() {
+    let redis = Arc::new(Redis::start());
+    let origin = Origin::start().await;
+    let holder = Arc::new(Wires::start(config(&origin, &redis.url(), FLEET), "").await);
+    let peers = two_peers(&origin, &redis, FLEET).await;
+    let watch = ManifestWatch::start(redis.clone());
+    let path = slow_big("streamed");
+    let own = ask_peers(std::slice::from_ref(&holder), &path);
+    let asked = peers_wait_on_holder(&origin, &peers, &path).await;
+    // The order of events: every peer client has bytes while the origin
+    // is still sending and no manifest is committed.
+    wait_until(
+        Duration::from_secs(20),
+        "every peer client has bytes",
+        async || asked.iter().all(|a| a.progress.load(Ordering::Relaxed) > 0),
+    )
+    .await;
+    let (streamed, manifests) = (origin.bytes_streamed(), manifest_gens(&redis));
+    assert!(streamed < LEN, "the origin had sent {streamed} of {LEN}");
+    assert!(manifests.is_empty(), "committed already: {manifests:?}");
+    all_whole(own).await;
+    all_whole(asked).await;
+    let seen = watch.stop().await;
+    assert_eq!(
+        origin.hits_for(counted(&path)),
+        1,
+        "one fetch for the fleet"
     );
-    let fetches = origin.hits_for(counted(path));
-    eprintln!("{path}: {fetches} fetches, {acquired} takeovers, {shared} copies taken");
-    assert_eq!(fetches, 2, "the cut fetch and one takeover");
-    assert_eq!(acquired, 1, "one node took over");
-    assert_eq!(gave_up, 0, "no wait ended without the copy");
-    assert_eq!(shared, 1, "the other peer took the takeover's copy");
+    assert_eq!(peers_total(&peers, "leases_acquired").await, 0);
+    let streams: u64 = {
+        let mut n = 0;
+        for peer in &peers {
+            n += fleet_status(peer).await["pieces"]["streams"]
+                .as_u64()
+                .unwrap_or(0);
+        }
+        n
+    };
+    assert_eq!(
+        streams, 2,
+        "each peer streamed it once (its clients share it)"
+    );
+    one_manifest(&redis, &seen, &BTreeSet::new());
+}
+
+/// The peers' streams cut so far.
+async fn streams_cut(peers: &[Arc<Wires>]) -> u64 {
+    let mut n = 0;
+    for peer in peers {
+        n += fleet_status(peer).await["pieces"]["streams_cut"]
+            .as_u64()
+            .unwrap_or(0);
+    }
+    n
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_holder_killed_mid_body_leaves_nothing_to_take_and_one_peer_takes_over() {
+async fn a_holder_killed_mid_body_cuts_every_client_and_the_next_request_is_served_whole() {
     let redis = Arc::new(Redis::start());
     let origin = Origin::start().await;
     let dir = scratch("fleet-mid-killed");
@@ -408,51 +453,33 @@ async fn a_holder_killed_mid_body_leaves_nothing_to_take_and_one_peer_takes_over
     let own = own_clients(&holder, Some(&tls), &path);
     let asked = peers_wait_on_holder(&origin, &peers, &path).await;
     mid_body(&origin, &own).await;
-    signal(holder.child(), "-KILL");
-    assert!(
-        piece_gens(&redis).is_empty(),
-        "no piece of a body not yet whole"
-    );
-    all_cut(own).await;
-    all_whole(asked).await;
-    let seen = watch.stop().await;
-    one_takeover(&origin, &peers, &path).await;
-    one_manifest(&redis, &seen, &BTreeSet::new());
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_holder_killed_while_writing_its_pieces_leaves_them_unlisted() {
-    let redis = Arc::new(Redis::start());
-    let slow = DelayProxy::start(redis.addr()).await;
-    slow.set_delay(SLOW_LINK);
-    let origin = Origin::start().await;
-    let dir = scratch("fleet-mid-pieces");
-    let holder_config = config(&origin, &format!("redis://{}", slow.addr()), FLEET);
-    let holder = ProcessNode::start(&holder_config, &dir.join("holder.toml")).await;
-    let peers = two_peers(&origin, &redis, FLEET).await;
-    holder.wait_on_redis().await;
-    let watch = ManifestWatch::start(redis.clone());
-    let path = slow_big("pieces");
-    let own = own_clients(&holder, None, &path);
-    let asked = peers_wait_on_holder(&origin, &peers, &path).await;
-    all_whole(own).await;
-    wait_until(Duration::from_secs(20), "some pieces written", async || {
-        !piece_gens(&redis).is_empty()
+    wait_until(Duration::from_secs(20), "the peers stream it", async || {
+        asked.iter().all(|a| a.progress.load(Ordering::Relaxed) > 0)
     })
     .await;
     signal(holder.child(), "-KILL");
-    assert!(manifest_gens(&redis).is_empty(), "killed before its commit");
-    all_whole(asked).await;
+    let dead: BTreeSet<String> = piece_gens(&redis).into_keys().collect();
+    assert_eq!(dead.len(), 1, "its pieces went as the body arrived");
+    assert!(
+        manifest_gens(&redis).is_empty(),
+        "no manifest of a body not whole"
+    );
+    all_cut(own).await;
+    // The peers' clients streamed from it: cut once its lease lapsed.
+    all_cut(asked).await;
+    assert_eq!(streams_cut(&peers).await, 2);
+    // The next request is served whole: one peer takes over, the other
+    // streams the takeover's body.
+    let again = ask_peers(&peers, &path);
+    all_whole(again).await;
     let seen = watch.stop().await;
-    one_takeover(&origin, &peers, &path).await;
-    // Piece calls the slow link held at the kill have landed by now.
-    let mut dead: BTreeSet<String> = piece_gens(&redis).into_keys().collect();
-    dead.retain(|g| !seen.contains(g));
-    assert_eq!(dead.len(), 1, "one dead fill: {dead:?}");
+    assert_eq!(
+        origin.hits_for(counted(&path)),
+        2,
+        "the cut fetch and one takeover"
+    );
+    assert_eq!(peers_total(&peers, "leases_acquired").await, 1);
     one_manifest(&redis, &seen, &dead);
-    let orphans = piece_gens(&redis)[dead.first().unwrap()];
-    eprintln!("killed while writing: {orphans} orphan pieces, listed by no manifest");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -480,25 +507,33 @@ async fn a_holder_stopped_mid_body_hands_its_lease_over_and_commits_nothing() {
     signal(holder.child(), "-TERM");
     wait_until(
         LEASE / 2,
-        "a peer took over the released lease",
-        async || origin.hits_for(counted(&path)) == 2,
+        "the peers' streams cut at the hand-over",
+        async || streams_cut(&peers).await == 2,
     )
     .await;
-    let took_over_after = stopped.elapsed();
+    let cut_after = stopped.elapsed();
     // It ends after its drain (and the hand-over), cutting its client: a
     // process whose stop waited for its worker threads on the runtime's
     // blocking pool served the whole body first (run/server.rs).
     holder.ended(Duration::from_secs(10)).await;
     let ended_after = stopped.elapsed();
     all_cut(own).await;
-    all_whole(asked).await;
+    all_cut(asked).await;
+    // The next request is served whole.
+    all_whole(ask_peers(&peers, &path)).await;
     let seen = watch.stop().await;
     eprintln!(
-        "stopped mid-body: a peer's fetch began {took_over_after:?} after SIGTERM, \
+        "stopped mid-body: the peers' streams were cut {cut_after:?} after SIGTERM, \
          the holder ended after {ended_after:?}"
     );
-    one_takeover(&origin, &peers, &path).await;
-    one_manifest(&redis, &seen, &BTreeSet::new());
+    assert_eq!(
+        origin.hits_for(counted(&path)),
+        2,
+        "the cut fetch and one more"
+    );
+    let mut dead: BTreeSet<String> = piece_gens(&redis).into_keys().collect();
+    dead.retain(|g| !seen.contains(g));
+    one_manifest(&redis, &seen, &dead);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -536,7 +571,7 @@ async fn kill_mid_read(redis: &Redis, reader: &mut ProcessNode, path: &str) -> O
     );
     reader.start_again().await;
     reader.wait_on_redis().await;
-    let whole = LEN / (256 * 1024) + 1;
+    let whole = LEN / (256 * 1024);
     (asked < whole && !matches!(ending, Ending::Whole)).then_some(asked)
 }
 
@@ -580,4 +615,84 @@ async fn a_reader_killed_mid_pieces_leaves_the_object_whole_and_serves_it_again(
     assert_eq!(shared, Some(1), "the copy came from redis");
     assert_eq!(origin.hits_for(counted(&path)), 1, "one fetch in all");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The key of piece `i` of the one fill writing now.
+fn piece_key(redis: &Redis, i: usize) -> String {
+    let script = "return table.concat(redis.call('KEYS', 'cc:*:b'), ' ')";
+    let reply = redis.command(&["EVAL", script, "0"]).unwrap_or_default();
+    let suffix = format!(".{i}}}:b");
+    let key = reply.split_whitespace().find(|k| k.ends_with(&suffix));
+    key.unwrap_or_else(|| panic!("no piece {i}: {reply}"))
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_piece_changed_in_redis_mid_stream_cuts_the_followers_before_its_bytes() {
+    let redis = Arc::new(Redis::start());
+    let origin = Origin::start().await;
+    let holder = Arc::new(Wires::start(config(&origin, &redis.url(), FLEET), "").await);
+    let peers = two_peers(&origin, &redis, FLEET).await;
+    let path = slow_big("changed");
+    let own = ask_peers(std::slice::from_ref(&holder), &path);
+    wait_until(
+        Duration::from_secs(20),
+        "eight pieces written",
+        async || piece_gens(&redis).values().sum::<usize>() >= 8,
+    )
+    .await;
+    // Two bytes of piece 3 changed (two body bytes in a row are never
+    // both `z`), its length kept; the peers then stream from piece 0.
+    let changed = piece_key(&redis, 3);
+    redis
+        .command(&["SETRANGE", &changed, "1000", "zz"])
+        .unwrap();
+    let asked = ask_peers(&peers, &path);
+    let piece = 256 * 1024;
+    for (label, ending) in endings(asked).await {
+        match ending {
+            // A client that read a changed byte ends `Wrong`, not `Cut`.
+            Ending::Cut { got, .. } => assert!(got <= 3 * piece, "{label}: {got} bytes"),
+            other => panic!("{label}: {other:?}"),
+        }
+    }
+    all_whole(own).await;
+    assert!(peers_total(&peers, "bad_entries").await + streams_cut(&peers).await >= 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_mid_stream_leaves_nothing_of_that_fill_in_the_fleet() {
+    let redis = Arc::new(Redis::start());
+    let origin = Origin::start().await;
+    let holder = Arc::new(Wires::start(config(&origin, &redis.url(), FLEET), "").await);
+    let peers = two_peers(&origin, &redis, FLEET).await;
+    let path = slow_big("purged");
+    let own = ask_peers(std::slice::from_ref(&holder), &path);
+    let asked = peers_wait_on_holder(&origin, &peers, &path).await;
+    wait_until(Duration::from_secs(20), "the peers stream it", async || {
+        asked.iter().all(|a| a.progress.load(Ordering::Relaxed) > 0)
+    })
+    .await;
+    let selector = format!(r#"{{"url": "{path}"}}"#);
+    let answer = holder.proxy.purge(TOKEN, &selector).await;
+    assert!(answer.get("fleet_pending").is_none(), "{answer}");
+    all_whole(own).await;
+    // The commit is refused (the purge came after the lease): the peers'
+    // clients are cut, and its pieces are deleted.
+    all_cut(asked).await;
+    assert!(
+        manifest_gens(&redis).is_empty(),
+        "no entry from the purged fill"
+    );
+    wait_until(Duration::from_secs(10), "its pieces deleted", async || {
+        piece_gens(&redis).is_empty()
+    })
+    .await;
+    // The peers stored nothing: the next request is a fetch.
+    all_whole(ask_peers(&peers, &path)).await;
+    assert_eq!(
+        origin.hits_for(counted(&path)),
+        2,
+        "fetched again after the purge"
+    );
 }

@@ -665,11 +665,26 @@ pub(super) static FLEET: &[Family<FleetStatus>] = &[
     ),
     counter(
         "calmcache_fleet_pieces_total",
-        "Pieces of large objects (over 256 KiB) by what happened (written, read: verified; bad: a copy not used, a piece missing or wrong; over_budget: an object not written or read, fleet.max_pieces_in_flight full).",
+        "Pieces of large objects (over 256 KiB) by what happened (written, read: verified; bad: a copy not used, a piece missing or wrong; over_budget: an object not written or read, fleet.max_pieces_in_flight full; streamed: read and verified while another node still wrote the body; forgotten: deleted, their fill did not commit).",
         Rows(|f| {
             let p = &f.pieces;
-            let results = [("written", p.written), ("read", p.read), ("bad", p.bad), ("over_budget", p.over_budget)];
+            let results = [
+                ("written", p.written),
+                ("read", p.read),
+                ("bad", p.bad),
+                ("over_budget", p.over_budget),
+                ("streamed", p.streamed),
+                ("forgotten", p.forgotten),
+            ];
             labelled("result", results)
+        }),
+    ),
+    counter(
+        "calmcache_fleet_streams_total",
+        "Large bodies this node streamed from another node while that node still fetched them (begun), and those cut before whole (cut: the writer died, stalled or did not commit, or a piece did not verify; the clients saw a cut response).",
+        Rows(|f| {
+            let p = &f.pieces;
+            labelled("result", [("begun", p.streams), ("cut", p.streams_cut)])
         }),
     ),
     gauge(

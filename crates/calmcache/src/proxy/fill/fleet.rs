@@ -8,12 +8,13 @@
 
 use std::sync::Arc;
 
-use calmcache_core::{CacheKey, CachedObject, FetchPermit};
-use http::HeaderName;
+use calmcache_core::{CacheKey, CachedObject, FetchPermit, Storable};
+use http::{HeaderMap, HeaderName, StatusCode};
 
-use super::store::{after_store, marker_for, request_host};
+use super::store::{after_store, marker_for, meta_of, request_host, will_compress, StoreCtx};
+use super::stream::empty_body;
 use super::{alive_for, FetchRequest, FillReply, BOUND_SLACK};
-use crate::fleet::{Before, Lease};
+use crate::fleet::{Before, Lease, PieceWriter};
 use crate::http::vary;
 use crate::proxy::outcome::{FillOutcome, OwnFields};
 use crate::proxy::state::Route;
@@ -71,6 +72,24 @@ pub(super) fn commit(
     if let (Some(lease), Some(fleet)) = (lease, &route.fleet) {
         fleet.commit(lease, primary, object.clone(), names);
     }
+}
+
+/// The writer of this fill's body to the fleet as it arrives, when it
+/// holds the lease and the object goes to Redis as it arrives: a plain
+/// response (not Vary'd, not compressed), stored under the URI's key. The
+/// lease moves into it (`None`: it stays in `ctx`, committed at the end).
+pub(super) fn writer(
+    ctx: &mut StoreCtx,
+    status: StatusCode,
+    headers: &HeaderMap,
+    storable: &Storable,
+    names: &[HeaderName],
+) -> Option<PieceWriter> {
+    if !names.is_empty() || will_compress(&ctx.route, headers) {
+        return None;
+    }
+    let head = empty_body(meta_of(storable, ctx.started), status, headers);
+    PieceWriter::start(&mut ctx.lease, &ctx.primary, &head)
 }
 
 /// The largest body the fleet's shared tier takes (0 outside fleet mode):

@@ -8,6 +8,7 @@
 //!
 //! ```text
 //! fill ─ fleet: a copy another node stored ───────────────── Stored (shared)
+//!   ├─ fleet: another node writes the body as it arrives ─── Streaming (its pieces)
 //!   └─ send (GET, or a body-keyed QUERY/POST with its body; validators of
 //!      the stale copy, RFC 9111 §4.3.1, never on POST)
 //!      ├─ error / 5xx with a stale-if-error copy ─────────── Stale
@@ -33,6 +34,8 @@
 //! - `stream.rs`: read-while-write, with the pump as a function of its own.
 //! - `shared_error.rs`: a failing origin's answer handed to the followers.
 //! - `fleet.rs`: every call a fill makes to the fleet's shared tier.
+//! - `fleet_stream.rs`: a fill answered from another node's body while
+//!   that node still fetches it (its pieces, verified, as they appear).
 //!
 //! Imports [`crate::http`], [`crate::fleet`] and the request path's own
 //! growing bodies and outcomes; never the handler (`handle.rs`) that starts it.
@@ -57,6 +60,7 @@ use crate::proxy::state::Route;
 
 mod collect;
 mod fleet;
+mod fleet_stream;
 mod revalidate;
 mod send;
 mod shared_error;
@@ -297,6 +301,9 @@ pub(crate) async fn fill(args: FillArgs) -> FillReply {
             return fleet::take_shared(&route, &primary, &fetch, permit, object, names).await
         }
         Some(Before::Fetch(ours)) => ours,
+        Some(Before::Stream(streamed)) => {
+            return fleet_stream::stream_from_fleet(route, primary, fetch, permit, streamed)
+        }
         None => None,
     };
     let sending = send::Sending {

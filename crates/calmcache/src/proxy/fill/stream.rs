@@ -22,6 +22,7 @@ use http_body_util::BodyExt;
 use super::collect::concat;
 use super::store::{meta_of, store, will_compress, StoreCtx, Stored};
 use super::{finish, FillReply};
+use crate::fleet::PieceWriter;
 use crate::http::body::TimeoutBody;
 use crate::http::error::{ErrorKind, ProxyError};
 use crate::http::headers::detach_headers;
@@ -89,6 +90,9 @@ pub(super) fn stream_fill(
         .lease
         .take()
         .filter(|_| len.is_none_or(|n| n <= fleet_limit));
+    // Past one piece, the body goes to the fleet as it arrives: the
+    // other nodes stream it while this one fetches.
+    let writer = super::fleet::writer(&mut ctx, status, &headers, &storable, &names_of(&head));
     let limit = ctx.zone.tier.max_object_size();
     let own = std::mem::take(&mut ctx.own);
     let mut pump = Pump {
@@ -101,6 +105,7 @@ pub(super) fn stream_fill(
         fleet_limit,
         total: 0,
         keep: true,
+        writer,
     };
     crate::proxy::background::spawn(async move {
         match pump.run().await {
@@ -128,17 +133,32 @@ fn begin_file(
     if !names.is_empty() || will_compress(&ctx.route, headers) {
         return None;
     }
-    let head = || {
-        CachedObject::assemble(
-            meta_of(storable, ctx.started),
-            status,
-            headers.clone(),
-            Bytes::new(),
-            Vec::new(),
-            None,
-        )
-    };
+    let head = || empty_body(meta_of(storable, ctx.started), status, headers);
     ctx.zone.tier.begin_body_write(&ctx.primary, &head, len)
+}
+
+/// The object of a response head, with an empty body: what a body file or
+/// the fleet's manifest is made for.
+pub(super) fn empty_body(
+    meta: calmcache_core::ObjectMeta,
+    status: StatusCode,
+    headers: &HeaderMap,
+) -> CachedObject {
+    CachedObject::assemble(
+        meta,
+        status,
+        headers.clone(),
+        Bytes::new(),
+        Vec::new(),
+        None,
+    )
+}
+
+/// The Vary names a published head carries (none for a plain response).
+fn names_of(head: &StreamingHead) -> Vec<HeaderName> {
+    head.vary
+        .as_ref()
+        .map_or_else(Vec::new, |(names, _)| names.clone())
 }
 
 /// Publishes the head to the fill's followers: they answer from it and
@@ -208,6 +228,9 @@ struct Pump {
     /// False once a body without a declared length outgrew the zone, or
     /// its file write failed.
     keep: bool,
+    /// The body going to the fleet as it arrives (holds the lease); `None`
+    /// when it goes after the end, or not at all.
+    writer: Option<PieceWriter>,
 }
 
 impl Pump {
@@ -262,6 +285,7 @@ impl Pump {
         self.total += data.len() as u64;
         if self.total > self.fleet_limit {
             self.ctx.lease = None;
+            self.writer = None;
         }
         if let Some(len) = self.len.filter(|&len| self.total > len) {
             return Some(format!("origin body longer than its Content-Length {len}"));
@@ -271,6 +295,11 @@ impl Pump {
             tracing::debug!(key = %self.ctx.primary, "body over max_object_size; not stored");
         }
         self.growing.push(data.clone());
+        if let Some(writer) = &mut self.writer {
+            if !writer.push(&data).await {
+                self.writer = None;
+            }
+        }
         if let Some(writing) = &mut self.file {
             writing.push(data).await;
             if writing.is_abandoned() {
@@ -289,6 +318,7 @@ impl Pump {
     fn stop_keeping(&mut self) {
         self.keep = false;
         self.file = None;
+        self.writer = None;
         self.growing.stop_keeping();
         finish(self.ctx.permit.take(), FillOutcome::NotStored);
     }
@@ -306,7 +336,7 @@ impl Pump {
     }
 
     /// The body is complete: stored from its file, or whole, when kept.
-    async fn store(self, status: StatusCode, mut headers: HeaderMap, storable: Storable) {
+    async fn store(mut self, status: StatusCode, mut headers: HeaderMap, storable: Storable) {
         self.growing.finish();
         if !self.keep {
             finish(self.ctx.permit, FillOutcome::NotStored);
@@ -315,6 +345,12 @@ impl Pump {
         if self.len.is_none() {
             // The stored length is exact (HEAD answers rely on it).
             headers.insert(CONTENT_LENGTH, HeaderValue::from(self.total));
+        }
+        if let Some(writer) = self.writer.take() {
+            // Its manifest commits; a body of one piece or less gives the
+            // lease back, to be committed whole with the object below.
+            let head = empty_body(meta_of(&storable, self.ctx.started), status, &headers);
+            self.ctx.lease = writer.finish(head);
         }
         if let Some(file) = self.file {
             let object = CachedObject::assemble(
