@@ -31,6 +31,8 @@ use super::Fleet;
 pub(super) struct Target {
     /// The URI's hash tag.
     pub(super) hash: String,
+    /// The URI's key (its purge floor, purge_floor.rs).
+    pub(super) uri: CacheKey,
     /// The object's entry.
     pub(super) meta: String,
     /// Its lease.
@@ -41,9 +43,10 @@ pub(super) struct Target {
 }
 
 impl Target {
-    pub(super) fn uri(fleet: &Fleet, hash: &str) -> Target {
+    pub(super) fn uri(fleet: &Fleet, key: &CacheKey, hash: &str) -> Target {
         Target {
             hash: hash.to_owned(),
+            uri: key.clone(),
             meta: fleet.key(hash, "m"),
             lease: fleet.key(hash, "l"),
             variant: None,
@@ -60,6 +63,7 @@ impl Target {
         let s = variant_id(primary, secondary);
         Target {
             hash: hash.to_owned(),
+            uri: primary.clone(),
             meta: fleet.key(hash, &format!("v:{s}")),
             lease: fleet.key(hash, &format!("vl:{s}")),
             variant: Some((names.to_owned(), secondary.to_owned(), s)),
@@ -102,7 +106,7 @@ impl Fleet {
         let token = self.token();
         let sent = token.clone();
         let lease_ms = u64::try_from(self.cfg.lease.as_millis()).unwrap_or(u64::MAX);
-        let purged_before = self.purged_before.load(Ordering::Relaxed);
+        let purged_before = self.floors.floor(&target.uri);
         let script = &self.acquire;
         let keys = &keys;
         let value: Option<Value> = self
@@ -255,7 +259,7 @@ impl Fleet {
                 if object.vary_index().is_none()
                     && object.variant() == target.variant.as_ref().map(|v| v.1.as_str())
                     && framing_agrees(&object)
-                    && (!self.signed() || self.current(&object, since_ms)) =>
+                    && (!self.signed() || self.current(&target.uri, &object, since_ms)) =>
             {
                 Some(Arc::new(object))
             }
@@ -272,12 +276,11 @@ impl Fleet {
     }
 
     /// A signed entry's own (signed) times allow its use: its lease came
-    /// after the last fleet-wide purge this node knows of, and it is fresh
+    /// after the last purge of it that named no key (its purge floor), and it is fresh
     /// by its own meta. Redis' `since_ms` and `fresh_until_ms` fields are
     /// not signed: an old entry put back with newer ones is refused here.
-    pub(super) fn current(&self, object: &CachedObject, since_ms: u64) -> bool {
-        since_ms >= self.purged_before.load(Ordering::Relaxed)
-            && object.meta.is_fresh(Instant::now())
+    pub(super) fn current(&self, uri: &CacheKey, object: &CachedObject, since_ms: u64) -> bool {
+        since_ms >= self.floors.floor(uri) && object.meta.is_fresh(Instant::now())
     }
 
     /// An entry or Vary marker that did not verify: counted, logged (rate
@@ -493,7 +496,7 @@ impl Fleet {
             vary_args.push(names.clone());
             vary_args.push(s.clone());
         }
-        let purged_before = self.purged_before.load(Ordering::Relaxed);
+        let purged_before = self.floors.floor(&target.uri);
         let script = &self.commit;
         let token = lease.token.clone();
         let (fence, since) = (lease.fence, lease.since_ms);

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::purge_floor::SharedRule;
 use super::Fleet;
 
 /// How often a node reads the fleet's purge stream.
@@ -30,9 +31,10 @@ pub(crate) trait Local: Send + Sync {
     /// True when the local stores hold objects from before this start
     /// (what their loaders found).
     fn held(&self) -> bool;
-    /// Applies one purge order, in its `POST /purge` JSON; an error says
-    /// why it was not understood.
-    fn apply(&self, json: &str) -> impl Future<Output = Result<(), String>> + Send;
+    /// Applies one purge order, in its `POST /purge` JSON, and says what it
+    /// was for the shared tier (its purge floors); an error says why it was
+    /// not understood.
+    fn apply(&self, json: &str) -> impl Future<Output = Result<SharedRule, String>> + Send;
     /// Marks everything held stale (a soft purge of all): after a gap in
     /// the stream, nothing held is trusted fresh any more.
     fn distrust_all(&self) -> impl Future<Output = ()> + Send;
@@ -62,7 +64,7 @@ pub(crate) async fn follow(fleet: Arc<Fleet>, local: impl Local, mut stop: watch
         }
         for sent in polled.purges {
             match local.apply(&sent.json).await {
-                Ok(()) => fleet.purge_applied(&sent),
+                Ok(rule) => fleet.purge_applied(&sent, rule),
                 // The target it had in proxy/purge.rs, where a filter may name it.
                 Err(e) => tracing::warn!(
                     target: "calmcache::proxy::purge",

@@ -185,7 +185,7 @@ impl Fleet {
         let ours_ms = ours.map_or(0, |o| wall_ms_of(o.meta.stored_at));
         let now = Instant::now();
         let mut asking = Asking {
-            target: Target::uri(self, &hash),
+            target: Target::uri(self, key, &hash),
             names: None,
             try_lease: true,
             waited: false,

@@ -71,6 +71,7 @@ mod outbox;
 mod pieces;
 mod position;
 mod purge_bus;
+mod purge_floor;
 mod record;
 mod redis_info;
 mod scripts;
@@ -100,6 +101,7 @@ use lease::Unreleased;
 pub(crate) use lease::{Before, Lease};
 use outbox::Outbox;
 pub(crate) use position::POSITION_FILE;
+pub(crate) use purge_floor::SharedRule;
 pub(crate) use redis_info::RedisMemory;
 pub(crate) use shared::SharedTier;
 use stats::FetchLog;
@@ -122,9 +124,10 @@ pub(crate) struct Fleet {
     /// Lease tokens: this node's id and a counter.
     node: String,
     tokens: AtomicU64,
-    /// Objects stored before this (Redis clock, ms) are not used: the last
-    /// fleet-wide prefix, tag or whole purge.
-    purged_before: AtomicU64,
+    /// How old a copy in Redis may be, per key: the purges that named no
+    /// key (prefix rules, tag and whole purges, epochs not yet accounted
+    /// for; purge_floor.rs).
+    floors: purge_floor::PurgeFloors,
     /// The last purge stream entry read.
     last_purge: Mutex<Option<String>>,
     /// Redis' data generation as last seen (`{prefix}epoch`).
@@ -185,7 +188,7 @@ impl Fleet {
             link,
             node,
             tokens: AtomicU64::new(0),
-            purged_before: AtomicU64::new(0),
+            floors: purge_floor::PurgeFloors::default(),
             last_purge: Mutex::new(None),
             epoch: Mutex::new(None),
             redis_clock: Mutex::new(None),

@@ -7,6 +7,7 @@
 use std::sync::atomic::Ordering;
 
 use super::ops_stats::Op;
+use super::purge_floor::SharedRule;
 
 use super::Fleet;
 
@@ -19,8 +20,8 @@ pub(super) const OUTBOX_MAX: usize = 1_000;
 /// Purges this node could not hand to Redis yet.
 #[derive(Default)]
 pub(super) struct Outbox {
-    /// Purges to send, in order.
-    pub(super) pending: Vec<String>,
+    /// Purges to send, in order, with the purge epoch each set.
+    pub(super) pending: Vec<(String, Option<u64>)>,
     /// A purge could not reach the shared tier: purge it whole on return.
     pub(super) redis_missed: bool,
     /// A poll failed: on return, check the stream was not trimmed past us.
@@ -28,33 +29,37 @@ pub(super) struct Outbox {
 }
 
 impl Fleet {
-    /// Sends `purge` (the admin API's JSON form) to the other nodes; when
-    /// Redis cannot take it now, it waits in the outbox (sent by
+    /// Sends `purge` (the admin API's JSON form) to the other nodes, with
+    /// the purge `epoch` it set ([`Self::purge_before_now`]); when Redis
+    /// cannot take it now, it waits in the outbox (sent by
     /// [`Self::catch_up`] once Redis answers again). Returns the purges
     /// waiting.
-    pub(crate) async fn publish_purge(&self, purge: String) -> usize {
-        if self.outbox().pending.is_empty() && self.xadd(&purge).await {
+    pub(crate) async fn publish_purge(&self, purge: String, epoch: Option<u64>) -> usize {
+        if self.outbox().pending.is_empty() && self.xadd(&purge, epoch).await {
             self.stats.purges_sent.fetch_add(1, Ordering::Relaxed);
             return 0;
         }
         let mut outbox = self.outbox();
         if outbox.pending.len() < OUTBOX_MAX {
-            outbox.pending.push(purge);
+            outbox.pending.push((purge, epoch));
         } else {
             // Too many to replay one by one: the other nodes will mark
             // everything they hold stale instead.
             outbox.pending.clear();
             outbox
                 .pending
-                .push(r#"{"all":true,"soft":true}"#.to_string());
+                .push((r#"{"all":true,"soft":true}"#.to_string(), None));
         }
         outbox.pending.len()
     }
 
-    /// Adds `purge` to the stream: `node` and `purge`, and with the fleet
-    /// secret `at` (Redis' clock as last read, ms) and `sig`, signed now
-    /// (not when the purge was made: one from the outbox is sent later).
-    pub(super) async fn xadd(&self, purge: &str) -> bool {
+    /// Adds `purge` to the stream: `node` and `purge`, `epoch` when it set
+    /// one (the other nodes' purge floors: it accounts for that epoch), and
+    /// with the fleet secret `at` (Redis' clock as last read, ms) and
+    /// `sig`, signed now (not when the purge was made: one from the outbox
+    /// is sent later). `epoch` is not signed: an entry cannot be changed in
+    /// the stream, and a node takes no epoch later than the entry itself.
+    pub(super) async fn xadd(&self, purge: &str, epoch: Option<u64>) -> bool {
         let key = self.stream_key();
         let node = self.node.clone();
         let signature = self.signer().map(|signer| {
@@ -74,6 +79,9 @@ impl Fleet {
                     .arg(&node)
                     .arg("purge")
                     .arg(purge);
+                if let Some(epoch) = epoch {
+                    cmd.arg("epoch").arg(epoch);
+                }
                 if let Some((at, sig)) = &signature {
                     cmd.arg("at").arg(at).arg("sig").arg(sig);
                 }
@@ -102,10 +110,10 @@ impl Fleet {
         };
         if missed {
             self.outbox().redis_missed = false;
-            self.purge_everything_before_now().await;
+            self.purge_before_now(SharedRule::Everything).await;
         }
-        for (sent, purge) in pending.iter().enumerate() {
-            if !self.xadd(purge).await {
+        for (sent, (purge, epoch)) in pending.iter().enumerate() {
+            if !self.xadd(purge, *epoch).await {
                 self.outbox().pending.drain(..sent);
                 return;
             }

@@ -18,6 +18,7 @@ use super::LOG;
 
 use super::entries::hash_of;
 use super::position::Position;
+use super::purge_floor::SharedRule;
 use super::sign::PurgeCheck;
 use super::Fleet;
 
@@ -41,6 +42,11 @@ pub(crate) struct FleetPurge {
     lag_ms: u64,
     /// When it was read.
     read_at: Instant,
+    /// When it entered the stream (Redis' clock), ms.
+    sent_ms: u64,
+    /// The purge epoch its sender set, if it set one (and says so: an
+    /// older node does not); never later than `sent_ms` (it was set first).
+    epoch: Option<u64>,
 }
 
 impl Fleet {
@@ -75,9 +81,14 @@ impl Fleet {
         }
     }
 
-    /// A purge that names no single key (prefix, tag, everything): every
-    /// object in Redis stored before now is ignored from now on.
-    pub(crate) async fn purge_everything_before_now(&self) {
+    /// A purge that names no single key in Redis (a prefix, a tag,
+    /// everything, a path on hosts not all remembered): the copies in Redis
+    /// it takes, stored before now, are ignored from now on (`rule` says
+    /// which: purge_floor.rs). Sets the epoch key (Redis' clock; nodes of
+    /// an older version use it for every key) and returns it, for the
+    /// stream entry that tells the other nodes; `None` when Redis could not
+    /// be asked (the shared tier is purged whole once it is back).
+    pub(crate) async fn purge_before_now(&self, rule: SharedRule) -> Option<u64> {
         let key = self.epoch_key();
         let script = &self.purge_before;
         let now: Option<u64> = self
@@ -87,11 +98,10 @@ impl Fleet {
             })
             .await;
         match now {
-            Some(now) => {
-                self.purged_before.fetch_max(now, Ordering::Relaxed);
-            }
+            Some(now) => self.floors.note(rule, Some(now), now),
             None => self.outbox().redis_missed = true,
         }
+        now
     }
 
     /// The purges other nodes sent since the last call (their JSON), and
@@ -135,7 +145,9 @@ impl Fleet {
         }
         if polled.gap {
             self.stats.purge_gaps.fetch_add(1, Ordering::Relaxed);
+            self.floors.lost_track();
         }
+        self.purge_floor_baseline().await;
         polled
     }
 
@@ -230,10 +242,15 @@ impl Fleet {
                 continue;
             }
             if let Some(json) = self.admitted(&fields, sent_ms) {
+                let epoch = field(&fields, "epoch")
+                    .and_then(|e| e.parse::<u64>().ok())
+                    .filter(|e| *e <= sent_ms);
                 purges.push(FleetPurge {
                     json,
                     lag_ms: redis_now_ms.saturating_sub(sent_ms),
                     read_at,
+                    sent_ms,
+                    epoch,
                 });
             }
         }
@@ -323,6 +340,14 @@ impl Fleet {
     }
 
     pub(super) async fn poll_epoch(&self) {
+        if let Some(epoch) = self.read_purge_epoch().await {
+            self.floors.saw_epoch(epoch);
+        }
+    }
+
+    /// The purge epoch key (`0`: never set), `None` when Redis did not
+    /// answer.
+    async fn read_purge_epoch(&self) -> Option<u64> {
         let key = self.epoch_key();
         let epoch: Option<Option<u64>> = self
             .link
@@ -330,13 +355,31 @@ impl Fleet {
                 redis::cmd("GET").arg(&key).query_async(&mut conn).await
             })
             .await;
-        if let Some(Some(epoch)) = epoch {
-            self.purged_before.fetch_max(epoch, Ordering::Relaxed);
+        epoch.map(Option::unwrap_or_default)
+    }
+
+    /// Once this node knows where it reads the stream from (first, and
+    /// after a gap): the purges before are not read, and what they took is
+    /// not known, so the epoch now is a floor for every key (purge_floor.rs).
+    async fn purge_floor_baseline(&self) {
+        let reading = self
+            .last_purge
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some();
+        if !reading || !self.floors.needs_baseline() {
+            return;
+        }
+        if let Some(epoch) = self.read_purge_epoch().await {
+            self.floors.set_baseline(epoch);
         }
     }
 
-    /// A purge from another node was applied here.
-    pub(crate) fn purge_applied(&self, purge: &FleetPurge) {
+    /// A purge from another node was applied here; `rule`: what it was
+    /// for the shared tier (its purge floors).
+    pub(crate) fn purge_applied(&self, purge: &FleetPurge, rule: SharedRule) {
+        let at_ms = purge.epoch.unwrap_or(purge.sent_ms);
+        self.floors.note(rule, purge.epoch, at_ms);
         let lag =
             purge.lag_ms + u64::try_from(purge.read_at.elapsed().as_millis()).unwrap_or(u64::MAX);
         let s = &self.stats;

@@ -23,7 +23,7 @@ use std::time::Duration;
 use calmcache_core::{CacheKey, CachedObject, PurgeMode};
 use http::{HeaderMap, HeaderName};
 
-use super::{Before, Fleet, Lease};
+use super::{Before, Fleet, Lease, SharedRule};
 
 /// A future the shared tier answers with.
 pub(crate) type SharedFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -62,13 +62,14 @@ pub(crate) trait SharedTier: Send + Sync {
     /// Purges `key` in the shared tier.
     fn purge_key<'a>(&'a self, key: &'a CacheKey, mode: PurgeMode) -> SharedFuture<'a, ()>;
 
-    /// A purge that names no single key: every shared object stored before
-    /// now is ignored from now on.
-    fn purge_everything_before_now(&self) -> SharedFuture<'_, ()>;
+    /// A purge that names no single key in the shared tier: the shared
+    /// objects `rule` takes, stored before now, are ignored from now on.
+    /// Returns the purge epoch it set (`None`: Redis out of reach).
+    fn purge_before_now(&self, rule: SharedRule) -> SharedFuture<'_, Option<u64>>;
 
-    /// Sends `purge` (the admin API's JSON form) to the other nodes;
-    /// returns the purges still waiting to be sent.
-    fn publish_purge(&self, purge: String) -> SharedFuture<'_, usize>;
+    /// Sends `purge` (the admin API's JSON form) to the other nodes, with
+    /// the purge epoch it set; returns the purges still waiting to be sent.
+    fn publish_purge(&self, purge: String, epoch: Option<u64>) -> SharedFuture<'_, usize>;
 }
 
 impl SharedTier for Fleet {
@@ -100,11 +101,11 @@ impl SharedTier for Fleet {
         Box::pin(Fleet::purge_key(self, key, mode))
     }
 
-    fn purge_everything_before_now(&self) -> SharedFuture<'_, ()> {
-        Box::pin(Fleet::purge_everything_before_now(self))
+    fn purge_before_now(&self, rule: SharedRule) -> SharedFuture<'_, Option<u64>> {
+        Box::pin(Fleet::purge_before_now(self, rule))
     }
 
-    fn publish_purge(&self, purge: String) -> SharedFuture<'_, usize> {
-        Box::pin(Fleet::publish_purge(self, purge))
+    fn publish_purge(&self, purge: String, epoch: Option<u64>) -> SharedFuture<'_, usize> {
+        Box::pin(Fleet::publish_purge(self, purge, epoch))
     }
 }

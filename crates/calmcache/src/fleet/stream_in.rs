@@ -83,6 +83,8 @@ pub(crate) struct Streamed {
     head: CachedObject,
     /// The manifest, once committed.
     manifest: Option<Manifest>,
+    /// Its lease's start, as the committed entry says (Redis' clock, ms).
+    since_ms: u64,
     /// The next piece to hand out.
     next: usize,
     /// How long without a new piece before the stream is cut.
@@ -127,6 +129,7 @@ impl Fleet {
             record,
             head,
             manifest: None,
+            since_ms: 0,
             next: 0,
             stall,
             last_progress: Instant::now(),
@@ -296,6 +299,7 @@ impl Streamed {
             return Err(Cut::NotCommitted);
         }
         self.manifest = Some(manifest);
+        self.since_ms = since_ms;
         Ok(())
     }
 
@@ -311,7 +315,8 @@ impl Streamed {
                 && framing_agrees(object)
                 && object.vary_index().is_none()
                 && object.variant().is_none()
-                && (!self.fleet.signed() || object.meta.is_fresh(Instant::now()))
+                && (!self.fleet.signed()
+                    || self.fleet.current(&self.target.uri, object, self.since_ms))
         };
         let object = parse_object(head, Some(&self.key.as_ref()), true)
             .ok()

@@ -24,7 +24,7 @@ use http::Method;
 use serde::Deserialize;
 
 use crate::fleet::follow::Local;
-use crate::fleet::SharedTier;
+use crate::fleet::{SharedRule, SharedTier};
 use crate::http::error::ProxyError;
 use crate::proxy::lookup::PrimaryKey;
 use crate::proxy::state::Proxy;
@@ -242,23 +242,40 @@ pub(crate) async fn run(proxy: &Arc<Proxy>, purge: Purge) -> Outcome {
 /// Runs `purge` here and, in fleet mode, on the shared tier and every other
 /// node: the keys it names are purged in Redis, a purge that names none
 /// (prefix, tag, everything, a path on hosts not all remembered) makes
-/// every object in Redis stored before it unusable, and the purge goes on
-/// the stream the other nodes apply.
+/// the objects in Redis it takes (every one, but for a prefix) stored
+/// before it unusable, and the purge goes on the stream the other nodes
+/// apply.
 pub(crate) async fn run_everywhere(proxy: &Arc<Proxy>, purge: Purge) -> Outcome {
     let Some(fleet) = proxy.fleet.clone().map(|f| f as Arc<dyn SharedTier>) else {
         return run(proxy, purge).await;
     };
     let json = purge.to_json();
-    let by_key = matches!(
-        purge.selector,
-        Selector::Key(_) | Selector::Url { host: Some(_), .. }
-    );
+    let rule = shared_rule(&purge.selector);
     let mut outcome = run_with(proxy, purge, Some(&fleet)).await;
-    if !by_key || outcome.scanned {
-        fleet.purge_everything_before_now().await;
-    }
-    outcome.fleet_pending = fleet.publish_purge(json).await;
+    let epoch = match rule {
+        SharedRule::Keys if !outcome.scanned => None,
+        // Keys it had to scan for, on hosts not all remembered: every key.
+        SharedRule::Keys => fleet.purge_before_now(SharedRule::Everything).await,
+        rule => fleet.purge_before_now(rule).await,
+    };
+    outcome.fleet_pending = fleet.publish_purge(json, epoch).await;
     outcome
+}
+
+/// What `selector` is for the shared tier's purge floors: keys Redis
+/// purges one by one, a prefix rule, or every key.
+fn shared_rule(selector: &Selector) -> SharedRule {
+    match selector {
+        Selector::Key(_) | Selector::Url { host: Some(_), .. } => SharedRule::Keys,
+        // A path on every host: its keys, if the hosts are all remembered
+        // (the apply says `scanned` otherwise).
+        Selector::Url { host: None, .. } => SharedRule::Keys,
+        Selector::Prefix { host, path } => SharedRule::Prefix {
+            host: host.clone(),
+            path: path.clone(),
+        },
+        Selector::Tag(_) | Selector::All => SharedRule::Everything,
+    }
 }
 
 async fn run_with(
@@ -619,10 +636,11 @@ impl Local for Here {
         self.0.zones.iter().any(|z| z.tier.load_state().found() > 0)
     }
 
-    async fn apply(&self, json: &str) -> Result<(), String> {
+    async fn apply(&self, json: &str) -> Result<SharedRule, String> {
         let purge = Purge::from_json(json.as_bytes()).map_err(|e| e.to_string())?;
+        let rule = shared_rule(&purge.selector);
         run(&self.0, purge).await;
-        Ok(())
+        Ok(rule)
     }
 
     async fn distrust_all(&self) {

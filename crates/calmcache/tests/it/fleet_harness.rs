@@ -399,7 +399,7 @@ pub async fn applied(nodes: &[Arc<Wires>]) -> Vec<u64> {
 /// Waits until every one of `nodes` has applied more purges than `than`.
 pub async fn wait_applied(nodes: &[Arc<Wires>], than: &[u64], what: &str) {
     let awaited = format!("{what}: purges applied on every node past {than:?}");
-    wait_until(Duration::from_secs(5), &awaited, async || {
+    wait_until(USED_WITHIN, &awaited, async || {
         let now = applied(nodes).await;
         now.iter().zip(than).all(|(n, t)| n > t)
     })

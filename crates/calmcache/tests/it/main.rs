@@ -42,6 +42,7 @@ mod fleet_partition;
 mod fleet_pieces;
 mod fleet_process;
 mod fleet_protocols;
+mod fleet_purge_floor;
 mod fleet_redis_memory;
 mod fleet_signed;
 mod fleet_tls;
