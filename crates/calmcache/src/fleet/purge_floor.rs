@@ -7,14 +7,16 @@
 //! again (in bench/fleet-many, 70% of the duplicate fetches).
 //!
 //! Now a prefix purge is a rule with its time, and only keys under its
-//! prefix get its floor; tag purges, `all`, and URL purges the sender had
-//! to scan for stay fleet-wide floors. What a node knows:
+//! prefix get its floor; so is a URL purge on every host (a node knows only
+//! the hosts it stored: its path on any host is the rule, unless a route
+//! renders keys from a template); tag purges and `all` stay floors for
+//! every key. What a node knows:
 //!
 //! - its own purges, at once, at the epoch the purge script set;
 //! - other nodes' purges, as it applies them from the stream: each entry
 //!   says the epoch its sender set (`epoch` field); the local apply says
-//!   whether it was a prefix (its rule) or named keys (an epoch with it
-//!   then means the sender scanned: fleet-wide);
+//!   whether it was a prefix (its rule), a tag or `all` (every key), or
+//!   named keys (no floor; an epoch with one is taken as every key);
 //! - the epoch key, read each poll. An epoch no applied purge accounts for
 //!   (a purge whose stream entry is not read yet, an older node that sends
 //!   no `epoch` field, a catch-up after Redis was out) is a floor for every
@@ -145,7 +147,8 @@ impl PurgeFloors {
                 }
                 f.prefixes.push_back(PrefixRule { host, path, at_ms });
             }
-            // A tag, everything, or keys its sender had to scan for.
+            // A tag, everything, or named keys that came with an epoch
+            // (not sent by this version): every key.
             (SharedRule::Everything | SharedRule::Keys, _) => {
                 f.everything = f.everything.max(at_ms);
             }

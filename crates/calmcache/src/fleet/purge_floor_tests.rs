@@ -45,11 +45,11 @@ fn a_prefix_on_one_host_floors_that_host_only() {
 }
 
 #[test]
-fn tags_everything_and_scanned_urls_floor_every_key() {
+fn tags_and_everything_floor_every_key() {
     let floors = started();
     floors.note(SharedRule::Everything, Some(7), 7);
     assert_eq!(floors.floor(&key("a.example", "/x")), 7);
-    // A URL purge its sender had to scan for carries an epoch.
+    // Named keys that came with an epoch: taken as every key.
     floors.note(SharedRule::Keys, Some(9), 9);
     assert_eq!(floors.floor(&key("z.example", "/y")), 9);
     // One that named its keys sets no floor.

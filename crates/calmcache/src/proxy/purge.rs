@@ -250,12 +250,10 @@ pub(crate) async fn run_everywhere(proxy: &Arc<Proxy>, purge: Purge) -> Outcome 
         return run(proxy, purge).await;
     };
     let json = purge.to_json();
-    let rule = shared_rule(&purge.selector);
+    let rule = shared_rule(proxy, &purge.selector);
     let mut outcome = run_with(proxy, purge, Some(&fleet)).await;
     let epoch = match rule {
-        SharedRule::Keys if !outcome.scanned => None,
-        // Keys it had to scan for, on hosts not all remembered: every key.
-        SharedRule::Keys => fleet.purge_before_now(SharedRule::Everything).await,
+        SharedRule::Keys => None,
         rule => fleet.purge_before_now(rule).await,
     };
     outcome.fleet_pending = fleet.publish_purge(json, epoch).await;
@@ -264,12 +262,21 @@ pub(crate) async fn run_everywhere(proxy: &Arc<Proxy>, purge: Purge) -> Outcome 
 
 /// What `selector` is for the shared tier's purge floors: keys Redis
 /// purges one by one, a prefix rule, or every key.
-fn shared_rule(selector: &Selector) -> SharedRule {
+fn shared_rule(proxy: &Proxy, selector: &Selector) -> SharedRule {
     match selector {
         Selector::Key(_) | Selector::Url { host: Some(_), .. } => SharedRule::Keys,
-        // A path on every host: its keys, if the hosts are all remembered
-        // (the apply says `scanned` otherwise).
-        Selector::Url { host: None, .. } => SharedRule::Keys,
+        // A path on every host: Redis holds it under hosts this node may
+        // not know (a node remembers the hosts it stored), so its copies on
+        // any host, and whatever else starts with it, are set aside. A
+        // rendered key does not start with the path: every key then.
+        Selector::Url {
+            host: None,
+            path_and_query,
+        } if proxy.routes.iter().all(|r| r.key_is_default) => SharedRule::Prefix {
+            host: None,
+            path: path_and_query.clone(),
+        },
+        Selector::Url { host: None, .. } => SharedRule::Everything,
         Selector::Prefix { host, path } => SharedRule::Prefix {
             host: host.clone(),
             path: path.clone(),
@@ -638,7 +645,7 @@ impl Local for Here {
 
     async fn apply(&self, json: &str) -> Result<SharedRule, String> {
         let purge = Purge::from_json(json.as_bytes()).map_err(|e| e.to_string())?;
-        let rule = shared_rule(&purge.selector);
+        let rule = shared_rule(&self.0, &purge.selector);
         run(&self.0, purge).await;
         Ok(rule)
     }
