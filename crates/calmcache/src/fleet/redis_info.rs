@@ -68,6 +68,9 @@ pub(crate) struct RedisMemory {
 #[derive(Default)]
 pub(super) struct Readings {
     last: Mutex<Option<(RedisMemory, Instant)>>,
+    /// `evicted_keys` rose between the last two readings: Redis is full
+    /// and drops keys (pieces, records, leases) to take new ones.
+    evicting: std::sync::atomic::AtomicBool,
 }
 
 impl Readings {
@@ -94,7 +97,22 @@ impl Readings {
                 "redis memory settings"
             );
         }
+        let evicted_before = last.as_ref().and_then(|(m, _)| m.evicted_keys);
+        let evicting = matches!(
+            (evicted_before, memory.evicted_keys),
+            (Some(before), Some(now)) if now > before
+        );
+        self.evicting
+            .store(evicting, std::sync::atomic::Ordering::Relaxed);
         *last = Some((memory, Instant::now()));
+    }
+
+    /// Redis evicted keys between the last two readings (5 s apart): a
+    /// body another node writes may lose a piece before it is read, so a
+    /// follower waits for the commit instead of streaming it (a piece
+    /// missing then is a miss fetched from the origin, not a cut client).
+    pub(super) fn evicting(&self) -> bool {
+        self.evicting.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -124,3 +124,20 @@ async fn a_reading_keeps_its_age() {
     assert_eq!(m.read_ms_ago, Some(1500));
     assert_eq!(m.evicted_keys, Some(12));
 }
+
+#[test]
+fn evicting_is_evicted_keys_rising_between_two_readings() {
+    let readings = Readings::default();
+    let evicted = |n: &str| combine(&[parse(&format!("evicted_keys:{n}\r\n"))]);
+    readings.store(evicted("12"));
+    assert!(!readings.evicting(), "one reading says nothing of a rise");
+    readings.store(evicted("12"));
+    assert!(!readings.evicting(), "evicted long ago, not now");
+    readings.store(evicted("40"));
+    assert!(readings.evicting());
+    readings.store(evicted(""));
+    assert!(!readings.evicting(), "unknown is not evicting");
+    readings.store(evicted("40"));
+    readings.store(evicted("3"));
+    assert!(!readings.evicting(), "a restarted Redis counts from 0");
+}
