@@ -221,7 +221,7 @@ impl Fleet {
                     return Before::Fetch(Some(lease));
                 }
                 Acquired::Held { pttl_ms, record } => {
-                    // While Redis evicts, pieces may go before they are
+                    // While Redis evicts or nears its limit, pieces may go before they are
                     // read: wait for the commit (redis_info.rs).
                     let record = record.filter(|_| !self.link.memory.evicting());
                     let streamed = record.and_then(|(record, holder)| {

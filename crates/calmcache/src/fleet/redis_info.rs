@@ -64,6 +64,12 @@ pub(crate) struct RedisMemory {
     pub warning: Option<String>,
 }
 
+/// Past this share of its `maxmemory`, Redis is taken as evicting (see
+/// [`Readings::evicting`]): at 3/4 the rest is room for the pieces the
+/// fleet writes while one stream lasts (a fleet writing 200 MB/s of pieces
+/// fills a quarter of 2 GiB in about 2.5 s, a 50 MiB stream's life).
+const STREAM_RATIO_MAX: f64 = 0.75;
+
 /// The last reading and when it was taken.
 #[derive(Default)]
 pub(super) struct Readings {
@@ -98,16 +104,20 @@ impl Readings {
             );
         }
         let evicted_before = last.as_ref().and_then(|(m, _)| m.evicted_keys);
-        let evicting = matches!(
+        let rising = matches!(
             (evicted_before, memory.evicted_keys),
             (Some(before), Some(now)) if now > before
         );
+        // Near its limit, Redis starts evicting within a stream's life.
+        let near_full = memory.used_ratio.is_some_and(|r| r > STREAM_RATIO_MAX);
+        let evicting = rising || near_full;
         self.evicting
             .store(evicting, std::sync::atomic::Ordering::Relaxed);
         *last = Some((memory, Instant::now()));
     }
 
-    /// Redis evicted keys between the last two readings (5 s apart): a
+    /// Redis evicted keys between the last two readings (5 s apart), or
+    /// its fullest node is past [`STREAM_RATIO_MAX`] of its `maxmemory`: a
     /// body another node writes may lose a piece before it is read, so a
     /// follower waits for the commit instead of streaming it (a piece
     /// missing then is a miss fetched from the origin, not a cut client).

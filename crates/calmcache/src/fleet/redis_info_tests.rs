@@ -140,4 +140,16 @@ fn evicting_is_evicted_keys_rising_between_two_readings() {
     readings.store(evicted("40"));
     readings.store(evicted("3"));
     assert!(!readings.evicting(), "a restarted Redis counts from 0");
+    let used = |used: u64| {
+        combine(&[parse(&format!(
+            "used_memory:{used}\r\nmaxmemory:1000\r\nevicted_keys:3\r\n"
+        ))])
+    };
+    readings.store(used(700));
+    assert!(!readings.evicting(), "room left");
+    readings.store(used(800));
+    assert!(readings.evicting(), "past 3/4 of maxmemory");
+    let unlimited = "used_memory:5000\r\nmaxmemory:0\r\nevicted_keys:3\r\n";
+    readings.store(combine(&[parse(unlimited)]));
+    assert!(!readings.evicting(), "no limit: never full");
 }
