@@ -260,6 +260,11 @@ pub(crate) mod fleet {
     pub(crate) const MAX_OBJECT_SIZE: u64 = 64 * MIB;
     /// `max_pieces_in_flight`: four largest objects at once per node.
     pub(crate) const MAX_PIECES_IN_FLIGHT: u64 = 256 * MIB;
+    /// `stream_from_peers`: off. Followers wait for the commit: a writer
+    /// that stops or loses Redis mid-body then costs an origin fetch, not
+    /// a cut client (bench/fleet-many: 5-16 cut clients a minute with it
+    /// on and a full Redis, 0 with it off).
+    pub(crate) const STREAM_FROM_PEERS: bool = false;
     /// `timeout`: the deadline of every Redis call.
     pub(crate) const TIMEOUT: Duration = Duration::from_millis(50);
     /// `lease`.
@@ -573,6 +578,10 @@ pub(crate) fn keys() -> Vec<(&'static str, Shown)> {
         (
             "fleet.max_pieces_in_flight",
             Shown::Size(fleet::MAX_PIECES_IN_FLIGHT),
+        ),
+        (
+            "fleet.stream_from_peers",
+            Shown::Bool(fleet::STREAM_FROM_PEERS),
         ),
         ("fleet.timeout", Shown::Duration(fleet::TIMEOUT)),
         ("fleet.lease", Shown::Duration(fleet::LEASE)),

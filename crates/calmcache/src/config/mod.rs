@@ -168,6 +168,11 @@ pub struct FleetConfig {
     /// Bytes of large objects one node holds at once on their way to or
     /// from Redis (default 256 MiB).
     pub max_pieces_in_flight: u64,
+    /// A node streams a large body another node is still writing to Redis
+    /// (read-while-write across the fleet) instead of waiting for its
+    /// commit (default false: a writer that stops or loses Redis cuts the
+    /// followers' clients mid-body).
+    pub stream_from_peers: bool,
     /// Deadline of every Redis call; past it the call counts as failed and
     /// the request goes on without Redis (default 50 ms).
     pub timeout: Duration,
@@ -228,6 +233,7 @@ impl std::fmt::Debug for FleetConfig {
             .field("prefix", &self.prefix)
             .field("max_object_size", &self.max_object_size)
             .field("max_pieces_in_flight", &self.max_pieces_in_flight)
+            .field("stream_from_peers", &self.stream_from_peers)
             .field("timeout", &self.timeout)
             .field("lease", &self.lease)
             .field("tls_ca", &self.tls_ca)

@@ -63,6 +63,7 @@ pub(crate) struct RawFleet {
     pub(crate) prefix: Option<String>,
     pub(crate) max_object_size: Option<Text>,
     pub(crate) max_pieces_in_flight: Option<Text>,
+    pub(crate) stream_from_peers: Option<bool>,
     pub(crate) timeout: Option<Text>,
     pub(crate) lease: Option<Text>,
     pub(crate) tls_ca: Option<String>,

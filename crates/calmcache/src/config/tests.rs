@@ -1601,7 +1601,7 @@ fn example_access_log_lines_are_valid() {
 #[test]
 fn example_fleet_lines_are_valid_and_show_the_defaults() {
     let section = example_section("# [fleet]");
-    assert_eq!(section.len(), 15, "{section:?}");
+    assert_eq!(section.len(), 16, "{section:?}");
     // One `redis` (not the cluster alternative), and no password: the
     // example's password and password_file are alternatives too. The TLS
     // files are checked on their own below, the secret file in

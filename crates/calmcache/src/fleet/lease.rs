@@ -223,7 +223,8 @@ impl Fleet {
                 Acquired::Held { pttl_ms, record } => {
                     // While Redis evicts or nears its limit, pieces may go before they are
                     // read: wait for the commit (redis_info.rs).
-                    let record = record.filter(|_| !self.link.memory.evicting());
+                    let record = record
+                        .filter(|_| self.cfg.stream_from_peers && !self.link.memory.evicting());
                     let streamed = record.and_then(|(record, holder)| {
                         self.stream_of(key, &asking.target, record, &holder, wait)
                     });

@@ -75,14 +75,15 @@ async fn writing(fleet: &Arc<Fleet>, key: &CacheKey, body: &[u8]) -> PieceWriter
     writer
 }
 
+/// `N` nodes of one fleet on `redis`.
+fn nodes<const N: usize>(redis: &Redis) -> [std::sync::Arc<Fleet>; N] {
+    std::array::from_fn(|_| Fleet::new(&config(redis)).unwrap())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_streams_pieces_before_the_body_is_complete() {
     let redis = Redis::start();
-    let (a, b, c) = (
-        Fleet::new(&config(&redis)).unwrap(),
-        Fleet::new(&config(&redis)).unwrap(),
-        Fleet::new(&config(&redis)).unwrap(),
-    );
+    let [a, b, c] = nodes(&redis);
     let key = CacheKey::new("http", "h", "/big");
     let all = body();
     let mut writer = writing(&a, &key, &all).await;
@@ -113,10 +114,7 @@ async fn a_follower_streams_pieces_before_the_body_is_complete() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_piece_overwritten_in_redis_cuts_the_stream() {
     let redis = Redis::start();
-    let (a, b) = (
-        Fleet::new(&config(&redis)).unwrap(),
-        Fleet::new(&config(&redis)).unwrap(),
-    );
+    let [a, b] = nodes(&redis);
     let key = CacheKey::new("http", "h", "/big");
     let all = body();
     let _writer = writing(&a, &key, &all).await;
@@ -138,10 +136,7 @@ async fn a_piece_overwritten_in_redis_cuts_the_stream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_that_gives_up_cuts_its_followers_and_deletes_its_pieces() {
     let redis = Redis::start();
-    let (a, b) = (
-        Fleet::new(&config(&redis)).unwrap(),
-        Fleet::new(&config(&redis)).unwrap(),
-    );
+    let [a, b] = nodes(&redis);
     let key = CacheKey::new("http", "h", "/big");
     let all = body();
     let writer = writing(&a, &key, &all).await;
@@ -170,10 +165,7 @@ async fn a_writer_that_gives_up_cuts_its_followers_and_deletes_its_pieces() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purge_during_the_write_refuses_the_commit_and_cuts_the_stream() {
     let redis = Redis::start();
-    let (a, b) = (
-        Fleet::new(&config(&redis)).unwrap(),
-        Fleet::new(&config(&redis)).unwrap(),
-    );
+    let [a, b] = nodes(&redis);
     let key = CacheKey::new("http", "h", "/big");
     let all = body();
     let mut writer = writing(&a, &key, &all).await;

@@ -26,6 +26,7 @@ pub(super) fn config_for(nodes: Vec<String>) -> FleetConfig {
         prefix: "cc:".to_string(),
         max_object_size: 1 << 20,
         max_pieces_in_flight: 16 << 20,
+        stream_from_peers: true,
         timeout: Duration::from_millis(500),
         lease: Duration::from_millis(300),
         tls_ca: None,

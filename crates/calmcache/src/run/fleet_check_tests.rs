@@ -19,6 +19,7 @@ fn fleet() -> FleetConfig {
         prefix: "cc:".to_owned(),
         max_object_size: 64 * MIB,
         max_pieces_in_flight: 256 * MIB,
+        stream_from_peers: false,
         timeout: Duration::from_millis(50),
         lease: Duration::from_secs(3),
         tls_ca: None,

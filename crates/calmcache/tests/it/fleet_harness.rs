@@ -37,6 +37,17 @@ pub const CLOSED_WITHIN: Duration = Duration::from_secs(15);
 /// After the breakers close, the fleet stores or takes a copy within this.
 pub const USED_WITHIN: Duration = Duration::from_secs(10);
 
+/// `[fleet]` keys: a 3 s deadline and a fleet secret in a file of scratch
+/// directory `name` (signed entries, purges and heartbeats).
+pub fn signed_keys(name: &str) -> String {
+    let secret = crate::scratch(name).join("fleet.secret");
+    std::fs::write(&secret, "a-fleet-secret-of-at-least-32-bytes-0123456789\n").unwrap();
+    format!(
+        "timeout = \"3s\"\nsecret_file = {:?}",
+        secret.display().to_string()
+    )
+}
+
 /// One node of the fleet on `redis` (a URL, or a TOML list for a cluster)
 /// with `fleet` keys, in front of `origin`, listening on every wire.
 pub async fn node(origin: &Origin, redis: &str, fleet: &str, ttl: &str) -> Arc<Wires> {

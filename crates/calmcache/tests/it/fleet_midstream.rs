@@ -56,7 +56,8 @@ const LEN: u64 = 32 * MIB;
 const PAUSE_MS: u64 = 10;
 /// Redis is not what is tested: a call slower than usual on a loaded
 /// machine must not make a node fetch alone.
-const FLEET: &str = "timeout = \"1s\"";
+/// Peers stream the holder's body (`stream_from_peers`, off by default).
+const FLEET: &str = "timeout = \"1s\"\nstream_from_peers = true";
 /// Objects live long (one lifetime per test), and one key whatever the
 /// scheme, so that clients over TLS share with the others (the default
 /// key has the scheme).

@@ -11,8 +11,8 @@ use calmcache_testkit::redis::Redis;
 use calmcache_testkit::{Origin, Wires};
 
 use crate::fleet_harness::{
-    applied, diagnose, get, is_body_of, three_nodes, total, wait_applied, wait_connected,
-    CLOSED_WITHIN, H2C, H2_TLS, HTTP1, TOKEN, USED_WITHIN,
+    applied, diagnose, get, is_body_of, signed_keys, three_nodes, total, wait_applied,
+    wait_connected, CLOSED_WITHIN, H2C, H2_TLS, HTTP1, TOKEN, USED_WITHIN,
 };
 use crate::wait_until;
 
@@ -23,13 +23,7 @@ async fn a_prefix_purge_leaves_other_prefixes_shared_and_a_tag_purge_does_not() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signed_a_prefix_purge_leaves_other_prefixes_shared() {
-    let dir = crate::scratch("fleet-purge-floor-signed");
-    let secret = dir.join("fleet.secret");
-    std::fs::write(&secret, "a-fleet-secret-of-at-least-32-bytes-0123456789\n").unwrap();
-    let keys = format!(
-        "timeout = \"3s\"\nsecret_file = {:?}",
-        secret.display().to_string()
-    );
+    let keys = signed_keys("fleet-purge-floor-signed");
     purge_floors(&keys).await;
 }
 

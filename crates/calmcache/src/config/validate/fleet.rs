@@ -59,6 +59,9 @@ impl Checker {
             prefix,
             max_object_size,
             max_pieces_in_flight,
+            stream_from_peers: raw
+                .stream_from_peers
+                .unwrap_or(defaults::fleet::STREAM_FROM_PEERS),
             timeout,
             lease,
             tls_ca,
