@@ -253,7 +253,7 @@ async fn spliced_tunnel_moves_exact_bytes_both_ways_to_a_slow_reader() {
 /// like a copied one.
 #[tokio::test]
 async fn spliced_tunnel_cut_when_the_reader_takes_nothing() {
-    let (mut client, a) = tcp_pair().await;
+    let (client, a) = tcp_pair().await;
     let (_upstream, b) = tcp_pair().await;
     let (_stop, rx) = watch::channel(false);
     let limits = Limits {
@@ -261,16 +261,7 @@ async fn spliced_tunnel_cut_when_the_reader_takes_nothing() {
         write: Duration::from_millis(300),
     };
     let task = tokio::spawn(pump((a, Bytes::new()), (b, Bytes::new()), limits, rx));
-    let chunk = vec![7u8; 64 * 1024];
-    let writer = tokio::spawn(async move {
-        // Bounded: far more than both sockets' buffers and the pipe hold.
-        for _ in 0..1024 {
-            if client.write_all(&chunk).await.is_err() {
-                break;
-            }
-        }
-        client
-    });
+    let writer = flood(client);
     let ended = tokio::time::timeout(Duration::from_secs(20), task).await;
     let err = ended.unwrap().unwrap().unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
@@ -337,7 +328,7 @@ impl AsyncWrite for OwnClock {
 /// went around it and the stalled client was held for the tunnel's limit.
 #[tokio::test]
 async fn a_spliced_burst_is_under_the_writers_own_clock() {
-    let (mut client, a) = tcp_pair().await;
+    let (client, a) = tcp_pair().await;
     let (_upstream, b) = tcp_pair().await;
     let (_stop, rx) = watch::channel(false);
     let limits = Limits {
@@ -350,16 +341,7 @@ async fn a_spliced_burst_is_under_the_writers_own_clock() {
         limits,
         rx,
     ));
-    let chunk = vec![7u8; 64 * 1024];
-    let writer = tokio::spawn(async move {
-        // Bounded: far more than both sockets' buffers and the pipe hold.
-        for _ in 0..1024 {
-            if client.write_all(&chunk).await.is_err() {
-                break;
-            }
-        }
-        client
-    });
+    let writer = flood(client);
     let ended = tokio::time::timeout(Duration::from_secs(10), task).await;
     let err = ended
         .expect("cut by the writer's clock, not the tunnel's 30 s")
@@ -367,4 +349,21 @@ async fn a_spliced_burst_is_under_the_writers_own_clock() {
         .unwrap_err();
     assert_eq!(err.to_string(), "own clock: splice");
     drop(writer);
+}
+
+/// Writes 64 MiB to `client` (bounded: far more than both sockets'
+/// buffers and the pipe hold), stopping at the first error; the socket
+/// back at the end.
+fn flood<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
+    mut client: W,
+) -> tokio::task::JoinHandle<W> {
+    tokio::spawn(async move {
+        let chunk = vec![7u8; 64 * 1024];
+        for _ in 0..1024 {
+            if client.write_all(&chunk).await.is_err() {
+                break;
+            }
+        }
+        client
+    })
 }
